@@ -1,0 +1,64 @@
+/* gelu (tanh approximation) and relu: elementwise, no parameters, nothing saved (the input is). */
+#include "layers/builtin.h"
+#include "layers/cpu/ops.h"
+
+static void act_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
+  if (s->in_tokens)
+    spec_error(e, s->args, 0, "%s takes float features; put an embedding before it",
+               L->type->name);
+  L->out_dim = s->in_dim;
+}
+
+static void act_init(pt_layer *L, uint64_t seed) { (void)L, (void)seed; }
+static void act_backward_weight(pt_layer *L, const pt_io *io) { (void)L, (void)io; }
+
+static int64_t act_numel(const pt_layer *L, const pt_io *io) {
+  return (int64_t)io->B * io->T * L->out_dim;
+}
+
+static void gelu_forward(pt_layer *L, const pt_io *io) {
+  op_gelu_forward(io->out, io->in, act_numel(L, io));
+}
+
+static void gelu_backward_input(pt_layer *L, const pt_io *io) {
+  if (io->din) op_gelu_backward(io->din, io->dout, io->in, act_numel(L, io));
+}
+
+static void relu_forward(pt_layer *L, const pt_io *io) {
+  const float *x = io->in;
+  int64_t n = act_numel(L, io);
+  for (int64_t i = 0; i < n; i++) io->out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+static void relu_backward_input(pt_layer *L, const pt_io *io) {
+  if (!io->din) return;
+  const float *x = io->in;
+  int64_t n = act_numel(L, io);
+  for (int64_t i = 0; i < n; i++) io->din[i] = x[i] > 0.0f ? io->dout[i] : 0.0f;
+}
+
+static void act_cost(const pt_layer *L, int T, pt_layer_cost *c) {
+  layer_cost_default(L, T, c);
+  c->fwd_flops = 8.0 * T * L->out_dim;
+  c->bwd_flops = 12.0 * T * L->out_dim;
+}
+
+const pt_layer_type layer_type_gelu = {
+    .name = "gelu",
+    .configure = act_configure,
+    .init = act_init,
+    .forward = gelu_forward,
+    .backward_input = gelu_backward_input,
+    .backward_weight = act_backward_weight,
+    .cost = act_cost,
+};
+
+const pt_layer_type layer_type_relu = {
+    .name = "relu",
+    .configure = act_configure,
+    .init = act_init,
+    .forward = relu_forward,
+    .backward_input = relu_backward_input,
+    .backward_weight = act_backward_weight,
+    .cost = act_cost,
+};

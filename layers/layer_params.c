@@ -1,0 +1,97 @@
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "layers/builtin.h"
+#include "layers/layer.h"
+
+int layer_add_param(pt_layer *L, const char *name, int ndim, int64_t d0, int64_t d1, int64_t d2,
+                    int64_t d3) {
+  if (L->n_params >= PT_MAX_PARAMS) return -1;
+  pt_param_desc *p = &L->params[L->n_params];
+  memset(p, 0, sizeof *p);
+  snprintf(p->name, sizeof p->name, "%s", name);
+  int64_t dims[4] = {d0, d1, d2, d3};
+  p->ndim = ndim;
+  p->numel = 1;
+  for (int i = 0; i < ndim; i++) {
+    p->shape[i] = dims[i];
+    p->numel *= dims[i];
+  }
+  p->decay = ndim >= 2;
+  return L->n_params++;
+}
+
+int layer_param_owned(const pt_layer *L, int p) { return !L->borrowed[p]; }
+
+/* splitmix64: a counter-based generator, so element i of a parameter is the same value whatever
+ * process or stage computes it. */
+static uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+static double uniform01(uint64_t key, uint64_t i) {
+  /* 53 random bits in (0, 1]: never 0, so log() below is finite */
+  return ((mix64(key ^ mix64(i)) >> 11) + 1) * (1.0 / 9007199254740992.0);
+}
+
+void layer_init_normal(pt_layer *L, int p, uint64_t seed, float std) {
+  if (L->borrowed[p]) return;
+  uint64_t key = mix64(mix64(seed) ^ ((uint64_t)L->index << 8) ^ (uint64_t)p);
+  float *w = L->w[p];
+  for (int64_t i = 0; i < L->params[p].numel; i++) {
+    double u1 = uniform01(key, 2 * (uint64_t)i), u2 = uniform01(key, 2 * (uint64_t)i + 1);
+    w[i] = (float)(std * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+  }
+}
+
+void layer_init_const(pt_layer *L, int p, float value) {
+  if (L->borrowed[p]) return;
+  for (int64_t i = 0; i < L->params[p].numel; i++) L->w[p][i] = value;
+}
+
+void layer_cost_default(const pt_layer *L, int T, pt_layer_cost *c) {
+  memset(c, 0, sizeof *c);
+  int64_t n = 0;
+  for (int p = 0; p < L->n_params; p++) n += L->params[p].numel;
+  c->param_bytes = n * (int64_t)sizeof(float);
+  c->saved_bytes = L->type->saved_bytes ? (int64_t)L->type->saved_bytes(L, 1, T) : 0;
+  c->scratch_bytes = L->type->scratch_bytes ? (int64_t)L->type->scratch_bytes(L, 1, T) : 0;
+  c->out_bytes = (int64_t)T * L->out_dim * (int64_t)sizeof(float);
+  c->fwd_flops = 2.0 * (double)n * T;
+  c->bwd_flops = 2.0 * c->fwd_flops;
+}
+
+void layer_cost(const pt_layer *L, int T, pt_layer_cost *c) {
+  if (L->type->cost)
+    L->type->cost(L, T, c);
+  else
+    layer_cost_default(L, T, c);
+}
+
+int layer_count_type(const pt_spec *spec, const char *type) {
+  int n = 0;
+  for (int i = 0; i < spec->n_layers; i++) n += strcmp(spec->layers[i].type, type) == 0;
+  return n;
+}
+
+int64_t layer_require_model_int(const pt_layer_setup *s, int64_t value, const char *key,
+                                const char *layer, spec_errors *e) {
+  if (value <= 0)
+    spec_error(e, s->args, 0, "layer '%s' needs model.%s; add it to the model: section", layer,
+               key);
+  return value;
+}
+
+void layer_expect_features(const pt_layer_setup *s, int64_t dim, const char *layer,
+                           spec_errors *e) {
+  if (s->in_tokens)
+    spec_error(e, s->args, 0, "layer '%s' takes float features but its input is token ids; "
+               "put an embedding before it", layer);
+  else if (s->in_dim != dim)
+    spec_error(e, s->args, 0, "layer '%s' expects %lld input features but the previous layer "
+               "gives %d", layer, (long long)dim, s->in_dim);
+}

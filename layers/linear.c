@@ -1,0 +1,66 @@
+/* linear: out = in * weight^T + bias; weight [out, in], bias [out] (arg bias: false drops it).
+ * Arg out: output features (default model.dim). Also lm_head: weight [vocab, dim], no bias,
+ * tieable with an embedding. */
+#include <math.h>
+
+#include "layers/builtin.h"
+#include "layers/cpu/ops.h"
+
+static void linear_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
+  if (s->in_tokens)
+    spec_error(e, s->args, 0, "linear takes float features; put an embedding before it");
+  int64_t out = spec_get_int(s->args, "out", s->spec->dim <= 0, s->spec->dim, 1, 1 << 24, e);
+  int bias = spec_get_bool(s->args, "bias", 1, e);
+  L->out_dim = (int)out;
+  layer_add_param(L, "weight", 2, out, s->in_dim, 0, 0);
+  if (bias) layer_add_param(L, "bias", 1, out, 0, 0, 0);
+}
+
+static void linear_init(pt_layer *L, uint64_t seed) {
+  /* LeCun-normal: keeps activations O(1) through stacks of linear/relu layers. */
+  layer_init_normal(L, 0, seed, 1.0f / sqrtf((float)(L->in_dim > 0 ? L->in_dim : 1)));
+  if (L->n_params > 1) layer_init_const(L, 1, 0.0f);
+}
+
+static void linear_forward(pt_layer *L, const pt_io *io) {
+  op_linear_forward(io->out, io->in, L->w[0], L->n_params > 1 ? L->w[1] : NULL, io->B * io->T,
+                    L->in_dim, L->out_dim);
+}
+
+static void linear_backward_input(pt_layer *L, const pt_io *io) {
+  if (io->din)
+    op_linear_backward_input(io->din, io->dout, L->w[0], io->B * io->T, L->in_dim, L->out_dim, 0);
+}
+
+static void linear_backward_weight(pt_layer *L, const pt_io *io) {
+  op_linear_backward_weight(L->g[0], L->n_params > 1 ? L->g[1] : NULL, io->dout, io->in,
+                            io->B * io->T, L->in_dim, L->out_dim);
+}
+
+static void lm_head_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
+  int64_t vocab = layer_require_model_int(s, s->spec->vocab, "vocab", "lm_head", e);
+  int64_t dim = layer_require_model_int(s, s->spec->dim, "dim", "lm_head", e);
+  layer_expect_features(s, dim, "lm_head", e);
+  L->out_dim = (int)vocab;
+  layer_add_param(L, "weight", 2, vocab, dim, 0, 0);
+}
+
+static void lm_head_init(pt_layer *L, uint64_t seed) { layer_init_normal(L, 0, seed, 0.02f); }
+
+const pt_layer_type layer_type_linear = {
+    .name = "linear",
+    .configure = linear_configure,
+    .init = linear_init,
+    .forward = linear_forward,
+    .backward_input = linear_backward_input,
+    .backward_weight = linear_backward_weight,
+};
+
+const pt_layer_type layer_type_lm_head = {
+    .name = "lm_head",
+    .configure = lm_head_configure,
+    .init = lm_head_init,
+    .forward = linear_forward,
+    .backward_input = linear_backward_input,
+    .backward_weight = linear_backward_weight,
+};

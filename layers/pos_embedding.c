@@ -1,0 +1,47 @@
+/* pos_embedding: out[b,t,:] = in[b,t,:] + weight[t,:]; weight [seq_len, dim]. */
+#include <string.h>
+
+#include "layers/builtin.h"
+#include "layers/cpu/ops.h"
+
+static void pos_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
+  int64_t T = layer_require_model_int(s, s->spec->seq_len, "seq_len", "pos_embedding", e);
+  int64_t dim = layer_require_model_int(s, s->spec->dim, "dim", "pos_embedding", e);
+  layer_expect_features(s, dim, "pos_embedding", e);
+  L->out_dim = (int)dim;
+  layer_add_param(L, "weight", 2, T, dim, 0, 0);
+}
+
+static void pos_init(pt_layer *L, uint64_t seed) { layer_init_normal(L, 0, seed, 0.02f); }
+
+static void pos_forward(pt_layer *L, const pt_io *io) {
+  int64_t D = L->out_dim, TD = (int64_t)io->T * D;
+  for (int b = 0; b < io->B; b++)
+    op_add(io->out + b * TD, (const float *)io->in + b * TD, L->w[0], TD);
+}
+
+static void pos_backward_input(pt_layer *L, const pt_io *io) {
+  if (io->din)
+    memcpy(io->din, io->dout, sizeof(float) * (size_t)io->B * io->T * L->out_dim);
+}
+
+static void pos_backward_weight(pt_layer *L, const pt_io *io) {
+  int64_t TD = (int64_t)io->T * L->out_dim;
+  for (int b = 0; b < io->B; b++) op_add_inplace(L->g[0], io->dout + b * TD, TD);
+}
+
+static void pos_cost(const pt_layer *L, int T, pt_layer_cost *c) {
+  layer_cost_default(L, T, c);
+  c->fwd_flops = (double)T * L->out_dim;
+  c->bwd_flops = c->fwd_flops;
+}
+
+const pt_layer_type layer_type_pos_embedding = {
+    .name = "pos_embedding",
+    .configure = pos_configure,
+    .init = pos_init,
+    .forward = pos_forward,
+    .backward_input = pos_backward_input,
+    .backward_weight = pos_backward_weight,
+    .cost = pos_cost,
+};

@@ -1,0 +1,160 @@
+/* transformer_block: GPT-2 pre-LayerNorm block on [B,T,d].
+ *   x1 = x + attn.proj(attn(ln1(x)));  y = x1 + mlp.proj(gelu_tanh(mlp.fc(ln2(x1))))
+ * Causal multi-head attention, scores scaled by 1/sqrt(d/heads), LayerNorm eps 1e-5.
+ * Arg heads (default model.heads). Parameter order and shapes follow PyTorch nn.Linear [out,in].
+ */
+#include <math.h>
+#include <string.h>
+
+#include "layers/builtin.h"
+#include "layers/cpu/ops.h"
+
+enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, MP_W, MP_B };
+
+/* Views into the saved area. The first group is written by forward; the stash by
+ * backward_input for backward_weight (which may run later in zero-bubble schedules). */
+typedef struct {
+  float *mean1, *rstd1, *xln1, *qkv, *probs, *atty, *x1, *mean2, *rstd2, *xln2, *h, *g;
+  float *dx1, *dxln2, *dqkv, *dxln1; /* stash; h holds d(fc output) after backward_input */
+} block_saved;
+
+enum { N_SAVED = 16 };
+
+/* Floats of each saved view, in the order of block_saved's fields. */
+static void block_saved_sizes(int64_t N, int64_t d, int64_t BHTT, int64_t sizes[N_SAVED]) {
+  const int64_t s[N_SAVED] = {N,     N,     N * d,     3 * N * d, BHTT,  N * d,
+                              N * d, N,     N,         N * d,     4 * N * d, 4 * N * d,
+                              N * d, N * d, 3 * N * d, N * d};
+  /* round each up to 16 floats so every view stays 64-byte aligned */
+  for (int i = 0; i < N_SAVED; i++) sizes[i] = (s[i] + 15) & ~(int64_t)15;
+}
+
+static int64_t block_bhtt(const pt_layer *L, int B, int T) {
+  return (int64_t)B * L->iarg[0] * T * (int64_t)T;
+}
+
+static void block_views(const pt_layer *L, int B, int T, void *saved, block_saved *v) {
+  int64_t sizes[N_SAVED];
+  block_saved_sizes((int64_t)B * T, L->out_dim, block_bhtt(L, B, T), sizes);
+  float **slots[N_SAVED] = {&v->mean1, &v->rstd1, &v->xln1, &v->qkv,  &v->probs, &v->atty,
+                            &v->x1,    &v->mean2, &v->rstd2, &v->xln2, &v->h,     &v->g,
+                            &v->dx1,   &v->dxln2, &v->dqkv, &v->dxln1};
+  float *p = saved;
+  for (int i = 0; i < N_SAVED; i++) {
+    *slots[i] = p;
+    p += sizes[i];
+  }
+}
+
+static size_t block_saved_bytes(const pt_layer *L, int B, int T) {
+  int64_t sizes[N_SAVED], total = 0;
+  block_saved_sizes((int64_t)B * T, L->out_dim, block_bhtt(L, B, T), sizes);
+  for (int i = 0; i < N_SAVED; i++) total += sizes[i];
+  return sizeof(float) * (size_t)total;
+}
+
+static size_t block_scratch_bytes(const pt_layer *L, int B, int T) {
+  int64_t N = (int64_t)B * T, d = L->out_dim;
+  return sizeof(float) * (size_t)(4 * N * d + N * d + op_attention_scratch_floats(T, 0) + 64);
+}
+
+static void block_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
+  int64_t d = layer_require_model_int(s, s->spec->dim, "dim", "transformer_block", e);
+  int64_t H = spec_get_int(s->args, "heads", s->spec->heads <= 0, s->spec->heads, 1, 1 << 16, e);
+  layer_expect_features(s, d, "transformer_block", e);
+  if (!e->failed && d % H != 0)
+    spec_error(e, s->args, 0, "transformer_block: dim %lld is not divisible by heads %lld",
+               (long long)d, (long long)H);
+  L->out_dim = (int)d;
+  L->iarg[0] = H;
+  static const char *const names[12] = {
+      "ln1.weight",      "ln1.bias",       "attn.qkv.weight", "attn.qkv.bias",
+      "attn.proj.weight", "attn.proj.bias", "ln2.weight",      "ln2.bias",
+      "mlp.fc.weight",   "mlp.fc.bias",    "mlp.proj.weight", "mlp.proj.bias"};
+  const int64_t rows[12] = {d, d, 3 * d, 3 * d, d, d, d, d, 4 * d, 4 * d, d, d};
+  const int64_t cols[12] = {0, 0, d, 0, d, 0, 0, 0, d, 0, 4 * d, 0};
+  for (int p = 0; p < 12; p++) layer_add_param(L, names[p], cols[p] ? 2 : 1, rows[p], cols[p], 0, 0);
+  L->iarg[1] = layer_count_type(s->spec, "transformer_block");
+}
+
+static void block_init(pt_layer *L, uint64_t seed) {
+  /* GPT-2: N(0, 0.02) weights, zero biases, residual projections scaled by 1/sqrt(2 * blocks) */
+  float resid_std = 0.02f / sqrtf(2.0f * (float)(L->iarg[1] > 0 ? L->iarg[1] : 1));
+  for (int p = 0; p < L->n_params; p++) {
+    if (p == LN1_W || p == LN2_W)
+      layer_init_const(L, p, 1.0f);
+    else if (L->params[p].ndim == 1)
+      layer_init_const(L, p, 0.0f);
+    else
+      layer_init_normal(L, p, seed, (p == PROJ_W || p == MP_W) ? resid_std : 0.02f);
+  }
+}
+
+static void block_forward(pt_layer *L, const pt_io *io) {
+  int B = io->B, T = io->T, N = B * T, d = L->out_dim, H = (int)L->iarg[0];
+  float *const *w = L->w;
+  const float *x = io->in;
+  block_saved s;
+  block_views(L, B, T, io->saved, &s);
+  op_layernorm_forward(s.xln1, s.mean1, s.rstd1, x, w[LN1_W], w[LN1_B], N, d, 1e-5f);
+  op_linear_forward(s.qkv, s.xln1, w[QKV_W], w[QKV_B], N, d, 3 * d);
+  op_attention_forward(s.atty, s.probs, s.qkv, B, T, d, H, io->scratch);
+  op_linear_forward_residual(s.x1, x, s.atty, w[PROJ_W], w[PROJ_B], N, d, d);
+  op_layernorm_forward(s.xln2, s.mean2, s.rstd2, s.x1, w[LN2_W], w[LN2_B], N, d, 1e-5f);
+  op_linear_forward(s.h, s.xln2, w[FC_W], w[FC_B], N, d, 4 * d);
+  op_gelu_forward(s.g, s.h, (int64_t)N * 4 * d);
+  op_linear_forward_residual(io->out, s.x1, s.g, w[MP_W], w[MP_B], N, 4 * d, d);
+}
+
+static void block_backward_input(pt_layer *L, const pt_io *io) {
+  int B = io->B, T = io->T, N = B * T, d = L->out_dim, H = (int)L->iarg[0];
+  float *const *w = L->w;
+  const float *dy = io->dout;
+  block_saved s;
+  block_views(L, B, T, io->saved, &s);
+  float *dg = io->scratch, *datty = dg + (int64_t)N * 4 * d, *attn_scratch = datty + (int64_t)N * d;
+  op_linear_backward_input(dg, dy, w[MP_W], N, 4 * d, d, 0);
+  op_gelu_backward(s.h, dg, s.h, (int64_t)N * 4 * d); /* h now holds d(fc output) */
+  op_linear_backward_input(s.dxln2, s.h, w[FC_W], N, d, 4 * d, 0);
+  memcpy(s.dx1, dy, sizeof(float) * (size_t)N * d);
+  op_layernorm_backward_input(s.dx1, s.dxln2, s.x1, w[LN2_W], s.mean2, s.rstd2, N, d, 1);
+  op_linear_backward_input(datty, s.dx1, w[PROJ_W], N, d, d, 0);
+  op_attention_backward(s.dqkv, datty, s.qkv, s.probs, B, T, d, H, attn_scratch);
+  op_linear_backward_input(s.dxln1, s.dqkv, w[QKV_W], N, d, 3 * d, 0);
+  if (!io->din) return;
+  memcpy(io->din, s.dx1, sizeof(float) * (size_t)N * d);
+  op_layernorm_backward_input(io->din, s.dxln1, io->in, w[LN1_W], s.mean1, s.rstd1, N, d, 1);
+}
+
+static void block_backward_weight(pt_layer *L, const pt_io *io) {
+  int N = io->B * io->T, d = L->out_dim;
+  float *const *g = L->g;
+  block_saved s;
+  block_views(L, io->B, io->T, io->saved, &s);
+  op_linear_backward_weight(g[MP_W], g[MP_B], io->dout, s.g, N, 4 * d, d);
+  op_linear_backward_weight(g[FC_W], g[FC_B], s.h, s.xln2, N, d, 4 * d);
+  op_layernorm_backward_weight(g[LN2_W], g[LN2_B], s.dxln2, s.x1, s.mean2, s.rstd2, N, d);
+  op_linear_backward_weight(g[PROJ_W], g[PROJ_B], s.dx1, s.atty, N, d, d);
+  op_linear_backward_weight(g[QKV_W], g[QKV_B], s.dqkv, s.xln1, N, d, 3 * d);
+  op_layernorm_backward_weight(g[LN1_W], g[LN1_B], s.dxln1, io->in, s.mean1, s.rstd1, N, d);
+}
+
+static void block_cost(const pt_layer *L, int T, pt_layer_cost *c) {
+  layer_cost_default(L, T, c);
+  double d = L->out_dim;
+  /* the linears, plus both attention products computed over the full T x T square */
+  c->fwd_flops = 2.0 * T * 12.0 * d * d + 4.0 * T * (double)T * d;
+  c->bwd_flops = 2.0 * c->fwd_flops;
+}
+
+const pt_layer_type layer_type_transformer_block = {
+    .name = "transformer_block",
+    .configure = block_configure,
+    .saved_bytes = block_saved_bytes,
+    .scratch_bytes = block_scratch_bytes,
+    .init = block_init,
+    .forward = block_forward,
+    .backward_input = block_backward_input,
+    .backward_weight = block_backward_weight,
+    .cost = block_cost,
+};

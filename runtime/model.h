@@ -1,0 +1,52 @@
+/* runtime/model.h: the layers of a spec, bound to contiguous parameter and gradient buffers.
+ *
+ * Every layer of the spec is configured (shapes flow from the data through all layers, no
+ * allocation), so any process knows the whole model's shapes and costs. Storage is allocated
+ * only for the slice [first, last) this process runs: the sequential path uses the whole range,
+ * a pipeline stage its own. Parameters of the slice live in one buffer `params` of n_floats
+ * floats (each tensor 64-byte aligned), gradients at the same offsets in `grads`. A tied weight
+ * whose first owner is in the slice is stored once: later owners borrow its storage, so their
+ * gradients add up in place. `tensors` lists each stored tensor once, named as in a PyTorch
+ * nn.Sequential state dict ("<global layer index>.<param name>").
+ */
+#ifndef PT_MODEL_H
+#define PT_MODEL_H
+
+#include <stdint.h>
+
+#include "layers/layer.h"
+#include "partition/spec.h"
+#include "runtime/loss.h"
+
+typedef struct {
+  char name[SPEC_NAME_MAX + PT_PARAM_NAME_MAX + 16];
+  int layer, param; /* owner */
+  int64_t offset, numel;
+  int decay;
+} pt_tensor;
+
+typedef struct {
+  const pt_spec *spec;
+  pt_layer *layers;   /* all n_layers of the spec, configured */
+  int n_layers;
+  int first, last;    /* the slice with storage */
+  int input_tokens;   /* layer 0 reads token ids */
+  int input_dim;      /* features of layer 0's input (0 for tokens) */
+  pt_loss_kind loss;
+  float *params, *grads;
+  int64_t n_floats;
+  pt_tensor *tensors;
+  int n_tensors;
+} pt_model;
+
+/* Configures every layer and checks the chain (input kinds, tie shapes, loss vs output, unknown
+ * arguments and model keys). Returns 0 or -1 with e set; allocates nothing on failure. */
+int model_configure(pt_model *m, const pt_spec *spec, spec_errors *e);
+/* Allocates and binds storage for layers [first, last) and initialises it from train.seed. */
+void model_alloc(pt_model *m, int first, int last);
+void model_zero_grads(pt_model *m);
+void model_free(pt_model *m);
+/* Parameter count of the whole model (tied weights counted once). */
+int64_t model_param_count(const pt_model *m);
+
+#endif

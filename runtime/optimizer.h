@@ -1,0 +1,36 @@
+/* runtime/optimizer.h: AdamW (PyTorch semantics) or SGD over a model's contiguous buffers,
+ * global-norm gradient clipping and the learning-rate schedule.
+ *
+ * AdamW: p -= lr*wd*p (decoupled, only tensors with decay set: rank >= 2); m = b1 m + (1-b1) g;
+ * v = b2 v + (1-b2) g^2; p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps). State m, v are
+ * float buffers laid out like the parameters (moved whole by checkpoints). */
+#ifndef PT_OPTIMIZER_H
+#define PT_OPTIMIZER_H
+
+#include <stdint.h>
+
+#include "partition/spec.h"
+#include "runtime/model.h"
+
+typedef struct {
+  spec_train cfg;
+  float *m, *v;  /* n_floats each (v unused by SGD) */
+  int64_t n_floats;
+  int64_t t;     /* steps taken */
+} pt_optimizer;
+
+void optimizer_init(pt_optimizer *o, const spec_train *cfg, int64_t n_floats);
+void optimizer_free(pt_optimizer *o);
+void optimizer_step(pt_optimizer *o, pt_model *m, double lr);
+
+/* Learning rate of step s (0-based): linear warm-up over warmup_steps, then constant or cosine
+ * decay to min_lr at the last step. */
+double lr_at(const spec_train *cfg, int64_t step);
+
+/* Sum of squares of the model's gradients (each stored tensor once), in double. */
+double grad_sumsq(const pt_model *m);
+/* Scales gradients by max_norm / (norm + 1e-6) when that is < 1 (torch clip_grad_norm_).
+ * Returns the factor applied (1 when not clipped). */
+double grad_clip(pt_model *m, double norm, double max_norm);
+
+#endif

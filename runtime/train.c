@@ -1,0 +1,106 @@
+#include "runtime/train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/error.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int seq_len_of(const pt_trainer *t) { return t->model.input_tokens ? (int)t->spec->seq_len : 1; }
+
+int trainer_init(pt_trainer *t, const pt_spec *spec, char *err, size_t errsz) {
+  memset(t, 0, sizeof *t);
+  t->spec = spec;
+  spec_errors e = {0};
+  if (model_configure(&t->model, spec, &e) != 0) {
+    snprintf(err, errsz, "%s", e.msg);
+    return -1;
+  }
+  if (data_open(&t->data, spec, err, errsz) != 0) {
+    model_free(&t->model);
+    return -1;
+  }
+  pt_model *m = &t->model;
+  int B = (int)spec->train.micro_batch_size, T = seq_len_of(t);
+  model_alloc(m, 0, m->n_layers);
+  stage_init(&t->stage, m, 0, m->n_layers, B, T, 1,
+             (int)spec->train.activation_checkpoint_interval);
+  optimizer_init(&t->opt, &spec->train, m->n_floats);
+  int F = m->layers[m->n_layers - 1].out_dim;
+  int tcols = m->input_tokens ? 1 : spec->data.targets;
+  t->targets = pt_calloc((size_t)B * T * tcols, sizeof(float));
+  t->dlogits = pt_alloc_aligned(sizeof(float) * (size_t)B * T * F);
+  return 0;
+}
+
+void trainer_free(pt_trainer *t) {
+  stage_free(&t->stage);
+  optimizer_free(&t->opt);
+  model_free(&t->model);
+  data_close(&t->data);
+  free(t->targets);
+  pt_free_aligned(t->dlogits);
+  memset(t, 0, sizeof *t);
+}
+
+/* Forward and backward of every micro-batch of the step; returns the step's loss. */
+static double accumulate_step(pt_trainer *t) {
+  const spec_train *c = &t->spec->train;
+  pt_model *m = &t->model;
+  int B = (int)c->micro_batch_size, T = seq_len_of(t);
+  int64_t dp = t->spec->pipeline.data_parallel, G = dp * c->micro_batches * B;
+  int F = m->layers[m->n_layers - 1].out_dim;
+  float scale = (float)(1.0 / ((double)G * T));
+  double loss = 0.0;
+  model_zero_grads(m);
+  for (int64_t j0 = 0; j0 < G; j0 += B) {
+    data_fill(&t->data, t->step, G, j0, B, T, stage_input(&t->stage, 0), t->targets,
+              m->loss == LOSS_CROSS_ENTROPY);
+    const float *y = stage_forward(&t->stage, 0, B, T);
+    loss += loss_forward_backward(m->loss, y, t->targets, B * T, F, scale, t->dlogits) * scale;
+    stage_backward(&t->stage, 0, t->dlogits, 0);
+  }
+  return loss;
+}
+
+void trainer_step(pt_trainer *t, pt_step_metrics *out) {
+  const spec_train *c = &t->spec->train;
+  double t0 = now_s();
+  double loss = accumulate_step(t);
+  double norm = sqrt(grad_sumsq(&t->model));
+  grad_clip(&t->model, norm, c->grad_clip);
+  double lr = lr_at(c, t->step);
+  optimizer_step(&t->opt, &t->model, lr);
+  t->step++;
+  double dt = now_s() - t0;
+  int64_t tokens = t->spec->pipeline.data_parallel * c->micro_batches * c->micro_batch_size *
+                   seq_len_of(t);
+  *out = (pt_step_metrics){.step = t->step, .steps = c->steps, .loss = loss, .lr = lr,
+                           .grad_norm = norm, .tokens_per_s = (double)tokens / dt,
+                           .step_ms = dt * 1e3};
+}
+
+void trainer_run(pt_trainer *t, const pt_train_output *o) {
+  while (t->step < t->spec->train.steps) {
+    pt_step_metrics s;
+    trainer_step(t, &s);
+    if (o->metrics) metrics_write_json(o->metrics, &s);
+    int64_t every = o->log_every > 0 ? o->log_every : 1;
+    if (o->log && (s.step % every == 0 || s.step == s.steps || s.step == 1))
+      metrics_print_line(o->log, &s);
+  }
+}
+
+double train_flops_per_token(const pt_trainer *t) {
+  const pt_spec *s = t->spec;
+  int blocks = layer_count_type(s, "transformer_block");
+  return 6.0 * (double)model_param_count(&t->model) +
+         12.0 * blocks * (double)s->dim * (double)s->seq_len;
+}

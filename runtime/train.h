@@ -1,0 +1,47 @@
+/* runtime/train.h: single-process training of a whole spec (the sequential path).
+ *
+ * Each step processes the global batch G = data_parallel * micro_batches * micro_batch_size
+ * sequences, one micro-batch of B at a time in the order replica d, micro-batch m (the order a
+ * pipelined run's samples are defined in), so both paths compute the same gradients. */
+#ifndef PT_TRAIN_H
+#define PT_TRAIN_H
+
+#include <stdio.h>
+
+#include "partition/spec.h"
+#include "runtime/data.h"
+#include "runtime/metrics.h"
+#include "runtime/model.h"
+#include "runtime/optimizer.h"
+#include "runtime/stage.h"
+
+typedef struct {
+  const pt_spec *spec;
+  pt_model model;
+  pt_stage stage;
+  pt_optimizer opt;
+  pt_data data;
+  void *targets;   /* one micro-batch of targets */
+  float *dlogits;  /* gradient of the last output */
+  int64_t step;    /* steps done */
+} pt_trainer;
+
+typedef struct {
+  FILE *metrics;  /* JSON lines, or NULL */
+  FILE *log;      /* human-readable lines, or NULL */
+  int64_t log_every;
+} pt_train_output;
+
+/* Builds everything for spec; returns 0 or -1 with a message in err (bad input). */
+int trainer_init(pt_trainer *t, const pt_spec *spec, char *err, size_t errsz);
+void trainer_free(pt_trainer *t);
+/* Runs one optimizer step and fills out (loss, lr, norm, timing). */
+void trainer_step(pt_trainer *t, pt_step_metrics *out);
+/* Runs the remaining steps of train.steps. */
+void trainer_run(pt_trainer *t, const pt_train_output *o);
+
+/* Model FLOPs per token: 6 * params + 12 * layers * dim * seq_len (the usual estimate, with
+ * `layers` counting transformer blocks). */
+double train_flops_per_token(const pt_trainer *t);
+
+#endif

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian package pipetrain needs to build, test and benchmark. Idempotent; run as
+# root (or with sudo). Nothing is downloaded from outside Debian's archive.
+set -euo pipefail
+packages=(
+  build-essential cmake pkg-config # C11 compiler and the build
+  libopenblas-dev                  # GEMM (cblas)
+  libyaml-dev                      # the YAML spec parser
+  libcjson-dev                     # JSON: metrics now, checkpoint headers later
+  zlib1g-dev                       # checksums (checkpoints)
+  python3                          # test helpers: metrics and data checks
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+as_root=()
+if [ "$(id -u)" != 0 ]; then
+  if ! command -v sudo >/dev/null; then
+    echo "install-deps: need root to install: ${missing[*]} (run as root)" >&2
+    exit 1
+  fi
+  as_root=(sudo)
+fi
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: installed ${missing[*]}"

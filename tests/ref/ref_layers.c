@@ -1,0 +1,289 @@
+/* tests/ref/ref_layers.c: double-precision reference layers (see ref_layers.h).
+ *
+ * Deliberately naive: one row at a time, no blocking, no shared code with layers/. Only the
+ * C standard library is used so any test can link it.
+ */
+#include "tests/ref/ref_layers.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REF_LN_EPS 1e-5 /* transformer_block's LayerNorms, and layernorm's default */
+
+ref_shape ref_shape_default(int vocab, int seq_len, int dim, int heads) {
+  ref_shape s;
+  memset(&s, 0, sizeof s);
+  s.vocab = vocab;
+  s.seq_len = seq_len;
+  s.dim = dim;
+  s.heads = heads;
+  s.in_dim = dim;
+  s.out_dim = dim;
+  s.has_bias = 1;
+  s.eps = REF_LN_EPS;
+  return s;
+}
+
+static int linear_out(const ref_shape *s) { return s->out_dim > 0 ? s->out_dim : s->dim; }
+
+int ref_out_features(const char *type, const ref_shape *s) {
+  if (!strcmp(type, "embedding") || !strcmp(type, "pos_embedding") ||
+      !strcmp(type, "transformer_block"))
+    return s->dim;
+  if (!strcmp(type, "layernorm") || !strcmp(type, "gelu") || !strcmp(type, "relu"))
+    return s->in_dim;
+  if (!strcmp(type, "linear")) return linear_out(s);
+  if (!strcmp(type, "lm_head")) return s->vocab;
+  return -1;
+}
+
+/* Appends parameter name with shape [d0] (d1 == 0) or [d0, d1] to out[*n]. */
+static void add_param(ref_param *out, int *n, const char *name, int64_t d0, int64_t d1) {
+  ref_param *p = &out[(*n)++];
+  snprintf(p->name, sizeof p->name, "%s", name);
+  p->ndim = d1 > 0 ? 2 : 1;
+  p->shape[0] = d0;
+  p->shape[1] = d1 > 0 ? d1 : 0;
+  p->numel = d1 > 0 ? d0 * d1 : d0;
+}
+
+static int block_params(int64_t d, ref_param *out) {
+  int n = 0;
+  add_param(out, &n, "ln1.weight", d, 0);
+  add_param(out, &n, "ln1.bias", d, 0);
+  add_param(out, &n, "attn.qkv.weight", 3 * d, d);
+  add_param(out, &n, "attn.qkv.bias", 3 * d, 0);
+  add_param(out, &n, "attn.proj.weight", d, d);
+  add_param(out, &n, "attn.proj.bias", d, 0);
+  add_param(out, &n, "ln2.weight", d, 0);
+  add_param(out, &n, "ln2.bias", d, 0);
+  add_param(out, &n, "mlp.fc.weight", 4 * d, d);
+  add_param(out, &n, "mlp.fc.bias", 4 * d, 0);
+  add_param(out, &n, "mlp.proj.weight", d, 4 * d);
+  add_param(out, &n, "mlp.proj.bias", d, 0);
+  return n;
+}
+
+int ref_params(const char *type, const ref_shape *s, ref_param out[REF_MAX_PARAMS]) {
+  int n = 0;
+  if (!strcmp(type, "embedding") || !strcmp(type, "lm_head")) {
+    add_param(out, &n, "weight", s->vocab, s->dim);
+  } else if (!strcmp(type, "pos_embedding")) {
+    add_param(out, &n, "weight", s->seq_len, s->dim);
+  } else if (!strcmp(type, "layernorm")) {
+    add_param(out, &n, "weight", s->in_dim, 0);
+    add_param(out, &n, "bias", s->in_dim, 0);
+  } else if (!strcmp(type, "linear")) {
+    add_param(out, &n, "weight", linear_out(s), s->in_dim);
+    if (s->has_bias) add_param(out, &n, "bias", linear_out(s), 0);
+  } else if (!strcmp(type, "transformer_block")) {
+    n = block_params(s->dim, out);
+  } else if (strcmp(type, "gelu") != 0 && strcmp(type, "relu") != 0) {
+    return -1;
+  }
+  return n;
+}
+
+/* --- Building blocks, one row each -------------------------------------------------------- */
+
+/* y[o] = sum_i w[o, i] x[i] + (b ? b[o] : 0), w is [n_out, n_in] (PyTorch nn.Linear layout). */
+static void ref_affine(const double *w, const double *b, const double *x, int n_in, int n_out,
+                       double *y) {
+  for (int o = 0; o < n_out; o++) {
+    double acc = b ? b[o] : 0.0;
+    for (int i = 0; i < n_in; i++) acc += w[(int64_t)o * n_in + i] * x[i];
+    y[o] = acc;
+  }
+}
+
+/* LayerNorm of one row of n values with the biased variance (divide by n, like PyTorch). */
+static void ref_ln(const double *x, const double *w, const double *b, int n, double eps,
+                   double *y) {
+  double mean = 0.0, var = 0.0;
+  for (int i = 0; i < n; i++) mean += x[i];
+  mean /= n;
+  for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+  var /= n;
+  double rstd = 1.0 / sqrt(var + eps);
+  for (int i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
+}
+
+static double ref_gelu(double x) {
+  const double k = sqrt(2.0 / 3.14159265358979323846);
+  return 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
+}
+
+/* --- Layers ------------------------------------------------------------------------------- */
+
+static void fwd_embedding(const ref_shape *s, double *const *p, const int32_t *tok, int64_t rows,
+                          double *out) {
+  for (int64_t r = 0; r < rows; r++)
+    memcpy(out + r * s->dim, p[0] + (int64_t)tok[r] * s->dim, sizeof(double) * s->dim);
+}
+
+static void fwd_pos_embedding(const ref_shape *s, double *const *p, const double *in, int B,
+                              int T, double *out) {
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++)
+      for (int i = 0; i < s->dim; i++) {
+        int64_t k = ((int64_t)b * T + t) * s->dim + i;
+        out[k] = in[k] + p[0][(int64_t)t * s->dim + i];
+      }
+}
+
+static void fwd_layernorm(const ref_shape *s, double *const *p, const double *in, int64_t rows,
+                          double *out) {
+  double eps = s->eps > 0 ? s->eps : REF_LN_EPS;
+  for (int64_t r = 0; r < rows; r++)
+    ref_ln(in + r * s->in_dim, p[0], p[1], s->in_dim, eps, out + r * s->in_dim);
+}
+
+static void fwd_linear(const ref_shape *s, double *const *p, const double *in, int64_t rows,
+                       double *out) {
+  int n_out = linear_out(s);
+  for (int64_t r = 0; r < rows; r++)
+    ref_affine(p[0], s->has_bias ? p[1] : NULL, in + r * s->in_dim, s->in_dim, n_out,
+               out + r * n_out);
+}
+
+static void fwd_pointwise(int is_gelu, const double *in, int64_t n, double *out) {
+  for (int64_t i = 0; i < n; i++) out[i] = is_gelu ? ref_gelu(in[i]) : (in[i] > 0 ? in[i] : 0.0);
+}
+
+static void fwd_lm_head(const ref_shape *s, double *const *p, const double *in, int64_t rows,
+                        double *out) {
+  for (int64_t r = 0; r < rows; r++)
+    ref_affine(p[0], NULL, in + r * s->dim, s->dim, s->vocab, out + r * s->vocab);
+}
+
+/* Causal multi-head attention of one sequence: qkv is [T, 3d], o is [T, d]. p is scratch [T]. */
+static void ref_attention(const double *qkv, int T, int d, int heads, double *p, double *o) {
+  int hd = d / heads;
+  double scale = 1.0 / sqrt((double)hd);
+  for (int h = 0; h < heads; h++)
+    for (int t = 0; t < T; t++) {
+      const double *q = qkv + (int64_t)t * 3 * d + h * hd;
+      double mx = -INFINITY, sum = 0.0;
+      for (int u = 0; u <= t; u++) {
+        const double *k = qkv + (int64_t)u * 3 * d + d + h * hd;
+        double dot = 0.0;
+        for (int i = 0; i < hd; i++) dot += q[i] * k[i];
+        p[u] = dot * scale;
+        if (p[u] > mx) mx = p[u];
+      }
+      for (int u = 0; u <= t; u++) sum += (p[u] = exp(p[u] - mx));
+      double *ot = o + (int64_t)t * d + h * hd;
+      for (int i = 0; i < hd; i++) ot[i] = 0.0;
+      for (int u = 0; u <= t; u++) {
+        const double *v = qkv + (int64_t)u * 3 * d + 2 * d + h * hd;
+        for (int i = 0; i < hd; i++) ot[i] += p[u] / sum * v[i];
+      }
+    }
+}
+
+/* Temporaries of one sequence of the block, allocated once per call. */
+typedef struct {
+  double *ln, *qkv, *att, *proj, *x1, *fc, *p;
+} block_tmp;
+
+static int block_tmp_alloc(block_tmp *m, int T, int d) {
+  m->ln = malloc(sizeof(double) * T * d);
+  m->qkv = malloc(sizeof(double) * T * 3 * d);
+  m->att = malloc(sizeof(double) * T * d);
+  m->proj = malloc(sizeof(double) * d);
+  m->x1 = malloc(sizeof(double) * T * d);
+  m->fc = malloc(sizeof(double) * 4 * d);
+  m->p = malloc(sizeof(double) * T);
+  return m->ln && m->qkv && m->att && m->proj && m->x1 && m->fc && m->p ? 0 : -1;
+}
+
+static void block_tmp_free(block_tmp *m) {
+  free(m->ln);
+  free(m->qkv);
+  free(m->att);
+  free(m->proj);
+  free(m->x1);
+  free(m->fc);
+  free(m->p);
+}
+
+/* x1 = x + attn.proj(attention(ln1(x))) for one sequence x [T, d]. */
+static void block_attn_half(double *const *p, const double *x, int T, int d, int heads,
+                            block_tmp *m) {
+  for (int t = 0; t < T; t++) {
+    ref_ln(x + (int64_t)t * d, p[0], p[1], d, REF_LN_EPS, m->ln + (int64_t)t * d);
+    ref_affine(p[2], p[3], m->ln + (int64_t)t * d, d, 3 * d, m->qkv + (int64_t)t * 3 * d);
+  }
+  ref_attention(m->qkv, T, d, heads, m->p, m->att);
+  for (int t = 0; t < T; t++) {
+    ref_affine(p[4], p[5], m->att + (int64_t)t * d, d, d, m->proj);
+    for (int i = 0; i < d; i++) m->x1[(int64_t)t * d + i] = x[(int64_t)t * d + i] + m->proj[i];
+  }
+}
+
+/* y = x1 + mlp.proj(gelu(mlp.fc(ln2(x1)))) for one sequence. */
+static void block_mlp_half(double *const *p, int T, int d, block_tmp *m, double *y) {
+  for (int t = 0; t < T; t++) {
+    const double *x1 = m->x1 + (int64_t)t * d;
+    ref_ln(x1, p[6], p[7], d, REF_LN_EPS, m->ln);
+    ref_affine(p[8], p[9], m->ln, d, 4 * d, m->fc);
+    for (int i = 0; i < 4 * d; i++) m->fc[i] = ref_gelu(m->fc[i]);
+    ref_affine(p[10], p[11], m->fc, 4 * d, d, m->proj);
+    for (int i = 0; i < d; i++) y[(int64_t)t * d + i] = x1[i] + m->proj[i];
+  }
+}
+
+static int fwd_block(const ref_shape *s, double *const *p, const double *in, int B, int T,
+                     double *out) {
+  int d = s->dim;
+  block_tmp m;
+  if (s->heads <= 0 || d % s->heads != 0) return -1;
+  if (block_tmp_alloc(&m, T, d) != 0) {
+    block_tmp_free(&m);
+    return -1;
+  }
+  for (int b = 0; b < B; b++) {
+    block_attn_half(p, in + (int64_t)b * T * d, T, d, s->heads, &m);
+    block_mlp_half(p, T, d, &m, out + (int64_t)b * T * d);
+  }
+  block_tmp_free(&m);
+  return 0;
+}
+
+int ref_forward(const char *type, const ref_shape *s, double *const *params, const double *in,
+                const int32_t *tokens, int B, int T, double *out) {
+  int64_t rows = (int64_t)B * T;
+  if (!strcmp(type, "embedding")) fwd_embedding(s, params, tokens, rows, out);
+  else if (!strcmp(type, "pos_embedding")) fwd_pos_embedding(s, params, in, B, T, out);
+  else if (!strcmp(type, "layernorm")) fwd_layernorm(s, params, in, rows, out);
+  else if (!strcmp(type, "linear")) fwd_linear(s, params, in, rows, out);
+  else if (!strcmp(type, "gelu")) fwd_pointwise(1, in, rows * s->in_dim, out);
+  else if (!strcmp(type, "relu")) fwd_pointwise(0, in, rows * s->in_dim, out);
+  else if (!strcmp(type, "lm_head")) fwd_lm_head(s, params, in, rows, out);
+  else if (!strcmp(type, "transformer_block")) return fwd_block(s, params, in, B, T, out);
+  else return -1;
+  return 0;
+}
+
+/* --- Losses ------------------------------------------------------------------------------- */
+
+double ref_cross_entropy_sum(const double *logits, const int32_t *targets, int N, int V) {
+  double total = 0.0;
+  for (int n = 0; n < N; n++) {
+    const double *z = logits + (int64_t)n * V;
+    double mx = z[0], sum = 0.0;
+    for (int v = 1; v < V; v++)
+      if (z[v] > mx) mx = z[v];
+    for (int v = 0; v < V; v++) sum += exp(z[v] - mx);
+    total += mx + log(sum) - z[targets[n]]; /* -log softmax = logsumexp - z_target */
+  }
+  return total;
+}
+
+double ref_mse_sum(const double *y, const double *t, int N, int F) {
+  double total = 0.0;
+  for (int64_t i = 0; i < (int64_t)N * F; i++) total += (y[i] - t[i]) * (y[i] - t[i]) / F;
+  return total;
+}

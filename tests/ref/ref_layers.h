@@ -1,0 +1,79 @@
+/* tests/ref/ref_layers.h: naive double-precision reference forwards of the built-in layers.
+ *
+ * Written from the layer math (see the layer descriptions below), not from the float32
+ * implementation, so tests can compare the two and take finite differences in double.
+ * Everything is plain loops: slow and obviously correct is the point.
+ *
+ * Tensors are row-major doubles. Activations are [B, T, F]; a layer's input has s->in_dim
+ * features (or is int32 token ids [B, T] for "embedding") and its output has
+ * ref_out_features() features. Parameters are passed as params[p], in the same order and with
+ * the same [out, in] layout as the float layers declare them (ref_params() lists names and
+ * shapes):
+ *
+ *   embedding          weight [vocab, dim]                  out[b,t,:] = weight[tok[b,t], :]
+ *   pos_embedding      weight [seq_len, dim]                out[b,t,:] = in[b,t,:] + weight[t,:]
+ *   layernorm          weight [in], bias [in]               (x-mean)/sqrt(var+eps)*w + b
+ *                                                           (biased variance, per row)
+ *   linear             weight [out, in], bias [out] (if has_bias)   in . weight^T + bias
+ *   gelu, relu         (none)                               tanh-approximate GELU, max(x, 0)
+ *   lm_head            weight [vocab, dim]                  in . weight^T
+ *   transformer_block  GPT-2 pre-LayerNorm block, 12 params in this order:
+ *                      ln1.weight [d], ln1.bias [d], attn.qkv.weight [3d, d],
+ *                      attn.qkv.bias [3d], attn.proj.weight [d, d], attn.proj.bias [d],
+ *                      ln2.weight [d], ln2.bias [d], mlp.fc.weight [4d, d], mlp.fc.bias [4d],
+ *                      mlp.proj.weight [d, 4d], mlp.proj.bias [d]
+ *                      x1 = x + proj(causal_attn(ln1(x))); y = x1 + mlp.proj(gelu(mlp.fc(ln2(x1))))
+ *                      (q/k/v = columns [0,d), [d,2d), [2d,3d) of qkv; head j uses columns
+ *                      j*hd..(j+1)*hd-1 of each; scores scaled by 1/sqrt(hd); LayerNorm eps 1e-5)
+ *
+ * Batches are independent in every layer: ref_forward(B=1) on the slice of batch b gives the
+ * rows of batch b, which lets finite-difference loops recompute only the batch they perturb.
+ */
+#ifndef PT_TESTS_REF_LAYERS_H
+#define PT_TESTS_REF_LAYERS_H
+
+#include <stdint.h>
+
+#define REF_MAX_PARAMS 16
+
+typedef struct {
+  int vocab, seq_len, dim, heads; /* the spec's model: settings */
+  int in_dim;   /* input features (ignored for embedding) */
+  int out_dim;  /* linear only: output features; 0 means dim (the default of `out`) */
+  int has_bias; /* linear only: 1 when the layer has a bias (the default) */
+  double eps;   /* layernorm only: its `eps` (1e-5 by default); 0 means 1e-5 */
+} ref_shape;
+
+/* A shape with every argument at its default: in_dim = dim, linear out = dim with bias,
+ * eps 1e-5. */
+ref_shape ref_shape_default(int vocab, int seq_len, int dim, int heads);
+
+/* Output features of type on shape s, or -1 for an unknown type. */
+int ref_out_features(const char *type, const ref_shape *s);
+
+/* One parameter as the layer declares it: state-dict suffix, rank and shape ([out, in] for
+ * matrices), element count. */
+typedef struct {
+  char name[48];
+  int ndim;
+  int64_t shape[2];
+  int64_t numel;
+} ref_param;
+
+/* Parameters of type on shape s, in declaration order: returns their number (-1 for an unknown
+ * type) and fills out[0..n). */
+int ref_params(const char *type, const ref_shape *s, ref_param out[REF_MAX_PARAMS]);
+
+/* Forward of one layer on B x T rows: out is [B, T, ref_out_features()]. Token input
+ * (embedding) comes in tokens, every other type reads in ([B, T, s->in_dim]); the unused one may
+ * be NULL. T must not exceed s->seq_len for pos_embedding. Returns 0, or -1 for an unknown type. */
+int ref_forward(const char *type, const ref_shape *s, double *const *params, const double *in,
+                const int32_t *tokens, int B, int T, double *out);
+
+/* Sum over the N rows of -log softmax(logits[row, :])[targets[row]]; logits is [N, V]. */
+double ref_cross_entropy_sum(const double *logits, const int32_t *targets, int N, int V);
+
+/* Sum over the N rows of sum_f (y - t)^2 / F; y and t are [N, F]. */
+double ref_mse_sum(const double *y, const double *t, int N, int F);
+
+#endif

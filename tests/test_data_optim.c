@@ -1,0 +1,144 @@
+/* Data positions (the documented offset formula), data-file errors, AdamW against a closed form
+ * in double, the learning-rate schedule and gradient clipping. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/data.h"
+#include "runtime/error.h"
+#include "runtime/optimizer.h"
+#include "test_util.h"
+
+static char g_dir[] = "/tmp/pt_test_data_XXXXXX";
+
+static void write_file(const char *path, const void *bytes, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(bytes, 1, n, f) != n || fclose(f) != 0) pt_fatal("writing %s", path);
+}
+
+static void spec_for(pt_spec *s, const char *path, const char *fmt, int vocab, int T) {
+  memset(s, 0, sizeof *s);
+  snprintf(s->path, sizeof s->path, "test.yaml");
+  snprintf(s->data.path, sizeof s->data.path, "%s", path);
+  snprintf(s->data.format, sizeof s->data.format, "%s", fmt);
+  s->vocab = vocab;
+  s->seq_len = T;
+}
+
+static void test_offsets(void) {
+  enum { N = 1000, T = 16, B = 3 };
+  uint8_t bytes[N];
+  for (int i = 0; i < N; i++) bytes[i] = (uint8_t)((i * 7 + i / 256) % 256);
+  char path[128];
+  snprintf(path, sizeof path, "%s/tok.bin", g_dir);
+  write_file(path, bytes, N);
+  pt_spec s;
+  spec_for(&s, path, "bytes", 256, T);
+  pt_data d;
+  char err[512];
+  CHECK(data_open(&d, &s, err, sizeof err) == 0, "%s", err);
+  const int64_t G = 24, steps[4] = {0, 1, 57, 4000000000000LL};
+  for (int si = 0; si < 4; si++) {
+    for (int64_t j0 = 0; j0 < G; j0 += B) {
+      int32_t in[B * T], tg[B * T];
+      data_fill(&d, steps[si], G, j0, B, T, in, tg, 1);
+      for (int r = 0; r < B; r++) {
+        unsigned __int128 o128 = ((unsigned __int128)steps[si] * G + (unsigned __int128)(j0 + r)) * T;
+        int64_t o = (int64_t)(o128 % (N - T));
+        for (int t = 0; t < T; t++) {
+          CHECK(in[r * T + t] == bytes[o + t], "step %lld j %lld t %d: input", (long long)steps[si],
+                (long long)(j0 + r), t);
+          CHECK(tg[r * T + t] == bytes[o + t + 1], "step %lld j %lld t %d: target",
+                (long long)steps[si], (long long)(j0 + r), t);
+        }
+      }
+    }
+  }
+  data_close(&d);
+}
+
+static void expect_open_error(const char *name, const void *bytes, size_t n, const char *fmt,
+                              int vocab, const char *needle) {
+  char path[128], err[512] = "";
+  snprintf(path, sizeof path, "%s/%s", g_dir, name);
+  write_file(path, bytes, n);
+  pt_spec s;
+  spec_for(&s, path, fmt, vocab, 16);
+  pt_data d;
+  CHECK(data_open(&d, &s, err, sizeof err) != 0, "%s: opened", name);
+  CHECK(strstr(err, needle) && strstr(err, path), "%s: message '%s' lacks '%s'", name, err, needle);
+}
+
+static void test_data_errors(void) {
+  uint8_t big[100];
+  for (int i = 0; i < 100; i++) big[i] = (uint8_t)(150 + i % 50);
+  expect_open_error("short.bin", "abc", 3, "bytes", 256, "too short");
+  expect_open_error("vocab.bin", big, 100, "bytes", 100, ">= model.vocab");
+  expect_open_error("odd.u16", big, 41, "u16", 256, "odd byte count");
+  expect_open_error("empty.bin", "", 0, "bytes", 256, "empty");
+}
+
+/* AdamW with PyTorch's formula evaluated in double for 3 steps. */
+static void test_adamw(void) {
+  spec_train c = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+  snprintf(c.optimizer, sizeof c.optimizer, "adamw");
+  pt_tensor tens[2] = {{.offset = 0, .numel = 3, .decay = 1}, {.offset = 16, .numel = 2}};
+  float params[32] = {1.0f, -2.0f, 0.5f}, grads[32] = {0.3f, -0.1f, 2.0f};
+  params[16] = 0.25f, params[17] = -0.75f, grads[16] = -1.0f, grads[17] = 0.01f;
+  pt_model m = {.params = params, .grads = grads, .n_floats = 32, .tensors = tens, .n_tensors = 2};
+  double p[5] = {1.0, -2.0, 0.5, 0.25, -0.75}, g[5] = {0.3, -0.1, 2.0, -1.0, 0.01};
+  double mm[5] = {0}, vv[5] = {0};
+  int idx[5] = {0, 1, 2, 16, 17}, decay[5] = {1, 1, 1, 0, 0};
+  pt_optimizer o;
+  optimizer_init(&o, &c, 32);
+  for (int t = 1; t <= 3; t++) {
+    optimizer_step(&o, &m, c.lr);
+    for (int i = 0; i < 5; i++) {
+      if (decay[i]) p[i] *= 1.0 - c.lr * c.weight_decay;
+      mm[i] = c.beta1 * mm[i] + (1 - c.beta1) * g[i];
+      vv[i] = c.beta2 * vv[i] + (1 - c.beta2) * g[i] * g[i];
+      double mh = mm[i] / (1 - pow(c.beta1, t)), vh = vv[i] / (1 - pow(c.beta2, t));
+      p[i] -= c.lr * mh / (sqrt(vh) + c.eps);
+      CHECK(fabs(params[idx[i]] - p[i]) <= 2e-6 * fmax(1.0, fabs(p[i])),
+            "adamw step %d elem %d: %.9g vs %.9g", t, i, params[idx[i]], p[i]);
+    }
+  }
+  optimizer_free(&o);
+}
+
+static void test_lr_schedule(void) {
+  spec_train c = {.lr = 1.0, .min_lr = 0.1, .warmup_steps = 10, .steps = 110};
+  snprintf(c.lr_schedule, sizeof c.lr_schedule, "cosine");
+  CHECK(fabs(lr_at(&c, 0) - 0.1) < 1e-12, "warm-up start %.6f", lr_at(&c, 0));
+  CHECK(fabs(lr_at(&c, 9) - 1.0) < 1e-12, "warm-up end %.6f", lr_at(&c, 9));
+  CHECK(fabs(lr_at(&c, 10) - 1.0) < 1e-12, "cosine start %.6f", lr_at(&c, 10));
+  /* step 59 is 49 of the 99 decay intervals in */
+  double mid = 0.1 + 0.9 * 0.5 * (1 + cos(3.14159265358979323846 * 49.0 / 99.0));
+  CHECK(fabs(lr_at(&c, 59) - mid) < 1e-12, "cosine middle %.9f vs %.9f", lr_at(&c, 59), mid);
+  CHECK(fabs(lr_at(&c, 109) - 0.1) < 1e-12, "cosine end %.6f", lr_at(&c, 109));
+  snprintf(c.lr_schedule, sizeof c.lr_schedule, "constant");
+  CHECK(lr_at(&c, 50) == 1.0, "constant %.6f", lr_at(&c, 50));
+}
+
+static void test_clip(void) {
+  float grads[16] = {3.0f, 4.0f};
+  pt_tensor t = {.offset = 0, .numel = 2};
+  pt_model m = {.grads = grads, .n_floats = 16, .tensors = &t, .n_tensors = 1};
+  double norm = sqrt(grad_sumsq(&m));
+  CHECK(fabs(norm - 5.0) < 1e-12, "norm %.9f", norm);
+  grad_clip(&m, norm, 1.0);
+  CHECK(fabs(sqrt(grad_sumsq(&m)) - 1.0) < 1e-6, "clipped norm %.9f", sqrt(grad_sumsq(&m)));
+  CHECK(grad_clip(&m, 1.0, 2.0) == 1.0 && grads[0] > 0.59f, "clipped below the threshold");
+}
+
+int main(void) {
+  if (!mkdtemp(g_dir)) pt_fatal("mkdtemp");
+  test_offsets();
+  test_data_errors();
+  test_adamw();
+  test_lr_schedule();
+  test_clip();
+  return test_summary("data_optim");
+}
