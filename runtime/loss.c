@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "layers/cpu/fastmath.h"
+#include "runtime/error.h"
 
 int loss_kind_from_name(const char *name) {
   if (strcmp(name, "cross_entropy") == 0) return LOSS_CROSS_ENTROPY;
@@ -32,7 +33,11 @@ double loss_forward_backward(pt_loss_kind kind, const float *y, const void *targ
     const float *yr = y + (int64_t)n * F;
     float *dr = dy + (int64_t)n * F;
     if (kind == LOSS_CROSS_ENTROPY) {
-      total += cross_entropy_row(yr, ((const int32_t *)targets)[n], F, scale, dr);
+      int32_t target = ((const int32_t *)targets)[n];
+      if (target < 0 || target >= F)
+        pt_fail_input("cross_entropy: target %d outside [0, %d): the data holds a class or "
+                      "token id the last layer has no output for", target, F);
+      total += cross_entropy_row(yr, target, F, scale, dr);
     } else {
       const float *t = (const float *)targets + (int64_t)n * F;
       double s = 0.0;
