@@ -9,15 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "runtime/gemm_rate.h"
 #include "runtime/train.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -27,18 +21,6 @@ static int cmp_double(const void *a, const void *b) {
 static double median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* sgemm FLOP/s on 1024^3 over about 0.5 s */
-static double sgemm_flops(float *A, float *B, float *C) {
-  const int n = 1024;
-  int reps = 0;
-  double t0 = now_s(), dt;
-  do {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
-    reps++;
-  } while ((dt = now_s() - t0) < 0.5);
-  return 2.0 * n * n * (double)n * reps / dt;
 }
 
 int main(int argc, char **argv) {
@@ -60,13 +42,11 @@ int main(int argc, char **argv) {
   char err[1024];
   if (trainer_init(&t, &spec, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 2; }
 
-  float *A = calloc(1 << 20, 4), *B = calloc(1 << 20, 4), *C = calloc(1 << 20, 4);
-  for (int i = 0; i < 1 << 20; i++) A[i] = B[i] = 1e-3f * (float)(i % 17);
   double fpt = train_flops_per_token(&t), model[64], gemm[64];
   pt_step_metrics m;
   trainer_step(&t, &m); /* warm-up: page faults, OpenBLAS buffers */
   for (int s = 0; s < steps; s++) {
-    gemm[s] = sgemm_flops(A, B, C);
+    gemm[s] = gemm_measure_flops(1024, 0.5);
     trainer_step(&t, &m);
     model[s] = m.tokens_per_s * fpt;
   }
@@ -76,7 +56,6 @@ int main(int argc, char **argv) {
   printf("training: %.2f GFLOP/s (median of %d steps), sgemm 1024^3: %.2f GFLOP/s\n", mm / 1e9,
          steps, gm / 1e9);
   printf("ratio (model FLOP/s / sgemm FLOP/s, one thread): %.3f\n", mm / gm);
-  free(A), free(B), free(C);
   trainer_free(&t);
   spec_free(&spec);
   return 0;

@@ -1,12 +1,19 @@
 /* pipe_train: trains a model described by a YAML layer spec.
  *   pipe_train SPEC [--sequential] [--set KEY=VALUE ...] [--metrics FILE] [--quiet]
  * Exit codes: 0 success, 2 bad input (spec, data, command line), 1 other failures. */
+#include <cblas.h>
 #include <errno.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "partition/plan.h"
 #include "partition/spec.h"
+#include "comm/comm.h"
+#include "runtime/gemm_rate.h"
+#include "runtime/param_dump.h"
+#include "runtime/pipeline.h"
 #include "runtime/error.h"
 #include "runtime/train.h"
 
@@ -16,8 +23,9 @@ typedef struct {
   const char *spec_path;
   const char *overrides[MAX_OVERRIDES];
   int n_overrides;
-  int sequential, quiet;
+  int sequential, quiet, plan, json, print_schedule;
   const char *metrics_path;
+  const char *dump_prefix;
 } cli_args;
 
 static void usage(FILE *f) {
@@ -28,6 +36,9 @@ static void usage(FILE *f) {
           "  --set KEY=VALUE     override a spec value, e.g. --set train.steps=50 (repeatable)\n"
           "  --metrics FILE      write one JSON object per step to FILE\n"
           "  --quiet             no per-step lines on stdout\n"
+          "  --plan [--json]     print the stage plan (layers, memory, time per stage) and exit\n"
+          "  --print-schedule    print every stage's action list for one step and exit\n"
+          "  --dump-params PRE   after training, each rank writes its parameters to PRE.<rank>.bin\n"
           "  --help, --version\n");
 }
 
@@ -50,8 +61,16 @@ static void parse_args(int argc, char **argv, cli_args *a) {
       a->sequential = 1;
     } else if (!strcmp(s, "--quiet")) {
       a->quiet = 1;
+    } else if (!strcmp(s, "--plan")) {
+      a->plan = 1;
+    } else if (!strcmp(s, "--print-schedule")) {
+      a->print_schedule = 1;
+    } else if (!strcmp(s, "--json")) {
+      a->json = 1;
     } else if (!strcmp(s, "--metrics")) {
       a->metrics_path = option_value(argc, argv, &i);
+    } else if (!strcmp(s, "--dump-params")) {
+      a->dump_prefix = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--set")) {
       if (a->n_overrides == MAX_OVERRIDES) pt_fail_input("more than %d --set options", MAX_OVERRIDES);
       a->overrides[a->n_overrides++] = option_value(argc, argv, &i);
@@ -63,20 +82,30 @@ static void parse_args(int argc, char **argv, cli_args *a) {
       a->spec_path = s;
     }
   }
+  if (a->json && !a->plan) pt_fail_input("--json goes with --plan");
   if (!a->spec_path)
     pt_fail_input("no spec file given; try: pipe_train examples/default.yaml (or --help)");
 }
 
-/* Until the pipeline engine lands, one process runs every stage; say so instead of silently
- * ignoring the pipeline section. */
-static void check_layout(const pt_spec *s, const cli_args *a) {
-  int64_t procs = s->pipeline.stages * s->pipeline.data_parallel;
-  if (procs > 1 && !a->sequential)
-    pt_fail_input("%s: pipeline.stages (%lld) x pipeline.data_parallel (%lld) = %lld processes, "
-                  "but this build runs one process; add --sequential (same results) or "
-                  "--set pipeline.stages=1 --set pipeline.data_parallel=1",
-                  s->path, (long long)s->pipeline.stages, (long long)s->pipeline.data_parallel,
-                  (long long)procs);
+/* A bad-input error every rank hits alike: rank 0 prints it, all ranks leave with code 2. */
+static void fail_everywhere(int launched, const char *msg) {
+  int rank = launched ? comm_rank(comm_world()) : 0;
+  if (rank == 0 && msg[0]) {
+    fprintf(stderr, "pipetrain: %s\n", msg);
+    fflush(stderr);
+  }
+  if (launched) comm_finalize();
+  exit(PT_EXIT_INPUT);
+}
+
+/* Every rank must have read the same spec (file and --set options). */
+static void check_same_spec(const pt_spec *s) {
+  uint64_t lo = s->hash, hi = s->hash;
+  comm_allreduce_min_u64(comm_world(), &lo, 1);
+  comm_allreduce_max_u64(comm_world(), &hi, 1);
+  if (lo != hi)
+    fail_everywhere(1, "the ranks of this job read different specs (hashes differ); every rank "
+                       "must see the same spec file and the same --set options");
 }
 
 static FILE *open_metrics(const char *path) {
@@ -86,28 +115,133 @@ static FILE *open_metrics(const char *path) {
   return f;
 }
 
+/* --plan: configure (no allocation), plan, print, exit. One rank, no MPI. */
+static int print_plan(const pt_spec *spec, int json) {
+  pt_model m;
+  pt_plan p;
+  spec_errors e = {0};
+  if (model_configure(&m, spec, &e) != 0 || plan_build(&p, &m, &e) != 0) pt_fail_input("%s", e.msg);
+  double gflops = gemm_measure_flops(512, 0.2) / 1e9;
+  if (json) plan_print_json(stdout, &p, &m, gflops);
+  else plan_print(stdout, &p, &m, gflops);
+  plan_free(&p);
+  model_free(&m);
+  return 0;
+}
+
+static void print_schedule(const pt_spec *spec) {
+  pt_schedule sch;
+  char err[256];
+  if (schedule_build(&sch, spec->pipeline.schedule, (int)spec->pipeline.stages,
+                     (int)spec->train.micro_batches) != 0)
+    pt_fail_input("unknown schedule '%s'", spec->pipeline.schedule);
+  schedule_print(stdout, &sch);
+  if (schedule_validate(&sch, err, sizeof err) != 0) pt_fatal("schedule is invalid: %s", err);
+  schedule_free(&sch);
+}
+
+static void run_sequential(const pt_spec *spec, const cli_args *a) {
+  pt_trainer t;
+  char err[1024];
+  if (trainer_init(&t, spec, err, sizeof err) != 0) pt_fail_input("%s", err);
+  FILE *metrics = open_metrics(a->metrics_path);
+  if (!a->quiet)
+    printf("pipetrain: %s: %d layers, %lld parameters, %lld steps of %lld sequences, one process\n",
+           spec->path, t.model.n_layers, (long long)model_param_count(&t.model),
+           (long long)spec->train.steps,
+           (long long)(spec->pipeline.data_parallel * spec->train.micro_batches *
+                       spec->train.micro_batch_size));
+  pt_train_output out = {.metrics = metrics, .log = a->quiet ? NULL : stdout,
+                         .log_every = spec->log_every};
+  trainer_run(&t, &out);
+  if (a->dump_prefix) param_dump_write(&t.model, a->dump_prefix, 0);
+  if (metrics && fclose(metrics) != 0) pt_fatal("closing the metrics file: %s", strerror(errno));
+  trainer_free(&t);
+}
+
+/* Rank 0 prints, per stage, the peak micro-batches in flight and peak bytes held. */
+static void report_peaks(pt_pipeline *p) {
+  int world = p->P * p->dp, *counts = pt_calloc((size_t)world, sizeof(int));
+  for (int i = 0; i < world; i++) counts[i] = 2;
+  double mine[2] = {p->peak_in_flight, (double)pt_mem_peak()};
+  double *all = pt_calloc(2 * (size_t)world, sizeof(double));
+  comm_allgatherv_f64(comm_world(), mine, 2, all, counts);
+  for (int s = 0; p->rank == 0 && s < p->P; s++) {
+    char est[32], got[32];
+    memory_format_size(p->plan.mem[s].total, est, sizeof est);
+    memory_format_size((int64_t)all[2 * s + 1], got, sizeof got);
+    printf("stage %d: peak %d micro-batches in flight, peak memory %s (planned %s)\n", s,
+           (int)all[2 * s], got, est);
+  }
+  free(counts);
+  free(all);
+}
+
+static void run_pipeline(const pt_spec *spec, const cli_args *a) {
+  pt_pipeline p;
+  char err[1024] = "";
+  if (pipeline_init(&p, spec, err, sizeof err) != 0) fail_everywhere(1, err);
+  int root = p.rank == 0;
+  FILE *metrics = root ? open_metrics(a->metrics_path) : NULL;
+  if (root && !a->quiet)
+    printf("pipetrain: %s: %d layers on %d stages x %d replicas (%s, %s), %lld steps\n",
+           spec->path, p.model.n_layers, p.P, p.dp, p.plan.method, p.sched.name,
+           (long long)spec->train.steps);
+  while (p.step < spec->train.steps) {
+    pt_step_metrics m;
+    pipeline_step(&p, &m);
+    int64_t every = spec->pipeline.tie_check_every;
+    if ((every > 0 && m.step % every == 0) || m.step == spec->train.steps) pipeline_check_ties(&p);
+    if (metrics) metrics_write_json(metrics, &m);
+    if (root && !a->quiet && (m.step % spec->log_every == 0 || m.step == 1 || m.step == m.steps))
+      metrics_print_line(stdout, &m);
+  }
+  if (!a->quiet) report_peaks(&p);
+  if (a->dump_prefix) param_dump_write(&p.model, a->dump_prefix, p.rank);
+  if (metrics && fclose(metrics) != 0) pt_fatal("closing the metrics file: %s", strerror(errno));
+  pipeline_free(&p);
+}
+
+/* Ranks share the node's cores: one BLAS thread pool each would oversubscribe them. */
+static void set_blas_threads(void) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int per_rank = (int)(cores / comm_local_size());
+  openblas_set_num_threads(per_rank > 0 ? per_rank : 1);
+}
+
 int main(int argc, char **argv) {
   cli_args a;
   parse_args(argc, argv, &a);
+  int launched = comm_launched();
+  if (launched) comm_init(&argc, &argv);
   pt_spec spec;
   spec_errors e = {0};
-  if (spec_load(a.spec_path, a.overrides, a.n_overrides, &spec, &e) != 0) pt_fail_input("%s", e.msg);
-  check_layout(&spec, &a);
-  pt_trainer t;
-  char err[1024];
-  if (trainer_init(&t, &spec, err, sizeof err) != 0) pt_fail_input("%s", err);
-  FILE *metrics = open_metrics(a.metrics_path);
-  if (!a.quiet)
-    printf("pipetrain: %s: %d layers, %lld parameters, %lld steps of %lld sequences\n",
-           spec.path, t.model.n_layers, (long long)model_param_count(&t.model),
-           (long long)spec.train.steps,
-           (long long)(spec.pipeline.data_parallel * spec.train.micro_batches *
-                       spec.train.micro_batch_size));
-  pt_train_output out = {.metrics = metrics, .log = a.quiet ? NULL : stdout,
-                         .log_every = spec.log_every};
-  trainer_run(&t, &out);
-  if (metrics && fclose(metrics) != 0) pt_fatal("closing the metrics file: %s", strerror(errno));
-  trainer_free(&t);
+  if (spec_load(a.spec_path, a.overrides, a.n_overrides, &spec, &e) != 0)
+    fail_everywhere(launched, e.msg);
+  if (launched) check_same_spec(&spec);
+  int world = launched ? comm_size(comm_world()) : 1, root = !launched || comm_rank(comm_world()) == 0;
+  int64_t procs = spec.pipeline.stages * spec.pipeline.data_parallel;
+  if (a.plan || a.print_schedule) {
+    if (root && a.plan) print_plan(&spec, a.json);
+    if (root && a.print_schedule) print_schedule(&spec);
+  } else if (a.sequential || (procs == 1 && world == 1)) {
+    if (world > 1) {
+      char msg[256];
+      snprintf(msg, sizeof msg, "--sequential runs in one process but this job has %d; start it "
+               "without mpirun (or with -np 1)", world);
+      fail_everywhere(launched, msg);
+    }
+    run_sequential(&spec, &a);
+  } else if (!launched) {
+    pt_fail_input("%s: pipeline.stages (%lld) x pipeline.data_parallel (%lld) = %lld processes: "
+                  "start it with mpirun -np %lld, or add --sequential (same results, one process)",
+                  spec.path, (long long)spec.pipeline.stages, (long long)spec.pipeline.data_parallel,
+                  (long long)procs, (long long)procs);
+  } else {
+    set_blas_threads();
+    run_pipeline(&spec, &a);
+  }
   spec_free(&spec);
+  if (launched) comm_finalize();
   return 0;
 }

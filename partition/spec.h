@@ -124,7 +124,13 @@ typedef struct {
   int64_t stages, data_parallel;
   char partition[256]; /* "parameters", "uniform", "balanced", "type:REGEX" */
   char schedule[16];   /* "1f1b" | "gpipe" */
-  spec_node *node;     /* the whole pipeline map, for later issues' keys */
+  spec_node *node;     /* the whole pipeline map */
+  /* Raw nodes (NULL when absent), interpreted by the planner (partition/plan.h): */
+  spec_node *boundaries;   /* [first layer of each stage] */
+  spec_node *stage_layers; /* [[layer indices of stage 0], [of stage 1], ...] */
+  spec_node *max_memory;   /* one size or a list per stage: 24GiB, 512MiB, 1000000 */
+  spec_node *devices;      /* [device id per stage] or per (replica, stage) */
+  int64_t tie_check_every; /* compare tied copies' checksums every N steps (0: only at the end) */
 } spec_pipeline;
 
 typedef struct {

@@ -370,7 +370,9 @@ static void spec_load_train(pt_spec *s, spec_errors *e) {
 
 static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   static const char *const schedules[] = {"1f1b", "gpipe", NULL};
-  static const char *const keys[] = {"stages", "data_parallel", "partition", "schedule", NULL};
+  static const char *const keys[] = {"stages",       "data_parallel", "partition",  "schedule",
+                                     "boundaries",   "stage_layers",  "max_memory", "devices",
+                                     "tie_check_every", NULL};
   spec_pipeline *p = &s->pipeline;
   spec_node *m = spec_section(s->root, "pipeline", "pipeline", e);
   p->node = m;
@@ -378,6 +380,12 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   p->data_parallel = spec_get_int(m, "data_parallel", 0, 1, 1, INT32_MAX, e);
   spec_get_str(m, "partition", 0, "parameters", p->partition, sizeof p->partition, e);
   spec_get_choice(m, "schedule", "1f1b", schedules, p->schedule, sizeof p->schedule, e);
+  /* interpreted and validated by the planner (partition/plan.c), which knows the layer count */
+  p->boundaries = spec_find(m, "boundaries");
+  p->stage_layers = spec_find(m, "stage_layers");
+  p->max_memory = spec_find(m, "max_memory");
+  p->devices = spec_find(m, "devices");
+  p->tie_check_every = spec_get_int(m, "tie_check_every", 0, 100, 0, INT64_MAX, e);
   spec_check_unused(m, "pipeline", keys, e);
 }
 

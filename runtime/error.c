@@ -59,15 +59,33 @@ void *pt_calloc(size_t count, size_t size) {
   return p;
 }
 
+/* Aligned blocks carry their size in a 64-byte header so frees can be counted: the tracker
+ * gives the measured peak that memory estimates are checked against. */
+static size_t g_mem_current, g_mem_peak;
+
 void *pt_alloc_aligned(size_t bytes) {
   size_t rounded = (bytes + 63) & ~(size_t)63;
-  void *p = aligned_alloc(64, rounded ? rounded : 64);
+  unsigned char *p = aligned_alloc(64, rounded + 64);
   if (!p) pt_fatal("out of memory allocating %zu bytes", bytes);
-  memset(p, 0, rounded);
-  return p;
+  memset(p, 0, rounded + 64);
+  memcpy(p, &rounded, sizeof rounded);
+  g_mem_current += rounded;
+  if (g_mem_current > g_mem_peak) g_mem_peak = g_mem_current;
+  return p + 64;
 }
 
-void pt_free_aligned(void *p) { free(p); }
+void pt_free_aligned(void *ptr) {
+  if (!ptr) return;
+  unsigned char *p = (unsigned char *)ptr - 64;
+  size_t rounded;
+  memcpy(&rounded, p, sizeof rounded);
+  g_mem_current -= rounded;
+  free(p);
+}
+
+size_t pt_mem_current(void) { return g_mem_current; }
+size_t pt_mem_peak(void) { return g_mem_peak; }
+void pt_mem_reset_peak(void) { g_mem_peak = g_mem_current; }
 
 char *pt_strdup(const char *s) {
   size_t n = strlen(s) + 1;

@@ -33,9 +33,13 @@ void pt_fail_call(const char *file, int line, const char *call) __attribute__((n
 
 /* Allocation that never returns NULL (fatal error naming the size instead). Memory is zeroed. */
 void *pt_calloc(size_t count, size_t size);
-/* 64-byte aligned, zeroed; free with pt_free_aligned(). */
+/* 64-byte aligned, zeroed; free with pt_free_aligned() (NULL is fine). Counted by the memory
+ * tracker: the bulk buffers (parameters, gradients, optimizer state, activations) use these. */
 void *pt_alloc_aligned(size_t bytes);
 void pt_free_aligned(void *p);
+size_t pt_mem_current(void); /* bytes held in pt_alloc_aligned blocks now */
+size_t pt_mem_peak(void);    /* the most held at once since the last reset */
+void pt_mem_reset_peak(void);
 char *pt_strdup(const char *s);
 
 #endif

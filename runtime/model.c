@@ -6,7 +6,7 @@
 
 #include "runtime/error.h"
 
-static int find_tie_owner(const pt_model *m, int li) {
+int model_tie_owner(const pt_model *m, int li) {
   const char *key = m->layers[li].tie;
   if (!key[0]) return -1;
   for (int j = 0; j < li; j++)
@@ -15,21 +15,21 @@ static int find_tie_owner(const pt_model *m, int li) {
 }
 
 /* Index of the parameter a tie shares: "weight". */
-static int tied_param(const pt_layer *L) {
+int model_tied_param(const pt_layer *L) {
   for (int p = 0; p < L->n_params; p++)
     if (strcmp(L->params[p].name, "weight") == 0) return p;
   return -1;
 }
 
 static void check_tie(pt_model *m, int li, const spec_layer *sl, spec_errors *e) {
-  int owner = find_tie_owner(m, li);
+  int owner = model_tie_owner(m, li);
   pt_layer *L = &m->layers[li];
-  if (L->tie[0] && tied_param(L) < 0)
+  if (L->tie[0] && model_tied_param(L) < 0)
     spec_error(e, sl->entry, 0, "layer %d (%s) has tie '%s' but no 'weight' parameter to share",
                li, L->type->name, L->tie);
   if (owner < 0 || e->failed) return;
-  const pt_param_desc *a = &m->layers[owner].params[tied_param(&m->layers[owner])];
-  const pt_param_desc *b = &L->params[tied_param(L)];
+  const pt_param_desc *a = &m->layers[owner].params[model_tied_param(&m->layers[owner])];
+  const pt_param_desc *b = &L->params[model_tied_param(L)];
   int same = a->ndim == b->ndim;
   for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
   if (!same)
@@ -103,12 +103,14 @@ static void plan_storage(pt_model *m) {
   int cap = 0;
   for (int li = m->first; li < m->last; li++) cap += m->layers[li].n_params;
   m->tensors = pt_calloc((size_t)cap + 1, sizeof(pt_tensor));
+  m->tie_copies = pt_calloc((size_t)cap + 1, sizeof(pt_tie_copy));
   int64_t off = 0;
   for (int li = m->first; li < m->last; li++) {
     pt_layer *L = &m->layers[li];
-    int owner = find_tie_owner(m, li);
+    int owner = model_tie_owner(m, li);
     for (int p = 0; p < L->n_params; p++) {
-      L->borrowed[p] = owner >= m->first && p == tied_param(L);
+      int shared = owner >= 0 && p == model_tied_param(L);
+      L->borrowed[p] = shared && owner >= m->first;
       if (L->borrowed[p]) continue;
       pt_tensor *t = &m->tensors[m->n_tensors++];
       snprintf(t->name, sizeof t->name, "%d.%s", li, L->params[p].name);
@@ -117,10 +119,27 @@ static void plan_storage(pt_model *m) {
       t->offset = off;
       t->numel = L->params[p].numel;
       t->decay = L->params[p].decay;
+      t->tied_copy = shared;
       off += align16(t->numel);
     }
   }
   m->n_floats = off;
+  for (int li = m->first; li < m->last; li++) { /* borrowed copies' own gradient space */
+    pt_layer *L = &m->layers[li];
+    for (int p = 0; p < L->n_params; p++) {
+      if (!L->borrowed[p]) continue;
+      pt_tie_copy *c = &m->tie_copies[m->n_tie_copies++];
+      *c = (pt_tie_copy){.layer = li, .param = p, .grad_offset = off, .numel = L->params[p].numel};
+      off += align16(c->numel);
+    }
+  }
+  m->n_grad_floats = off;
+}
+
+static int tensor_of(const pt_model *m, int layer, int param) {
+  for (int i = 0; i < m->n_tensors; i++)
+    if (m->tensors[i].layer == layer && m->tensors[i].param == param) return i;
+  return -1;
 }
 
 static void bind_storage(pt_model *m) {
@@ -129,29 +148,35 @@ static void bind_storage(pt_model *m) {
     m->layers[t->layer].w[t->param] = m->params + t->offset;
     m->layers[t->layer].g[t->param] = m->grads + t->offset;
   }
-  for (int li = m->first; li < m->last; li++) {
-    pt_layer *L = &m->layers[li];
-    int owner = find_tie_owner(m, li);
-    for (int p = 0; p < L->n_params; p++) {
-      if (!L->borrowed[p]) continue;
-      pt_layer *O = &m->layers[owner];
-      L->w[p] = O->w[tied_param(O)];
-      L->g[p] = O->g[tied_param(O)];
-    }
+  for (int i = 0; i < m->n_tie_copies; i++) {
+    pt_tie_copy *c = &m->tie_copies[i];
+    pt_layer *L = &m->layers[c->layer], *O = &m->layers[model_tie_owner(m, c->layer)];
+    c->owner_tensor = tensor_of(m, O->index, model_tied_param(O));
+    L->w[c->param] = O->w[model_tied_param(O)];
+    L->g[c->param] = m->grads + c->grad_offset;
+  }
+}
+
+void model_tie_reduce_local(pt_model *m) {
+  for (int i = 0; i < m->n_tie_copies; i++) {
+    const pt_tie_copy *c = &m->tie_copies[i];
+    float *dst = m->grads + m->tensors[c->owner_tensor].offset;
+    const float *src = m->grads + c->grad_offset;
+    for (int64_t j = 0; j < c->numel; j++) dst[j] += src[j];
   }
 }
 
 /* A tied copy whose first owner lives in another slice must start from the owner's values:
  * run the owner's init on scratch storage and copy its weight. */
 static void init_remote_tie(pt_model *m, pt_layer *L, uint64_t seed) {
-  int owner = find_tie_owner(m, L->index);
+  int owner = model_tie_owner(m, L->index);
   if (owner < 0 || owner >= m->first) return;
   pt_layer O = m->layers[owner];
   float *tmp[PT_MAX_PARAMS];
   for (int p = 0; p < O.n_params; p++) O.w[p] = tmp[p] = pt_calloc((size_t)O.params[p].numel, 4);
   O.type->init(&O, seed);
-  int pl = tied_param(L);
-  memcpy(L->w[pl], O.w[tied_param(&O)], sizeof(float) * (size_t)L->params[pl].numel);
+  int pl = model_tied_param(L);
+  memcpy(L->w[pl], O.w[model_tied_param(&O)], sizeof(float) * (size_t)L->params[pl].numel);
   for (int p = 0; p < O.n_params; p++) free(tmp[p]);
 }
 
@@ -160,7 +185,7 @@ void model_alloc(pt_model *m, int first, int last) {
   m->last = last;
   plan_storage(m);
   m->params = pt_alloc_aligned(sizeof(float) * (size_t)m->n_floats);
-  m->grads = pt_alloc_aligned(sizeof(float) * (size_t)m->n_floats);
+  m->grads = pt_alloc_aligned(sizeof(float) * (size_t)m->n_grad_floats);
   bind_storage(m);
   uint64_t seed = m->spec->train.seed;
   for (int li = first; li < last; li++) {
@@ -169,12 +194,15 @@ void model_alloc(pt_model *m, int first, int last) {
   }
 }
 
-void model_zero_grads(pt_model *m) { memset(m->grads, 0, sizeof(float) * (size_t)m->n_floats); }
+void model_zero_grads(pt_model *m) {
+  memset(m->grads, 0, sizeof(float) * (size_t)m->n_grad_floats);
+}
 
 void model_free(pt_model *m) {
   pt_free_aligned(m->params);
   pt_free_aligned(m->grads);
   free(m->tensors);
+  free(m->tie_copies);
   free(m->layers);
   memset(m, 0, sizeof *m);
 }
@@ -183,9 +211,9 @@ int64_t model_param_count(const pt_model *m) {
   int64_t n = 0;
   for (int li = 0; li < m->n_layers; li++) {
     const pt_layer *L = &m->layers[li];
-    int tied_to_earlier = find_tie_owner(m, li) >= 0;
+    int tied_to_earlier = model_tie_owner(m, li) >= 0;
     for (int p = 0; p < L->n_params; p++)
-      if (!(tied_to_earlier && p == tied_param(L))) n += L->params[p].numel;
+      if (!(tied_to_earlier && p == model_tied_param(L))) n += L->params[p].numel;
   }
   return n;
 }

@@ -23,7 +23,16 @@ typedef struct {
   int layer, param; /* owner */
   int64_t offset, numel;
   int decay;
+  int tied_copy; /* a tied weight whose first owner is in another slice: counted there */
 } pt_tensor;
+
+/* A tied layer whose weight storage is borrowed from an earlier layer of the same slice: its
+ * gradient accumulates separately (at grad_offset) and model_tie_reduce_local() adds it to the
+ * owner's, in layer order, the same order a pipeline sums copies held by different stages. */
+typedef struct {
+  int layer, param, owner_tensor;
+  int64_t grad_offset, numel;
+} pt_tie_copy;
 
 typedef struct {
   const pt_spec *spec;
@@ -34,9 +43,12 @@ typedef struct {
   int input_dim;      /* features of layer 0's input (0 for tokens) */
   pt_loss_kind loss;
   float *params, *grads;
-  int64_t n_floats;
+  int64_t n_floats;      /* parameters (and the optimizer's view of the gradients) */
+  int64_t n_grad_floats; /* n_floats plus the gradients of borrowed tied copies */
   pt_tensor *tensors;
   int n_tensors;
+  pt_tie_copy *tie_copies;
+  int n_tie_copies;
 } pt_model;
 
 /* Configures every layer and checks the chain (input kinds, tie shapes, loss vs output, unknown
@@ -45,6 +57,12 @@ int model_configure(pt_model *m, const pt_spec *spec, spec_errors *e);
 /* Allocates and binds storage for layers [first, last) and initialises it from train.seed. */
 void model_alloc(pt_model *m, int first, int last);
 void model_zero_grads(pt_model *m);
+/* Adds each borrowed tied copy's gradient into its owner's (layer order). */
+void model_tie_reduce_local(pt_model *m);
+/* Index in m->layers of the first layer sharing layer li's tie key, or -1. */
+int model_tie_owner(const pt_model *m, int li);
+/* Index of the parameter a tie shares ("weight"), or -1. */
+int model_tied_param(const pt_layer *L);
 void model_free(pt_model *m);
 /* Parameter count of the whole model (tied weights counted once). */
 int64_t model_param_count(const pt_model *m);

@@ -1,6 +1,7 @@
 #include "runtime/optimizer.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/error.h"
@@ -10,7 +11,8 @@ void optimizer_init(pt_optimizer *o, const spec_train *cfg, int64_t n_floats) {
   o->cfg = *cfg;
   o->n_floats = n_floats;
   o->m = pt_alloc_aligned(sizeof(float) * (size_t)n_floats);
-  o->v = pt_alloc_aligned(sizeof(float) * (size_t)n_floats);
+  /* SGD keeps one buffer (momentum); AdamW two */
+  if (strcmp(cfg->optimizer, "sgd") != 0) o->v = pt_alloc_aligned(sizeof(float) * (size_t)n_floats);
 }
 
 void optimizer_free(pt_optimizer *o) {
@@ -68,12 +70,21 @@ double lr_at(const spec_train *c, int64_t step) {
   return c->min_lr + (c->lr - c->min_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * progress));
 }
 
-double grad_sumsq(const pt_model *m) {
-  double s = 0.0;
+void grad_tensor_sumsq(const pt_model *m, double *out) {
   for (int i = 0; i < m->n_tensors; i++) {
     const float *g = m->grads + m->tensors[i].offset;
-    for (int64_t j = 0; j < m->tensors[i].numel; j++) s += (double)g[j] * g[j];
+    double s = 0.0;
+    for (int64_t j = 0; j < m->tensors[i].numel && !m->tensors[i].tied_copy; j++)
+      s += (double)g[j] * g[j];
+    out[i] = s;
   }
+}
+
+double grad_sumsq(const pt_model *m) {
+  double *per = pt_calloc((size_t)m->n_tensors + 1, sizeof(double)), s = 0.0;
+  grad_tensor_sumsq(m, per);
+  for (int i = 0; i < m->n_tensors; i++) s += per[i];
+  free(per);
   return s;
 }
 

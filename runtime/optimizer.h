@@ -27,7 +27,11 @@ void optimizer_step(pt_optimizer *o, pt_model *m, double lr);
  * decay to min_lr at the last step. */
 double lr_at(const spec_train *cfg, int64_t step);
 
-/* Sum of squares of the model's gradients (each stored tensor once), in double. */
+/* Sum of squares of each tensor's gradient, in double, into out[m->n_tensors]; tied copies
+ * whose owner is in another slice get 0 (the owner counts the weight once). */
+void grad_tensor_sumsq(const pt_model *m, double *out);
+/* Sum of squares of the model's gradients: the per-tensor sums added in tensor order (the order
+ * a pipeline adds the stages' per-tensor sums in, so both paths get the same bits). */
 double grad_sumsq(const pt_model *m);
 /* Scales gradients by max_norm / (norm + 1e-6) when that is < 1 (torch clip_grad_norm_).
  * Returns the factor applied (1 when not clipped). */

@@ -146,12 +146,13 @@ const float *stage_forward(pt_stage *st, int slot, int B, int T) {
 
 /* Backward over layers [lo, hi) in reverse; returns the gradient of layer lo's input. */
 static float *backward_range(pt_stage *st, int slot, int lo, int hi, const float *dout,
-                             int need_din) {
+                             int need_din, float *din_out) {
   float *din = NULL;
   for (int li = hi - 1; li >= lo; li--) {
     pt_layer *L = &st->m->layers[st->first + li];
     int want = (li > 0 || need_din) && !L->in_tokens;
     din = want ? (dout == st->grad[0] ? st->grad[1] : st->grad[0]) : NULL;
+    if (want && li == 0 && din_out) din = din_out;
     pt_io io = {.B = st->cur_B, .T = st->cur_T, .in = layer_in(st, slot, li),
                 .out = layer_out(st, slot, li), .saved = layer_saved(st, slot, li),
                 .scratch = st->scratch, .dout = dout, .din = din};
@@ -162,14 +163,17 @@ static float *backward_range(pt_stage *st, int slot, int lo, int hi, const float
   return din;
 }
 
-const float *stage_backward(pt_stage *st, int slot, const float *dout, int need_din) {
-  if (!st->ckpt) return backward_range(st, slot, 0, st->n, dout, need_din);
+float *stage_output(pt_stage *st, int slot) { return layer_out(st, slot, st->n - 1); }
+
+const float *stage_backward(pt_stage *st, int slot, const float *dout, int need_din,
+                            float *din_out) {
+  if (!st->ckpt) return backward_range(st, slot, 0, st->n, dout, need_din, din_out);
   for (int seg = (st->n - 1) / st->ckpt; seg >= 0; seg--) {
     int lo = seg * st->ckpt, hi = lo + st->ckpt < st->n ? lo + st->ckpt : st->n;
     if (st->ws_slot != slot || st->ws_seg != seg) forward_range(st, slot, lo, hi);
     st->ws_slot = slot;
     st->ws_seg = seg;
-    dout = backward_range(st, slot, lo, hi, dout, need_din);
+    dout = backward_range(st, slot, lo, hi, dout, need_din, din_out);
   }
   return dout;
 }

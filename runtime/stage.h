@@ -42,8 +42,12 @@ void stage_free(pt_stage *st);
 void *stage_input(pt_stage *st, int slot);
 /* Runs forward for the micro-batch in slot; returns the stage output [B,T,out_dim]. */
 const float *stage_forward(pt_stage *st, int slot, int B, int T);
-/* Backward of the micro-batch in slot given dout = d loss / d output. Returns d loss / d input
- * when need_din is set (and the input is not token ids), else NULL. */
-const float *stage_backward(pt_stage *st, int slot, const float *dout, int need_din);
+/* Backward of the micro-batch in slot given dout = d loss / d output. When need_din is set (and
+ * the input is not token ids) returns d loss / d input, written into din_out if it is not NULL
+ * (e.g. a send buffer) or into a stage buffer; else NULL. */
+const float *stage_backward(pt_stage *st, int slot, const float *dout, int need_din,
+                            float *din_out);
+/* The stage output of the micro-batch in slot (valid after its stage_forward). */
+float *stage_output(pt_stage *st, int slot);
 
 #endif

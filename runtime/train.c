@@ -33,6 +33,8 @@ int trainer_init(pt_trainer *t, const pt_spec *spec, char *err, size_t errsz) {
   stage_init(&t->stage, m, 0, m->n_layers, B, T, 1,
              (int)spec->train.activation_checkpoint_interval);
   optimizer_init(&t->opt, &spec->train, m->n_floats);
+  if (spec->pipeline.data_parallel > 1)
+    t->grad_total = pt_alloc_aligned(sizeof(float) * (size_t)m->n_floats);
   int F = m->layers[m->n_layers - 1].out_dim;
   int tcols = m->input_tokens ? 1 : spec->data.targets;
   t->targets = pt_calloc((size_t)B * T * tcols, sizeof(float));
@@ -47,26 +49,46 @@ void trainer_free(pt_trainer *t) {
   data_close(&t->data);
   free(t->targets);
   pt_free_aligned(t->dlogits);
+  pt_free_aligned(t->grad_total);
   memset(t, 0, sizeof *t);
 }
 
-/* Forward and backward of every micro-batch of the step; returns the step's loss. */
-static double accumulate_step(pt_trainer *t) {
+/* One replica's micro-batches: gradients accumulate into the model's buffers, tied copies
+ * are folded into their owners; returns the replica's loss (micro-batches summed in order). */
+static double accumulate_replica(pt_trainer *t, int64_t replica) {
   const spec_train *c = &t->spec->train;
   pt_model *m = &t->model;
   int B = (int)c->micro_batch_size, T = seq_len_of(t);
-  int64_t dp = t->spec->pipeline.data_parallel, G = dp * c->micro_batches * B;
+  int64_t G = t->spec->pipeline.data_parallel * c->micro_batches * B;
   int F = m->layers[m->n_layers - 1].out_dim;
   float scale = (float)(1.0 / ((double)G * T));
   double loss = 0.0;
   model_zero_grads(m);
-  for (int64_t j0 = 0; j0 < G; j0 += B) {
+  for (int64_t mb = 0; mb < c->micro_batches; mb++) {
+    int64_t j0 = (replica * c->micro_batches + mb) * B;
     data_fill(&t->data, t->step, G, j0, B, T, stage_input(&t->stage, 0), t->targets,
               m->loss == LOSS_CROSS_ENTROPY);
     const float *y = stage_forward(&t->stage, 0, B, T);
     loss += loss_forward_backward(m->loss, y, t->targets, B * T, F, scale, t->dlogits) * scale;
-    stage_backward(&t->stage, 0, t->dlogits, 0);
+    stage_backward(&t->stage, 0, t->dlogits, 0, NULL);
   }
+  model_tie_reduce_local(m);
+  return loss;
+}
+
+/* The whole global batch. Replicas are reduced exactly as the pipeline reduces them: each
+ * replica's gradient separately, then summed in replica order ((g0 + g1) + g2) ... */
+static double accumulate_step(pt_trainer *t) {
+  pt_model *m = &t->model;
+  int64_t dp = t->spec->pipeline.data_parallel;
+  double loss = 0.0;
+  for (int64_t r = 0; r < dp; r++) {
+    loss += accumulate_replica(t, r);
+    if (dp == 1) break;
+    for (int64_t i = 0; i < m->n_floats; i++)
+      t->grad_total[i] = r == 0 ? m->grads[i] : t->grad_total[i] + m->grads[i];
+  }
+  if (dp > 1) memcpy(m->grads, t->grad_total, sizeof(float) * (size_t)m->n_floats);
   return loss;
 }
 

@@ -2,7 +2,9 @@
  *
  * Each step processes the global batch G = data_parallel * micro_batches * micro_batch_size
  * sequences, one micro-batch of B at a time in the order replica d, micro-batch m (the order a
- * pipelined run's samples are defined in), so both paths compute the same gradients. */
+ * pipelined run's samples are defined in). Gradients are summed the way the pipeline sums them
+ * (per replica, tied copies folded per replica, replicas added in order), so a pipelined run of
+ * the same spec ends with bitwise-equal parameters. */
 #ifndef PT_TRAIN_H
 #define PT_TRAIN_H
 
@@ -23,6 +25,7 @@ typedef struct {
   pt_data data;
   void *targets;   /* one micro-batch of targets */
   float *dlogits;  /* gradient of the last output */
+  float *grad_total; /* sum over data-parallel replicas (data_parallel > 1 only) */
   int64_t step;    /* steps done */
 } pt_trainer;
 

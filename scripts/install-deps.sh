@@ -8,6 +8,7 @@ packages=(
   libyaml-dev                      # the YAML spec parser
   libcjson-dev                     # JSON: metrics now, checkpoint headers later
   zlib1g-dev                       # checksums (checkpoints)
+  libopenmpi-dev openmpi-bin       # MPI: the pipeline's process launch and CPU transport
   python3                          # test helpers: metrics and data checks
 )
 missing=()

@@ -82,7 +82,8 @@ static double float_step(ref_case *c, pt_stage *st) {
   float scale = 1.0f / (B * T);
   const void *tg = m->loss == LOSS_CROSS_ENTROPY ? (const void *)c->cls : (const void *)yt;
   double loss = loss_forward_backward(m->loss, out, tg, B * T, F, scale, dy) * scale;
-  stage_backward(st, 0, dy, 0);
+  stage_backward(st, 0, dy, 0, NULL);
+  model_tie_reduce_local(m); /* as the trainer does: copies fold into the owner */
   pt_free_aligned(dy);
   free(yt);
   return loss;

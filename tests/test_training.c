@@ -110,14 +110,16 @@ static void test_accumulation_scaling(void) {
   float *gb = step_grads(one, 2, &n1, NULL);
   const char *dp[2] = {"train.micro_batches=2", "pipeline.data_parallel=2"};
   float *gc = step_grads(dp, 2, &n2, NULL);
-  double worst = 0.0, scale = 0.0;
+  double worst = 0.0, worst_dp = 0.0, scale = 0.0;
   for (size_t i = 0; i < n / sizeof(float); i++) {
     worst = fmax(worst, fabs((double)ga[i] - gb[i]));
+    worst_dp = fmax(worst_dp, fabs((double)ga[i] - gc[i]));
     scale = fmax(scale, fabs((double)ga[i]));
   }
-  /* different GEMM shapes round differently: float32 agreement, not bitwise */
+  /* different GEMM shapes, or replicas summed apart, round differently: float32 agreement */
   CHECK(worst <= 1e-4 * scale, "M=4,B=2 vs M=1,B=8: max diff %.3g (scale %.3g)", worst, scale);
-  CHECK(n2 == n && memcmp(ga, gc, n) == 0, "2 replicas x M=2 differ from 1 x M=4");
+  CHECK(n2 == n && worst_dp <= 1e-5 * scale, "2 replicas x M=2 vs 1 x M=4: max diff %.3g",
+        worst_dp);
   free(ga), free(gb), free(gc);
 }
 
@@ -142,7 +144,8 @@ static void test_tied_gradient(void) {
   trainer_step(&tu, &m);
   const float *gt = tt.model.layers[0].g[0], *ge = tu.model.layers[0].g[0],
               *gh = tu.model.layers[6].g[0];
-  CHECK(tt.model.layers[6].g[0] == gt, "tied copies do not share gradient storage");
+  CHECK(tt.model.layers[6].w[0] == tt.model.layers[0].w[0], "tied copies do not share the weight");
+  CHECK(tt.model.layers[6].g[0] != gt, "a tied copy must accumulate apart (summed per replica)");
   double worst = 0.0, scale = 0.0;
   for (int i = 0; i < 256 * 32; i++) {
     worst = fmax(worst, fabs((double)gt[i] - ((double)ge[i] + gh[i])));

@@ -1,0 +1,60 @@
+/* comm/comm.h: the communication interface the engine uses, whatever the transport.
+ *
+ * A pt_comm is a group of ranks (the world, a pipeline, a data-parallel group, a tie group).
+ * Point-to-point calls are asynchronous: they return at once with a request that comm_wait()
+ * completes; the buffer must stay untouched until then. Reductions here are deterministic:
+ * floats are summed in group-rank order ((x0 + x1) + x2) + ..., so results do not depend on
+ * the transport's reduction tree, and a pipelined run can match the sequential one bit for bit.
+ * Every failing call aborts the whole job with the rank and the call in the message.
+ *
+ * Backend: MPI (comm_mpi.c) for host buffers. A NCCL backend for device buffers plugs in
+ * behind the same calls.
+ */
+#ifndef PT_COMM_H
+#define PT_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pt_comm pt_comm;
+
+typedef struct {
+  void *impl; /* backend request; NULL when nothing is pending */
+} pt_request;
+
+/* Starts the transport (MPI_Init) and installs the abort hook so pt_fatal() ends every rank. */
+void comm_init(int *argc, char ***argv);
+void comm_finalize(void);
+/* Launched by mpirun/srun (or already initialised)? Decides whether a run needs comm_init. */
+int comm_launched(void);
+pt_comm *comm_world(void);
+int comm_rank(const pt_comm *c);
+int comm_size(const pt_comm *c);
+/* Ranks of parent with the same color form a new group, ordered by key (collective over
+ * parent). A rank passing a negative color joins no group: free what it gets back. */
+pt_comm *comm_split(pt_comm *parent, int color, int key);
+void comm_free(pt_comm *c);
+/* Node-local rank and size (ranks sharing this host). */
+int comm_local_rank(void);
+int comm_local_size(void);
+
+void comm_send_async(pt_comm *c, const void *buf, size_t bytes, int peer, int tag, pt_request *r);
+void comm_recv_async(pt_comm *c, void *buf, size_t bytes, int peer, int tag, pt_request *r);
+void comm_wait(pt_request *r);   /* no-op for an empty request */
+/* Grouping brackets for transports that need send/recv pairs issued together (NCCL); MPI: no-op. */
+void comm_group_start(pt_comm *c);
+void comm_group_end(pt_comm *c);
+
+/* In-place deterministic sum over the group (group-rank order). */
+void comm_allreduce_sum_f32(pt_comm *c, float *buf, size_t n);
+void comm_allreduce_sum_f64(pt_comm *c, double *buf, size_t n);
+void comm_allreduce_max_u64(pt_comm *c, uint64_t *buf, size_t n);
+void comm_allreduce_min_u64(pt_comm *c, uint64_t *buf, size_t n);
+/* Concatenates each rank's `counts[rank]` doubles in group-rank order into out (all ranks). */
+void comm_allgatherv_f64(pt_comm *c, const double *mine, int n_mine, double *out,
+                         const int *counts);
+void comm_allgather_int(pt_comm *c, int mine, int *out);
+void comm_broadcast(pt_comm *c, void *buf, size_t bytes, int root);
+void comm_barrier(pt_comm *c);
+
+#endif

@@ -1,0 +1,163 @@
+/* comm/comm_mpi.c: the MPI backend of comm.h (host buffers). */
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "runtime/error.h"
+
+struct pt_comm {
+  MPI_Comm mpi;
+};
+
+static pt_comm g_world;
+static int g_local_rank, g_local_size = 1;
+
+/* Every MPI return goes through here: the message names the call, the place and the rank. */
+#define MPI_CHECK(call)                                                                    \
+  do {                                                                                     \
+    int rc_ = (call);                                                                      \
+    if (rc_ != MPI_SUCCESS) mpi_fail(__FILE__, __LINE__, #call, rc_);                      \
+  } while (0)
+
+static void mpi_fail(const char *file, int line, const char *call, int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  pt_fatal("%s:%d: %s failed: %s", file, line, call, text);
+}
+
+static void abort_all(int code) {
+  int up = 0, down = 0;
+  MPI_Initialized(&up);
+  MPI_Finalized(&down);
+  if (up && !down) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+int comm_launched(void) {
+  return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") ||
+         getenv("SLURM_NTASKS");
+}
+
+void comm_init(int *argc, char ***argv) {
+  int provided;
+  MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  /* errors come back as codes, so MPI_CHECK can report them with the rank */
+  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  g_world.mpi = MPI_COMM_WORLD;
+  int rank;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  pt_error_set_rank(rank);
+  pt_error_set_abort_hook(abort_all);
+  MPI_Comm local;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local));
+  MPI_CHECK(MPI_Comm_rank(local, &g_local_rank));
+  MPI_CHECK(MPI_Comm_size(local, &g_local_size));
+  MPI_CHECK(MPI_Comm_free(&local));
+}
+
+void comm_finalize(void) { MPI_CHECK(MPI_Finalize()); }
+pt_comm *comm_world(void) { return &g_world; }
+int comm_local_rank(void) { return g_local_rank; }
+int comm_local_size(void) { return g_local_size; }
+
+int comm_rank(const pt_comm *c) {
+  int r;
+  MPI_CHECK(MPI_Comm_rank(c->mpi, &r));
+  return r;
+}
+
+int comm_size(const pt_comm *c) {
+  int n;
+  MPI_CHECK(MPI_Comm_size(c->mpi, &n));
+  return n;
+}
+
+pt_comm *comm_split(pt_comm *parent, int color, int key) {
+  pt_comm *c = pt_calloc(1, sizeof *c);
+  /* a negative color means "not a member": MPI hands back MPI_COMM_NULL */
+  MPI_CHECK(MPI_Comm_split(parent->mpi, color < 0 ? MPI_UNDEFINED : color, key, &c->mpi));
+  return c;
+}
+
+void comm_free(pt_comm *c) {
+  if (!c || c == &g_world) return;
+  if (c->mpi != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&c->mpi));
+  free(c);
+}
+
+static MPI_Request *new_request(pt_request *r) {
+  MPI_Request *q = pt_calloc(1, sizeof *q);
+  r->impl = q;
+  return q;
+}
+
+void comm_send_async(pt_comm *c, const void *buf, size_t bytes, int peer, int tag, pt_request *r) {
+  if (bytes > (size_t)INT32_MAX) pt_fatal("message of %zu bytes is too large for MPI", bytes);
+  MPI_CHECK(MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, c->mpi, new_request(r)));
+}
+
+void comm_recv_async(pt_comm *c, void *buf, size_t bytes, int peer, int tag, pt_request *r) {
+  if (bytes > (size_t)INT32_MAX) pt_fatal("message of %zu bytes is too large for MPI", bytes);
+  MPI_CHECK(MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, c->mpi, new_request(r)));
+}
+
+void comm_wait(pt_request *r) {
+  if (!r->impl) return;
+  MPI_CHECK(MPI_Wait((MPI_Request *)r->impl, MPI_STATUS_IGNORE));
+  free(r->impl);
+  r->impl = NULL;
+}
+
+void comm_group_start(pt_comm *c) { (void)c; }
+void comm_group_end(pt_comm *c) { (void)c; }
+
+/* Chain sum: rank 0's buffer goes to rank 1, which adds its own and passes it on; the last rank
+ * holds ((x0 + x1) + x2) + ... and broadcasts it. O(size) latency, but the order of additions
+ * is fixed, which is what makes results reproducible across layouts. */
+#define DEFINE_CHAIN_SUM(NAME, TYPE, MPITYPE)                                              \
+  void NAME(pt_comm *c, TYPE *buf, size_t n) {                                             \
+    int rank = comm_rank(c), size = comm_size(c);                                          \
+    if (size == 1 || n == 0) return;                                                       \
+    if (n > (size_t)INT32_MAX) pt_fatal("reduction of %zu elements is too large", n);     \
+    if (rank > 0) {                                                                        \
+      TYPE *acc = malloc(sizeof(TYPE) * n);                                                \
+      if (!acc) pt_fatal("out of memory in a reduction of %zu elements", n);               \
+      MPI_CHECK(MPI_Recv(acc, (int)n, MPITYPE, rank - 1, 77, c->mpi, MPI_STATUS_IGNORE));  \
+      for (size_t i = 0; i < n; i++) buf[i] = acc[i] + buf[i];                             \
+      free(acc);                                                                           \
+    }                                                                                      \
+    if (rank < size - 1) MPI_CHECK(MPI_Send(buf, (int)n, MPITYPE, rank + 1, 77, c->mpi));  \
+    MPI_CHECK(MPI_Bcast(buf, (int)n, MPITYPE, size - 1, c->mpi));                          \
+  }
+
+DEFINE_CHAIN_SUM(comm_allreduce_sum_f32, float, MPI_FLOAT)
+DEFINE_CHAIN_SUM(comm_allreduce_sum_f64, double, MPI_DOUBLE)
+
+void comm_allreduce_max_u64(pt_comm *c, uint64_t *buf, size_t n) {
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT64_T, MPI_MAX, c->mpi));
+}
+
+void comm_allreduce_min_u64(pt_comm *c, uint64_t *buf, size_t n) {
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT64_T, MPI_MIN, c->mpi));
+}
+
+void comm_allgatherv_f64(pt_comm *c, const double *mine, int n_mine, double *out,
+                         const int *counts) {
+  int size = comm_size(c);
+  int *displs = pt_calloc((size_t)size, sizeof(int));
+  for (int i = 1; i < size; i++) displs[i] = displs[i - 1] + counts[i - 1];
+  MPI_CHECK(MPI_Allgatherv(mine, n_mine, MPI_DOUBLE, out, counts, displs, MPI_DOUBLE, c->mpi));
+  free(displs);
+}
+
+void comm_allgather_int(pt_comm *c, int mine, int *out) {
+  MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, out, 1, MPI_INT, c->mpi));
+}
+
+void comm_broadcast(pt_comm *c, void *buf, size_t bytes, int root) {
+  if (bytes > (size_t)INT32_MAX) pt_fatal("broadcast of %zu bytes is too large for MPI", bytes);
+  MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi));
+}
+
+void comm_barrier(pt_comm *c) { MPI_CHECK(MPI_Barrier(c->mpi)); }

@@ -1,0 +1,138 @@
+#include "partition/memory.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int memory_in_flight(const char *schedule, int n_stages, int stage, int micro_batches) {
+  if (strcmp(schedule, "gpipe") == 0) return micro_batches;
+  int k = n_stages - stage;
+  return k < micro_batches ? k : micro_batches;
+}
+
+static int64_t tied_duplicate_bytes(const pt_model *m, int first, int last) {
+  int64_t dup = 0;
+  for (int li = first; li < last; li++) {
+    const pt_layer *L = &m->layers[li];
+    if (!L->tie[0]) continue;
+    for (int j = first; j < li; j++) {
+      if (strcmp(m->layers[j].tie, L->tie) != 0) continue;
+      for (int p = 0; p < L->n_params; p++)
+        if (strcmp(L->params[p].name, "weight") == 0)
+          dup += 4 * ((L->params[p].numel + 15) & ~(int64_t)15);
+      break;
+    }
+  }
+  return dup;
+}
+
+static int64_t param_bytes(const pt_model *m, int first, int last) {
+  int64_t b = 0;
+  for (int li = first; li < last; li++)
+    for (int p = 0; p < m->layers[li].n_params; p++)
+      b += 4 * ((m->layers[li].params[p].numel + 15) & ~(int64_t)15);
+  return b - tied_duplicate_bytes(m, first, last);
+}
+
+typedef struct {
+  int B, T, n, ckpt;
+} shape_ctx;
+
+static int64_t out_b(const pt_model *m, const shape_ctx *c, int li) {
+  return 4 * (int64_t)c->B * c->T * m->layers[li].out_dim;
+}
+
+static int64_t saved_b(const pt_model *m, const shape_ctx *c, int li) {
+  const pt_layer *L = &m->layers[li];
+  return L->type->saved_bytes ? (int64_t)L->type->saved_bytes(L, c->B, c->T) : 0;
+}
+
+/* Same rule as the engine: with checkpointing, only segment ends and the last layer are kept. */
+static int kept(const shape_ctx *c, int local) {
+  return c->ckpt == 0 || (local + 1) % c->ckpt == 0 || local == c->n - 1;
+}
+
+static int64_t input_bytes(const pt_model *m, const shape_ctx *c, int first) {
+  const pt_layer *L = &m->layers[first];
+  return L->in_tokens ? 4 * (int64_t)c->B * c->T : 4 * (int64_t)c->B * c->T * L->in_dim;
+}
+
+static int64_t per_slot_bytes(const pt_model *m, const shape_ctx *c, int first) {
+  int64_t b = input_bytes(m, c, first);
+  for (int j = 0; j < c->n; j++) {
+    if (kept(c, j)) b += out_b(m, c, first + j);
+    if (c->ckpt == 0) b += saved_b(m, c, first + j);
+  }
+  return b;
+}
+
+static int64_t workspace_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {
+  int64_t max_out = 0, max_scratch = 0, ws = 0;
+  for (int li = first; li < last; li++) {
+    const pt_layer *L = &m->layers[li];
+    int64_t sc = L->type->scratch_bytes ? (int64_t)L->type->scratch_bytes(L, c->B, c->T) : 0;
+    if (out_b(m, c, li) > max_out) max_out = out_b(m, c, li);
+    if (sc > max_scratch) max_scratch = sc;
+  }
+  int64_t in_grad = 4 * (int64_t)c->B * c->T * m->layers[first].in_dim;
+  ws = max_scratch + 2 * (max_out > in_grad ? max_out : in_grad);
+  for (int j = 0; c->ckpt && j < c->ckpt; j++) {
+    int64_t o = 0, s = 0;
+    for (int local = j; local < c->n; local += c->ckpt) {
+      if (!kept(c, local) && out_b(m, c, first + local) > o) o = out_b(m, c, first + local);
+      if (saved_b(m, c, first + local) > s) s = saved_b(m, c, first + local);
+    }
+    ws += o + s;
+  }
+  if (last == m->n_layers) { /* targets and the gradient of the loss */
+    int tcols = m->input_tokens ? 1 : m->spec->data.targets;
+    ws += 4 * (int64_t)c->B * c->T * tcols + out_b(m, c, last - 1);
+  }
+  return ws;
+}
+
+void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight,
+                           pt_stage_memory *out) {
+  const pt_spec *s = m->spec;
+  shape_ctx c = {.B = (int)s->train.micro_batch_size,
+                 .T = m->input_tokens ? (int)s->seq_len : 1,
+                 .n = last - first,
+                 .ckpt = (int)s->train.activation_checkpoint_interval};
+  if (c.ckpt >= c.n) c.ckpt = 0;
+  memset(out, 0, sizeof *out);
+  out->params = param_bytes(m, first, last);
+  /* a tied copy held twice by one stage shares the weight but keeps its own gradient */
+  out->grads = out->params + tied_duplicate_bytes(m, first, last);
+  out->optimizer = (strcmp(s->train.optimizer, "sgd") == 0 ? 1 : 2) * out->params;
+  out->in_flight = in_flight;
+  out->activations = in_flight * per_slot_bytes(m, &c, first);
+  out->workspace = workspace_bytes(m, &c, first, last);
+  out->total = out->params + out->grads + out->optimizer + out->activations + out->workspace;
+}
+
+int64_t memory_parse_size(const char *text) {
+  static const struct { const char *unit; double scale; } units[] = {
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+      {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},           {"TB", 1e12},
+      {"B", 1.0},      {"", 1.0}};
+  char *end;
+  double v = strtod(text, &end);
+  if (end == text || !isfinite(v) || v < 0) return -1;
+  while (*end == ' ') end++;
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+    if (strcmp(end, units[i].unit) != 0) continue;
+    double bytes = v * units[i].scale;
+    return bytes < 9.2e18 ? (int64_t)bytes : -1;
+  }
+  return -1;
+}
+
+void memory_format_size(int64_t bytes, char *out, size_t outsz) {
+  const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)bytes;
+  int i = 0;
+  while (v >= 1024.0 && i < 4) v /= 1024.0, i++;
+  snprintf(out, outsz, i ? "%.2f %s" : "%.0f %s", v, u[i]);
+}

@@ -1,0 +1,38 @@
+/* partition/memory.h: memory a pipeline stage will use, estimated before anything is allocated.
+ *
+ * Mirrors what the engine allocates (runtime/model.c, runtime/stage.c, the trainer):
+ *   params      the stage's parameters (a tied weight held twice by one stage counts once;
+ *               held by two stages, it counts on both)
+ *   grads       same size as params, plus a gradient buffer for each tied copy that shares
+ *               a weight stored on the same stage
+ *   optimizer   AdamW: 2 x params (m, v); SGD: 1 x params
+ *   activations per micro-batch in flight: the stage input, the kept layer outputs and (without
+ *               activation checkpointing) every layer's saved state; times the in-flight count
+ *   workspace   checkpoint recompute buffers, the largest layer scratch, two gradient buffers,
+ *               and on the last stage the targets and the loss gradient
+ * In-flight micro-batches on stage s of P with M per step: 1F1B min(P - s, M); GPipe M.
+ * All sizes in bytes. */
+#ifndef PT_PARTITION_MEMORY_H
+#define PT_PARTITION_MEMORY_H
+
+#include <stdint.h>
+
+#include "runtime/model.h"
+
+typedef struct {
+  int64_t params, grads, optimizer, activations, workspace;
+  int64_t total;
+  int in_flight;
+} pt_stage_memory;
+
+int memory_in_flight(const char *schedule, int n_stages, int stage, int micro_batches);
+/* Estimate for layers [first, last) of a configured model (no storage needed). */
+void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight,
+                           pt_stage_memory *out);
+/* Parses "24GiB", "512 MiB", "1.5GB", "1000000" (KiB MiB GiB TiB = 2^10.., KB MB GB TB = 10^3..).
+ * Returns bytes, or -1 if the text is not a size. */
+int64_t memory_parse_size(const char *text);
+/* "1.50 GiB"-style text into out. */
+void memory_format_size(int64_t bytes, char *out, size_t outsz);
+
+#endif

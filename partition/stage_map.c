@@ -1,0 +1,44 @@
+#include <string.h>
+
+#include "partition/plan.h"
+
+int plan_stage_of_layer(const pt_plan *p, int layer) {
+  int lo = 0, hi = p->n_stages - 1;
+  while (lo < hi) { /* bounds are increasing: binary search for the stage containing layer */
+    int mid = (lo + hi + 1) / 2;
+    if (p->bounds[mid] <= layer) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+int plan_first_layer(const pt_plan *p, int stage) { return p->bounds[stage]; }
+int plan_end_layer(const pt_plan *p, int stage) { return p->bounds[stage + 1]; }
+int plan_rank(const pt_plan *p, int replica, int stage) { return replica * p->n_stages + stage; }
+int plan_stage_of_rank(const pt_plan *p, int rank) { return rank % p->n_stages; }
+int plan_replica_of_rank(const pt_plan *p, int rank) { return rank / p->n_stages; }
+
+int plan_prev_rank(const pt_plan *p, int rank) {
+  return plan_stage_of_rank(p, rank) == 0 ? -1 : rank - 1;
+}
+
+int plan_next_rank(const pt_plan *p, int rank) {
+  return plan_stage_of_rank(p, rank) == p->n_stages - 1 ? -1 : rank + 1;
+}
+
+int plan_device(const pt_plan *p, int rank, int local_rank) {
+  int d = p->devices[rank];
+  return d >= 0 ? d : local_rank;
+}
+
+int plan_tie_stages(const pt_plan *p, const pt_model *m, const char *key, int *stages, int max) {
+  int n = 0;
+  for (int li = 0; li < m->n_layers; li++) {
+    if (strcmp(m->layers[li].tie, key) != 0) continue;
+    int s = plan_stage_of_layer(p, li);
+    if (n > 0 && stages[n - 1] == s) continue;
+    if (n == max) break;
+    stages[n++] = s;
+  }
+  return n;
+}

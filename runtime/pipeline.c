@@ -1,0 +1,315 @@
+#include "runtime/pipeline.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/error.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int seq_len(const pt_pipeline *p) {
+  return p->model.input_tokens ? (int)p->spec->seq_len : 1;
+}
+
+static int tag_act(int mb) { return 2 * mb; }
+static int tag_grad(int mb) { return 2 * mb + 1; }
+
+/* One group per tie key and replica, over the stages that hold a copy (split is collective:
+ * every rank takes part for every key, with no color when it holds no copy). */
+static void make_tie_groups(pt_pipeline *p) {
+  const pt_model *m = &p->model;
+  p->ties = pt_calloc((size_t)m->n_layers + 1, sizeof(pt_tie_group));
+  for (int li = 0; li < m->n_layers; li++) {
+    if (!m->layers[li].tie[0] || model_tie_owner(m, li) >= 0) continue; /* first owners only */
+    int stages[64], n = plan_tie_stages(&p->plan, m, m->layers[li].tie, stages, 64);
+    int mine = -1;
+    for (int i = 0; i < n; i++) if (stages[i] == p->stage_id) mine = i;
+    int color = n > 1 && mine >= 0 ? li * p->dp + p->replica : -1;
+    pt_comm *c = comm_split(comm_world(), color, p->stage_id);
+    if (color < 0) { comm_free(c); continue; }
+    pt_tie_group *g = &p->ties[p->n_ties++];
+    g->comm = c;
+    g->tensor = -1;
+    for (int t = 0; t < m->n_tensors; t++) { /* this stage's first copy of the weight */
+      const pt_layer *L = &m->layers[m->tensors[t].layer];
+      if (!strcmp(L->tie, m->layers[li].tie) && m->tensors[t].param == model_tied_param(L)) {
+        g->tensor = t;
+        break;
+      }
+    }
+    if (g->tensor < 0) pt_fatal("tie '%s': no copy on stage %d", m->layers[li].tie, p->stage_id);
+  }
+}
+
+/* The first owner's values win, even if the copies were initialised alike already. */
+static void broadcast_ties(pt_pipeline *p) {
+  for (int i = 0; i < p->n_ties; i++) {
+    const pt_tensor *t = &p->model.tensors[p->ties[i].tensor];
+    comm_broadcast(p->ties[i].comm, p->model.params + t->offset, sizeof(float) * t->numel, 0);
+  }
+}
+
+static void alloc_slots(pt_pipeline *p) {
+  int B = (int)p->spec->train.micro_batch_size, T = seq_len(p), S = p->slots;
+  const pt_layer *L0 = &p->model.layers[p->stage.first], *Ln = &p->model.layers[p->stage.last - 1];
+  p->in_bytes = (L0->in_tokens ? 4 : 4 * (size_t)L0->in_dim) * (size_t)B * T;
+  p->out_bytes = 4 * (size_t)Ln->out_dim * B * T;
+  p->dout = pt_calloc((size_t)S, sizeof(float *));
+  p->din = pt_calloc((size_t)S, sizeof(float *));
+  p->targets = pt_calloc((size_t)S, sizeof(void *));
+  p->recv_act = pt_calloc((size_t)S, sizeof(pt_request));
+  p->recv_grad = pt_calloc((size_t)S, sizeof(pt_request));
+  p->send_act = pt_calloc((size_t)S, sizeof(pt_request));
+  p->send_grad = pt_calloc((size_t)S, sizeof(pt_request));
+  int tcols = p->model.input_tokens ? 1 : p->spec->data.targets;
+  for (int s = 0; s < S; s++) {
+    if (!p->is_last) p->dout[s] = pt_alloc_aligned(p->out_bytes);
+    if (!p->is_first) p->din[s] = pt_alloc_aligned(p->in_bytes);
+    if (p->is_last) p->targets[s] = pt_alloc_aligned(4 * (size_t)B * T * tcols);
+  }
+  if (p->is_last) p->dlogits = pt_alloc_aligned(p->out_bytes);
+  /* data_fill writes inputs and targets together; the side this stage does not use lands here */
+  if (!p->is_first) p->scratch_in = pt_alloc_aligned(4 * (size_t)B * T * (p->model.input_dim + 1));
+  if (!p->is_last) p->scratch_tg = pt_alloc_aligned(4 * (size_t)B * T * tcols);
+}
+
+static int check_layout(pt_pipeline *p, char *err, size_t errsz) {
+  p->P = (int)p->spec->pipeline.stages;
+  p->dp = (int)p->spec->pipeline.data_parallel;
+  int world = comm_size(comm_world());
+  if (world != p->P * p->dp) { /* every rank sees the same numbers; rank 0 will print */
+    snprintf(err, errsz, "%s: pipeline.stages (%d) x pipeline.data_parallel (%d) = %d ranks, but "
+             "this job has %d; run mpirun -np %d, or change the spec (--set pipeline.stages=...)",
+             p->spec->path, p->P, p->dp, p->P * p->dp, world, p->P * p->dp);
+    return -1;
+  }
+  return 0;
+}
+
+static int build_plan(pt_pipeline *p, char *err, size_t errsz) {
+  spec_errors e = {0};
+  if (model_configure(&p->model, p->spec, &e) != 0 || plan_build(&p->plan, &p->model, &e) != 0) {
+    snprintf(err, errsz, "%s", e.msg);
+    return -1;
+  }
+  if (schedule_build(&p->sched, p->spec->pipeline.schedule, p->P,
+                     (int)p->spec->train.micro_batches) != 0 ||
+      schedule_validate(&p->sched, err, errsz) != 0)
+    pt_fatal("schedule %s: %s", p->spec->pipeline.schedule, err);
+  return 0;
+}
+
+int pipeline_init(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz) {
+  memset(p, 0, sizeof *p);
+  p->spec = spec;
+  if (check_layout(p, err, errsz) != 0 || build_plan(p, err, errsz) != 0) return -1;
+  p->rank = comm_rank(comm_world());
+  p->stage_id = plan_stage_of_rank(&p->plan, p->rank);
+  p->replica = plan_replica_of_rank(&p->plan, p->rank);
+  p->is_first = p->stage_id == 0;
+  p->is_last = p->stage_id == p->P - 1;
+  p->slots = p->sched.n_slots[p->stage_id];
+  p->pipe = comm_split(comm_world(), p->replica, p->stage_id);
+  p->dp_comm = comm_split(comm_world(), p->stage_id, p->replica);
+  /* only the end stages read data: all ranks agree on its failure, or the rest would hang */
+  uint64_t failed = (p->is_first || p->is_last) && data_open(&p->data, spec, err, errsz) != 0;
+  uint64_t first_bad = failed ? (uint64_t)p->rank : UINT64_MAX;
+  comm_allreduce_min_u64(comm_world(), &first_bad, 1);
+  if (first_bad != UINT64_MAX) {
+    if ((uint64_t)p->rank != first_bad) err[0] = '\0'; /* one rank prints the one error line */
+    return -1;
+  }
+  int first = plan_first_layer(&p->plan, p->stage_id), last = plan_end_layer(&p->plan, p->stage_id);
+  model_alloc(&p->model, first, last);
+  make_tie_groups(p);
+  broadcast_ties(p);
+  stage_init(&p->stage, &p->model, first, last, (int)spec->train.micro_batch_size, seq_len(p),
+             p->slots, (int)spec->train.activation_checkpoint_interval);
+  optimizer_init(&p->opt, &spec->train, p->model.n_floats);
+  alloc_slots(p);
+  return 0;
+}
+
+/* --- Actions ------------------------------------------------------------------------------ */
+
+static int slot_of(const pt_pipeline *p, int mb) { return mb % p->slots; }
+
+static void act_load(pt_pipeline *p, int mb) {
+  const spec_train *c = &p->spec->train;
+  int B = (int)c->micro_batch_size, s = slot_of(p, mb);
+  int64_t G = p->dp * c->micro_batches * B, j0 = ((int64_t)p->replica * c->micro_batches + mb) * B;
+  if (!p->is_first && !p->is_last) return;
+  void *in = p->is_first ? stage_input(&p->stage, s) : p->scratch_in;
+  void *tg = p->is_last ? p->targets[s] : p->scratch_tg;
+  data_fill(&p->data, p->step, G, j0, B, seq_len(p), in, tg, p->model.loss == LOSS_CROSS_ENTROPY);
+}
+
+static void act_forward(pt_pipeline *p, int mb) {
+  int s = slot_of(p, mb);
+  comm_wait(&p->recv_act[s]);
+  comm_wait(&p->send_act[s]); /* the slot's output still leaving for the next stage */
+  stage_forward(&p->stage, s, (int)p->spec->train.micro_batch_size, seq_len(p));
+  if (++p->in_flight > p->peak_in_flight) p->peak_in_flight = p->in_flight;
+}
+
+static void act_backward(pt_pipeline *p, int mb) {
+  int s = slot_of(p, mb), B = (int)p->spec->train.micro_batch_size, T = seq_len(p);
+  const float *dy = p->dout[s];
+  if (p->is_last) {
+    const spec_train *c = &p->spec->train;
+    double G = (double)(p->dp * c->micro_batches * B);
+    float scale = (float)(1.0 / (G * T));
+    int F = p->model.layers[p->model.n_layers - 1].out_dim;
+    p->loss += loss_forward_backward(p->model.loss, stage_output(&p->stage, s), p->targets[s],
+                                     B * T, F, scale, p->dlogits) * scale;
+    dy = p->dlogits;
+  } else {
+    comm_wait(&p->recv_grad[s]);
+  }
+  if (!p->is_first) comm_wait(&p->send_grad[s]);
+  stage_backward(&p->stage, s, dy, !p->is_first, p->din[s]);
+  p->in_flight--;
+}
+
+static void act_reduce_tied(pt_pipeline *p) {
+  model_tie_reduce_local(&p->model);
+  for (int i = 0; i < p->n_ties; i++) {
+    const pt_tensor *t = &p->model.tensors[p->ties[i].tensor];
+    comm_allreduce_sum_f32(p->ties[i].comm, p->model.grads + t->offset, (size_t)t->numel);
+  }
+}
+
+static void wait_sends(pt_pipeline *p) {
+  for (int s = 0; s < p->slots; s++) {
+    comm_wait(&p->send_act[s]);
+    comm_wait(&p->send_grad[s]);
+  }
+}
+
+/* Global gradient norm: per-tensor sums of squares, gathered from every stage and added in
+ * global tensor order (tied copies count once, on their first owner's stage). */
+static double global_norm(pt_pipeline *p) {
+  int n = p->model.n_tensors, *counts = pt_calloc((size_t)p->P, sizeof(int)), total = 0;
+  comm_allgather_int(p->pipe, n, counts);
+  for (int i = 0; i < p->P; i++) total += counts[i];
+  double *mine = pt_calloc((size_t)n + 1, sizeof(double)), *all = pt_calloc((size_t)total + 1, 8);
+  grad_tensor_sumsq(&p->model, mine);
+  comm_allgatherv_f64(p->pipe, mine, n, all, counts);
+  double s = 0.0;
+  for (int i = 0; i < total; i++) s += all[i];
+  free(counts), free(mine), free(all);
+  return sqrt(s);
+}
+
+static void act_optimizer(pt_pipeline *p, double *norm, double *lr) {
+  wait_sends(p);
+  *norm = global_norm(p);
+  grad_clip(&p->model, *norm, p->spec->train.grad_clip);
+  *lr = lr_at(&p->spec->train, p->step);
+  optimizer_step(&p->opt, &p->model, *lr);
+}
+
+static void run_action(pt_pipeline *p, const pt_action *a, double *norm, double *lr) {
+  int mb = a->mb, s = mb >= 0 ? slot_of(p, mb) : 0;
+  int prev = p->stage_id - 1, next = p->stage_id + 1;
+  switch (a->kind) {
+  case ACT_RECV_ACT:
+    comm_recv_async(p->pipe, stage_input(&p->stage, s), p->in_bytes, prev, tag_act(mb), &p->recv_act[s]);
+    break;
+  case ACT_LOAD: act_load(p, mb); break;
+  case ACT_FORWARD: act_forward(p, mb); break;
+  case ACT_SEND_ACT:
+    comm_send_async(p->pipe, stage_output(&p->stage, s), p->out_bytes, next, tag_act(mb), &p->send_act[s]);
+    break;
+  case ACT_RECV_GRAD:
+    comm_recv_async(p->pipe, p->dout[s], p->out_bytes, next, tag_grad(mb), &p->recv_grad[s]);
+    break;
+  case ACT_BACKWARD: act_backward(p, mb); break;
+  case ACT_SEND_GRAD:
+    comm_send_async(p->pipe, p->din[s], p->in_bytes, prev, tag_grad(mb), &p->send_grad[s]);
+    break;
+  case ACT_REDUCE_TIED: act_reduce_tied(p); break;
+  case ACT_REDUCE_DP:
+    if (p->dp > 1) comm_allreduce_sum_f32(p->dp_comm, p->model.grads, (size_t)p->model.n_floats);
+    break;
+  case ACT_OPTIMIZER: act_optimizer(p, norm, lr); break;
+  }
+}
+
+/* The step's loss: each replica's last stage holds its sum; rank 0 adds them in replica order. */
+static double gather_loss(pt_pipeline *p) {
+  int world = p->P * p->dp, *counts = pt_calloc((size_t)world, sizeof(int));
+  for (int i = 0; i < world; i++) counts[i] = 1;
+  double *all = pt_calloc((size_t)world, sizeof(double)), mine = p->is_last ? p->loss : 0.0;
+  comm_allgatherv_f64(comm_world(), &mine, 1, all, counts);
+  double loss = 0.0;
+  for (int r = 0; r < p->dp; r++) loss += all[plan_rank(&p->plan, r, p->P - 1)];
+  free(counts), free(all);
+  return loss;
+}
+
+void pipeline_step(pt_pipeline *p, pt_step_metrics *out) {
+  const spec_train *c = &p->spec->train;
+  double t0 = now_s(), norm = 0.0, lr = 0.0;
+  model_zero_grads(&p->model);
+  p->loss = 0.0;
+  const pt_action *acts = p->sched.acts[p->stage_id];
+  for (int i = 0; i < p->sched.n_acts[p->stage_id]; i++) run_action(p, &acts[i], &norm, &lr);
+  double loss = gather_loss(p);
+  p->step++;
+  double dt = now_s() - t0;
+  int64_t tokens = p->dp * c->micro_batches * c->micro_batch_size * seq_len(p);
+  *out = (pt_step_metrics){.step = p->step, .steps = c->steps, .loss = loss, .lr = lr,
+                           .grad_norm = norm, .tokens_per_s = (double)tokens / dt,
+                           .step_ms = dt * 1e3};
+}
+
+/* FNV-1a of the copy's bytes; the group's min and max must agree. */
+void pipeline_check_ties(pt_pipeline *p) {
+  for (int i = 0; i < p->n_ties; i++) {
+    const pt_tensor *t = &p->model.tensors[p->ties[i].tensor];
+    const unsigned char *b = (const unsigned char *)(p->model.params + t->offset);
+    uint64_t h = 1469598103934665603ull, lo, hi;
+    for (int64_t j = 0; j < 4 * t->numel; j++) h = (h ^ b[j]) * 1099511628211ull;
+    lo = hi = h;
+    comm_allreduce_min_u64(p->ties[i].comm, &lo, 1);
+    comm_allreduce_max_u64(p->ties[i].comm, &hi, 1);
+    if (lo != hi)
+      pt_fatal("tied weight '%s' differs between the stages holding it after step %lld; the "
+               "copies were not kept in sync (please report this)",
+               p->model.layers[t->layer].tie, (long long)p->step);
+  }
+}
+
+void pipeline_free(pt_pipeline *p) {
+  wait_sends(p);
+  for (int s = 0; s < p->slots; s++) {
+    comm_wait(&p->recv_act[s]);
+    comm_wait(&p->recv_grad[s]);
+    pt_free_aligned(p->dout[s]);
+    pt_free_aligned(p->din[s]);
+    pt_free_aligned(p->targets[s]);
+  }
+  free(p->dout), free(p->din), free(p->targets);
+  free(p->recv_act), free(p->recv_grad), free(p->send_act), free(p->send_grad);
+  pt_free_aligned(p->dlogits);
+  pt_free_aligned(p->scratch_in);
+  pt_free_aligned(p->scratch_tg);
+  for (int i = 0; i < p->n_ties; i++) comm_free(p->ties[i].comm);
+  free(p->ties);
+  comm_free(p->pipe);
+  comm_free(p->dp_comm);
+  stage_free(&p->stage);
+  optimizer_free(&p->opt);
+  schedule_free(&p->sched);
+  plan_free(&p->plan);
+  model_free(&p->model);
+  data_close(&p->data);
+  memset(p, 0, sizeof *p);
+}

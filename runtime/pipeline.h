@@ -1,0 +1,60 @@
+/* runtime/pipeline.h: one rank's part of a pipelined, data-parallel training run.
+ *
+ * Rank r = replica * stages + stage (see partition/plan.h) owns the layers of its stage and
+ * interprets its stage's action list of the schedule (runtime/schedule.h) every step.
+ * Activations arrive directly in the stage's input slots and leave from its output slots (no
+ * copies); each send completes in the background and its buffer is reused only after it has.
+ * Groups: the pipeline of this replica, the data-parallel group of this stage, and one group per
+ * tie key and replica (the stages holding a copy). The loss of each step is the sum over
+ * replicas of their micro-batch losses, reported by rank 0.
+ */
+#ifndef PT_PIPELINE_H
+#define PT_PIPELINE_H
+
+#include "comm/comm.h"
+#include "partition/plan.h"
+#include "runtime/data.h"
+#include "runtime/metrics.h"
+#include "runtime/optimizer.h"
+#include "runtime/schedule.h"
+#include "runtime/stage.h"
+
+typedef struct {
+  pt_comm *comm;       /* the stages holding a copy of this tie key, in stage order */
+  int tensor;          /* index in model.tensors of this rank's copy */
+} pt_tie_group;
+
+typedef struct {
+  const pt_spec *spec;
+  pt_model model;
+  pt_plan plan;
+  pt_schedule sched;
+  pt_stage stage;
+  pt_optimizer opt;
+  pt_data data;
+  int rank, stage_id, replica, P, dp, slots;
+  int is_first, is_last;
+  pt_comm *pipe, *dp_comm;
+  pt_tie_group *ties;
+  int n_ties;
+  float **dout;        /* [slot] received d loss / d output (not on the last stage) */
+  float **din;         /* [slot] d loss / d input to send (not on the first stage) */
+  void **targets;      /* [slot] (last stage) */
+  void *scratch_in, *scratch_tg; /* data_fill's output this stage does not need */
+  float *dlogits;
+  pt_request *recv_act, *recv_grad, *send_act, *send_grad; /* [slot] */
+  size_t in_bytes, out_bytes;
+  double loss;         /* this replica's loss of the current step (last stage) */
+  int in_flight, peak_in_flight;
+  int64_t step;
+} pt_pipeline;
+
+/* Builds this rank's stage. Returns 0, or -1 with a message for bad input (same on all ranks). */
+int pipeline_init(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz);
+void pipeline_free(pt_pipeline *p);
+/* One optimizer step on every rank; rank 0's out gets the global loss, lr, norm, timing. */
+void pipeline_step(pt_pipeline *p, pt_step_metrics *out);
+/* Compares the tied copies across their stages and aborts the job naming the tie if they differ. */
+void pipeline_check_ties(pt_pipeline *p);
+
+#endif
