@@ -159,19 +159,21 @@ static void run_sequential(const pt_spec *spec, const cli_args *a) {
   trainer_free(&t);
 }
 
-/* Rank 0 prints, per stage, the peak micro-batches in flight and peak bytes held. */
-static void report_peaks(pt_pipeline *p) {
+/* Rank 0 prints, per stage (replica 0), the peak micro-batches in flight, peak bytes held and
+ * the idle fraction (time not spent computing, over the steps' wall time). */
+static void report_stages(pt_pipeline *p) {
   int world = p->P * p->dp, *counts = pt_calloc((size_t)world, sizeof(int));
-  for (int i = 0; i < world; i++) counts[i] = 2;
-  double mine[2] = {p->peak_in_flight, (double)pt_mem_peak()};
-  double *all = pt_calloc(2 * (size_t)world, sizeof(double));
-  comm_allgatherv_f64(comm_world(), mine, 2, all, counts);
+  for (int i = 0; i < world; i++) counts[i] = 3;
+  double idle = p->total_s > 0 ? 1.0 - p->compute_s / p->total_s : 0.0;
+  double mine[3] = {p->peak_in_flight, (double)pt_mem_peak(), idle};
+  double *all = pt_calloc(3 * (size_t)world, sizeof(double));
+  comm_allgatherv_f64(comm_world(), mine, 3, all, counts);
   for (int s = 0; p->rank == 0 && s < p->P; s++) {
     char est[32], got[32];
     memory_format_size(p->plan.mem[s].total, est, sizeof est);
-    memory_format_size((int64_t)all[2 * s + 1], got, sizeof got);
-    printf("stage %d: peak %d micro-batches in flight, peak memory %s (planned %s)\n", s,
-           (int)all[2 * s], got, est);
+    memory_format_size((int64_t)all[3 * s + 1], got, sizeof got);
+    printf("stage %d: peak %d micro-batches in flight, peak memory %s (planned %s), idle %.1f%%\n",
+           s, (int)all[3 * s], got, est, 100.0 * all[3 * s + 2]);
   }
   free(counts);
   free(all);
@@ -196,7 +198,7 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
     if (root && !a->quiet && (m.step % spec->log_every == 0 || m.step == 1 || m.step == m.steps))
       metrics_print_line(stdout, &m);
   }
-  if (!a->quiet) report_peaks(&p);
+  if (!a->quiet) report_stages(&p);
   if (a->dump_prefix) param_dump_write(&p.model, a->dump_prefix, p.rank);
   if (metrics && fclose(metrics) != 0) pt_fatal("closing the metrics file: %s", strerror(errno));
   pipeline_free(&p);

@@ -175,18 +175,21 @@ static void explain_failure(const pt_plan *p, const pt_model *m, const part_fail
   char need[32], cap[32];
   memory_format_size((int64_t)f->need, need, sizeof need);
   memory_format_size((int64_t)f->cap, cap, sizeof cap);
-  char more[160] = "";
+  char more[160] = "", fit[160];
   if (f->fit_stages > 0)
     snprintf(more, sizeof more, "; %d stages would fit the whole model", f->fit_stages);
+  if (f->fit_prefix > 0)
+    snprintf(fit, sizeof fit, "the first %d of %d layers fit in %d stages", f->fit_prefix,
+             p->n_layers, p->n_stages);
+  else
+    snprintf(fit, sizeof fit, "not even the first %d layers fit one per stage", p->n_stages);
   if (f->stage >= 0)
     spec_error(e, at, 0, "no plan fits pipeline.max_memory: stage %d needs at least %s (just "
-               "layer %d, %s) but its cap is %s; the first %d of %d layers fit in %d stages%s",
-               f->stage, need, f->layer, m->layers[f->layer].type->name, cap, f->fit_prefix,
-               p->n_layers, p->n_stages, more);
+               "layer %d, %s) but its cap is %s; %s%s", f->stage, need, f->layer,
+               m->layers[f->layer].type->name, cap, fit, more);
   else
-    spec_error(e, at, 0, "no plan fits pipeline.max_memory: the first %d of %d layers fit in %d "
-               "stages%s; raise the caps, add stages or turn on activation checkpointing",
-               f->fit_prefix, p->n_layers, p->n_stages, more);
+    spec_error(e, at, 0, "no plan fits pipeline.max_memory: %s%s; raise the caps, add stages, "
+               "use fewer micro-batches in flight or turn on activation checkpointing", fit, more);
 }
 
 static int automatic(pt_plan *p, const pt_model *m, spec_errors *e) {

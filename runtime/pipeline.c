@@ -154,13 +154,18 @@ static void act_forward(pt_pipeline *p, int mb) {
   int s = slot_of(p, mb);
   comm_wait(&p->recv_act[s]);
   comm_wait(&p->send_act[s]); /* the slot's output still leaving for the next stage */
+  double t0 = now_s();
   stage_forward(&p->stage, s, (int)p->spec->train.micro_batch_size, seq_len(p));
+  p->compute_s += now_s() - t0;
   if (++p->in_flight > p->peak_in_flight) p->peak_in_flight = p->in_flight;
 }
 
 static void act_backward(pt_pipeline *p, int mb) {
   int s = slot_of(p, mb), B = (int)p->spec->train.micro_batch_size, T = seq_len(p);
   const float *dy = p->dout[s];
+  if (!p->is_last) comm_wait(&p->recv_grad[s]);
+  if (!p->is_first) comm_wait(&p->send_grad[s]);
+  double t0 = now_s();
   if (p->is_last) {
     const spec_train *c = &p->spec->train;
     double G = (double)(p->dp * c->micro_batches * B);
@@ -169,11 +174,9 @@ static void act_backward(pt_pipeline *p, int mb) {
     p->loss += loss_forward_backward(p->model.loss, stage_output(&p->stage, s), p->targets[s],
                                      B * T, F, scale, p->dlogits) * scale;
     dy = p->dlogits;
-  } else {
-    comm_wait(&p->recv_grad[s]);
   }
-  if (!p->is_first) comm_wait(&p->send_grad[s]);
   stage_backward(&p->stage, s, dy, !p->is_first, p->din[s]);
+  p->compute_s += now_s() - t0;
   p->in_flight--;
 }
 
@@ -212,7 +215,9 @@ static void act_optimizer(pt_pipeline *p, double *norm, double *lr) {
   *norm = global_norm(p);
   grad_clip(&p->model, *norm, p->spec->train.grad_clip);
   *lr = lr_at(&p->spec->train, p->step);
+  double t0 = now_s();
   optimizer_step(&p->opt, &p->model, *lr);
+  p->compute_s += now_s() - t0;
 }
 
 static void run_action(pt_pipeline *p, const pt_action *a, double *norm, double *lr) {
@@ -264,6 +269,7 @@ void pipeline_step(pt_pipeline *p, pt_step_metrics *out) {
   double loss = gather_loss(p);
   p->step++;
   double dt = now_s() - t0;
+  p->total_s += dt;
   int64_t tokens = p->dp * c->micro_batches * c->micro_batch_size * seq_len(p);
   *out = (pt_step_metrics){.step = p->step, .steps = c->steps, .loss = loss, .lr = lr,
                            .grad_norm = norm, .tokens_per_s = (double)tokens / dt,

@@ -47,6 +47,7 @@ typedef struct {
   double loss;         /* this replica's loss of the current step (last stage) */
   int in_flight, peak_in_flight;
   int64_t step;
+  double compute_s, total_s; /* over all steps: time computing, and wall time of the steps */
 } pt_pipeline;
 
 /* Builds this rank's stage. Returns 0, or -1 with a message for bad input (same on all ranks). */
