@@ -1,15 +1,9 @@
 #include "runtime/gemm_rate.h"
 
 #include <cblas.h>
-#include <time.h>
 
+#include "runtime/clock.h"
 #include "runtime/error.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 double gemm_measure_flops(int n, double seconds) {
   size_t elems = (size_t)n * n;
@@ -17,11 +11,11 @@ double gemm_measure_flops(int n, double seconds) {
         *c = pt_alloc_aligned(4 * elems);
   for (size_t i = 0; i < elems; i++) a[i] = b[i] = 1e-3f * (float)(i % 17);
   int reps = 0;
-  double t0 = now_s(), dt;
+  double t0 = pt_now_s(), dt;
   do {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
     reps++;
-  } while ((dt = now_s() - t0) < seconds);
+  } while ((dt = pt_now_s() - t0) < seconds);
   pt_free_aligned(a);
   pt_free_aligned(b);
   pt_free_aligned(c);

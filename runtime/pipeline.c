@@ -3,15 +3,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "runtime/clock.h"
 #include "runtime/error.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int seq_len(const pt_pipeline *p) {
   return p->model.input_tokens ? (int)p->spec->seq_len : 1;
@@ -154,9 +148,9 @@ static void act_forward(pt_pipeline *p, int mb) {
   int s = slot_of(p, mb);
   comm_wait(&p->recv_act[s]);
   comm_wait(&p->send_act[s]); /* the slot's output still leaving for the next stage */
-  double t0 = now_s();
+  double t0 = pt_now_s();
   stage_forward(&p->stage, s, (int)p->spec->train.micro_batch_size, seq_len(p));
-  p->compute_s += now_s() - t0;
+  p->compute_s += pt_now_s() - t0;
   if (++p->in_flight > p->peak_in_flight) p->peak_in_flight = p->in_flight;
 }
 
@@ -165,7 +159,7 @@ static void act_backward(pt_pipeline *p, int mb) {
   const float *dy = p->dout[s];
   if (!p->is_last) comm_wait(&p->recv_grad[s]);
   if (!p->is_first) comm_wait(&p->send_grad[s]);
-  double t0 = now_s();
+  double t0 = pt_now_s();
   if (p->is_last) {
     const spec_train *c = &p->spec->train;
     double G = (double)(p->dp * c->micro_batches * B);
@@ -176,7 +170,7 @@ static void act_backward(pt_pipeline *p, int mb) {
     dy = p->dlogits;
   }
   stage_backward(&p->stage, s, dy, !p->is_first, p->din[s]);
-  p->compute_s += now_s() - t0;
+  p->compute_s += pt_now_s() - t0;
   p->in_flight--;
 }
 
@@ -215,9 +209,9 @@ static void act_optimizer(pt_pipeline *p, double *norm, double *lr) {
   *norm = global_norm(p);
   grad_clip(&p->model, *norm, p->spec->train.grad_clip);
   *lr = lr_at(&p->spec->train, p->step);
-  double t0 = now_s();
+  double t0 = pt_now_s();
   optimizer_step(&p->opt, &p->model, *lr);
-  p->compute_s += now_s() - t0;
+  p->compute_s += pt_now_s() - t0;
 }
 
 static void run_action(pt_pipeline *p, const pt_action *a, double *norm, double *lr) {
@@ -261,14 +255,14 @@ static double gather_loss(pt_pipeline *p) {
 
 void pipeline_step(pt_pipeline *p, pt_step_metrics *out) {
   const spec_train *c = &p->spec->train;
-  double t0 = now_s(), norm = 0.0, lr = 0.0;
+  double t0 = pt_now_s(), norm = 0.0, lr = 0.0;
   model_zero_grads(&p->model);
   p->loss = 0.0;
   const pt_action *acts = p->sched.acts[p->stage_id];
   for (int i = 0; i < p->sched.n_acts[p->stage_id]; i++) run_action(p, &acts[i], &norm, &lr);
   double loss = gather_loss(p);
   p->step++;
-  double dt = now_s() - t0;
+  double dt = pt_now_s() - t0;
   p->total_s += dt;
   int64_t tokens = p->dp * c->micro_batches * c->micro_batch_size * seq_len(p);
   *out = (pt_step_metrics){.step = p->step, .steps = c->steps, .loss = loss, .lr = lr,

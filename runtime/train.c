@@ -3,15 +3,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "runtime/clock.h"
 #include "runtime/error.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int seq_len_of(const pt_trainer *t) { return t->model.input_tokens ? (int)t->spec->seq_len : 1; }
 
@@ -94,14 +88,14 @@ static double accumulate_step(pt_trainer *t) {
 
 void trainer_step(pt_trainer *t, pt_step_metrics *out) {
   const spec_train *c = &t->spec->train;
-  double t0 = now_s();
+  double t0 = pt_now_s();
   double loss = accumulate_step(t);
   double norm = sqrt(grad_sumsq(&t->model));
   grad_clip(&t->model, norm, c->grad_clip);
   double lr = lr_at(c, t->step);
   optimizer_step(&t->opt, &t->model, lr);
   t->step++;
-  double dt = now_s() - t0;
+  double dt = pt_now_s() - t0;
   int64_t tokens = t->spec->pipeline.data_parallel * c->micro_batches * c->micro_batch_size *
                    seq_len_of(t);
   *out = (pt_step_metrics){.step = t->step, .steps = c->steps, .loss = loss, .lr = lr,
