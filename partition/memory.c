@@ -54,13 +54,38 @@ static int kept(const shape_ctx *c, int local) {
   return c->ckpt == 0 || (local + 1) % c->ckpt == 0 || local == c->n - 1;
 }
 
+static int target_cols(const pt_model *m) { return m->input_tokens ? 1 : m->spec->data.targets; }
+
 static int64_t input_bytes(const pt_model *m, const shape_ctx *c, int first) {
   const pt_layer *L = &m->layers[first];
   return L->in_tokens ? 4 * (int64_t)c->B * c->T : 4 * (int64_t)c->B * c->T * L->in_dim;
 }
 
-static int64_t per_slot_bytes(const pt_model *m, const shape_ctx *c, int first) {
-  int64_t b = input_bytes(m, c, first);
+/* Buffers the pipeline engine keeps per micro-batch in flight beside the layers' own: the
+ * received output gradient (all but the last stage), the input gradient to send (all but the
+ * first) and the targets (last stage). */
+static int64_t engine_slot_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {
+  int64_t b = 0;
+  if (last < m->n_layers) b += out_b(m, c, last - 1);
+  if (first > 0) b += 4 * (int64_t)c->B * c->T * m->layers[first].in_dim;
+  if (last == m->n_layers) b += 4 * (int64_t)c->B * c->T * target_cols(m);
+  return b;
+}
+
+/* The engine's buffers besides the stage's, for all in-flight micro-batches: the slot buffers
+ * above, the loss gradient on the last stage, and where data_fill writes the half of a sample
+ * an end stage does not use. */
+static int64_t engine_bytes(const pt_model *m, const shape_ctx *c, int first, int last,
+                            int in_flight) {
+  int64_t b = in_flight * engine_slot_bytes(m, c, first, last), bt4 = 4 * (int64_t)c->B * c->T;
+  if (last == m->n_layers) b += out_b(m, c, last - 1);
+  if (first > 0 && last == m->n_layers) b += bt4 * (m->input_dim + 1);
+  if (first == 0 && last < m->n_layers) b += bt4 * target_cols(m);
+  return b;
+}
+
+static int64_t per_slot_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {
+  int64_t b = input_bytes(m, c, first) + engine_slot_bytes(m, c, first, last);
   for (int j = 0; j < c->n; j++) {
     if (kept(c, j)) b += out_b(m, c, first + j);
     if (c->ckpt == 0) b += saved_b(m, c, first + j);
@@ -68,13 +93,16 @@ static int64_t per_slot_bytes(const pt_model *m, const shape_ctx *c, int first) 
   return b;
 }
 
+static int64_t scratch_b(const pt_model *m, const shape_ctx *c, int li) {
+  const pt_layer *L = &m->layers[li];
+  return L->type->scratch_bytes ? (int64_t)L->type->scratch_bytes(L, c->B, c->T) : 0;
+}
+
 static int64_t workspace_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {
   int64_t max_out = 0, max_scratch = 0, ws = 0;
   for (int li = first; li < last; li++) {
-    const pt_layer *L = &m->layers[li];
-    int64_t sc = L->type->scratch_bytes ? (int64_t)L->type->scratch_bytes(L, c->B, c->T) : 0;
     if (out_b(m, c, li) > max_out) max_out = out_b(m, c, li);
-    if (sc > max_scratch) max_scratch = sc;
+    if (scratch_b(m, c, li) > max_scratch) max_scratch = scratch_b(m, c, li);
   }
   int64_t in_grad = 4 * (int64_t)c->B * c->T * m->layers[first].in_dim;
   ws = max_scratch + 2 * (max_out > in_grad ? max_out : in_grad);
@@ -86,30 +114,71 @@ static int64_t workspace_bytes(const pt_model *m, const shape_ctx *c, int first,
     }
     ws += o + s;
   }
-  if (last == m->n_layers) { /* targets and the gradient of the loss */
-    int tcols = m->input_tokens ? 1 : m->spec->data.targets;
-    ws += 4 * (int64_t)c->B * c->T * tcols + out_b(m, c, last - 1);
-  }
-  return ws;
+  return ws + engine_bytes(m, c, first, last, 1) - engine_slot_bytes(m, c, first, last);
 }
 
-void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight,
-                           pt_stage_memory *out) {
+static shape_ctx shape_of(const pt_model *m, int first, int last) {
   const pt_spec *s = m->spec;
   shape_ctx c = {.B = (int)s->train.micro_batch_size,
                  .T = m->input_tokens ? (int)s->seq_len : 1,
                  .n = last - first,
                  .ckpt = (int)s->train.activation_checkpoint_interval};
-  if (c.ckpt >= c.n) c.ckpt = 0;
+  if (c.ckpt > c.n) c.ckpt = c.n; /* a short stage is one segment, as in the engine */
+  return c;
+}
+
+static int optimizer_copies(const pt_model *m) {
+  return strcmp(m->spec->train.optimizer, "sgd") == 0 ? 1 : 2;
+}
+
+int64_t memory_engine_bytes(const pt_model *m, int first, int last, int in_flight) {
+  shape_ctx c = shape_of(m, first, last);
+  return engine_bytes(m, &c, first, last, in_flight);
+}
+
+void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight,
+                           pt_stage_memory *out) {
+  shape_ctx c = shape_of(m, first, last);
   memset(out, 0, sizeof *out);
   out->params = param_bytes(m, first, last);
   /* a tied copy held twice by one stage shares the weight but keeps its own gradient */
   out->grads = out->params + tied_duplicate_bytes(m, first, last);
-  out->optimizer = (strcmp(s->train.optimizer, "sgd") == 0 ? 1 : 2) * out->params;
+  out->optimizer = optimizer_copies(m) * out->params;
   out->in_flight = in_flight;
-  out->activations = in_flight * per_slot_bytes(m, &c, first);
+  out->activations = in_flight * per_slot_bytes(m, &c, first, last);
   out->workspace = workspace_bytes(m, &c, first, last);
   out->total = out->params + out->grads + out->optimizer + out->activations + out->workspace;
+}
+
+/* Every term of the estimate replaced by one that cannot grow when the range shrinks at a fixed
+ * stage index: maxima over the range instead of the values at its ends, sums without the tie
+ * discount, ceil(n / k) times the largest output for the kept checkpoint outputs. Which buffers
+ * exist depends only on the stage index (stage 0 always starts at layer 0, the last stage always
+ * ends at the last layer), so the bound is tight where no checkpointing is involved. */
+int64_t memory_bound_stage(const pt_model *m, int n_stages, int stage, int first, int last,
+                           int in_flight) {
+  shape_ctx c = shape_of(m, first, last);
+  int64_t sum_p = 0, sum_out = 0, sum_saved = 0, max_out = 0, max_in = 0, max_saved = 0, max_sc = 0;
+  for (int li = first; li < last; li++) {
+    const pt_layer *L = &m->layers[li];
+    for (int p = 0; p < L->n_params; p++) sum_p += 4 * ((L->params[p].numel + 15) & ~(int64_t)15);
+    sum_out += out_b(m, &c, li);
+    sum_saved += saved_b(m, &c, li);
+    if (out_b(m, &c, li) > max_out) max_out = out_b(m, &c, li);
+    if (4 * (int64_t)c.B * c.T * L->in_dim > max_in) max_in = 4 * (int64_t)c.B * c.T * L->in_dim;
+    if (saved_b(m, &c, li) > max_saved) max_saved = saved_b(m, &c, li);
+    if (scratch_b(m, &c, li) > max_sc) max_sc = scratch_b(m, &c, li);
+  }
+  int is_first = stage == 0, is_last = stage == n_stages - 1;
+  int64_t bt4 = 4 * (int64_t)c.B * c.T;
+  int64_t slot = is_first ? input_bytes(m, &c, 0) : 2 * max_in; /* input, and its gradient */
+  slot += (is_last ? 0 : max_out) + (is_last ? bt4 * target_cols(m) : 0);
+  slot += c.ckpt ? (int64_t)((c.n + c.ckpt - 1) / c.ckpt) * max_out : sum_out + sum_saved;
+  int64_t ws = max_sc + 2 * (max_out > max_in ? max_out : max_in) + (is_last ? max_out : 0);
+  if (c.ckpt) ws += (int64_t)c.ckpt * (max_out + max_saved);
+  if (is_last && !is_first) ws += bt4 * (m->input_dim + 1);
+  if (is_first && !is_last) ws += bt4 * target_cols(m);
+  return (2 + optimizer_copies(m)) * sum_p + in_flight * slot + ws;
 }
 
 int64_t memory_parse_size(const char *text) {

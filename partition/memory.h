@@ -7,9 +7,10 @@
  *               a weight stored on the same stage
  *   optimizer   AdamW: 2 x params (m, v); SGD: 1 x params
  *   activations per micro-batch in flight: the stage input, the kept layer outputs and (without
- *               activation checkpointing) every layer's saved state; times the in-flight count
+ *               activation checkpointing) every layer's saved state, plus the engine's
+ *               gradient buffers (received, to send) and targets; times the in-flight count
  *   workspace   checkpoint recompute buffers, the largest layer scratch, two gradient buffers,
- *               and on the last stage the targets and the loss gradient
+ *               on the last stage the loss gradient, and the data buffers of the end stages
  * In-flight micro-batches on stage s of P with M per step: 1F1B min(P - s, M); GPipe M.
  * All sizes in bytes. */
 #ifndef PT_PARTITION_MEMORY_H
@@ -29,6 +30,14 @@ int memory_in_flight(const char *schedule, int n_stages, int stage, int micro_ba
 /* Estimate for layers [first, last) of a configured model (no storage needed). */
 void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight,
                            pt_stage_memory *out);
+/* The part of the estimate the pipeline engine allocates beside the model, the stage's layers
+ * and the optimizer (gradient and target slots, the loss gradient, data buffers). */
+int64_t memory_engine_bytes(const pt_model *m, int first, int last, int in_flight);
+/* An upper bound of the estimate's total that never grows when the range shrinks (the exact
+ * estimate can: a later start may read a wider input, and checkpoint segments move with the
+ * start). The partitioner fits caps against it, so any plan it picks fits exactly too. */
+int64_t memory_bound_stage(const pt_model *m, int n_stages, int stage, int first, int last,
+                           int in_flight);
 /* Parses "24GiB", "512 MiB", "1.5GB", "1000000" (KiB MiB GiB TiB = 2^10.., KB MB GB TB = 10^3..).
  * Returns bytes, or -1 if the text is not a size. */
 int64_t memory_parse_size(const char *text);

@@ -120,12 +120,11 @@ typedef struct {
   int micro_batches;
 } memory_ctx;
 
+/* The solver needs memory that never grows as a range shrinks: give it the monotone bound. */
 static double stage_memory_cb(void *ctx, int n_stages, int stage, int first, int last) {
   const memory_ctx *c = ctx;
-  pt_stage_memory mem;
   int k = memory_in_flight(c->m->spec->pipeline.schedule, n_stages, stage, c->micro_batches);
-  memory_estimate_stage(c->m, first, last, k, &mem);
-  return (double)mem.total;
+  return (double)memory_bound_stage(c->m, n_stages, stage, first, last, k);
 }
 
 /* Fills w[] with the method's per-layer measure; returns 0 or -1 (unknown method, bad regex). */
@@ -184,9 +183,9 @@ static void explain_failure(const pt_plan *p, const pt_model *m, const part_fail
   else
     snprintf(fit, sizeof fit, "not even the first %d layers fit one per stage", p->n_stages);
   if (f->stage >= 0)
-    spec_error(e, at, 0, "no plan fits pipeline.max_memory: stage %d needs at least %s (just "
-               "layer %d, %s) but its cap is %s; %s%s", f->stage, need, f->layer,
-               m->layers[f->layer].type->name, cap, fit, more);
+    spec_error(e, at, 0, "no plan fits pipeline.max_memory: stage %d cannot hold even one layer "
+               "(the lightest, layer %d, %s, needs %s against its cap of %s); %s%s", f->stage,
+               f->layer, m->layers[f->layer].type->name, need, cap, fit, more);
   else
     spec_error(e, at, 0, "no plan fits pipeline.max_memory: %s%s; raise the caps, add stages, "
                "use fewer micro-batches in flight or turn on activation checkpointing", fit, more);

@@ -221,14 +221,23 @@ static void part_optimise(part_ws *w, int *bounds) {
   part_walk(w, bounds);
 }
 
-/* The first capped stage s that cannot hold any single layer it could hold in a valid plan
- * (layers s .. n - P + s); its least-memory layer goes into why. */
+/* The single layers stage s could hold alone in some valid plan: stage 0 always starts at layer 0
+ * and the last stage always ends at the last layer; a middle stage s can hold any one of layers
+ * s .. n - P + s. (With one stage there is no single-layer content: nothing to report.) */
+static void part_single_layers(int s, int P, int n, int *lo, int *hi) {
+  *lo = s == P - 1 ? n - 1 : s;
+  *hi = s == 0 ? 0 : n - P + s;
+}
+
+/* The first capped stage that cannot hold even one layer it could hold alone; the least-memory
+ * such layer goes into why. */
 static void part_find_starved_stage(const part_ws *w, part_failure *why) {
   const part_problem *p = w->p;
   size_t row = (size_t)w->n + 1;
-  for (int s = 0; s < w->P; s++) {
+  for (int s = 0; s < w->P && w->P > 1; s++) {
     double cap = part_stage_cap(p, s);
-    int lo = s, hi = s + w->n - w->P, starved = cap > 0;
+    int lo, hi, starved = cap > 0;
+    part_single_layers(s, w->P, w->n, &lo, &hi);
     for (int l = lo; l <= hi && starved; l++) starved = w->mem_end[(size_t)s * row + l] == l;
     if (!starved) continue;
     why->stage = s;

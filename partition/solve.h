@@ -30,8 +30,10 @@ typedef struct {
 
 typedef struct {
   /* when no plan fits: */
-  int stage;           /* a stage that cannot hold even its smallest possible content, or -1 */
-  int layer;           /* that smallest content: the single layer needing least memory there */
+  int stage;           /* the first stage that cannot hold even one layer it could hold alone in
+                          a valid plan (stage 0: layer 0; the last stage: the last layer; stage s
+                          between: any of layers s .. n-P+s), or -1; never set when P == 1 */
+  int layer;           /* the least-memory such layer */
   double need, cap;    /* its bytes and the stage's cap */
   int fit_prefix;      /* the most leading layers that fit in n_stages stages (0 if none) */
   int fit_stages;      /* the smallest stage count that fits the whole model (cap_uniform

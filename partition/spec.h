@@ -83,6 +83,8 @@ const char *spec_get_str(spec_node *map, const char *key, int required, const ch
 /* Scalar conversions of one node (for sequence items). */
 int64_t spec_node_int(spec_node *n, int64_t lo, int64_t hi, spec_errors *e);
 double spec_node_num(spec_node *n, double lo, double hi, spec_errors *e);
+/* A YAML null (~, null, or an empty value): "not given". */
+int spec_node_is_null(const spec_node *n);
 /* Requires n to be a map (SPEC_MAP), else records "expected a mapping". */
 int spec_expect_map(spec_node *n, const char *what, spec_errors *e);
 /* Records "unknown key 'k' in WHAT; known keys: ..." for the first unused entry of map.

@@ -10,7 +10,6 @@
 
 /* Shared by partition/spec_*.c only; spec.h is the public contract and stays free of them. */
 const char *spec_node_path(const spec_node *n, char *buf, size_t size);
-int spec_node_is_null(const spec_node *n);
 void spec_fail_expected(spec_errors *e, spec_node *n, const char *want);
 
 #define SPEC_PATH_MAX 256

@@ -19,7 +19,6 @@
 spec_node *spec_node_new(spec_kind kind, const char *own_origin);
 void spec_node_push(spec_node *parent, spec_node *child);
 const char *spec_node_path(const spec_node *n, char *buf, size_t size);
-int spec_node_is_null(const spec_node *n);
 void spec_fail_expected(spec_errors *e, spec_node *n, const char *want);
 
 #define SPEC_PATH_MAX 256
@@ -368,6 +367,12 @@ static void spec_load_train(pt_spec *s, spec_errors *e) {
 
 /* --- pipeline, log -------------------------------------------------------------------------- */
 
+/* map[key] unless absent or null: an empty value means "not given", as everywhere else. */
+static spec_node *spec_find_value(spec_node *map, const char *key) {
+  spec_node *n = spec_find(map, key);
+  return n && !spec_node_is_null(n) ? n : NULL;
+}
+
 static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   static const char *const schedules[] = {"1f1b", "gpipe", NULL};
   static const char *const keys[] = {"stages",       "data_parallel", "partition",  "schedule",
@@ -381,10 +386,10 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   spec_get_str(m, "partition", 0, "parameters", p->partition, sizeof p->partition, e);
   spec_get_choice(m, "schedule", "1f1b", schedules, p->schedule, sizeof p->schedule, e);
   /* interpreted and validated by the planner (partition/plan.c), which knows the layer count */
-  p->boundaries = spec_find(m, "boundaries");
-  p->stage_layers = spec_find(m, "stage_layers");
-  p->max_memory = spec_find(m, "max_memory");
-  p->devices = spec_find(m, "devices");
+  p->boundaries = spec_find_value(m, "boundaries");
+  p->stage_layers = spec_find_value(m, "stage_layers");
+  p->max_memory = spec_find_value(m, "max_memory");
+  p->devices = spec_find_value(m, "devices");
   p->tie_check_every = spec_get_int(m, "tie_check_every", 0, 100, 0, INT64_MAX, e);
   spec_check_unused(m, "pipeline", keys, e);
 }

@@ -15,7 +15,6 @@ spec_node *spec_node_new(spec_kind kind, const char *own_origin);
 void spec_node_push(spec_node *parent, spec_node *child);
 spec_node *spec_tree_parse_value(const char *text, const char *origin, spec_errors *e);
 const char *spec_node_path(const spec_node *n, char *buf, size_t size);
-int spec_node_is_null(const spec_node *n);
 
 typedef struct {
   char *origin;                   /* "--set KEY=VALUE" */

@@ -69,8 +69,9 @@ static void alloc_slots(pt_pipeline *p) {
   }
   if (p->is_last) p->dlogits = pt_alloc_aligned(p->out_bytes);
   /* data_fill writes inputs and targets together; the side this stage does not use lands here */
-  if (!p->is_first) p->scratch_in = pt_alloc_aligned(4 * (size_t)B * T * (p->model.input_dim + 1));
-  if (!p->is_last) p->scratch_tg = pt_alloc_aligned(4 * (size_t)B * T * tcols);
+  if (!p->is_first && p->is_last)
+    p->scratch_in = pt_alloc_aligned(4 * (size_t)B * T * (p->model.input_dim + 1));
+  if (p->is_first && !p->is_last) p->scratch_tg = pt_alloc_aligned(4 * (size_t)B * T * tcols);
 }
 
 static int check_layout(pt_pipeline *p, char *err, size_t errsz) {

@@ -67,7 +67,9 @@ void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, in
   st->B = B;
   st->T = T;
   st->n_slots = n_slots;
-  st->ckpt = ckpt >= st->n ? 0 : ckpt; /* one segment covering the stage is no checkpointing */
+  /* a stage shorter than the interval is one segment: it keeps only its output per micro-batch
+   * (switching checkpointing off there would make memory jump up for short stages) */
+  st->ckpt = ckpt > st->n ? st->n : ckpt;
   st->ws_slot = -1;
   const pt_layer *L0 = &m->layers[first];
   size_t in_bytes = L0->in_tokens ? sizeof(int32_t) * (size_t)B * T

@@ -92,16 +92,16 @@ static const solve_case g_cases[] = {
      .w = {1, 1, 1, 1, 1, 1}, .time_is_weight = 1, .memory = 1, .param = {2, 2, 2, 2, 2, 2},
      .act = {1, 1, 1, 1, 1, 1}, .cap = {6, 6}, .cap_uniform = 1, .rc = -2,
      .why = FAIL(-1, -1, 0, 0, 4, 4)},
-    {.name = "stage 0 cannot hold its smallest layer", .n = 5, .P = 2, .w = {1, 1, 1, 1, 1},
+    {.name = "stage 0 cannot hold layer 0, the only layer it can hold alone", .n = 5, .P = 2, .w = {1, 1, 1, 1, 1},
      .time_is_weight = 1, .memory = 1, .param = {2, 1, 0.5, 1, 2}, .act = {1, 1, 1, 1, 1},
-     .cap = {2.4, 10}, .rc = -2, .why = FAIL(0, 2, 2.5, 2.4, 0, 0)},
+     .cap = {2.4, 10}, .rc = -2, .why = FAIL(0, 0, 4, 2.4, 0, 0)},
     {.name = "stage 0 starved, uniform caps: no stage count helps", .n = 5, .P = 2,
      .w = {1, 1, 1, 1, 1}, .time_is_weight = 1, .memory = 1, .param = {2, 1, 0.5, 1, 2},
      .act = {1, 1, 1, 1, 1}, .cap = {2.4, 2.4}, .cap_uniform = 1, .rc = -2,
-     .why = FAIL(0, 2, 2.5, 2.4, 0, 0)},
-    {.name = "stage 1 starved, stage 0 uncapped", .n = 5, .P = 2, .w = {1, 1, 1, 1, 1},
+     .why = FAIL(0, 0, 4, 2.4, 0, 0)},
+    {.name = "stage 1 (the last) cannot hold the last layer, stage 0 uncapped", .n = 5, .P = 2, .w = {1, 1, 1, 1, 1},
      .time_is_weight = 1, .memory = 1, .param = {2, 1, 0.5, 1, 2}, .act = {1, 1, 1, 1, 1},
-     .cap = {0, 1.4}, .rc = -2, .why = FAIL(1, 2, 1.5, 1.4, 0, 0)},
+     .cap = {0, 1.4}, .rc = -2, .why = FAIL(1, 4, 3, 1.4, 0, 0)},
     {.name = "P == n", .n = 4, .P = 4, .w = {3, 1, 2, 5}, .t = {1, 7, 1, 1},
      .bounds = {0, 1, 2, 3, 4}, .max_w = 5, .max_t = 7},
     {.name = "P == n, one layer too big", .n = 4, .P = 4, .w = {3, 1, 2, 5}, .time_is_weight = 1,
@@ -250,12 +250,14 @@ static int any_plan_fits(const instance *x, int n, int n_stages, const double *c
 static void brute_explain(const instance *x, part_failure *why) {
   memset(why, 0, sizeof *why);
   why->stage = why->layer = -1;
-  for (int s = 0; s < x->P && why->stage < 0; s++) {
+  for (int s = 0; s < x->P && x->P > 1 && why->stage < 0; s++) {
     if (!(x->cap[s] > 0)) continue;
     mem_model m = {.n = x->n, .param = x->param, .act = x->act};
     int best = -1;
     double need = 0;
-    for (int l = s; l <= x->n - x->P + s; l++) {
+    /* stage 0 holds layer 0, the last stage the last layer, a middle stage any of s..n-P+s */
+    int lo = s == x->P - 1 ? x->n - 1 : s, hi = s == 0 ? 0 : x->n - x->P + s;
+    for (int l = lo; l <= hi; l++) {
       double v = mem_range(&m, x->P, s, l, l + 1);
       if (best < 0 || v < need) best = l, need = v;
     }
