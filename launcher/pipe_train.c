@@ -26,6 +26,8 @@ typedef struct {
   int sequential, quiet, plan, json, print_schedule;
   const char *metrics_path;
   const char *dump_prefix;
+  const char *save_dir, *load_path;
+  pt_spec_source src; /* what checkpoints record of the spec */
 } cli_args;
 
 static void usage(FILE *f) {
@@ -38,6 +40,8 @@ static void usage(FILE *f) {
           "  --quiet             no per-step lines on stdout\n"
           "  --plan [--json]     print the stage plan (layers, memory, time per stage) and exit\n"
           "  --print-schedule    print every stage's action list for one step and exit\n"
+          "  --load CKPT         start from a checkpoint (written under any layout) at its step\n"
+          "  --save DIR          write a checkpoint to DIR at the end of the run\n"
           "  --dump-params PRE   after training, each rank writes its parameters to PRE.<rank>.bin\n"
           "  --help, --version\n");
 }
@@ -69,6 +73,10 @@ static void parse_args(int argc, char **argv, cli_args *a) {
       a->json = 1;
     } else if (!strcmp(s, "--metrics")) {
       a->metrics_path = option_value(argc, argv, &i);
+    } else if (!strcmp(s, "--save")) {
+      a->save_dir = option_value(argc, argv, &i);
+    } else if (!strcmp(s, "--load")) {
+      a->load_path = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--dump-params")) {
       a->dump_prefix = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--set")) {
@@ -85,6 +93,34 @@ static void parse_args(int argc, char **argv, cli_args *a) {
   if (a->json && !a->plan) pt_fail_input("--json goes with --plan");
   if (!a->spec_path)
     pt_fail_input("no spec file given; try: pipe_train examples/default.yaml (or --help)");
+}
+
+/* The spec's text, kept in checkpoints so they can be converted and resumed without it. */
+static char *read_spec_text(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return pt_strdup("");
+  char *buf = NULL;
+  size_t len = 0, cap = 0, n;
+  char chunk[65536];
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    if (len + n + 1 > cap) {
+      cap = 2 * (len + n + 1);
+      char *nb = realloc(buf, cap);
+      if (!nb) pt_fatal("out of memory reading %s", path);
+      buf = nb;
+    }
+    memcpy(buf + len, chunk, n);
+    len += n;
+  }
+  fclose(f);
+  if (!buf) return pt_strdup("");
+  buf[len] = '\0';
+  return buf;
+}
+
+/* Periodic checkpoints (train.checkpoint) after step `step`. */
+static int periodic_due(const pt_spec *s, int64_t step) {
+  return s->train.ckpt_dir[0] && s->train.ckpt_every > 0 && step % s->train.ckpt_every == 0;
 }
 
 /* A bad-input error every rank hits alike: rank 0 prints it, all ranks leave with code 2. */
@@ -140,10 +176,16 @@ static void print_schedule(const pt_spec *spec) {
   schedule_free(&sch);
 }
 
+static void sequential_save(pt_trainer *t, const char *dir, const cli_args *a) {
+  char err[1024];
+  if (trainer_save(t, dir, &a->src, err, sizeof err) != 0) pt_fatal("saving the checkpoint: %s", err);
+}
+
 static void run_sequential(const pt_spec *spec, const cli_args *a) {
   pt_trainer t;
   char err[1024];
   if (trainer_init(&t, spec, err, sizeof err) != 0) pt_fail_input("%s", err);
+  if (a->load_path && trainer_load(&t, a->load_path, err, sizeof err) != 0) pt_fail_input("%s", err);
   FILE *metrics = open_metrics(a->metrics_path);
   if (!a->quiet)
     printf("pipetrain: %s: %d layers, %lld parameters, %lld steps of %lld sequences, one process\n",
@@ -151,9 +193,20 @@ static void run_sequential(const pt_spec *spec, const cli_args *a) {
            (long long)spec->train.steps,
            (long long)(spec->pipeline.data_parallel * spec->train.micro_batches *
                        spec->train.micro_batch_size));
-  pt_train_output out = {.metrics = metrics, .log = a->quiet ? NULL : stdout,
-                         .log_every = spec->log_every};
-  trainer_run(&t, &out);
+  while (t.step < spec->train.steps) {
+    pt_step_metrics m;
+    trainer_step(&t, &m);
+    if (metrics) metrics_write_json(metrics, &m);
+    if (!a->quiet && (m.step % spec->log_every == 0 || m.step == 1 || m.step == m.steps))
+      metrics_print_line(stdout, &m);
+    if (periodic_due(spec, t.step)) {
+      char dir[4200];
+      checkpoint_step_dir(spec->train.ckpt_dir, t.step, dir, sizeof dir);
+      sequential_save(&t, dir, a);
+      checkpoint_prune(spec->train.ckpt_dir, (int)spec->train.ckpt_keep);
+    }
+  }
+  if (a->save_dir) sequential_save(&t, a->save_dir, a);
   if (a->dump_prefix) param_dump_write(&t.model, a->dump_prefix, 0);
   if (metrics && fclose(metrics) != 0) pt_fatal("closing the metrics file: %s", strerror(errno));
   trainer_free(&t);
@@ -182,7 +235,11 @@ static void report_stages(pt_pipeline *p) {
 static void run_pipeline(const pt_spec *spec, const cli_args *a) {
   pt_pipeline p;
   char err[1024] = "";
-  if (pipeline_init(&p, spec, err, sizeof err) != 0) fail_everywhere(1, err);
+  if (pipeline_init(&p, spec, err, sizeof err) != 0 ||
+      (a->load_path && pipeline_load(&p, a->load_path, err, sizeof err) != 0)) {
+    if (err[0]) fprintf(stderr, "pipetrain: %s\n", err); /* one rank holds the message */
+    fail_everywhere(1, "");
+  }
   int root = p.rank == 0;
   FILE *metrics = root ? open_metrics(a->metrics_path) : NULL;
   if (root && !a->quiet)
@@ -197,7 +254,14 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
     if (metrics) metrics_write_json(metrics, &m);
     if (root && !a->quiet && (m.step % spec->log_every == 0 || m.step == 1 || m.step == m.steps))
       metrics_print_line(stdout, &m);
+    if (periodic_due(spec, p.step)) {
+      char dir[4200];
+      checkpoint_step_dir(spec->train.ckpt_dir, p.step, dir, sizeof dir);
+      pipeline_save(&p, dir, &a->src);
+      if (root) checkpoint_prune(spec->train.ckpt_dir, (int)spec->train.ckpt_keep);
+    }
   }
+  if (a->save_dir) pipeline_save(&p, a->save_dir, &a->src);
   if (!a->quiet) report_stages(&p);
   if (a->dump_prefix) param_dump_write(&p.model, a->dump_prefix, p.rank);
   if (metrics && fclose(metrics) != 0) pt_fatal("closing the metrics file: %s", strerror(errno));
@@ -216,6 +280,9 @@ int main(int argc, char **argv) {
   parse_args(argc, argv, &a);
   int launched = comm_launched();
   if (launched) comm_init(&argc, &argv);
+  char *spec_text = read_spec_text(a.spec_path);
+  a.src = (pt_spec_source){.text = spec_text, .origin = a.spec_path, .overrides = a.overrides,
+                           .n_overrides = a.n_overrides};
   pt_spec spec;
   spec_errors e = {0};
   if (spec_load(a.spec_path, a.overrides, a.n_overrides, &spec, &e) != 0)
@@ -244,6 +311,7 @@ int main(int argc, char **argv) {
     run_pipeline(&spec, &a);
   }
   spec_free(&spec);
+  free(spec_text);
   if (launched) comm_finalize();
   return 0;
 }

@@ -120,6 +120,9 @@ typedef struct {
   char lr_schedule[16];     /* "constant" | "cosine" */
   int64_t warmup_steps;
   double min_lr;            /* floor of the cosine decay */
+  char ckpt_dir[4096];      /* train.checkpoint.dir ("" = no periodic checkpoints) */
+  int64_t ckpt_every;       /* save every N steps (0: only with --save) */
+  int64_t ckpt_keep;        /* keep the K newest step-N checkpoints (default 3) */
 } spec_train;
 
 typedef struct {
@@ -161,5 +164,8 @@ int spec_load(const char *path, const char *const *overrides, int n_overrides, p
 int spec_load_text(const char *text, size_t len, const char *origin,
                    const char *const *overrides, int n_overrides, pt_spec *out, spec_errors *e);
 void spec_free(pt_spec *s);
+/* With 0, a relative data path that does not resolve is kept as written instead of being an
+ * error (for tools that only need the model, e.g. pipe_convert on a checkpoint's spec). */
+void spec_set_resolve_data(int on);
 
 #endif

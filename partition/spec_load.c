@@ -249,9 +249,13 @@ static int spec_is_file(const char *path) {
 
 /* Relative data paths work from the working directory and from the spec's own directory, so
  * a spec runs both from the repository root and next to its data. */
+static int g_resolve_data = 1;
+
+void spec_set_resolve_data(int on) { g_resolve_data = on; }
+
 static void spec_resolve_data(pt_spec *s, spec_node *n, const char *rel, spec_errors *e) {
   spec_data *d = &s->data;
-  if (rel[0] == '/' || spec_is_file(rel)) {
+  if (rel[0] == '/' || spec_is_file(rel) || !g_resolve_data) {
     snprintf(d->path, sizeof d->path, "%s", rel);
     return;
   }
@@ -347,10 +351,22 @@ static void spec_load_schedule(spec_train *t, spec_node *train, spec_errors *e) 
   spec_check_unused(m, "train.lr_schedule", keys, e);
 }
 
+/* train.checkpoint: {dir, every, keep}: periodic checkpoints into DIR/step-NNNNNNNN. */
+static void spec_load_checkpoint(spec_train *t, spec_node *train, spec_errors *e) {
+  static const char *const keys[] = {"dir", "every", "keep", NULL};
+  spec_node *m = spec_find(train, "checkpoint");
+  t->ckpt_keep = 3;
+  if (!m || spec_node_is_null(m) || !spec_expect_map(m, "train.checkpoint", e)) return;
+  spec_get_str(m, "dir", 1, "", t->ckpt_dir, sizeof t->ckpt_dir, e);
+  t->ckpt_every = spec_get_int(m, "every", 0, 0, 0, INT64_MAX, e);
+  t->ckpt_keep = spec_get_int(m, "keep", 0, 3, 1, 1000000, e);
+  spec_check_unused(m, "train.checkpoint", keys, e);
+}
+
 static void spec_load_train(pt_spec *s, spec_errors *e) {
   static const char *const keys[] = {"steps", "micro_batch_size", "micro_batches", "optimizer",
                                      "grad_clip", "seed", "activation_checkpoint_interval",
-                                     "lr_schedule", NULL};
+                                     "lr_schedule", "checkpoint", NULL};
   spec_train *t = &s->train;
   spec_node *m = spec_section(s->root, "train", "train", e);
   t->steps = spec_get_int(m, "steps", 0, 100, 0, INT64_MAX, e);
@@ -362,6 +378,7 @@ static void spec_load_train(pt_spec *s, spec_errors *e) {
   t->activation_checkpoint_interval =
       spec_get_int(m, "activation_checkpoint_interval", 0, 0, 0, INT64_MAX, e);
   spec_load_schedule(t, m, e);
+  spec_load_checkpoint(t, m, e);
   spec_check_unused(m, "train", keys, e);
 }
 

@@ -217,3 +217,13 @@ int64_t model_param_count(const pt_model *m) {
   }
   return n;
 }
+
+const char *model_tensor_key(const pt_model *m, int i, char *out, size_t outsz) {
+  const pt_tensor *t = &m->tensors[i];
+  int owner = t->tied_copy ? model_tie_owner(m, t->layer) : -1;
+  if (owner >= 0)
+    snprintf(out, outsz, "%d.%s", owner, m->layers[t->layer].params[t->param].name);
+  else
+    snprintf(out, outsz, "%s", t->name);
+  return out;
+}

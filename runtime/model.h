@@ -64,6 +64,9 @@ int model_tie_owner(const pt_model *m, int li);
 /* Index of the parameter a tie shares ("weight"), or -1. */
 int model_tied_param(const pt_layer *L);
 void model_free(pt_model *m);
+/* The name tensor i is stored under: its own, or for a tied copy its first owner's (one tensor,
+ * one name, whatever stage holds it). Returns out. */
+const char *model_tensor_key(const pt_model *m, int i, char *out, size_t outsz);
 /* Parameter count of the whole model (tied weights counted once). */
 int64_t model_param_count(const pt_model *m);
 

@@ -18,10 +18,7 @@ void param_dump_write(const pt_model *m, const char *prefix, int rank) {
   for (int i = 0; i < m->n_tensors; i++) {
     const pt_tensor *t = &m->tensors[i];
     char name[sizeof t->name];
-    int owner = t->tied_copy ? model_tie_owner(m, t->layer) : -1;
-    /* a copy of a tied weight is the same tensor as its first owner's: name it so */
-    if (owner >= 0) snprintf(name, sizeof name, "%d.%s", owner, m->layers[t->layer].params[t->param].name);
-    else snprintf(name, sizeof name, "%s", t->name);
+    model_tensor_key(m, i, name, sizeof name); /* a tied copy is its first owner's tensor */
     uint32_t len = (uint32_t)strlen(name);
     uint8_t tied = (uint8_t)t->tied_copy;
     for (int li = 0; li < m->n_layers && !tied; li++) /* owners of a tie are tied too */

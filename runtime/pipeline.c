@@ -103,8 +103,11 @@ static int build_plan(pt_pipeline *p, char *err, size_t errsz) {
 int pipeline_init(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz) {
   memset(p, 0, sizeof *p);
   p->spec = spec;
-  if (check_layout(p, err, errsz) != 0 || build_plan(p, err, errsz) != 0) return -1;
   p->rank = comm_rank(comm_world());
+  if (check_layout(p, err, errsz) != 0 || build_plan(p, err, errsz) != 0) {
+    if (p->rank != 0) err[0] = '\0'; /* every rank fails alike: rank 0 says it once */
+    return -1;
+  }
   p->stage_id = plan_stage_of_rank(&p->plan, p->rank);
   p->replica = plan_replica_of_rank(&p->plan, p->rank);
   p->is_first = p->stage_id == 0;
@@ -313,4 +316,60 @@ void pipeline_free(pt_pipeline *p) {
   model_free(&p->model);
   data_close(&p->data);
   memset(p, 0, sizeof *p);
+}
+
+/* --- Checkpoints -------------------------------------------------------------------------- */
+
+/* All ranks agree whether any failed; the first failing rank keeps its message. */
+static int agree_failure(pt_pipeline *p, int failed, char *err) {
+  uint64_t first_bad = failed ? (uint64_t)p->rank : UINT64_MAX;
+  comm_allreduce_min_u64(comm_world(), &first_bad, 1);
+  if (first_bad == UINT64_MAX) return 0;
+  if ((uint64_t)p->rank != first_bad) err[0] = '\0';
+  return -1;
+}
+
+int pipeline_load(pt_pipeline *p, const char *path, char *err, size_t errsz) {
+  pt_checkpoint c;
+  int failed = checkpoint_open(&c, path, err, errsz) != 0;
+  if (!failed) {
+    failed = checkpoint_load(&c, &p->model, &p->opt, err, errsz) != 0;
+    p->step = c.step;
+    checkpoint_close(&c);
+  }
+  return agree_failure(p, failed, err);
+}
+
+void pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src) {
+  char err[1024];
+  if (p->rank == 0 && checkpoint_make_dir(dir, err, sizeof err) != 0) pt_fatal("%s", err);
+  comm_barrier(comm_world());
+  ckpt_stage_files mine;
+  memset(&mine, 0, sizeof mine);
+  int first = plan_first_layer(&p->plan, p->stage_id), end = plan_end_layer(&p->plan, p->stage_id);
+  if (p->replica == 0 &&
+      checkpoint_write_stage(dir, &p->model, &p->opt, p->stage_id, first, end, &mine, err,
+                             sizeof err) != 0)
+    pt_fatal("saving the checkpoint: %s", err);
+  int world = p->P * p->dp, *counts = pt_calloc((size_t)world, sizeof(int));
+  for (int i = 0; i < world; i++) counts[i] = 4;
+  double rec[4] = {mine.model_crc, (double)mine.model_bytes, mine.optim_crc, (double)mine.optim_bytes};
+  double *all = pt_calloc(4 * (size_t)world, sizeof(double));
+  comm_allgatherv_f64(comm_world(), rec, 4, all, counts);
+  if (p->rank == 0) {
+    ckpt_stage_files *files = pt_calloc((size_t)p->P, sizeof *files);
+    for (int s = 0; s < p->P; s++) { /* replica 0's stage s is rank s */
+      snprintf(files[s].model_file, sizeof files[s].model_file, "model-s%03d.safetensors", s);
+      snprintf(files[s].optim_file, sizeof files[s].optim_file, "optim-s%03d.safetensors", s);
+      files[s].model_crc = (uint32_t)all[4 * s], files[s].model_bytes = (int64_t)all[4 * s + 1];
+      files[s].optim_crc = (uint32_t)all[4 * s + 2], files[s].optim_bytes = (int64_t)all[4 * s + 3];
+    }
+    if (checkpoint_write_manifest(dir, &p->model, src, p->step, p->opt.t, p->P, p->dp,
+                                  p->plan.bounds, files, err, sizeof err) != 0)
+      pt_fatal("saving the checkpoint: %s", err);
+    free(files);
+  }
+  free(counts);
+  free(all);
+  comm_barrier(comm_world()); /* nobody goes on (or exits) before the manifest is down */
 }

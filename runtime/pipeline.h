@@ -12,6 +12,7 @@
 #define PT_PIPELINE_H
 
 #include "comm/comm.h"
+#include "runtime/checkpoint.h"
 #include "partition/plan.h"
 #include "runtime/data.h"
 #include "runtime/metrics.h"
@@ -50,11 +51,19 @@ typedef struct {
   double compute_s, total_s; /* over all steps: time computing, and wall time of the steps */
 } pt_pipeline;
 
-/* Builds this rank's stage. Returns 0, or -1 with a message for bad input (same on all ranks). */
+/* Builds this rank's stage. Collective: returns 0 everywhere, or -1 everywhere with the one-line
+ * message on exactly one rank (err empty on the others). */
 int pipeline_init(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz);
 void pipeline_free(pt_pipeline *p);
 /* One optimizer step on every rank; rank 0's out gets the global loss, lr, norm, timing. */
 void pipeline_step(pt_pipeline *p, pt_step_metrics *out);
+/* Loads a checkpoint written under any layout (each rank reads the tensors it holds) and
+ * continues at its step. Collective; returns 0, or -1 on every rank with err set on the rank
+ * that failed first (and empty elsewhere). */
+int pipeline_load(pt_pipeline *p, const char *path, char *err, size_t errsz);
+/* Saves a checkpoint into dir: replica 0's ranks write their stage, rank 0 the manifest last.
+ * Collective; a write failure ends the job with the error (the previous checkpoint stays). */
+void pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src);
 /* Compares the tied copies across their stages and aborts the job naming the tie if they differ. */
 void pipeline_check_ties(pt_pipeline *p);
 

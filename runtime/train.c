@@ -120,3 +120,24 @@ double train_flops_per_token(const pt_trainer *t) {
   return 6.0 * (double)model_param_count(&t->model) +
          12.0 * blocks * (double)s->dim * (double)s->seq_len;
 }
+
+int trainer_load(pt_trainer *t, const char *path, char *err, size_t errsz) {
+  pt_checkpoint c;
+  if (checkpoint_open(&c, path, err, errsz) != 0) return -1;
+  int rc = checkpoint_load(&c, &t->model, &t->opt, err, errsz);
+  if (rc == 0) t->step = c.step;
+  checkpoint_close(&c);
+  return rc;
+}
+
+int trainer_save(pt_trainer *t, const char *dir, const pt_spec_source *src, char *err,
+                 size_t errsz) {
+  ckpt_stage_files files;
+  int bounds[2] = {0, t->model.n_layers};
+  if (checkpoint_make_dir(dir, err, errsz) != 0 ||
+      checkpoint_write_stage(dir, &t->model, &t->opt, 0, 0, t->model.n_layers, &files, err,
+                             errsz) != 0)
+    return -1;
+  return checkpoint_write_manifest(dir, &t->model, src, t->step, t->opt.t, 1, 1, bounds, &files,
+                                   err, errsz);
+}

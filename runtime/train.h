@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "partition/spec.h"
+#include "runtime/checkpoint.h"
 #include "runtime/data.h"
 #include "runtime/metrics.h"
 #include "runtime/model.h"
@@ -42,6 +43,12 @@ void trainer_free(pt_trainer *t);
 void trainer_step(pt_trainer *t, pt_step_metrics *out);
 /* Runs the remaining steps of train.steps. */
 void trainer_run(pt_trainer *t, const pt_train_output *o);
+
+/* Loads a checkpoint (any layout) and continues at its step; 0 or -1 with err. */
+int trainer_load(pt_trainer *t, const char *path, char *err, size_t errsz);
+/* Saves a checkpoint of the whole model into dir (one stage); 0 or -1 with err. */
+int trainer_save(pt_trainer *t, const char *dir, const pt_spec_source *src, char *err,
+                 size_t errsz);
 
 /* Model FLOPs per token: 6 * params + 12 * layers * dim * seq_len (the usual estimate, with
  * `layers` counting transformer blocks). */

@@ -1,0 +1,80 @@
+/* runtime/checkpoint.h: checkpoints that any layout can load.
+ *
+ * A checkpoint is a directory:
+ *   model-sNNN.safetensors  stage NNN's weights, named as a PyTorch nn.Sequential state dict
+ *                           ("3.attn.qkv.weight"); a tied weight once, under its first owner
+ *   optim-sNNN.safetensors  its optimizer state: "<name>.exp_avg", "<name>.exp_avg_sq" (AdamW)
+ *                           or "<name>.momentum_buffer" (SGD)
+ *   manifest.json           written last: format, step, optimizer step count, the layout that
+ *                           wrote it, every tensor's file and shape, tie groups, each file's
+ *                           CRC-32 and size, and the spec (text and --set options) it trained
+ * Every file is written atomically (temporary, fsync, rename) and the manifest last, then the
+ * directory is fsynced: a directory without a complete manifest is not a checkpoint, so a crash
+ * mid-save leaves the previous one as it was. Loading reads, for each tensor this process holds,
+ * that tensor from whichever file has it: stage counts, partitions and data-parallel degrees
+ * may differ between writing and reading.
+ */
+#ifndef PT_CHECKPOINT_H
+#define PT_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/model.h"
+#include "runtime/optimizer.h"
+
+#define CKPT_FORMAT "pipetrain-checkpoint/1"
+
+typedef struct {
+  const char *text;   /* the spec file's text */
+  const char *origin; /* its path */
+  const char *const *overrides;
+  int n_overrides;
+} pt_spec_source;
+
+/* What a stage wrote, for the manifest. */
+typedef struct {
+  char model_file[64], optim_file[64];
+  uint32_t model_crc, optim_crc;
+  int64_t model_bytes, optim_bytes;
+} ckpt_stage_files;
+
+/* Writes stage `stage`'s files into dir for the tensors of layers [first, end) that m holds
+ * (not tied copies: their first owner's stage writes them). Returns 0 or -1 with err. */
+int checkpoint_write_stage(const char *dir, const pt_model *m, const pt_optimizer *o, int stage,
+                           int first, int end, ckpt_stage_files *out, char *err, size_t errsz);
+/* Writes manifest.json for a whole checkpoint whose stages wrote files[0..n_stages). m must be
+ * configured (all layers known; storage not needed). bounds: [n_stages + 1] layer boundaries. */
+int checkpoint_write_manifest(const char *dir, const pt_model *m, const pt_spec_source *src,
+                              int64_t step, int64_t opt_t, int n_stages, int data_parallel,
+                              const int *bounds, const ckpt_stage_files *files, char *err,
+                              size_t errsz);
+/* Creates dir (and parents) if needed. */
+int checkpoint_make_dir(const char *dir, char *err, size_t errsz);
+/* DIR/step-NNNNNNNN for periodic checkpoints. */
+void checkpoint_step_dir(const char *root, int64_t step, char *out, size_t outsz);
+/* Removes all but the `keep` newest complete step-* checkpoints under root (an incomplete one
+ * is left for the user to inspect; it is never loaded).
+ */
+void checkpoint_prune(const char *root, int keep);
+
+typedef struct {
+  char dir[4096];
+  void *manifest;      /* cJSON root */
+  int64_t step, opt_t;
+  char optimizer[16];
+} pt_checkpoint;
+
+/* Opens a checkpoint: path is a checkpoint directory, or a directory of step-* checkpoints (the
+ * newest complete one is used). Validates the manifest. Returns 0 or -1 with err. */
+int checkpoint_open(pt_checkpoint *c, const char *path, char *err, size_t errsz);
+void checkpoint_close(pt_checkpoint *c);
+/* The spec the checkpoint was trained with (text, origin, overrides as stored). */
+const char *checkpoint_spec_text(const pt_checkpoint *c);
+const char *checkpoint_spec_origin(const pt_checkpoint *c);
+int checkpoint_spec_overrides(const pt_checkpoint *c, const char **out, int max);
+/* Loads every tensor m holds (its slice) and, when o is not NULL, the optimizer state. Checks
+ * that the model matches (names, shapes, tensor count) and each file's CRC. */
+int checkpoint_load(pt_checkpoint *c, pt_model *m, pt_optimizer *o, char *err, size_t errsz);
+
+#endif
