@@ -26,7 +26,7 @@ typedef struct {
   int sequential, quiet, plan, json, print_schedule;
   const char *metrics_path;
   const char *dump_prefix;
-  const char *save_dir, *load_path;
+  const char *save_dir, *load_path, *gather_path;
   pt_spec_source src; /* what checkpoints record of the spec */
 } cli_args;
 
@@ -42,6 +42,7 @@ static void usage(FILE *f) {
           "  --print-schedule    print every stage's action list for one step and exit\n"
           "  --load CKPT         start from a checkpoint (written under any layout) at its step\n"
           "  --save DIR          write a checkpoint to DIR at the end of the run\n"
+          "  --gather FILE       at the end, write the whole model to one safetensors FILE\n"
           "  --dump-params PRE   after training, each rank writes its parameters to PRE.<rank>.bin\n"
           "  --help, --version\n");
 }
@@ -75,6 +76,8 @@ static void parse_args(int argc, char **argv, cli_args *a) {
       a->metrics_path = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--save")) {
       a->save_dir = option_value(argc, argv, &i);
+    } else if (!strcmp(s, "--gather")) {
+      a->gather_path = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--load")) {
       a->load_path = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--dump-params")) {
@@ -207,6 +210,10 @@ static void run_sequential(const pt_spec *spec, const cli_args *a) {
     }
   }
   if (a->save_dir) sequential_save(&t, a->save_dir, a);
+  char gerr[1024];
+  if (a->gather_path &&
+      checkpoint_write_sequential(&t.model, NULL, a->gather_path, t.step, gerr, sizeof gerr) != 0)
+    pt_fatal("--gather: %s", gerr);
   if (a->dump_prefix) param_dump_write(&t.model, a->dump_prefix, 0);
   if (metrics && fclose(metrics) != 0) pt_fatal("closing the metrics file: %s", strerror(errno));
   trainer_free(&t);
@@ -262,6 +269,7 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
     }
   }
   if (a->save_dir) pipeline_save(&p, a->save_dir, &a->src);
+  if (a->gather_path) pipeline_gather(&p, a->gather_path);
   if (!a->quiet) report_stages(&p);
   if (a->dump_prefix) param_dump_write(&p.model, a->dump_prefix, p.rank);
   if (metrics && fclose(metrics) != 0) pt_fatal("closing the metrics file: %s", strerror(errno));

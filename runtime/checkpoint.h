@@ -58,6 +58,12 @@ void checkpoint_step_dir(const char *root, int64_t step, char *out, size_t outsz
  */
 void checkpoint_prune(const char *root, int keep);
 
+/* One sequential safetensors file of a whole model m (storage for every layer): each tensor
+ * under its nn.Sequential name, a tied weight once with metadata "tied.<name>" listing the
+ * names sharing it. With o, also PATH's stem + ".optimizer.safetensors". 0 or -1 with err. */
+int checkpoint_write_sequential(const pt_model *m, const pt_optimizer *o, const char *path,
+                                int64_t step, char *err, size_t errsz);
+
 typedef struct {
   char dir[4096];
   void *manifest;      /* cJSON root */

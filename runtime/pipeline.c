@@ -373,3 +373,48 @@ void pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src) {
   free(all);
   comm_barrier(comm_world()); /* nobody goes on (or exits) before the manifest is down */
 }
+
+/* Copies every tensor a stage model holds (not tied copies) into the whole model, by name. */
+static void copy_into(pt_model *whole, const pt_model *part) {
+  for (int i = 0; i < part->n_tensors; i++) {
+    const pt_tensor *t = &part->tensors[i];
+    if (t->tied_copy) continue;
+    for (int j = 0; j < whole->n_tensors; j++)
+      if (!strcmp(whole->tensors[j].name, t->name)) {
+        memcpy(whole->params + whole->tensors[j].offset, part->params + t->offset,
+               sizeof(float) * (size_t)t->numel);
+        break;
+      }
+  }
+}
+
+void pipeline_gather(pt_pipeline *p, const char *path) {
+  int tag = 1 << 20; /* distinct from the micro-batch tags */
+  if (p->replica == 0 && p->stage_id > 0) {
+    pt_request r = {0};
+    comm_send_async(p->pipe, p->model.params, sizeof(float) * (size_t)p->model.n_floats, 0, tag, &r);
+    comm_wait(&r);
+  }
+  if (p->rank == 0) {
+    pt_model whole;
+    spec_errors e = {0};
+    if (model_configure(&whole, p->spec, &e) != 0) pt_fatal("%s", e.msg);
+    model_alloc(&whole, 0, whole.n_layers);
+    copy_into(&whole, &p->model);
+    for (int s = 1; s < p->P; s++) { /* a stage's layout is known from its layer range */
+      pt_model part;
+      if (model_configure(&part, p->spec, &e) != 0) pt_fatal("%s", e.msg);
+      model_alloc(&part, plan_first_layer(&p->plan, s), plan_end_layer(&p->plan, s));
+      pt_request r = {0};
+      comm_recv_async(p->pipe, part.params, sizeof(float) * (size_t)part.n_floats, s, tag, &r);
+      comm_wait(&r);
+      copy_into(&whole, &part);
+      model_free(&part);
+    }
+    char err[1024];
+    if (checkpoint_write_sequential(&whole, NULL, path, p->step, err, sizeof err) != 0)
+      pt_fatal("--gather: %s", err);
+    model_free(&whole);
+  }
+  comm_barrier(comm_world());
+}

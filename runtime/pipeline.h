@@ -64,6 +64,9 @@ int pipeline_load(pt_pipeline *p, const char *path, char *err, size_t errsz);
 /* Saves a checkpoint into dir: replica 0's ranks write their stage, rank 0 the manifest last.
  * Collective; a write failure ends the job with the error (the previous checkpoint stays). */
 void pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src);
+/* Rank 0 receives every stage's weights (replica 0) and writes one sequential safetensors file
+ * at path (see checkpoint_write_sequential): no shared file system needed. Collective. */
+void pipeline_gather(pt_pipeline *p, const char *path);
 /* Compares the tied copies across their stages and aborts the job naming the tie if they differ. */
 void pipeline_check_ties(pt_pipeline *p);
 

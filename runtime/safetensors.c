@@ -445,14 +445,15 @@ static int parse_header(const ctx_t *c, st_file *f, const char *buf, uint64_t n,
       goto done;
     }
     if (t->begin > pos) {
-      char pn[200] = "the start of the data section";
-      if (prev >= 0) {
-        char tmp[160];
-        printable(tmp, sizeof tmp, f->tensors[prev].name, 100);
-        snprintf(pn, sizeof pn, "tensor '%s'", tmp);
+      if (prev < 0) {
+        fail(c, t->name, "data_offsets [%" PRIu64 ", %" PRIu64 "] leave a gap of %" PRIu64
+             " bytes at the start of the data section", t->begin, t->end, t->begin);
+      } else {
+        char pn[160];
+        printable(pn, sizeof pn, f->tensors[prev].name, 100);
+        fail(c, t->name, "data_offsets [%" PRIu64 ", %" PRIu64 "] leave a gap of %" PRIu64
+             " bytes after tensor '%s' (which ends at %" PRIu64 ")", t->begin, t->end, t->begin - pos, pn, pos);
       }
-      fail(c, t->name, "data_offsets [%" PRIu64 ", %" PRIu64 "] leave a gap of %" PRIu64
-           " bytes after %s (which ends at %" PRIu64 ")", t->begin, t->end, t->begin - pos, pn, pos);
       free(sp);
       goto done;
     }
@@ -733,7 +734,7 @@ int st_write(const char *path, const st_entry *entries, int n, const char *const
     free(head);
     return fail(&c, NULL, "cannot create the temporary file %s: %s", tmp, strerror(e));
   }
-  const char *what = "write";
+  const char *what = "write", *suffix = "";
   uLong crc = crc32(0L, Z_NULL, 0);
   if (write_full(fd, head, 8 + padded)) goto fail_io;
   crc = crc_update(crc, head, 8 + padded);
@@ -750,7 +751,7 @@ int st_write(const char *path, const st_entry *entries, int n, const char *const
   int rc = close(fd);
   fd = -1;
   if (rc != 0) goto fail_io;
-  what = "rename to the final path";
+  what = "rename", suffix = " into place";
   if (rename(tmp, path) != 0) goto fail_io;
   free(head);
   if (fsync_parent_dir(path) != 0)
@@ -762,8 +763,8 @@ fail_io:;
   if (fd >= 0) close(fd);
   unlink(tmp);
   free(head);
-  return fail(&c, NULL, "%s of the temporary file %s failed: %s (the previous file, if any, is untouched)",
-              what, tmp, strerror(e));
+  return fail(&c, NULL, "cannot %s the temporary file %s%s: %s (the file at this path, if any, is untouched)",
+              what, tmp, suffix, strerror(e));
 }
 
 int st_file_crc32(const char *path, uint32_t *crc, char *err, size_t errsz) {

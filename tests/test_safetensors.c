@@ -322,7 +322,7 @@ static void test_entry_failures(void) {
     char p[600];
     path_in(p, sizeof p, "bad.safetensors");
     craft(p, json, 0, 4);
-    CHECK(open_fails(p, "nnnnnnnnnnnnnnnnnnnn", "300 bytes long, at most 255"), "long name");
+    CHECK(open_fails(p, NULL, "nnnnnnnn...': name is 300 bytes long, at most 255 allowed"), "long name");
     name[255] = 0; /* 255 bytes: the longest allowed */
     snprintf(json, sizeof json, "{'%s': {'dtype': 'F32', 'shape': [1], 'data_offsets': [0, 4]}}", name);
     GOOD(json, 0, 4);
@@ -339,7 +339,7 @@ static void test_entry_failures(void) {
   BAD("{'a': {'dtype': 'F32', 'shape': [4], 'data_offsets': [0, 16]}, 'b': {'dtype': 'F32', 'shape': [4], 'data_offsets': [20, 36]}}",
       0, 36, "b", "gap of 4 bytes after tensor 'a'");
   BAD("{'a': {'dtype': 'F32', 'shape': [4], 'data_offsets': [4, 20]}}", 0, 20, "a",
-      "gap of 4 bytes after the start of the data section");
+      "leave a gap of 4 bytes at the start of the data section");
   BAD("{'a': {'dtype': 'F32', 'shape': [4], 'data_offsets': [0, 16]}, 'z': {'dtype': 'F32', 'shape': [0], 'data_offsets': [8, 8]}}",
       0, 16, "z", "overlap tensor 'a'");
   BAD("{'a': {'dtype': 'F32', 'shape': [4], 'data_offsets': [0, 16]}}", 0, 20, NULL,

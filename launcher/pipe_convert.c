@@ -1,0 +1,118 @@
+/* pipe_convert: checkpoints to other layouts, without MPI or the training data.
+ *   pipe_convert CKPT OUT.safetensors [--with-optimizer]
+ *       one sequential safetensors file (an nn.Sequential-style state dict); with
+ *       --with-optimizer also OUT.optimizer.safetensors
+ *   pipe_convert CKPT --stages N --out DIR [--set KEY=VALUE ...]
+ *       the same checkpoint re-split for N stages (loadable with pipe_train --load DIR)
+ * Exit codes: 0 success, 2 bad input, 1 other failures. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "partition/plan.h"
+#include "runtime/checkpoint.h"
+#include "runtime/error.h"
+#include "runtime/safetensors.h"
+
+typedef struct {
+  const char *ckpt, *out_file, *out_dir;
+  int stages, with_optimizer;
+  const char *sets[64];
+  int n_sets;
+} convert_args;
+
+static void parse(int argc, char **argv, convert_args *a) {
+  memset(a, 0, sizeof *a);
+  for (int i = 1; i < argc; i++) {
+    const char *s = argv[i];
+    int has_value = i + 1 < argc;
+    if (!strcmp(s, "--with-optimizer")) a->with_optimizer = 1;
+    else if (!strcmp(s, "--stages") && has_value) a->stages = atoi(argv[++i]);
+    else if (!strcmp(s, "--out") && has_value) a->out_dir = argv[++i];
+    else if (!strcmp(s, "--set") && has_value && a->n_sets < 63) a->sets[a->n_sets++] = argv[++i];
+    else if (s[0] == '-') pt_fail_input("unknown or incomplete option '%s'; usage: pipe_convert "
+                                        "CKPT OUT.safetensors [--with-optimizer] | pipe_convert "
+                                        "CKPT --stages N --out DIR", s);
+    else if (!a->ckpt) a->ckpt = s;
+    else if (!a->out_file) a->out_file = s;
+    else pt_fail_input("unexpected argument '%s'", s);
+  }
+  if (!a->ckpt) pt_fail_input("usage: pipe_convert CKPT OUT.safetensors [--with-optimizer] | "
+                              "pipe_convert CKPT --stages N --out DIR");
+  if (!!a->out_file == !!a->out_dir)
+    pt_fail_input("give either OUT.safetensors or --stages N --out DIR");
+  if (a->out_dir && a->stages < 1) pt_fail_input("--out needs --stages N (N >= 1)");
+}
+
+/* The checkpoint's own spec with its --set options, then ours. */
+static void load_spec(pt_checkpoint *c, const convert_args *a, pt_spec *spec, pt_spec_source *src,
+                      const char **over) {
+  int n = checkpoint_spec_overrides(c, over, 128);
+  static char stages[64];
+  for (int i = 0; i < a->n_sets && n < 190; i++) over[n++] = a->sets[i];
+  if (a->out_dir) {
+    snprintf(stages, sizeof stages, "pipeline.stages=%d", a->stages);
+    over[n++] = stages;
+  }
+  const char *text = checkpoint_spec_text(c);
+  if (!text) pt_fail_input("%s/manifest.json: no spec recorded", c->dir);
+  spec_errors e = {0};
+  spec_set_resolve_data(0); /* converting needs the model, not the data */
+  if (spec_load_text(text, strlen(text), checkpoint_spec_origin(c), over, n, spec, &e) != 0)
+    pt_fail_input("%s", e.msg);
+  *src = (pt_spec_source){text, checkpoint_spec_origin(c), over, n};
+}
+
+static void write_resplit(const pt_model *m, const pt_optimizer *o, const pt_spec_source *src,
+                          const char *dir, int64_t step) {
+  pt_plan plan;
+  spec_errors e = {0};
+  char err[1024];
+  if (plan_build(&plan, m, &e) != 0) pt_fail_input("%s", e.msg);
+  ckpt_stage_files *files = pt_calloc((size_t)plan.n_stages, sizeof *files);
+  if (checkpoint_make_dir(dir, err, sizeof err) != 0) pt_fatal("%s", err);
+  for (int s = 0; s < plan.n_stages; s++)
+    if (checkpoint_write_stage(dir, m, o, s, plan.bounds[s], plan.bounds[s + 1], &files[s], err,
+                               sizeof err) != 0)
+      pt_fatal("%s", err);
+  if (checkpoint_write_manifest(dir, m, src, step, o->t, plan.n_stages, plan.data_parallel,
+                                plan.bounds, files, err, sizeof err) != 0)
+    pt_fatal("%s", err);
+  printf("pipe_convert: wrote %s (%d stages, partition %s)\n", dir, plan.n_stages, plan.method);
+  free(files);
+  plan_free(&plan);
+}
+
+int main(int argc, char **argv) {
+  convert_args a;
+  parse(argc, argv, &a);
+  pt_checkpoint c;
+  char err[1024];
+  if (checkpoint_open(&c, a.ckpt, err, sizeof err) != 0) pt_fail_input("%s", err);
+  pt_spec spec;
+  pt_spec_source src;
+  const char *over[200];
+  load_spec(&c, &a, &spec, &src, over);
+  pt_model m;
+  spec_errors e = {0};
+  if (model_configure(&m, &spec, &e) != 0) pt_fail_input("%s", e.msg);
+  model_alloc(&m, 0, m.n_layers);
+  pt_optimizer o;
+  int need_opt = a.with_optimizer || a.out_dir;
+  if (need_opt) optimizer_init(&o, &spec.train, m.n_floats);
+  if (checkpoint_load(&c, &m, need_opt ? &o : NULL, err, sizeof err) != 0) pt_fail_input("%s", err);
+  if (a.out_file) {
+    if (checkpoint_write_sequential(&m, need_opt ? &o : NULL, a.out_file, c.step, err,
+                                    sizeof err) != 0)
+      pt_fatal("%s", err);
+    printf("pipe_convert: wrote %s (%d tensors, step %lld)\n", a.out_file, m.n_tensors,
+           (long long)c.step);
+  } else {
+    write_resplit(&m, &o, &src, a.out_dir, c.step);
+  }
+  if (need_opt) optimizer_free(&o);
+  model_free(&m);
+  spec_free(&spec);
+  checkpoint_close(&c);
+  return 0;
+}
