@@ -207,6 +207,16 @@ int checkpoint_write_manifest(const char *dir, const pt_model *m, const pt_spec_
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "format", CKPT_FORMAT);
   cJSON_AddNumberToObject(o, "step", (double)step);
+  char hash[32];
+  snprintf(hash, sizeof hash, "%016llx", (unsigned long long)m->spec->hash);
+  cJSON_AddStringToObject(o, "spec_hash", hash);
+  /* Training has no random state beyond the seed: initialisation is a counter-based function
+   * of (seed, layer, element) and the data position a function of the step, so the next step
+   * and the seed are the whole RNG and data state. */
+  cJSON *data = cJSON_AddObjectToObject(o, "data");
+  cJSON_AddNumberToObject(data, "next_step", (double)step);
+  cJSON *rng = cJSON_AddObjectToObject(o, "rng");
+  cJSON_AddNumberToObject(rng, "seed", (double)m->spec->train.seed);
   cJSON *opt = cJSON_AddObjectToObject(o, "optimizer");
   cJSON_AddStringToObject(opt, "name", m->spec->train.optimizer);
   cJSON_AddNumberToObject(opt, "t", (double)opt_t);

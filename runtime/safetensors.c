@@ -1,7 +1,7 @@
 /* runtime/safetensors.c: safetensors reading (validated before use) and atomic writing.
  *
- * Reading: the 8-byte header length, then the header (no NUL bytes, valid UTF-8, a JSON object
- * starting with '{' and followed only by whitespace), then every entry (dtype known, shape of
+ * Reading: the 8-byte header length, then the header (no NUL bytes nor backslash-u0000 escapes,
+ * valid UTF-8, a JSON object starting with '{' and followed only by whitespace), then every entry (dtype known, shape of
  * non-negative integers, data_offsets [begin, end] with end - begin == numel * dtype size), then
  * the layout (duplicate names, offsets inside the data section, no overlap, no gap, the data
  * section exactly covered). Unknown fields inside an entry are ignored (as the reference
@@ -365,6 +365,12 @@ static int parse_header(const ctx_t *c, st_file *f, const char *buf, uint64_t n,
   if (nul) return fail(c, NULL, "header has a NUL byte at offset %td", nul - buf);
   int64_t bad = utf8_invalid_at((const unsigned char *)buf, n);
   if (bad >= 0) return fail(c, NULL, "header is not valid UTF-8 (byte %" PRId64 " of the header)", bad);
+  for (uint64_t i = 0; i + 1 < n; i++) /* backslashes only occur in JSON strings */
+    if (buf[i] == '\\') {
+      if (buf[i + 1] == 'u' && i + 6 <= n && !memcmp(buf + i + 2, "0000", 4))
+        return fail(c, NULL, "header has a \\u0000 escape (a NUL character) in a string at byte %" PRIu64, i);
+      i++; /* skip the escaped character */
+    }
   if (buf[0] != '{') {
     printable(snip, sizeof snip, buf, 20);
     return fail(c, NULL, "header is not a JSON object: it starts with '%s' instead of '{'", snip);

@@ -259,6 +259,8 @@ static void test_header_failures(void) {
   CHECK(open_fails(path, NULL, "not valid UTF-8"), "invalid UTF-8");
   craft_raw(path, 10, "{\"\xed\xa0\x80\":1} ", 10, 0);
   CHECK(open_fails(path, NULL, "not valid UTF-8"), "UTF-16 surrogate in UTF-8");
+  BAD("{'a\\u0000b': {'dtype': 'F32', 'shape': [1], 'data_offsets': [0, 4]}}", 0, 4, NULL, "u0000 escape");
+  GOOD("{'a\\\\u0000b': {'dtype': 'F32', 'shape': [1], 'data_offsets': [0, 4]}}", 0, 4); /* an escaped backslash */
   BAD("{'a': {'dtype': 'F32',", 0, 0, NULL, "not valid JSON");
   BAD("{'a': {'dtype': 'F32', 'shape': [1], 'data_offsets': [0, 4]}}}", 0, 4, NULL, "text after the JSON");
   BAD("{}x", 5, 0, NULL, "text after the JSON");
