@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# roundtrip.sh PIPE_TRAIN PIPE_CONVERT: checkpoints resume exactly, under the same layout and
+# under others, and pipe_convert's outputs hold exactly what the run that saved them trained.
+#
+# Every run trains tests/pipeline/gate.yaml with its train.steps (20): an "interrupted" run is
+# one that resumes from a periodic checkpoint (train.checkpoint every N) of a full-length run,
+# so the cosine schedule is the one of the uninterrupted reference.
+#   (a) reference: sequential, 20 steps (metrics, --dump-params)
+#   (b) P=4 with checkpoints every 5 (keep 3): matches the reference; pruning kept 10/15/20;
+#       resuming P=4 from step 10 gives the reference's losses 11..20 bitwise and the
+#       uninterrupted P=4 run's parameters bitwise; --load ROOT picks the newest (step 20)
+#   (c) across layouts: P=4 step 10 -> sequential (to its step-15 checkpoint) -> P=2 (to its
+#       step-18 checkpoint) -> 4 stages x 2 replicas (8 ranks) to 20; each leg's losses within
+#       1e-6 of the reference (the dp=2 leg: of a sequential dp=2 run from the same checkpoint);
+#       a dp=2 checkpoint loads back into one process unchanged
+#   (d) pipe_convert: CKPT -> one safetensors file (read here with struct/json), bitwise equal to
+#       the saving run's --dump-params, tie metadata; --with-optimizer; --stages 3 --out DIR
+#       resumed by mpirun -np 3 matches the reference
+set -euo pipefail
+pipe_train=$(realpath "$1") pipe_convert=$(realpath "$2")
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../.."
+spec=tests/pipeline/gate.yaml
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+start=$SECONDS
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+say() { echo "== $*"; }
+seq_run() { timeout 120 "$pipe_train" "$spec" --sequential --quiet "$@" || fail "pipe_train --sequential $* exited $?"; }
+mpi_run() {
+  local np=$1
+  shift
+  timeout 120 mpirun -np "$np" --oversubscribe "$pipe_train" "$spec" --quiet "$@" ||
+    fail "mpirun -np $np pipe_train $* exited $?"
+}
+ck() { python3 "$work/ck.py" "$@" || fail "check failed: ck.py $*"; }
+
+cat >"$work/ck.py" <<'EOF'
+import json, struct, sys, os
+sys.path.insert(0, "tests/pipeline")
+from compare_runs import read_dump
+
+def die(msg):
+    print("  " + msg)
+    sys.exit(1)
+
+def losses(path):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(path))}
+
+def dump(prefix, ranks):
+    """name -> (tied, values) over ranks; the first rank holding a name wins (a tie's owner)."""
+    out = {}
+    for r in range(ranks):
+        for name, tv in read_dump(f"{prefix}.{r}.bin").items():
+            out.setdefault(name, tv)
+    return out
+
+def read_st(path):
+    data = open(path, "rb").read()
+    (n,) = struct.unpack_from("<Q", data, 0)
+    if 8 + n > len(data):
+        die(f"{path}: header length {n} past the end")
+    header = json.loads(data[8:8 + n].decode())
+    meta = header.pop("__metadata__", {})
+    body = data[8 + n:]
+    if (8 + n) % 8:
+        die(f"{path}: data section starts at {8 + n}, not a multiple of 8")
+    tensors, spans = {}, []
+    for name, t in header.items():
+        b, e = t["data_offsets"]
+        numel = 1
+        for d in t["shape"]:
+            numel *= d
+        if t["dtype"] != "F32" or e - b != 4 * numel or e > len(body):
+            die(f"{path}: tensor {name}: bad entry {t}")
+        spans.append((b, e))
+        tensors[name] = (t["shape"], body[b:e])
+    spans.sort()
+    pos = 0
+    for b, e in spans:
+        if b != pos:
+            die(f"{path}: gap or overlap at byte {pos}")
+        pos = e
+    if pos != len(body):
+        die(f"{path}: data section is {len(body)} bytes, tensors cover {pos}")
+    return tensors, meta
+
+def cmp_losses(ref, run, first, last, tol, label):
+    a, b = losses(ref), losses(run)
+    want = list(range(int(first), int(last) + 1))
+    if sorted(b) != want:
+        die(f"{label}: steps {sorted(b)}, expected {first}..{last}")
+    tol = float(tol)
+    worst = 0.0
+    for s in want:
+        d = abs(a[s] - b[s])
+        worst = max(worst, d / abs(a[s]))
+        if (tol == 0 and a[s] != b[s]) or d > tol * abs(a[s]):
+            die(f"{label}: step {s}: loss {b[s]!r}, reference {a[s]!r} (diff {d:.3g})")
+    kind = "bitwise" if tol == 0 else f"within {tol:g} relative"
+    print(f"  {label}: losses of steps {first}..{last} {kind} (max relative diff {worst:.3g})")
+
+def cmp_params(ref_prefix, ref_ranks, run_prefix, run_ranks, label):
+    """compare_runs.py's rule: untied tensors bitwise, tied ones within 1e-6 of the largest."""
+    ref, seen, worst = dump(ref_prefix, int(ref_ranks)), set(), 0.0
+    for r in range(int(run_ranks)):
+        for name, (tied, vals) in read_dump(f"{run_prefix}.{r}.bin").items():
+            seen.add(name)
+            if name not in ref:
+                die(f"{label}: rank {r}: {name} not in the reference")
+            want = ref[name][1]
+            if len(vals) != len(want):
+                die(f"{label}: rank {r}: {name}: {len(vals)} values, reference {len(want)}")
+            if tied:
+                scale = max(1e-30, max(abs(v) for v in want))
+                d = max(abs(x - y) for x, y in zip(vals, want))
+                worst = max(worst, d / scale)
+                if d > 1e-6 * scale:
+                    die(f"{label}: rank {r}: tied {name} differs by {d:.3g} (scale {scale:.3g})")
+            elif vals.tobytes() != want.tobytes():
+                n = sum(1 for x, y in zip(vals, want) if x != y)
+                die(f"{label}: rank {r}: {name}: {n} of {len(want)} values not bitwise equal")
+    if set(ref) - seen:
+        die(f"{label}: tensors held by no rank: {sorted(set(ref) - seen)[:5]}")
+    print(f"  {label}: {len(seen)} tensors equal (untied bitwise, tied max rel diff {worst:.3g})")
+
+def manifest(d):
+    return json.load(open(os.path.join(d, "manifest.json")))
+
+def check_ckpt(d, step, stages, dp):
+    m = manifest(d)
+    lay = m["layout"]
+    if m["format"] != "pipetrain-checkpoint/1" or m["step"] != int(step) or \
+       m["optimizer"]["t"] != int(step) or lay["stages"] != int(stages) or \
+       lay["data_parallel"] != int(dp) or len(lay["bounds"]) != int(stages) + 1:
+        die(f"{d}: manifest says format {m['format']}, step {m['step']}, t {m['optimizer']['t']}, "
+            f"layout {lay}; expected step {step}, {stages} stages x {dp}")
+    want = sorted([f"model-s{s:03d}.safetensors" for s in range(int(stages))] +
+                  [f"optim-s{s:03d}.safetensors" for s in range(int(stages))])
+    names = sorted(f["name"] for f in m["files"])
+    if names != want or sorted(os.listdir(d)) != sorted(want + ["manifest.json"]):
+        die(f"{d}: files {names} / on disk {sorted(os.listdir(d))}, expected {want}")
+    import zlib
+    for f in m["files"]:
+        blob = open(os.path.join(d, f["name"]), "rb").read()
+        if zlib.crc32(blob) != f["crc32"] or len(blob) != f["bytes"]:
+            die(f"{d}/{f['name']}: crc32/bytes {zlib.crc32(blob)}/{len(blob)}, manifest "
+                f"{f['crc32']}/{f['bytes']}")
+    print(f"  {d}: step {step}, {stages} stage(s) x {dp}, {len(m['files'])} files, CRC-32 and sizes match")
+
+def ckpt_tensors(d, kind):
+    """name -> bytes over a checkpoint's model- or optim- files."""
+    out = {}
+    for f in sorted(os.listdir(d)):
+        if f.startswith(kind + "-s"):
+            for name, (shape, blob) in read_st(os.path.join(d, f))[0].items():
+                if name in out:
+                    die(f"{d}: {name} stored twice")
+                out[name] = (shape, blob)
+    return out
+
+def check_convert(out, ckpt, dump_prefix, ranks):
+    tensors, meta = read_st(out)
+    m = manifest(ckpt)
+    if set(tensors) != set(m["tensors"]):
+        die(f"{out}: tensors {sorted(set(tensors) ^ set(m['tensors']))[:5]} differ from the manifest")
+    ref = dump(dump_prefix, int(ranks))
+    if set(ref) != set(tensors):
+        die(f"{out}: tensor names differ from the dump: {sorted(set(ref) ^ set(tensors))[:5]}")
+    for name, (shape, blob) in tensors.items():
+        if shape != m["tensors"][name]["shape"]:
+            die(f"{out}: {name}: shape {shape}, manifest {m['tensors'][name]['shape']}")
+        if blob != ref[name][1].tobytes():
+            die(f"{out}: {name} is not bitwise equal to the saving run's dump")
+    if meta.get("format") != "pipetrain-sequential/1" or meta.get("step") != str(m["step"]):
+        die(f"{out}: metadata {meta}")
+    ties = {f"tied.{g[0]}": ",".join(g[1:]) for g in m["ties"].values()}
+    got = {k: v for k, v in meta.items() if k.startswith("tied.")}
+    if got != ties or not ties:
+        die(f"{out}: tie metadata {got}, expected {ties} (from the manifest's ties {m['ties']})")
+    for g in m["ties"].values():
+        if g[0] not in tensors or any(n in tensors for n in g[1:]):
+            die(f"{out}: tie group {g}: not stored exactly once under its first owner")
+    print(f"  {out}: {len(tensors)} tensors bitwise equal to the dump, shapes as in the manifest, "
+          f"ties {got}, step {meta['step']}")
+
+def check_optim(out, ckpt):
+    tensors, meta = read_st(out)
+    want = ckpt_tensors(ckpt, "optim")
+    model = manifest(ckpt)["tensors"]
+    names = {f"{k}.{s}" for k in model for s in ("exp_avg", "exp_avg_sq")}
+    if set(tensors) != names or set(want) != names:
+        die(f"{out}: names differ from <tensor>.exp_avg/.exp_avg_sq of the manifest's tensors")
+    for name, (shape, blob) in tensors.items():
+        if (shape, blob) != want[name]:
+            die(f"{out}: {name} differs from the checkpoint's optimizer state")
+    print(f"  {out}: {len(tensors)} exp_avg/exp_avg_sq tensors bitwise equal to the checkpoint's "
+          f"optim-s*.safetensors (metadata {meta})")
+
+def steps_in(root, *want):
+    got = sorted(os.listdir(root))
+    exp = [f"step-{int(s):08d}" for s in want]
+    if got != exp:
+        die(f"{root}: holds {got}, expected {exp}")
+    print(f"  {root}: holds {got}")
+
+def differ(a, b, step, label):
+    x, y = losses(a)[int(step)], losses(b)[int(step)]
+    if x == y:
+        die(f"{label}: step {step} losses are equal ({x!r}): the change had no effect")
+    print(f"  {label}: step {step} loss {y!r} vs {x!r} (different, as it should be)")
+
+globals()[sys.argv[1]](*sys.argv[2:])
+EOF
+
+say "(a) reference: sequential, 20 steps"
+seq_run --metrics "$work/ref.jsonl" --dump-params "$work/ref"
+
+say "(b) P=4, checkpoints every 5 (keep 3), then an exact resume from step 10"
+mpi_run 4 --set pipeline.stages=4 --set "train.checkpoint={dir: $work/p4ck, every: 5, keep: 3}" \
+  --metrics "$work/p4.jsonl" --dump-params "$work/p4"
+ck cmp_losses "$work/ref.jsonl" "$work/p4.jsonl" 1 20 0 "P=4 uninterrupted vs sequential"
+ck cmp_params "$work/ref" 1 "$work/p4" 4 "P=4 uninterrupted vs sequential"
+ck steps_in "$work/p4ck" 10 15 20
+for s in 10 15 20; do ck check_ckpt "$work/p4ck/step-000000$s" "$s" 4 1; done
+mpi_run 4 --set pipeline.stages=4 --load "$work/p4ck/step-00000010" \
+  --metrics "$work/p4r.jsonl" --dump-params "$work/p4r"
+ck cmp_losses "$work/ref.jsonl" "$work/p4r.jsonl" 11 20 0 "P=4 resumed at 10 vs sequential"
+ck cmp_params "$work/ref" 1 "$work/p4r" 4 "P=4 resumed at 10 vs sequential"
+for r in 0 1 2 3; do
+  cmp -s "$work/p4.$r.bin" "$work/p4r.$r.bin" ||
+    fail "rank $r: the resumed P=4 run's parameters are not bitwise those of the uninterrupted run"
+done
+echo "  P=4 resumed at 10: every rank's parameters (tied copies too) bitwise equal to the uninterrupted P=4 run"
+seq_run --load "$work/p4ck" --metrics "$work/none.jsonl" --dump-params "$work/p4load"
+[[ ! -s "$work/none.jsonl" ]] || fail "--load of the checkpoint root did not pick step 20 (it trained: $(head -c 200 "$work/none.jsonl"))"
+ck cmp_params "$work/p4" 4 "$work/p4load" 1 "--load ROOT (newest: step 20) into one process vs P=4's own"
+
+say "(c) across layouts: P=4@10 -> sequential -> P=2 -> 4 stages x 2 replicas"
+seq_run --load "$work/p4ck/step-00000010" --set "train.checkpoint={dir: $work/seqck, every: 5, keep: 2}" \
+  --metrics "$work/seq.jsonl"
+ck cmp_losses "$work/ref.jsonl" "$work/seq.jsonl" 11 20 1e-6 "sequential resumed from P=4@10"
+ck check_ckpt "$work/seqck/step-00000015" 15 1 1
+mpi_run 2 --set pipeline.stages=2 --load "$work/seqck/step-00000015" \
+  --set "train.checkpoint={dir: $work/p2ck, every: 3, keep: 1}" \
+  --metrics "$work/p2.jsonl" --dump-params "$work/p2"
+ck cmp_losses "$work/ref.jsonl" "$work/p2.jsonl" 16 20 1e-6 "P=2 resumed from sequential@15"
+ck cmp_params "$work/ref" 1 "$work/p2" 2 "P=2 resumed from sequential@15 vs sequential"
+ck steps_in "$work/p2ck" 18
+ck check_ckpt "$work/p2ck/step-00000018" 18 2 1
+# dp changes the global batch: the reference for this leg is a sequential dp=2 run from the
+# same checkpoint (sequential dp=2 equals the pipelined dp=2 run, as in the dp gate).
+seq_run --set pipeline.data_parallel=2 --load "$work/p2ck/step-00000018" \
+  --metrics "$work/refdp2.jsonl" --dump-params "$work/refdp2"
+mpi_run 8 --set pipeline.stages=4 --set pipeline.data_parallel=2 --load "$work/p2ck" \
+  --metrics "$work/p8.jsonl" --dump-params "$work/p8" --save "$work/p8save"
+ck cmp_losses "$work/refdp2.jsonl" "$work/p8.jsonl" 19 20 1e-6 "4x2 ranks resumed from P=2@18 vs sequential dp=2"
+ck cmp_params "$work/refdp2" 1 "$work/p8" 8 "4x2 ranks resumed from P=2@18 vs sequential dp=2"
+ck differ "$work/ref.jsonl" "$work/p8.jsonl" 19 "dp=2 vs dp=1"
+ck check_ckpt "$work/p8save" 20 4 2
+seq_run --load "$work/p8save" --metrics "$work/none2.jsonl" --dump-params "$work/p8load"
+[[ ! -s "$work/none2.jsonl" ]] || fail "loading the step-20 checkpoint trained further"
+ck cmp_params "$work/p8" 8 "$work/p8load" 1 "dp=2 checkpoint loaded into one process vs the 4x2 run"
+
+say "(d) pipe_convert"
+ck_dir="$work/p4ck/step-00000020"
+"$pipe_convert" "$ck_dir" "$work/full.safetensors" || fail "pipe_convert $ck_dir OUT exited $?"
+ck check_convert "$work/full.safetensors" "$ck_dir" "$work/p4" 4
+[[ ! -e "$work/full.optimizer.safetensors" ]] || fail "pipe_convert wrote an optimizer file without --with-optimizer"
+"$pipe_convert" "$ck_dir" "$work/full2.safetensors" --with-optimizer ||
+  fail "pipe_convert --with-optimizer exited $?"
+cmp -s "$work/full.safetensors" "$work/full2.safetensors" ||
+  fail "the model file written with --with-optimizer differs from the one without"
+ck check_optim "$work/full2.optimizer.safetensors" "$ck_dir"
+ls "$work" | grep -q tmp && fail "pipe_convert left temporary files: $(ls "$work" | grep tmp)"
+"$pipe_convert" "$work/p4ck/step-00000010" --stages 3 --out "$work/p3ck" ||
+  fail "pipe_convert --stages 3 exited $?"
+ck check_ckpt "$work/p3ck" 10 3 1
+mpi_run 3 --set pipeline.stages=3 --load "$work/p3ck" --metrics "$work/p3.jsonl" --dump-params "$work/p3"
+ck cmp_losses "$work/ref.jsonl" "$work/p3.jsonl" 11 20 1e-6 "P=3 from pipe_convert --stages 3 of P=4@10"
+ck cmp_params "$work/ref" 1 "$work/p3" 3 "P=3 from pipe_convert --stages 3 vs sequential"
+
+echo "checkpoint roundtrip: all checks passed in $((SECONDS - start)) s"
