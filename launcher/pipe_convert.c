@@ -70,7 +70,7 @@ static void write_resplit(const pt_model *m, const pt_optimizer *o, const pt_spe
   char err[1024];
   if (plan_build(&plan, m, &e) != 0) pt_fail_input("%s", e.msg);
   ckpt_stage_files *files = pt_calloc((size_t)plan.n_stages, sizeof *files);
-  if (checkpoint_make_dir(dir, err, sizeof err) != 0) pt_fatal("%s", err);
+  if (checkpoint_begin_save(dir, err, sizeof err) != 0) pt_fatal("%s", err);
   for (int s = 0; s < plan.n_stages; s++)
     if (checkpoint_write_stage(dir, m, o, s, plan.bounds[s], plan.bounds[s + 1], &files[s], err,
                                sizeof err) != 0)
@@ -78,6 +78,7 @@ static void write_resplit(const pt_model *m, const pt_optimizer *o, const pt_spe
   if (checkpoint_write_manifest(dir, m, src, step, o->t, plan.n_stages, plan.data_parallel,
                                 plan.bounds, files, err, sizeof err) != 0)
     pt_fatal("%s", err);
+  checkpoint_end_save(dir);
   printf("pipe_convert: wrote %s (%d stages, partition %s)\n", dir, plan.n_stages, plan.method);
   free(files);
   plan_free(&plan);

@@ -51,6 +51,11 @@ int checkpoint_write_manifest(const char *dir, const pt_model *m, const pt_spec_
                               size_t errsz);
 /* Creates dir (and parents) if needed. */
 int checkpoint_make_dir(const char *dir, char *err, size_t errsz);
+/* Before writing a checkpoint into dir: a complete checkpoint already there is renamed, whole,
+ * to dir.previous (loading dir falls back to it until the new manifest exists), then dir is
+ * created. After the new manifest is written, checkpoint_end_save removes dir.previous. */
+int checkpoint_begin_save(const char *dir, char *err, size_t errsz);
+void checkpoint_end_save(const char *dir);
 /* DIR/step-NNNNNNNN for periodic checkpoints. */
 void checkpoint_step_dir(const char *root, int64_t step, char *out, size_t outsz);
 /* Removes all but the `keep` newest complete step-* checkpoints under root (an incomplete one
@@ -71,8 +76,9 @@ typedef struct {
   char optimizer[16];
 } pt_checkpoint;
 
-/* Opens a checkpoint: path is a checkpoint directory, or a directory of step-* checkpoints (the
- * newest complete one is used). Validates the manifest. Returns 0 or -1 with err. */
+/* Opens a checkpoint: path is a checkpoint directory (or, when a save into it was interrupted,
+ * the path.previous it set aside), or a directory of step-* checkpoints (the newest complete
+ * one is used). Validates the manifest. Returns 0 or -1 with err. */
 int checkpoint_open(pt_checkpoint *c, const char *path, char *err, size_t errsz);
 void checkpoint_close(pt_checkpoint *c);
 /* The spec the checkpoint was trained with (text, origin, overrides as stored). */

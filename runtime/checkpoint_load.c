@@ -42,6 +42,8 @@ static int resolve_dir(const char *path, char *out, size_t outsz, char *err, siz
   char m[4400];
   snprintf(m, sizeof m, "%s/manifest.json", path);
   if (exists(m)) return snprintf(out, outsz, "%s", path), 0;
+  snprintf(m, sizeof m, "%s.previous/manifest.json", path); /* a save into path was cut short */
+  if (exists(m)) return snprintf(out, outsz, "%s.previous", path), 0;
   DIR *d = opendir(path);
   if (!d) {
     snprintf(err, errsz, "%s: no such checkpoint: %s", path, strerror(errno));

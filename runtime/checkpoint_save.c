@@ -237,6 +237,61 @@ int checkpoint_write_manifest(const char *dir, const pt_model *m, const pt_spec_
   return rc;
 }
 
+/* The manifest goes first: a directory left half-deleted by a crash is then an incomplete
+ * checkpoint (never loaded), not a complete-looking one with files missing. */
+static void remove_dir(const char *dir) {
+  char path[4400 + 512];
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  unlink(path);
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    int w = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (w > 0 && (size_t)w < sizeof path) unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+static int manifest_exists(const char *dir) {
+  char path[4400];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  return stat(path, &st) == 0;
+}
+
+/* Parent directory of path ("." when it has none), for the fsync that makes a rename durable. */
+static void parent_of(const char *path, char *out, size_t outsz) {
+  snprintf(out, outsz, "%s", path);
+  char *slash = strrchr(out, '/');
+  if (!slash) snprintf(out, outsz, ".");
+  else if (slash == out) out[1] = '\0';
+  else *slash = '\0';
+}
+
+int checkpoint_begin_save(const char *dir, char *err, size_t errsz) {
+  if (manifest_exists(dir)) { /* never write over a complete checkpoint: set it aside whole */
+    char prev[4400], parent[4400];
+    snprintf(prev, sizeof prev, "%s.previous", dir);
+    remove_dir(prev);
+    if (rename(dir, prev) != 0) {
+      snprintf(err, errsz, "%s: cannot set the existing checkpoint aside: %s", dir, strerror(errno));
+      return -1;
+    }
+    parent_of(dir, parent, sizeof parent);
+    fsync_dir(parent);
+  }
+  return checkpoint_make_dir(dir, err, errsz);
+}
+
+void checkpoint_end_save(const char *dir) {
+  char prev[4400];
+  snprintf(prev, sizeof prev, "%s.previous", dir);
+  remove_dir(prev);
+}
+
 static int is_step_dir(const char *name, long long *step) {
   char tail;
   return sscanf(name, "step-%lld%c", step, &tail) == 1;
@@ -247,20 +302,6 @@ static int has_manifest(const char *root, const char *name) {
   struct stat st;
   snprintf(path, sizeof path, "%s/%s/manifest.json", root, name);
   return stat(path, &st) == 0;
-}
-
-static void remove_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  char path[4400 + 512];
-  while ((e = readdir(d))) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    int w = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    if (w > 0 && (size_t)w < sizeof path) unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
 }
 
 void checkpoint_prune(const char *root, int keep) {

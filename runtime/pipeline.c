@@ -342,7 +342,7 @@ int pipeline_load(pt_pipeline *p, const char *path, char *err, size_t errsz) {
 
 void pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src) {
   char err[1024];
-  if (p->rank == 0 && checkpoint_make_dir(dir, err, sizeof err) != 0) pt_fatal("%s", err);
+  if (p->rank == 0 && checkpoint_begin_save(dir, err, sizeof err) != 0) pt_fatal("%s", err);
   comm_barrier(comm_world());
   ckpt_stage_files mine;
   memset(&mine, 0, sizeof mine);
@@ -367,6 +367,7 @@ void pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src) {
     if (checkpoint_write_manifest(dir, &p->model, src, p->step, p->opt.t, p->P, p->dp,
                                   p->plan.bounds, files, err, sizeof err) != 0)
       pt_fatal("saving the checkpoint: %s", err);
+    checkpoint_end_save(dir);
     free(files);
   }
   free(counts);

@@ -134,10 +134,12 @@ int trainer_save(pt_trainer *t, const char *dir, const pt_spec_source *src, char
                  size_t errsz) {
   ckpt_stage_files files;
   int bounds[2] = {0, t->model.n_layers};
-  if (checkpoint_make_dir(dir, err, errsz) != 0 ||
+  if (checkpoint_begin_save(dir, err, errsz) != 0 ||
       checkpoint_write_stage(dir, &t->model, &t->opt, 0, 0, t->model.n_layers, &files, err,
-                             errsz) != 0)
+                             errsz) != 0 ||
+      checkpoint_write_manifest(dir, &t->model, src, t->step, t->opt.t, 1, 1, bounds, &files,
+                                err, errsz) != 0)
     return -1;
-  return checkpoint_write_manifest(dir, &t->model, src, t->step, t->opt.t, 1, 1, bounds, &files,
-                                   err, errsz);
+  checkpoint_end_save(dir);
+  return 0;
 }

@@ -10,6 +10,7 @@ packages=(
   zlib1g-dev                       # checksums (checkpoints)
   libopenmpi-dev openmpi-bin       # MPI: the pipeline's process launch and CPU transport
   python3                          # test helpers: metrics and data checks
+  strace                           # the kill-during-save test stops a save at exact points
 )
 missing=()
 for p in "${packages[@]}"; do
