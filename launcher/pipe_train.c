@@ -13,6 +13,8 @@
 #include "comm/comm.h"
 #include "runtime/gemm_rate.h"
 #include "runtime/param_dump.h"
+#include "runtime/schedule_svg.h"
+#include "runtime/trace_write.h"
 #include "runtime/pipeline.h"
 #include "runtime/error.h"
 #include "runtime/train.h"
@@ -27,6 +29,7 @@ typedef struct {
   const char *metrics_path;
   const char *dump_prefix;
   const char *save_dir, *load_path, *gather_path;
+  const char *trace_path, *trace_steps, *svg_path;
   pt_spec_source src; /* what checkpoints record of the spec */
 } cli_args;
 
@@ -40,6 +43,9 @@ static void usage(FILE *f) {
           "  --quiet             no per-step lines on stdout\n"
           "  --plan [--json]     print the stage plan (layers, memory, time per stage) and exit\n"
           "  --print-schedule    print every stage's action list for one step and exit\n"
+          "                      (--svg FILE also draws it as a picture)\n"
+          "  --trace FILE        write a Chrome trace (Perfetto, chrome://tracing) of the run\n"
+          "  --trace-steps A:B   only steps A..B in the trace (default: all)\n"
           "  --load CKPT         start from a checkpoint (written under any layout) at its step\n"
           "  --save DIR          write a checkpoint to DIR at the end of the run\n"
           "  --gather FILE       at the end, write the whole model to one safetensors FILE\n"
@@ -76,6 +82,12 @@ static void parse_args(int argc, char **argv, cli_args *a) {
       a->metrics_path = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--save")) {
       a->save_dir = option_value(argc, argv, &i);
+    } else if (!strcmp(s, "--trace")) {
+      a->trace_path = option_value(argc, argv, &i);
+    } else if (!strcmp(s, "--trace-steps")) {
+      a->trace_steps = option_value(argc, argv, &i);
+    } else if (!strcmp(s, "--svg")) {
+      a->svg_path = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--gather")) {
       a->gather_path = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--load")) {
@@ -94,6 +106,11 @@ static void parse_args(int argc, char **argv, cli_args *a) {
     }
   }
   if (a->json && !a->plan) pt_fail_input("--json goes with --plan");
+  if (a->svg_path && !a->print_schedule) pt_fail_input("--svg goes with --print-schedule");
+  int64_t first, last;
+  if (trace_parse_window(a->trace_steps, &first, &last) != 0)
+    pt_fail_input("--trace-steps '%s': expected A:B with 1 <= A <= B, e.g. 3:5", a->trace_steps);
+  if (a->trace_steps && !a->trace_path) pt_fail_input("--trace-steps goes with --trace FILE");
   if (!a->spec_path)
     pt_fail_input("no spec file given; try: pipe_train examples/default.yaml (or --help)");
 }
@@ -168,7 +185,7 @@ static int print_plan(const pt_spec *spec, int json) {
   return 0;
 }
 
-static void print_schedule(const pt_spec *spec) {
+static void print_schedule(const pt_spec *spec, const char *svg) {
   pt_schedule sch;
   char err[256];
   if (schedule_build(&sch, spec->pipeline.schedule, (int)spec->pipeline.stages,
@@ -176,6 +193,7 @@ static void print_schedule(const pt_spec *spec) {
     pt_fail_input("unknown schedule '%s'", spec->pipeline.schedule);
   schedule_print(stdout, &sch);
   if (schedule_validate(&sch, err, sizeof err) != 0) pt_fatal("schedule is invalid: %s", err);
+  if (svg && schedule_write_svg(&sch, svg, err, sizeof err) != 0) pt_fail_input("%s", err);
   schedule_free(&sch);
 }
 
@@ -196,12 +214,20 @@ static void run_sequential(const pt_spec *spec, const cli_args *a) {
            (long long)spec->train.steps,
            (long long)(spec->pipeline.data_parallel * spec->train.micro_batches *
                        spec->train.micro_batch_size));
+  if (a->trace_path) pt_fail_input("--trace records a pipelined run: start it with mpirun");
+  double gemm = gemm_measure_flops(512, 0.2), fpt = model_flops_per_token(&t.model), spent = 0;
+  int64_t start = t.step;
   while (t.step < spec->train.steps) {
     pt_step_metrics m;
     trainer_step(&t, &m);
+    double peak = (double)pt_mem_peak(), zero = 0.0;
+    m.n_stages = 1, m.bubble = &zero, m.peak_bytes = &peak;
+    m.mfu = m.tokens_per_s * fpt / gemm;
+    spent += m.step_ms / 1e3;
     if (metrics) metrics_write_json(metrics, &m);
-    if (!a->quiet && (m.step % spec->log_every == 0 || m.step == 1 || m.step == m.steps))
-      metrics_print_line(stdout, &m);
+    if (!a->quiet)
+      metrics_print_progress(stdout, &m, spec->log_every,
+                             spent / (double)(t.step - start) * (double)(m.steps - m.step));
     if (periodic_due(spec, t.step)) {
       char dir[4200];
       checkpoint_step_dir(spec->train.ckpt_dir, t.step, dir, sizeof dir);
@@ -239,6 +265,39 @@ static void report_stages(pt_pipeline *p) {
   free(all);
 }
 
+/* Per-step figures that need every rank: each stage's idle fraction and peak memory (replica 0),
+ * and MFU against the sgemm rate measured on each rank at start. */
+typedef struct {
+  int world, *counts;
+  double *all, *bubble, *peak;
+} step_stats;
+
+static step_stats stats_new(const pt_pipeline *p) {
+  step_stats st = {.world = p->P * p->dp};
+  st.counts = pt_calloc((size_t)st.world, sizeof(int));
+  for (int i = 0; i < st.world; i++) st.counts[i] = 2;
+  st.all = pt_calloc(2 * (size_t)st.world, sizeof(double));
+  st.bubble = pt_calloc((size_t)p->P, sizeof(double));
+  st.peak = pt_calloc((size_t)p->P, sizeof(double));
+  return st;
+}
+
+static void stats_fill(step_stats *st, const pt_pipeline *p, pt_step_metrics *m, double gemm) {
+  double idle = p->last_step_s > 0 ? 1.0 - p->step_compute_s / p->last_step_s : 0.0;
+  double mine[2] = {idle < 0 ? 0 : idle, (double)pt_mem_peak()};
+  comm_allgatherv_f64(comm_world(), mine, 2, st->all, st->counts);
+  m->n_stages = p->P, m->bubble = st->bubble, m->peak_bytes = st->peak, m->bubble_mean = 0;
+  for (int s = 0; s < p->P; s++) { /* replica 0's stage s is rank s */
+    st->bubble[s] = st->all[2 * s], st->peak[s] = st->all[2 * s + 1];
+    m->bubble_mean += st->bubble[s] / p->P;
+  }
+  m->mfu = m->tokens_per_s * model_flops_per_token(&p->model) / (gemm * st->world);
+}
+
+static void stats_free(step_stats *st) {
+  free(st->counts), free(st->all), free(st->bubble), free(st->peak);
+}
+
 static void run_pipeline(const pt_spec *spec, const cli_args *a) {
   pt_pipeline p;
   char err[1024] = "";
@@ -249,6 +308,15 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
   }
   int root = p.rank == 0;
   FILE *metrics = root ? open_metrics(a->metrics_path) : NULL;
+  if (a->trace_path) {
+    int64_t first, last;
+    trace_parse_window(a->trace_steps, &first, &last);
+    trace_init(&p.trace, first, last);
+    p.trace.offset_s = trace_measure_offset(comm_world());
+  }
+  double gemm = gemm_measure_flops(512, 0.2), spent = 0;
+  int64_t start = p.step;
+  step_stats st = stats_new(&p);
   if (root && !a->quiet)
     printf("pipetrain: %s: %d layers on %d stages x %d replicas (%s, %s), %lld steps\n",
            spec->path, p.model.n_layers, p.P, p.dp, p.plan.method, p.sched.name,
@@ -258,9 +326,12 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
     pipeline_step(&p, &m);
     int64_t every = spec->pipeline.tie_check_every;
     if ((every > 0 && m.step % every == 0) || m.step == spec->train.steps) pipeline_check_ties(&p);
+    stats_fill(&st, &p, &m, gemm);
+    spent += m.step_ms / 1e3;
     if (metrics) metrics_write_json(metrics, &m);
-    if (root && !a->quiet && (m.step % spec->log_every == 0 || m.step == 1 || m.step == m.steps))
-      metrics_print_line(stdout, &m);
+    if (root && !a->quiet)
+      metrics_print_progress(stdout, &m, spec->log_every,
+                             spent / (double)(p.step - start) * (double)(m.steps - m.step));
     if (periodic_due(spec, p.step)) {
       char dir[4200];
       checkpoint_step_dir(spec->train.ckpt_dir, p.step, dir, sizeof dir);
@@ -270,6 +341,8 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
   }
   if (a->save_dir) pipeline_save(&p, a->save_dir, &a->src);
   if (a->gather_path) pipeline_gather(&p, a->gather_path);
+  if (a->trace_path) trace_write(&p.trace, comm_world(), p.P, a->trace_path);
+  stats_free(&st);
   if (!a->quiet) report_stages(&p);
   if (a->dump_prefix) param_dump_write(&p.model, a->dump_prefix, p.rank);
   if (metrics && fclose(metrics) != 0) pt_fatal("closing the metrics file: %s", strerror(errno));
@@ -300,7 +373,7 @@ int main(int argc, char **argv) {
   int64_t procs = spec.pipeline.stages * spec.pipeline.data_parallel;
   if (a.plan || a.print_schedule) {
     if (root && a.plan) print_plan(&spec, a.json);
-    if (root && a.print_schedule) print_schedule(&spec);
+    if (root && a.print_schedule) print_schedule(&spec, a.svg_path);
   } else if (a.sequential || (procs == 1 && world == 1)) {
     if (world > 1) {
       char msg[256];

@@ -227,3 +227,9 @@ const char *model_tensor_key(const pt_model *m, int i, char *out, size_t outsz) 
     snprintf(out, outsz, "%s", t->name);
   return out;
 }
+
+double model_flops_per_token(const pt_model *m) {
+  const pt_spec *s = m->spec;
+  int blocks = layer_count_type(s, "transformer_block");
+  return 6.0 * (double)model_param_count(m) + 12.0 * blocks * (double)s->dim * (double)s->seq_len;
+}

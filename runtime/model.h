@@ -67,6 +67,9 @@ void model_free(pt_model *m);
 /* The name tensor i is stored under: its own, or for a tied copy its first owner's (one tensor,
  * one name, whatever stage holds it). Returns out. */
 const char *model_tensor_key(const pt_model *m, int i, char *out, size_t outsz);
+/* Model FLOPs per token: 6 * params + 12 * blocks * dim * seq_len (blocks: transformer_block
+ * layers), the usual estimate used for throughput and MFU. */
+double model_flops_per_token(const pt_model *m);
 /* Parameter count of the whole model (tied weights counted once). */
 int64_t model_param_count(const pt_model *m);
 

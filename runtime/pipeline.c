@@ -138,6 +138,16 @@ int pipeline_init(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz) 
 
 static int slot_of(const pt_pipeline *p, int mb) { return mb % p->slots; }
 
+static int tracing(const pt_pipeline *p) { return trace_active(&p->trace, p->step + 1); }
+
+/* Waits for a request; when the step is traced, the time blocked becomes a "wait" span. */
+static void wait_for(pt_pipeline *p, pt_request *r, int mb) {
+  if (!r->impl) return;
+  double t0 = pt_now_s();
+  comm_wait(r);
+  if (tracing(p)) trace_add(&p->trace, "wait", "wait", mb, p->step + 1, t0, pt_now_s());
+}
+
 static void act_load(pt_pipeline *p, int mb) {
   const spec_train *c = &p->spec->train;
   int B = (int)c->micro_batch_size, s = slot_of(p, mb);
@@ -150,19 +160,19 @@ static void act_load(pt_pipeline *p, int mb) {
 
 static void act_forward(pt_pipeline *p, int mb) {
   int s = slot_of(p, mb);
-  comm_wait(&p->recv_act[s]);
-  comm_wait(&p->send_act[s]); /* the slot's output still leaving for the next stage */
+  wait_for(p, &p->recv_act[s], mb);
+  wait_for(p, &p->send_act[s], mb); /* the slot's output still leaving for the next stage */
   double t0 = pt_now_s();
   stage_forward(&p->stage, s, (int)p->spec->train.micro_batch_size, seq_len(p));
-  p->compute_s += pt_now_s() - t0;
+  p->step_compute_s += pt_now_s() - t0;
   if (++p->in_flight > p->peak_in_flight) p->peak_in_flight = p->in_flight;
 }
 
 static void act_backward(pt_pipeline *p, int mb) {
   int s = slot_of(p, mb), B = (int)p->spec->train.micro_batch_size, T = seq_len(p);
   const float *dy = p->dout[s];
-  if (!p->is_last) comm_wait(&p->recv_grad[s]);
-  if (!p->is_first) comm_wait(&p->send_grad[s]);
+  if (!p->is_last) wait_for(p, &p->recv_grad[s], mb);
+  if (!p->is_first) wait_for(p, &p->send_grad[s], mb);
   double t0 = pt_now_s();
   if (p->is_last) {
     const spec_train *c = &p->spec->train;
@@ -174,7 +184,7 @@ static void act_backward(pt_pipeline *p, int mb) {
     dy = p->dlogits;
   }
   stage_backward(&p->stage, s, dy, !p->is_first, p->din[s]);
-  p->compute_s += pt_now_s() - t0;
+  p->step_compute_s += pt_now_s() - t0;
   p->in_flight--;
 }
 
@@ -188,8 +198,8 @@ static void act_reduce_tied(pt_pipeline *p) {
 
 static void wait_sends(pt_pipeline *p) {
   for (int s = 0; s < p->slots; s++) {
-    comm_wait(&p->send_act[s]);
-    comm_wait(&p->send_grad[s]);
+    wait_for(p, &p->send_act[s], -1);
+    wait_for(p, &p->send_grad[s], -1);
   }
 }
 
@@ -215,7 +225,16 @@ static void act_optimizer(pt_pipeline *p, double *norm, double *lr) {
   *lr = lr_at(&p->spec->train, p->step);
   double t0 = pt_now_s();
   optimizer_step(&p->opt, &p->model, *lr);
-  p->compute_s += pt_now_s() - t0;
+  p->step_compute_s += pt_now_s() - t0;
+}
+
+static void trace_action(pt_pipeline *p, const pt_action *a, double t0) {
+  static const char *const names[] = {"recv act",  "load", "F", "send act", "recv grad", "B",
+                                      "send grad", "tied grads", "data-parallel grads",
+                                      "optimizer"};
+  static const char *const cats[] = {"receive", "load", "forward", "send", "receive",
+                                     "backward", "send", "allreduce", "allreduce", "optimizer"};
+  trace_add(&p->trace, names[a->kind], cats[a->kind], a->mb, p->step + 1, t0, pt_now_s());
 }
 
 static void run_action(pt_pipeline *p, const pt_action *a, double *norm, double *lr) {
@@ -262,8 +281,14 @@ void pipeline_step(pt_pipeline *p, pt_step_metrics *out) {
   double t0 = pt_now_s(), norm = 0.0, lr = 0.0;
   model_zero_grads(&p->model);
   p->loss = 0.0;
+  p->step_compute_s = 0.0;
   const pt_action *acts = p->sched.acts[p->stage_id];
-  for (int i = 0; i < p->sched.n_acts[p->stage_id]; i++) run_action(p, &acts[i], &norm, &lr);
+  for (int i = 0; i < p->sched.n_acts[p->stage_id]; i++) {
+    double a0 = pt_now_s();
+    run_action(p, &acts[i], &norm, &lr);
+    if (tracing(p)) trace_action(p, &acts[i], a0);
+  }
+  p->compute_s += p->step_compute_s;
   double loss = gather_loss(p);
   p->step++;
   double dt = pt_now_s() - t0;
@@ -271,7 +296,8 @@ void pipeline_step(pt_pipeline *p, pt_step_metrics *out) {
   int64_t tokens = p->dp * c->micro_batches * c->micro_batch_size * seq_len(p);
   *out = (pt_step_metrics){.step = p->step, .steps = c->steps, .loss = loss, .lr = lr,
                            .grad_norm = norm, .tokens_per_s = (double)tokens / dt,
-                           .step_ms = dt * 1e3};
+                           .step_ms = dt * 1e3, .mfu = -1.0};
+  p->last_step_s = dt;
 }
 
 /* FNV-1a of the copy's bytes; the group's min and max must agree. */
@@ -309,6 +335,7 @@ void pipeline_free(pt_pipeline *p) {
   free(p->ties);
   comm_free(p->pipe);
   comm_free(p->dp_comm);
+  trace_free(&p->trace);
   stage_free(&p->stage);
   optimizer_free(&p->opt);
   schedule_free(&p->sched);

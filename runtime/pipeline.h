@@ -13,6 +13,7 @@
 
 #include "comm/comm.h"
 #include "runtime/checkpoint.h"
+#include "runtime/trace.h"
 #include "partition/plan.h"
 #include "runtime/data.h"
 #include "runtime/metrics.h"
@@ -49,6 +50,9 @@ typedef struct {
   int in_flight, peak_in_flight;
   int64_t step;
   double compute_s, total_s; /* over all steps: time computing, and wall time of the steps */
+  double step_compute_s;     /* time computing in the last step */
+  double last_step_s;        /* wall time of the last step */
+  pt_trace trace;            /* spans of the traced steps (enabled by the caller) */
 } pt_pipeline;
 
 /* Builds this rank's stage. Collective: returns 0 everywhere, or -1 everywhere with the one-line

@@ -100,7 +100,7 @@ void trainer_step(pt_trainer *t, pt_step_metrics *out) {
                    seq_len_of(t);
   *out = (pt_step_metrics){.step = t->step, .steps = c->steps, .loss = loss, .lr = lr,
                            .grad_norm = norm, .tokens_per_s = (double)tokens / dt,
-                           .step_ms = dt * 1e3};
+                           .step_ms = dt * 1e3, .mfu = -1.0};
 }
 
 void trainer_run(pt_trainer *t, const pt_train_output *o) {
@@ -114,12 +114,7 @@ void trainer_run(pt_trainer *t, const pt_train_output *o) {
   }
 }
 
-double train_flops_per_token(const pt_trainer *t) {
-  const pt_spec *s = t->spec;
-  int blocks = layer_count_type(s, "transformer_block");
-  return 6.0 * (double)model_param_count(&t->model) +
-         12.0 * blocks * (double)s->dim * (double)s->seq_len;
-}
+double train_flops_per_token(const pt_trainer *t) { return model_flops_per_token(&t->model); }
 
 int trainer_load(pt_trainer *t, const char *path, char *err, size_t errsz) {
   pt_checkpoint c;

@@ -1,0 +1,13 @@
+/* runtime/trace_write.h: the collective half of the trace (needs comm). */
+#ifndef PT_TRACE_WRITE_H
+#define PT_TRACE_WRITE_H
+
+#include "comm/comm.h"
+#include "runtime/trace.h"
+
+/* This rank's clock offset to rank 0's, in seconds (collective over world). */
+double trace_measure_offset(pt_comm *world);
+/* Gathers every rank's spans; rank 0 writes path. Collective over world. */
+void trace_write(const pt_trace *t, pt_comm *world, int stages, const char *path);
+
+#endif
