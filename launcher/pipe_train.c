@@ -203,6 +203,7 @@ static void sequential_save(pt_trainer *t, const char *dir, const cli_args *a) {
 }
 
 static void run_sequential(const pt_spec *spec, const cli_args *a) {
+  if (a->trace_path) pt_fail_input("--trace records a pipelined run: start it with mpirun");
   pt_trainer t;
   char err[1024];
   if (trainer_init(&t, spec, err, sizeof err) != 0) pt_fail_input("%s", err);
@@ -214,7 +215,6 @@ static void run_sequential(const pt_spec *spec, const cli_args *a) {
            (long long)spec->train.steps,
            (long long)(spec->pipeline.data_parallel * spec->train.micro_batches *
                        spec->train.micro_batch_size));
-  if (a->trace_path) pt_fail_input("--trace records a pipelined run: start it with mpirun");
   double gemm = gemm_measure_flops(512, 0.2), fpt = model_flops_per_token(&t.model), spent = 0;
   int64_t start = t.step;
   while (t.step < spec->train.steps) {
