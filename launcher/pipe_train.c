@@ -341,7 +341,9 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
   }
   if (a->save_dir) pipeline_save(&p, a->save_dir, &a->src);
   if (a->gather_path) pipeline_gather(&p, a->gather_path);
-  if (a->trace_path) trace_write(&p.trace, comm_world(), p.P, a->trace_path);
+  if (a->trace_path)
+    trace_write(&p.trace, comm_world(), p.P, spec->pipeline.schedule,
+                (int)spec->train.micro_batches, a->trace_path);
   stats_free(&st);
   if (!a->quiet) report_stages(&p);
   if (a->dump_prefix) param_dump_write(&p.model, a->dump_prefix, p.rank);
@@ -349,8 +351,10 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
   pipeline_free(&p);
 }
 
-/* Ranks share the node's cores: one BLAS thread pool each would oversubscribe them. */
+/* Ranks share the node's cores: one BLAS thread pool each would oversubscribe them. An explicit
+ * OPENBLAS_NUM_THREADS wins (benchmarks pin one thread per rank with it). */
 static void set_blas_threads(void) {
+  if (getenv("OPENBLAS_NUM_THREADS")) return;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int per_rank = (int)(cores / comm_local_size());
   openblas_set_num_threads(per_rank > 0 ? per_rank : 1);

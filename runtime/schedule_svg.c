@@ -49,17 +49,20 @@ static int sim_compute(sim *x, int st, int mb, int backward, double ready) {
 /* 1: done, 0: waits for a neighbour, -1: error. Receives, loads and reductions take no time. */
 static int sim_action(sim *x, int st, const pt_action *a) {
   int P = x->s->n_stages, M = x->s->n_micro, mb = a->mb;
-  if (mb >= M) return sim_fail(x, "stage %d: micro-batch %d out of range", st, mb);
+  int per_micro = a->kind != ACT_REDUCE_TIED && a->kind != ACT_REDUCE_DP &&
+                  a->kind != ACT_OPTIMIZER;
+  if (per_micro && (mb < 0 || mb >= M))
+    return sim_fail(x, "stage %d: micro-batch %d out of range", st, mb);
   switch (a->kind) {
   case ACT_FORWARD:
     return sim_compute(x, st, mb, 0, st > 0 ? x->sent_act[(st - 1) * M + mb] : 0.0);
   case ACT_BACKWARD:
     return sim_compute(x, st, mb, 1, st < P - 1 ? x->sent_grad[(st + 1) * M + mb] : 0.0);
   case ACT_SEND_ACT:
-    if (mb >= 0) x->sent_act[st * M + mb] = x->clock[st];
+    x->sent_act[st * M + mb] = x->clock[st];
     return 1;
   case ACT_SEND_GRAD:
-    if (mb >= 0) x->sent_grad[st * M + mb] = x->clock[st];
+    x->sent_grad[st * M + mb] = x->clock[st];
     return 1;
   default:
     return 1;

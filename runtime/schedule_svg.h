@@ -26,10 +26,10 @@ typedef struct {
   double t0, t1;
 } pt_sched_box;
 
-/* Fills boxes (room for 2 * n_stages * n_micro) in the order the stages run them, stage by
- * stage, and *span with the time the last box ends. Returns the number of boxes, or -1 with a
- * one-line reason in err when the lists cannot run to the end (a wait on a send that never
- * comes, a micro-batch out of range). */
+/* Fills boxes (room for 2 * n_stages * n_micro; each stage's boxes in its run order) and *span
+ * with the time the last box ends. Returns the number of boxes, or -1 with a one-line reason in
+ * err when the lists cannot run to the end (a wait on a send that never comes, a micro-batch
+ * out of range, more boxes than room). */
 int schedule_simulate(const pt_schedule *s, pt_sched_box *boxes, double *span, char *err,
                       size_t errsz);
 /* Idle fraction of the simulated step: 1 - busy / (P * span). */

@@ -79,10 +79,22 @@ static cJSON *track_name(int rank, int stages) {
   return e;
 }
 
-static void write_json(const char *path, const double *all, const int *counts, int size,
-                       int stages, double t_origin) {
+typedef struct {
+  int size, stages, micro_batches;
+  const char *schedule;
+  double origin;
+} trace_info;
+
+static void write_json(const char *path, const double *all, const int *counts,
+                       const trace_info *info) {
+  int size = info->size, stages = info->stages;
+  double t_origin = info->origin;
   cJSON *root = cJSON_CreateObject(), *ev = cJSON_AddArrayToObject(root, "traceEvents");
   cJSON_AddStringToObject(root, "displayTimeUnit", "ms");
+  cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
+  cJSON_AddStringToObject(meta, "schedule", info->schedule);
+  cJSON_AddNumberToObject(meta, "stages", stages);
+  cJSON_AddNumberToObject(meta, "micro_batches", info->micro_batches);
   int off = 0;
   for (int r = 0; r < size; r++) {
     cJSON_AddItemToArray(ev, track_name(r, stages));
@@ -102,7 +114,8 @@ static void write_json(const char *path, const double *all, const int *counts, i
   free(text);
 }
 
-void trace_write(const pt_trace *t, pt_comm *world, int stages, const char *path) {
+void trace_write(const pt_trace *t, pt_comm *world, int stages, const char *schedule,
+                 int micro_batches, const char *path) {
   int size = comm_size(world), n = t->n * FIELDS;
   double *mine = pt_calloc((size_t)n + 1, sizeof(double));
   for (int i = 0; i < t->n; i++) {
@@ -117,6 +130,7 @@ void trace_write(const pt_trace *t, pt_comm *world, int stages, const char *path
   double *all = pt_calloc((size_t)total + 1, sizeof(double)), origin = 1e300;
   comm_allgatherv_f64(world, mine, n, all, counts);
   for (int i = 0; i < total; i += FIELDS) origin = all[i + 4] < origin ? all[i + 4] : origin;
-  if (comm_rank(world) == 0) write_json(path, all, counts, size, stages, total ? origin : 0.0);
+  trace_info info = {size, stages, micro_batches, schedule, total ? origin : 0.0};
+  if (comm_rank(world) == 0) write_json(path, all, counts, &info);
   free(mine), free(counts), free(all);
 }

@@ -7,7 +7,9 @@
 
 /* This rank's clock offset to rank 0's, in seconds (collective over world). */
 double trace_measure_offset(pt_comm *world);
-/* Gathers every rank's spans; rank 0 writes path. Collective over world. */
-void trace_write(const pt_trace *t, pt_comm *world, int stages, const char *path);
+/* Gathers every rank's spans; rank 0 writes path, with "metadata": {schedule, stages,
+ * micro_batches}. Collective over world. */
+void trace_write(const pt_trace *t, pt_comm *world, int stages, const char *schedule,
+                 int micro_batches, const char *path);
 
 #endif
