@@ -2,6 +2,7 @@
  *   pipe_train SPEC [--sequential] [--set KEY=VALUE ...] [--metrics FILE] [--quiet]
  * Exit codes: 0 success, 2 bad input (spec, data, command line), 1 other failures. */
 #include <cblas.h>
+#include <signal.h>
 #include <errno.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "runtime/gemm_rate.h"
 #include "runtime/param_dump.h"
 #include "runtime/schedule_svg.h"
+#include "runtime/signals.h"
 #include "runtime/trace_write.h"
 #include "runtime/pipeline.h"
 #include "runtime/error.h"
@@ -138,6 +140,19 @@ static char *read_spec_text(const char *path) {
   return buf;
 }
 
+/* Where a preempted run saves: the periodic checkpoint directory's step-N if configured, else
+ * --save DIR, else ./pipetrain-preempted. */
+static void preempt_dir(const pt_spec *s, const cli_args *a, int64_t step, char *out, size_t n) {
+  if (s->train.ckpt_dir[0]) checkpoint_step_dir(s->train.ckpt_dir, step, out, n);
+  else snprintf(out, n, "%s", a->save_dir ? a->save_dir : "pipetrain-preempted");
+}
+
+static void preempt_report(int sig, int64_t step, const char *dir) {
+  printf("\npipetrain: %s after step %lld: checkpoint written to %s; resume with --load %s\n",
+         sig == SIGINT ? "interrupted" : "preempted", (long long)step, dir, dir);
+  fflush(stdout);
+}
+
 /* Periodic checkpoints (train.checkpoint) after step `step`. */
 static int periodic_due(const pt_spec *s, int64_t step) {
   return s->train.ckpt_dir[0] && s->train.ckpt_every > 0 && step % s->train.ckpt_every == 0;
@@ -233,6 +248,13 @@ static void run_sequential(const pt_spec *spec, const cli_args *a) {
       checkpoint_step_dir(spec->train.ckpt_dir, t.step, dir, sizeof dir);
       sequential_save(&t, dir, a);
       checkpoint_prune(spec->train.ckpt_dir, (int)spec->train.ckpt_keep);
+    }
+    if (signals_pending() && t.step < spec->train.steps) {
+      char dir[4200];
+      preempt_dir(spec, a, t.step, dir, sizeof dir);
+      sequential_save(&t, dir, a);
+      preempt_report(signals_pending(), t.step, dir);
+      break;
     }
   }
   if (a->save_dir) sequential_save(&t, a->save_dir, a);
@@ -338,6 +360,15 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
       pipeline_save(&p, dir, &a->src);
       if (root) checkpoint_prune(spec->train.ckpt_dir, (int)spec->train.ckpt_keep);
     }
+    uint64_t sig = (uint64_t)signals_pending(); /* ranks may see the signal at different times */
+    comm_allreduce_max_u64(comm_world(), &sig, 1);
+    if (sig && p.step < spec->train.steps) {
+      char dir[4200];
+      preempt_dir(spec, a, p.step, dir, sizeof dir);
+      pipeline_save(&p, dir, &a->src);
+      if (root) preempt_report((int)sig, p.step, dir);
+      break;
+    }
   }
   if (a->save_dir) pipeline_save(&p, a->save_dir, &a->src);
   if (a->gather_path) pipeline_gather(&p, a->gather_path);
@@ -365,6 +396,7 @@ int main(int argc, char **argv) {
   parse_args(argc, argv, &a);
   int launched = comm_launched();
   if (launched) comm_init(&argc, &argv);
+  signals_install(); /* after MPI, which may install handlers of its own */
   char *spec_text = read_spec_text(a.spec_path);
   a.src = (pt_spec_source){.text = spec_text, .origin = a.spec_path, .overrides = a.overrides,
                            .n_overrides = a.n_overrides};
