@@ -6,7 +6,7 @@ set -euo pipefail
 pipe_train=$1
 work=$(mktemp -d)
 pids=()
-trap 'kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill -9 "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
 export OPENBLAS_NUM_THREADS=1
 spec=tests/pipeline/gate.yaml
 common=(--quiet --set train.lr_schedule.name=constant --set train.steps=100000)
