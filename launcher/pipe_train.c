@@ -153,6 +153,11 @@ static void preempt_report(int sig, int64_t step, const char *dir) {
   fflush(stdout);
 }
 
+static void report_skip(int64_t step, int64_t total) {
+  printf("\npipetrain: step %lld: non-finite gradients, step skipped (%lld so far)\n",
+         (long long)step, (long long)total);
+}
+
 /* Periodic checkpoints (train.checkpoint) after step `step`. */
 static int periodic_due(const pt_spec *s, int64_t step) {
   return s->train.ckpt_dir[0] && s->train.ckpt_every > 0 && step % s->train.ckpt_every == 0;
@@ -234,7 +239,9 @@ static void run_sequential(const pt_spec *spec, const cli_args *a) {
   int64_t start = t.step;
   while (t.step < spec->train.steps) {
     pt_step_metrics m;
-    trainer_step(&t, &m);
+    int status = trainer_step(&t, &m);
+    if (status < 0) pt_fatal("%s", t.error);
+    if (status > 0 && !a->quiet) report_skip(m.step, m.skipped_steps);
     double peak = (double)pt_mem_peak(), zero = 0.0;
     m.n_stages = 1, m.bubble = &zero, m.peak_bytes = &peak;
     m.mfu = m.tokens_per_s * fpt / gemm;
@@ -345,7 +352,13 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
            (long long)spec->train.steps);
   while (p.step < spec->train.steps) {
     pt_step_metrics m;
-    pipeline_step(&p, &m);
+    int status = pipeline_step(&p, &m); /* the same on every rank */
+    if (status < 0) {
+      if (root) fprintf(stderr, "pipetrain: error: %s\n", p.error);
+      comm_finalize();
+      exit(PT_EXIT_FATAL);
+    }
+    if (status > 0 && root && !a->quiet) report_skip(m.step, m.skipped_steps);
     int64_t every = spec->pipeline.tie_check_every;
     if ((every > 0 && m.step % every == 0) || m.step == spec->train.steps) pipeline_check_ties(&p);
     stats_fill(&st, &p, &m, gemm);

@@ -123,6 +123,7 @@ typedef struct {
   char ckpt_dir[4096];      /* train.checkpoint.dir ("" = no periodic checkpoints) */
   int64_t ckpt_every;       /* save every N steps (0: only with --save) */
   int64_t ckpt_keep;        /* keep the K newest step-N checkpoints (default 3) */
+  char on_nonfinite[8];     /* "abort" (default) | "skip": a step whose gradients are not finite */
 } spec_train;
 
 typedef struct {

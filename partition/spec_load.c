@@ -366,7 +366,7 @@ static void spec_load_checkpoint(spec_train *t, spec_node *train, spec_errors *e
 static void spec_load_train(pt_spec *s, spec_errors *e) {
   static const char *const keys[] = {"steps", "micro_batch_size", "micro_batches", "optimizer",
                                      "grad_clip", "seed", "activation_checkpoint_interval",
-                                     "lr_schedule", "checkpoint", NULL};
+                                     "lr_schedule", "checkpoint", "on_nonfinite", NULL};
   spec_train *t = &s->train;
   spec_node *m = spec_section(s->root, "train", "train", e);
   t->steps = spec_get_int(m, "steps", 0, 100, 0, INT64_MAX, e);
@@ -379,6 +379,8 @@ static void spec_load_train(pt_spec *s, spec_errors *e) {
       spec_get_int(m, "activation_checkpoint_interval", 0, 0, 0, INT64_MAX, e);
   spec_load_schedule(t, m, e);
   spec_load_checkpoint(t, m, e);
+  static const char *const nonfinite[] = {"abort", "skip", NULL};
+  spec_get_choice(m, "on_nonfinite", "abort", nonfinite, t->on_nonfinite, sizeof t->on_nonfinite, e);
   spec_check_unused(m, "train", keys, e);
 }
 

@@ -24,6 +24,7 @@ void metrics_write_json(FILE *f, const pt_step_metrics *s) {
     cJSON_AddNumberToObject(o, "bubble_mean", s->bubble_mean);
   }
   if (s->mfu >= 0) cJSON_AddNumberToObject(o, "mfu", s->mfu);
+  cJSON_AddNumberToObject(o, "skipped_steps", (double)s->skipped_steps);
   char *text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   if (!text) pt_fatal("out of memory writing metrics");

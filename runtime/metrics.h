@@ -16,6 +16,7 @@ typedef struct {
   double bubble_mean;
   const double *peak_bytes; /* [n_stages] peak tracked memory of each stage's rank */
   double mfu;               /* model FLOP/s over (ranks x measured sgemm FLOP/s per rank); <0: unknown */
+  int64_t skipped_steps;    /* steps skipped so far for non-finite gradients (on_nonfinite: skip) */
 } pt_step_metrics;
 
 /* Appends one JSON object and a newline to f; flushed so a crash loses at most one line:

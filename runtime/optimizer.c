@@ -1,6 +1,7 @@
 #include "runtime/optimizer.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,4 +96,17 @@ double grad_clip(pt_model *m, double norm, double max_norm) {
   float c = (float)coef;
   for (int64_t i = 0; i < m->n_floats; i++) m->grads[i] *= c;
   return coef;
+}
+
+void nonfinite_message(const pt_model *m, int64_t step, int bad_layer, int stage, char *out,
+                       size_t outsz) {
+  if (bad_layer >= 0)
+    snprintf(out, outsz, "step %lld: non-finite values: the output of layer %d (%s) on stage %d "
+             "went non-finite first; lower the learning rate or check the data (or set "
+             "train.on_nonfinite: skip)", (long long)step, bad_layer,
+             m->layers[bad_layer].type->name, stage);
+  else
+    snprintf(out, outsz, "step %lld: non-finite gradients although every layer's output was "
+             "finite (an overflow in the backward pass); lower the learning rate (or set "
+             "train.on_nonfinite: skip)", (long long)step);
 }

@@ -37,4 +37,10 @@ double grad_sumsq(const pt_model *m);
  * Returns the factor applied (1 when not clipped). */
 double grad_clip(pt_model *m, double norm, double max_norm);
 
+/* The one-line error for a step whose gradients are not finite (train.on_nonfinite: abort).
+ * bad_layer: global index of the first layer whose output went non-finite, or -1; stage: the
+ * stage holding it. */
+void nonfinite_message(const pt_model *m, int64_t step, int bad_layer, int stage, char *out,
+                       size_t outsz);
+
 #endif

@@ -129,6 +129,7 @@ int pipeline_init(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz) 
   broadcast_ties(p);
   stage_init(&p->stage, &p->model, first, last, (int)spec->train.micro_batch_size, seq_len(p),
              p->slots, (int)spec->train.activation_checkpoint_interval);
+  p->stage.check_finite = strcmp(spec->train.on_nonfinite, "abort") == 0;
   optimizer_init(&p->opt, &spec->train, p->model.n_floats);
   alloc_slots(p);
   return 0;
@@ -218,11 +219,28 @@ static double global_norm(pt_pipeline *p) {
   return sqrt(s);
 }
 
+/* Every rank has the same norm, so every rank takes the same branch. The first layer whose
+ * output went non-finite is the lowest such index over all ranks. */
+static void decide_nonfinite(pt_pipeline *p) {
+  p->nonfinite = strcmp(p->spec->train.on_nonfinite, "skip") == 0 ? 1 : -1;
+  p->skipped += p->nonfinite > 0;
+  uint64_t bad = p->stage.bad_layer >= 0 ? (uint64_t)p->stage.bad_layer : UINT64_MAX;
+  comm_allreduce_min_u64(comm_world(), &bad, 1);
+  int layer = bad == UINT64_MAX ? -1 : (int)bad;
+  nonfinite_message(&p->model, p->step + 1, layer,
+                    layer >= 0 ? plan_stage_of_layer(&p->plan, layer) : 0, p->error,
+                    sizeof p->error);
+}
+
 static void act_optimizer(pt_pipeline *p, double *norm, double *lr) {
   wait_sends(p);
   *norm = global_norm(p);
-  grad_clip(&p->model, *norm, p->spec->train.grad_clip);
   *lr = lr_at(&p->spec->train, p->step);
+  if (!isfinite(*norm)) { /* nothing of this step reaches the weights or the optimizer state */
+    decide_nonfinite(p);
+    return;
+  }
+  grad_clip(&p->model, *norm, p->spec->train.grad_clip);
   double t0 = pt_now_s();
   optimizer_step(&p->opt, &p->model, *lr);
   p->step_compute_s += pt_now_s() - t0;
@@ -276,9 +294,11 @@ static double gather_loss(pt_pipeline *p) {
   return loss;
 }
 
-void pipeline_step(pt_pipeline *p, pt_step_metrics *out) {
+int pipeline_step(pt_pipeline *p, pt_step_metrics *out) {
   const spec_train *c = &p->spec->train;
   double t0 = pt_now_s(), norm = 0.0, lr = 0.0;
+  p->nonfinite = 0;
+  p->stage.bad_layer = -1;
   model_zero_grads(&p->model);
   p->loss = 0.0;
   p->step_compute_s = 0.0;
@@ -296,8 +316,9 @@ void pipeline_step(pt_pipeline *p, pt_step_metrics *out) {
   int64_t tokens = p->dp * c->micro_batches * c->micro_batch_size * seq_len(p);
   *out = (pt_step_metrics){.step = p->step, .steps = c->steps, .loss = loss, .lr = lr,
                            .grad_norm = norm, .tokens_per_s = (double)tokens / dt,
-                           .step_ms = dt * 1e3, .mfu = -1.0};
+                           .step_ms = dt * 1e3, .mfu = -1.0, .skipped_steps = p->skipped};
   p->last_step_s = dt;
+  return p->nonfinite;
 }
 
 /* FNV-1a of the copy's bytes; the group's min and max must agree. */

@@ -53,14 +53,19 @@ typedef struct {
   double step_compute_s;     /* time computing in the last step */
   double last_step_s;        /* wall time of the last step */
   pt_trace trace;            /* spans of the traced steps (enabled by the caller) */
+  int64_t skipped;           /* steps skipped for non-finite gradients */
+  int nonfinite;             /* this step: 0, 1 skipped, -1 abort */
+  char error[512];           /* the abort message (every rank) */
 } pt_pipeline;
 
 /* Builds this rank's stage. Collective: returns 0 everywhere, or -1 everywhere with the one-line
  * message on exactly one rank (err empty on the others). */
 int pipeline_init(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz);
 void pipeline_free(pt_pipeline *p);
-/* One optimizer step on every rank; rank 0's out gets the global loss, lr, norm, timing. */
-void pipeline_step(pt_pipeline *p, pt_step_metrics *out);
+/* One optimizer step on every rank; rank 0's out gets the global loss, lr, norm, timing.
+ * Returns 0, 1 when the step was skipped for non-finite gradients, or -1 when the run must
+ * abort (p->error holds the message on every rank). The same on every rank. */
+int pipeline_step(pt_pipeline *p, pt_step_metrics *out);
 /* Loads a checkpoint written under any layout (each rank reads the tensors it holds) and
  * continues at its step. Collective; returns 0, or -1 on every rank with err set on the rank
  * that failed first (and empty elsewhere). */

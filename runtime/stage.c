@@ -1,5 +1,6 @@
 #include "runtime/stage.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,6 +72,7 @@ void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, in
    * (switching checkpointing off there would make memory jump up for short stages) */
   st->ckpt = ckpt > st->n ? st->n : ckpt;
   st->ws_slot = -1;
+  st->bad_layer = -1;
   const pt_layer *L0 = &m->layers[first];
   size_t in_bytes = L0->in_tokens ? sizeof(int32_t) * (size_t)B * T
                                   : sizeof(float) * (size_t)B * T * L0->in_dim;
@@ -123,6 +125,12 @@ static const void *layer_in(pt_stage *st, int slot, int li) {
   return li == 0 ? st->input[slot] : layer_out(st, slot, li - 1);
 }
 
+static int all_finite(const float *x, int64_t n) {
+  int ok = 1;
+  for (int64_t i = 0; i < n; i++) ok &= isfinite(x[i]) != 0;
+  return ok;
+}
+
 static void forward_range(pt_stage *st, int slot, int lo, int hi) {
   for (int li = lo; li < hi; li++) {
     pt_layer *L = &st->m->layers[st->first + li];
@@ -130,6 +138,9 @@ static void forward_range(pt_stage *st, int slot, int lo, int hi) {
                 .out = layer_out(st, slot, li), .saved = layer_saved(st, slot, li),
                 .scratch = st->scratch};
     L->type->forward(L, &io);
+    if (st->check_finite && st->bad_layer < 0 &&
+        !all_finite(io.out, (int64_t)io.B * io.T * L->out_dim))
+      st->bad_layer = st->first + li;
   }
 }
 

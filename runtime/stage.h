@@ -34,6 +34,8 @@ typedef struct {
   float *grad[2];
   int cur_B, cur_T;     /* shape of the micro-batch in each slot: set by stage_forward */
   size_t bytes;         /* activation memory allocated by this stage */
+  int check_finite;     /* scan every layer output for inf/nan (train.on_nonfinite: abort) */
+  int bad_layer;        /* global index of the first layer whose output was not finite, -1 */
 } pt_stage;
 
 void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, int n_slots,

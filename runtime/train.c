@@ -26,6 +26,7 @@ int trainer_init(pt_trainer *t, const pt_spec *spec, char *err, size_t errsz) {
   model_alloc(m, 0, m->n_layers);
   stage_init(&t->stage, m, 0, m->n_layers, B, T, 1,
              (int)spec->train.activation_checkpoint_interval);
+  t->stage.check_finite = strcmp(spec->train.on_nonfinite, "abort") == 0;
   optimizer_init(&t->opt, &spec->train, m->n_floats);
   if (spec->pipeline.data_parallel > 1)
     t->grad_total = pt_alloc_aligned(sizeof(float) * (size_t)m->n_floats);
@@ -86,21 +87,30 @@ static double accumulate_step(pt_trainer *t) {
   return loss;
 }
 
-void trainer_step(pt_trainer *t, pt_step_metrics *out) {
+int trainer_step(pt_trainer *t, pt_step_metrics *out) {
   const spec_train *c = &t->spec->train;
   double t0 = pt_now_s();
+  t->stage.bad_layer = -1;
   double loss = accumulate_step(t);
   double norm = sqrt(grad_sumsq(&t->model));
-  grad_clip(&t->model, norm, c->grad_clip);
   double lr = lr_at(c, t->step);
-  optimizer_step(&t->opt, &t->model, lr);
+  int status = 0;
+  if (!isfinite(norm)) { /* nothing of this step reaches the weights or the optimizer state */
+    status = strcmp(c->on_nonfinite, "skip") == 0 ? 1 : -1;
+    if (status < 0) nonfinite_message(&t->model, t->step + 1, t->stage.bad_layer, 0, t->error, sizeof t->error);
+    t->skipped += status > 0;
+  } else {
+    grad_clip(&t->model, norm, c->grad_clip);
+    optimizer_step(&t->opt, &t->model, lr);
+  }
   t->step++;
   double dt = pt_now_s() - t0;
   int64_t tokens = t->spec->pipeline.data_parallel * c->micro_batches * c->micro_batch_size *
                    seq_len_of(t);
   *out = (pt_step_metrics){.step = t->step, .steps = c->steps, .loss = loss, .lr = lr,
                            .grad_norm = norm, .tokens_per_s = (double)tokens / dt,
-                           .step_ms = dt * 1e3, .mfu = -1.0};
+                           .step_ms = dt * 1e3, .mfu = -1.0, .skipped_steps = t->skipped};
+  return status;
 }
 
 void trainer_run(pt_trainer *t, const pt_train_output *o) {

@@ -28,6 +28,8 @@ typedef struct {
   float *dlogits;  /* gradient of the last output */
   float *grad_total; /* sum over data-parallel replicas (data_parallel > 1 only) */
   int64_t step;    /* steps done */
+  int64_t skipped; /* steps skipped for non-finite gradients */
+  char error[512];
 } pt_trainer;
 
 typedef struct {
@@ -39,8 +41,10 @@ typedef struct {
 /* Builds everything for spec; returns 0 or -1 with a message in err (bad input). */
 int trainer_init(pt_trainer *t, const pt_spec *spec, char *err, size_t errsz);
 void trainer_free(pt_trainer *t);
-/* Runs one optimizer step and fills out (loss, lr, norm, timing). */
-void trainer_step(pt_trainer *t, pt_step_metrics *out);
+/* Runs one optimizer step and fills out (loss, lr, norm, timing). Returns 0, 1 when the step
+ * was skipped for non-finite gradients (train.on_nonfinite: skip), or -1 when they must abort
+ * the run (message in t->error). */
+int trainer_step(pt_trainer *t, pt_step_metrics *out);
 /* Runs the remaining steps of train.steps. */
 void trainer_run(pt_trainer *t, const pt_train_output *o);
 

@@ -396,7 +396,7 @@ static const error_case g_text_errors[] = {
      "pipeline, log"},
     {L, "layers: [gelu]\ntrain: {micro_batch: 4}\n", NULL, "2:9",
      "unknown key 'micro_batch' in train; known keys: steps, micro_batch_size, micro_batches, "
-     "optimizer, grad_clip, seed, activation_checkpoint_interval, lr_schedule, checkpoint; did you mean "
+     "optimizer, grad_clip, seed, activation_checkpoint_interval, lr_schedule, checkpoint, on_nonfinite; did you mean "
      "'micro_batches'?"},
     {L, "model: {dim: 256, heads: 7}\nlayers: [gelu]\n", NULL, "1:26",
      "model.dim (256) is not divisible by model.heads (7); choose heads that divide dim"},
