@@ -16,6 +16,7 @@
 #include "runtime/param_dump.h"
 #include "runtime/schedule_svg.h"
 #include "runtime/signals.h"
+#include "runtime/watchdog.h"
 #include "runtime/trace_write.h"
 #include "runtime/pipeline.h"
 #include "runtime/error.h"
@@ -330,11 +331,14 @@ static void stats_free(step_stats *st) {
 static void run_pipeline(const pt_spec *spec, const cli_args *a) {
   pt_pipeline p;
   char err[1024] = "";
+  watchdog_init((int)spec->pipeline.timeout_s, comm_rank(comm_world()));
+  watchdog_arm("the other ranks to start", -1, 0);
   if (pipeline_init(&p, spec, err, sizeof err) != 0 ||
       (a->load_path && pipeline_load(&p, a->load_path, err, sizeof err) != 0)) {
     if (err[0]) fprintf(stderr, "pipetrain: %s\n", err); /* one rank holds the message */
     fail_everywhere(1, "");
   }
+  watchdog_disarm();
   int root = p.rank == 0;
   FILE *metrics = root ? open_metrics(a->metrics_path) : NULL;
   if (a->trace_path) {
@@ -361,7 +365,9 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
     if (status > 0 && root && !a->quiet) report_skip(m.step, m.skipped_steps);
     int64_t every = spec->pipeline.tie_check_every;
     if ((every > 0 && m.step % every == 0) || m.step == spec->train.steps) pipeline_check_ties(&p);
+    watchdog_arm("the end-of-step exchange", -1, p.step);
     stats_fill(&st, &p, &m, gemm);
+    watchdog_disarm();
     spent += m.step_ms / 1e3;
     if (metrics) metrics_write_json(metrics, &m);
     if (root && !a->quiet)
@@ -385,10 +391,12 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
   }
   if (a->save_dir) pipeline_save(&p, a->save_dir, &a->src);
   if (a->gather_path) pipeline_gather(&p, a->gather_path);
+  watchdog_arm("the end-of-run exchange", -1, p.step);
   if (a->trace_path)
     trace_write(&p.trace, comm_world(), p.P, spec->pipeline.schedule,
                 (int)spec->train.micro_batches, a->trace_path);
   stats_free(&st);
+  watchdog_disarm();
   if (!a->quiet) report_stages(&p);
   if (a->dump_prefix) param_dump_write(&p.model, a->dump_prefix, p.rank);
   if (metrics && fclose(metrics) != 0) pt_fatal("closing the metrics file: %s", strerror(errno));

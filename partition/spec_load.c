@@ -396,7 +396,7 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   static const char *const schedules[] = {"1f1b", "gpipe", NULL};
   static const char *const keys[] = {"stages",       "data_parallel", "partition",  "schedule",
                                      "boundaries",   "stage_layers",  "max_memory", "devices",
-                                     "tie_check_every", NULL};
+                                     "tie_check_every", "timeout_s", NULL};
   spec_pipeline *p = &s->pipeline;
   spec_node *m = spec_section(s->root, "pipeline", "pipeline", e);
   p->node = m;
@@ -410,6 +410,7 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   p->max_memory = spec_find_value(m, "max_memory");
   p->devices = spec_find_value(m, "devices");
   p->tie_check_every = spec_get_int(m, "tie_check_every", 0, 100, 0, INT64_MAX, e);
+  p->timeout_s = spec_get_int(m, "timeout_s", 0, 60, 0, 86400, e);
   spec_check_unused(m, "pipeline", keys, e);
 }
 

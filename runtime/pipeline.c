@@ -6,6 +6,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/watchdog.h"
 
 static int seq_len(const pt_pipeline *p) {
   return p->model.input_tokens ? (int)p->spec->seq_len : 1;
@@ -141,11 +142,32 @@ static int slot_of(const pt_pipeline *p, int mb) { return mb % p->slots; }
 
 static int tracing(const pt_pipeline *p) { return trace_active(&p->trace, p->step + 1); }
 
+/* What a wait is for, for the watchdog's message. */
+static const char *wait_what(const pt_pipeline *p, const pt_request *r) {
+  for (int s = 0; s < p->slots; s++) {
+    if (r == &p->recv_act[s]) return "an activation";
+    if (r == &p->recv_grad[s]) return "a gradient";
+    if (r == &p->send_act[s]) return "an activation to be received";
+    if (r == &p->send_grad[s]) return "a gradient to be received";
+  }
+  return "a message";
+}
+
+static int wait_peer(const pt_pipeline *p, const pt_request *r) {
+  for (int s = 0; s < p->slots; s++) {
+    if (r == &p->recv_act[s] || r == &p->send_grad[s]) return p->rank - 1;
+    if (r == &p->recv_grad[s] || r == &p->send_act[s]) return p->rank + 1;
+  }
+  return -1;
+}
+
 /* Waits for a request; when the step is traced, the time blocked becomes a "wait" span. */
 static void wait_for(pt_pipeline *p, pt_request *r, int mb) {
   if (!r->impl) return;
   double t0 = pt_now_s();
+  watchdog_arm(wait_what(p, r), wait_peer(p, r), p->step + 1);
   comm_wait(r);
+  watchdog_disarm(); /* only time spent blocked counts, never computation */
   if (tracing(p)) trace_add(&p->trace, "wait", "wait", mb, p->step + 1, t0, pt_now_s());
 }
 
@@ -207,12 +229,14 @@ static void wait_sends(pt_pipeline *p) {
 /* Global gradient norm: per-tensor sums of squares, gathered from every stage and added in
  * global tensor order (tied copies count once, on their first owner's stage). */
 static double global_norm(pt_pipeline *p) {
+  watchdog_arm("the gradient-norm exchange", -1, p->step + 1);
   int n = p->model.n_tensors, *counts = pt_calloc((size_t)p->P, sizeof(int)), total = 0;
   comm_allgather_int(p->pipe, n, counts);
   for (int i = 0; i < p->P; i++) total += counts[i];
   double *mine = pt_calloc((size_t)n + 1, sizeof(double)), *all = pt_calloc((size_t)total + 1, 8);
   grad_tensor_sumsq(&p->model, mine);
   comm_allgatherv_f64(p->pipe, mine, n, all, counts);
+  watchdog_disarm();
   double s = 0.0;
   for (int i = 0; i < total; i++) s += all[i];
   free(counts), free(mine), free(all);
@@ -274,9 +298,15 @@ static void run_action(pt_pipeline *p, const pt_action *a, double *norm, double 
   case ACT_SEND_GRAD:
     comm_send_async(p->pipe, p->din[s], p->in_bytes, prev, tag_grad(mb), &p->send_grad[s]);
     break;
-  case ACT_REDUCE_TIED: act_reduce_tied(p); break;
+  case ACT_REDUCE_TIED:
+    watchdog_arm("the tied-weight gradient reduction", -1, p->step + 1);
+    act_reduce_tied(p);
+    watchdog_disarm();
+    break;
   case ACT_REDUCE_DP:
+    watchdog_arm("the data-parallel gradient reduction", -1, p->step + 1);
     if (p->dp > 1) comm_allreduce_sum_f32(p->dp_comm, p->model.grads, (size_t)p->model.n_floats);
+    watchdog_disarm();
     break;
   case ACT_OPTIMIZER: act_optimizer(p, norm, lr); break;
   }
@@ -284,10 +314,12 @@ static void run_action(pt_pipeline *p, const pt_action *a, double *norm, double 
 
 /* The step's loss: each replica's last stage holds its sum; rank 0 adds them in replica order. */
 static double gather_loss(pt_pipeline *p) {
+  watchdog_arm("the end-of-step loss exchange", -1, p->step);
   int world = p->P * p->dp, *counts = pt_calloc((size_t)world, sizeof(int));
   for (int i = 0; i < world; i++) counts[i] = 1;
   double *all = pt_calloc((size_t)world, sizeof(double)), mine = p->is_last ? p->loss : 0.0;
   comm_allgatherv_f64(comm_world(), &mine, 1, all, counts);
+  watchdog_disarm();
   double loss = 0.0;
   for (int r = 0; r < p->dp; r++) loss += all[plan_rank(&p->plan, r, p->P - 1)];
   free(counts), free(all);

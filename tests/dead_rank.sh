@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# dead_rank.sh PIPE_TRAIN: one rank of 4 is killed (SIGKILL) or frozen (SIGSTOP) mid-run; every
+# rank must be gone within 15 s, with a message naming that rank. The frozen case relies on the
+# watchdog (pipeline.timeout_s, 5 s here); the killed case on mpirun noticing the death.
+set -euo pipefail
+pipe_train=$1
+work=$(mktemp -d)
+marker="$work/marker"
+cleanup() { pkill -9 -f -- "$marker" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+export OPENBLAS_NUM_THREADS=1
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+ranks_of_run() { # pids of this run's pipe_train processes
+  for p in $(pgrep -f -- "$marker" || true); do
+    [ "$(ps -o comm= -p "$p" 2>/dev/null)" = pipe_train ] && echo "$p"
+  done
+}
+
+run_case() { # SIGNAL
+  local sig=$1 out="$work/$1.out"
+  timeout 120 mpirun -np 4 --oversubscribe "$pipe_train" tests/pipeline/gate.yaml --quiet \
+    --set pipeline.stages=4 --set train.steps=1000000 --set pipeline.timeout_s=5 \
+    --set train.lr_schedule.name=constant --metrics "$marker.$sig.jsonl" >"$out" 2>&1 &
+  local job=$!
+  for _ in $(seq 50); do [ "$(ranks_of_run | wc -l)" = 4 ] && break; sleep 0.2; done
+  sleep 2
+  local victim rank
+  victim=$(ranks_of_run | sed -n 3p)
+  [ -n "$victim" ] || fail "$sig: could not find the ranks"
+  rank=$(tr '\0' '\n' < "/proc/$victim/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+  local t0=$SECONDS
+  kill -"$sig" "$victim"
+  while [ -n "$(ranks_of_run)" ] && [ $((SECONDS - t0)) -lt 20 ]; do sleep 0.2; done
+  local took=$((SECONDS - t0))
+  wait "$job" || true
+  [ -z "$(ranks_of_run)" ] || fail "$sig of rank $rank: ranks still running after 20 s"
+  [ "$took" -le 15 ] || fail "$sig of rank $rank: the job took ${took} s to end (limit 15)"
+  grep -Eq "rank $rank\b" "$out" || fail "$sig of rank $rank: no message names it: $(cat "$out")"
+  echo "$sig of rank $rank: every rank gone after ${took} s; message: $(grep -E "rank $rank\b" "$out" | head -1 | cut -c1-110)"
+}
+
+run_case KILL
+run_case STOP
+echo "dead_rank: all checks passed"
