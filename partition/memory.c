@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int memory_in_flight(const char *schedule, int n_stages, int stage, int micro_batches) {
   if (strcmp(schedule, "gpipe") == 0) return micro_batches;
@@ -204,4 +205,23 @@ void memory_format_size(int64_t bytes, char *out, size_t outsz) {
   int i = 0;
   while (v >= 1024.0 && i < 4) v /= 1024.0, i++;
   snprintf(out, outsz, i ? "%.2f %s" : "%.0f %s", v, u[i]);
+}
+
+int64_t memory_machine_bytes(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? (int64_t)pages * page : 0;
+}
+
+int memory_check_fits(int64_t need, int procs, const char *what, char *err, size_t errsz) {
+  int64_t machine = memory_machine_bytes();
+  if (machine <= 0 || need <= machine / (procs > 0 ? procs : 1)) return 0;
+  char n[32], m[32], share[32];
+  memory_format_size(need, n, sizeof n);
+  memory_format_size(machine, m, sizeof m);
+  memory_format_size(machine / (procs > 0 ? procs : 1), share, sizeof share);
+  snprintf(err, errsz, "%s needs %s (estimated before allocating) but this machine has %s (%s "
+           "for each of its %d processes); use more stages, a smaller micro_batch_size or "
+           "activation checkpointing (pipe_train --plan shows the estimate)", what, n, m, share,
+           procs);
+  return -1;
 }

@@ -38,6 +38,11 @@ int64_t memory_engine_bytes(const pt_model *m, int first, int last, int in_fligh
  * start). The partitioner fits caps against it, so any plan it picks fits exactly too. */
 int64_t memory_bound_stage(const pt_model *m, int n_stages, int stage, int first, int last,
                            int in_flight);
+/* Physical memory of this machine in bytes (0 if unknown). */
+int64_t memory_machine_bytes(void);
+/* Checks `need` bytes for one process (of `procs` sharing the machine) against its share of the
+ * machine's memory: returns 0, or -1 with a one-line message in err naming `what` and the fix. */
+int memory_check_fits(int64_t need, int procs, const char *what, char *err, size_t errsz);
 /* Parses "24GiB", "512 MiB", "1.5GB", "1000000" (KiB MiB GiB TiB = 2^10.., KB MB GB TB = 10^3..).
  * Returns bytes, or -1 if the text is not a size. */
 int64_t memory_parse_size(const char *text);

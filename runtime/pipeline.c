@@ -116,8 +116,13 @@ int pipeline_init(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz) 
   p->slots = p->sched.n_slots[p->stage_id];
   p->pipe = comm_split(comm_world(), p->replica, p->stage_id);
   p->dp_comm = comm_split(comm_world(), p->stage_id, p->replica);
-  /* only the end stages read data: all ranks agree on its failure, or the rest would hang */
-  uint64_t failed = (p->is_first || p->is_last) && data_open(&p->data, spec, err, errsz) != 0;
+  /* a stage this machine cannot hold is refused from the plan, not by the allocator; only the
+   * end stages read data; all ranks agree on any failure, or the rest would hang */
+  char what[4200];
+  snprintf(what, sizeof what, "%s: stage %d", spec->path, p->stage_id);
+  uint64_t failed = memory_check_fits(p->plan.mem[p->stage_id].total, comm_local_size(), what,
+                                      err, errsz) != 0;
+  if (!failed && (p->is_first || p->is_last)) failed = data_open(&p->data, spec, err, errsz) != 0;
   uint64_t first_bad = failed ? (uint64_t)p->rank : UINT64_MAX;
   comm_allreduce_min_u64(comm_world(), &first_bad, 1);
   if (first_bad != UINT64_MAX) {

@@ -1,5 +1,7 @@
 #include "runtime/train.h"
 
+#include "partition/memory.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +19,12 @@ int trainer_init(pt_trainer *t, const pt_spec *spec, char *err, size_t errsz) {
     snprintf(err, errsz, "%s", e.msg);
     return -1;
   }
-  if (data_open(&t->data, spec, err, errsz) != 0) {
+  pt_stage_memory mem; /* refuse, with the numbers, a model this machine cannot hold */
+  memory_estimate_stage(&t->model, 0, t->model.n_layers, 1, &mem);
+  char what[4200];
+  snprintf(what, sizeof what, "%s: the model", spec->path);
+  if (memory_check_fits(mem.total, 1, what, err, errsz) != 0 ||
+      data_open(&t->data, spec, err, errsz) != 0) {
     model_free(&t->model);
     return -1;
   }
