@@ -8,12 +8,14 @@
 #include <string.h>
 
 static inline float pt_expf(float x) {
-  /* comparisons, not fminf/fmaxf: those are libm calls that stop vectorisation */
-  x = x < -87.0f ? -87.0f : x;
-  x = x > 88.0f ? 88.0f : x;
-  float n = floorf(x * 1.44269504088896341f + 0.5f);
+  /* Clamp with comparisons (fminf/fmaxf are libm calls that stop vectorisation), written so a
+   * NaN lands on -87 and never reaches the float-to-int conversion below (undefined for NaN);
+   * the NaN itself is handed back at the end, so non-finite values still propagate. */
+  float xc = x > -87.0f ? x : -87.0f;
+  xc = xc < 88.0f ? xc : 88.0f;
+  float n = floorf(xc * 1.44269504088896341f + 0.5f);
   /* ln2 split in a part exact in float and a remainder, so r is accurate (Cody-Waite). */
-  float r = x - n * 0.693359375f;
+  float r = xc - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -22,10 +24,10 @@ static inline float pt_expf(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  int32_t bits = ((int32_t)n + 127) << 23;
+  int32_t bits = ((int32_t)n + 127) * (1 << 23); /* n in [-126, 127]: the exponent field */
   float scale;
   memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
+  return x == x ? p * scale : x;
 }
 
 /* tanh(u) = 1 - 2 / (exp(2u) + 1): absolute error below 3e-7, exact limits +-1. */
