@@ -312,16 +312,32 @@ static step_stats stats_new(const pt_pipeline *p) {
   return st;
 }
 
-static void stats_fill(step_stats *st, const pt_pipeline *p, pt_step_metrics *m, double gemm) {
+static void stats_fill(step_stats *st, pt_pipeline *p, pt_step_metrics *m, double gemm) {
   double idle = p->last_step_s > 0 ? 1.0 - p->step_compute_s / p->last_step_s : 0.0;
   double mine[2] = {idle < 0 ? 0 : idle, (double)pt_mem_peak()};
-  comm_allgatherv_f64(comm_world(), mine, 2, st->all, st->counts);
+  pipeline_gather_root(p, mine, 2, st->all, "the end-of-step statistics");
+  if (p->rank != 0) return; /* only rank 0 writes metrics */
   m->n_stages = p->P, m->bubble = st->bubble, m->peak_bytes = st->peak, m->bubble_mean = 0;
   for (int s = 0; s < p->P; s++) { /* replica 0's stage s is rank s */
     st->bubble[s] = st->all[2 * s], st->peak[s] = st->all[2 * s + 1];
     m->bubble_mean += st->bubble[s] / p->P;
   }
   m->mfu = m->tokens_per_s * model_flops_per_token(&p->model) / (gemm * st->world);
+}
+
+/* The largest pending signal over all ranks: gathered on rank 0 peer by peer (so a dead rank
+ * is named), then broadcast. */
+static uint64_t agree_signal(pt_pipeline *p) {
+  int world = p->P * p->dp;
+  double mine = signals_pending(), *all = pt_calloc((size_t)world, sizeof(double));
+  pipeline_gather_root(p, &mine, 1, all, "the end-of-step signal check");
+  uint64_t sig = 0;
+  for (int r = 0; p->rank == 0 && r < world; r++) sig = all[r] > (double)sig ? (uint64_t)all[r] : sig;
+  watchdog_arm("rank 0's end-of-step decision", 0, p->step);
+  comm_broadcast(comm_world(), &sig, sizeof sig, 0);
+  watchdog_disarm();
+  free(all);
+  return sig;
 }
 
 static void stats_free(step_stats *st) {
@@ -365,9 +381,7 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
     if (status > 0 && root && !a->quiet) report_skip(m.step, m.skipped_steps);
     int64_t every = spec->pipeline.tie_check_every;
     if ((every > 0 && m.step % every == 0) || m.step == spec->train.steps) pipeline_check_ties(&p);
-    watchdog_arm("the end-of-step exchange", -1, p.step);
     stats_fill(&st, &p, &m, gemm);
-    watchdog_disarm();
     spent += m.step_ms / 1e3;
     if (metrics) metrics_write_json(metrics, &m);
     if (root && !a->quiet)
@@ -379,8 +393,7 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
       pipeline_save(&p, dir, &a->src);
       if (root) checkpoint_prune(spec->train.ckpt_dir, (int)spec->train.ckpt_keep);
     }
-    uint64_t sig = (uint64_t)signals_pending(); /* ranks may see the signal at different times */
-    comm_allreduce_max_u64(comm_world(), &sig, 1);
+    uint64_t sig = agree_signal(&p); /* ranks may see the signal at different times */
     if (sig && p.step < spec->train.steps) {
       char dir[4200];
       preempt_dir(spec, a, p.step, dir, sizeof dir);

@@ -231,20 +231,36 @@ static void wait_sends(pt_pipeline *p) {
   }
 }
 
-/* Global gradient norm: per-tensor sums of squares, gathered from every stage and added in
- * global tensor order (tied copies count once, on their first owner's stage). */
+/* Global gradient norm: per-tensor sums of squares, gathered on stage 0 peer by peer (so a
+ * missing stage is named by the watchdog) and added in global tensor order, stage after stage
+ * (tied copies count once, on their first owner's stage); stage 0 broadcasts the result. */
 static double global_norm(pt_pipeline *p) {
-  watchdog_arm("the gradient-norm exchange", -1, p->step + 1);
-  int n = p->model.n_tensors, *counts = pt_calloc((size_t)p->P, sizeof(int)), total = 0;
-  comm_allgather_int(p->pipe, n, counts);
-  for (int i = 0; i < p->P; i++) total += counts[i];
-  double *mine = pt_calloc((size_t)n + 1, sizeof(double)), *all = pt_calloc((size_t)total + 1, 8);
+  int n = p->model.n_tensors, tag = (1 << 20) + 2;
+  double *mine = pt_calloc((size_t)n + 1, sizeof(double)), s = 0.0;
   grad_tensor_sumsq(&p->model, mine);
-  comm_allgatherv_f64(p->pipe, mine, n, all, counts);
+  int root = plan_rank(&p->plan, p->replica, 0);
+  if (p->stage_id == 0) {
+    for (int i = 0; i < n; i++) s += mine[i];
+    for (int st = 1; st < p->P; st++) {
+      int count = 0;
+      pt_request q = {0};
+      watchdog_arm("its gradient norm", plan_rank(&p->plan, p->replica, st), p->step + 1);
+      comm_recv_async(p->pipe, &count, sizeof count, st, tag, &q), comm_wait(&q);
+      double *theirs = pt_calloc((size_t)count + 1, sizeof(double));
+      comm_recv_async(p->pipe, theirs, sizeof(double) * (size_t)count, st, tag, &q), comm_wait(&q);
+      for (int i = 0; i < count; i++) s += theirs[i];
+      free(theirs);
+    }
+  } else {
+    pt_request q = {0};
+    watchdog_arm("stage 0 to take the gradient norm", root, p->step + 1);
+    comm_send_async(p->pipe, &n, sizeof n, 0, tag, &q), comm_wait(&q);
+    comm_send_async(p->pipe, mine, sizeof(double) * (size_t)n, 0, tag, &q), comm_wait(&q);
+  }
+  watchdog_arm("the gradient norm from stage 0", p->stage_id == 0 ? -1 : root, p->step + 1);
+  comm_broadcast(p->pipe, &s, sizeof s, 0);
   watchdog_disarm();
-  double s = 0.0;
-  for (int i = 0; i < total; i++) s += all[i];
-  free(counts), free(mine), free(all);
+  free(mine);
   return sqrt(s);
 }
 
@@ -317,17 +333,37 @@ static void run_action(pt_pipeline *p, const pt_action *a, double *norm, double 
   }
 }
 
+/* Rank 0 receives n doubles from every rank into all[rank * n ...], one peer at a time, so a
+ * missing rank is named by the watchdog (a collective could not say who is missing). */
+void pipeline_gather_root(pt_pipeline *p, const double *mine, int n, double *all,
+                          const char *what) {
+  int world = p->P * p->dp, tag = (1 << 20) + 1;
+  if (p->rank != 0) {
+    pt_request r = {0};
+    watchdog_arm(what, 0, p->step);
+    comm_send_async(comm_world(), mine, sizeof(double) * (size_t)n, 0, tag, &r);
+    comm_wait(&r);
+    watchdog_disarm();
+    return;
+  }
+  memcpy(all, mine, sizeof(double) * (size_t)n);
+  for (int r = 1; r < world; r++) {
+    pt_request q = {0};
+    watchdog_arm(what, r, p->step);
+    comm_recv_async(comm_world(), all + (size_t)r * n, sizeof(double) * (size_t)n, r, tag, &q);
+    comm_wait(&q);
+    watchdog_disarm();
+  }
+}
+
 /* The step's loss: each replica's last stage holds its sum; rank 0 adds them in replica order. */
 static double gather_loss(pt_pipeline *p) {
-  watchdog_arm("the end-of-step loss exchange", -1, p->step);
-  int world = p->P * p->dp, *counts = pt_calloc((size_t)world, sizeof(int));
-  for (int i = 0; i < world; i++) counts[i] = 1;
+  int world = p->P * p->dp;
   double *all = pt_calloc((size_t)world, sizeof(double)), mine = p->is_last ? p->loss : 0.0;
-  comm_allgatherv_f64(comm_world(), &mine, 1, all, counts);
-  watchdog_disarm();
+  pipeline_gather_root(p, &mine, 1, all, "the end-of-step loss");
   double loss = 0.0;
   for (int r = 0; r < p->dp; r++) loss += all[plan_rank(&p->plan, r, p->P - 1)];
-  free(counts), free(all);
+  free(all);
   return loss;
 }
 

@@ -76,6 +76,10 @@ void pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src);
 /* Rank 0 receives every stage's weights (replica 0) and writes one sequential safetensors file
  * at path (see checkpoint_write_sequential): no shared file system needed. Collective. */
 void pipeline_gather(pt_pipeline *p, const char *path);
+/* Rank 0 receives n doubles from every rank (all: [ranks * n], on rank 0 only), peer by peer,
+ * so that a dead or hung rank is named by the watchdog. Collective. */
+void pipeline_gather_root(pt_pipeline *p, const double *mine, int n, double *all,
+                          const char *what);
 /* Compares the tied copies across their stages and aborts the job naming the tie if they differ. */
 void pipeline_check_ties(pt_pipeline *p);
 
