@@ -120,17 +120,6 @@ int trainer_step(pt_trainer *t, pt_step_metrics *out) {
   return status;
 }
 
-void trainer_run(pt_trainer *t, const pt_train_output *o) {
-  while (t->step < t->spec->train.steps) {
-    pt_step_metrics s;
-    trainer_step(t, &s);
-    if (o->metrics) metrics_write_json(o->metrics, &s);
-    int64_t every = o->log_every > 0 ? o->log_every : 1;
-    if (o->log && (s.step % every == 0 || s.step == s.steps || s.step == 1))
-      metrics_print_line(o->log, &s);
-  }
-}
-
 double train_flops_per_token(const pt_trainer *t) { return model_flops_per_token(&t->model); }
 
 int trainer_load(pt_trainer *t, const char *path, char *err, size_t errsz) {

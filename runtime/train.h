@@ -32,12 +32,6 @@ typedef struct {
   char error[512];
 } pt_trainer;
 
-typedef struct {
-  FILE *metrics;  /* JSON lines, or NULL */
-  FILE *log;      /* human-readable lines, or NULL */
-  int64_t log_every;
-} pt_train_output;
-
 /* Builds everything for spec; returns 0 or -1 with a message in err (bad input). */
 int trainer_init(pt_trainer *t, const pt_spec *spec, char *err, size_t errsz);
 void trainer_free(pt_trainer *t);
@@ -45,8 +39,6 @@ void trainer_free(pt_trainer *t);
  * was skipped for non-finite gradients (train.on_nonfinite: skip), or -1 when they must abort
  * the run (message in t->error). */
 int trainer_step(pt_trainer *t, pt_step_metrics *out);
-/* Runs the remaining steps of train.steps. */
-void trainer_run(pt_trainer *t, const pt_train_output *o);
 
 /* Loads a checkpoint (any layout) and continues at its step; 0 or -1 with err. */
 int trainer_load(pt_trainer *t, const char *path, char *err, size_t errsz);
