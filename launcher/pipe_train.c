@@ -218,9 +218,24 @@ static void print_schedule(const pt_spec *spec, const char *svg) {
   schedule_free(&sch);
 }
 
+/* A periodic checkpoint that could not be written (disk full, I/O error) costs only itself: the
+ * training state is intact and the next interval tries again. root: this rank reports the
+ * consequences; err: this rank's own reason (empty when its part went well). */
+static void warn_periodic_failed(const char *dir, const char *err, int root, int64_t next) {
+  if (root)
+    pt_warn("checkpoint %s not written%s%s; training goes on with its state intact, the next try "
+            "is after step %lld, and earlier checkpoints are untouched", dir, err[0] ? ": " : "",
+            err, (long long)next);
+  else if (err[0])
+    pt_warn("checkpoint %s not written: %s", dir, err);
+}
+
+/* The save a run ends with (--save, or after a signal): without it the run's work is lost, so
+ * its failure is the run's. */
 static void sequential_save(pt_trainer *t, const char *dir, const cli_args *a) {
   char err[1024];
-  if (trainer_save(t, dir, &a->src, err, sizeof err) != 0) pt_fatal("saving the checkpoint: %s", err);
+  if (trainer_save(t, dir, &a->src, err, sizeof err) != 0)
+    pt_fatal("checkpoint %s not written: %s; earlier checkpoints are untouched", dir, err);
 }
 
 static void run_sequential(const pt_spec *spec, const cli_args *a) {
@@ -254,8 +269,10 @@ static void run_sequential(const pt_spec *spec, const cli_args *a) {
     if (periodic_due(spec, t.step)) {
       char dir[4200];
       checkpoint_step_dir(spec->train.ckpt_dir, t.step, dir, sizeof dir);
-      sequential_save(&t, dir, a);
-      checkpoint_prune(spec->train.ckpt_dir, (int)spec->train.ckpt_keep);
+      if (trainer_save(&t, dir, &a->src, err, sizeof err) == 0)
+        checkpoint_prune(spec->train.ckpt_dir, (int)spec->train.ckpt_keep);
+      else
+        warn_periodic_failed(dir, err, 1, t.step + spec->train.ckpt_every);
     }
     if (signals_pending() && t.step < spec->train.steps) {
       char dir[4200];
@@ -344,6 +361,19 @@ static void stats_free(step_stats *st) {
   free(st->counts), free(st->all), free(st->bubble), free(st->peak);
 }
 
+/* pipeline_save of a save the run cannot do without: on failure every rank leaves with code 1,
+ * each failing rank having said why. */
+static void pipeline_save_or_exit(pt_pipeline *p, const char *dir, const cli_args *a) {
+  char err[1024];
+  if (pipeline_save(p, dir, &a->src, err, sizeof err) == 0) return;
+  if (err[0]) fprintf(stderr, "pipetrain[rank %d]: error: checkpoint %s not written: %s\n", p->rank, dir, err);
+  if (p->rank == 0)
+    fprintf(stderr, "pipetrain: error: the run's final checkpoint %s could not be written (see "
+            "above); earlier checkpoints are untouched\n", dir);
+  comm_finalize();
+  exit(PT_EXIT_FATAL);
+}
+
 static void run_pipeline(const pt_spec *spec, const cli_args *a) {
   pt_pipeline p;
   char err[1024] = "";
@@ -390,19 +420,21 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
     if (periodic_due(spec, p.step)) {
       char dir[4200];
       checkpoint_step_dir(spec->train.ckpt_dir, p.step, dir, sizeof dir);
-      pipeline_save(&p, dir, &a->src);
-      if (root) checkpoint_prune(spec->train.ckpt_dir, (int)spec->train.ckpt_keep);
+      if (pipeline_save(&p, dir, &a->src, err, sizeof err) != 0)
+        warn_periodic_failed(dir, err, root, p.step + spec->train.ckpt_every);
+      else if (root)
+        checkpoint_prune(spec->train.ckpt_dir, (int)spec->train.ckpt_keep);
     }
     uint64_t sig = agree_signal(&p); /* ranks may see the signal at different times */
     if (sig && p.step < spec->train.steps) {
       char dir[4200];
       preempt_dir(spec, a, p.step, dir, sizeof dir);
-      pipeline_save(&p, dir, &a->src);
+      pipeline_save_or_exit(&p, dir, a);
       if (root) preempt_report((int)sig, p.step, dir);
       break;
     }
   }
-  if (a->save_dir) pipeline_save(&p, a->save_dir, &a->src);
+  if (a->save_dir) pipeline_save_or_exit(&p, a->save_dir, a);
   if (a->gather_path) pipeline_gather(&p, a->gather_path);
   watchdog_arm("the end-of-run exchange", -1, p.step);
   if (a->trace_path)
@@ -414,6 +446,28 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
   if (a->dump_prefix) param_dump_write(&p.model, a->dump_prefix, p.rank);
   if (metrics && fclose(metrics) != 0) pt_fatal("closing the metrics file: %s", strerror(errno));
   pipeline_free(&p);
+}
+
+/* Where the run will write (checkpoints, --gather) must be writable before it trains for hours:
+ * one line from the lowest rank that cannot, then every rank exits with code 2. */
+static void check_output_dirs(const pt_spec *s, const cli_args *a, int launched) {
+  char err[1024] = "";
+  int bad = s->train.ckpt_dir[0] && checkpoint_check_writable(s->train.ckpt_dir, 0,
+                                                              "train.checkpoint.dir", err, sizeof err);
+  bad = bad || (a->save_dir && checkpoint_check_writable(a->save_dir, 0, "--save", err, sizeof err));
+  bad = bad || (a->gather_path &&
+                checkpoint_check_writable(a->gather_path, 1, "--gather", err, sizeof err));
+  int world = launched ? comm_size(comm_world()) : 1, *all = pt_calloc((size_t)world, sizeof(int));
+  if (launched) comm_allgather_int(comm_world(), bad, all);
+  else all[0] = bad;
+  int first_bad = -1;
+  for (int r = world - 1; r >= 0; r--) first_bad = all[r] ? r : first_bad;
+  free(all);
+  if (first_bad < 0) return;
+  if (first_bad == (launched ? comm_rank(comm_world()) : 0)) fprintf(stderr, "pipetrain: %s\n", err);
+  fflush(stderr);
+  if (launched) comm_finalize();
+  exit(PT_EXIT_INPUT);
 }
 
 /* Ranks share the node's cores: one BLAS thread pool each would oversubscribe them. An explicit
@@ -451,6 +505,7 @@ int main(int argc, char **argv) {
                "without mpirun (or with -np 1)", world);
       fail_everywhere(launched, msg);
     }
+    check_output_dirs(&spec, &a, launched);
     run_sequential(&spec, &a);
   } else if (!launched) {
     pt_fail_input("%s: pipeline.stages (%lld) x pipeline.data_parallel (%lld) = %lld processes: "
@@ -458,6 +513,7 @@ int main(int argc, char **argv) {
                   spec.path, (long long)spec.pipeline.stages, (long long)spec.pipeline.data_parallel,
                   (long long)procs, (long long)procs);
   } else {
+    check_output_dirs(&spec, &a, launched);
     set_blas_threads();
     run_pipeline(&spec, &a);
   }

@@ -53,9 +53,20 @@ int checkpoint_write_manifest(const char *dir, const pt_model *m, const pt_spec_
 int checkpoint_make_dir(const char *dir, char *err, size_t errsz);
 /* Before writing a checkpoint into dir: a complete checkpoint already there is renamed, whole,
  * to dir.previous (loading dir falls back to it until the new manifest exists), then dir is
- * created. After the new manifest is written, checkpoint_end_save removes dir.previous. */
+ * created. After the new manifest is written, checkpoint_end_save removes dir.previous. A failed
+ * begin_save leaves everything as it was. */
 int checkpoint_begin_save(const char *dir, char *err, size_t errsz);
 void checkpoint_end_save(const char *dir);
+/* After a save into dir failed (disk full, I/O error): removes what the save wrote there (only
+ * checkpoint file names; other files stay) and puts back the checkpoint begin_save set aside,
+ * so dir loads as it did before the attempt. */
+void checkpoint_abort_save(const char *dir);
+/* Before training: can this process create and write target (a directory, or with is_file a
+ * file)? Checks the nearest existing part of the path (a directory, writable); creates nothing.
+ * `what` names the setting for the message ("--save", "train.checkpoint.dir"). 0, or -1 with a
+ * one-line err. */
+int checkpoint_check_writable(const char *target, int is_file, const char *what, char *err,
+                              size_t errsz);
 /* DIR/step-NNNNNNNN for periodic checkpoints. */
 void checkpoint_step_dir(const char *root, int64_t step, char *out, size_t outsz);
 /* Removes all but the `keep` newest complete step-* checkpoints under root (an incomplete one

@@ -256,7 +256,7 @@ static void remove_dir(const char *dir) {
 }
 
 static int manifest_exists(const char *dir) {
-  char path[4400];
+  char path[4400 + 32];
   struct stat st;
   snprintf(path, sizeof path, "%s/manifest.json", dir);
   return stat(path, &st) == 0;
@@ -283,7 +283,62 @@ int checkpoint_begin_save(const char *dir, char *err, size_t errsz) {
     parent_of(dir, parent, sizeof parent);
     fsync_dir(parent);
   }
-  return checkpoint_make_dir(dir, err, errsz);
+  if (checkpoint_make_dir(dir, err, errsz) == 0) return 0;
+  checkpoint_abort_save(dir); /* puts the set-aside checkpoint back */
+  return -1;
+}
+
+/* Only names a save writes (model-/optim- files, their temporaries, the manifest): the user's
+ * --save directory may hold other files, which are left alone. */
+static int written_by_save(const char *name) {
+  return !strncmp(name, "model-s", 7) || !strncmp(name, "optim-s", 7) ||
+         !strncmp(name, "manifest.json", 13);
+}
+
+void checkpoint_abort_save(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    char path[4400 + 512];
+    while ((e = readdir(d))) {
+      int w = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      if (written_by_save(e->d_name) && w > 0 && (size_t)w < sizeof path) unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+  }
+  char prev[4400], parent[4400];
+  snprintf(prev, sizeof prev, "%s.previous", dir);
+  if (manifest_exists(prev) && rename(prev, dir) == 0) {
+    parent_of(dir, parent, sizeof parent);
+    fsync_dir(parent);
+  }
+}
+
+int checkpoint_check_writable(const char *target, int is_file, const char *what, char *err,
+                              size_t errsz) {
+  char path[4096];
+  struct stat st;
+  if (is_file) parent_of(target, path, sizeof path);
+  else snprintf(path, sizeof path, "%s", target);
+  for (;;) { /* the nearest part of the path that exists decides */
+    if (stat(path, &st) == 0) break;
+    char *slash = strrchr(path, '/');
+    if (!slash) {
+      snprintf(path, sizeof path, ".");
+    } else if (slash == path) {
+      path[1] = '\0';
+    } else {
+      *slash = '\0';
+    }
+  }
+  const char *why = NULL;
+  if (!S_ISDIR(st.st_mode)) why = "it is not a directory";
+  else if (access(path, W_OK | X_OK) != 0) why = strerror(errno);
+  if (!why) return 0;
+  snprintf(err, errsz, "%s %s: cannot write there: %s: %s; choose a directory this job can write",
+           what, target, path, why);
+  return -1;
 }
 
 void checkpoint_end_save(const char *dir) {

@@ -48,6 +48,18 @@ void pt_fail_input(const char *fmt, ...) {
   die(PT_EXIT_INPUT);
 }
 
+void pt_warn(const char *fmt, ...) {
+  va_list ap;
+  fflush(stdout); /* the warning lands after the progress line it concerns */
+  print_prefix();
+  fprintf(stderr, "warning: ");
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  fflush(stderr);
+}
+
 void pt_fail_call(const char *file, int line, const char *call) {
   int e = errno;
   pt_fatal("%s:%d: %s failed: %s", file, line, call, e ? strerror(e) : "unexpected result");

@@ -24,6 +24,9 @@ void pt_error_set_abort_hook(pt_abort_hook hook);
 
 void pt_fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 void pt_fail_input(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* A problem the run survives (e.g. a periodic checkpoint the disk had no room for): one line
+ * "pipetrain[rank R]: warning: ..." on stderr; the run goes on. */
+void pt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Checks a libc-style call: nonzero/NULL/negative results per macro, errno reported. */
 void pt_fail_call(const char *file, int line, const char *call) __attribute__((noreturn));

@@ -461,39 +461,56 @@ int pipeline_load(pt_pipeline *p, const char *path, char *err, size_t errsz) {
   return agree_failure(p, failed, err);
 }
 
-void pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src) {
-  char err[1024];
-  if (p->rank == 0 && checkpoint_begin_save(dir, err, sizeof err) != 0) pt_fatal("%s", err);
-  comm_barrier(comm_world());
+/* Every rank learns rank 0's verdict: also the barrier that keeps anyone from going on (or
+ * exiting) before the manifest is down. */
+static int agree_with_root(pt_pipeline *p, int ok) {
+  uint64_t v = (uint64_t)ok;
+  comm_broadcast(comm_world(), &v, sizeof v, 0);
+  return (int)v;
+}
+
+/* Rank 0, once every stage reported: the manifest, or (when a stage failed) the rollback. */
+static int save_finish(pt_pipeline *p, const char *dir, const pt_spec_source *src,
+                       const double *all, char *err, size_t errsz) {
+  ckpt_stage_files *files = pt_calloc((size_t)p->P, sizeof *files);
+  int ok = 1;
+  for (int s = 0; s < p->P; s++) { /* replica 0's stage s is rank s */
+    snprintf(files[s].model_file, sizeof files[s].model_file, "model-s%03d.safetensors", s);
+    snprintf(files[s].optim_file, sizeof files[s].optim_file, "optim-s%03d.safetensors", s);
+    files[s].model_crc = (uint32_t)all[5 * s], files[s].model_bytes = (int64_t)all[5 * s + 1];
+    files[s].optim_crc = (uint32_t)all[5 * s + 2], files[s].optim_bytes = (int64_t)all[5 * s + 3];
+    ok &= all[5 * s + 4] != 0;
+  }
+  if (ok && checkpoint_write_manifest(dir, &p->model, src, p->step, p->opt.t, p->P, p->dp,
+                                      p->plan.bounds, files, err, errsz) != 0)
+    ok = 0;
+  if (ok) checkpoint_end_save(dir);
+  else checkpoint_abort_save(dir);
+  free(files);
+  return ok;
+}
+
+int pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src, char *err,
+                  size_t errsz) {
+  err[0] = '\0';
+  int ok = p->rank != 0 || checkpoint_begin_save(dir, err, errsz) == 0;
+  if (!agree_with_root(p, ok)) return -1;
   ckpt_stage_files mine;
   memset(&mine, 0, sizeof mine);
   int first = plan_first_layer(&p->plan, p->stage_id), end = plan_end_layer(&p->plan, p->stage_id);
-  if (p->replica == 0 &&
-      checkpoint_write_stage(dir, &p->model, &p->opt, p->stage_id, first, end, &mine, err,
-                             sizeof err) != 0)
-    pt_fatal("saving the checkpoint: %s", err);
+  ok = p->replica != 0 ||
+       checkpoint_write_stage(dir, &p->model, &p->opt, p->stage_id, first, end, &mine, err,
+                              errsz) == 0;
   int world = p->P * p->dp, *counts = pt_calloc((size_t)world, sizeof(int));
-  for (int i = 0; i < world; i++) counts[i] = 4;
-  double rec[4] = {mine.model_crc, (double)mine.model_bytes, mine.optim_crc, (double)mine.optim_bytes};
-  double *all = pt_calloc(4 * (size_t)world, sizeof(double));
-  comm_allgatherv_f64(comm_world(), rec, 4, all, counts);
-  if (p->rank == 0) {
-    ckpt_stage_files *files = pt_calloc((size_t)p->P, sizeof *files);
-    for (int s = 0; s < p->P; s++) { /* replica 0's stage s is rank s */
-      snprintf(files[s].model_file, sizeof files[s].model_file, "model-s%03d.safetensors", s);
-      snprintf(files[s].optim_file, sizeof files[s].optim_file, "optim-s%03d.safetensors", s);
-      files[s].model_crc = (uint32_t)all[4 * s], files[s].model_bytes = (int64_t)all[4 * s + 1];
-      files[s].optim_crc = (uint32_t)all[4 * s + 2], files[s].optim_bytes = (int64_t)all[4 * s + 3];
-    }
-    if (checkpoint_write_manifest(dir, &p->model, src, p->step, p->opt.t, p->P, p->dp,
-                                  p->plan.bounds, files, err, sizeof err) != 0)
-      pt_fatal("saving the checkpoint: %s", err);
-    checkpoint_end_save(dir);
-    free(files);
-  }
+  for (int i = 0; i < world; i++) counts[i] = 5;
+  double rec[5] = {mine.model_crc, (double)mine.model_bytes, mine.optim_crc,
+                   (double)mine.optim_bytes, ok};
+  double *all = pt_calloc(5 * (size_t)world, sizeof(double));
+  comm_allgatherv_f64(comm_world(), rec, 5, all, counts);
+  if (p->rank == 0) ok = save_finish(p, dir, src, all, err, errsz);
   free(counts);
   free(all);
-  comm_barrier(comm_world()); /* nobody goes on (or exits) before the manifest is down */
+  return agree_with_root(p, ok) ? 0 : -1;
 }
 
 /* Copies every tensor a stage model holds (not tied copies) into the whole model, by name. */

@@ -71,8 +71,12 @@ int pipeline_step(pt_pipeline *p, pt_step_metrics *out);
  * that failed first (and empty elsewhere). */
 int pipeline_load(pt_pipeline *p, const char *path, char *err, size_t errsz);
 /* Saves a checkpoint into dir: replica 0's ranks write their stage, rank 0 the manifest last.
- * Collective; a write failure ends the job with the error (the previous checkpoint stays). */
-void pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src);
+ * Collective; returns 0 everywhere, or -1 everywhere when any rank's write failed (disk full,
+ * I/O error): err then holds this rank's own failure, or is empty where this rank's part went
+ * well. A failed save changes nothing: the training state, and dir's previous checkpoint,
+ * which rank 0 puts back. */
+int pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src, char *err,
+                  size_t errsz);
 /* Rank 0 receives every stage's weights (replica 0) and writes one sequential safetensors file
  * at path (see checkpoint_write_sequential): no shared file system needed. Collective. */
 void pipeline_gather(pt_pipeline *p, const char *path);

@@ -135,12 +135,14 @@ int trainer_save(pt_trainer *t, const char *dir, const pt_spec_source *src, char
                  size_t errsz) {
   ckpt_stage_files files;
   int bounds[2] = {0, t->model.n_layers};
-  if (checkpoint_begin_save(dir, err, errsz) != 0 ||
-      checkpoint_write_stage(dir, &t->model, &t->opt, 0, 0, t->model.n_layers, &files, err,
+  if (checkpoint_begin_save(dir, err, errsz) != 0) return -1;
+  if (checkpoint_write_stage(dir, &t->model, &t->opt, 0, 0, t->model.n_layers, &files, err,
                              errsz) != 0 ||
       checkpoint_write_manifest(dir, &t->model, src, t->step, t->opt.t, 1, 1, bounds, &files,
-                                err, errsz) != 0)
+                                err, errsz) != 0) {
+    checkpoint_abort_save(dir);
     return -1;
+  }
   checkpoint_end_save(dir);
   return 0;
 }

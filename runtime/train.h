@@ -42,7 +42,8 @@ int trainer_step(pt_trainer *t, pt_step_metrics *out);
 
 /* Loads a checkpoint (any layout) and continues at its step; 0 or -1 with err. */
 int trainer_load(pt_trainer *t, const char *path, char *err, size_t errsz);
-/* Saves a checkpoint of the whole model into dir (one stage); 0 or -1 with err. */
+/* Saves a checkpoint of the whole model into dir (one stage); 0 or -1 with err. A failed save
+ * changes nothing: not the trainer, not dir's previous checkpoint. */
 int trainer_save(pt_trainer *t, const char *dir, const pt_spec_source *src, char *err,
                  size_t errsz);
 
