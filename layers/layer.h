@@ -37,7 +37,7 @@ typedef struct {
   char name[PT_PARAM_NAME_MAX]; /* state-dict suffix, e.g. "attn.qkv.weight" */
   int ndim;
   int64_t shape[4];
-  int64_t numel;
+  int64_t numel; /* -1 when the product overflows (refused by model_configure) */
   int decay; /* weight decay applies: parameters of rank >= 2 */
 } pt_param_desc;
 

@@ -16,7 +16,8 @@ int layer_add_param(pt_layer *L, const char *name, int ndim, int64_t d0, int64_t
   p->numel = 1;
   for (int i = 0; i < ndim; i++) {
     p->shape[i] = dims[i];
-    p->numel *= dims[i];
+    /* absurd sizes are the caller's to refuse (model_configure): -1, never an overflow */
+    if (p->numel >= 0 && __builtin_mul_overflow(p->numel, dims[i], &p->numel)) p->numel = -1;
   }
   p->decay = ndim >= 2;
   return L->n_params++;

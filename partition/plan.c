@@ -206,6 +206,10 @@ static int automatic(pt_plan *p, const pt_model *m, spec_errors *e) {
     part_failure why;
     rc = part_solve(&prob, p->bounds, NULL, NULL, &why);
     if (rc == -2) explain_failure(p, m, &why, e);
+    else if (rc != 0 && !e->failed) /* weights the solver refuses: sizes beyond reason */
+      spec_error(e, m->spec->pipeline.node, 0, "no partition of %d layers into %d stages: the "
+                 "layer costs are not finite numbers (the sizes are too large)", p->n_layers,
+                 p->n_stages);
   }
   free(time);
   free(w);

@@ -72,6 +72,12 @@ static int manifest_fail(char *err, size_t errsz, const pt_checkpoint *c, const 
   return -1;
 }
 
+/* A step count: a JSON number in [0, 2^53], so its conversion to int64_t is defined (a huge
+ * value such as 1e999 parses as inf). */
+static int json_count(const cJSON *n) {
+  return cJSON_IsNumber(n) && n->valuedouble >= 0 && n->valuedouble <= 9007199254740992.0;
+}
+
 static int check_manifest(pt_checkpoint *c, char *err, size_t errsz) {
   cJSON *o = c->manifest;
   cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "format");
@@ -81,8 +87,7 @@ static int check_manifest(pt_checkpoint *c, char *err, size_t errsz) {
   cJSON *t = cJSON_GetObjectItemCaseSensitive(opt, "t");
   if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, CKPT_FORMAT) != 0)
     return manifest_fail(err, errsz, c, "not a pipetrain checkpoint manifest (format '" CKPT_FORMAT "')");
-  if (!cJSON_IsNumber(step) || step->valuedouble < 0 || !cJSON_IsString(name) ||
-      !cJSON_IsNumber(t) || t->valuedouble < 0)
+  if (!json_count(step) || !cJSON_IsString(name) || !json_count(t))
     return manifest_fail(err, errsz, c, "step or optimizer missing or malformed");
   if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(o, "tensors")) ||
       !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o, "files")))
@@ -148,33 +153,47 @@ typedef struct {
   int n;
 } file_cache;
 
-static int file_record(const pt_checkpoint *c, const char *name, double *crc, double *bytes) {
+/* The CRC-32 the manifest records for file `name`: 0, 1 when the file is not listed, -1 when its
+ * crc32 is not an integer in [0, 2^32) (converting such a double to uint32_t would be undefined). */
+static int file_record(const pt_checkpoint *c, const char *name, uint32_t *crc) {
   cJSON *it;
   cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(c->manifest, "files")) {
     cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "name");
     if (!cJSON_IsString(n) || strcmp(n->valuestring, name) != 0) continue;
-    *crc = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(it, "crc32"));
-    *bytes = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(it, "bytes"));
+    double v = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(it, "crc32"));
+    if (!(v >= 0 && v <= 4294967295.0) || v != (double)(uint32_t)v) return -1; /* NaN fails too */
+    *crc = (uint32_t)v;
     return 0;
   }
-  return -1;
+  return 1;
 }
 
 static st_file *cache_get(file_cache *fc, const char *name, char *err, size_t errsz) {
   for (int i = 0; i < fc->n; i++)
     if (!strcmp(fc->files[i].name, name)) return &fc->files[i].f;
-  double want_crc, want_bytes;
+  uint32_t want_crc = 0;
   char path[4400];
   snprintf(path, sizeof path, "%s/%s", fc->c->dir, name);
-  if (strchr(name, '/') || file_record(fc->c, name, &want_crc, &want_bytes) != 0) {
+  int listed = strchr(name, '/') ? 1 : file_record(fc->c, name, &want_crc);
+  if (listed > 0) {
     snprintf(err, errsz, "%s/manifest.json: file '%s' is not listed in files", fc->c->dir, name);
     return NULL;
   }
+  if (listed < 0) {
+    snprintf(err, errsz, "%s/manifest.json: file '%s' has no valid crc32 (damaged manifest?)",
+             fc->c->dir, name);
+    return NULL;
+  }
+  if (fc->n == 256) {
+    snprintf(err, errsz, "%s/manifest.json: tensors are spread over more than 256 files",
+             fc->c->dir);
+    return NULL;
+  }
   uint32_t crc;
-  if (fc->n == 256 || st_file_crc32(path, &crc, err, errsz) != 0) return NULL;
-  if ((double)crc != want_crc) {
+  if (st_file_crc32(path, &crc, err, errsz) != 0) return NULL;
+  if (crc != want_crc) {
     snprintf(err, errsz, "%s: damaged: CRC-32 %08x, the manifest recorded %08x (the file changed "
-             "after the checkpoint was written)", path, crc, (uint32_t)want_crc);
+             "after the checkpoint was written)", path, crc, want_crc);
     return NULL;
   }
   open_file *o = &fc->files[fc->n];
@@ -231,9 +250,9 @@ static int load_optimizer_tensor(file_cache *fc, const char *model_file, const c
   snprintf(file, sizeof file, "optim%s", dash ? dash : "");
   int adam = o->v != NULL;
   snprintf(name, sizeof name, "%s.%s", key, adam ? "exp_avg" : "momentum_buffer");
-  if (read_tensor(fc, file, name, d, o->m + off, err, errsz) != 0) return -1;
+  if (read_tensor(fc, file, name, d, o->host_m + off, err, errsz) != 0) return -1;
   snprintf(name, sizeof name, "%s.exp_avg_sq", key);
-  return adam ? read_tensor(fc, file, name, d, o->v + off, err, errsz) : 0;
+  return adam ? read_tensor(fc, file, name, d, o->host_v + off, err, errsz) : 0;
 }
 
 static int check_model(pt_checkpoint *c, const pt_model *m, const pt_optimizer *o, char *err,
@@ -274,7 +293,7 @@ int checkpoint_load(pt_checkpoint *c, pt_model *m, pt_optimizer *o, char *err, s
     }
     rc = check_entry(c, key, d, entry, err, errsz);
     const char *file = rc == 0 ? cJSON_GetObjectItemCaseSensitive(entry, "file")->valuestring : "";
-    if (rc == 0) rc = read_tensor(fc, file, key, d, m->params + t->offset, err, errsz);
+    if (rc == 0) rc = read_tensor(fc, file, key, d, m->host_params + t->offset, err, errsz);
     if (rc == 0 && o) rc = load_optimizer_tensor(fc, file, key, d, o, t->offset, err, errsz);
   }
   if (rc == 0 && o) o->t = c->opt_t;
