@@ -7,8 +7,10 @@
  * the transport's reduction tree, and a pipelined run can match the sequential one bit for bit.
  * Every failing call aborts the whole job with the rank and the call in the message.
  *
- * Backend: MPI (comm_mpi.c) for host buffers. A NCCL backend for device buffers plugs in
- * behind the same calls.
+ * Transports: MPI (comm_mpi.c) for host buffers; in GPU builds, once comm_use_device() ran,
+ * buffers in GPU memory go over NCCL or over MPI through pinned host copies (comm_nccl.c),
+ * chosen per call by where the buffer lives. NCCL matches transfers between two ranks in the
+ * order they are issued (tags are MPI's only): the engine issues them in schedule order.
  */
 #ifndef PT_COMM_H
 #define PT_COMM_H
@@ -20,6 +22,7 @@ typedef struct pt_comm pt_comm;
 
 typedef struct {
   void *impl; /* backend request; NULL when nothing is pending */
+  int device; /* impl is a device transfer's (GPU builds) */
 } pt_request;
 
 /* Starts the transport (MPI_Init) and installs the abort hook so pt_fatal() ends every rank. */
@@ -37,6 +40,9 @@ void comm_free(pt_comm *c);
 /* Node-local rank and size (ranks sharing this host). */
 int comm_local_rank(void);
 int comm_local_size(void);
+/* Every rank of this node gets every node-local rank's `bytes` bytes, in local-rank order
+ * (out: local_size * bytes). Collective over the node. */
+void comm_node_allgather(const void *mine, size_t bytes, void *out);
 
 void comm_send_async(pt_comm *c, const void *buf, size_t bytes, int peer, int tag, pt_request *r);
 void comm_recv_async(pt_comm *c, void *buf, size_t bytes, int peer, int tag, pt_request *r);
@@ -44,6 +50,16 @@ void comm_wait(pt_request *r);   /* no-op for an empty request */
 /* Grouping brackets for transports that need send/recv pairs issued together (NCCL); MPI: no-op. */
 void comm_group_start(pt_comm *c);
 void comm_group_end(pt_comm *c);
+
+/* GPU builds: device buffers on the world group and every group split from it afterwards
+ * travel over NCCL (nccl = 1) or staged through host memory over MPI (nccl = 0; ranks may share
+ * a GPU). stream: the rank's compute stream (cudaStream_t). Collective over the world; call it
+ * after selecting the rank's GPU and before comm_split. 0, or -1 with err. CPU builds: -1. */
+int comm_use_device(int nccl, void *stream, char *err, size_t errsz);
+/* Sets up the device transport's connections to peers (one small exchange each, grouped) so
+ * the first real transfer does not pay for it. Host-only groups: nothing. Collective over the
+ * listed peers, who must list this rank. */
+void comm_connect(pt_comm *c, const int *peers, int n);
 
 /* In-place deterministic sum over the group (group-rank order). */
 void comm_allreduce_sum_f32(pt_comm *c, float *buf, size_t n);

@@ -14,6 +14,7 @@
 #include "comm/comm.h"
 #include "runtime/gemm_rate.h"
 #include "runtime/param_dump.h"
+#include "runtime/placement.h"
 #include "runtime/schedule_svg.h"
 #include "runtime/signals.h"
 #include "runtime/watchdog.h"
@@ -29,6 +30,7 @@ typedef struct {
   const char *overrides[MAX_OVERRIDES];
   int n_overrides;
   int sequential, quiet, plan, json, print_schedule;
+  int bind; /* PT_BIND_AUTO | PT_BIND_NONE */
   const char *metrics_path;
   const char *dump_prefix;
   const char *save_dir, *load_path, *gather_path;
@@ -44,6 +46,9 @@ static void usage(FILE *f) {
           "  --set KEY=VALUE     override a spec value, e.g. --set train.steps=50 (repeatable)\n"
           "  --metrics FILE      write one JSON object per step to FILE\n"
           "  --quiet             no per-step lines on stdout\n"
+          "  --bind auto|none    bind each rank's threads to the cores nearest its GPU, or\n"
+          "                      spread over cores and NUMA nodes (auto, the default); none\n"
+          "                      keeps the binding it started with\n"
           "  --plan [--json]     print the stage plan (layers, memory, time per stage) and exit\n"
           "  --print-schedule    print every stage's action list for one step and exit\n"
           "                      (--svg FILE also draws it as a picture)\n"
@@ -63,6 +68,7 @@ static const char *option_value(int argc, char **argv, int *i) {
 
 static void parse_args(int argc, char **argv, cli_args *a) {
   memset(a, 0, sizeof *a);
+  a->bind = PT_BIND_AUTO;
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
     if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
@@ -79,6 +85,11 @@ static void parse_args(int argc, char **argv, cli_args *a) {
       a->plan = 1;
     } else if (!strcmp(s, "--print-schedule")) {
       a->print_schedule = 1;
+    } else if (!strcmp(s, "--bind")) {
+      const char *v = option_value(argc, argv, &i);
+      if (strcmp(v, "auto") && strcmp(v, "none"))
+        pt_fail_input("--bind '%s': expected auto or none", v);
+      a->bind = !strcmp(v, "auto") ? PT_BIND_AUTO : PT_BIND_NONE;
     } else if (!strcmp(s, "--json")) {
       a->json = 1;
     } else if (!strcmp(s, "--metrics")) {
@@ -218,6 +229,43 @@ static void print_schedule(const pt_spec *spec, const char *svg) {
   schedule_free(&sch);
 }
 
+/* Binds this rank's threads (--bind; runtime/placement.h), prints where it runs, and sizes the
+ * BLAS pool to its cores: one pool per rank over all cores would oversubscribe them. An
+ * explicit OPENBLAS_NUM_THREADS wins (benchmarks pin one thread per rank with it). Collective
+ * over the node (the ranks share their GPUs' bus ids). A placement that fails costs speed,
+ * not the run: a warning. */
+static char g_placement[1024]; /* the start-up line, printed once the run is set up */
+
+static void place_rank(const cli_args *a, int launched) {
+  pt_device *d = device_current();
+  int n = launched ? comm_local_size() : 1, any_gpu = 0;
+  char mine[32] = "", (*ids)[32] = pt_calloc((size_t)n, 32);
+  snprintf(mine, sizeof mine, "%s", device_pci_bus_id(d));
+  comm_node_allgather(mine, sizeof mine, ids);
+  const char **list = pt_calloc((size_t)n, sizeof(char *));
+  for (int r = 0; r < n; r++) any_gpu |= (list[r] = ids[r][0] ? ids[r] : NULL) != NULL;
+  placement_request rq = {launched ? comm_local_rank() : 0, n, a->bind, device_gpu_id(d),
+                          any_gpu ? list : NULL};
+  placement_result out;
+  char err[512];
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = (int)(cores / n) > 0 ? (int)(cores / n) : 1;
+  if (placement_apply(&rq, &out, err, sizeof err) != 0) {
+    pt_warn("placement: %s; running unbound", err);
+  } else {
+    threads = out.threads;
+    if (launched)
+      snprintf(g_placement, sizeof g_placement, "pipetrain[rank %d]: %s device, %s\n",
+               comm_rank(comm_world()), device_name(d), out.text);
+    else
+      snprintf(g_placement, sizeof g_placement, "pipetrain: %s device, %s\n", device_name(d),
+               out.text);
+  }
+  if (!getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(threads);
+  free(ids);
+  free(list);
+}
+
 /* A periodic checkpoint that could not be written (disk full, I/O error) costs only itself: the
  * training state is intact and the next interval tries again. root: this rank reports the
  * consequences; err: this rank's own reason (empty when its part went well). */
@@ -242,8 +290,12 @@ static void run_sequential(const pt_spec *spec, const cli_args *a) {
   if (a->trace_path) pt_fail_input("--trace records a pipelined run: start it with mpirun");
   pt_trainer t;
   char err[1024];
+  int gpu = device_wants_gpu(spec->pipeline.device), launched = comm_launched();
+  if (!gpu) place_rank(a, launched);
   if (trainer_init(&t, spec, err, sizeof err) != 0) pt_fail_input("%s", err);
+  if (gpu) place_rank(a, launched);
   if (a->load_path && trainer_load(&t, a->load_path, err, sizeof err) != 0) pt_fail_input("%s", err);
+  if (!a->quiet) fputs(g_placement, stdout);
   FILE *metrics = open_metrics(a->metrics_path);
   if (!a->quiet)
     printf("pipetrain: %s: %d layers, %lld parameters, %lld steps of %lld sequences, one process\n",
@@ -284,6 +336,7 @@ static void run_sequential(const pt_spec *spec, const cli_args *a) {
   }
   if (a->save_dir) sequential_save(&t, a->save_dir, a);
   char gerr[1024];
+  model_to_host(&t.model);
   if (a->gather_path &&
       checkpoint_write_sequential(&t.model, NULL, a->gather_path, t.step, gerr, sizeof gerr) != 0)
     pt_fatal("--gather: %s", gerr);
@@ -379,11 +432,17 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
   char err[1024] = "";
   watchdog_init((int)spec->pipeline.timeout_s, comm_rank(comm_world()));
   watchdog_arm("the other ranks to start", -1, 0);
+  /* CPU runs bind before allocating (first touch puts memory near the cores); GPU runs once
+   * the GPU is open, to bind near it */
+  int gpu = device_wants_gpu(spec->pipeline.device);
+  if (!gpu) place_rank(a, 1);
   if (pipeline_init(&p, spec, err, sizeof err) != 0 ||
       (a->load_path && pipeline_load(&p, a->load_path, err, sizeof err) != 0)) {
     if (err[0]) fprintf(stderr, "pipetrain: %s\n", err); /* one rank holds the message */
     fail_everywhere(1, "");
   }
+  if (gpu) place_rank(a, 1);
+  if (!a->quiet) fputs(g_placement, stdout);
   watchdog_disarm();
   int root = p.rank == 0;
   FILE *metrics = root ? open_metrics(a->metrics_path) : NULL;
@@ -443,6 +502,7 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
   stats_free(&st);
   watchdog_disarm();
   if (!a->quiet) report_stages(&p);
+  model_to_host(&p.model);
   if (a->dump_prefix) param_dump_write(&p.model, a->dump_prefix, p.rank);
   if (metrics && fclose(metrics) != 0) pt_fatal("closing the metrics file: %s", strerror(errno));
   pipeline_free(&p);
@@ -468,15 +528,6 @@ static void check_output_dirs(const pt_spec *s, const cli_args *a, int launched)
   fflush(stderr);
   if (launched) comm_finalize();
   exit(PT_EXIT_INPUT);
-}
-
-/* Ranks share the node's cores: one BLAS thread pool each would oversubscribe them. An explicit
- * OPENBLAS_NUM_THREADS wins (benchmarks pin one thread per rank with it). */
-static void set_blas_threads(void) {
-  if (getenv("OPENBLAS_NUM_THREADS")) return;
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  int per_rank = (int)(cores / comm_local_size());
-  openblas_set_num_threads(per_rank > 0 ? per_rank : 1);
 }
 
 int main(int argc, char **argv) {
@@ -514,7 +565,6 @@ int main(int argc, char **argv) {
                   (long long)procs, (long long)procs);
   } else {
     check_output_dirs(&spec, &a, launched);
-    set_blas_threads();
     run_pipeline(&spec, &a);
   }
   spec_free(&spec);

@@ -8,17 +8,7 @@
 
 #include "layers/builtin.h"
 #include "layers/cpu/ops.h"
-
-enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, MP_W, MP_B };
-
-/* Views into the saved area. The first group is written by forward; the stash by
- * backward_input for backward_weight (which may run later in zero-bubble schedules). */
-typedef struct {
-  float *mean1, *rstd1, *xln1, *qkv, *probs, *atty, *x1, *mean2, *rstd2, *xln2, *h, *g;
-  float *dx1, *dxln2, *dqkv, *dxln1; /* stash; h holds d(fc output) after backward_input */
-} block_saved;
-
-enum { N_SAVED = 16 };
+#include "layers/transformer_block.h"
 
 /* Floats of each saved view, in the order of block_saved's fields. */
 static void block_saved_sizes(int64_t N, int64_t d, int64_t BHTT, int64_t sizes[N_SAVED]) {
@@ -33,7 +23,7 @@ static int64_t block_bhtt(const pt_layer *L, int B, int T) {
   return (int64_t)B * L->iarg[0] * T * (int64_t)T;
 }
 
-static void block_views(const pt_layer *L, int B, int T, void *saved, block_saved *v) {
+void transformer_block_views(const pt_layer *L, int B, int T, void *saved, block_saved *v) {
   int64_t sizes[N_SAVED];
   block_saved_sizes((int64_t)B * T, L->out_dim, block_bhtt(L, B, T), sizes);
   float **slots[N_SAVED] = {&v->mean1, &v->rstd1, &v->xln1, &v->qkv,  &v->probs, &v->atty,
@@ -95,7 +85,7 @@ static void block_forward(pt_layer *L, const pt_io *io) {
   float *const *w = L->w;
   const float *x = io->in;
   block_saved s;
-  block_views(L, B, T, io->saved, &s);
+  transformer_block_views(L, B, T, io->saved, &s);
   op_layernorm_forward(s.xln1, s.mean1, s.rstd1, x, w[LN1_W], w[LN1_B], N, d, 1e-5f);
   op_linear_forward(s.qkv, s.xln1, w[QKV_W], w[QKV_B], N, d, 3 * d);
   op_attention_forward(s.atty, s.probs, s.qkv, B, T, d, H, io->scratch);
@@ -111,7 +101,7 @@ static void block_backward_input(pt_layer *L, const pt_io *io) {
   float *const *w = L->w;
   const float *dy = io->dout;
   block_saved s;
-  block_views(L, B, T, io->saved, &s);
+  transformer_block_views(L, B, T, io->saved, &s);
   float *dg = io->scratch, *datty = dg + (int64_t)N * 4 * d, *attn_scratch = datty + (int64_t)N * d;
   op_linear_backward_input(dg, dy, w[MP_W], N, 4 * d, d, 0);
   op_gelu_backward(s.h, dg, s.h, (int64_t)N * 4 * d); /* h now holds d(fc output) */
@@ -130,7 +120,7 @@ static void block_backward_weight(pt_layer *L, const pt_io *io) {
   int N = io->B * io->T, d = L->out_dim;
   float *const *g = L->g;
   block_saved s;
-  block_views(L, io->B, io->T, io->saved, &s);
+  transformer_block_views(L, io->B, io->T, io->saved, &s);
   op_linear_backward_weight(g[MP_W], g[MP_B], io->dout, s.g, N, 4 * d, d);
   op_linear_backward_weight(g[FC_W], g[FC_B], s.h, s.xln2, N, d, 4 * d);
   op_layernorm_backward_weight(g[LN2_W], g[LN2_B], s.dxln2, s.x1, s.mean2, s.rstd2, N, d);

@@ -212,6 +212,18 @@ int64_t memory_machine_bytes(void) {
   return pages > 0 && page > 0 ? (int64_t)pages * page : 0;
 }
 
+int memory_check_device(int64_t need, int64_t capacity, const char *what, char *err,
+                        size_t errsz) {
+  if (need <= capacity) return 0;
+  char n[32], c[32];
+  memory_format_size(need, n, sizeof n);
+  memory_format_size(capacity, c, sizeof c);
+  snprintf(err, errsz, "%s needs %s (estimated before allocating) but its GPU has %s; use more "
+           "stages, a smaller micro_batch_size or activation checkpointing (pipe_train --plan "
+           "shows the estimate)", what, n, c);
+  return -1;
+}
+
 int memory_check_fits(int64_t need, int procs, const char *what, char *err, size_t errsz) {
   int64_t machine = memory_machine_bytes();
   if (machine <= 0 || need <= machine / (procs > 0 ? procs : 1)) return 0;

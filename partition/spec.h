@@ -138,6 +138,7 @@ typedef struct {
   spec_node *devices;      /* [device id per stage] or per (replica, stage) */
   int64_t tie_check_every; /* compare tied copies' checksums every N steps (0: only at the end) */
   int64_t timeout_s;       /* a rank blocked this long on a peer ends the job (0: never) */
+  char device[16];         /* "auto" (a GPU when there is one) | "cpu" | "gpu" | "emulated" */
 } spec_pipeline;
 
 typedef struct {
@@ -151,6 +152,7 @@ typedef struct {
   spec_data data;
   spec_train train;
   spec_pipeline pipeline;
+  char comm_backend[8];  /* comm.backend: "auto" (NCCL for GPU buffers) | "nccl" | "mpi" */
   int64_t log_every;
   uint64_t hash;        /* FNV-1a of the canonical tree after overrides: same spec => same hash */
 } pt_spec;

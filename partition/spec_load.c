@@ -396,7 +396,8 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   static const char *const schedules[] = {"1f1b", "gpipe", NULL};
   static const char *const keys[] = {"stages",       "data_parallel", "partition",  "schedule",
                                      "boundaries",   "stage_layers",  "max_memory", "devices",
-                                     "tie_check_every", "timeout_s", NULL};
+                                     "tie_check_every", "timeout_s", "device", NULL};
+  static const char *const devices[] = {"auto", "cpu", "gpu", "emulated", NULL};
   spec_pipeline *p = &s->pipeline;
   spec_node *m = spec_section(s->root, "pipeline", "pipeline", e);
   p->node = m;
@@ -411,7 +412,16 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   p->devices = spec_find_value(m, "devices");
   p->tie_check_every = spec_get_int(m, "tie_check_every", 0, 100, 0, INT64_MAX, e);
   p->timeout_s = spec_get_int(m, "timeout_s", 0, 60, 0, 86400, e);
+  spec_get_choice(m, "device", "auto", devices, p->device, sizeof p->device, e);
   spec_check_unused(m, "pipeline", keys, e);
+}
+
+static void spec_load_comm(pt_spec *s, spec_errors *e) {
+  static const char *const backends[] = {"auto", "nccl", "mpi", NULL};
+  static const char *const keys[] = {"backend", NULL};
+  spec_node *m = spec_section(s->root, "comm", "comm", e);
+  spec_get_choice(m, "backend", "auto", backends, s->comm_backend, sizeof s->comm_backend, e);
+  spec_check_unused(m, "comm", keys, e);
 }
 
 static void spec_load_log(pt_spec *s, spec_errors *e) {
@@ -448,7 +458,7 @@ static uint64_t spec_hash_node(uint64_t h, const spec_node *n) {
 
 static void spec_interpret(pt_spec *s, spec_errors *e) {
   static const char *const sections[] = {"model", "layers", "loss", "data", "train",
-                                         "pipeline", "log", NULL};
+                                         "pipeline", "comm", "log", NULL};
   /* Unknown sections first: a misspelt "layers" would otherwise surface as "missing". */
   for (int i = 0; sections[i]; i++) spec_find(s->root, sections[i]);
   spec_check_unused(s->root, "the spec", sections, e);
@@ -458,6 +468,7 @@ static void spec_interpret(pt_spec *s, spec_errors *e) {
   spec_load_data(s, e);
   spec_load_train(s, e);
   spec_load_pipeline(s, e);
+  spec_load_comm(s, e);
   spec_load_log(s, e);
 }
 

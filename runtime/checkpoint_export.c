@@ -32,7 +32,7 @@ int checkpoint_write_sequential(const pt_model *m, const pt_optimizer *o, const 
   for (int i = 0; i < m->n_tensors; i++) {
     const pt_tensor *t = &m->tensors[i];
     const pt_param_desc *d = &m->layers[t->layer].params[t->param];
-    e[i] = (st_entry){.name = t->name, .data = m->params + t->offset, .ndim = d->ndim};
+    e[i] = (st_entry){.name = t->name, .data = m->host_params + t->offset, .ndim = d->ndim};
     for (int k = 0; k < d->ndim; k++) e[i].shape[k] = d->shape[k];
   }
   const char *keys[66] = {"format", "step"}, *vals[66];

@@ -61,11 +61,11 @@ static int write_optim(const char *path, const pt_model *m, const pt_optimizer *
     const pt_tensor *t = &m->tensors[idx[i]];
     snprintf(names[k], sizeof names[k], "%s.%s", t->name, adam ? "exp_avg" : "momentum_buffer");
     e[k].name = names[k];
-    fill_entry(m, t, o->m, &e[k++]);
+    fill_entry(m, t, o->host_m, &e[k++]);
     if (!adam) continue;
     snprintf(names[k], sizeof names[k], "%s.exp_avg_sq", t->name);
     e[k].name = names[k];
-    fill_entry(m, t, o->v, &e[k++]);
+    fill_entry(m, t, o->host_v, &e[k++]);
   }
   char step[32];
   snprintf(step, sizeof step, "%lld", (long long)o->t);
@@ -87,7 +87,7 @@ int checkpoint_write_stage(const char *dir, const pt_model *m, const pt_optimize
   st_entry *e = pt_calloc((size_t)n + 1, sizeof *e);
   for (int i = 0; i < n; i++) {
     e[i].name = m->tensors[idx[i]].name;
-    fill_entry(m, &m->tensors[idx[i]], m->params, &e[i]);
+    fill_entry(m, &m->tensors[idx[i]], m->host_params, &e[i]);
   }
   memset(out, 0, sizeof *out);
   snprintf(out->model_file, sizeof out->model_file, "model-s%03d.safetensors", stage);

@@ -96,6 +96,11 @@ void pt_free_aligned(void *ptr) {
 }
 
 size_t pt_mem_current(void) { return g_mem_current; }
+
+void pt_mem_account(int64_t delta) {
+  g_mem_current = (size_t)((int64_t)g_mem_current + delta);
+  if (g_mem_current > g_mem_peak) g_mem_peak = g_mem_current;
+}
 size_t pt_mem_peak(void) { return g_mem_peak; }
 void pt_mem_reset_peak(void) { g_mem_peak = g_mem_current; }
 

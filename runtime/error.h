@@ -11,6 +11,7 @@
 #define PT_ERROR_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define PT_EXIT_INPUT 2
 #define PT_EXIT_FATAL 1
@@ -41,6 +42,8 @@ void *pt_calloc(size_t count, size_t size);
 void *pt_alloc_aligned(size_t bytes);
 void pt_free_aligned(void *p);
 size_t pt_mem_current(void); /* bytes held in pt_alloc_aligned blocks now */
+/* Counts memory held elsewhere (a GPU's) in the same totals: +bytes when taken, -bytes freed. */
+void pt_mem_account(int64_t delta);
 size_t pt_mem_peak(void);    /* the most held at once since the last reset */
 void pt_mem_reset_peak(void);
 char *pt_strdup(const char *s);

@@ -54,6 +54,11 @@ static void configure_layer(pt_model *m, int li, int *dim, int *tokens, spec_err
   L->in_tokens = *tokens;
   pt_layer_setup s = {.args = sl->args, .spec = m->spec, .in_dim = *dim, .in_tokens = *tokens};
   L->type->configure(L, &s, e);
+  for (int p = 0; p < L->n_params && !e->failed; p++) /* 2^40 floats: 4 TiB in one tensor */
+    if (L->params[p].numel < 0 || L->params[p].numel > ((int64_t)1 << 40))
+      spec_error(e, sl->entry, 0, "layer %d (%s): parameter '%s' would hold more than 2^40 "
+                 "elements; check model.dim, model.vocab and the layer's sizes", li,
+                 sl->type, L->params[p].name);
   spec_check_unused(sl->args, sl->type, NULL, e);
   check_tie(m, li, sl, e);
   *dim = L->out_dim;
@@ -142,10 +147,11 @@ static int tensor_of(const pt_model *m, int layer, int param) {
   return -1;
 }
 
-static void bind_storage(pt_model *m) {
+/* Points the layers' views at params (the host copy while initialising, then the device's). */
+static void bind_storage(pt_model *m, float *params) {
   for (int i = 0; i < m->n_tensors; i++) {
     pt_tensor *t = &m->tensors[i];
-    m->layers[t->layer].w[t->param] = m->params + t->offset;
+    m->layers[t->layer].w[t->param] = params + t->offset;
     m->layers[t->layer].g[t->param] = m->grads + t->offset;
   }
   for (int i = 0; i < m->n_tie_copies; i++) {
@@ -160,9 +166,8 @@ static void bind_storage(pt_model *m) {
 void model_tie_reduce_local(pt_model *m) {
   for (int i = 0; i < m->n_tie_copies; i++) {
     const pt_tie_copy *c = &m->tie_copies[i];
-    float *dst = m->grads + m->tensors[c->owner_tensor].offset;
-    const float *src = m->grads + c->grad_offset;
-    for (int64_t j = 0; j < c->numel; j++) dst[j] += src[j];
+    device_add(m->dev, m->grads + m->tensors[c->owner_tensor].offset, m->grads + c->grad_offset,
+               c->numel);
   }
 }
 
@@ -180,27 +185,46 @@ static void init_remote_tie(pt_model *m, pt_layer *L, uint64_t seed) {
   for (int p = 0; p < O.n_params; p++) free(tmp[p]);
 }
 
-void model_alloc(pt_model *m, int first, int last) {
+void model_alloc(pt_model *m, int first, int last) { model_alloc_on(m, first, last, device_current()); }
+
+void model_alloc_on(pt_model *m, int first, int last, pt_device *dev) {
   m->first = first;
   m->last = last;
+  m->dev = dev;
   plan_storage(m);
-  m->params = pt_alloc_aligned(sizeof(float) * (size_t)m->n_floats);
-  m->grads = pt_alloc_aligned(sizeof(float) * (size_t)m->n_grad_floats);
-  bind_storage(m);
+  size_t pbytes = sizeof(float) * (size_t)m->n_floats;
+  m->params = device_alloc(m->dev, pbytes);
+  /* the host copy is not device memory: untracked, so measured peaks stay the device's */
+  m->host_params = device_is_host(m->dev) ? m->params : pt_calloc((size_t)m->n_floats + 16, 4);
+  m->grads = device_alloc(m->dev, sizeof(float) * (size_t)m->n_grad_floats);
+  bind_storage(m, m->host_params); /* initialisation runs on the host */
   uint64_t seed = m->spec->train.seed;
   for (int li = first; li < last; li++) {
     m->layers[li].type->init(&m->layers[li], seed);
     init_remote_tie(m, &m->layers[li], seed);
   }
+  bind_storage(m, m->params);
+  model_to_device(m);
+}
+
+void model_to_host(pt_model *m) {
+  device_download(m->dev, m->host_params, m->params, sizeof(float) * (size_t)m->n_floats);
+}
+
+void model_to_device(pt_model *m) {
+  device_upload(m->dev, m->params, m->host_params, sizeof(float) * (size_t)m->n_floats);
 }
 
 void model_zero_grads(pt_model *m) {
-  memset(m->grads, 0, sizeof(float) * (size_t)m->n_grad_floats);
+  device_zero(m->dev, m->grads, sizeof(float) * (size_t)m->n_grad_floats);
 }
 
 void model_free(pt_model *m) {
-  pt_free_aligned(m->params);
-  pt_free_aligned(m->grads);
+  if (m->host_params != m->params) free(m->host_params);
+  if (m->dev) {
+    device_free(m->dev, m->params);
+    device_free(m->dev, m->grads);
+  }
   free(m->tensors);
   free(m->tie_copies);
   free(m->layers);

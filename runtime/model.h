@@ -16,6 +16,7 @@
 
 #include "layers/layer.h"
 #include "partition/spec.h"
+#include "runtime/device.h"
 #include "runtime/loss.h"
 
 typedef struct {
@@ -42,7 +43,9 @@ typedef struct {
   int input_tokens;   /* layer 0 reads token ids */
   int input_dim;      /* features of layer 0's input (0 for tokens) */
   pt_loss_kind loss;
-  float *params, *grads;
+  pt_device *dev;        /* where params and grads live (device.h) */
+  float *params, *grads; /* device buffers: what layers and the optimizer use */
+  float *host_params;    /* host copy for checkpoints and gathers (== params on the cpu) */
   int64_t n_floats;      /* parameters (and the optimizer's view of the gradients) */
   int64_t n_grad_floats; /* n_floats plus the gradients of borrowed tied copies */
   pt_tensor *tensors;
@@ -54,8 +57,15 @@ typedef struct {
 /* Configures every layer and checks the chain (input kinds, tie shapes, loss vs output, unknown
  * arguments and model keys). Returns 0 or -1 with e set; allocates nothing on failure. */
 int model_configure(pt_model *m, const pt_spec *spec, spec_errors *e);
-/* Allocates and binds storage for layers [first, last) and initialises it from train.seed. */
+/* Allocates and binds storage for layers [first, last) on the current device and initialises it
+ * from train.seed. */
 void model_alloc(pt_model *m, int first, int last);
+/* The same on a given device (e.g. device_host() for a model only read on the host). */
+void model_alloc_on(pt_model *m, int first, int last, pt_device *dev);
+/* host_params <- params (before reading tensors on the host), and the way back (after writing
+ * them there, e.g. loading a checkpoint). Nothing to do on the cpu. */
+void model_to_host(pt_model *m);
+void model_to_device(pt_model *m);
 void model_zero_grads(pt_model *m);
 /* Adds each borrowed tied copy's gradient into its owner's (layer order). */
 void model_tie_reduce_local(pt_model *m);

@@ -7,58 +7,64 @@
 
 #include "runtime/error.h"
 
+/* A device buffer of n floats and its host copy (the same buffer on the cpu). */
+static float *state_alloc(pt_device *d, int64_t n, float **host) {
+  float *b = device_alloc(d, sizeof(float) * (size_t)n);
+  *host = device_is_host(d) ? b : pt_calloc((size_t)n + 16, sizeof(float));
+  return b;
+}
+
 void optimizer_init(pt_optimizer *o, const spec_train *cfg, int64_t n_floats) {
   memset(o, 0, sizeof *o);
   o->cfg = *cfg;
   o->n_floats = n_floats;
-  o->m = pt_alloc_aligned(sizeof(float) * (size_t)n_floats);
+  o->dev = device_current();
+  o->m = state_alloc(o->dev, n_floats, &o->host_m);
   /* SGD keeps one buffer (momentum); AdamW two */
-  if (strcmp(cfg->optimizer, "sgd") != 0) o->v = pt_alloc_aligned(sizeof(float) * (size_t)n_floats);
+  if (strcmp(cfg->optimizer, "sgd") != 0) o->v = state_alloc(o->dev, n_floats, &o->host_v);
 }
 
 void optimizer_free(pt_optimizer *o) {
-  pt_free_aligned(o->m);
-  pt_free_aligned(o->v);
+  if (o->host_m != o->m) free(o->host_m);
+  if (o->host_v != o->v) free(o->host_v);
+  if (o->dev) device_free(o->dev, o->m), device_free(o->dev, o->v);
   memset(o, 0, sizeof *o);
 }
 
-static void adamw_tensor(pt_optimizer *o, float *p, const float *g, float *m, float *v,
-                         int64_t n, int decay, double lr) {
-  const spec_train *c = &o->cfg;
-  float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
-  double bc1 = 1.0 - pow(c->beta1, (double)o->t), bc2 = 1.0 - pow(c->beta2, (double)o->t);
-  float step = (float)(lr / bc1), inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
-  float keep = decay ? (float)(1.0 - lr * c->weight_decay) : 1.0f;
-  for (int64_t i = 0; i < n; i++) {
-    p[i] *= keep;
-    m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-    v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-    p[i] -= step * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
-  }
+void optimizer_to_host(pt_optimizer *o) {
+  size_t bytes = sizeof(float) * (size_t)o->n_floats;
+  device_download(o->dev, o->host_m, o->m, bytes);
+  if (o->v) device_download(o->dev, o->host_v, o->v, bytes);
 }
 
-static void sgd_tensor(pt_optimizer *o, float *p, const float *g, float *m, int64_t n, int decay,
-                       double lr) {
-  float mu = (float)o->cfg.momentum, wd = decay ? (float)o->cfg.weight_decay : 0.0f;
-  for (int64_t i = 0; i < n; i++) {
-    float d = g[i] + wd * p[i];
-    m[i] = o->t > 1 ? mu * m[i] + d : d;
-    p[i] -= (float)lr * (mu > 0.0f ? m[i] : d);
-  }
+void optimizer_to_device(pt_optimizer *o) {
+  size_t bytes = sizeof(float) * (size_t)o->n_floats;
+  device_upload(o->dev, o->m, o->host_m, bytes);
+  if (o->v) device_upload(o->dev, o->v, o->host_v, bytes);
+}
+
+/* The per-step factors, computed here once so every device applies the same update. */
+static device_update update_of(const pt_optimizer *o, double lr) {
+  const spec_train *c = &o->cfg;
+  double bc1 = 1.0 - pow(c->beta1, (double)o->t), bc2 = 1.0 - pow(c->beta2, (double)o->t);
+  device_update u = {.adam = strcmp(c->optimizer, "sgd") != 0, .lr = lr, .beta1 = c->beta1,
+                     .beta2 = c->beta2, .eps = c->eps, .weight_decay = c->weight_decay,
+                     .momentum = c->momentum, .t = o->t, .bc1 = bc1, .bc2 = bc2};
+  u.step = (float)(lr / bc1);
+  u.inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
+  return u;
 }
 
 void optimizer_step(pt_optimizer *o, pt_model *m, double lr) {
   if (o->n_floats != m->n_floats) pt_fatal("optimizer state does not match the model's size");
   o->t++;
-  int adam = strcmp(o->cfg.optimizer, "sgd") != 0;
+  device_update u = update_of(o, lr);
   for (int i = 0; i < m->n_tensors; i++) {
     const pt_tensor *t = &m->tensors[i];
-    float *p = m->params + t->offset, *mm = o->m + t->offset;
-    const float *g = m->grads + t->offset;
-    if (adam)
-      adamw_tensor(o, p, g, mm, o->v + t->offset, t->numel, t->decay, lr);
-    else
-      sgd_tensor(o, p, g, mm, t->numel, t->decay, lr);
+    u.decay = t->decay;
+    u.keep = t->decay ? (float)(1.0 - lr * o->cfg.weight_decay) : 1.0f;
+    device_optimizer(o->dev, &u, m->params + t->offset, m->grads + t->offset, o->m + t->offset,
+                     o->v ? o->v + t->offset : NULL, t->numel);
   }
 }
 
@@ -73,11 +79,8 @@ double lr_at(const spec_train *c, int64_t step) {
 
 void grad_tensor_sumsq(const pt_model *m, double *out) {
   for (int i = 0; i < m->n_tensors; i++) {
-    const float *g = m->grads + m->tensors[i].offset;
-    double s = 0.0;
-    for (int64_t j = 0; j < m->tensors[i].numel && !m->tensors[i].tied_copy; j++)
-      s += (double)g[j] * g[j];
-    out[i] = s;
+    const pt_tensor *t = &m->tensors[i];
+    out[i] = t->tied_copy ? 0.0 : device_sumsq(m->dev, m->grads + t->offset, t->numel);
   }
 }
 
@@ -93,8 +96,7 @@ double grad_clip(pt_model *m, double norm, double max_norm) {
   if (max_norm <= 0.0) return 1.0;
   double coef = max_norm / (norm + 1e-6);
   if (coef >= 1.0) return 1.0;
-  float c = (float)coef;
-  for (int64_t i = 0; i < m->n_floats; i++) m->grads[i] *= c;
+  device_scale(m->dev, m->grads, (float)coef, m->n_floats);
   return coef;
 }
 

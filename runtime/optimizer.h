@@ -14,13 +14,19 @@
 
 typedef struct {
   spec_train cfg;
-  float *m, *v;  /* n_floats each (v unused by SGD) */
+  pt_device *dev;
+  float *m, *v;            /* device buffers, n_floats each (v unused by SGD) */
+  float *host_m, *host_v;  /* their host copies for checkpoints (the same on the cpu) */
   int64_t n_floats;
   int64_t t;     /* steps taken */
 } pt_optimizer;
 
+/* State on the current device (device.h). */
 void optimizer_init(pt_optimizer *o, const spec_train *cfg, int64_t n_floats);
 void optimizer_free(pt_optimizer *o);
+/* host_m/host_v <- m/v, and back (see model_to_host). */
+void optimizer_to_host(pt_optimizer *o);
+void optimizer_to_device(pt_optimizer *o);
 void optimizer_step(pt_optimizer *o, pt_model *m, double lr);
 
 /* Learning rate of step s (0-based): linear warm-up over warmup_steps, then constant or cosine

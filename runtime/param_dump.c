@@ -28,7 +28,7 @@ void param_dump_write(const pt_model *m, const char *prefix, int rank) {
     put(f, name, len, path);
     put(f, &tied, 1, path);
     put(f, &t->numel, 8, path);
-    put(f, m->params + t->offset, 4 * (size_t)t->numel, path);
+    put(f, m->host_params + t->offset, 4 * (size_t)t->numel, path);
   }
   if (fclose(f) != 0) pt_fatal("%s: close failed: %s", path, strerror(errno));
 }

@@ -6,6 +6,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/placement.h"
 #include "runtime/watchdog.h"
 
 static int seq_len(const pt_pipeline *p) {
@@ -44,10 +45,11 @@ static void make_tie_groups(pt_pipeline *p) {
 
 /* The first owner's values win, even if the copies were initialised alike already. */
 static void broadcast_ties(pt_pipeline *p) {
-  for (int i = 0; i < p->n_ties; i++) {
+  for (int i = 0; i < p->n_ties; i++) { /* on the host copies, which still hold the init */
     const pt_tensor *t = &p->model.tensors[p->ties[i].tensor];
-    comm_broadcast(p->ties[i].comm, p->model.params + t->offset, sizeof(float) * t->numel, 0);
+    comm_broadcast(p->ties[i].comm, p->model.host_params + t->offset, sizeof(float) * t->numel, 0);
   }
+  model_to_device(&p->model);
 }
 
 static void alloc_slots(pt_pipeline *p) {
@@ -64,11 +66,12 @@ static void alloc_slots(pt_pipeline *p) {
   p->send_grad = pt_calloc((size_t)S, sizeof(pt_request));
   int tcols = p->model.input_tokens ? 1 : p->spec->data.targets;
   for (int s = 0; s < S; s++) {
-    if (!p->is_last) p->dout[s] = pt_alloc_aligned(p->out_bytes);
-    if (!p->is_first) p->din[s] = pt_alloc_aligned(p->in_bytes);
-    if (p->is_last) p->targets[s] = pt_alloc_aligned(4 * (size_t)B * T * tcols);
+    if (!p->is_last) p->dout[s] = device_alloc(p->model.dev, p->out_bytes);
+    if (!p->is_first) p->din[s] = device_alloc(p->model.dev, p->in_bytes);
+    if (p->is_last) p->targets[s] = pt_alloc_aligned(4 * (size_t)B * T * tcols); /* host */
   }
-  if (p->is_last) p->dlogits = pt_alloc_aligned(p->out_bytes);
+  p->target_bytes = 4 * (size_t)B * T * tcols;
+  if (p->is_last) p->dlogits = device_alloc(p->model.dev, p->out_bytes);
   /* data_fill writes inputs and targets together; the side this stage does not use lands here */
   if (!p->is_first && p->is_last)
     p->scratch_in = pt_alloc_aligned(4 * (size_t)B * T * (p->model.input_dim + 1));
@@ -101,6 +104,43 @@ static int build_plan(pt_pipeline *p, char *err, size_t errsz) {
   return 0;
 }
 
+/* All ranks agree whether any failed; the first failing rank keeps its message. */
+static int agree_failure(pt_pipeline *p, int failed, char *err);
+
+/* This rank's device (pipeline.device; the GPU from pipeline.devices or the node-local rank)
+ * and, on GPUs, the device transport for activations and reductions (comm.backend), which
+ * the groups split afterwards inherit. Collective. */
+/* The local GPU this rank drives: pipeline.devices, else its node-local rank. One GPU per rank
+ * unless the spec says how to share them (pipeline.devices, or comm.backend: mpi, which
+ * stages through host memory and lets ranks share). A launcher that shows each rank only its
+ * own GPU (CUDA_VISIBLE_DEVICES per rank) leaves GPU 0 for everyone. -1 with err. */
+static int local_gpu(pt_pipeline *p, char *err, size_t errsz) {
+  const pt_spec *s = p->spec;
+  int id = plan_device(&p->plan, p->rank, comm_local_rank()), n = device_gpu_count();
+  int given = s->pipeline.devices != NULL, shared = strcmp(s->comm_backend, "mpi") == 0;
+  if (given || !device_wants_gpu(s->pipeline.device)) return id;
+  if (n == 1 && getenv("CUDA_VISIBLE_DEVICES")) return 0;
+  if (shared) return n > 0 ? comm_local_rank() % n : id;
+  return placement_check_gpus(comm_local_size(), n, given, err, errsz) == 0 ? id : -1;
+}
+
+static int open_device(pt_pipeline *p, char *err, size_t errsz) {
+  const pt_spec *s = p->spec;
+  int first = plan_first_layer(&p->plan, p->stage_id), last = plan_end_layer(&p->plan, p->stage_id);
+  int gpu = local_gpu(p, err, errsz);
+  int failed = gpu < 0 && device_wants_gpu(s->pipeline.device);
+  failed = failed || device_select(s->pipeline.device, gpu, err, errsz) != 0 ||
+           device_check_layers(device_current(), p->model.layers, first, last, err, errsz) != 0;
+  if (agree_failure(p, failed, err) != 0) return -1;
+  pt_device *d = device_current();
+  if (d->kind != DEV_GPU) return 0;
+  int nccl = strcmp(s->comm_backend, "mpi") != 0;
+  failed = comm_use_device(nccl, device_stream(d), err, errsz) != 0;
+  if (!failed && nccl) /* every built-in schedule passes; a new one must too (tests) */
+    failed = schedule_check_rendezvous(&p->sched, err, errsz) != 0;
+  return agree_failure(p, failed, err);
+}
+
 int pipeline_init(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz) {
   memset(p, 0, sizeof *p);
   p->spec = spec;
@@ -114,14 +154,20 @@ int pipeline_init(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz) 
   p->is_first = p->stage_id == 0;
   p->is_last = p->stage_id == p->P - 1;
   p->slots = p->sched.n_slots[p->stage_id];
+  if (open_device(p, err, errsz) != 0) return -1;
   p->pipe = comm_split(comm_world(), p->replica, p->stage_id);
   p->dp_comm = comm_split(comm_world(), p->stage_id, p->replica);
+  int peers[2], n_peers = 0; /* device transports connect lazily: pay for it now, not in step 1 */
+  if (!p->is_first) peers[n_peers++] = p->stage_id - 1;
+  if (!p->is_last) peers[n_peers++] = p->stage_id + 1;
+  comm_connect(p->pipe, peers, n_peers);
   /* a stage this machine cannot hold is refused from the plan, not by the allocator; only the
    * end stages read data; all ranks agree on any failure, or the rest would hang */
   char what[4200];
   snprintf(what, sizeof what, "%s: stage %d", spec->path, p->stage_id);
-  uint64_t failed = memory_check_fits(p->plan.mem[p->stage_id].total, comm_local_size(), what,
-                                      err, errsz) != 0;
+  int64_t need = p->plan.mem[p->stage_id].total, gpu_bytes = (int64_t)device_memory_bytes(device_current());
+  uint64_t failed = (gpu_bytes > 0 ? memory_check_device(need, gpu_bytes, what, err, errsz)
+                                   : memory_check_fits(need, comm_local_size(), what, err, errsz)) != 0;
   if (!failed && (p->is_first || p->is_last)) failed = data_open(&p->data, spec, err, errsz) != 0;
   uint64_t first_bad = failed ? (uint64_t)p->rank : UINT64_MAX;
   comm_allreduce_min_u64(comm_world(), &first_bad, 1);
@@ -181,9 +227,10 @@ static void act_load(pt_pipeline *p, int mb) {
   int B = (int)c->micro_batch_size, s = slot_of(p, mb);
   int64_t G = p->dp * c->micro_batches * B, j0 = ((int64_t)p->replica * c->micro_batches + mb) * B;
   if (!p->is_first && !p->is_last) return;
-  void *in = p->is_first ? stage_input(&p->stage, s) : p->scratch_in;
+  void *in = p->is_first ? stage_input_host(&p->stage, s) : p->scratch_in;
   void *tg = p->is_last ? p->targets[s] : p->scratch_tg;
   data_fill(&p->data, p->step, G, j0, B, seq_len(p), in, tg, p->model.loss == LOSS_CROSS_ENTROPY);
+  if (p->is_first) stage_input_commit(&p->stage, s);
 }
 
 static void act_forward(pt_pipeline *p, int mb) {
@@ -207,8 +254,8 @@ static void act_backward(pt_pipeline *p, int mb) {
     double G = (double)(p->dp * c->micro_batches * B);
     float scale = (float)(1.0 / (G * T));
     int F = p->model.layers[p->model.n_layers - 1].out_dim;
-    p->loss += loss_forward_backward(p->model.loss, stage_output(&p->stage, s), p->targets[s],
-                                     B * T, F, scale, p->dlogits) * scale;
+    p->loss += device_loss(p->model.dev, p->model.loss, stage_output(&p->stage, s), p->targets[s],
+                           p->target_bytes, B * T, F, scale, p->dlogits) * scale;
     dy = p->dlogits;
   }
   stage_backward(&p->stage, s, dy, !p->is_first, p->din[s]);
@@ -396,9 +443,10 @@ int pipeline_step(pt_pipeline *p, pt_step_metrics *out) {
 
 /* FNV-1a of the copy's bytes; the group's min and max must agree. */
 void pipeline_check_ties(pt_pipeline *p) {
+  if (p->n_ties > 0) model_to_host(&p->model);
   for (int i = 0; i < p->n_ties; i++) {
     const pt_tensor *t = &p->model.tensors[p->ties[i].tensor];
-    const unsigned char *b = (const unsigned char *)(p->model.params + t->offset);
+    const unsigned char *b = (const unsigned char *)(p->model.host_params + t->offset);
     uint64_t h = 1469598103934665603ull, lo, hi;
     for (int64_t j = 0; j < 4 * t->numel; j++) h = (h ^ b[j]) * 1099511628211ull;
     lo = hi = h;
@@ -416,13 +464,13 @@ void pipeline_free(pt_pipeline *p) {
   for (int s = 0; s < p->slots; s++) {
     comm_wait(&p->recv_act[s]);
     comm_wait(&p->recv_grad[s]);
-    pt_free_aligned(p->dout[s]);
-    pt_free_aligned(p->din[s]);
+    device_free(p->model.dev, p->dout[s]);
+    device_free(p->model.dev, p->din[s]);
     pt_free_aligned(p->targets[s]);
   }
   free(p->dout), free(p->din), free(p->targets);
   free(p->recv_act), free(p->recv_grad), free(p->send_act), free(p->send_grad);
-  pt_free_aligned(p->dlogits);
+  device_free(p->model.dev, p->dlogits);
   pt_free_aligned(p->scratch_in);
   pt_free_aligned(p->scratch_tg);
   for (int i = 0; i < p->n_ties; i++) comm_free(p->ties[i].comm);
@@ -456,6 +504,8 @@ int pipeline_load(pt_pipeline *p, const char *path, char *err, size_t errsz) {
   if (!failed) {
     failed = checkpoint_load(&c, &p->model, &p->opt, err, errsz) != 0;
     p->step = c.step;
+    model_to_device(&p->model);
+    optimizer_to_device(&p->opt);
     checkpoint_close(&c);
   }
   return agree_failure(p, failed, err);
@@ -493,6 +543,8 @@ static int save_finish(pt_pipeline *p, const char *dir, const pt_spec_source *sr
 int pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src, char *err,
                   size_t errsz) {
   err[0] = '\0';
+  model_to_host(&p->model);
+  optimizer_to_host(&p->opt);
   int ok = p->rank != 0 || checkpoint_begin_save(dir, err, errsz) == 0;
   if (!agree_with_root(p, ok)) return -1;
   ckpt_stage_files mine;
@@ -520,7 +572,7 @@ static void copy_into(pt_model *whole, const pt_model *part) {
     if (t->tied_copy) continue;
     for (int j = 0; j < whole->n_tensors; j++)
       if (!strcmp(whole->tensors[j].name, t->name)) {
-        memcpy(whole->params + whole->tensors[j].offset, part->params + t->offset,
+        memcpy(whole->host_params + whole->tensors[j].offset, part->host_params + t->offset,
                sizeof(float) * (size_t)t->numel);
         break;
       }
@@ -531,19 +583,22 @@ void pipeline_gather(pt_pipeline *p, const char *path) {
   int tag = 1 << 20; /* distinct from the micro-batch tags */
   if (p->replica == 0 && p->stage_id > 0) {
     pt_request r = {0};
-    comm_send_async(p->pipe, p->model.params, sizeof(float) * (size_t)p->model.n_floats, 0, tag, &r);
+    model_to_host(&p->model);
+    comm_send_async(p->pipe, p->model.host_params, sizeof(float) * (size_t)p->model.n_floats, 0,
+                    tag, &r);
     comm_wait(&r);
   }
   if (p->rank == 0) {
     pt_model whole;
     spec_errors e = {0};
     if (model_configure(&whole, p->spec, &e) != 0) pt_fatal("%s", e.msg);
-    model_alloc(&whole, 0, whole.n_layers);
+    model_alloc_on(&whole, 0, whole.n_layers, device_host());
+    model_to_host(&p->model);
     copy_into(&whole, &p->model);
     for (int s = 1; s < p->P; s++) { /* a stage's layout is known from its layer range */
       pt_model part;
       if (model_configure(&part, p->spec, &e) != 0) pt_fatal("%s", e.msg);
-      model_alloc(&part, plan_first_layer(&p->plan, s), plan_end_layer(&p->plan, s));
+      model_alloc_on(&part, plan_first_layer(&p->plan, s), plan_end_layer(&p->plan, s), device_host());
       pt_request r = {0};
       comm_recv_async(p->pipe, part.params, sizeof(float) * (size_t)part.n_floats, s, tag, &r);
       comm_wait(&r);

@@ -41,7 +41,8 @@ typedef struct {
   int n_ties;
   float **dout;        /* [slot] received d loss / d output (not on the last stage) */
   float **din;         /* [slot] d loss / d input to send (not on the first stage) */
-  void **targets;      /* [slot] (last stage) */
+  void **targets;      /* [slot] (last stage; host) */
+  size_t target_bytes;
   void *scratch_in, *scratch_tg; /* data_fill's output this stage does not need */
   float *dlogits;
   pt_request *recv_act, *recv_grad, *send_act, *send_grad; /* [slot] */

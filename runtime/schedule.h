@@ -55,6 +55,9 @@ void schedule_free(pt_schedule *s);
  * then backward once per stage, slot reuse only after the slot's backward and send, no
  * deadlock. Returns 0, or -1 with a one-line reason in err. */
 int schedule_validate(const pt_schedule *s, char *err, size_t errsz);
+/* The stricter condition for NCCL: each stage's transfers run in issue order on one stream and
+ * a send finishes only with its receive (rendezvous). Returns 0, or -1 with the stuck state. */
+int schedule_check_rendezvous(const pt_schedule *s, char *err, size_t errsz);
 /* One line per stage: "stage 0 (2 slots): rA0 L0 F0 sA0 ..." */
 void schedule_print(FILE *f, const pt_schedule *s);
 const char *schedule_action_code(pt_action_kind k);

@@ -17,7 +17,11 @@ static size_t saved_bytes(const pt_stage *st, int li) {
 
 static void *stage_alloc(pt_stage *st, size_t bytes) {
   st->bytes += bytes;
-  return pt_alloc_aligned(bytes);
+  return device_alloc(st->m->dev, bytes);
+}
+
+static void stage_release(pt_stage *st, void *p) {
+  if (p) device_free(st->m->dev, p);
 }
 
 /* With checkpointing a slot keeps the output of each segment's last layer (the next segment's
@@ -45,7 +49,7 @@ static void alloc_workspace(pt_stage *st) {
   size_t max_out = 0, max_scratch = 0;
   for (int li = 0; li < st->n; li++) {
     const pt_layer *L = &st->m->layers[st->first + li];
-    size_t sc = L->type->scratch_bytes ? L->type->scratch_bytes(L, st->B, st->T) : 0;
+    size_t sc = device_scratch_bytes(st->m->dev, L, st->B, st->T);
     if (out_bytes(st, li) > max_out) max_out = out_bytes(st, li);
     if (sc > max_scratch) max_scratch = sc;
   }
@@ -76,6 +80,7 @@ void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, in
   const pt_layer *L0 = &m->layers[first];
   size_t in_bytes = L0->in_tokens ? sizeof(int32_t) * (size_t)B * T
                                   : sizeof(float) * (size_t)B * T * L0->in_dim;
+  st->in_bytes = in_bytes;
   st->input = pt_calloc((size_t)n_slots, sizeof(void *));
   st->out = pt_calloc((size_t)n_slots * st->n, sizeof(float *));
   st->saved = pt_calloc((size_t)n_slots * st->n, sizeof(void *));
@@ -87,30 +92,41 @@ void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, in
     }
   }
   alloc_workspace(st);
+  /* where the data loader writes: the slot itself on the cpu, else a host staging buffer */
+  if (!device_is_host(m->dev)) st->input_host = pt_calloc(in_bytes + 64, 1);
 }
 
 void stage_free(pt_stage *st) {
-  for (int i = 0; i < st->n_slots; i++) pt_free_aligned(st->input[i]);
+  for (int i = 0; i < st->n_slots; i++) stage_release(st, st->input[i]);
   for (int i = 0; i < st->n_slots * st->n; i++) {
-    pt_free_aligned(st->out[i]);
-    pt_free_aligned(st->saved[i]);
+    stage_release(st, st->out[i]);
+    stage_release(st, st->saved[i]);
   }
   for (int j = 0; st->ws_out && j < st->ckpt; j++) {
-    pt_free_aligned(st->ws_out[j]);
-    pt_free_aligned(st->ws_saved[j]);
+    stage_release(st, st->ws_out[j]);
+    stage_release(st, st->ws_saved[j]);
   }
   free(st->ws_out);
   free(st->ws_saved);
-  pt_free_aligned(st->scratch);
-  pt_free_aligned(st->grad[0]);
-  pt_free_aligned(st->grad[1]);
+  stage_release(st, st->scratch);
+  stage_release(st, st->grad[0]);
+  stage_release(st, st->grad[1]);
   free(st->input);
+  free(st->input_host);
   free(st->out);
   free(st->saved);
   memset(st, 0, sizeof *st);
 }
 
 void *stage_input(pt_stage *st, int slot) { return st->input[slot]; }
+
+void *stage_input_host(pt_stage *st, int slot) {
+  return st->input_host ? st->input_host : st->input[slot];
+}
+
+void stage_input_commit(pt_stage *st, int slot) {
+  if (st->input_host) device_upload(st->m->dev, st->input[slot], st->input_host, st->in_bytes);
+}
 
 static float *layer_out(pt_stage *st, int slot, int li) {
   float *o = st->out[slot * st->n + li];
@@ -125,21 +141,15 @@ static const void *layer_in(pt_stage *st, int slot, int li) {
   return li == 0 ? st->input[slot] : layer_out(st, slot, li - 1);
 }
 
-static int all_finite(const float *x, int64_t n) {
-  int ok = 1;
-  for (int64_t i = 0; i < n; i++) ok &= isfinite(x[i]) != 0;
-  return ok;
-}
-
 static void forward_range(pt_stage *st, int slot, int lo, int hi) {
   for (int li = lo; li < hi; li++) {
     pt_layer *L = &st->m->layers[st->first + li];
     pt_io io = {.B = st->cur_B, .T = st->cur_T, .in = layer_in(st, slot, li),
                 .out = layer_out(st, slot, li), .saved = layer_saved(st, slot, li),
                 .scratch = st->scratch};
-    L->type->forward(L, &io);
+    device_forward(st->m->dev, L, &io);
     if (st->check_finite && st->bad_layer < 0 &&
-        !all_finite(io.out, (int64_t)io.B * io.T * L->out_dim))
+        !device_all_finite(st->m->dev, io.out, (int64_t)io.B * io.T * L->out_dim))
       st->bad_layer = st->first + li;
   }
 }
@@ -169,8 +179,8 @@ static float *backward_range(pt_stage *st, int slot, int lo, int hi, const float
     pt_io io = {.B = st->cur_B, .T = st->cur_T, .in = layer_in(st, slot, li),
                 .out = layer_out(st, slot, li), .saved = layer_saved(st, slot, li),
                 .scratch = st->scratch, .dout = dout, .din = din};
-    L->type->backward_input(L, &io);
-    L->type->backward_weight(L, &io);
+    device_backward_input(st->m->dev, L, &io);
+    device_backward_weight(st->m->dev, L, &io);
     dout = din;
   }
   return din;

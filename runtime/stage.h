@@ -7,9 +7,11 @@
  * during backward. Recomputation calls the same deterministic forward, so gradients are
  * bitwise equal to k = 0.
  *
- * Use per micro-batch: write the input to stage_input(slot) (int32 tokens [B,T] or float
- * [B,T,in_dim]), stage_forward(), then stage_backward() with the gradient of the output.
- * Buffers returned stay valid until the slot's next stage_forward().
+ * Use per micro-batch: write the input (int32 tokens [B,T] or float [B,T,in_dim]) to
+ * stage_input_host(slot) and call stage_input_commit(slot), or receive it into
+ * stage_input(slot) (a device buffer); stage_forward(), then stage_backward() with the
+ * gradient of the output. Every buffer here is on the model's device (device.h). Buffers
+ * returned stay valid until the slot's next stage_forward().
  */
 #ifndef PT_STAGE_H
 #define PT_STAGE_H
@@ -24,7 +26,9 @@ typedef struct {
   int B, T;             /* largest micro-batch */
   int ckpt;             /* checkpoint interval (0: keep everything) */
   int n_slots;
-  void **input;         /* [slot] */
+  void **input;         /* [slot], device buffers */
+  void *input_host;     /* host staging of the data loader's input (NULL on the cpu) */
+  size_t in_bytes;
   float **out;          /* [slot * n + li]: kept outputs (NULL where not kept) */
   void **saved;         /* [slot * n + li] when ckpt == 0 */
   float **ws_out;       /* [k]: workspace outputs, by position in segment */
@@ -42,6 +46,9 @@ void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, in
                 int ckpt);
 void stage_free(pt_stage *st);
 void *stage_input(pt_stage *st, int slot);
+/* Host memory for the input of slot, and its copy to the device (nothing to do on the cpu). */
+void *stage_input_host(pt_stage *st, int slot);
+void stage_input_commit(pt_stage *st, int slot);
 /* Runs forward for the micro-batch in slot; returns the stage output [B,T,out_dim]. */
 const float *stage_forward(pt_stage *st, int slot, int B, int T);
 /* Backward of the micro-batch in slot given dout = d loss / d output. When need_din is set (and

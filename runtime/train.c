@@ -19,11 +19,19 @@ int trainer_init(pt_trainer *t, const pt_spec *spec, char *err, size_t errsz) {
     snprintf(err, errsz, "%s", e.msg);
     return -1;
   }
+  if (device_select(spec->pipeline.device, 0, err, errsz) != 0 ||
+      device_check_layers(device_current(), t->model.layers, 0, t->model.n_layers, err,
+                          errsz) != 0) {
+    model_free(&t->model);
+    return -1;
+  }
   pt_stage_memory mem; /* refuse, with the numbers, a model this machine cannot hold */
   memory_estimate_stage(&t->model, 0, t->model.n_layers, 1, &mem);
   char what[4200];
   snprintf(what, sizeof what, "%s: the model", spec->path);
-  if (memory_check_fits(mem.total, 1, what, err, errsz) != 0 ||
+  int64_t gpu_bytes = (int64_t)device_memory_bytes(device_current());
+  if ((gpu_bytes > 0 ? memory_check_device(mem.total, gpu_bytes, what, err, errsz)
+                     : memory_check_fits(mem.total, 1, what, err, errsz)) != 0 ||
       data_open(&t->data, spec, err, errsz) != 0) {
     model_free(&t->model);
     return -1;
@@ -36,22 +44,22 @@ int trainer_init(pt_trainer *t, const pt_spec *spec, char *err, size_t errsz) {
   t->stage.check_finite = strcmp(spec->train.on_nonfinite, "abort") == 0;
   optimizer_init(&t->opt, &spec->train, m->n_floats);
   if (spec->pipeline.data_parallel > 1)
-    t->grad_total = pt_alloc_aligned(sizeof(float) * (size_t)m->n_floats);
+    t->grad_total = device_alloc(m->dev, sizeof(float) * (size_t)m->n_floats);
   int F = m->layers[m->n_layers - 1].out_dim;
   int tcols = m->input_tokens ? 1 : spec->data.targets;
-  t->targets = pt_calloc((size_t)B * T * tcols, sizeof(float));
-  t->dlogits = pt_alloc_aligned(sizeof(float) * (size_t)B * T * F);
+  t->target_bytes = sizeof(float) * (size_t)B * T * tcols;
+  t->targets = pt_calloc(t->target_bytes, 1);
+  t->dlogits = device_alloc(m->dev, sizeof(float) * (size_t)B * T * F);
   return 0;
 }
 
 void trainer_free(pt_trainer *t) {
   stage_free(&t->stage);
   optimizer_free(&t->opt);
+  if (t->model.dev) device_free(t->model.dev, t->dlogits), device_free(t->model.dev, t->grad_total);
   model_free(&t->model);
   data_close(&t->data);
   free(t->targets);
-  pt_free_aligned(t->dlogits);
-  pt_free_aligned(t->grad_total);
   memset(t, 0, sizeof *t);
 }
 
@@ -68,10 +76,12 @@ static double accumulate_replica(pt_trainer *t, int64_t replica) {
   model_zero_grads(m);
   for (int64_t mb = 0; mb < c->micro_batches; mb++) {
     int64_t j0 = (replica * c->micro_batches + mb) * B;
-    data_fill(&t->data, t->step, G, j0, B, T, stage_input(&t->stage, 0), t->targets,
+    data_fill(&t->data, t->step, G, j0, B, T, stage_input_host(&t->stage, 0), t->targets,
               m->loss == LOSS_CROSS_ENTROPY);
+    stage_input_commit(&t->stage, 0);
     const float *y = stage_forward(&t->stage, 0, B, T);
-    loss += loss_forward_backward(m->loss, y, t->targets, B * T, F, scale, t->dlogits) * scale;
+    loss += device_loss(m->dev, m->loss, y, t->targets, t->target_bytes, B * T, F, scale,
+                        t->dlogits) * scale;
     stage_backward(&t->stage, 0, t->dlogits, 0, NULL);
   }
   model_tie_reduce_local(m);
@@ -87,10 +97,10 @@ static double accumulate_step(pt_trainer *t) {
   for (int64_t r = 0; r < dp; r++) {
     loss += accumulate_replica(t, r);
     if (dp == 1) break;
-    for (int64_t i = 0; i < m->n_floats; i++)
-      t->grad_total[i] = r == 0 ? m->grads[i] : t->grad_total[i] + m->grads[i];
+    if (r == 0) device_copy(m->dev, t->grad_total, m->grads, sizeof(float) * (size_t)m->n_floats);
+    else device_add(m->dev, t->grad_total, m->grads, m->n_floats);
   }
-  if (dp > 1) memcpy(m->grads, t->grad_total, sizeof(float) * (size_t)m->n_floats);
+  if (dp > 1) device_copy(m->dev, m->grads, t->grad_total, sizeof(float) * (size_t)m->n_floats);
   return loss;
 }
 
@@ -126,7 +136,7 @@ int trainer_load(pt_trainer *t, const char *path, char *err, size_t errsz) {
   pt_checkpoint c;
   if (checkpoint_open(&c, path, err, errsz) != 0) return -1;
   int rc = checkpoint_load(&c, &t->model, &t->opt, err, errsz);
-  if (rc == 0) t->step = c.step;
+  if (rc == 0) t->step = c.step, model_to_device(&t->model), optimizer_to_device(&t->opt);
   checkpoint_close(&c);
   return rc;
 }
@@ -135,6 +145,8 @@ int trainer_save(pt_trainer *t, const char *dir, const pt_spec_source *src, char
                  size_t errsz) {
   ckpt_stage_files files;
   int bounds[2] = {0, t->model.n_layers};
+  model_to_host(&t->model);
+  optimizer_to_host(&t->opt);
   if (checkpoint_begin_save(dir, err, errsz) != 0) return -1;
   if (checkpoint_write_stage(dir, &t->model, &t->opt, 0, 0, t->model.n_layers, &files, err,
                              errsz) != 0 ||

@@ -24,8 +24,9 @@ typedef struct {
   pt_stage stage;
   pt_optimizer opt;
   pt_data data;
-  void *targets;   /* one micro-batch of targets */
-  float *dlogits;  /* gradient of the last output */
+  void *targets;   /* one micro-batch of targets (host) */
+  size_t target_bytes;
+  float *dlogits;  /* gradient of the last output (device) */
   float *grad_total; /* sum over data-parallel replicas (data_parallel > 1 only) */
   int64_t step;    /* steps done */
   int64_t skipped; /* steps skipped for non-finite gradients */

@@ -8,9 +8,11 @@ packages=(
   libyaml-dev                      # the YAML spec parser
   libcjson-dev                     # JSON: metrics now, checkpoint headers later
   zlib1g-dev                       # checksums (checkpoints)
+  libhwloc-dev                     # CPU/GPU topology: binding ranks to cores
   libopenmpi-dev openmpi-bin       # MPI: the pipeline's process launch and CPU transport
   python3                          # test helpers: metrics and data checks
   strace                           # the kill-during-save test stops a save at exact points
+  clang libclang-rt-dev            # libFuzzer: fuzzing the spec loader and checkpoint reader
 )
 missing=()
 for p in "${packages[@]}"; do

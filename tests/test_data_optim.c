@@ -87,7 +87,8 @@ static void test_adamw(void) {
   pt_tensor tens[2] = {{.offset = 0, .numel = 3, .decay = 1}, {.offset = 16, .numel = 2}};
   float params[32] = {1.0f, -2.0f, 0.5f}, grads[32] = {0.3f, -0.1f, 2.0f};
   params[16] = 0.25f, params[17] = -0.75f, grads[16] = -1.0f, grads[17] = 0.01f;
-  pt_model m = {.params = params, .grads = grads, .n_floats = 32, .tensors = tens, .n_tensors = 2};
+  pt_model m = {.params = params, .grads = grads, .n_floats = 32, .tensors = tens, .n_tensors = 2,
+               .dev = device_host()};
   double p[5] = {1.0, -2.0, 0.5, 0.25, -0.75}, g[5] = {0.3, -0.1, 2.0, -1.0, 0.01};
   double mm[5] = {0}, vv[5] = {0};
   int idx[5] = {0, 1, 2, 16, 17}, decay[5] = {1, 1, 1, 0, 0};
@@ -125,7 +126,7 @@ static void test_lr_schedule(void) {
 static void test_clip(void) {
   float grads[16] = {3.0f, 4.0f};
   pt_tensor t = {.offset = 0, .numel = 2};
-  pt_model m = {.grads = grads, .n_floats = 16, .tensors = &t, .n_tensors = 1};
+  pt_model m = {.grads = grads, .n_floats = 16, .tensors = &t, .n_tensors = 1, .dev = device_host()};
   double norm = sqrt(grad_sumsq(&m));
   CHECK(fabs(norm - 5.0) < 1e-12, "norm %.9f", norm);
   grad_clip(&m, norm, 1.0);

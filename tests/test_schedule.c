@@ -30,6 +30,8 @@ static void test_generators(void) {
         char err[256] = "";
         CHECK(schedule_build(&s, names[k], P, M) == 0, "build %s", names[k]);
         CHECK(schedule_validate(&s, err, sizeof err) == 0, "%s P=%d M=%d: %s", names[k], P, M, err);
+        CHECK(schedule_check_rendezvous(&s, err, sizeof err) == 0, "%s P=%d M=%d: %s", names[k],
+              P, M, err);
         for (int st = 0; st < P; st++) {
           int want = k == 0 ? (P - st < M ? P - st : M) : M;
           CHECK(peak_in_flight(&s, st) == want && s.n_slots[st] == want,
@@ -91,11 +93,24 @@ static void late_send(pt_schedule *s) { /* stage 1 sends gradient 0 only after t
 
 static void small_slots(pt_schedule *s) { s->n_slots[0] = 2; /* 1F1B stage 0 needs 4 */ }
 
+/* The NCCL check must catch what cannot finish, under its rules as under MPI's. */
+static void expect_rendezvous_stuck(void (*mutate)(pt_schedule *)) {
+  pt_schedule s;
+  char err[512] = "";
+  schedule_build(&s, "1f1b", 4, 6);
+  mutate(&s);
+  CHECK(schedule_check_rendezvous(&s, err, sizeof err) != 0 && strstr(err, "deadlock"),
+        "rendezvous check did not catch the mutation (got '%s')", err);
+  schedule_free(&s);
+}
+
 int main(void) {
   test_generators();
   expect_invalid(drop_send, "deadlock");
   expect_invalid(swap_backward, "before its forward");
   expect_invalid(late_send, "deadlock");
   expect_invalid(small_slots, "slot");
+  expect_rendezvous_stuck(drop_send);
+  expect_rendezvous_stuck(late_send);
   return test_summary("schedule");
 }

@@ -393,7 +393,7 @@ static const error_case g_text_errors[] = {
     /* sections and keys */
     {L, "layers: [gelu]\nlayer_norm_eps: 1e-5\n", NULL, "2:1",
      "unknown key 'layer_norm_eps' in the spec; known keys: model, layers, loss, data, train, "
-     "pipeline, log"},
+     "pipeline, comm, log"},
     {L, "layers: [gelu]\ntrain: {micro_batch: 4}\n", NULL, "2:9",
      "unknown key 'micro_batch' in train; known keys: steps, micro_batch_size, micro_batches, "
      "optimizer, grad_clip, seed, activation_checkpoint_interval, lr_schedule, checkpoint, on_nonfinite; did you mean "
@@ -432,6 +432,10 @@ static const error_case g_text_errors[] = {
      "pipeline.stages: expected an integer in [1, 2147483647], got '0'"},
     {L, "layers: [gelu]\nlog: {every: 5, format: json}\n", NULL, "2:17",
      "unknown key 'format' in log; known keys: every"},
+    {L, "layers: [gelu]\npipeline: {device: tpu}\n", NULL, "2:20",
+     "pipeline.device: expected one of auto, cpu, gpu, emulated, got 'tpu'"},
+    {L, "layers: [gelu]\ncomm: {backend: gloo}\n", NULL, "2:17",
+     "comm.backend: expected one of auto, nccl, mpi, got 'gloo'"},
     /* data */
     {L, "layers: [gelu]\ndata: {path: /dev/null, format: u8}\n", NULL, "2:33",
      "data.format: expected one of bytes, u16, f32, got 'u8'"},

@@ -1,13 +1,20 @@
 /* layers/cpu/fastmath.h: branch-free float exp/tanh that GCC vectorises (libm's are scalar
- * calls). Relative error of pt_expf below 2e-7 over [-87, 88]; results are deterministic. */
+ * calls). Relative error of pt_expf below 2e-7 over [-87, 88]; results are deterministic.
+ * The GPU kernels (layers/cuda) include this too, so both sides use one approximation. */
 #ifndef PT_FASTMATH_H
 #define PT_FASTMATH_H
+
+#ifdef __CUDACC__
+#define PT_FASTMATH_FN static __host__ __device__ __forceinline__
+#else
+#define PT_FASTMATH_FN static inline
+#endif
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-static inline float pt_expf(float x) {
+PT_FASTMATH_FN float pt_expf(float x) {
   /* Clamp with comparisons (fminf/fmaxf are libm calls that stop vectorisation), written so a
    * NaN lands on -87 and never reaches the float-to-int conversion below (undefined for NaN);
    * the NaN itself is handed back at the end, so non-finite values still propagate. */
@@ -31,6 +38,6 @@ static inline float pt_expf(float x) {
 }
 
 /* tanh(u) = 1 - 2 / (exp(2u) + 1): absolute error below 3e-7, exact limits +-1. */
-static inline float pt_tanhf(float u) { return 1.0f - 2.0f / (pt_expf(2.0f * u) + 1.0f); }
+PT_FASTMATH_FN float pt_tanhf(float u) { return 1.0f - 2.0f / (pt_expf(2.0f * u) + 1.0f); }
 
 #endif

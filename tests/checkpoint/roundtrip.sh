@@ -14,6 +14,9 @@
 #       1e-6 of the reference (the dp=2 leg: of a sequential dp=2 run from the same checkpoint);
 #       a dp=2 checkpoint loads back into one process unchanged
 #   (b') SGD with momentum resumes exactly too (momentum_buffer state)
+#   (e) the emulated device: a P=2 checkpoint at step 10 resumed in one process gives the
+#       reference's losses and parameters (host copies refreshed before saving, uploaded after
+#       loading)
 #   (d) pipe_convert: CKPT -> one safetensors file (read here with struct/json), bitwise equal to
 #       the saving run's --dump-params, tie metadata; --with-optimizer; --stages 3 --out DIR
 #       resumed by mpirun -np 3 matches the reference
@@ -291,5 +294,13 @@ ck check_ckpt "$work/p3ck" 10 3 1
 mpi_run 3 --set pipeline.stages=3 --load "$work/p3ck" --metrics "$work/p3.jsonl" --dump-params "$work/p3"
 ck cmp_losses "$work/ref.jsonl" "$work/p3.jsonl" 11 20 1e-6 "P=3 from pipe_convert --stages 3 of P=4@10"
 ck cmp_params "$work/ref" 1 "$work/p3" 3 "P=3 from pipe_convert --stages 3 vs sequential"
+
+say "(e) the emulated device (the GPU path's transfers): save on P=2 at step 10, resume in one process"
+mpi_run 2 --set pipeline.stages=2 --set pipeline.device=emulated --set train.steps=20 \
+  --set "train.checkpoint={dir: $work/emuck, every: 10}"
+seq_run --set pipeline.device=emulated --load "$work/emuck/step-00000010" \
+  --metrics "$work/emu.jsonl" --dump-params "$work/emu"
+ck cmp_losses "$work/ref.jsonl" "$work/emu.jsonl" 11 20 0 "emulated device, resumed from P=2@10"
+ck cmp_params "$work/ref" 1 "$work/emu" 1 "emulated device, resumed from P=2@10, vs sequential cpu"
 
 echo "checkpoint roundtrip: all checks passed in $((SECONDS - start)) s"

@@ -1,0 +1,103 @@
+/* test_comm_device MODE: comm.h with buffers in GPU memory, under mpirun (any rank count).
+ * MODE nccl: NCCL between the ranks (one GPU each; with fewer GPUs than ranks the test skips);
+ * MODE staged: MPI through pinned host copies (ranks may share one GPU).
+ * Checks: a ring of grouped device sends/receives delivers every byte; the device chain sum
+ * equals the host chain sum ((x0 + x1) + x2) + ... bit for bit, on the world and on a group
+ * split from it; host buffers on the same groups still go over MPI; comm_connect works.
+ * Exit 77 (CTest skip) on every rank when there is no usable GPU. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "runtime/gpu.h"
+#include "test_util.h"
+
+static float value(int rank, size_t i) { return (float)((int)(i * 7 + rank * 13) % 101) / 7.0f - 3.0f; }
+
+/* What the chain sum must give: ((x0 + x1) + x2) + ..., in float, over the given ranks. */
+static float chain_expect(const int *ranks, int n, size_t i) {
+  float acc = value(ranks[0], i);
+  for (int k = 1; k < n; k++) acc = acc + value(ranks[k], i);
+  return acc;
+}
+
+static void check_sum(gpu_ctx *g, pt_comm *c, const int *ranks, int n_ranks, int me, size_t n,
+                      const char *what) {
+  float *host = malloc(n * sizeof *host), *dev = gpu_alloc(n * sizeof *dev);
+  for (size_t i = 0; i < n; i++) host[i] = value(me, i);
+  gpu_to_device(g, dev, host, n * sizeof *host);
+  comm_allreduce_sum_f32(c, dev, n);
+  gpu_to_host(g, host, dev, n * sizeof *host);
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += memcmp(&host[i], &(float){chain_expect(ranks, n_ranks, i)}, 4) != 0;
+  CHECK(bad == 0, "%s: %zu of %zu sums differ from the host chain order", what, bad, n);
+  gpu_free(dev);
+  free(host);
+}
+
+static void check_ring(gpu_ctx *g, pt_comm *c, int rank, int size, size_t bytes) {
+  unsigned char *out = malloc(bytes), *in = malloc(bytes);
+  for (size_t i = 0; i < bytes; i++) out[i] = (unsigned char)(i * 31 + rank);
+  void *dout = gpu_alloc(bytes), *din = gpu_alloc(bytes);
+  gpu_to_device(g, dout, out, bytes);
+  pt_request s = {0}, r = {0};
+  comm_group_start(c); /* each send with the receive it pairs with: no deadlock in a ring */
+  comm_send_async(c, dout, bytes, (rank + 1) % size, 5, &s);
+  comm_recv_async(c, din, bytes, (rank + size - 1) % size, 5, &r);
+  comm_group_end(c);
+  comm_wait(&s), comm_wait(&r);
+  gpu_to_host(g, in, din, bytes);
+  int from = (rank + size - 1) % size;
+  size_t bad = 0;
+  for (size_t i = 0; i < bytes; i++) bad += in[i] != (unsigned char)(i * 31 + from);
+  CHECK(bad == 0, "ring of %zu bytes: %zu bytes wrong from rank %d", bytes, bad, from);
+  gpu_free(dout), gpu_free(din);
+  free(out), free(in);
+}
+
+int main(int argc, char **argv) {
+  int nccl = argc > 1 && !strcmp(argv[1], "nccl");
+  comm_init(&argc, &argv);
+  pt_comm *world = comm_world();
+  int rank = comm_rank(world), size = comm_size(world);
+  char why[256] = "";
+  int gpus = gpu_count(why, sizeof why), skip = gpus == 0 || (nccl && gpus < comm_local_size());
+  int skip_any = 0, *all = calloc((size_t)size, sizeof(int));
+  comm_allgather_int(world, skip, all);
+  for (int r = 0; r < size; r++) skip_any |= all[r];
+  free(all);
+  if (skip_any) {
+    if (rank == 0) printf("SKIP: %s\n", gpus == 0 ? why : "fewer GPUs than ranks for NCCL");
+    comm_finalize();
+    return 77;
+  }
+  gpu_ctx g;
+  char err[512];
+  if (gpu_open(&g, comm_local_rank() % gpus, err, sizeof err) != 0 ||
+      comm_use_device(nccl, g.stream, err, sizeof err) != 0) {
+    fprintf(stderr, "rank %d: %s\n", rank, err);
+    return 1;
+  }
+  int ring[2] = {(rank + 1) % size, (rank + size - 1) % size};
+  comm_connect(world, ring, size > 2 ? 2 : size - 1);
+  check_ring(&g, world, rank, size, 1);
+  check_ring(&g, world, rank, size, (3u << 20) + 5);
+  int *everyone = malloc((size_t)size * sizeof(int)), n_sub = 0, sub[64] = {0};
+  for (int r = 0; r < size; r++) everyone[r] = r;
+  check_sum(&g, world, everyone, size, rank, 1000003, "world");
+  for (int r = rank % 2; r < size && n_sub < 64; r += 2) sub[n_sub++] = r;
+  pt_comm *half = comm_split(world, rank % 2, rank); /* even and odd ranks */
+  check_sum(&g, half, sub, n_sub, rank, 4099, "split group");
+  double host = rank + 0.5; /* a host buffer on a device-enabled group still goes over MPI */
+  comm_allreduce_sum_f64(half, &host, 1);
+  double expect = 0;
+  for (int k = 0; k < n_sub; k++) expect += sub[k] + 0.5;
+  CHECK(host == expect, "host sum on the split group: %g, expected %g", host, expect);
+  comm_free(half);
+  free(everyone);
+  gpu_close(&g);
+  int rc = test_summary(nccl ? "comm_device (nccl)" : "comm_device (staged)");
+  comm_finalize();
+  return rc;
+}

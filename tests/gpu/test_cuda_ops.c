@@ -1,0 +1,700 @@
+/* tests/gpu/test_cuda_ops.c: every kernel of layers/cuda/ops_cuda.h against the CPU path.
+ *
+ * For each op: random inputs (fixed seed) on the host, the CPU kernel (layers/cpu/ops.h,
+ * runtime/loss.h, or the CPU layer's loop where the kernel is a layer's own code; the optimizer
+ * against PyTorch's formulas in double), the same inputs uploaded, the cuda_ op, the result
+ * downloaded and compared:
+ *
+ *   err = max_i |gpu_i - cpu_i| / max_i |cpu_i|      (a norm-wise relative error)
+ *
+ * against the op's tolerance (TOL_* below, each justified). Every GPU op runs twice from the
+ * same inputs and must give the same bits (activation checkpointing relies on it); the acc = 1
+ * paths start from non-zero destinations. Shapes: small odd ones (N = 7, D = 33, ...) and a
+ * realistic one (B = 4, T = 128, d = 256, H = 8), plus the extremes the kernels are written for
+ * (T = 1024, hd = 256, GPT-2's vocabulary).
+ *
+ * Without a usable GPU it prints "SKIP: no GPU (<reason>)" and exits 77 (CTest
+ * SKIP_RETURN_CODE). Any failure prints the op, the shape and the error, and exits 1.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../test_util.h"
+#include "layers/cpu/ops.h"
+#include "layers/cuda/ops_cuda.h"
+#include "runtime/gpu.h"
+#include "runtime/loss.h"
+
+/* Tolerances (norm-wise relative, see above). The CPU and the GPU both compute in float32 but
+ * add in different orders (OpenBLAS blocks vs cuBLAS tiles, a sequential loop vs a tree), so
+ * each carries its own rounding error and the difference is at most about the sum of the two.
+ * The CPU kernels' own error against a double-precision evaluation of the same formulas, at
+ * these shapes and inputs, measured on the host: at most 8.5e-7 (linear 6.6e-7 at Ni = 1024;
+ * LayerNorm backward 6e-7 in dw, 1.1e-7 in dx; attention 8.5e-7 in o and 7.5e-7 in dqkv at
+ * T = 1024, hd = 256), except gelu backward's 1.7e-6, which comes from the tanh approximation
+ * that the GPU evaluates with the same formula (so it largely cancels in the difference). The
+ * GPU's error is of the same size (tree sums are, if anything, closer), so 1e-5 leaves a margin
+ * of 5x or more; no op needs the looser 2e-5. 0 where both sides do the same float operations
+ * in the same order. */
+#define TOL_DEFAULT 1e-5
+/* Sums in double of exact float products (sumsq, mse's row sums), in a different order: the
+ * reference's own sequential double sum over n terms is off by up to n * 2^-53 relative (2e-9
+ * for n = 2e7; measured 1.4e-12 between the two orders there). */
+#define TOL_DOUBLE_SUM 1e-9
+/* Cross entropy's loss sum (double): each row's log(sum of exps) inherits the CPU's sequential
+ * float sum over V terms, whose relative error grows with V (measured: the total off by 2.8e-6
+ * relative at V = 50257, 2.6e-7 at V = 4096); the GPU's tree sum is closer. 1e-5. */
+#define TOL_CE_LOSS 1e-5
+/* The optimizer against PyTorch's formulas in double: float rounding of a few elementwise
+ * operations per step, 3 steps (about 1e-7 relative). */
+#define TOL_OPTIM 1e-5
+
+static gpu_ctx G;
+
+/* ---- memory: everything a test allocates is freed by scope_end() ---------------------------- */
+
+#define MAX_PTRS 512
+static void *g_host[MAX_PTRS], *g_dev[MAX_PTRS];
+static int g_nhost, g_ndev;
+
+static void *hnew(size_t bytes) {
+  void *p = calloc(1, bytes ? bytes : 1);
+  if (!p || g_nhost == MAX_PTRS) {
+    fprintf(stderr, "test_cuda_ops: out of host memory or slots (%zu bytes)\n", bytes);
+    exit(1);
+  }
+  return g_host[g_nhost++] = p;
+}
+
+static void *dnew(size_t bytes) {
+  if (g_ndev == MAX_PTRS) {
+    fprintf(stderr, "test_cuda_ops: out of device slots\n");
+    exit(1);
+  }
+  return g_dev[g_ndev++] = gpu_alloc(bytes);
+}
+
+static void scope_end(void) {
+  gpu_sync(&G);
+  for (int i = 0; i < g_nhost; i++) free(g_host[i]);
+  for (int i = 0; i < g_ndev; i++) gpu_free(g_dev[i]);
+  g_nhost = g_ndev = 0;
+}
+
+/* ---- random inputs (xorshift64*, fixed seed: the same inputs every run) --------------------- */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+
+static double urand(void) { /* [0, 1) */
+  g_rng ^= g_rng >> 12;
+  g_rng ^= g_rng << 25;
+  g_rng ^= g_rng >> 27;
+  return (double)((g_rng * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static float *hrand(int64_t n, float lo, float hi) {
+  float *p = hnew(sizeof(float) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) p[i] = lo + (hi - lo) * (float)urand();
+  return p;
+}
+
+static float *hcopy(const float *src, int64_t n) {
+  float *p = hnew(sizeof(float) * (size_t)n);
+  memcpy(p, src, sizeof(float) * (size_t)n);
+  return p;
+}
+
+static int32_t *hids(int64_t n, int lo, int hi) { /* ids in [lo, hi) */
+  int32_t *p = hnew(sizeof(int32_t) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) p[i] = lo + (int32_t)(urand() * (hi - lo));
+  return p;
+}
+
+/* ---- host <-> device ---------------------------------------------------------------------- */
+
+static void *up(const void *h, size_t bytes) {
+  void *d = dnew(bytes);
+  gpu_to_device(&G, d, h, bytes);
+  return d;
+}
+static float *upf(const float *h, int64_t n) { return up(h, sizeof(float) * (size_t)n); }
+static void setf(float *d, const float *h, int64_t n) {
+  gpu_to_device(&G, d, h, sizeof(float) * (size_t)n);
+}
+static float *downf(const float *d, int64_t n) {
+  float *h = hnew(sizeof(float) * (size_t)n);
+  gpu_to_host(&G, h, d, sizeof(float) * (size_t)n);
+  return h;
+}
+static double down_double(const double *d) {
+  double v;
+  gpu_to_host(&G, &v, d, sizeof v);
+  return v;
+}
+
+/* ---- comparisons -------------------------------------------------------------------------- */
+
+/* max|gpu - cpu| / max|cpu|; *at: the element of the largest difference. NaN anywhere: inf. */
+static double rel_err(const float *gpu, const float *cpu, int64_t n, int64_t *at) {
+  double maxdiff = 0.0, maxref = 0.0;
+  *at = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs((double)gpu[i] - (double)cpu[i]);
+    if (isnan(d) && !(isnan(gpu[i]) && isnan(cpu[i]))) {
+      *at = i;
+      return INFINITY;
+    }
+    if (d > maxdiff) maxdiff = d, *at = i;
+    if (fabs((double)cpu[i]) > maxref) maxref = fabs((double)cpu[i]);
+  }
+  if (maxdiff == 0.0) return 0.0;
+  return maxdiff / (maxref > 1e-30 ? maxref : 1e-30);
+}
+
+static void expect_close(const char *op, const char *shape, const float *gpu, const float *cpu,
+                         int64_t n, double tol) {
+  int64_t at;
+  double e = rel_err(gpu, cpu, n, &at);
+  CHECK(e <= tol, "%s [%s]: max|gpu-cpu|/max|cpu| = %.3g > %.1g (element %lld: gpu %.9g, cpu %.9g)",
+        op, shape, e, tol, (long long)at, n ? gpu[at] : 0.0f, n ? cpu[at] : 0.0f);
+}
+
+/* The determinism check: two runs of the same op on the same inputs, bit for bit. */
+static void expect_same_bits(const char *op, const char *shape, const float *a, const float *b,
+                             int64_t n) {
+  int64_t at = -1;
+  for (int64_t i = 0; i < n && at < 0; i++)
+    if (memcmp(&a[i], &b[i], sizeof(float)) != 0) at = i;
+  CHECK(at < 0, "%s [%s]: not deterministic: two runs differ at element %lld (%.9g vs %.9g)", op,
+        shape, (long long)at, at >= 0 ? a[at] : 0.0f, at >= 0 ? b[at] : 0.0f);
+}
+
+static void expect_close_d(const char *op, const char *shape, double gpu, double cpu,
+                           double tol) {
+  double e = fabs(gpu - cpu) / (fabs(cpu) > 1e-300 ? fabs(cpu) : 1e-300);
+  CHECK(e <= tol, "%s [%s]: |gpu-cpu|/|cpu| = %.3g > %.1g (gpu %.17g, cpu %.17g)", op, shape, e,
+        tol, gpu, cpu);
+}
+
+/* ---- linear ------------------------------------------------------------------------------- */
+
+static void test_linear(int N, int Ni, int No) {
+  char shape[96];
+  snprintf(shape, sizeof shape, "N=%d Ni=%d No=%d", N, Ni, No);
+  int64_t nx = (int64_t)N * Ni, ny = (int64_t)N * No, nw = (int64_t)No * Ni;
+  float *x = hrand(nx, -1, 1), *W = hrand(nw, -1, 1), *b = hrand(No, -1, 1);
+  float *res = hrand(ny, -1, 1), *dy = hrand(ny, -1, 1);
+  float *dx0 = hrand(nx, -1, 1), *dW0 = hrand(nw, -1, 1), *db0 = hrand(No, -1, 1);
+  float *d_x = upf(x, nx), *d_W = upf(W, nw), *d_b = upf(b, No), *d_res = upf(res, ny);
+  float *d_dy = upf(dy, ny), *d_y = dnew(sizeof(float) * ny), *d_dx = dnew(sizeof(float) * nx);
+  float *d_dW = dnew(sizeof(float) * nw), *d_db = dnew(sizeof(float) * No);
+
+  /* forward, with and without the bias */
+  for (int with_b = 1; with_b >= 0; with_b--) {
+    const char *op = with_b ? "linear_forward" : "linear_forward (no bias)";
+    float *yc = hnew(sizeof(float) * ny);
+    op_linear_forward(yc, x, W, with_b ? b : NULL, N, Ni, No);
+    cuda_op_linear_forward(&G, d_y, d_x, d_W, with_b ? d_b : NULL, N, Ni, No);
+    float *y1 = downf(d_y, ny);
+    cuda_op_linear_forward(&G, d_y, d_x, d_W, with_b ? d_b : NULL, N, Ni, No);
+    expect_close(op, shape, y1, yc, ny, TOL_DEFAULT);
+    expect_same_bits(op, shape, downf(d_y, ny), y1, ny);
+  }
+  { /* forward with the residual */
+    float *yc = hnew(sizeof(float) * ny);
+    op_linear_forward_residual(yc, res, x, W, b, N, Ni, No);
+    cuda_op_linear_forward_residual(&G, d_y, d_res, d_x, d_W, d_b, N, Ni, No);
+    float *y1 = downf(d_y, ny);
+    cuda_op_linear_forward_residual(&G, d_y, d_res, d_x, d_W, d_b, N, Ni, No);
+    expect_close("linear_forward_residual", shape, y1, yc, ny, TOL_DEFAULT);
+    expect_same_bits("linear_forward_residual", shape, downf(d_y, ny), y1, ny);
+  }
+  /* backward input, overwriting (acc 0, over garbage) and accumulating (acc 1) */
+  for (int acc = 0; acc <= 1; acc++) {
+    const char *op = acc ? "linear_backward_input acc=1" : "linear_backward_input acc=0";
+    float *dxc = hcopy(dx0, nx);
+    op_linear_backward_input(dxc, dy, W, N, Ni, No, acc);
+    setf(d_dx, dx0, nx);
+    cuda_op_linear_backward_input(&G, d_dx, d_dy, d_W, N, Ni, No, acc);
+    float *g1 = downf(d_dx, nx);
+    setf(d_dx, dx0, nx);
+    cuda_op_linear_backward_input(&G, d_dx, d_dy, d_W, N, Ni, No, acc);
+    expect_close(op, shape, g1, dxc, nx, TOL_DEFAULT);
+    expect_same_bits(op, shape, downf(d_dx, nx), g1, nx);
+  }
+  /* backward weight: dW += dy^T x, db += colsum(dy), from non-zero gradients; and db NULL */
+  for (int with_db = 1; with_db >= 0; with_db--) {
+    const char *op = with_db ? "linear_backward_weight" : "linear_backward_weight (db NULL)";
+    float *dWc = hcopy(dW0, nw), *dbc = hcopy(db0, No);
+    op_linear_backward_weight(dWc, with_db ? dbc : NULL, dy, x, N, Ni, No);
+    float *gW[2], *gb[2];
+    for (int run = 0; run < 2; run++) {
+      setf(d_dW, dW0, nw);
+      setf(d_db, db0, No);
+      cuda_op_linear_backward_weight(&G, d_dW, with_db ? d_db : NULL, d_dy, d_x, N, Ni, No);
+      gW[run] = downf(d_dW, nw);
+      gb[run] = downf(d_db, No);
+    }
+    expect_close(op, shape, gW[0], dWc, nw, TOL_DEFAULT);
+    expect_close(with_db ? "linear_backward_weight db" : "linear_backward_weight db untouched",
+                 shape, gb[0], dbc, No, with_db ? TOL_DEFAULT : 0.0);
+    expect_same_bits(op, shape, gW[1], gW[0], nw);
+    expect_same_bits(op, shape, gb[1], gb[0], No);
+  }
+  scope_end();
+}
+
+/* ---- layernorm ---------------------------------------------------------------------------- */
+
+static void test_layernorm(int N, int D) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "N=%d D=%d", N, D);
+  int64_t n = (int64_t)N * D;
+  const float eps = 1e-5f;
+  float *x = hrand(n, -1, 1), *w = hrand(D, 0.5f, 1.5f), *b = hrand(D, -0.5f, 0.5f);
+  for (int r = 0; r < N; r++) { /* rows with an offset and a scale of their own */
+    float off = 4.0f * (float)urand() - 2.0f, sc = 0.1f + 3.0f * (float)urand();
+    for (int i = 0; i < D; i++) x[(int64_t)r * D + i] = off + sc * x[(int64_t)r * D + i];
+  }
+  float *dy = hrand(n, -1, 1), *dx0 = hrand(n, -1, 1), *dw0 = hrand(D, -1, 1);
+  float *db0 = hrand(D, -1, 1);
+  float *yc = hnew(sizeof(float) * n), *mc = hnew(sizeof(float) * N), *rc = hnew(sizeof(float) * N);
+  op_layernorm_forward(yc, mc, rc, x, w, b, N, D, eps);
+
+  float *d_x = upf(x, n), *d_w = upf(w, D), *d_b = upf(b, D), *d_dy = upf(dy, n);
+  float *d_y = dnew(sizeof(float) * n), *d_m = dnew(sizeof(float) * N);
+  float *d_r = dnew(sizeof(float) * N);
+  cuda_op_layernorm_forward(&G, d_y, d_m, d_r, d_x, d_w, d_b, N, D, eps);
+  float *y1 = downf(d_y, n), *m1 = downf(d_m, N), *r1 = downf(d_r, N);
+  cuda_op_layernorm_forward(&G, d_y, d_m, d_r, d_x, d_w, d_b, N, D, eps);
+  expect_close("layernorm_forward y", shape, y1, yc, n, TOL_DEFAULT);
+  expect_close("layernorm_forward mean", shape, m1, mc, N, TOL_DEFAULT);
+  expect_close("layernorm_forward rstd", shape, r1, rc, N, TOL_DEFAULT);
+  expect_same_bits("layernorm_forward y", shape, downf(d_y, n), y1, n);
+  expect_same_bits("layernorm_forward mean", shape, downf(d_m, N), m1, N);
+  expect_same_bits("layernorm_forward rstd", shape, downf(d_r, N), r1, N);
+
+  /* the backward ops get the CPU's mean and rstd: each op is compared on the same inputs */
+  setf(d_m, mc, N);
+  setf(d_r, rc, N);
+  float *d_dx = dnew(sizeof(float) * n);
+  for (int acc = 0; acc <= 1; acc++) {
+    const char *op = acc ? "layernorm_backward_input acc=1" : "layernorm_backward_input acc=0";
+    float *dxc = hcopy(dx0, n);
+    op_layernorm_backward_input(dxc, dy, x, w, mc, rc, N, D, acc);
+    setf(d_dx, dx0, n);
+    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, d_x, d_w, d_m, d_r, N, D, acc);
+    float *g1 = downf(d_dx, n);
+    setf(d_dx, dx0, n);
+    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, d_x, d_w, d_m, d_r, N, D, acc);
+    expect_close(op, shape, g1, dxc, n, TOL_DEFAULT);
+    expect_same_bits(op, shape, downf(d_dx, n), g1, n);
+  }
+  {
+    float *dwc = hcopy(dw0, D), *dbc = hcopy(db0, D);
+    op_layernorm_backward_weight(dwc, dbc, dy, x, mc, rc, N, D);
+    float *d_dw = dnew(sizeof(float) * D), *d_db = dnew(sizeof(float) * D);
+    float *gw[2], *gb[2];
+    for (int run = 0; run < 2; run++) {
+      setf(d_dw, dw0, D);
+      setf(d_db, db0, D);
+      cuda_op_layernorm_backward_weight(&G, d_dw, d_db, d_dy, d_x, d_m, d_r, N, D);
+      gw[run] = downf(d_dw, D);
+      gb[run] = downf(d_db, D);
+    }
+    expect_close("layernorm_backward_weight dw", shape, gw[0], dwc, D, TOL_DEFAULT);
+    expect_close("layernorm_backward_weight db", shape, gb[0], dbc, D, TOL_DEFAULT);
+    expect_same_bits("layernorm_backward_weight dw", shape, gw[1], gw[0], D);
+    expect_same_bits("layernorm_backward_weight db", shape, gb[1], gb[0], D);
+  }
+  scope_end();
+}
+
+/* ---- gelu, relu --------------------------------------------------------------------------- */
+
+static void test_activations(int64_t n) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "n=%lld", (long long)n);
+  float *x = hrand(n, -6, 6), *dy = hrand(n, -1, 1);
+  x[0] = 0.0f, x[n - 1] = -0.0f; /* relu's edge */
+  float *d_x = upf(x, n), *d_dy = upf(dy, n), *d_out = dnew(sizeof(float) * n);
+  float *yc = hnew(sizeof(float) * n), *dxc = hnew(sizeof(float) * n);
+
+  op_gelu_forward(yc, x, n);
+  cuda_op_gelu_forward(&G, d_out, d_x, n);
+  float *g1 = downf(d_out, n);
+  cuda_op_gelu_forward(&G, d_out, d_x, n);
+  expect_close("gelu_forward", shape, g1, yc, n, TOL_DEFAULT);
+  expect_same_bits("gelu_forward", shape, downf(d_out, n), g1, n);
+
+  op_gelu_backward(dxc, dy, x, n);
+  cuda_op_gelu_backward(&G, d_out, d_dy, d_x, n);
+  g1 = downf(d_out, n);
+  cuda_op_gelu_backward(&G, d_out, d_dy, d_x, n);
+  expect_close("gelu_backward", shape, g1, dxc, n, TOL_DEFAULT);
+  expect_same_bits("gelu_backward", shape, downf(d_out, n), g1, n);
+  /* dx == x, as the transformer block calls it (h overwritten by d(fc output)) */
+  float *d_h = upf(x, n);
+  cuda_op_gelu_backward(&G, d_h, d_dy, d_h, n);
+  expect_same_bits("gelu_backward (dx aliases x)", shape, downf(d_h, n), g1, n);
+
+  /* relu: layers/activation.c's loops; the same float comparison on both sides, exact */
+  for (int64_t i = 0; i < n; i++) yc[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  for (int64_t i = 0; i < n; i++) dxc[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+  cuda_op_relu_forward(&G, d_out, d_x, n);
+  g1 = downf(d_out, n);
+  expect_same_bits("relu_forward (vs cpu)", shape, g1, yc, n);
+  cuda_op_relu_backward(&G, d_out, d_dy, d_x, n);
+  g1 = downf(d_out, n);
+  expect_same_bits("relu_backward (vs cpu)", shape, g1, dxc, n);
+  scope_end();
+}
+
+/* ---- attention ---------------------------------------------------------------------------- */
+
+static void test_attention(int B, int T, int d, int H) {
+  char shape[96];
+  snprintf(shape, sizeof shape, "B=%d T=%d d=%d H=%d (hd=%d)", B, T, d, H, d / H);
+  int64_t nqkv = (int64_t)B * T * 3 * d, no = (int64_t)B * T * d, np = (int64_t)B * H * T * T;
+  float *qkv = hrand(nqkv, -2, 2), *dout = hrand(no, -1, 1);
+  float *oc = hnew(sizeof(float) * no), *pc = hnew(sizeof(float) * np);
+  float *dqkvc = hnew(sizeof(float) * nqkv);
+  float *scr = hnew(sizeof(float) * (size_t)op_attention_scratch_floats(T, d / H));
+  op_attention_forward(oc, pc, qkv, B, T, d, H, scr);
+  op_attention_backward(dqkvc, dout, qkv, pc, B, T, d, H, scr);
+
+  float *garbage_p = hrand(np, 5, 6), *garbage_qkv = hrand(nqkv, 5, 6);
+  float *d_qkv = upf(qkv, nqkv), *d_dout = upf(dout, no), *d_o = dnew(sizeof(float) * no);
+  float *d_p = upf(garbage_p, np), *d_dqkv = upf(garbage_qkv, nqkv);
+  float *d_scr = dnew(sizeof(float) * (size_t)cuda_op_attention_scratch_floats(B, T, d, H));
+  cuda_op_attention_forward(&G, d_o, d_p, d_qkv, B, T, d, H, d_scr);
+  float *o1 = downf(d_o, no), *p1 = downf(d_p, np);
+  setf(d_p, garbage_p, np);
+  cuda_op_attention_forward(&G, d_o, d_p, d_qkv, B, T, d, H, d_scr);
+  expect_close("attention_forward o", shape, o1, oc, no, TOL_DEFAULT);
+  expect_close("attention_forward p", shape, p1, pc, np, TOL_DEFAULT);
+  int64_t upper = 0; /* above the diagonal: exactly 0 (the garbage overwritten) */
+  for (int64_t r = 0; r < (int64_t)B * H * T; r++)
+    for (int j = (int)(r % T) + 1; j < T; j++) upper += p1[r * T + j] != 0.0f;
+  CHECK(upper == 0, "attention_forward p [%s]: %lld elements above the diagonal are not 0", shape,
+        (long long)upper);
+  expect_same_bits("attention_forward o", shape, downf(d_o, no), o1, no);
+  expect_same_bits("attention_forward p", shape, downf(d_p, np), p1, np);
+
+  /* backward from the CPU's probabilities (each op compared on the same inputs) */
+  setf(d_p, pc, np);
+  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_p, B, T, d, H, d_scr);
+  float *g1 = downf(d_dqkv, nqkv);
+  setf(d_dqkv, garbage_qkv, nqkv);
+  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_p, B, T, d, H, d_scr);
+  expect_close("attention_backward dqkv", shape, g1, dqkvc, nqkv, TOL_DEFAULT);
+  expect_same_bits("attention_backward dqkv", shape, downf(d_dqkv, nqkv), g1, nqkv);
+  scope_end();
+}
+
+/* ---- add, add_inplace, copy, colsum_acc ------------------------------------------------------ */
+
+static void test_misc(int N, int D) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "N=%d D=%d", N, D);
+  int64_t n = (int64_t)N * D;
+  float *a = hrand(n, -1, 1), *b = hrand(n, -1, 1), *acc0 = hrand(D, -1, 1);
+  float *c = hnew(sizeof(float) * n);
+  float *d_a = upf(a, n), *d_b = upf(b, n), *d_y = dnew(sizeof(float) * n);
+
+  op_add(c, a, b, n);
+  cuda_op_add(&G, d_y, d_a, d_b, n);
+  expect_same_bits("add (vs cpu)", shape, downf(d_y, n), c, n);
+  op_add_inplace(c, a, n); /* c = a + b + a */
+  cuda_op_add_inplace(&G, d_y, d_a, n);
+  expect_same_bits("add_inplace (vs cpu)", shape, downf(d_y, n), c, n);
+  cuda_op_copy(&G, d_y, d_b, n);
+  expect_same_bits("copy", shape, downf(d_y, n), b, n);
+
+  float *accc = hcopy(acc0, D), *d_acc = dnew(sizeof(float) * D), *g[2];
+  op_colsum_acc(accc, a, N, D);
+  for (int run = 0; run < 2; run++) {
+    setf(d_acc, acc0, D);
+    cuda_op_colsum_acc(&G, d_acc, d_a, N, D);
+    g[run] = downf(d_acc, D);
+  }
+  expect_close("colsum_acc", shape, g[0], accc, D, TOL_DEFAULT);
+  expect_same_bits("colsum_acc", shape, g[1], g[0], D);
+  scope_end();
+}
+
+/* ---- embeddings --------------------------------------------------------------------------- */
+
+/* ids: n_ids tokens from [0, id_range), then `pad` copies of id 0 spread through them. The
+ * CPU side is layers/embedding.c's loops; both add in token order: the same bits. */
+static void test_embedding(int N, int D, int V, int id_range, int pad) {
+  char shape[96];
+  snprintf(shape, sizeof shape, "N=%d D=%d V=%d ids<%d pad=%d", N, D, V, id_range, pad);
+  int64_t n = (int64_t)N * D, nt = (int64_t)V * D;
+  int32_t *ids = hids(N, 0, id_range);
+  for (int i = 0; i < pad; i++) ids[(int64_t)i * N / (pad > 0 ? pad : 1)] = 0;
+  float *table = hrand(nt, -1, 1), *dy = hrand(n, -1, 1), *dtable0 = hrand(nt, -1, 1);
+  float *yc = hnew(sizeof(float) * n), *dtc = hcopy(dtable0, nt);
+  for (int64_t t = 0; t < N; t++)
+    memcpy(yc + t * D, table + (int64_t)ids[t] * D, sizeof(float) * D);
+  for (int64_t t = 0; t < N; t++) {
+    float *row = dtc + (int64_t)ids[t] * D;
+    const float *dr = dy + t * D;
+    for (int64_t i = 0; i < D; i++) row[i] += dr[i];
+  }
+  int32_t *d_ids = up(ids, sizeof(int32_t) * N);
+  float *d_table = upf(table, nt), *d_dy = upf(dy, n), *d_y = dnew(sizeof(float) * n);
+  float *d_dt = dnew(sizeof(float) * nt);
+  cuda_op_embedding_forward(&G, d_y, d_ids, d_table, N, D, V);
+  expect_same_bits("embedding_forward (vs cpu)", shape, downf(d_y, n), yc, n);
+  float *g[2];
+  for (int run = 0; run < 2; run++) {
+    setf(d_dt, dtable0, nt);
+    cuda_op_embedding_backward(&G, d_dt, d_ids, d_dy, N, D, V);
+    g[run] = downf(d_dt, nt);
+  }
+  expect_same_bits("embedding_backward (vs cpu, token order)", shape, g[0], dtc, nt);
+  expect_same_bits("embedding_backward", shape, g[1], g[0], nt);
+  scope_end();
+}
+
+/* layers/pos_embedding.c: y = x + pos[t]; dpos += dy[b] for b in order. Exact. */
+static void test_pos(int B, int T, int D) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "B=%d T=%d D=%d", B, T, D);
+  int64_t TD = (int64_t)T * D, n = (int64_t)B * TD;
+  float *x = hrand(n, -1, 1), *pos = hrand(TD, -1, 1), *dy = hrand(n, -1, 1);
+  float *dpos0 = hrand(TD, -1, 1);
+  float *yc = hnew(sizeof(float) * n), *dpc = hcopy(dpos0, TD);
+  for (int b = 0; b < B; b++) op_add(yc + b * TD, x + b * TD, pos, TD);
+  for (int b = 0; b < B; b++) op_add_inplace(dpc, dy + b * TD, TD);
+  float *d_x = upf(x, n), *d_pos = upf(pos, TD), *d_dy = upf(dy, n);
+  float *d_y = dnew(sizeof(float) * n), *d_dp = dnew(sizeof(float) * TD), *g[2];
+  cuda_op_pos_forward(&G, d_y, d_x, d_pos, B, T, D);
+  expect_same_bits("pos_forward (vs cpu)", shape, downf(d_y, n), yc, n);
+  for (int run = 0; run < 2; run++) {
+    setf(d_dp, dpos0, TD);
+    cuda_op_pos_backward_weight(&G, d_dp, d_dy, B, T, D);
+    g[run] = downf(d_dp, TD);
+  }
+  expect_same_bits("pos_backward_weight (vs cpu, batch order)", shape, g[0], dpc, TD);
+  expect_same_bits("pos_backward_weight", shape, g[1], g[0], TD);
+  scope_end();
+}
+
+/* ---- losses ------------------------------------------------------------------------------- */
+
+static void test_loss(pt_loss_kind kind, int N, int F) {
+  const char *name = kind == LOSS_CROSS_ENTROPY ? "loss_cross_entropy" : "loss_mse";
+  char shape[64], op[96];
+  snprintf(shape, sizeof shape, "N=%d F=%d", N, F);
+  int64_t n = (int64_t)N * F;
+  float scale = 1.0f / (float)N;
+  float *y = hrand(n, -8, 8), *ft = hrand(n, -1, 1);
+  int32_t *it = hids(N, 0, F);
+  const void *targets = kind == LOSS_CROSS_ENTROPY ? (const void *)it : (const void *)ft;
+  size_t tbytes = kind == LOSS_CROSS_ENTROPY ? sizeof(int32_t) * N : sizeof(float) * n;
+  float *dyc = hnew(sizeof(float) * n);
+  double lc = loss_forward_backward(kind, y, targets, N, F, scale, dyc);
+
+  const double start = 0.25; /* the loss is added to what the device double holds */
+  float *d_y = upf(y, n), *d_dy = dnew(sizeof(float) * n), *dy1 = NULL;
+  void *d_t = up(targets, tbytes);
+  double *d_loss = dnew(sizeof(double));
+  double *d_scr = dnew(sizeof(double) * CUDA_REDUCE_SCRATCH_DOUBLES), l[2];
+  for (int run = 0; run < 2; run++) {
+    gpu_to_device(&G, d_loss, &start, sizeof start);
+    if (kind == LOSS_CROSS_ENTROPY)
+      cuda_loss_cross_entropy(&G, d_dy, d_loss, d_y, d_t, N, F, scale, d_scr);
+    else
+      cuda_loss_mse(&G, d_dy, d_loss, d_y, d_t, N, F, scale, d_scr);
+    float *dyg = downf(d_dy, n);
+    l[run] = down_double(d_loss);
+    if (run == 0) {
+      dy1 = dyg;
+      snprintf(op, sizeof op, "%s dy", name);
+      /* mse's dy is 2 * diff / F * scale on both sides: the same bits */
+      expect_close(op, shape, dyg, dyc, n, kind == LOSS_CROSS_ENTROPY ? TOL_DEFAULT : 0.0);
+      snprintf(op, sizeof op, "%s loss sum", name);
+      expect_close_d(op, shape, l[0], start + lc,
+                     kind == LOSS_CROSS_ENTROPY ? TOL_CE_LOSS : TOL_DOUBLE_SUM);
+    } else {
+      snprintf(op, sizeof op, "%s dy", name);
+      expect_same_bits(op, shape, dyg, dy1, n);
+      snprintf(op, sizeof op, "%s loss sum", name);
+      CHECK(memcmp(&l[0], &l[1], sizeof(double)) == 0,
+            "%s [%s]: not deterministic: %.17g vs %.17g", op, shape, l[0], l[1]);
+    }
+  }
+  scope_end();
+}
+
+/* ---- optimizer ---------------------------------------------------------------------------- */
+
+/* Three AdamW steps over n floats against PyTorch's formulas in double (as
+ * tests/test_data_optim.c), new gradients each step. Decay on the first n_decay floats (a
+ * mask), or with use_mask 0 a NULL mask: weight decay wd on all of them (wd 0: none). */
+static void test_adamw(int64_t n, int64_t n_decay, int use_mask, float wd) {
+  char shape[96];
+  snprintf(shape, sizeof shape, "n=%lld decay=%lld wd=%g%s", (long long)n,
+           (long long)(use_mask ? n_decay : n), wd, use_mask ? "" : " (mask NULL)");
+  const float lr = 0.01f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
+  float *p = hrand(n, -1, 1);
+  uint8_t *mask = hnew(n);
+  for (int64_t i = 0; i < (use_mask ? n_decay : n); i++) mask[i] = 1;
+  double *rp = hnew(sizeof(double) * n), *rm = hnew(sizeof(double) * n);
+  double *rv = hnew(sizeof(double) * n);
+  for (int64_t i = 0; i < n; i++) rp[i] = p[i];
+  float *d_p = upf(p, n), *d_m = dnew(sizeof(float) * n), *d_v = dnew(sizeof(float) * n);
+  float *d_g = dnew(sizeof(float) * n);
+  uint8_t *d_mask = use_mask ? up(mask, n) : NULL;
+  for (int t = 1; t <= 3; t++) {
+    float *g = hrand(n, -1, 1);
+    g[0] = 0.0f; /* a zero gradient: m, v stay small, eps matters */
+    setf(d_g, g, n);
+    double bc1 = 1.0 - pow((double)b1, t), bc2 = 1.0 - pow((double)b2, t);
+    cuda_adamw_step(&G, d_p, d_g, d_m, d_v, d_mask, n, lr, b1, b2, eps, wd, (float)bc1,
+                    (float)bc2);
+    for (int64_t i = 0; i < n; i++) {
+      if (mask[i]) rp[i] *= 1.0 - (double)lr * wd;
+      rm[i] = b1 * rm[i] + (1.0 - b1) * g[i];
+      rv[i] = b2 * rv[i] + (1.0 - b2) * (double)g[i] * g[i];
+      rp[i] -= (double)lr * (rm[i] / bc1) / (sqrt(rv[i] / bc2) + eps);
+    }
+  }
+  float *rpf = hnew(sizeof(float) * n), *rmf = hnew(sizeof(float) * n);
+  float *rvf = hnew(sizeof(float) * n);
+  for (int64_t i = 0; i < n; i++) rpf[i] = (float)rp[i], rmf[i] = (float)rm[i], rvf[i] = (float)rv[i];
+  expect_close("adamw_step w", shape, downf(d_p, n), rpf, n, TOL_OPTIM);
+  expect_close("adamw_step m", shape, downf(d_m, n), rmf, n, TOL_OPTIM);
+  expect_close("adamw_step v", shape, downf(d_v, n), rvf, n, TOL_OPTIM);
+  scope_end();
+}
+
+/* Three SGD steps (runtime/optimizer.c: d = g + wd p; m = t > 1 ? mu m + d : d;
+ * p -= lr (mu > 0 ? m : d)) in double, decay on the first n_decay floats (a mask). mu = 0 runs
+ * without a momentum buffer. */
+static void test_sgd(int64_t n, int64_t n_decay, float mu) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "n=%lld decay=%lld mu=%g", (long long)n, (long long)n_decay, mu);
+  const float lr = 0.05f, wd = 0.01f;
+  float *p = hrand(n, -1, 1);
+  uint8_t *mask = hnew(n);
+  for (int64_t i = 0; i < n_decay; i++) mask[i] = 1;
+  double *rp = hnew(sizeof(double) * n), *rm = hnew(sizeof(double) * n);
+  for (int64_t i = 0; i < n; i++) rp[i] = p[i];
+  float *d_p = upf(p, n), *d_m = mu > 0.0f ? dnew(sizeof(float) * n) : NULL;
+  float *d_g = dnew(sizeof(float) * n);
+  uint8_t *d_mask = up(mask, n);
+  for (int t = 1; t <= 3; t++) {
+    float *g = hrand(n, -1, 1);
+    setf(d_g, g, n);
+    cuda_sgd_step(&G, d_p, d_g, d_m, d_mask, n, lr, mu, wd, t == 1);
+    for (int64_t i = 0; i < n; i++) {
+      double dd = g[i] + (mask[i] ? (double)wd : 0.0) * rp[i];
+      rm[i] = t > 1 ? mu * rm[i] + dd : dd;
+      rp[i] -= (double)lr * (mu > 0.0f ? rm[i] : dd);
+    }
+  }
+  float *rpf = hnew(sizeof(float) * n);
+  for (int64_t i = 0; i < n; i++) rpf[i] = (float)rp[i];
+  expect_close("sgd_step w", shape, downf(d_p, n), rpf, n, TOL_OPTIM);
+  if (d_m) {
+    float *rmf = hnew(sizeof(float) * n);
+    for (int64_t i = 0; i < n; i++) rmf[i] = (float)rm[i];
+    expect_close("sgd_step momentum", shape, downf(d_m, n), rmf, n, TOL_OPTIM);
+  }
+  scope_end();
+}
+
+/* scale (one multiply: exact), sumsq (double, fixed order), check_finite. */
+static void test_reductions(int64_t n) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "n=%lld", (long long)n);
+  float *x = hrand(n, -1, 1), *xs = hnew(sizeof(float) * n);
+  for (int64_t i = 0; i < n; i++) xs[i] = x[i] * 0.37f;
+  float *d_x = upf(x, n);
+  cuda_scale(&G, d_x, 0.37f, n);
+  expect_same_bits("scale (vs cpu)", shape, downf(d_x, n), xs, n);
+
+  double ref = 0.0;
+  for (int64_t i = 0; i < n; i++) ref += (double)xs[i] * xs[i];
+  double *d_out = dnew(sizeof(double)), got[2];
+  double *d_scr = dnew(sizeof(double) * CUDA_REDUCE_SCRATCH_DOUBLES);
+  for (int run = 0; run < 2; run++) {
+    cuda_sumsq(&G, d_out, d_x, n, d_scr);
+    got[run] = down_double(d_out);
+  }
+  expect_close_d("sumsq", shape, got[0], ref, TOL_DOUBLE_SUM);
+  CHECK(memcmp(&got[0], &got[1], sizeof(double)) == 0,
+        "sumsq [%s]: not deterministic: %.17g vs %.17g", shape, got[0], got[1]);
+
+  int *d_flag = dnew(sizeof(int)), flag = -1;
+  cuda_check_finite(&G, d_flag, d_x, n);
+  gpu_to_host(&G, &flag, d_flag, sizeof flag);
+  CHECK(flag == 0, "check_finite [%s]: flag %d on finite values", shape, flag);
+  const float bad[2] = {INFINITY, NAN};
+  for (int k = 0; k < 2; k++) {
+    int64_t at = k == 0 ? n / 3 : n - 1;
+    gpu_to_device(&G, d_x + at, &bad[k], sizeof(float));
+    cuda_check_finite(&G, d_flag, d_x, n);
+    gpu_to_host(&G, &flag, d_flag, sizeof flag);
+    CHECK(flag == 1, "check_finite [%s]: flag %d with %g at %lld", shape, flag, bad[k],
+          (long long)at);
+    gpu_to_device(&G, d_x + at, &xs[at], sizeof(float));
+  }
+  scope_end();
+}
+
+int main(void) {
+  char why[256] = "";
+  if (gpu_count(why, sizeof why) == 0) {
+    printf("SKIP: no GPU (%s)\n", why);
+    return 77;
+  }
+  char err[512];
+  if (gpu_open(&G, 0, err, sizeof err) != 0) {
+    fprintf(stderr, "test_cuda_ops: %s\n", err);
+    return 1;
+  }
+  printf("test_cuda_ops: %s\n", G.name);
+
+  test_linear(7, 33, 17);
+  test_linear(512, 256, 768);  /* B=4 T=128 d=256: qkv */
+  test_linear(512, 1024, 256); /* mlp.proj */
+  test_layernorm(7, 33);
+  test_layernorm(512, 256);
+  test_layernorm(3, 4099); /* rows longer than a block */
+  test_activations(7 * 33);
+  test_activations(512 * 1024);
+  test_attention(2, 7, 33, 3);
+  test_attention(4, 128, 256, 8);
+  test_attention(1, 130, 96, 3);
+  test_attention(1, 1024, 512, 2); /* T = 1024, hd = 256 */
+  test_misc(7, 33);
+  test_misc(512, 768);
+  test_embedding(7, 33, 50, 50, 0);
+  test_embedding(512, 256, 1000, 64, 100); /* many repeats, id 0 about 100 times */
+  test_embedding(2000, 40, 10, 1, 0);      /* one id everywhere */
+  test_pos(3, 7, 33);
+  test_pos(4, 128, 256);
+  test_loss(LOSS_CROSS_ENTROPY, 7, 33);
+  test_loss(LOSS_CROSS_ENTROPY, 512, 4096);
+  test_loss(LOSS_CROSS_ENTROPY, 16, 50257); /* GPT-2's vocabulary */
+  test_loss(LOSS_MSE, 7, 33);
+  test_loss(LOSS_MSE, 512, 256);
+  test_adamw(1037, 1000, 1, 0.1f);
+  test_adamw(1037, 0, 0, 0.1f);
+  test_adamw(1037, 0, 0, 0.0f);
+  test_sgd(1037, 1000, 0.9f);
+  test_sgd(1037, 500, 0.0f);
+  test_reductions(7 * 33);
+  test_reductions(3000001);  /* several first-pass blocks */
+  test_reductions(20000000); /* the block count capped at 1024 */
+
+  gpu_close(&G);
+  return test_summary("test_cuda_ops");
+}
