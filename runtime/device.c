@@ -4,14 +4,14 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/error.h"
+#include "runtime/gemm_rate.h"
 
 #ifdef PT_HAVE_GPU
-/* gpu_backend.c */
-int gpu_backend_open(pt_device *d, int gpu_id, char *err, size_t errsz);
-int gpu_backend_count(void);
+#include "runtime/gpu_backend.h"
 #endif
 
 static void *host_alloc(pt_device *d, size_t bytes) { return pt_alloc_aligned(bytes); }
@@ -100,13 +100,28 @@ pt_device *device_host(void) {
   return &host;
 }
 
-/* auto: the GPU backend when this build has one and a GPU is visible, else the cpu. */
+/* auto: the GPU backend when this build has one and a GPU is visible, else the cpu;
+ * PIPETRAIN_AUTO_DEVICE=cpu|gpu|emulated decides instead (the CPU tests pin cpu with it). */
 static const char *resolve_auto(void) {
+  const char *env = getenv("PIPETRAIN_AUTO_DEVICE");
+  if (env && (!strcmp(env, "cpu") || !strcmp(env, "gpu") || !strcmp(env, "emulated"))) return env;
 #ifdef PT_HAVE_GPU
   return gpu_backend_count() > 0 ? "gpu" : "cpu";
 #else
   return "cpu";
 #endif
+}
+
+const char *device_resolve(const char *kind, const pt_layer *layers, int n_layers) {
+  if (strcmp(kind, "auto") != 0) return kind;
+  const char *k = resolve_auto();
+#ifdef PT_HAVE_GPU
+  for (int li = 0; li < n_layers && !strcmp(k, "gpu") && !getenv("PIPETRAIN_AUTO_DEVICE"); li++)
+    if (!gpu_backend_supports(&layers[li])) k = "cpu"; /* a custom layer without GPU kernels */
+#else
+  (void)layers, (void)n_layers;
+#endif
+  return k;
 }
 
 int device_select(const char *kind, int gpu_id, char *err, size_t errsz) {
@@ -134,12 +149,13 @@ const char *device_name(const pt_device *d) {
 
 int device_is_host(const pt_device *d) { return d->kind == DEV_CPU; }
 
+
+double device_gemm_flops(pt_device *d, int n, double seconds) {
 #ifdef PT_HAVE_GPU
-void *gpu_backend_stream(pt_device *d); /* gpu_backend.c */
-int gpu_backend_ctx_id(const pt_device *d);
-const char *gpu_backend_bus_id(const pt_device *d);
-size_t gpu_backend_memory(const pt_device *d);
+  if (d->kind == DEV_GPU) return gpu_backend_gemm_flops(d, n, seconds);
 #endif
+  return gemm_measure_flops(n, seconds);
+}
 
 size_t device_memory_bytes(const pt_device *d) {
 #ifdef PT_HAVE_GPU

@@ -66,9 +66,13 @@ struct pt_device {
 pt_device *device_current(void);
 /* Host memory and CPU kernels, whatever the current device (models only read on the host). */
 pt_device *device_host(void);
-/* "cpu" | "emulated" | "gpu" | "auto" (gpu when this build has the GPU backend and a GPU is
- * visible, else cpu). gpu: opens local GPU `gpu_id`. 0, or -1 with err (no GPU backend in this
- * build, no such GPU). */
+/* What pipeline.device `kind` means for a model of these layers (all of the model's, so every
+ * rank decides alike): "auto" is gpu when this build has the GPU backend, a GPU is visible and
+ * every layer has GPU kernels, else cpu (PIPETRAIN_AUTO_DEVICE=cpu|gpu|emulated overrides);
+ * other kinds are returned as they are. */
+const char *device_resolve(const char *kind, const pt_layer *layers, int n_layers);
+/* "cpu" | "emulated" | "gpu" | "auto" (see device_resolve, without the layer check). gpu:
+ * opens local GPU `gpu_id`. 0, or -1 with err (no GPU backend in this build, no such GPU). */
 int device_select(const char *kind, int gpu_id, char *err, size_t errsz);
 const char *device_name(const pt_device *d);
 /* The GPU's compute stream (cudaStream_t) for the device transport; NULL elsewhere. */
@@ -76,6 +80,9 @@ void *device_stream(pt_device *d);
 /* The GPU's local id and PCI bus id ("0000:3b:00.0"); -1 and "" for other kinds. */
 int device_gpu_id(const pt_device *d);
 const char *device_pci_bus_id(const pt_device *d);
+/* The device's float32 GEMM rate (FLOP/s) on n x n x n over about `seconds`: OpenBLAS on the
+ * cpu kinds (its current thread count), cuBLAS on a GPU. The yardstick for MFU. */
+double device_gemm_flops(pt_device *d, int n, double seconds);
 /* Bytes of the device's own memory (a GPU's), or 0 when it uses the host's. */
 size_t device_memory_bytes(const pt_device *d);
 /* GPUs this process can use (0 without the GPU backend). */

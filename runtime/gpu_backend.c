@@ -10,6 +10,7 @@
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/gpu.h"
+#include "runtime/gpu_backend.h"
 
 typedef struct {
   gpu_ctx g;
@@ -150,7 +151,35 @@ static const pt_device_ops gpu_ops = {
     g_scale, g_sumsq, g_all_finite,   g_loss,     g_optimizer, g_layer,         g_layer_missing,
     g_scratch_bytes};
 
+/* cuBLAS sgemm (the same pedantic float32 the kernels use) on n^3, timed with events: repeated
+ * until `seconds` have passed, after one warm-up call. */
+double gpu_backend_gemm_flops(pt_device *d, int n, double seconds) {
+  gpu_ctx *g = ctx(d);
+  size_t bytes = sizeof(float) * (size_t)n * n;
+  float *a = gpu_alloc(bytes), *b = gpu_alloc(bytes), *c = gpu_alloc(bytes), one = 1.0f, zero = 0.0f;
+  cudaEvent_t t0, t1;
+  CUDA_CHECK(cudaEventCreate(&t0));
+  CUDA_CHECK(cudaEventCreate(&t1));
+  CUBLAS_CHECK(cublasSgemm(g->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n));
+  float ms = 0.0f, total = 0.0f;
+  int calls = 0;
+  while (total < 1e3 * seconds && calls < 100000) {
+    CUDA_CHECK(cudaEventRecord(t0, g->stream));
+    for (int i = 0; i < 10; i++)
+      CUBLAS_CHECK(cublasSgemm(g->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n));
+    CUDA_CHECK(cudaEventRecord(t1, g->stream));
+    CUDA_CHECK(cudaEventSynchronize(t1));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+    total += ms;
+    calls += 10;
+  }
+  cudaEventDestroy(t0), cudaEventDestroy(t1);
+  gpu_free(a), gpu_free(b), gpu_free(c);
+  return total > 0 ? 2.0 * n * (double)n * n * calls / (total / 1e3) : 0.0;
+}
+
 int gpu_backend_count(void) { return gpu_count(NULL, 0); }
+int gpu_backend_supports(const pt_layer *L) { return layer_gpu_find(L->type) != NULL; }
 
 void *gpu_backend_stream(pt_device *d) { return ctx(d)->stream; }
 int gpu_backend_ctx_id(const pt_device *d) { return ((const gpu_state *)d->impl)->g.device; }

@@ -114,11 +114,11 @@ static int agree_failure(pt_pipeline *p, int failed, char *err);
  * unless the spec says how to share them (pipeline.devices, or comm.backend: mpi, which
  * stages through host memory and lets ranks share). A launcher that shows each rank only its
  * own GPU (CUDA_VISIBLE_DEVICES per rank) leaves GPU 0 for everyone. -1 with err. */
-static int local_gpu(pt_pipeline *p, char *err, size_t errsz) {
+static int local_gpu(pt_pipeline *p, int on_gpu, char *err, size_t errsz) {
   const pt_spec *s = p->spec;
   int id = plan_device(&p->plan, p->rank, comm_local_rank()), n = device_gpu_count();
   int given = s->pipeline.devices != NULL, shared = strcmp(s->comm_backend, "mpi") == 0;
-  if (given || !device_wants_gpu(s->pipeline.device)) return id;
+  if (given || !on_gpu) return id;
   if (n == 1 && getenv("CUDA_VISIBLE_DEVICES")) return 0;
   if (shared) return n > 0 ? comm_local_rank() % n : id;
   return placement_check_gpus(comm_local_size(), n, given, err, errsz) == 0 ? id : -1;
@@ -127,9 +127,10 @@ static int local_gpu(pt_pipeline *p, char *err, size_t errsz) {
 static int open_device(pt_pipeline *p, char *err, size_t errsz) {
   const pt_spec *s = p->spec;
   int first = plan_first_layer(&p->plan, p->stage_id), last = plan_end_layer(&p->plan, p->stage_id);
-  int gpu = local_gpu(p, err, errsz);
-  int failed = gpu < 0 && device_wants_gpu(s->pipeline.device);
-  failed = failed || device_select(s->pipeline.device, gpu, err, errsz) != 0 ||
+  const char *kind = device_resolve(s->pipeline.device, p->model.layers, p->model.n_layers);
+  int on_gpu = !strcmp(kind, "gpu"), gpu = local_gpu(p, on_gpu, err, errsz);
+  int failed = on_gpu && gpu < 0;
+  failed = failed || device_select(kind, gpu, err, errsz) != 0 ||
            device_check_layers(device_current(), p->model.layers, first, last, err, errsz) != 0;
   if (agree_failure(p, failed, err) != 0) return -1;
   pt_device *d = device_current();

@@ -19,7 +19,8 @@ int trainer_init(pt_trainer *t, const pt_spec *spec, char *err, size_t errsz) {
     snprintf(err, errsz, "%s", e.msg);
     return -1;
   }
-  if (device_select(spec->pipeline.device, 0, err, errsz) != 0 ||
+  const char *kind = device_resolve(spec->pipeline.device, t->model.layers, t->model.n_layers);
+  if (device_select(kind, 0, err, errsz) != 0 ||
       device_check_layers(device_current(), t->model.layers, 0, t->model.n_layers, err,
                           errsz) != 0) {
     model_free(&t->model);
