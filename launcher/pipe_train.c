@@ -318,18 +318,19 @@ static void run_sequential(const pt_spec *spec, const cli_args *a) {
     if (!a->quiet)
       metrics_print_progress(stdout, &m, spec->log_every,
                              spent / (double)(t.step - start) * (double)(m.steps - m.step));
+    int saved = 0; /* this step's periodic checkpoint is complete */
     if (periodic_due(spec, t.step)) {
       char dir[4200];
       checkpoint_step_dir(spec->train.ckpt_dir, t.step, dir, sizeof dir);
-      if (trainer_save(&t, dir, &a->src, err, sizeof err) == 0)
-        checkpoint_prune(spec->train.ckpt_dir, (int)spec->train.ckpt_keep);
-      else
-        warn_periodic_failed(dir, err, 1, t.step + spec->train.ckpt_every);
+      saved = trainer_save(&t, dir, &a->src, err, sizeof err) == 0;
+      if (saved) checkpoint_prune(spec->train.ckpt_dir, (int)spec->train.ckpt_keep);
+      else warn_periodic_failed(dir, err, 1, t.step + spec->train.ckpt_every);
     }
     if (signals_pending() && t.step < spec->train.steps) {
       char dir[4200];
       preempt_dir(spec, a, t.step, dir, sizeof dir);
-      sequential_save(&t, dir, a);
+      if (!saved || !spec->train.ckpt_dir[0]) sequential_save(&t, dir, a); /* never redo it */
+      if (spec->train.ckpt_dir[0]) checkpoint_prune(spec->train.ckpt_dir, (int)spec->train.ckpt_keep);
       preempt_report(signals_pending(), t.step, dir);
       break;
     }
@@ -476,19 +477,22 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
     if (root && !a->quiet)
       metrics_print_progress(stdout, &m, spec->log_every,
                              spent / (double)(p.step - start) * (double)(m.steps - m.step));
+    int saved = 0; /* this step's periodic checkpoint is complete (the same on every rank) */
     if (periodic_due(spec, p.step)) {
       char dir[4200];
       checkpoint_step_dir(spec->train.ckpt_dir, p.step, dir, sizeof dir);
-      if (pipeline_save(&p, dir, &a->src, err, sizeof err) != 0)
-        warn_periodic_failed(dir, err, root, p.step + spec->train.ckpt_every);
-      else if (root)
-        checkpoint_prune(spec->train.ckpt_dir, (int)spec->train.ckpt_keep);
+      saved = pipeline_save(&p, dir, &a->src, err, sizeof err) == 0;
+      if (!saved) warn_periodic_failed(dir, err, root, p.step + spec->train.ckpt_every);
+      else if (root) checkpoint_prune(spec->train.ckpt_dir, (int)spec->train.ckpt_keep);
     }
     uint64_t sig = agree_signal(&p); /* ranks may see the signal at different times */
     if (sig && p.step < spec->train.steps) {
       char dir[4200];
       preempt_dir(spec, a, p.step, dir, sizeof dir);
-      pipeline_save_or_exit(&p, dir, a);
+      /* a second save of a complete checkpoint would only put it at risk */
+      if (!saved || !spec->train.ckpt_dir[0]) pipeline_save_or_exit(&p, dir, a);
+      if (root && spec->train.ckpt_dir[0])
+        checkpoint_prune(spec->train.ckpt_dir, (int)spec->train.ckpt_keep);
       if (root) preempt_report((int)sig, p.step, dir);
       break;
     }

@@ -69,9 +69,11 @@ int checkpoint_check_writable(const char *target, int is_file, const char *what,
                               size_t errsz);
 /* DIR/step-NNNNNNNN for periodic checkpoints. */
 void checkpoint_step_dir(const char *root, int64_t step, char *out, size_t outsz);
-/* Removes all but the `keep` newest complete step-* checkpoints under root (an incomplete one
- * is left for the user to inspect; it is never loaded).
- */
+/* Is name "step-N" or "step-N.previous"? Sets *step and *previous. */
+int checkpoint_parse_step_dir(const char *name, long long *step, int *previous);
+/* Removes all but the `keep` newest complete step-* checkpoints under root, and what an
+ * interrupted save or prune left older than the newest complete one (a step-N without a
+ * manifest, a step-N.previous); those are never loaded. */
 void checkpoint_prune(const char *root, int keep);
 
 /* One sequential safetensors file of a whole model m (storage for every layer): each tensor

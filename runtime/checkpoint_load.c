@@ -49,13 +49,16 @@ static int resolve_dir(const char *path, char *out, size_t outsz, char *err, siz
     snprintf(err, errsz, "%s: no such checkpoint: %s", path, strerror(errno));
     return -1;
   }
+  /* the newest step with a manifest; a step-N.previous (a save over step-N was cut short)
+   * stands in for step-N, which wins when both are complete */
   long long best = -1, step;
-  char tail;
+  int best_previous = 0, previous;
   struct dirent *e;
   while ((e = readdir(d))) {
-    if (sscanf(e->d_name, "step-%lld%c", &step, &tail) != 1 || step <= best) continue;
+    if (!checkpoint_parse_step_dir(e->d_name, &step, &previous) || step < best) continue;
+    if (step == best && (previous || !best_previous)) continue;
     snprintf(m, sizeof m, "%s/%s/manifest.json", path, e->d_name);
-    if (exists(m)) best = step;
+    if (exists(m)) best = step, best_previous = previous;
   }
   closedir(d);
   if (best < 0) {
@@ -63,7 +66,7 @@ static int resolve_dir(const char *path, char *out, size_t outsz, char *err, siz
              "manifest) and no step-N checkpoint inside", path);
     return -1;
   }
-  snprintf(out, outsz, "%s/step-%08lld", path, best);
+  snprintf(out, outsz, "%s/step-%08lld%s", path, best, best_previous ? ".previous" : "");
   return 0;
 }
 

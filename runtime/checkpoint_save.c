@@ -347,9 +347,11 @@ void checkpoint_end_save(const char *dir) {
   remove_dir(prev);
 }
 
-static int is_step_dir(const char *name, long long *step) {
-  char tail;
-  return sscanf(name, "step-%lld%c", step, &tail) == 1;
+int checkpoint_parse_step_dir(const char *name, long long *step, int *previous) {
+  int n = 0;
+  if (sscanf(name, "step-%lld%n", step, &n) != 1 || n == 0) return 0;
+  *previous = !strcmp(name + n, ".previous");
+  return name[n] == '\0' || *previous;
 }
 
 static int has_manifest(const char *root, const char *name) {
@@ -359,22 +361,50 @@ static int has_manifest(const char *root, const char *name) {
   return stat(path, &st) == 0;
 }
 
-void checkpoint_prune(const char *root, int keep) {
-  long long steps[4096];
-  int n = 0;
+typedef struct {
+  long long step;
+  int previous, complete;
+  char name[256];
+} step_dir;
+
+/* The step-N and step-N.previous entries under root (at most max). */
+static int list_step_dirs(const char *root, step_dir *out, int max) {
   DIR *d = opendir(root);
-  if (!d) return;
+  if (!d) return 0;
+  int n = 0;
   struct dirent *e;
-  while ((e = readdir(d)) && n < 4096) {
-    long long st;
-    if (!is_step_dir(e->d_name, &st)) continue;
-    if (has_manifest(root, e->d_name)) steps[n++] = st;
+  while ((e = readdir(d)) && n < max) {
+    step_dir *s = &out[n];
+    if (!checkpoint_parse_step_dir(e->d_name, &s->step, &s->previous)) continue;
+    if (strlen(e->d_name) >= sizeof s->name) continue;
+    snprintf(s->name, sizeof s->name, "%s", e->d_name);
+    s->complete = has_manifest(root, e->d_name);
+    n++;
   }
   closedir(d);
-  for (int i = 0; i < n; i++) { /* a step is pruned when `keep` complete ones are newer */
-    int newer = 0;
-    for (int j = 0; j < n; j++) newer += steps[j] > steps[i];
+  return n;
+}
+
+void checkpoint_prune(const char *root, int keep) {
+  enum { MAX_DIRS = 4096 };
+  step_dir *dirs = pt_calloc(MAX_DIRS, sizeof *dirs);
+  int n = list_step_dirs(root, dirs, MAX_DIRS);
+  long long newest = -1;
+  for (int i = 0; i < n; i++)
+    if (dirs[i].complete && dirs[i].step > newest) newest = dirs[i].step;
+  for (int i = 0; i < n; i++) {
+    const step_dir *s = &dirs[i];
+    int newer = 0, replaced = 0; /* complete plain checkpoints after it; the same step redone */
+    for (int j = 0; j < n; j++) {
+      int plain = !dirs[j].previous && dirs[j].complete;
+      newer += plain && dirs[j].step > s->step;
+      replaced |= plain && dirs[j].step == s->step && s->previous;
+    }
+    /* leftovers go once something newer is complete, never while they are the newest's fallback */
+    int leftover = ((!s->complete || s->previous) && s->step < newest) || replaced;
     char dir[4400];
-    if (newer >= keep) checkpoint_step_dir(root, steps[i], dir, sizeof dir), remove_dir(dir);
+    snprintf(dir, sizeof dir, "%s/%s", root, s->name);
+    if (leftover || (s->complete && !s->previous && newer >= keep)) remove_dir(dir);
   }
+  free(dirs);
 }
