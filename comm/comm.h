@@ -70,6 +70,9 @@ void comm_allreduce_min_u64(pt_comm *c, uint64_t *buf, size_t n);
 void comm_allgatherv_f64(pt_comm *c, const double *mine, int n_mine, double *out,
                          const int *counts);
 void comm_allgather_int(pt_comm *c, int mine, int *out);
+/* The lowest group rank that passed failed != 0, or -1 when none did: every rank learns whether
+ * to stop and which one of them holds the message to print. Collective. */
+int comm_first_failed(pt_comm *c, int failed);
 void comm_broadcast(pt_comm *c, void *buf, size_t bytes, int root);
 void comm_barrier(pt_comm *c);
 

@@ -244,6 +244,12 @@ void comm_allgatherv_f64(pt_comm *c, const double *mine, int n_mine, double *out
   free(displs);
 }
 
+int comm_first_failed(pt_comm *c, int failed) {
+  uint64_t first = failed ? (uint64_t)comm_rank(c) : UINT64_MAX;
+  comm_allreduce_min_u64(c, &first, 1);
+  return first == UINT64_MAX ? -1 : (int)first;
+}
+
 void comm_allgather_int(pt_comm *c, int mine, int *out) {
   MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, out, 1, MPI_INT, c->mpi));
 }

@@ -521,12 +521,7 @@ static void check_output_dirs(const pt_spec *s, const cli_args *a, int launched)
   bad = bad || (a->save_dir && checkpoint_check_writable(a->save_dir, 0, "--save", err, sizeof err));
   bad = bad || (a->gather_path &&
                 checkpoint_check_writable(a->gather_path, 1, "--gather", err, sizeof err));
-  int world = launched ? comm_size(comm_world()) : 1, *all = pt_calloc((size_t)world, sizeof(int));
-  if (launched) comm_allgather_int(comm_world(), bad, all);
-  else all[0] = bad;
-  int first_bad = -1;
-  for (int r = world - 1; r >= 0; r--) first_bad = all[r] ? r : first_bad;
-  free(all);
+  int first_bad = launched ? comm_first_failed(comm_world(), bad) : (bad ? 0 : -1);
   if (first_bad < 0) return;
   if (first_bad == (launched ? comm_rank(comm_world()) : 0)) fprintf(stderr, "pipetrain: %s\n", err);
   fflush(stderr);

@@ -355,10 +355,9 @@ int checkpoint_parse_step_dir(const char *name, long long *step, int *previous) 
 }
 
 static int has_manifest(const char *root, const char *name) {
-  char path[4400];
-  struct stat st;
-  snprintf(path, sizeof path, "%s/%s/manifest.json", root, name);
-  return stat(path, &st) == 0;
+  char dir[4400];
+  snprintf(dir, sizeof dir, "%s/%s", root, name);
+  return manifest_exists(dir);
 }
 
 typedef struct {

@@ -167,15 +167,10 @@ int pipeline_init(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz) 
   char what[4200];
   snprintf(what, sizeof what, "%s: stage %d", spec->path, p->stage_id);
   int64_t need = p->plan.mem[p->stage_id].total, gpu_bytes = (int64_t)device_memory_bytes(device_current());
-  uint64_t failed = (gpu_bytes > 0 ? memory_check_device(need, gpu_bytes, what, err, errsz)
-                                   : memory_check_fits(need, comm_local_size(), what, err, errsz)) != 0;
+  int failed = (gpu_bytes > 0 ? memory_check_device(need, gpu_bytes, what, err, errsz)
+                              : memory_check_fits(need, comm_local_size(), what, err, errsz)) != 0;
   if (!failed && (p->is_first || p->is_last)) failed = data_open(&p->data, spec, err, errsz) != 0;
-  uint64_t first_bad = failed ? (uint64_t)p->rank : UINT64_MAX;
-  comm_allreduce_min_u64(comm_world(), &first_bad, 1);
-  if (first_bad != UINT64_MAX) {
-    if ((uint64_t)p->rank != first_bad) err[0] = '\0'; /* one rank prints the one error line */
-    return -1;
-  }
+  if (agree_failure(p, failed, err) != 0) return -1;
   int first = plan_first_layer(&p->plan, p->stage_id), last = plan_end_layer(&p->plan, p->stage_id);
   model_alloc(&p->model, first, last);
   make_tie_groups(p);
@@ -492,10 +487,9 @@ void pipeline_free(pt_pipeline *p) {
 
 /* All ranks agree whether any failed; the first failing rank keeps its message. */
 static int agree_failure(pt_pipeline *p, int failed, char *err) {
-  uint64_t first_bad = failed ? (uint64_t)p->rank : UINT64_MAX;
-  comm_allreduce_min_u64(comm_world(), &first_bad, 1);
-  if (first_bad == UINT64_MAX) return 0;
-  if ((uint64_t)p->rank != first_bad) err[0] = '\0';
+  int first = comm_first_failed(comm_world(), failed);
+  if (first < 0) return 0;
+  if (p->rank != first) err[0] = '\0'; /* one rank prints the one error line */
   return -1;
 }
 
