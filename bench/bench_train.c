@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/device.h"
-#include "runtime/train.h"
+#include "device/device.h"
+#include "engine/train.h"
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

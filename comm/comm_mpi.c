@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "comm/comm.h"
-#include "runtime/error.h"
+#include "core/error.h"
 #ifdef PT_HAVE_GPU
 #include "comm/comm_device.h"
-#include "runtime/gpu.h"
+#include "kernels/cuda/gpu.h"
 /* A device buffer of a group with a device transport goes there. */
 #define ON_DEVICE(c, buf) ((c)->dev && comm_device_owns(buf))
 #else

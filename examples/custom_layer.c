@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "layers/layer.h"
-#include "partition/spec.h"
-#include "runtime/train.h"
+#include "spec/spec.h"
+#include "engine/train.h"
 
 /* saved: rstd[N], written by forward and read by both backward halves */
 static void rms_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {

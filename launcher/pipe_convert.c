@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "partition/plan.h"
-#include "runtime/checkpoint.h"
-#include "runtime/error.h"
-#include "runtime/safetensors.h"
+#include "checkpoint/checkpoint.h"
+#include "core/error.h"
+#include "checkpoint/safetensors.h"
 
 typedef struct {
   const char *ckpt, *out_file, *out_dir;

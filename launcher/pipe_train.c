@@ -10,18 +10,18 @@
 #include <string.h>
 
 #include "partition/plan.h"
-#include "partition/spec.h"
+#include "spec/spec.h"
 #include "comm/comm.h"
-#include "runtime/gemm_rate.h"
-#include "runtime/param_dump.h"
-#include "runtime/placement.h"
-#include "runtime/schedule_svg.h"
-#include "runtime/signals.h"
-#include "runtime/watchdog.h"
-#include "runtime/trace_write.h"
-#include "runtime/pipeline.h"
-#include "runtime/error.h"
-#include "runtime/train.h"
+#include "device/gemm_rate.h"
+#include "model/param_dump.h"
+#include "device/placement.h"
+#include "schedule/schedule_svg.h"
+#include "core/signals.h"
+#include "observe/watchdog.h"
+#include "observe/trace_write.h"
+#include "engine/pipeline.h"
+#include "core/error.h"
+#include "engine/train.h"
 
 #define MAX_OVERRIDES 256
 
@@ -229,7 +229,7 @@ static void print_schedule(const pt_spec *spec, const char *svg) {
   schedule_free(&sch);
 }
 
-/* Binds this rank's threads (--bind; runtime/placement.h), prints where it runs, and sizes the
+/* Binds this rank's threads (--bind; device/placement.h), prints where it runs, and sizes the
  * BLAS pool to its cores: one pool per rank over all cores would oversubscribe them. An
  * explicit OPENBLAS_NUM_THREADS wins (benchmarks pin one thread per rank with it). Collective
  * over the node (the ranks share their GPUs' bus ids). A placement that fails costs speed,

@@ -1,6 +1,6 @@
 /* gelu (tanh approximation) and relu: elementwise, no parameters, nothing saved (the input is). */
 #include "layers/builtin.h"
-#include "layers/cpu/ops.h"
+#include "kernels/cpu/ops.h"
 
 static void act_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   if (s->in_tokens)

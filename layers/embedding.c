@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "layers/builtin.h"
-#include "runtime/error.h"
+#include "core/error.h"
 
 static void embedding_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   int64_t vocab = layer_require_model_int(s, s->spec->vocab, "vocab", "embedding", e);

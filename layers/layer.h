@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "partition/spec.h"
+#include "spec/spec.h"
 
 #define PT_MAX_PARAMS 16
 #define PT_PARAM_NAME_MAX 48

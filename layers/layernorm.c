@@ -1,7 +1,7 @@
 /* layernorm over the feature dim: params weight [D], bias [D]; arg eps (default 1e-5).
  * saved: mean[N], rstd[N]. */
 #include "layers/builtin.h"
-#include "layers/cpu/ops.h"
+#include "kernels/cpu/ops.h"
 
 static void layernorm_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   if (s->in_tokens)

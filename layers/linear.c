@@ -4,7 +4,7 @@
 #include <math.h>
 
 #include "layers/builtin.h"
-#include "layers/cpu/ops.h"
+#include "kernels/cpu/ops.h"
 
 static void linear_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   if (s->in_tokens)

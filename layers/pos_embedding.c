@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "layers/builtin.h"
-#include "layers/cpu/ops.h"
+#include "kernels/cpu/ops.h"
 
 static void pos_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   int64_t T = layer_require_model_int(s, s->spec->seq_len, "seq_len", "pos_embedding", e);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "layers/builtin.h"
-#include "layers/cpu/ops.h"
+#include "kernels/cpu/ops.h"
 #include "layers/transformer_block.h"
 
 /* Floats of each saved view, in the order of block_saved's fields. */

@@ -1,6 +1,6 @@
 /* partition/memory.h: memory a pipeline stage will use, estimated before anything is allocated.
  *
- * Mirrors what the engine allocates (runtime/model.c, runtime/stage.c, the trainer):
+ * Mirrors what the engine allocates (model/model.c, engine/stage.c, the trainer):
  *   params      the stage's parameters (a tied weight held twice by one stage counts once;
  *               held by two stages, it counts on both)
  *   grads       same size as params, plus a gradient buffer for each tied copy that shares
@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "runtime/model.h"
+#include "model/model.h"
 
 typedef struct {
   int64_t params, grads, optimizer, activations, workspace;

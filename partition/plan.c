@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "partition/solve.h"
-#include "runtime/error.h"
+#include "core/error.h"
 
 double plan_layer_flops(const pt_model *m, int layer) {
   const pt_spec *s = m->spec;

@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 #include "partition/memory.h"
-#include "runtime/model.h"
+#include "model/model.h"
 
 #define PLAN_MAX_WARNINGS 8
 

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "partition/plan.h"
-#include "runtime/error.h"
+#include "core/error.h"
 
 /* "transformer_block x6, layernorm" for a stage's layers: runs of one type folded. */
 static void stage_types(const pt_plan *p, const pt_model *m, int s, char *out, size_t outsz) {

@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/error.h"
+#include "core/error.h"
 
 typedef struct {
   const part_problem *p;

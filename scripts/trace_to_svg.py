@@ -21,7 +21,7 @@ import math
 import re
 import sys
 
-# Layout and colours: the same numbers as runtime/schedule_svg.c.
+# Layout and colours: the same numbers as schedule/schedule_svg.c.
 LEFT, RIGHT, TOP, ROW_H, ROW_GAP, AXIS_H = 80, 24, 64, 26, 6, 44
 COLOUR = {"F": "#6baed6", "B": "#fd8d3c"}
 PLOT_W = 900.0  # pixels for the window

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/placement.h"
+#include "device/placement.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;

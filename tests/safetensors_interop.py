@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Conformance of runtime/safetensors.c with the safetensors format, using only the standard
+"""Conformance of checkpoint/safetensors.c with the safetensors format, using only the standard
 library (struct, json, binascii).
 
   python3 tests/safetensors_interop.py PATH/TO/safetensors_tool

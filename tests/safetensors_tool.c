@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "runtime/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 static const char *const k_meta_keys[] = {"format", "producer", "note"};
 static const char *const k_meta_values[] = {"pt", "pipetrain safetensors_tool",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""svg_check.py FILE.svg [EXPECT_BOXES]: checks a pipeline picture (runtime/schedule_svg.c or
+"""svg_check.py FILE.svg [EXPECT_BOXES]: checks a pipeline picture (schedule/schedule_svg.c or
 scripts/trace_to_svg.py).
 
 The file must parse as XML with an <svg> root in the SVG namespace; every box (a <rect> of class

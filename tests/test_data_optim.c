@@ -6,9 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/data.h"
-#include "runtime/error.h"
-#include "runtime/optimizer.h"
+#include "engine/data.h"
+#include "core/error.h"
+#include "model/optimizer.h"
 #include "test_util.h"
 
 static char g_dir[] = "/tmp/pt_test_data_XXXXXX";

@@ -2,8 +2,8 @@
  * against closed forms for the reference model. */
 #include <string.h>
 
-#include "runtime/error.h"
-#include "runtime/model.h"
+#include "core/error.h"
+#include "model/model.h"
 #include "test_util.h"
 
 int main(void) {

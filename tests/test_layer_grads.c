@@ -11,7 +11,7 @@
  *   - g[p] from backward_weight vs finite differences (all elements, or a random subset);
  *   - gradients accumulate (a second backward_weight doubles g);
  *   - backward_weight does not depend on din being requested (din = NULL rerun).
- * Then the losses of runtime/loss.h: value vs reference, dy vs scale * finite differences.
+ * Then the losses of kernels/loss.h: value vs reference, dy vs scale * finite differences.
  *
  * Every buffer is allocated with its exact size so AddressSanitizer sees overruns, saved and
  * scratch are filled with NaN bytes before use so reading what a layer never wrote shows up, and
@@ -30,8 +30,8 @@
 #include <string.h>
 
 #include "layers/layer.h"
-#include "partition/spec.h"
-#include "runtime/loss.h"
+#include "spec/spec.h"
+#include "kernels/loss.h"
 #include "tests/ref/ref_layers.h"
 
 /* --- Tolerances ----------------------------------------------------------------------------
@@ -322,7 +322,7 @@ static void alloc_run(lrun *r) {
   r->dout = alloc64(sizeof(float) * r->n_out);
   r->din = alloc64(sizeof(float) * r->n_in);
   r->R = alloc64(sizeof(double) * r->n_out);
-  /* NULL size functions mean "none needed", as the engine (runtime/stage.c) treats them. */
+  /* NULL size functions mean "none needed", as the engine (engine/stage.c) treats them. */
   const pt_layer_type *ty = r->L.type;
   r->saved_sz = ty->saved_bytes ? ty->saved_bytes(&r->L, c->B, c->T) : 0;
   r->scratch_sz = ty->scratch_bytes ? ty->scratch_bytes(&r->L, c->B, c->T) : 0;

@@ -1,5 +1,5 @@
 /* The planner's memory estimate (partition/memory.c) against what the engine really allocates,
- * measured with the pt_alloc_aligned tracker (runtime/error.h):
+ * measured with the pt_alloc_aligned tracker (core/error.h):
  *   - the sequential trainer (all layers on one stage, one micro-batch in flight): the tracked
  *     peak over trainer_init and two steps must be within 10% of memory_estimate_stage(0, n, 1);
  *   - pipeline-like slices (model_alloc(first, last) + stage_init with 3 slots + the optimizer):
@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "partition/memory.h"
-#include "runtime/error.h"
-#include "runtime/train.h"
+#include "core/error.h"
+#include "engine/train.h"
 #include "test_util.h"
 
 static const char *GPT =

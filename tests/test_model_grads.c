@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "ref/ref_layers.h"
-#include "runtime/error.h"
-#include "runtime/loss.h"
-#include "runtime/model.h"
-#include "runtime/stage.h"
+#include "core/error.h"
+#include "kernels/loss.h"
+#include "model/model.h"
+#include "engine/stage.h"
 #include "test_util.h"
 
 enum { B = 2, T = 5 };

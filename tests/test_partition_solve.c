@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "partition/solve.h"
-#include "runtime/error.h"
+#include "core/error.h"
 #include "test_util.h"
 
 #define MAXN 16

@@ -1,4 +1,4 @@
-/* CPU placement (runtime/placement.c) on synthetic hwloc topologies and on an XML topology with
+/* CPU placement (device/placement.c) on synthetic hwloc topologies and on an XML topology with
  * GPUs: the spread over NUMA nodes and cores, GPU nearness and its fallbacks, the keep/replace
  * decisions for an existing binding, the launcher detection, the ranks-per-GPU rule, and one
  * real binding of this process. Expected sets are written out by hand for the small cases; a
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/placement.h"
+#include "device/placement.h"
 #include "test_util.h"
 
 static hwloc_topology_t synthetic(const char *desc) {

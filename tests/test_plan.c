@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "partition/plan.h"
-#include "runtime/error.h"
+#include "core/error.h"
 #include "test_util.h"
 
 /* --- Specs --------------------------------------------------------------------------------- */

@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "runtime/safetensors.h"
+#include "checkpoint/safetensors.h"
 #include "test_util.h"
 
 static char g_dir[512];

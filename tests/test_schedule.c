@@ -1,7 +1,7 @@
 /* Schedule generators against the validator, and the validator against broken lists. */
 #include <string.h>
 
-#include "runtime/schedule.h"
+#include "schedule/schedule.h"
 #include "test_util.h"
 
 static int count(const pt_schedule *s, int st, pt_action_kind k) {

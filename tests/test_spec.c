@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "partition/spec.h"
+#include "spec/spec.h"
 
 static int g_checks, g_failures;
 static const char *g_dir;

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/schedule_svg.h"
+#include "schedule/schedule_svg.h"
 #include "test_util.h"
 
 static char *read_all(const char *path) {

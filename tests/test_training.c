@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/error.h"
-#include "runtime/train.h"
+#include "core/error.h"
+#include "engine/train.h"
 #include "test_util.h"
 
 static const char *SMALL =

@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_checkpoint.c: libFuzzer target for the checkpoint reader
- * (runtime/checkpoint_load.c) and the safetensors parser (runtime/safetensors.c).
+ * (checkpoint/checkpoint_load.c) and the safetensors parser (checkpoint/safetensors.c).
  *
  * On the first input a small valid checkpoint (4 layers with a tie, AdamW state, one stage) is
  * written into a fresh directory under $TMPDIR (or /tmp) and its three files are kept in
@@ -38,11 +38,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "partition/spec.h"
-#include "runtime/checkpoint.h"
-#include "runtime/model.h"
-#include "runtime/optimizer.h"
-#include "runtime/safetensors.h"
+#include "spec/spec.h"
+#include "checkpoint/checkpoint.h"
+#include "model/model.h"
+#include "model/optimizer.h"
+#include "checkpoint/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

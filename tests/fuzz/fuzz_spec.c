@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "partition/spec.h"
+#include "spec/spec.h"
 
 #define FUZZ_MAX_SETS 8
 /* A directory in the origin makes the loader try "fuzz/<path>" for relative data paths. */

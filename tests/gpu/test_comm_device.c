@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
-#include "runtime/gpu.h"
+#include "kernels/cuda/gpu.h"
 #include "test_util.h"
 
 static float value(int rank, size_t i) { return (float)((int)(i * 7 + rank * 13) % 101) / 7.0f - 3.0f; }

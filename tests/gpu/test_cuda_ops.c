@@ -1,7 +1,7 @@
-/* tests/gpu/test_cuda_ops.c: every kernel of layers/cuda/ops_cuda.h against the CPU path.
+/* tests/gpu/test_cuda_ops.c: every kernel of kernels/cuda/ops_cuda.h against the CPU path.
  *
- * For each op: random inputs (fixed seed) on the host, the CPU kernel (layers/cpu/ops.h,
- * runtime/loss.h, or the CPU layer's loop where the kernel is a layer's own code; the optimizer
+ * For each op: random inputs (fixed seed) on the host, the CPU kernel (kernels/cpu/ops.h,
+ * kernels/loss.h, or the CPU layer's loop where the kernel is a layer's own code; the optimizer
  * against PyTorch's formulas in double), the same inputs uploaded, the cuda_ op, the result
  * downloaded and compared:
  *
@@ -23,10 +23,10 @@
 #include <string.h>
 
 #include "../test_util.h"
-#include "layers/cpu/ops.h"
-#include "layers/cuda/ops_cuda.h"
-#include "runtime/gpu.h"
-#include "runtime/loss.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cuda/ops_cuda.h"
+#include "kernels/cuda/gpu.h"
+#include "kernels/loss.h"
 
 /* Tolerances (norm-wise relative, see above). The CPU and the GPU both compute in float32 but
  * add in different orders (OpenBLAS blocks vs cuBLAS tiles, a sequential loop vs a tree), so
@@ -574,7 +574,7 @@ static void test_adamw(int64_t n, int64_t n_decay, int use_mask, float wd) {
   scope_end();
 }
 
-/* Three SGD steps (runtime/optimizer.c: d = g + wd p; m = t > 1 ? mu m + d : d;
+/* Three SGD steps (model/optimizer.c: d = g + wd p; m = t > 1 ? mu m + d : d;
  * p -= lr (mu > 0 ? m : d)) in double, decay on the first n_decay floats (a mask). mu = 0 runs
  * without a momentum buffer. */
 static void test_sgd(int64_t n, int64_t n_decay, float mu) {

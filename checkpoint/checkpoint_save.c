@@ -1,0 +1,409 @@
+/* Writing checkpoints: per-stage safetensors files, then the manifest (see checkpoint.h). */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint/checkpoint.h"
+#include "core/error.h"
+#include "checkpoint/safetensors.h"
+
+int checkpoint_make_dir(const char *dir, char *err, size_t errsz) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s", dir);
+  for (char *p = path + 1;; p++) { /* mkdir -p */
+    char c = *p;
+    if (c != '/' && c != '\0') continue;
+    *p = '\0';
+    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+      snprintf(err, errsz, "%s: cannot create the checkpoint directory: %s", path, strerror(errno));
+      return -1;
+    }
+    *p = c;
+    if (c == '\0') break;
+  }
+  return 0;
+}
+
+void checkpoint_step_dir(const char *root, int64_t step, char *out, size_t outsz) {
+  snprintf(out, outsz, "%s/step-%08lld", root, (long long)step);
+}
+
+/* The tensors of layers [first, end) this model stores itself (tied copies excluded). */
+static int stage_tensors(const pt_model *m, int first, int end, int *idx) {
+  int n = 0;
+  for (int i = 0; i < m->n_tensors; i++) {
+    const pt_tensor *t = &m->tensors[i];
+    if (t->layer >= first && t->layer < end && !t->tied_copy) idx[n++] = i;
+  }
+  return n;
+}
+
+static void fill_entry(const pt_model *m, const pt_tensor *t, const float *base, st_entry *e) {
+  const pt_param_desc *d = &m->layers[t->layer].params[t->param];
+  e->data = base + t->offset;
+  e->ndim = d->ndim;
+  for (int k = 0; k < d->ndim; k++) e->shape[k] = d->shape[k];
+}
+
+static int write_optim(const char *path, const pt_model *m, const pt_optimizer *o, const int *idx,
+                       int n, uint32_t *crc, char *err, size_t errsz) {
+  int adam = o->v != NULL;
+  st_entry *e = pt_calloc((size_t)(2 * n + 1), sizeof *e);
+  char (*names)[ST_NAME_MAX + 32] = pt_calloc((size_t)(2 * n + 1), ST_NAME_MAX + 32);
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    const pt_tensor *t = &m->tensors[idx[i]];
+    snprintf(names[k], sizeof names[k], "%s.%s", t->name, adam ? "exp_avg" : "momentum_buffer");
+    e[k].name = names[k];
+    fill_entry(m, t, o->host_m, &e[k++]);
+    if (!adam) continue;
+    snprintf(names[k], sizeof names[k], "%s.exp_avg_sq", t->name);
+    e[k].name = names[k];
+    fill_entry(m, t, o->host_v, &e[k++]);
+  }
+  char step[32];
+  snprintf(step, sizeof step, "%lld", (long long)o->t);
+  const char *keys[2] = {"format", "step"}, *vals[2] = {CKPT_FORMAT, step};
+  int rc = st_write(path, e, k, keys, vals, 2, crc, err, errsz);
+  free(e);
+  free(names);
+  return rc;
+}
+
+static int64_t file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
+}
+
+int checkpoint_write_stage(const char *dir, const pt_model *m, const pt_optimizer *o, int stage,
+                           int first, int end, ckpt_stage_files *out, char *err, size_t errsz) {
+  int *idx = pt_calloc((size_t)m->n_tensors + 1, sizeof(int)), n = stage_tensors(m, first, end, idx);
+  st_entry *e = pt_calloc((size_t)n + 1, sizeof *e);
+  for (int i = 0; i < n; i++) {
+    e[i].name = m->tensors[idx[i]].name;
+    fill_entry(m, &m->tensors[idx[i]], m->host_params, &e[i]);
+  }
+  memset(out, 0, sizeof *out);
+  snprintf(out->model_file, sizeof out->model_file, "model-s%03d.safetensors", stage);
+  snprintf(out->optim_file, sizeof out->optim_file, "optim-s%03d.safetensors", stage);
+  char path[4200];
+  const char *keys[1] = {"format"}, *vals[1] = {CKPT_FORMAT};
+  snprintf(path, sizeof path, "%s/%s", dir, out->model_file);
+  int rc = st_write(path, e, n, keys, vals, 1, &out->model_crc, err, errsz);
+  out->model_bytes = file_size(path);
+  if (rc == 0 && o) {
+    snprintf(path, sizeof path, "%s/%s", dir, out->optim_file);
+    rc = write_optim(path, m, o, idx, n, &out->optim_crc, err, errsz);
+    out->optim_bytes = file_size(path);
+  }
+  if (!o) out->optim_file[0] = '\0';
+  free(idx);
+  free(e);
+  return rc;
+}
+
+static int fsync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return -1;
+  int rc = fsync(fd);
+  close(fd);
+  return rc;
+}
+
+/* path.tmp.<pid>, fsync, rename, fsync of the directory: path is the old file or the new one. */
+static int write_text_atomic(const char *dir, const char *path, const char *text, char *err,
+                             size_t errsz) {
+  char tmp[4300];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  size_t n = strlen(text);
+  int ok = fd >= 0 && write(fd, text, n) == (ssize_t)n && fsync(fd) == 0;
+  if (fd >= 0 && close(fd) != 0) ok = 0;
+  if (ok && rename(tmp, path) == 0 && fsync_dir(dir) == 0) return 0;
+  snprintf(err, errsz, "%s: cannot write: %s", path, strerror(errno));
+  unlink(tmp);
+  return -1;
+}
+
+static cJSON *json_shape(const pt_param_desc *d) {
+  cJSON *a = cJSON_CreateArray();
+  for (int k = 0; k < d->ndim; k++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)d->shape[k]));
+  return a;
+}
+
+/* name -> {file, shape} for every tensor of the whole model, each tied weight once. */
+static cJSON *json_tensors(const pt_model *m, const int *bounds, int n_stages,
+                           const ckpt_stage_files *files) {
+  cJSON *o = cJSON_CreateObject();
+  int s = 0;
+  for (int li = 0; li < m->n_layers; li++) {
+    while (s + 1 < n_stages && li >= bounds[s + 1]) s++;
+    const pt_layer *L = &m->layers[li];
+    int owner = model_tie_owner(m, li);
+    for (int p = 0; p < L->n_params; p++) {
+      if (owner >= 0 && p == model_tied_param(L)) continue; /* stored under its first owner */
+      char name[SPEC_NAME_MAX + PT_PARAM_NAME_MAX + 16];
+      snprintf(name, sizeof name, "%d.%s", li, L->params[p].name);
+      cJSON *t = cJSON_AddObjectToObject(o, name);
+      cJSON_AddStringToObject(t, "file", files[s].model_file);
+      cJSON_AddItemToObject(t, "shape", json_shape(&L->params[p]));
+    }
+  }
+  return o;
+}
+
+static cJSON *json_ties(const pt_model *m) {
+  cJSON *o = cJSON_CreateObject();
+  for (int li = 0; li < m->n_layers; li++) {
+    const pt_layer *L = &m->layers[li];
+    if (!L->tie[0]) continue;
+    cJSON *g = cJSON_GetObjectItemCaseSensitive(o, L->tie);
+    if (!g) g = cJSON_AddArrayToObject(o, L->tie);
+    char name[SPEC_NAME_MAX + PT_PARAM_NAME_MAX + 16];
+    snprintf(name, sizeof name, "%d.%s", li, L->params[model_tied_param(L)].name);
+    cJSON_AddItemToArray(g, cJSON_CreateString(name));
+  }
+  return o;
+}
+
+static cJSON *json_files(const ckpt_stage_files *files, int n_stages) {
+  cJSON *a = cJSON_CreateArray();
+  for (int s = 0; s < n_stages; s++) {
+    const char *names[2] = {files[s].model_file, files[s].optim_file};
+    uint32_t crcs[2] = {files[s].model_crc, files[s].optim_crc};
+    int64_t bytes[2] = {files[s].model_bytes, files[s].optim_bytes};
+    for (int k = 0; k < 2; k++) {
+      if (!names[k][0]) continue;
+      cJSON *f = cJSON_CreateObject();
+      cJSON_AddStringToObject(f, "name", names[k]);
+      cJSON_AddNumberToObject(f, "crc32", (double)crcs[k]);
+      cJSON_AddNumberToObject(f, "bytes", (double)bytes[k]);
+      cJSON_AddNumberToObject(f, "stage", s);
+      cJSON_AddItemToArray(a, f);
+    }
+  }
+  return a;
+}
+
+static cJSON *json_spec(const pt_spec_source *src) {
+  cJSON *o = cJSON_CreateObject(), *ov = cJSON_AddArrayToObject(o, "overrides");
+  cJSON_AddStringToObject(o, "origin", src->origin);
+  cJSON_AddStringToObject(o, "text", src->text);
+  for (int i = 0; i < src->n_overrides; i++)
+    cJSON_AddItemToArray(ov, cJSON_CreateString(src->overrides[i]));
+  return o;
+}
+
+int checkpoint_write_manifest(const char *dir, const pt_model *m, const pt_spec_source *src,
+                              int64_t step, int64_t opt_t, int n_stages, int data_parallel,
+                              const int *bounds, const ckpt_stage_files *files, char *err,
+                              size_t errsz) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "format", CKPT_FORMAT);
+  cJSON_AddNumberToObject(o, "step", (double)step);
+  char hash[32];
+  snprintf(hash, sizeof hash, "%016llx", (unsigned long long)m->spec->hash);
+  cJSON_AddStringToObject(o, "spec_hash", hash);
+  /* Training has no random state beyond the seed: initialisation is a counter-based function
+   * of (seed, layer, element) and the data position a function of the step, so the next step
+   * and the seed are the whole RNG and data state. */
+  cJSON *data = cJSON_AddObjectToObject(o, "data");
+  cJSON_AddNumberToObject(data, "next_step", (double)step);
+  cJSON *rng = cJSON_AddObjectToObject(o, "rng");
+  cJSON_AddNumberToObject(rng, "seed", (double)m->spec->train.seed);
+  cJSON *opt = cJSON_AddObjectToObject(o, "optimizer");
+  cJSON_AddStringToObject(opt, "name", m->spec->train.optimizer);
+  cJSON_AddNumberToObject(opt, "t", (double)opt_t);
+  cJSON *lay = cJSON_AddObjectToObject(o, "layout"), *b = cJSON_AddArrayToObject(lay, "bounds");
+  cJSON_AddNumberToObject(lay, "stages", n_stages);
+  cJSON_AddNumberToObject(lay, "data_parallel", data_parallel);
+  for (int s = 0; s <= n_stages; s++) cJSON_AddItemToArray(b, cJSON_CreateNumber(bounds[s]));
+  cJSON_AddItemToObject(o, "files", json_files(files, n_stages));
+  cJSON_AddItemToObject(o, "tensors", json_tensors(m, bounds, n_stages, files));
+  cJSON_AddItemToObject(o, "ties", json_ties(m));
+  cJSON_AddItemToObject(o, "spec", json_spec(src));
+  char *text = cJSON_Print(o), path[4200];
+  cJSON_Delete(o);
+  if (!text) pt_fatal("out of memory writing a manifest");
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  int rc = write_text_atomic(dir, path, text, err, errsz);
+  free(text);
+  return rc;
+}
+
+/* The manifest goes first: a directory left half-deleted by a crash is then an incomplete
+ * checkpoint (never loaded), not a complete-looking one with files missing. */
+static void remove_dir(const char *dir) {
+  char path[4400 + 512];
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  unlink(path);
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    int w = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (w > 0 && (size_t)w < sizeof path) unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+static int manifest_exists(const char *dir) {
+  char path[4400 + 32];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  return stat(path, &st) == 0;
+}
+
+/* Parent directory of path ("." when it has none), for the fsync that makes a rename durable. */
+static void parent_of(const char *path, char *out, size_t outsz) {
+  snprintf(out, outsz, "%s", path);
+  char *slash = strrchr(out, '/');
+  if (!slash) snprintf(out, outsz, ".");
+  else if (slash == out) out[1] = '\0';
+  else *slash = '\0';
+}
+
+int checkpoint_begin_save(const char *dir, char *err, size_t errsz) {
+  if (manifest_exists(dir)) { /* never write over a complete checkpoint: set it aside whole */
+    char prev[4400], parent[4400];
+    snprintf(prev, sizeof prev, "%s.previous", dir);
+    remove_dir(prev);
+    if (rename(dir, prev) != 0) {
+      snprintf(err, errsz, "%s: cannot set the existing checkpoint aside: %s", dir, strerror(errno));
+      return -1;
+    }
+    parent_of(dir, parent, sizeof parent);
+    fsync_dir(parent);
+  }
+  if (checkpoint_make_dir(dir, err, errsz) == 0) return 0;
+  checkpoint_abort_save(dir); /* puts the set-aside checkpoint back */
+  return -1;
+}
+
+/* Only names a save writes (model-/optim- files, their temporaries, the manifest): the user's
+ * --save directory may hold other files, which are left alone. */
+static int written_by_save(const char *name) {
+  return !strncmp(name, "model-s", 7) || !strncmp(name, "optim-s", 7) ||
+         !strncmp(name, "manifest.json", 13);
+}
+
+void checkpoint_abort_save(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    char path[4400 + 512];
+    while ((e = readdir(d))) {
+      int w = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      if (written_by_save(e->d_name) && w > 0 && (size_t)w < sizeof path) unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+  }
+  char prev[4400], parent[4400];
+  snprintf(prev, sizeof prev, "%s.previous", dir);
+  if (manifest_exists(prev) && rename(prev, dir) == 0) {
+    parent_of(dir, parent, sizeof parent);
+    fsync_dir(parent);
+  }
+}
+
+int checkpoint_check_writable(const char *target, int is_file, const char *what, char *err,
+                              size_t errsz) {
+  char path[4096];
+  struct stat st;
+  if (is_file) parent_of(target, path, sizeof path);
+  else snprintf(path, sizeof path, "%s", target);
+  for (;;) { /* the nearest part of the path that exists decides */
+    if (stat(path, &st) == 0) break;
+    char *slash = strrchr(path, '/');
+    if (!slash) {
+      snprintf(path, sizeof path, ".");
+    } else if (slash == path) {
+      path[1] = '\0';
+    } else {
+      *slash = '\0';
+    }
+  }
+  const char *why = NULL;
+  if (!S_ISDIR(st.st_mode)) why = "it is not a directory";
+  else if (access(path, W_OK | X_OK) != 0) why = strerror(errno);
+  if (!why) return 0;
+  snprintf(err, errsz, "%s %s: cannot write there: %s: %s; choose a directory this job can write",
+           what, target, path, why);
+  return -1;
+}
+
+void checkpoint_end_save(const char *dir) {
+  char prev[4400];
+  snprintf(prev, sizeof prev, "%s.previous", dir);
+  remove_dir(prev);
+}
+
+int checkpoint_parse_step_dir(const char *name, long long *step, int *previous) {
+  int n = 0;
+  if (sscanf(name, "step-%lld%n", step, &n) != 1 || n == 0) return 0;
+  *previous = !strcmp(name + n, ".previous");
+  return name[n] == '\0' || *previous;
+}
+
+static int has_manifest(const char *root, const char *name) {
+  char dir[4400];
+  snprintf(dir, sizeof dir, "%s/%s", root, name);
+  return manifest_exists(dir);
+}
+
+typedef struct {
+  long long step;
+  int previous, complete;
+  char name[256];
+} step_dir;
+
+/* The step-N and step-N.previous entries under root (at most max). */
+static int list_step_dirs(const char *root, step_dir *out, int max) {
+  DIR *d = opendir(root);
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < max) {
+    step_dir *s = &out[n];
+    if (!checkpoint_parse_step_dir(e->d_name, &s->step, &s->previous)) continue;
+    if (strlen(e->d_name) >= sizeof s->name) continue;
+    snprintf(s->name, sizeof s->name, "%s", e->d_name);
+    s->complete = has_manifest(root, e->d_name);
+    n++;
+  }
+  closedir(d);
+  return n;
+}
+
+void checkpoint_prune(const char *root, int keep) {
+  enum { MAX_DIRS = 4096 };
+  step_dir *dirs = pt_calloc(MAX_DIRS, sizeof *dirs);
+  int n = list_step_dirs(root, dirs, MAX_DIRS);
+  long long newest = -1;
+  for (int i = 0; i < n; i++)
+    if (dirs[i].complete && dirs[i].step > newest) newest = dirs[i].step;
+  for (int i = 0; i < n; i++) {
+    const step_dir *s = &dirs[i];
+    int newer = 0, replaced = 0; /* complete plain checkpoints after it; the same step redone */
+    for (int j = 0; j < n; j++) {
+      int plain = !dirs[j].previous && dirs[j].complete;
+      newer += plain && dirs[j].step > s->step;
+      replaced |= plain && dirs[j].step == s->step && s->previous;
+    }
+    /* leftovers go once something newer is complete, never while they are the newest's fallback */
+    int leftover = ((!s->complete || s->previous) && s->step < newest) || replaced;
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s/%s", root, s->name);
+    if (leftover || (s->complete && !s->previous && newer >= keep)) remove_dir(dir);
+  }
+  free(dirs);
+}

@@ -1,0 +1,112 @@
+#include "core/error.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_rank = -1;
+static pt_abort_hook g_hook;
+
+void pt_error_set_rank(int rank) { g_rank = rank; }
+void pt_error_set_abort_hook(pt_abort_hook hook) { g_hook = hook; }
+
+static void print_prefix(void) {
+  if (g_rank >= 0)
+    fprintf(stderr, "pipetrain[rank %d]: ", g_rank);
+  else
+    fprintf(stderr, "pipetrain: ");
+}
+
+static void die(int code) __attribute__((noreturn));
+static void die(int code) {
+  fflush(stdout);
+  fflush(stderr);
+  if (g_hook) g_hook(code);
+  exit(code);
+}
+
+void pt_fatal(const char *fmt, ...) {
+  va_list ap;
+  print_prefix();
+  fprintf(stderr, "error: ");
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  die(PT_EXIT_FATAL);
+}
+
+void pt_fail_input(const char *fmt, ...) {
+  va_list ap;
+  print_prefix();
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  die(PT_EXIT_INPUT);
+}
+
+void pt_warn(const char *fmt, ...) {
+  va_list ap;
+  fflush(stdout); /* the warning lands after the progress line it concerns */
+  print_prefix();
+  fprintf(stderr, "warning: ");
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  fflush(stderr);
+}
+
+void pt_fail_call(const char *file, int line, const char *call) {
+  int e = errno;
+  pt_fatal("%s:%d: %s failed: %s", file, line, call, e ? strerror(e) : "unexpected result");
+}
+
+void *pt_calloc(size_t count, size_t size) {
+  void *p = calloc(count ? count : 1, size ? size : 1);
+  if (!p) pt_fatal("out of memory allocating %zu x %zu bytes", count, size);
+  return p;
+}
+
+/* Aligned blocks carry their size in a 64-byte header so frees can be counted: the tracker
+ * gives the measured peak that memory estimates are checked against. */
+static size_t g_mem_current, g_mem_peak;
+
+void *pt_alloc_aligned(size_t bytes) {
+  size_t rounded = (bytes + 63) & ~(size_t)63;
+  unsigned char *p = aligned_alloc(64, rounded + 64);
+  if (!p) pt_fatal("out of memory allocating %zu bytes", bytes);
+  memset(p, 0, rounded + 64);
+  memcpy(p, &rounded, sizeof rounded);
+  g_mem_current += rounded;
+  if (g_mem_current > g_mem_peak) g_mem_peak = g_mem_current;
+  return p + 64;
+}
+
+void pt_free_aligned(void *ptr) {
+  if (!ptr) return;
+  unsigned char *p = (unsigned char *)ptr - 64;
+  size_t rounded;
+  memcpy(&rounded, p, sizeof rounded);
+  g_mem_current -= rounded;
+  free(p);
+}
+
+size_t pt_mem_current(void) { return g_mem_current; }
+
+void pt_mem_account(int64_t delta) {
+  g_mem_current = (size_t)((int64_t)g_mem_current + delta);
+  if (g_mem_current > g_mem_peak) g_mem_peak = g_mem_current;
+}
+size_t pt_mem_peak(void) { return g_mem_peak; }
+void pt_mem_reset_peak(void) { g_mem_peak = g_mem_current; }
+
+char *pt_strdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = pt_calloc(n, 1);
+  memcpy(d, s, n);
+  return d;
+}

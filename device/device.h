@@ -1,0 +1,122 @@
+/* device/device.h: where a process keeps its bulk tensors and runs its numerical work.
+ *
+ *   cpu       host memory and the CPU kernels (the default)
+ *   gpu       GPU memory and the CUDA kernels, on the rank's stream (GPU builds: gpu_backend.c)
+ *   emulated  the CPU kernels on buffers kept apart from the host copies the rest of the
+ *             program reads, with every transfer the gpu path makes: the gpu path's data
+ *             movement, tested on any machine (same bits as cpu)
+ *
+ * "Device buffers" are the model's parameters and gradients, the optimizer state and the
+ * activations. Host code that reads tensors (checkpoints, gathers, tie checks) reads host
+ * copies that model_to_host()/optimizer_to_host() refresh; on cpu those are the same buffers
+ * and the transfers do nothing. Sizes are in bytes unless the name says floats (n).
+ * Failures (out of device memory, a kernel error) end the job through pt_fatal.
+ */
+#ifndef PT_DEVICE_H
+#define PT_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layers/layer.h"
+#include "kernels/loss.h"
+
+typedef enum { DEV_CPU, DEV_EMULATED, DEV_GPU } pt_device_kind;
+
+typedef struct pt_device pt_device;
+
+/* One optimizer update (model/optimizer.h semantics): the raw settings, and the float factors
+ * the CPU kernel uses (computed once per tensor by the optimizer, so every path agrees). */
+typedef struct {
+  int adam, decay;
+  double lr, beta1, beta2, eps, weight_decay, momentum;
+  int64_t t;                       /* steps taken, this one included */
+  double bc1, bc2;                 /* AdamW bias corrections 1 - beta1^t, 1 - beta2^t */
+  float keep, step, inv_sqrt_bc2;  /* AdamW: 1 - lr*wd (or 1), lr / (1 - b1^t), 1/sqrt(1 - b2^t) */
+} device_update;
+
+/* What a kind of device does; DEV_GPU's table is in gpu_backend.c. */
+typedef struct {
+  void *(*alloc)(pt_device *d, size_t bytes);
+  void (*free)(pt_device *d, void *p);
+  void (*upload)(pt_device *d, void *dst, const void *src, size_t bytes);
+  void (*download)(pt_device *d, void *dst, const void *src, size_t bytes);
+  void (*zero)(pt_device *d, void *p, size_t bytes);
+  void (*copy)(pt_device *d, void *dst, const void *src, size_t bytes); /* device to device */
+  void (*add)(pt_device *d, float *y, const float *x, int64_t n);
+  void (*scale)(pt_device *d, float *x, float s, int64_t n);
+  double (*sumsq)(pt_device *d, const float *x, int64_t n);
+  int (*all_finite)(pt_device *d, const float *x, int64_t n);
+  double (*loss)(pt_device *d, pt_loss_kind kind, const float *y, const void *targets,
+                 size_t target_bytes, int N, int F, float scale, float *dy);
+  void (*optimizer)(pt_device *d, const device_update *u, float *w, const float *g, float *m,
+                    float *v, int64_t n);
+  void (*layer)(pt_device *d, int which, pt_layer *L, const pt_io *io); /* 0 F, 1 Bin, 2 Bw */
+  const char *(*layer_missing)(pt_device *d, const pt_layer *L); /* why L cannot run, or NULL */
+  size_t (*scratch_bytes)(pt_device *d, const pt_layer *L, int B, int T);
+} pt_device_ops;
+
+struct pt_device {
+  pt_device_kind kind;
+  const pt_device_ops *ops;
+  void *impl; /* the kind's own state (DEV_GPU: its gpu_ctx and staging) */
+};
+
+/* The process-wide device: DEV_CPU until device_select(). */
+pt_device *device_current(void);
+/* Host memory and CPU kernels, whatever the current device (models only read on the host). */
+pt_device *device_host(void);
+/* What pipeline.device `kind` means for a model of these layers (all of the model's, so every
+ * rank decides alike): "auto" is gpu when this build has the GPU backend, a GPU is visible and
+ * every layer has GPU kernels, else cpu (PIPETRAIN_AUTO_DEVICE=cpu|gpu|emulated overrides);
+ * other kinds are returned as they are. */
+const char *device_resolve(const char *kind, const pt_layer *layers, int n_layers);
+/* "cpu" | "emulated" | "gpu" | "auto" (see device_resolve, without the layer check). gpu:
+ * opens local GPU `gpu_id`. 0, or -1 with err (no GPU backend in this build, no such GPU). */
+int device_select(const char *kind, int gpu_id, char *err, size_t errsz);
+const char *device_name(const pt_device *d);
+/* The GPU's compute stream (cudaStream_t) for the device transport; NULL elsewhere. */
+void *device_stream(pt_device *d);
+/* The GPU's local id and PCI bus id ("0000:3b:00.0"); -1 and "" for other kinds. */
+int device_gpu_id(const pt_device *d);
+const char *device_pci_bus_id(const pt_device *d);
+/* The device's float32 GEMM rate (FLOP/s) on n x n x n over about `seconds`: OpenBLAS on the
+ * cpu kinds (its current thread count), cuBLAS on a GPU. The yardstick for MFU. */
+double device_gemm_flops(pt_device *d, int n, double seconds);
+/* Bytes of the device's own memory (a GPU's), or 0 when it uses the host's. */
+size_t device_memory_bytes(const pt_device *d);
+/* GPUs this process can use (0 without the GPU backend). */
+int device_gpu_count(void);
+/* Would device_select(kind) pick a GPU ("gpu", or "auto" with a GPU visible)? */
+int device_wants_gpu(const char *kind);
+/* Host and device memory are one (cpu): no copies needed, host views alias device buffers. */
+int device_is_host(const pt_device *d);
+
+void *device_alloc(pt_device *d, size_t bytes); /* zeroed, 64-byte aligned, memory-tracked */
+void device_free(pt_device *d, void *p);
+void device_upload(pt_device *d, void *dst, const void *src, size_t bytes);
+void device_download(pt_device *d, void *dst, const void *src, size_t bytes);
+void device_zero(pt_device *d, void *p, size_t bytes);
+void device_copy(pt_device *d, void *dst, const void *src, size_t bytes); /* device to device */
+void device_add(pt_device *d, float *y, const float *x, int64_t n);   /* y = y + x */
+void device_scale(pt_device *d, float *x, float s, int64_t n);        /* x *= s */
+/* Sum of squares in double (cpu/emulated: element order, as grad_tensor_sumsq always did). */
+double device_sumsq(pt_device *d, const float *x, int64_t n);
+int device_all_finite(pt_device *d, const float *x, int64_t n);
+/* loss_forward_backward on a device y/dy; targets are on the host. */
+double device_loss(pt_device *d, pt_loss_kind kind, const float *y, const void *targets,
+                   size_t target_bytes, int N, int F, float scale, float *dy);
+/* One optimizer update of n floats. */
+void device_optimizer(pt_device *d, const device_update *u, float *w, const float *g, float *m,
+                      float *v, int64_t n);
+/* A layer's functions on this device (io's buffers are device buffers). */
+void device_forward(pt_device *d, pt_layer *L, const pt_io *io);
+void device_backward_input(pt_device *d, pt_layer *L, const pt_io *io);
+void device_backward_weight(pt_device *d, pt_layer *L, const pt_io *io);
+/* pt_io.scratch bytes a layer needs at B x T on d (kernels may differ between devices). */
+size_t device_scratch_bytes(pt_device *d, const pt_layer *L, int B, int T);
+/* 0, or -1 with err when some layer of [first, last) cannot run on d (no GPU kernels). */
+int device_check_layers(pt_device *d, const pt_layer *layers, int first, int last, char *err,
+                        size_t errsz);
+
+#endif

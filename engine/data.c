@@ -1,0 +1,135 @@
+#include "engine/data.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int map_file(pt_data *d, const char *path, char *err, size_t errsz) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) {
+    snprintf(err, errsz, "%s: cannot open data file: %s", path, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size == 0) {
+    snprintf(err, errsz, "%s: data file is empty; point data.path at a token file", path);
+    close(fd);
+    return -1;
+  }
+  void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    snprintf(err, errsz, "%s: cannot map data file: %s", path, strerror(errno));
+    return -1;
+  }
+  d->map = p;
+  d->map_bytes = (size_t)st.st_size;
+  return 0;
+}
+
+static int check_tokens(const pt_data *d, const pt_spec *spec, char *err, size_t errsz) {
+  int64_t T = spec->seq_len, vocab = spec->vocab;
+  if (d->n_tokens < T + 2) {
+    snprintf(err, errsz, "%s: %lld tokens is too short for seq_len %lld; need at least %lld",
+             spec->data.path, (long long)d->n_tokens, (long long)T, (long long)T + 2);
+    return -1;
+  }
+  for (int64_t i = 0; i < d->n_tokens; i++) {
+    int64_t t = d->format == DATA_BYTES ? d->map[i] : (d->map[2 * i] | (d->map[2 * i + 1] << 8));
+    if (t >= vocab) {
+      snprintf(err, errsz, "%s: token %lld at position %lld is >= model.vocab %lld; raise vocab "
+               "or check data.format", spec->data.path, (long long)t, (long long)i,
+               (long long)vocab);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int open_layout(pt_data *d, const pt_spec *spec, char *err, size_t errsz) {
+  if (d->format == DATA_F32) {
+    size_t rec = sizeof(float) * (size_t)(d->inputs + d->targets);
+    d->n_records = (int64_t)(d->map_bytes / rec);
+    if (d->map_bytes % rec != 0 || d->n_records == 0) {
+      snprintf(err, errsz, "%s: %zu bytes is not a whole number of %zu-byte records (%d inputs + "
+               "%d targets float32)", spec->data.path, d->map_bytes, rec, d->inputs, d->targets);
+      return -1;
+    }
+    return 0;
+  }
+  if (spec->seq_len <= 0 || spec->vocab <= 0) {
+    snprintf(err, errsz, "%s: token data needs model.seq_len and model.vocab", spec->path);
+    return -1;
+  }
+  if (d->format == DATA_U16 && d->map_bytes % 2 != 0) {
+    snprintf(err, errsz, "%s: u16 token file has an odd byte count (%zu); is it really u16?",
+             spec->data.path, d->map_bytes);
+    return -1;
+  }
+  d->n_tokens = (int64_t)(d->format == DATA_U16 ? d->map_bytes / 2 : d->map_bytes);
+  return check_tokens(d, spec, err, errsz);
+}
+
+int data_open(pt_data *d, const pt_spec *spec, char *err, size_t errsz) {
+  memset(d, 0, sizeof *d);
+  const char *f = spec->data.format;
+  d->format = strcmp(f, "u16") == 0 ? DATA_U16 : strcmp(f, "f32") == 0 ? DATA_F32 : DATA_BYTES;
+  d->inputs = spec->data.inputs;
+  d->targets = spec->data.targets;
+  if (!spec->data.path[0]) {
+    snprintf(err, errsz, "%s: no data: section; add data: {path: FILE, format: bytes}", spec->path);
+    return -1;
+  }
+  if (map_file(d, spec->data.path, err, errsz) != 0) return -1;
+  if (open_layout(d, spec, err, errsz) != 0) {
+    data_close(d);
+    return -1;
+  }
+  return 0;
+}
+
+void data_close(pt_data *d) {
+  if (d->map) munmap((void *)d->map, d->map_bytes);
+  memset(d, 0, sizeof *d);
+}
+
+static int32_t token_at(const pt_data *d, int64_t i) {
+  if (d->format == DATA_BYTES) return d->map[i];
+  return (int32_t)(d->map[2 * i] | (d->map[2 * i + 1] << 8));
+}
+
+/* (a * b + c) mod m without overflow for any int64 step counts. */
+static int64_t mulmod_add(int64_t a, int64_t b, int64_t c, int64_t m) {
+  return (int64_t)(((unsigned __int128)a * (unsigned __int128)b + (unsigned __int128)c) %
+                   (unsigned __int128)m);
+}
+
+void data_fill(const pt_data *d, int64_t step, int64_t G, int64_t j0, int B, int T, void *inputs,
+               void *targets, int as_class) {
+  for (int r = 0; r < B; r++) {
+    int64_t j = j0 + r;
+    if (d->format == DATA_F32) {
+      int64_t rec = mulmod_add(step, G, j, d->n_records);
+      const float *src = (const float *)d->map + rec * (d->inputs + d->targets);
+      memcpy((float *)inputs + (int64_t)r * d->inputs, src, sizeof(float) * d->inputs);
+      for (int t = 0; t < d->targets; t++) {
+        float v = src[d->inputs + t];
+        if (as_class)
+          ((int32_t *)targets)[(int64_t)r * d->targets + t] = (int32_t)v;
+        else
+          ((float *)targets)[(int64_t)r * d->targets + t] = v;
+      }
+      continue;
+    }
+    int64_t o = mulmod_add(mulmod_add(step, G, j, d->n_tokens - T), T, 0, d->n_tokens - T);
+    int32_t *in = (int32_t *)inputs + (int64_t)r * T, *tg = (int32_t *)targets + (int64_t)r * T;
+    for (int t = 0; t < T; t++) {
+      in[t] = token_at(d, o + t);
+      tg[t] = token_at(d, o + t + 1);
+    }
+  }
+}

@@ -1,0 +1,38 @@
+/* engine/data.h: training data and which sample each step reads.
+ *
+ * Token data (format bytes: one token per byte; u16: little-endian uint16 per token), N tokens:
+ * sequence j of step s starts at o = ((s*G + j) * T) mod (N - T); inputs tokens[o, o+T),
+ * targets tokens[o+1, o+T+1). Record data (f32: records of `inputs` then `targets` float32):
+ * sample j of step s is record (s*G + j) mod R, with T = 1.
+ * G is the global batch (data_parallel * micro_batches * micro_batch_size). The file is mapped
+ * read-only; a pt_data is immutable after data_open and may be shared. */
+#ifndef PT_DATA_H
+#define PT_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spec/spec.h"
+
+typedef enum { DATA_BYTES, DATA_U16, DATA_F32 } pt_data_format;
+
+typedef struct {
+  pt_data_format format;
+  const uint8_t *map;
+  size_t map_bytes;
+  int64_t n_tokens;  /* token formats */
+  int64_t n_records; /* f32 */
+  int inputs, targets;
+} pt_data;
+
+/* Opens spec->data; checks length (at least T+1 tokens / 1 record) and token ids < vocab.
+ * Returns 0, or -1 with a one-line message in err naming the file and the fix. */
+int data_open(pt_data *d, const pt_spec *spec, char *err, size_t errsz);
+void data_close(pt_data *d);
+/* Writes rows j0 .. j0+B-1 of step s: tokens -> int32 inputs[B*T] and targets[B*T];
+ * f32 -> float inputs[B*inputs] and targets (float [B*targets], or int32 class ids when
+ * as_class is set). */
+void data_fill(const pt_data *d, int64_t step, int64_t G, int64_t j0, int B, int T, void *inputs,
+               void *targets, int as_class);
+
+#endif

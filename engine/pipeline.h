@@ -1,0 +1,91 @@
+/* engine/pipeline.h: one rank's part of a pipelined, data-parallel training run.
+ *
+ * Rank r = replica * stages + stage (see partition/plan.h) owns the layers of its stage and
+ * interprets its stage's action list of the schedule (schedule/schedule.h) every step.
+ * Activations arrive directly in the stage's input slots and leave from its output slots (no
+ * copies); each send completes in the background and its buffer is reused only after it has.
+ * Groups: the pipeline of this replica, the data-parallel group of this stage, and one group per
+ * tie key and replica (the stages holding a copy). The loss of each step is the sum over
+ * replicas of their micro-batch losses, reported by rank 0.
+ */
+#ifndef PT_PIPELINE_H
+#define PT_PIPELINE_H
+
+#include "comm/comm.h"
+#include "checkpoint/checkpoint.h"
+#include "observe/trace.h"
+#include "partition/plan.h"
+#include "engine/data.h"
+#include "observe/metrics.h"
+#include "model/optimizer.h"
+#include "schedule/schedule.h"
+#include "engine/stage.h"
+
+typedef struct {
+  pt_comm *comm;       /* the stages holding a copy of this tie key, in stage order */
+  int tensor;          /* index in model.tensors of this rank's copy */
+} pt_tie_group;
+
+typedef struct {
+  const pt_spec *spec;
+  pt_model model;
+  pt_plan plan;
+  pt_schedule sched;
+  pt_stage stage;
+  pt_optimizer opt;
+  pt_data data;
+  int rank, stage_id, replica, P, dp, slots;
+  int is_first, is_last;
+  pt_comm *pipe, *dp_comm;
+  pt_tie_group *ties;
+  int n_ties;
+  float **dout;        /* [slot] received d loss / d output (not on the last stage) */
+  float **din;         /* [slot] d loss / d input to send (not on the first stage) */
+  void **targets;      /* [slot] (last stage; host) */
+  size_t target_bytes;
+  void *scratch_in, *scratch_tg; /* data_fill's output this stage does not need */
+  float *dlogits;
+  pt_request *recv_act, *recv_grad, *send_act, *send_grad; /* [slot] */
+  size_t in_bytes, out_bytes;
+  double loss;         /* this replica's loss of the current step (last stage) */
+  int in_flight, peak_in_flight;
+  int64_t step;
+  double compute_s, total_s; /* over all steps: time computing, and wall time of the steps */
+  double step_compute_s;     /* time computing in the last step */
+  double last_step_s;        /* wall time of the last step */
+  pt_trace trace;            /* spans of the traced steps (enabled by the caller) */
+  int64_t skipped;           /* steps skipped for non-finite gradients */
+  int nonfinite;             /* this step: 0, 1 skipped, -1 abort */
+  char error[512];           /* the abort message (every rank) */
+} pt_pipeline;
+
+/* Builds this rank's stage. Collective: returns 0 everywhere, or -1 everywhere with the one-line
+ * message on exactly one rank (err empty on the others). */
+int pipeline_init(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz);
+void pipeline_free(pt_pipeline *p);
+/* One optimizer step on every rank; rank 0's out gets the global loss, lr, norm, timing.
+ * Returns 0, 1 when the step was skipped for non-finite gradients, or -1 when the run must
+ * abort (p->error holds the message on every rank). The same on every rank. */
+int pipeline_step(pt_pipeline *p, pt_step_metrics *out);
+/* Loads a checkpoint written under any layout (each rank reads the tensors it holds) and
+ * continues at its step. Collective; returns 0, or -1 on every rank with err set on the rank
+ * that failed first (and empty elsewhere). */
+int pipeline_load(pt_pipeline *p, const char *path, char *err, size_t errsz);
+/* Saves a checkpoint into dir: replica 0's ranks write their stage, rank 0 the manifest last.
+ * Collective; returns 0 everywhere, or -1 everywhere when any rank's write failed (disk full,
+ * I/O error): err then holds this rank's own failure, or is empty where this rank's part went
+ * well. A failed save changes nothing: the training state, and dir's previous checkpoint,
+ * which rank 0 puts back. */
+int pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src, char *err,
+                  size_t errsz);
+/* Rank 0 receives every stage's weights (replica 0) and writes one sequential safetensors file
+ * at path (see checkpoint_write_sequential): no shared file system needed. Collective. */
+void pipeline_gather(pt_pipeline *p, const char *path);
+/* Rank 0 receives n doubles from every rank (all: [ranks * n], on rank 0 only), peer by peer,
+ * so that a dead or hung rank is named by the watchdog. Collective. */
+void pipeline_gather_root(pt_pipeline *p, const double *mine, int n, double *all,
+                          const char *what);
+/* Compares the tied copies across their stages and aborts the job naming the tie if they differ. */
+void pipeline_check_ties(pt_pipeline *p);
+
+#endif

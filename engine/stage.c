@@ -1,0 +1,202 @@
+#include "engine/stage.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+static size_t out_bytes(const pt_stage *st, int li) {
+  return sizeof(float) * (size_t)st->B * st->T * st->m->layers[st->first + li].out_dim;
+}
+
+static size_t saved_bytes(const pt_stage *st, int li) {
+  const pt_layer *L = &st->m->layers[st->first + li];
+  return L->type->saved_bytes ? L->type->saved_bytes(L, st->B, st->T) : 0;
+}
+
+static void *stage_alloc(pt_stage *st, size_t bytes) {
+  st->bytes += bytes;
+  return device_alloc(st->m->dev, bytes);
+}
+
+static void stage_release(pt_stage *st, void *p) {
+  if (p) device_free(st->m->dev, p);
+}
+
+/* With checkpointing a slot keeps the output of each segment's last layer (the next segment's
+ * input) and of the stage's last layer. */
+static int kept(const pt_stage *st, int li) {
+  return st->ckpt == 0 || (li + 1) % st->ckpt == 0 || li == st->n - 1;
+}
+
+/* Workspace position j holds layers first+j, first+j+k, ...: size it for the largest of them. */
+static void alloc_checkpoint_workspace(pt_stage *st) {
+  st->ws_out = pt_calloc((size_t)st->ckpt, sizeof(float *));
+  st->ws_saved = pt_calloc((size_t)st->ckpt, sizeof(void *));
+  for (int j = 0; j < st->ckpt; j++) {
+    size_t o = 0, s = 0;
+    for (int li = j; li < st->n; li += st->ckpt) {
+      if (!kept(st, li) && out_bytes(st, li) > o) o = out_bytes(st, li);
+      if (saved_bytes(st, li) > s) s = saved_bytes(st, li);
+    }
+    st->ws_out[j] = o ? stage_alloc(st, o) : NULL;
+    st->ws_saved[j] = s ? stage_alloc(st, s) : NULL;
+  }
+}
+
+static void alloc_workspace(pt_stage *st) {
+  size_t max_out = 0, max_scratch = 0;
+  for (int li = 0; li < st->n; li++) {
+    const pt_layer *L = &st->m->layers[st->first + li];
+    size_t sc = device_scratch_bytes(st->m->dev, L, st->B, st->T);
+    if (out_bytes(st, li) > max_out) max_out = out_bytes(st, li);
+    if (sc > max_scratch) max_scratch = sc;
+  }
+  st->scratch = stage_alloc(st, max_scratch);
+  /* gradients ping-pong between two buffers wide enough for any output or the stage input */
+  size_t in_bytes = sizeof(float) * (size_t)st->B * st->T * st->m->layers[st->first].in_dim;
+  size_t gbytes = max_out > in_bytes ? max_out : in_bytes;
+  st->grad[0] = stage_alloc(st, gbytes);
+  st->grad[1] = stage_alloc(st, gbytes);
+  if (st->ckpt) alloc_checkpoint_workspace(st);
+}
+
+void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, int n_slots,
+                int ckpt) {
+  memset(st, 0, sizeof *st);
+  st->m = m;
+  st->first = first;
+  st->last = last;
+  st->n = last - first;
+  st->B = B;
+  st->T = T;
+  st->n_slots = n_slots;
+  /* a stage shorter than the interval is one segment: it keeps only its output per micro-batch
+   * (switching checkpointing off there would make memory jump up for short stages) */
+  st->ckpt = ckpt > st->n ? st->n : ckpt;
+  st->ws_slot = -1;
+  st->bad_layer = -1;
+  const pt_layer *L0 = &m->layers[first];
+  size_t in_bytes = L0->in_tokens ? sizeof(int32_t) * (size_t)B * T
+                                  : sizeof(float) * (size_t)B * T * L0->in_dim;
+  st->in_bytes = in_bytes;
+  st->input = pt_calloc((size_t)n_slots, sizeof(void *));
+  st->out = pt_calloc((size_t)n_slots * st->n, sizeof(float *));
+  st->saved = pt_calloc((size_t)n_slots * st->n, sizeof(void *));
+  for (int s = 0; s < n_slots; s++) {
+    st->input[s] = stage_alloc(st, in_bytes);
+    for (int li = 0; li < st->n; li++) {
+      if (kept(st, li)) st->out[s * st->n + li] = stage_alloc(st, out_bytes(st, li));
+      if (st->ckpt == 0) st->saved[s * st->n + li] = stage_alloc(st, saved_bytes(st, li));
+    }
+  }
+  alloc_workspace(st);
+  /* where the data loader writes: the slot itself on the cpu, else a host staging buffer */
+  if (!device_is_host(m->dev)) st->input_host = pt_calloc(in_bytes + 64, 1);
+}
+
+void stage_free(pt_stage *st) {
+  for (int i = 0; i < st->n_slots; i++) stage_release(st, st->input[i]);
+  for (int i = 0; i < st->n_slots * st->n; i++) {
+    stage_release(st, st->out[i]);
+    stage_release(st, st->saved[i]);
+  }
+  for (int j = 0; st->ws_out && j < st->ckpt; j++) {
+    stage_release(st, st->ws_out[j]);
+    stage_release(st, st->ws_saved[j]);
+  }
+  free(st->ws_out);
+  free(st->ws_saved);
+  stage_release(st, st->scratch);
+  stage_release(st, st->grad[0]);
+  stage_release(st, st->grad[1]);
+  free(st->input);
+  free(st->input_host);
+  free(st->out);
+  free(st->saved);
+  memset(st, 0, sizeof *st);
+}
+
+void *stage_input(pt_stage *st, int slot) { return st->input[slot]; }
+
+void *stage_input_host(pt_stage *st, int slot) {
+  return st->input_host ? st->input_host : st->input[slot];
+}
+
+void stage_input_commit(pt_stage *st, int slot) {
+  if (st->input_host) device_upload(st->m->dev, st->input[slot], st->input_host, st->in_bytes);
+}
+
+static float *layer_out(pt_stage *st, int slot, int li) {
+  float *o = st->out[slot * st->n + li];
+  return o ? o : st->ws_out[li % st->ckpt];
+}
+
+static void *layer_saved(pt_stage *st, int slot, int li) {
+  return st->ckpt ? st->ws_saved[li % st->ckpt] : st->saved[slot * st->n + li];
+}
+
+static const void *layer_in(pt_stage *st, int slot, int li) {
+  return li == 0 ? st->input[slot] : layer_out(st, slot, li - 1);
+}
+
+static void forward_range(pt_stage *st, int slot, int lo, int hi) {
+  for (int li = lo; li < hi; li++) {
+    pt_layer *L = &st->m->layers[st->first + li];
+    pt_io io = {.B = st->cur_B, .T = st->cur_T, .in = layer_in(st, slot, li),
+                .out = layer_out(st, slot, li), .saved = layer_saved(st, slot, li),
+                .scratch = st->scratch};
+    device_forward(st->m->dev, L, &io);
+    if (st->check_finite && st->bad_layer < 0 &&
+        !device_all_finite(st->m->dev, io.out, (int64_t)io.B * io.T * L->out_dim))
+      st->bad_layer = st->first + li;
+  }
+}
+
+const float *stage_forward(pt_stage *st, int slot, int B, int T) {
+  if (B > st->B || T > st->T)
+    pt_fatal("micro-batch %dx%d exceeds the stage's allocation %dx%d", B, T, st->B, st->T);
+  st->cur_B = B;
+  st->cur_T = T;
+  forward_range(st, slot, 0, st->n);
+  if (st->ckpt) {
+    st->ws_slot = slot;
+    st->ws_seg = (st->n - 1) / st->ckpt;
+  }
+  return layer_out(st, slot, st->n - 1);
+}
+
+/* Backward over layers [lo, hi) in reverse; returns the gradient of layer lo's input. */
+static float *backward_range(pt_stage *st, int slot, int lo, int hi, const float *dout,
+                             int need_din, float *din_out) {
+  float *din = NULL;
+  for (int li = hi - 1; li >= lo; li--) {
+    pt_layer *L = &st->m->layers[st->first + li];
+    int want = (li > 0 || need_din) && !L->in_tokens;
+    din = want ? (dout == st->grad[0] ? st->grad[1] : st->grad[0]) : NULL;
+    if (want && li == 0 && din_out) din = din_out;
+    pt_io io = {.B = st->cur_B, .T = st->cur_T, .in = layer_in(st, slot, li),
+                .out = layer_out(st, slot, li), .saved = layer_saved(st, slot, li),
+                .scratch = st->scratch, .dout = dout, .din = din};
+    device_backward_input(st->m->dev, L, &io);
+    device_backward_weight(st->m->dev, L, &io);
+    dout = din;
+  }
+  return din;
+}
+
+float *stage_output(pt_stage *st, int slot) { return layer_out(st, slot, st->n - 1); }
+
+const float *stage_backward(pt_stage *st, int slot, const float *dout, int need_din,
+                            float *din_out) {
+  if (!st->ckpt) return backward_range(st, slot, 0, st->n, dout, need_din, din_out);
+  for (int seg = (st->n - 1) / st->ckpt; seg >= 0; seg--) {
+    int lo = seg * st->ckpt, hi = lo + st->ckpt < st->n ? lo + st->ckpt : st->n;
+    if (st->ws_slot != slot || st->ws_seg != seg) forward_range(st, slot, lo, hi);
+    st->ws_slot = slot;
+    st->ws_seg = seg;
+    dout = backward_range(st, slot, lo, hi, dout, need_din, din_out);
+  }
+  return dout;
+}

@@ -1,0 +1,53 @@
+#include "kernels/loss.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/fastmath.h"
+#include "core/error.h"
+
+int loss_kind_from_name(const char *name) {
+  if (strcmp(name, "cross_entropy") == 0) return LOSS_CROSS_ENTROPY;
+  if (strcmp(name, "mse") == 0) return LOSS_MSE;
+  return -1;
+}
+
+static double cross_entropy_row(const float *y, int target, int F, float scale, float *dy) {
+  float mx = -INFINITY;
+  for (int f = 0; f < F; f++) mx = y[f] > mx ? y[f] : mx;
+  float sum = 0.0f;
+  for (int f = 0; f < F; f++) {
+    dy[f] = pt_expf(y[f] - mx);
+    sum += dy[f];
+  }
+  float inv = scale / sum;
+  for (int f = 0; f < F; f++) dy[f] *= inv;
+  dy[target] -= scale;
+  return (double)mx + log((double)sum) - (double)y[target];
+}
+
+double loss_forward_backward(pt_loss_kind kind, const float *y, const void *targets, int N, int F,
+                             float scale, float *dy) {
+  double total = 0.0;
+  for (int n = 0; n < N; n++) {
+    const float *yr = y + (int64_t)n * F;
+    float *dr = dy + (int64_t)n * F;
+    if (kind == LOSS_CROSS_ENTROPY) {
+      int32_t target = ((const int32_t *)targets)[n];
+      if (target < 0 || target >= F)
+        pt_fail_input("cross_entropy: target %d outside [0, %d): the data holds a class or "
+                      "token id the last layer has no output for", target, F);
+      total += cross_entropy_row(yr, target, F, scale, dr);
+    } else {
+      const float *t = (const float *)targets + (int64_t)n * F;
+      double s = 0.0;
+      for (int f = 0; f < F; f++) {
+        float diff = yr[f] - t[f];
+        s += (double)diff * diff;
+        dr[f] = 2.0f * diff / (float)F * scale;
+      }
+      total += s / F;
+    }
+  }
+  return total;
+}

@@ -1,0 +1,51 @@
+/* kernels/cpu/ops.h: float32 CPU kernels shared by the layer types.
+ * Shapes: N rows (= B*T tokens) of row-major vectors. Matrices use PyTorch nn.Linear layout
+ * W[out, in]. "acc" arguments: 1 adds into the destination, 0 overwrites it.
+ * GEMMs go to OpenBLAS; elementwise kernels are plain loops written for GCC's vectoriser. */
+#ifndef PT_OPS_H
+#define PT_OPS_H
+
+#include <stdint.h>
+
+/* y[N,No] = x[N,Ni] * W[No,Ni]^T (+ b[No] when b != NULL) */
+void op_linear_forward(float *y, const float *x, const float *W, const float *b, int N, int Ni,
+                       int No);
+/* y[N,No] = res[N,No] + x * W^T + b: a linear layer feeding a residual add, in one pass. */
+void op_linear_forward_residual(float *y, const float *res, const float *x, const float *W,
+                                const float *b, int N, int Ni, int No);
+/* dx[N,Ni] (=|+=) dy[N,No] * W[No,Ni] */
+void op_linear_backward_input(float *dx, const float *dy, const float *W, int N, int Ni, int No,
+                              int acc);
+/* dW[No,Ni] += dy^T x; db[No] += column sums of dy (db may be NULL) */
+void op_linear_backward_weight(float *dW, float *db, const float *dy, const float *x, int N, int Ni,
+                               int No);
+
+/* LayerNorm over rows of length D: y = (x - mean) * rstd * w + b; mean/rstd[N] saved. */
+void op_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *w,
+                          const float *b, int N, int D, float eps);
+/* dx (=|+=) d/dx given dy; needs x, w, mean, rstd. */
+void op_layernorm_backward_input(float *dx, const float *dy, const float *x, const float *w,
+                                 const float *mean, const float *rstd, int N, int D, int acc);
+/* dw += sum_n dy * xhat; db += sum_n dy. */
+void op_layernorm_backward_weight(float *dw, float *db, const float *dy, const float *x,
+                                  const float *mean, const float *rstd, int N, int D);
+
+/* GELU, tanh approximation. n elements. */
+void op_gelu_forward(float *y, const float *x, int64_t n);
+/* dx = dy * gelu'(x); dx may alias dy. */
+void op_gelu_backward(float *dx, const float *dy, const float *x, int64_t n);
+
+/* Causal multi-head attention. qkv[B,T,3d] (q | k | v, head j in columns j*hd..), out o[B,T,d],
+ * probs p[B,H,T,T] saved for backward (upper triangle left zero). scratch: attn_scratch_floats. */
+int64_t op_attention_scratch_floats(int T, int hd);
+void op_attention_forward(float *o, float *p, const float *qkv, int B, int T, int d, int H,
+                          float *scratch);
+/* dqkv[B,T,3d] = d/dqkv given do[B,T,d]; uses qkv and p from forward. */
+void op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *p,
+                           int B, int T, int d, int H, float *scratch);
+
+void op_add(float *y, const float *a, const float *b, int64_t n);      /* y = a + b */
+void op_add_inplace(float *y, const float *a, int64_t n);              /* y += a */
+void op_colsum_acc(float *acc, const float *x, int N, int D);          /* acc[D] += sum_n x */
+
+#endif

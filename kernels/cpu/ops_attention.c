@@ -1,0 +1,114 @@
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/fastmath.h"
+#include "kernels/cpu/ops.h"
+
+int64_t op_attention_scratch_floats(int T, int hd) { return (int64_t)T * T; }
+
+/* Softmax of row t over the causal prefix s <= t of scores*scale; the rest of the row is 0. */
+static void softmax_causal_row(float *p, const float *s, int t, int T, float scale) {
+  float mx = -INFINITY;
+  for (int j = 0; j <= t; j++) mx = s[j] > mx ? s[j] : mx;
+  float sum = 0.0f;
+  for (int j = 0; j <= t; j++) {
+    float e = pt_expf((s[j] - mx) * scale);
+    p[j] = e;
+    sum += e;
+  }
+  float inv = 1.0f / sum;
+  for (int j = 0; j <= t; j++) p[j] *= inv;
+  for (int j = t + 1; j < T; j++) p[j] = 0.0f;
+}
+
+/* Row blocks of the causal square: block [r0, r1) only needs key columns [0, r1), so GEMMs stop
+ * at the diagonal and skip about a quarter of the work at T = 128 (more for longer T). */
+#define ATTN_BLOCK 64
+
+static void gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                 int ldb, float *C, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+              K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+}
+
+static void attention_head_forward(float *o, int ldo, float *p, const float *q, const float *k,
+                                   const float *v, int ld, int T, int hd, float scale, float *s) {
+  for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
+    int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
+    gemm(0, 1, r1 - r0, r1, hd, q + (int64_t)r0 * ld, ld, k, ld, s + (int64_t)r0 * T, T);
+  }
+  for (int t = 0; t < T; t++) softmax_causal_row(p + (int64_t)t * T, s + (int64_t)t * T, t, T, scale);
+  for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
+    int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
+    gemm(0, 0, r1 - r0, hd, r1, p + (int64_t)r0 * T, T, v, ld, o + (int64_t)r0 * ldo, ldo);
+  }
+}
+
+void op_attention_forward(float *o, float *p, const float *qkv, int B, int T, int d, int H,
+                          float *scratch) {
+  int hd = d / H, ld = 3 * d;
+  float scale = 1.0f / sqrtf((float)hd);
+  for (int b = 0; b < B; b++) {
+    const float *base = qkv + (int64_t)b * T * ld;
+    for (int h = 0; h < H; h++)
+      attention_head_forward(o + (int64_t)b * T * d + h * hd, d, p + ((int64_t)b * H + h) * T * T,
+                             base + h * hd, base + d + h * hd, base + 2 * d + h * hd, ld, T, hd,
+                             scale, scratch);
+  }
+}
+
+/* dS = P * (dP - rowsum(P * dP)) * scale, in place over dP. */
+static void softmax_backward_rows(float *dp, const float *p, int T, float scale) {
+  for (int t = 0; t < T; t++) {
+    float *dr = dp + (int64_t)t * T;
+    const float *pr = p + (int64_t)t * T;
+    float dot = 0.0f;
+    for (int j = 0; j <= t; j++) dot += pr[j] * dr[j];
+    for (int j = 0; j <= t; j++) dr[j] = pr[j] * (dr[j] - dot) * scale;
+    for (int j = t + 1; j < T; j++) dr[j] = 0.0f;
+  }
+}
+
+/* One head: row blocks give dP = dO V^T and dQ = dS K over columns [0, r1); column blocks give
+ * dV = P^T dO and dK = dS^T Q over rows [c0, T) (the rows that attend to those keys). */
+static void attention_head_backward(float *dq, float *dk, float *dv, int ld, const float *dout,
+                                    int ldo, const float *q, const float *k, const float *v,
+                                    const float *p, int T, int hd, float scale, float *ds) {
+  for (int c0 = 0; c0 < T; c0 += ATTN_BLOCK) {
+    int c1 = c0 + ATTN_BLOCK < T ? c0 + ATTN_BLOCK : T;
+    gemm(1, 0, c1 - c0, hd, T - c0, p + (int64_t)c0 * T + c0, T, dout + (int64_t)c0 * ldo, ldo,
+         dv + (int64_t)c0 * ld, ld);
+  }
+  for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
+    int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
+    gemm(0, 1, r1 - r0, r1, hd, dout + (int64_t)r0 * ldo, ldo, v, ld, ds + (int64_t)r0 * T, T);
+  }
+  softmax_backward_rows(ds, p, T, scale);
+  for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
+    int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
+    gemm(0, 0, r1 - r0, hd, r1, ds + (int64_t)r0 * T, T, k, ld, dq + (int64_t)r0 * ld, ld);
+  }
+  for (int c0 = 0; c0 < T; c0 += ATTN_BLOCK) {
+    int c1 = c0 + ATTN_BLOCK < T ? c0 + ATTN_BLOCK : T;
+    gemm(1, 0, c1 - c0, hd, T - c0, ds + (int64_t)c0 * T + c0, T, q + (int64_t)c0 * ld, ld,
+         dk + (int64_t)c0 * ld, ld);
+  }
+}
+
+void op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *p,
+                           int B, int T, int d, int H, float *scratch) {
+  int hd = d / H, ld = 3 * d;
+  float scale = 1.0f / sqrtf((float)hd);
+  for (int b = 0; b < B; b++) {
+    const float *base = qkv + (int64_t)b * T * ld;
+    float *dbase = dqkv + (int64_t)b * T * ld;
+    for (int h = 0; h < H; h++) {
+      int c = h * hd;
+      attention_head_backward(dbase + c, dbase + d + c, dbase + 2 * d + c, ld,
+                              dout + (int64_t)b * T * d + c, d, base + c, base + d + c,
+                              base + 2 * d + c, p + ((int64_t)b * H + h) * T * T, T, hd, scale,
+                              scratch);
+    }
+  }
+}

@@ -1,0 +1,108 @@
+/* kernels/cuda/common.cuh: what the kernels of the kernels/cuda .cu files share (private to them).
+ *
+ * Device functions live here, inline: the kernels are built without relocatable device code
+ * (no device link step, see cmake/gpu.cmake), so a device function used by two .cu files must
+ * be in a header. Nothing here needs the C++ runtime library.
+ *
+ * Reductions are fixed trees: a thread adds its elements in index order, a warp combines its
+ * lanes with an xor butterfly, a block adds its warps' sums in warp order. The shape of the tree
+ * depends only on the launch configuration, which depends only on the sizes, so a kernel gives
+ * the same bits on every run.
+ */
+#ifndef PT_CUDA_COMMON_CUH
+#define PT_CUDA_COMMON_CUH
+
+#include "kernels/cpu/fastmath.h"
+#include <stdint.h>
+
+#include "kernels/cuda/ops_cuda.h"
+
+/* Threads per block of the 1-D kernels (a multiple of 32: the block reductions need whole
+ * warps). */
+#define PT_THREADS 256
+/* Blocks of a grid-stride loop: enough to fill any GPU; each thread then loops. */
+#define PT_MAX_BLOCKS 65536
+
+/* Blocks for a grid-stride loop over n items (n > 0). */
+static inline unsigned pt_grid(int64_t n) {
+  int64_t b = (n + PT_THREADS - 1) / PT_THREADS;
+  return (unsigned)(b < PT_MAX_BLOCKS ? b : PT_MAX_BLOCKS);
+}
+
+/* Every launch is followed by this: a bad configuration is reported where it was made. */
+#define PT_LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+
+/* for (i = this thread's first item; i < n; i += all threads of the grid), in 64 bits. */
+#define PT_GRID_LOOP(i, n)                                                     \
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);    \
+       i += (int64_t)gridDim.x * blockDim.x)
+
+__device__ __forceinline__ float pt_dev_neg_inf(void) { return __uint_as_float(0xff800000u); }
+__device__ __forceinline__ float pt_dev_nan(void) { return __uint_as_float(0x7fc00000u); }
+/* NaN or +-infinity: the exponent bits all set. */
+__device__ __forceinline__ int pt_dev_nonfinite(float x) {
+  return (__float_as_uint(x) & 0x7f800000u) == 0x7f800000u;
+}
+
+/* The CPU's exp/tanh approximation (kernels/cpu/fastmath.h, shared): softmax, GELU and cross
+ * entropy agree with the CPU's to the last bit or so (nvcc may fuse a multiply-add GCC did not). */
+#define pt_dev_expf pt_expf
+#define pt_dev_tanhf pt_tanhf
+
+/* Warp reductions (all 32 lanes must take part; every lane gets the same bits: a + b == b + a). */
+__device__ __forceinline__ float pt_warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ double pt_warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ double pt_warp_sum_d(double v) { return pt_warp_sum(v); }
+/* Max of non-NaN values (the callers' own loops skip NaN as the CPU's "a > m ? a : m" does). */
+__device__ __forceinline__ float pt_warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/* Block reductions for 1-D blocks of a multiple of 32 threads (at most 1024); every thread of
+ * the block must call them (they synchronise) and every thread gets the result. sh: 32 shared
+ * slots, reusable right after the call returns. */
+template <typename T> __device__ __forceinline__ T pt_block_sum_t(T v, T *sh) {
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = pt_warp_sum(v);
+  __syncthreads(); /* the threads of a previous call are done reading sh */
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  T t = 0;
+  for (int i = 0; i < nw; i++) t += sh[i];
+  return t;
+}
+__device__ __forceinline__ float pt_block_sum(float v, float *sh) { return pt_block_sum_t(v, sh); }
+__device__ __forceinline__ double pt_block_sum_d(double v, double *sh) {
+  return pt_block_sum_t(v, sh);
+}
+__device__ __forceinline__ float pt_block_max(float v, float *sh) {
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = pt_warp_max(v);
+  __syncthreads();
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  float t = sh[0];
+  for (int i = 1; i < nw; i++) t = fmaxf(t, sh[i]);
+  return t;
+}
+
+/* The second pass of the two-pass double sums (losses, sumsq), one block of PT_THREADS:
+ * *out = (accumulate ? *out : 0) + the sum of partial[0..count); thread t adds t,
+ * t + PT_THREADS, ... in order, then the block tree, so the order is fixed. */
+static __global__ void __launch_bounds__(PT_THREADS)
+    pt_sum_partials_kernel(double *out, const double *partial, int count, int accumulate) {
+  __shared__ double sh[32];
+  double s = 0.0;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) s += partial[i];
+  s = pt_block_sum_d(s, sh);
+  if (threadIdx.x == 0) *out = accumulate ? *out + s : s;
+}
+
+#endif

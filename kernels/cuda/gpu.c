@@ -1,0 +1,83 @@
+/* The rank's GPU: device selection, stream, cuBLAS handle, memory, error reporting. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels/cuda/gpu.h"
+
+void gpu_fail_cuda(const char *file, int line, const char *call, int code) {
+  cudaError_t e = (cudaError_t)code;
+  pt_fatal("%s:%d: %s failed: %s (%s)", file, line, call, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+void gpu_fail_cublas(const char *file, int line, const char *call, int code) {
+  pt_fatal("%s:%d: %s failed: %s", file, line, call, cublasGetStatusString((cublasStatus_t)code));
+}
+
+int gpu_count(char *why, size_t whysz) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) snprintf(why, whysz, "%s", cudaGetErrorString(e));
+    (void)cudaGetLastError(); /* the error is not sticky: clear it for later calls */
+    return 0;
+  }
+  if (n == 0 && why) snprintf(why, whysz, "no CUDA device");
+  return n;
+}
+
+int gpu_open(gpu_ctx *g, int device, char *err, size_t errsz) {
+  memset(g, 0, sizeof *g);
+  g->device = device;
+  struct cudaDeviceProp prop;
+  cudaError_t e = cudaSetDevice(device);
+  if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, device);
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking);
+  if (e != cudaSuccess) {
+    snprintf(err, errsz, "GPU %d: %s", device, cudaGetErrorString(e));
+    return -1;
+  }
+  snprintf(g->name, sizeof g->name, "%s", prop.name);
+  g->total_bytes = prop.totalGlobalMem;
+  if (cudaDeviceGetPCIBusId(g->pci_bus_id, (int)sizeof g->pci_bus_id, device) != cudaSuccess)
+    g->pci_bus_id[0] = '\0';
+  cublasStatus_t s = cublasCreate(&g->blas);
+  if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(g->blas, g->stream);
+  /* pedantic: no TF32 or other reduced-precision shortcuts in float32 products */
+  if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(g->blas, CUBLAS_PEDANTIC_MATH);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    snprintf(err, errsz, "GPU %d: cuBLAS: %s", device, cublasGetStatusString(s));
+    return -1;
+  }
+  return 0;
+}
+
+void gpu_close(gpu_ctx *g) {
+  if (g->blas) cublasDestroy(g->blas);
+  if (g->stream) cudaStreamDestroy(g->stream);
+  memset(g, 0, sizeof *g);
+}
+
+void gpu_sync(gpu_ctx *g) { CUDA_CHECK(cudaStreamSynchronize(g->stream)); }
+
+void *gpu_alloc(size_t bytes) {
+  void *p = NULL;
+  cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+  if (e != cudaSuccess)
+    pt_fatal("cannot allocate %zu bytes on the GPU: %s", bytes, cudaGetErrorString(e));
+  CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 1));
+  return p;
+}
+
+void gpu_free(void *p) {
+  if (p) CUDA_CHECK(cudaFree(p));
+}
+
+void gpu_to_device(gpu_ctx *g, void *dst, const void *src, size_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g->stream));
+}
+
+void gpu_to_host(gpu_ctx *g, void *dst, const void *src, size_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g->stream));
+  gpu_sync(g);
+}

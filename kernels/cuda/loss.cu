@@ -1,0 +1,94 @@
+/* Losses on the GPU (kernels/cpu/loss.c): a block per row (or per few rows) writes dy and adds its
+ * rows' losses (double) in row order into a partial sum in scratch; one block then adds the
+ * partial sums in a fixed order into *loss_sum_dev. */
+#include <math.h>
+
+#include "kernels/cuda/common.cuh"
+
+/* Blocks of the row kernels: one per row up to CUDA_REDUCE_SCRATCH_DOUBLES, a function of N
+ * only (so the order of the additions, and the bits, are the same on any GPU). */
+static unsigned row_blocks(int N) {
+  return (unsigned)(N < CUDA_REDUCE_SCRATCH_DOUBLES ? N : CUDA_REDUCE_SCRATCH_DOUBLES);
+}
+
+/* Block b does rows n = b, b + G, b + 2G, ... (G = gridDim.x) one after the other; its thread 0
+ * adds their losses in that order and leaves the block's sum in partial[b].
+ * CPU cross_entropy_row: mx = max y;  dy[f] = pt_expf(y[f] - mx);  sum = sum dy;
+ * dy[f] *= scale / sum;  dy[target] -= scale;  loss = mx + log(sum) - y[target] (double).
+ * Thread t owns f = t, t + PT_THREADS, ... of a row: it writes and rereads only its own dy. */
+static __global__ void __launch_bounds__(PT_THREADS)
+    cross_entropy_kernel(float *dy, double *partial, const float *logits,
+                         const int32_t *targets, int N, int V, float scale) {
+  __shared__ float sh[32];
+  double acc = 0.0;
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) { /* the same n in every thread */
+    const float *y = logits + n * V;
+    float *d = dy + n * V;
+    const int target = targets[n];
+    float mx = pt_dev_neg_inf();
+    for (int f = threadIdx.x; f < V; f += blockDim.x) mx = y[f] > mx ? y[f] : mx;
+    mx = pt_block_max(mx, sh);
+    float sum = 0.0f;
+    for (int f = threadIdx.x; f < V; f += blockDim.x) {
+      float e = pt_dev_expf(y[f] - mx);
+      d[f] = e;
+      sum += e;
+    }
+    sum = pt_block_sum(sum, sh);
+    const float inv = scale / sum;
+    for (int f = threadIdx.x; f < V; f += blockDim.x) {
+      float v = d[f] * inv;
+      if (f == target) v -= scale;
+      d[f] = v;
+    }
+    if (threadIdx.x == 0)
+      acc += (target >= 0 && target < V) ? (double)mx + log((double)sum) - (double)y[target]
+                                         : (double)pt_dev_nan();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+/* Rows as above. CPU: diff = y - t;  s += (double)diff * diff;  dy = 2 * diff / F * scale;
+ * loss = s / F. */
+static __global__ void __launch_bounds__(PT_THREADS)
+    mse_kernel(float *dy, double *partial, const float *yv, const float *targets, int N, int F,
+               float scale) {
+  __shared__ double sh[32];
+  double acc = 0.0;
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const float *y = yv + n * F, *t = targets + n * F;
+    float *d = dy + n * F;
+    double s = 0.0;
+    for (int f = threadIdx.x; f < F; f += blockDim.x) {
+      float diff = y[f] - t[f];
+      s += (double)diff * diff;
+      d[f] = 2.0f * diff / (float)F * scale;
+    }
+    s = pt_block_sum_d(s, sh);
+    if (threadIdx.x == 0) acc += s / F;
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+
+extern "C" void cuda_loss_cross_entropy(gpu_ctx *g, float *dy, double *loss_sum_dev,
+                                        const float *logits, const int32_t *targets, int N, int V,
+                                        float scale, double *scratch) {
+  if (N <= 0 || V <= 0) return;
+  unsigned blocks = row_blocks(N);
+  cross_entropy_kernel<<<blocks, PT_THREADS, 0, g->stream>>>(dy, scratch, logits, targets, N, V,
+                                                             scale);
+  PT_LAUNCH_CHECK();
+  pt_sum_partials_kernel<<<1, PT_THREADS, 0, g->stream>>>(loss_sum_dev, scratch, (int)blocks, 1);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_loss_mse(gpu_ctx *g, float *dy, double *loss_sum_dev, const float *y,
+                              const float *targets, int N, int F, float scale, double *scratch) {
+  if (N <= 0 || F <= 0) return;
+  unsigned blocks = row_blocks(N);
+  mse_kernel<<<blocks, PT_THREADS, 0, g->stream>>>(dy, scratch, y, targets, N, F, scale);
+  PT_LAUNCH_CHECK();
+  pt_sum_partials_kernel<<<1, PT_THREADS, 0, g->stream>>>(loss_sum_dev, scratch, (int)blocks, 1);
+  PT_LAUNCH_CHECK();
+}

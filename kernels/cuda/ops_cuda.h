@@ -1,0 +1,110 @@
+/* kernels/cuda/ops_cuda.h: the float32 GPU kernels, one for each CPU kernel in kernels/cpu/ops.h
+ * (same shapes, layouts and "acc" meaning) plus the losses, the optimizer and the checks the
+ * engine runs on device buffers. Every pointer is device memory; every call is queued on g's
+ * stream and returns at once (no synchronisation), except where a result comes back to the host.
+ * Reductions are written in a fixed order (no atomics on floats), so a call gives the same bits
+ * every time for the same inputs: activation checkpointing relies on that. Parity with the CPU
+ * kernels: 1e-5 relative (tests/gpu/test_cuda_ops.c).
+ */
+#ifndef PT_OPS_CUDA_H
+#define PT_OPS_CUDA_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+/* kernels/cuda/gpu.h has no extern "C" of its own: take the CUDA headers first (outside the block,
+ * they hold C++), then gpu.h inside it, so a .cu file calls gpu_fail_cuda() & co. by their C
+ * names. */
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+extern "C" {
+#endif
+
+#include "kernels/cuda/gpu.h"
+
+/* The kernels' names and arguments mirror kernels/cpu/ops.h with the context first; see there.
+ * Elementwise kernels (gelu, relu, add, scale, the optimizers) let the output alias any input
+ * (the transformer block runs gelu backward with dx == x). */
+void cuda_op_linear_forward(gpu_ctx *g, float *y, const float *x, const float *W, const float *b,
+                            int N, int Ni, int No);
+void cuda_op_linear_forward_residual(gpu_ctx *g, float *y, const float *res, const float *x,
+                                     const float *W, const float *b, int N, int Ni, int No);
+void cuda_op_linear_backward_input(gpu_ctx *g, float *dx, const float *dy, const float *W, int N,
+                                   int Ni, int No, int acc);
+void cuda_op_linear_backward_weight(gpu_ctx *g, float *dW, float *db, const float *dy,
+                                    const float *x, int N, int Ni, int No);
+void cuda_op_layernorm_forward(gpu_ctx *g, float *y, float *mean, float *rstd, const float *x,
+                               const float *w, const float *b, int N, int D, float eps);
+void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const float *dy, const float *x,
+                                      const float *w, const float *mean, const float *rstd,
+                                      int N, int D, int acc);
+void cuda_op_layernorm_backward_weight(gpu_ctx *g, float *dw, float *db, const float *dy,
+                                       const float *x, const float *mean, const float *rstd,
+                                       int N, int D);
+void cuda_op_gelu_forward(gpu_ctx *g, float *y, const float *x, int64_t n);
+void cuda_op_gelu_backward(gpu_ctx *g, float *dx, const float *dy, const float *x, int64_t n);
+void cuda_op_relu_forward(gpu_ctx *g, float *y, const float *x, int64_t n);
+void cuda_op_relu_backward(gpu_ctx *g, float *dx, const float *dy, const float *x, int64_t n);
+/* Causal attention; probs p[B,H,T,T] saved (upper triangle zero). scratch: device floats,
+ * cuda_op_attention_scratch_floats(B, T, d, H) of them (H*T*T, used by backward; forward
+ * needs none and takes NULL too). */
+int64_t cuda_op_attention_scratch_floats(int B, int T, int d, int H);
+void cuda_op_attention_forward(gpu_ctx *g, float *o, float *p, const float *qkv, int B, int T,
+                               int d, int H, float *scratch);
+void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float *dout, const float *qkv,
+                                const float *p, int B, int T, int d, int H, float *scratch);
+void cuda_op_add(gpu_ctx *g, float *y, const float *a, const float *b, int64_t n);
+void cuda_op_add_inplace(gpu_ctx *g, float *y, const float *a, int64_t n);
+void cuda_op_copy(gpu_ctx *g, float *y, const float *x, int64_t n);
+void cuda_op_colsum_acc(gpu_ctx *g, float *acc, const float *x, int N, int D);
+
+/* Embeddings: y[N,D] = table[ids[n]] (ids int32, checked < V on the host before upload; one
+ * outside [0, V) reads nothing: forward writes NaN in its row, backward skips it);
+ * backward: dtable[ids[n]] += dy[n], accumulated in token order (deterministic). */
+void cuda_op_embedding_forward(gpu_ctx *g, float *y, const int32_t *ids, const float *table,
+                               int N, int D, int V);
+void cuda_op_embedding_backward(gpu_ctx *g, float *dtable, const int32_t *ids, const float *dy,
+                                int N, int D, int V);
+/* Positions: y[B,T,D] = x + pos[t]; dpos[t] += sum over b of dy[b,t]. */
+void cuda_op_pos_forward(gpu_ctx *g, float *y, const float *x, const float *pos, int B, int T,
+                         int D);
+void cuda_op_pos_backward_weight(gpu_ctx *g, float *dpos, const float *dy, int B, int T, int D);
+
+/* Scratch of the reductions to a device double (losses, sumsq): per-block partial sums, added
+ * by a second pass in a fixed order. A constant: one buffer of this many device doubles serves
+ * every such call on the stream (the calls run in stream order). */
+#define CUDA_REDUCE_SCRATCH_DOUBLES 1024
+
+/* Losses over N rows of F values, as kernels/cpu/loss.c: dy = scale * d(loss)/dy written; the
+ * loss sum (not mean) over the rows is added to *loss_sum_dev (one device double). The rows'
+ * losses are added in a fixed order (scratch: CUDA_REDUCE_SCRATCH_DOUBLES device doubles).
+ * Cross entropy targets are checked on the host (as kernels/cpu/loss.c does); one outside [0, V)
+ * gives a NaN loss and no -scale in its row. */
+void cuda_loss_cross_entropy(gpu_ctx *g, float *dy, double *loss_sum_dev, const float *logits,
+                             const int32_t *targets, int N, int V, float scale, double *scratch);
+void cuda_loss_mse(gpu_ctx *g, float *dy, double *loss_sum_dev, const float *y,
+                   const float *targets, int N, int F, float scale, double *scratch);
+
+/* AdamW / SGD updates over n floats, as model/optimizer.c (PyTorch semantics): decay_mask[i]
+ * != 0 where weight decay applies; NULL: weight_decay applies to all n (a caller going tensor by
+ * tensor passes weight_decay 0 for a tensor without decay, exactly the CPU's update then).
+ * bias1/bias2 are 1 - beta^t. SGD: first_step is 1 on the optimizer's first step (t == 1:
+ * momentum = d); momentum may be NULL when mu == 0. */
+void cuda_adamw_step(gpu_ctx *g, float *w, const float *grad, float *m, float *v,
+                     const uint8_t *decay_mask, int64_t n, float lr, float beta1, float beta2,
+                     float eps, float weight_decay, float bias1, float bias2);
+void cuda_sgd_step(gpu_ctx *g, float *w, const float *grad, float *momentum,
+                   const uint8_t *decay_mask, int64_t n, float lr, float mu, float weight_decay,
+                   int first_step);
+void cuda_scale(gpu_ctx *g, float *x, float s, int64_t n);
+/* Sum of squares of x[0..n) in double, written to *out_dev (one device double); fixed order
+ * (scratch: CUDA_REDUCE_SCRATCH_DOUBLES device doubles). */
+void cuda_sumsq(gpu_ctx *g, double *out_dev, const float *x, int64_t n, double *scratch);
+/* 1 in *flag_dev (device int) when x holds a NaN or an infinity; flag left alone otherwise. */
+void cuda_check_finite(gpu_ctx *g, int *flag_dev, const float *x, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

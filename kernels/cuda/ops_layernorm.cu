@@ -1,0 +1,122 @@
+/* LayerNorm on the GPU (kernels/cpu/ops_layernorm.c): one block per row for forward and
+ * backward_input (block sums as fixed trees, common.cuh), and a column-tiled kernel for
+ * backward_weight whose sums over the rows have a fixed order too. */
+#include "kernels/cuda/common.cuh"
+
+/* Block n does row n; thread t the elements i = t, t + PT_THREADS, ... of it.
+ * CPU:  s = sum x;  m = s / D;  v = sum (x - m)^2;  r = 1 / sqrtf(v / D + eps);
+ *       y = (x - m) * r * w + b;  mean[n] = m;  rstd[n] = r. */
+static __global__ void __launch_bounds__(PT_THREADS)
+    layernorm_forward_kernel(float *y, float *mean, float *rstd, const float *x, const float *w,
+                             const float *b, int D, float eps) {
+  __shared__ float sh[32];
+  const int64_t n = blockIdx.x;
+  const float *xr = x + n * D;
+  float *yr = y + n * D;
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) s += xr[i];
+  s = pt_block_sum(s, sh);
+  const float m = s / D;
+  float v = 0.0f;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    float c = xr[i] - m;
+    v += c * c;
+  }
+  v = pt_block_sum(v, sh);
+  const float r = 1.0f / sqrtf(v / D + eps);
+  for (int i = threadIdx.x; i < D; i += blockDim.x) yr[i] = (xr[i] - m) * r * w[i] + b[i];
+  if (threadIdx.x == 0) {
+    mean[n] = m;
+    rstd[n] = r;
+  }
+}
+
+/* Block n does row n.
+ * CPU:  g = dy * w;  sg = sum g / D;  sgx = sum g * (x - m) * r / D;
+ *       dx (=|+=) r * (dy * w - sg - (x - m) * r * sgx). */
+static __global__ void __launch_bounds__(PT_THREADS)
+    layernorm_backward_input_kernel(float *dx, const float *dy, const float *x, const float *w,
+                                    const float *mean, const float *rstd, int D, int acc) {
+  __shared__ float sh[32];
+  const int64_t n = blockIdx.x;
+  const float *xr = x + n * D, *dyr = dy + n * D;
+  float *dxr = dx + n * D;
+  const float m = mean[n], r = rstd[n];
+  float sg = 0.0f, sgx = 0.0f;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    float gi = dyr[i] * w[i];
+    sg += gi;
+    sgx += gi * (xr[i] - m) * r;
+  }
+  sg = pt_block_sum(sg, sh) / D;
+  sgx = pt_block_sum(sgx, sh) / D;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    float v = r * (dyr[i] * w[i] - sg - (xr[i] - m) * r * sgx);
+    dxr[i] = acc ? dxr[i] + v : v;
+  }
+}
+
+/* dw[c] += sum_n dy[n,c] * (x[n,c] - mean[n]) * rstd[n];  db[c] += sum_n dy[n,c].
+ * Block (32, LN_LANES) owns columns c = blockIdx.x * 32 + threadIdx.x; row lane threadIdx.y adds
+ * rows ty, ty + LN_LANES, ... in order; the lanes' partial sums are added by a fixed tree. One
+ * block per column group: no atomics, no scratch, same bits every run. */
+#define LN_LANES 32
+static __global__ void __launch_bounds__(32 * LN_LANES)
+    layernorm_backward_weight_kernel(float *dw, float *db, const float *dy, const float *x,
+                                     const float *mean, const float *rstd, int N, int D) {
+  __shared__ float pw[LN_LANES][33], pb[LN_LANES][33];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int c = blockIdx.x * 32 + tx;
+  float sw = 0.0f, sb = 0.0f;
+  if (c < D)
+    for (int n = ty; n < N; n += LN_LANES) {
+      int64_t o = (int64_t)n * D + c;
+      float d = dy[o];
+      sw += d * (x[o] - mean[n]) * rstd[n];
+      sb += d;
+    }
+  pw[ty][tx] = sw;
+  pb[ty][tx] = sb;
+  __syncthreads();
+  for (int h = LN_LANES / 2; h > 0; h >>= 1) {
+    if (ty < h) {
+      pw[ty][tx] += pw[ty + h][tx];
+      pb[ty][tx] += pb[ty + h][tx];
+    }
+    __syncthreads();
+  }
+  if (ty == 0 && c < D) {
+    dw[c] += pw[0][tx];
+    db[c] += pb[0][tx];
+  }
+}
+
+extern "C" void cuda_op_layernorm_forward(gpu_ctx *g, float *y, float *mean, float *rstd,
+                                          const float *x, const float *w, const float *b, int N,
+                                          int D, float eps) {
+  if (N <= 0 || D <= 0) return;
+  layernorm_forward_kernel<<<(unsigned)N, PT_THREADS, 0, g->stream>>>(y, mean, rstd, x, w, b, D,
+                                                                       eps);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const float *dy,
+                                                 const float *x, const float *w,
+                                                 const float *mean, const float *rstd, int N,
+                                                 int D, int acc) {
+  if (N <= 0 || D <= 0) return;
+  layernorm_backward_input_kernel<<<(unsigned)N, PT_THREADS, 0, g->stream>>>(dx, dy, x, w, mean,
+                                                                              rstd, D, acc);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_op_layernorm_backward_weight(gpu_ctx *g, float *dw, float *db,
+                                                  const float *dy, const float *x,
+                                                  const float *mean, const float *rstd, int N,
+                                                  int D) {
+  if (N <= 0 || D <= 0) return;
+  dim3 block(32, LN_LANES);
+  layernorm_backward_weight_kernel<<<(unsigned)(((int64_t)D + 31) / 32), block, 0, g->stream>>>(
+      dw, db, dy, x, mean, rstd, N, D);
+  PT_LAUNCH_CHECK();
+}

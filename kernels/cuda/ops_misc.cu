@@ -1,0 +1,63 @@
+/* Elementwise adds, copies and column sums on the GPU (kernels/cpu/ops_linear.c's op_add,
+ * op_add_inplace, op_colsum_acc). */
+#include "kernels/cuda/common.cuh"
+
+/* CPU: y[i] = a[i] + b[i] */
+static __global__ void __launch_bounds__(PT_THREADS)
+    add_kernel(float *y, const float *a, const float *b, int64_t n) {
+  PT_GRID_LOOP(i, n) y[i] = a[i] + b[i];
+}
+
+/* CPU: y[i] += a[i] */
+static __global__ void __launch_bounds__(PT_THREADS)
+    add_inplace_kernel(float *y, const float *a, int64_t n) {
+  PT_GRID_LOOP(i, n) y[i] += a[i];
+}
+
+/* Column sums of x[N,D] added to acc[D]. Block (32, COLSUM_LANES): threadIdx.x picks the column
+ * c = blockIdx.x * 32 + threadIdx.x (a warp reads 32 consecutive floats of a row), threadIdx.y
+ * the row lane: lane r adds rows r, r + LANES, r + 2 LANES, ... in order; the LANES partial sums
+ * of a column are then added by a fixed tree in shared memory, and the total goes into acc[c].
+ * One block owns each column: no atomics, same bits every run. */
+#define COLSUM_LANES 32
+static __global__ void __launch_bounds__(32 * COLSUM_LANES)
+    colsum_acc_kernel(float *acc, const float *x, int N, int D) {
+  __shared__ float part[COLSUM_LANES][33];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int c = blockIdx.x * 32 + tx;
+  float s = 0.0f;
+  if (c < D)
+    for (int n = ty; n < N; n += COLSUM_LANES) s += x[(int64_t)n * D + c];
+  part[ty][tx] = s;
+  __syncthreads();
+  for (int h = COLSUM_LANES / 2; h > 0; h >>= 1) {
+    if (ty < h) part[ty][tx] += part[ty + h][tx];
+    __syncthreads();
+  }
+  if (ty == 0 && c < D) acc[c] += part[0][tx];
+}
+
+extern "C" void cuda_op_add(gpu_ctx *g, float *y, const float *a, const float *b, int64_t n) {
+  if (n <= 0) return;
+  add_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(y, a, b, n);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_op_add_inplace(gpu_ctx *g, float *y, const float *a, int64_t n) {
+  if (n <= 0) return;
+  add_inplace_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(y, a, n);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_op_copy(gpu_ctx *g, float *y, const float *x, int64_t n) {
+  if (n <= 0 || y == x) return;
+  CUDA_CHECK(cudaMemcpyAsync(y, x, sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice,
+                             g->stream));
+}
+
+extern "C" void cuda_op_colsum_acc(gpu_ctx *g, float *acc, const float *x, int N, int D) {
+  if (N <= 0 || D <= 0) return;
+  dim3 block(32, COLSUM_LANES);
+  colsum_acc_kernel<<<(unsigned)(((int64_t)D + 31) / 32), block, 0, g->stream>>>(acc, x, N, D);
+  PT_LAUNCH_CHECK();
+}

@@ -1,0 +1,126 @@
+/* Optimizer updates and gradient checks on the GPU (model/optimizer.c): AdamW and SGD with
+ * the CPU's float operations in the CPU's order, the step constants computed on the host in
+ * double as there; the sum of squares in double with a fixed two-pass reduction. */
+#include <math.h>
+
+#include "kernels/cuda/common.cuh"
+
+/* CPU adamw_tensor, with keep = 1 - lr*wd where decay applies (everywhere when decay_mask is
+ * NULL; 1 elsewhere: p * 1 == p, and wd = 0 gives keep = 1, the CPU's no-decay update):
+ *   p *= keep;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g;
+ *   p -= step * m / (sqrtf(v) * inv_sqrt_bc2 + eps). */
+static __global__ void __launch_bounds__(PT_THREADS)
+    adamw_kernel(float *w, const float *grad, float *m, float *v, const uint8_t *decay_mask,
+                 int64_t n, float b1, float b2, float eps, float step, float inv_sqrt_bc2,
+                 float keep) {
+  PT_GRID_LOOP(i, n) {
+    float p = w[i], g = grad[i];
+    if (!decay_mask || decay_mask[i]) p *= keep;
+    float mi = b1 * m[i] + (1.0f - b1) * g;
+    float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    p -= step * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
+    w[i] = p;
+  }
+}
+
+/* CPU sgd_tensor, wd = weight_decay where decay applies (everywhere when decay_mask is NULL),
+ * 0 elsewhere:
+ *   d = g + wd p;  m = t > 1 ? mu m + d : d;  p -= lr * (mu > 0 ? m : d). */
+static __global__ void __launch_bounds__(PT_THREADS)
+    sgd_kernel(float *w, const float *grad, float *momentum, const uint8_t *decay_mask, int64_t n,
+               float lr, float mu, float weight_decay, int first_step) {
+  PT_GRID_LOOP(i, n) {
+    float p = w[i];
+    float wd = (!decay_mask || decay_mask[i]) ? weight_decay : 0.0f;
+    float d = grad[i] + wd * p;
+    float mi = d;
+    if (momentum) {
+      if (!first_step) mi = mu * momentum[i] + d;
+      momentum[i] = mi;
+    }
+    p -= lr * (mu > 0.0f ? mi : d);
+    w[i] = p;
+  }
+}
+
+static __global__ void __launch_bounds__(PT_THREADS) scale_kernel(float *x, float s, int64_t n) {
+  PT_GRID_LOOP(i, n) x[i] *= s;
+}
+
+/* Pass 1: block b adds the squares (exact in double) of the items i = b*PT_THREADS + t + k*grid
+ * that its thread t owns, in k order, then the block tree; partial[b] = the block's sum. */
+static __global__ void __launch_bounds__(PT_THREADS)
+    sumsq_partial_kernel(double *partial, const float *x, int64_t n) {
+  __shared__ double sh[32];
+  double s = 0.0;
+  PT_GRID_LOOP(i, n) {
+    double v = (double)x[i];
+    s += v * v;
+  }
+  s = pt_block_sum_d(s, sh);
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+
+/* Any thread that sees a NaN or an infinity writes 1 (all writers write the same value). */
+static __global__ void __launch_bounds__(PT_THREADS)
+    check_finite_kernel(int *flag, const float *x, int64_t n) {
+  PT_GRID_LOOP(i, n) if (pt_dev_nonfinite(x[i])) *flag = 1;
+}
+
+/* Blocks of the first sumsq pass: about 16 items per thread, at most the scratch's 1024; a
+ * function of n only, so the tree (and the bits) are the same on every GPU. */
+static int sumsq_blocks(int64_t n) {
+  int64_t b = (n + PT_THREADS * 16 - 1) / (PT_THREADS * 16);
+  return (int)(b < 1 ? 1 : b > CUDA_REDUCE_SCRATCH_DOUBLES ? CUDA_REDUCE_SCRATCH_DOUBLES : b);
+}
+
+extern "C" void cuda_adamw_step(gpu_ctx *g, float *w, const float *grad, float *m, float *v,
+                                const uint8_t *decay_mask, int64_t n, float lr, float beta1,
+                                float beta2, float eps, float weight_decay, float bias1,
+                                float bias2) {
+  if (n <= 0) return;
+  /* as the CPU: step = lr / bc1 and 1/sqrt(bc2) and 1 - lr*wd in double, then to float */
+  float step = (float)((double)lr / (double)bias1);
+  float inv_sqrt_bc2 = (float)(1.0 / sqrt((double)bias2));
+  float keep = (float)(1.0 - (double)lr * (double)weight_decay);
+  adamw_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(w, grad, m, v, decay_mask, n, beta1,
+                                                         beta2, eps, step, inv_sqrt_bc2, keep);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_sgd_step(gpu_ctx *g, float *w, const float *grad, float *momentum,
+                              const uint8_t *decay_mask, int64_t n, float lr, float mu,
+                              float weight_decay, int first_step) {
+  if (n <= 0) return;
+  sgd_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(w, grad, momentum, decay_mask, n, lr, mu,
+                                                       weight_decay, first_step);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_scale(gpu_ctx *g, float *x, float s, int64_t n) {
+  if (n <= 0) return;
+  scale_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(x, s, n);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_sumsq(gpu_ctx *g, double *out_dev, const float *x, int64_t n,
+                           double *scratch) {
+  if (n <= 0) {
+    CUDA_CHECK(cudaMemsetAsync(out_dev, 0, sizeof(double), g->stream)); /* 0.0 */
+    return;
+  }
+  int blocks = sumsq_blocks(n);
+  sumsq_partial_kernel<<<(unsigned)blocks, PT_THREADS, 0, g->stream>>>(scratch, x, n);
+  PT_LAUNCH_CHECK();
+  pt_sum_partials_kernel<<<1, PT_THREADS, 0, g->stream>>>(out_dev, scratch, blocks, 0);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_check_finite(gpu_ctx *g, int *flag_dev, const float *x, int64_t n) {
+  if (n <= 0) return;
+  check_finite_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(flag_dev, x, n);
+  PT_LAUNCH_CHECK();
+}

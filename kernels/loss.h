@@ -1,0 +1,19 @@
+/* kernels/loss.h: losses on the last layer's output y [N, F] (N = B*T rows).
+ *   cross_entropy: targets int32 [N] class/token ids in [0, F); per row -log softmax(y)[target]
+ *   mse:           targets float [N, F]; per row sum_f (y - t)^2 / F
+ * loss_forward_backward returns the SUM of the per-row losses (double) and writes
+ * dy = scale * d(sum)/dy. The trainer passes scale = 1 / (G*T): the one place where the loss is
+ * scaled, so accumulating micro-batches (or data-parallel replicas) is a plain sum. */
+#ifndef PT_LOSS_H
+#define PT_LOSS_H
+
+#include <stdint.h>
+
+typedef enum { LOSS_CROSS_ENTROPY, LOSS_MSE } pt_loss_kind;
+
+/* "cross_entropy" | "mse"; returns -1 for an unknown name. */
+int loss_kind_from_name(const char *name);
+double loss_forward_backward(pt_loss_kind kind, const float *y, const void *targets, int N, int F,
+                             float scale, float *dy);
+
+#endif

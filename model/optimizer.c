@@ -1,0 +1,114 @@
+#include "model/optimizer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+/* A device buffer of n floats and its host copy (the same buffer on the cpu). */
+static float *state_alloc(pt_device *d, int64_t n, float **host) {
+  float *b = device_alloc(d, sizeof(float) * (size_t)n);
+  *host = device_is_host(d) ? b : pt_calloc((size_t)n + 16, sizeof(float));
+  return b;
+}
+
+void optimizer_init(pt_optimizer *o, const spec_train *cfg, int64_t n_floats) {
+  memset(o, 0, sizeof *o);
+  o->cfg = *cfg;
+  o->n_floats = n_floats;
+  o->dev = device_current();
+  o->m = state_alloc(o->dev, n_floats, &o->host_m);
+  /* SGD keeps one buffer (momentum); AdamW two */
+  if (strcmp(cfg->optimizer, "sgd") != 0) o->v = state_alloc(o->dev, n_floats, &o->host_v);
+}
+
+void optimizer_free(pt_optimizer *o) {
+  if (o->host_m != o->m) free(o->host_m);
+  if (o->host_v != o->v) free(o->host_v);
+  if (o->dev) device_free(o->dev, o->m), device_free(o->dev, o->v);
+  memset(o, 0, sizeof *o);
+}
+
+void optimizer_to_host(pt_optimizer *o) {
+  size_t bytes = sizeof(float) * (size_t)o->n_floats;
+  device_download(o->dev, o->host_m, o->m, bytes);
+  if (o->v) device_download(o->dev, o->host_v, o->v, bytes);
+}
+
+void optimizer_to_device(pt_optimizer *o) {
+  size_t bytes = sizeof(float) * (size_t)o->n_floats;
+  device_upload(o->dev, o->m, o->host_m, bytes);
+  if (o->v) device_upload(o->dev, o->v, o->host_v, bytes);
+}
+
+/* The per-step factors, computed here once so every device applies the same update. */
+static device_update update_of(const pt_optimizer *o, double lr) {
+  const spec_train *c = &o->cfg;
+  double bc1 = 1.0 - pow(c->beta1, (double)o->t), bc2 = 1.0 - pow(c->beta2, (double)o->t);
+  device_update u = {.adam = strcmp(c->optimizer, "sgd") != 0, .lr = lr, .beta1 = c->beta1,
+                     .beta2 = c->beta2, .eps = c->eps, .weight_decay = c->weight_decay,
+                     .momentum = c->momentum, .t = o->t, .bc1 = bc1, .bc2 = bc2};
+  u.step = (float)(lr / bc1);
+  u.inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
+  return u;
+}
+
+void optimizer_step(pt_optimizer *o, pt_model *m, double lr) {
+  if (o->n_floats != m->n_floats) pt_fatal("optimizer state does not match the model's size");
+  o->t++;
+  device_update u = update_of(o, lr);
+  for (int i = 0; i < m->n_tensors; i++) {
+    const pt_tensor *t = &m->tensors[i];
+    u.decay = t->decay;
+    u.keep = t->decay ? (float)(1.0 - lr * o->cfg.weight_decay) : 1.0f;
+    device_optimizer(o->dev, &u, m->params + t->offset, m->grads + t->offset, o->m + t->offset,
+                     o->v ? o->v + t->offset : NULL, t->numel);
+  }
+}
+
+double lr_at(const spec_train *c, int64_t step) {
+  if (step < c->warmup_steps) return c->lr * (double)(step + 1) / (double)c->warmup_steps;
+  if (strcmp(c->lr_schedule, "cosine") != 0) return c->lr;
+  int64_t span = c->steps - c->warmup_steps;
+  double progress = span > 1 ? (double)(step - c->warmup_steps) / (double)(span - 1) : 1.0;
+  if (progress > 1.0) progress = 1.0;
+  return c->min_lr + (c->lr - c->min_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * progress));
+}
+
+void grad_tensor_sumsq(const pt_model *m, double *out) {
+  for (int i = 0; i < m->n_tensors; i++) {
+    const pt_tensor *t = &m->tensors[i];
+    out[i] = t->tied_copy ? 0.0 : device_sumsq(m->dev, m->grads + t->offset, t->numel);
+  }
+}
+
+double grad_sumsq(const pt_model *m) {
+  double *per = pt_calloc((size_t)m->n_tensors + 1, sizeof(double)), s = 0.0;
+  grad_tensor_sumsq(m, per);
+  for (int i = 0; i < m->n_tensors; i++) s += per[i];
+  free(per);
+  return s;
+}
+
+double grad_clip(pt_model *m, double norm, double max_norm) {
+  if (max_norm <= 0.0) return 1.0;
+  double coef = max_norm / (norm + 1e-6);
+  if (coef >= 1.0) return 1.0;
+  device_scale(m->dev, m->grads, (float)coef, m->n_floats);
+  return coef;
+}
+
+void nonfinite_message(const pt_model *m, int64_t step, int bad_layer, int stage, char *out,
+                       size_t outsz) {
+  if (bad_layer >= 0)
+    snprintf(out, outsz, "step %lld: non-finite values: the output of layer %d (%s) on stage %d "
+             "went non-finite first; lower the learning rate or check the data (or set "
+             "train.on_nonfinite: skip)", (long long)step, bad_layer,
+             m->layers[bad_layer].type->name, stage);
+  else
+    snprintf(out, outsz, "step %lld: non-finite gradients although every layer's output was "
+             "finite (an overflow in the backward pass); lower the learning rate (or set "
+             "train.on_nonfinite: skip)", (long long)step);
+}

@@ -1,0 +1,52 @@
+/* model/optimizer.h: AdamW (PyTorch semantics) or SGD over a model's contiguous buffers,
+ * global-norm gradient clipping and the learning-rate schedule.
+ *
+ * AdamW: p -= lr*wd*p (decoupled, only tensors with decay set: rank >= 2); m = b1 m + (1-b1) g;
+ * v = b2 v + (1-b2) g^2; p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps). State m, v are
+ * float buffers laid out like the parameters (moved whole by checkpoints). */
+#ifndef PT_OPTIMIZER_H
+#define PT_OPTIMIZER_H
+
+#include <stdint.h>
+
+#include "spec/spec.h"
+#include "model/model.h"
+
+typedef struct {
+  spec_train cfg;
+  pt_device *dev;
+  float *m, *v;            /* device buffers, n_floats each (v unused by SGD) */
+  float *host_m, *host_v;  /* their host copies for checkpoints (the same on the cpu) */
+  int64_t n_floats;
+  int64_t t;     /* steps taken */
+} pt_optimizer;
+
+/* State on the current device (device.h). */
+void optimizer_init(pt_optimizer *o, const spec_train *cfg, int64_t n_floats);
+void optimizer_free(pt_optimizer *o);
+/* host_m/host_v <- m/v, and back (see model_to_host). */
+void optimizer_to_host(pt_optimizer *o);
+void optimizer_to_device(pt_optimizer *o);
+void optimizer_step(pt_optimizer *o, pt_model *m, double lr);
+
+/* Learning rate of step s (0-based): linear warm-up over warmup_steps, then constant or cosine
+ * decay to min_lr at the last step. */
+double lr_at(const spec_train *cfg, int64_t step);
+
+/* Sum of squares of each tensor's gradient, in double, into out[m->n_tensors]; tied copies
+ * whose owner is in another slice get 0 (the owner counts the weight once). */
+void grad_tensor_sumsq(const pt_model *m, double *out);
+/* Sum of squares of the model's gradients: the per-tensor sums added in tensor order (the order
+ * a pipeline adds the stages' per-tensor sums in, so both paths get the same bits). */
+double grad_sumsq(const pt_model *m);
+/* Scales gradients by max_norm / (norm + 1e-6) when that is < 1 (torch clip_grad_norm_).
+ * Returns the factor applied (1 when not clipped). */
+double grad_clip(pt_model *m, double norm, double max_norm);
+
+/* The one-line error for a step whose gradients are not finite (train.on_nonfinite: abort).
+ * bad_layer: global index of the first layer whose output went non-finite, or -1; stage: the
+ * stage holding it. */
+void nonfinite_message(const pt_model *m, int64_t step, int bad_layer, int stage, char *out,
+                       size_t outsz);
+
+#endif

@@ -1,0 +1,31 @@
+/* observe/metrics.h: one record per optimizer step, written as a JSON line (--metrics FILE) and
+ * as a human-readable line on stdout. */
+#ifndef PT_METRICS_H
+#define PT_METRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+  int64_t step;  /* 1-based */
+  int64_t steps;
+  double loss, lr, grad_norm, tokens_per_s, step_ms;
+  /* Filled by the launcher when known (n_stages 0: left out of the JSON): */
+  int n_stages;
+  const double *bubble;     /* [n_stages] fraction of the step each stage was not computing */
+  double bubble_mean;
+  const double *peak_bytes; /* [n_stages] peak tracked memory of each stage's rank */
+  double mfu;               /* model FLOP/s over (ranks x measured sgemm FLOP/s per rank); <0: unknown */
+  int64_t skipped_steps;    /* steps skipped so far for non-finite gradients (on_nonfinite: skip) */
+} pt_step_metrics;
+
+/* Appends one JSON object and a newline to f; flushed so a crash loses at most one line:
+ * step, loss, lr, grad_norm, tokens_per_s, step_ms, and when known bubble (per stage),
+ * bubble_mean, peak_memory_bytes (per stage), mfu. */
+void metrics_write_json(FILE *f, const pt_step_metrics *s);
+void metrics_print_line(FILE *f, const pt_step_metrics *s);
+/* On a terminal: one live line (step/total, a bar, loss, tokens/s, ETA) rewritten in place;
+ * elsewhere (CI, a file): a plain line every `every` steps, the first and the last. */
+void metrics_print_progress(FILE *f, const pt_step_metrics *s, int64_t every, double eta_s);
+
+#endif

@@ -1,0 +1,175 @@
+/* spec/spec.h: the YAML model spec.
+ *
+ * Loading is two passes. spec_tree_parse() reads YAML (libyaml) into a tree of spec_node that
+ * remembers where every node came from (file:line:col, or the --set argument); overrides are
+ * applied to that tree; spec_load() then interprets the tree into typed settings (pt_spec) and
+ * the expanded layer list. Layer arguments stay as nodes: each layer type reads its own with the
+ * spec_get_* accessors, so its errors also point at the file, line and column.
+ *
+ * Errors never exit: they go into a spec_errors (first error wins, later ones are dropped) and
+ * the caller decides (pipe_train prints the message and exits 2). Every accessor is a no-op
+ * returning its default once an error is recorded, so interpretation code needs no error paths.
+ *
+ * Ownership: the tree owns all nodes and strings; pt_spec points into its tree and frees it in
+ * spec_free(). Limits against hostile input: nesting depth SPEC_MAX_DEPTH, SPEC_MAX_NODES nodes,
+ * scalars of at most SPEC_MAX_SCALAR bytes; anchors/aliases, tags and multiple documents are
+ * rejected with an error.
+ */
+#ifndef PT_SPEC_H
+#define PT_SPEC_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define SPEC_MAX_DEPTH 32
+#define SPEC_MAX_NODES 100000
+#define SPEC_MAX_SCALAR 4096
+#define SPEC_MAX_LAYERS 100000
+#define SPEC_NAME_MAX 64
+
+typedef enum { SPEC_SCALAR, SPEC_MAP, SPEC_SEQ } spec_kind;
+
+typedef struct spec_node spec_node;
+struct spec_node {
+  spec_kind kind;
+  char *value;        /* scalar text (SPEC_SCALAR only), NUL-terminated */
+  int quoted;         /* scalar was quoted in YAML ('...' or "..."): always a string */
+  char *key;          /* key text when this node is the value of a map entry, else NULL */
+  const char *origin; /* file path, or the text of the --set argument that made it */
+  int line, col;      /* 1-based position of the value (0,0 for --set values) */
+  int key_line, key_col; /* position of the key, for "unknown key" errors */
+  int used;           /* set by the accessors; spec_check_unused() reports the rest */
+  spec_node **items;  /* map values (each with ->key) or sequence items, in file order */
+  int n_items;
+  int cap_items;
+  spec_node *parent;  /* enclosing map or sequence (NULL for the root): dotted paths in errors */
+};
+
+typedef struct {
+  int failed;
+  char msg[1024]; /* "FILE:LINE:COL: error: WHAT; FIX" of the first error */
+} spec_errors;
+
+/* Records an error at node (or at its key when at_key is nonzero) unless one is already set. */
+void spec_error(spec_errors *e, const spec_node *n, int at_key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* --- Tree --------------------------------------------------------------------------------- */
+/* Parses YAML text (len bytes) from origin (a path, used in messages). Returns the root mapping,
+ * or NULL with an error recorded. */
+spec_node *spec_tree_parse(const char *text, size_t len, const char *origin, spec_errors *e);
+spec_node *spec_tree_parse_file(const char *path, spec_errors *e);
+void spec_tree_free(spec_node *root);
+
+/* Applies "a.b.c=VALUE": VALUE is parsed as a YAML flow value (scalar, [list] or {map}); missing
+ * maps on the path are created; the replaced node is freed. Error if a path component is not a
+ * map or the text has no '='. */
+int spec_tree_override(spec_node *root, const char *assignment, spec_errors *e);
+
+/* --- Accessors (mark the node used) ------------------------------------------------------- */
+/* Map lookup; NULL if map is NULL, not a map, or has no such key. */
+spec_node *spec_find(spec_node *map, const char *key);
+/* Typed reads of map[key]. A missing key gives the default (or an error if required != 0).
+ * A present value of the wrong type or outside [lo, hi] is an error naming the expected type
+ * and range. */
+int64_t spec_get_int(spec_node *map, const char *key, int required, int64_t def, int64_t lo,
+                     int64_t hi, spec_errors *e);
+double spec_get_num(spec_node *map, const char *key, int required, double def, double lo,
+                    double hi, spec_errors *e);
+int spec_get_bool(spec_node *map, const char *key, int def, spec_errors *e);
+/* Copies a string value into out (size outsz); error if longer. Returns out. */
+const char *spec_get_str(spec_node *map, const char *key, int required, const char *def,
+                         char *out, size_t outsz, spec_errors *e);
+/* Scalar conversions of one node (for sequence items). */
+int64_t spec_node_int(spec_node *n, int64_t lo, int64_t hi, spec_errors *e);
+double spec_node_num(spec_node *n, double lo, double hi, spec_errors *e);
+/* A YAML null (~, null, or an empty value): "not given". */
+int spec_node_is_null(const spec_node *n);
+/* Requires n to be a map (SPEC_MAP), else records "expected a mapping". */
+int spec_expect_map(spec_node *n, const char *what, spec_errors *e);
+/* Records "unknown key 'k' in WHAT; known keys: ..." for the first unused entry of map.
+ * known is a NULL-terminated list of accepted keys used only for the hint (may be NULL). */
+void spec_check_unused(spec_node *map, const char *what, const char *const *known,
+                       spec_errors *e);
+
+/* --- Typed spec --------------------------------------------------------------------------- */
+typedef struct {
+  char type[SPEC_NAME_MAX];  /* layer type name, e.g. "transformer_block" */
+  char tie[SPEC_NAME_MAX];   /* tie key, "" when untied */
+  spec_node *args;           /* the entry's argument map (never NULL; may be empty) */
+  spec_node *entry;          /* the list item, for error positions */
+  int index;                 /* global index after expanding repeat */
+} spec_layer;
+
+typedef struct {
+  char path[4096];
+  char format[16]; /* "bytes" | "u16" | "f32" */
+  int inputs, targets; /* f32 only: floats per record that are inputs / targets */
+  spec_node *node;     /* the data map (NULL when absent), for positions in later errors */
+} spec_data;
+
+typedef struct {
+  int64_t steps;
+  int64_t micro_batch_size; /* B */
+  int64_t micro_batches;    /* M, per data-parallel replica and step */
+  char optimizer[16];       /* "adamw" | "sgd" */
+  double lr, beta1, beta2, eps, weight_decay, momentum;
+  double grad_clip;         /* 0 = off */
+  uint64_t seed;
+  int64_t activation_checkpoint_interval; /* 0 = off */
+  char lr_schedule[16];     /* "constant" | "cosine" */
+  int64_t warmup_steps;
+  double min_lr;            /* floor of the cosine decay */
+  char ckpt_dir[4096];      /* train.checkpoint.dir ("" = no periodic checkpoints) */
+  int64_t ckpt_every;       /* save every N steps (0: only with --save) */
+  int64_t ckpt_keep;        /* keep the K newest step-N checkpoints (default 3) */
+  char on_nonfinite[8];     /* "abort" (default) | "skip": a step whose gradients are not finite */
+} spec_train;
+
+typedef struct {
+  int64_t stages, data_parallel;
+  char partition[256]; /* "parameters", "uniform", "balanced", "type:REGEX" */
+  char schedule[16];   /* "1f1b" | "gpipe" */
+  spec_node *node;     /* the whole pipeline map */
+  /* Raw nodes (NULL when absent), interpreted by the planner (partition/plan.h): */
+  spec_node *boundaries;   /* [first layer of each stage] */
+  spec_node *stage_layers; /* [[layer indices of stage 0], [of stage 1], ...] */
+  spec_node *max_memory;   /* one size or a list per stage: 24GiB, 512MiB, 1000000 */
+  spec_node *devices;      /* [device id per stage] or per (replica, stage) */
+  int64_t tie_check_every; /* compare tied copies' checksums every N steps (0: only at the end) */
+  int64_t timeout_s;       /* a rank blocked this long on a peer ends the job (0: never) */
+  char device[16];         /* "auto" (a GPU when there is one) | "cpu" | "gpu" | "emulated" */
+} spec_pipeline;
+
+typedef struct {
+  char path[4096];      /* the spec file */
+  spec_node *root;
+  spec_node *model;     /* the model settings map (layers read their keys from it) */
+  int64_t vocab, seq_len, dim, heads; /* 0 when absent */
+  spec_layer *layers;
+  int n_layers;
+  char loss[SPEC_NAME_MAX];
+  spec_data data;
+  spec_train train;
+  spec_pipeline pipeline;
+  char comm_backend[8];  /* comm.backend: "auto" (NCCL for GPU buffers) | "nccl" | "mpi" */
+  int64_t log_every;
+  uint64_t hash;        /* FNV-1a of the canonical tree after overrides: same spec => same hash */
+} pt_spec;
+
+/* Parses path, applies the n_overrides "KEY=VALUE" strings in order, interprets the result.
+ * Returns 0, or -1 with e set. On success *out owns the tree. The data path is resolved
+ * against the working directory first, then the spec file's directory. Layer arguments are NOT
+ * validated here (the model builder does that with the layer registry), but "repeat" and "tie"
+ * are consumed here. */
+int spec_load(const char *path, const char *const *overrides, int n_overrides, pt_spec *out,
+              spec_errors *e);
+/* Same from text already in memory (origin is used in messages and for path resolution). */
+int spec_load_text(const char *text, size_t len, const char *origin,
+                   const char *const *overrides, int n_overrides, pt_spec *out, spec_errors *e);
+void spec_free(pt_spec *s);
+/* With 0, a relative data path that does not resolve is kept as written instead of being an
+ * error (for tools that only need the model, e.g. pipe_convert on a checkpoint's spec). */
+void spec_set_resolve_data(int on);
+
+#endif

@@ -1,0 +1,515 @@
+/* spec/spec_load.c: spec tree -> pt_spec (typed settings and the expanded layer list).
+ *
+ * Every section is read with the spec_get_* accessors, so each bad value is reported at its
+ * own file:line:col (or --set argument); unknown keys are reported after a section is read.
+ * The "model" map is left unchecked on purpose: layer types read their own keys from it and the
+ * model builder checks for leftovers once all of them have.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "spec/spec.h"
+
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+
+/* Shared by partition/spec_*.c only; spec.h is the public contract and stays free of them. */
+spec_node *spec_node_new(spec_kind kind, const char *own_origin);
+void spec_node_push(spec_node *parent, spec_node *child);
+const char *spec_node_path(const spec_node *n, char *buf, size_t size);
+void spec_fail_expected(spec_errors *e, spec_node *n, const char *want);
+
+#define SPEC_PATH_MAX 256
+
+/* --- Helpers -------------------------------------------------------------------------------- */
+
+/* A section is a mapping or absent (missing or null): NULL then, and every getter defaults. */
+static spec_node *spec_section(spec_node *map, const char *key, const char *what,
+                               spec_errors *e) {
+  spec_node *n = spec_find(map, key);
+  return spec_expect_map(n, what, e) ? n : NULL;
+}
+
+static int spec_in_list(const char *s, const char *const *list) {
+  for (; *list; list++)
+    if (!strcmp(s, *list)) return 1;
+  return 0;
+}
+
+static void spec_join(const char *const *list, char *buf, size_t size) {
+  size_t pos = 0;
+  buf[0] = '\0';
+  for (int i = 0; list[i] && pos < size; i++)
+    pos += (size_t)snprintf(buf + pos, size - pos, "%s%s", i ? ", " : "", list[i]);
+}
+
+/* A string from a fixed set of names; the error lists them. */
+static void spec_get_choice(spec_node *map, const char *key, const char *def,
+                            const char *const *choices, char *out, size_t outsz,
+                            spec_errors *e) {
+  spec_get_str(map, key, 0, def, out, outsz, e);
+  if (e->failed || spec_in_list(out, choices)) return;
+  char want[256] = "one of ";
+  spec_join(choices, want + strlen(want), sizeof want - strlen(want));
+  spec_fail_expected(e, spec_find(map, key), want);
+  snprintf(out, outsz, "%s", def);
+}
+
+/* Numbers with an open end ("> 0", "[0, 1)"), which spec_node_num's closed ranges cannot say;
+ * want is the whole expectation for the message. */
+static double spec_node_num_open(spec_node *n, double lo, double hi, int lo_open, int hi_open,
+                                 const char *want, spec_errors *e) {
+  spec_errors probe = {0, ""};
+  double v = spec_node_num(n, lo, hi, &probe);
+  if (!probe.failed && !(lo_open && v <= lo) && !(hi_open && v >= hi)) return v;
+  spec_fail_expected(e, n, want);
+  return lo;
+}
+
+static double spec_get_num_open(spec_node *map, const char *key, double def, double lo,
+                                double hi, int lo_open, int hi_open, const char *want,
+                                spec_errors *e) {
+  spec_node *n = spec_find(map, key);
+  if (e->failed || !n || spec_node_is_null(n)) return def;
+  double v = spec_node_num_open(n, lo, hi, lo_open, hi_open, want, e);
+  return e->failed ? def : v;
+}
+
+static int spec_present(spec_node *map, const char *key) {
+  spec_node *n = spec_find(map, key);
+  return n && !spec_node_is_null(n);
+}
+
+/* --- model ---------------------------------------------------------------------------------- */
+
+static void spec_load_model(pt_spec *s, spec_errors *e) {
+  spec_node *m = spec_section(s->root, "model", "model", e);
+  s->model = m;
+  s->vocab = spec_get_int(m, "vocab", 0, 0, 1, INT32_MAX, e);
+  s->seq_len = spec_get_int(m, "seq_len", 0, 0, 1, INT32_MAX, e);
+  s->dim = spec_get_int(m, "dim", 0, 0, 1, INT32_MAX, e);
+  s->heads = spec_get_int(m, "heads", 0, 0, 1, INT32_MAX, e);
+  if (!e->failed && s->dim && s->heads && s->dim % s->heads)
+    spec_error(e, spec_find(m, "heads"), 0, "model.dim (%lld) is not divisible by model.heads "
+               "(%lld); choose heads that divide dim", (long long)s->dim, (long long)s->heads);
+}
+
+/* --- layers --------------------------------------------------------------------------------- */
+
+static int spec_valid_chars(const char *s, const char *extra) {
+  if (!*s) return 0;
+  for (; *s; s++) {
+    int ok = (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_';
+    if (!ok && !strchr(extra, *s)) return 0;
+  }
+  return 1;
+}
+
+static int spec_check_type_name(spec_node *n, const char *name, int at_key, spec_errors *e) {
+  if (strlen(name) >= SPEC_NAME_MAX) {
+    spec_error(e, n, at_key, "layer type name '%.40s...' is longer than %d characters",
+               name, SPEC_NAME_MAX - 1);
+    return 0;
+  }
+  if (spec_valid_chars(name, "")) return 1;
+  spec_error(e, n, at_key, "'%s' is not a layer type name; names use lowercase letters, "
+             "digits and '_' (e.g. transformer_block)", name);
+  return 0;
+}
+
+static void spec_fail_entry(spec_node *entry, spec_errors *e) {
+  char path[SPEC_PATH_MAX];
+  spec_node_path(entry, path, sizeof path);
+  if (entry->kind == SPEC_MAP)
+    spec_error(e, entry, 0, "%s: a layer entry has exactly one key, the layer type, with the "
+               "arguments inside it (e.g. '- transformer_block: {repeat: 2}'); got %d keys",
+               path, entry->n_items);
+  else
+    spec_fail_expected(e, entry, "a layer type name or 'type: {args}'");
+}
+
+/* Rewrites `- gelu` into `- gelu: {}` so every layer has an argument map to read. */
+static spec_node *spec_entry_from_name(spec_node *entry, spec_errors *e) {
+  if (!spec_check_type_name(entry, entry->value, 0, e)) return NULL;
+  spec_node *args = spec_node_new(SPEC_MAP, NULL);
+  args->origin = entry->origin;
+  args->line = args->key_line = entry->line;
+  args->col = args->key_col = entry->col;
+  args->key = entry->value;
+  args->used = 1;
+  entry->value = NULL;
+  entry->kind = SPEC_MAP;
+  entry->quoted = 0;
+  spec_node_push(entry, args);
+  return args;
+}
+
+/* Returns the entry's argument map, whose key is the layer type; NULL with an error. */
+static spec_node *spec_entry_args(spec_node *entry, spec_errors *e) {
+  entry->used = 1;
+  if (entry->kind == SPEC_SCALAR && !spec_node_is_null(entry))
+    return spec_entry_from_name(entry, e);
+  if (entry->kind != SPEC_MAP || entry->n_items != 1) {
+    spec_fail_entry(entry, e);
+    return NULL;
+  }
+  spec_node *args = entry->items[0];
+  args->used = 1;
+  if (!spec_check_type_name(args, args->key, 1, e)) return NULL;
+  if (spec_node_is_null(args)) { /* `- gelu:` means no arguments */
+    free(args->value);
+    args->value = NULL;
+    args->kind = SPEC_MAP;
+  }
+  if (args->kind == SPEC_MAP) return args;
+  spec_fail_expected(e, args, "a mapping of layer arguments (or nothing)");
+  return NULL;
+}
+
+static void spec_layers_reserve(pt_spec *s, int *cap, int more) {
+  if (s->n_layers + more <= *cap) return;
+  int n = *cap ? *cap : 16;
+  while (n < s->n_layers + more) n *= 2;
+  spec_layer *grown = pt_calloc((size_t)n, sizeof *grown);
+  if (s->n_layers) memcpy(grown, s->layers, (size_t)s->n_layers * sizeof *grown);
+  free(s->layers);
+  s->layers = grown;
+  *cap = n;
+}
+
+static void spec_read_tie(spec_node *args, int64_t repeat, char *tie, spec_errors *e) {
+  spec_get_str(args, "tie", 0, "", tie, SPEC_NAME_MAX, e);
+  spec_node *n = spec_find(args, "tie");
+  if (e->failed || !n || spec_node_is_null(n)) return;
+  if (!spec_valid_chars(tie, "ABCDEFGHIJKLMNOPQRSTUVWXYZ.-"))
+    spec_fail_expected(e, n, "a tie key of letters, digits, '_', '.' and '-'");
+  else if (repeat > 1) {
+    char path[SPEC_PATH_MAX];
+    spec_error(e, n, 1, "%s: tie cannot be combined with repeat > 1; tie single layers (e.g. "
+               "embedding and lm_head) or drop the repeat", spec_node_path(n, path, sizeof path));
+  }
+}
+
+static void spec_load_entry(pt_spec *s, spec_node *entry, int *cap, spec_errors *e) {
+  spec_node *args = spec_entry_args(entry, e);
+  if (!args) return;
+  int64_t repeat = spec_get_int(args, "repeat", 0, 1, 1, SPEC_MAX_LAYERS, e);
+  char tie[SPEC_NAME_MAX];
+  spec_read_tie(args, repeat, tie, e);
+  if (e->failed) return;
+  if (s->n_layers + repeat > SPEC_MAX_LAYERS) {
+    spec_error(e, entry, 0, "the layer list expands to more than %d layers; lower the "
+               "repeat counts", SPEC_MAX_LAYERS);
+    return;
+  }
+  spec_layers_reserve(s, cap, (int)repeat);
+  for (int64_t r = 0; r < repeat; r++) {
+    spec_layer *l = &s->layers[s->n_layers];
+    snprintf(l->type, sizeof l->type, "%s", args->key);
+    snprintf(l->tie, sizeof l->tie, "%s", tie);
+    l->args = args;
+    l->entry = entry;
+    l->index = s->n_layers++;
+  }
+}
+
+static void spec_load_layers(pt_spec *s, spec_errors *e) {
+  spec_node *list = spec_find(s->root, "layers");
+  if (!list || spec_node_is_null(list)) {
+    spec_error(e, list ? list : s->root, 0, "missing required section 'layers'; add the list "
+               "of layers, e.g. 'layers: [embedding, transformer_block, lm_head]'");
+    return;
+  }
+  if (list->kind != SPEC_SEQ) {
+    spec_fail_expected(e, list, "a sequence of layers ('- type: {args}' lines)");
+    return;
+  }
+  if (!list->n_items) {
+    spec_error(e, list, 0, "layers: the list is empty; add at least one layer");
+    return;
+  }
+  int cap = 0;
+  for (int i = 0; i < list->n_items && !e->failed; i++)
+    spec_load_entry(s, list->items[i], &cap, e);
+}
+
+/* --- loss, data ----------------------------------------------------------------------------- */
+
+static void spec_load_loss(pt_spec *s, spec_errors *e) {
+  static const char *const losses[] = {"cross_entropy", "mse", NULL};
+  spec_get_choice(s->root, "loss", "cross_entropy", losses, s->loss, sizeof s->loss, e);
+}
+
+static int spec_is_file(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
+/* Relative data paths work from the working directory and from the spec's own directory, so
+ * a spec runs both from the repository root and next to its data. */
+static int g_resolve_data = 1;
+
+void spec_set_resolve_data(int on) { g_resolve_data = on; }
+
+static void spec_resolve_data(pt_spec *s, spec_node *n, const char *rel, spec_errors *e) {
+  spec_data *d = &s->data;
+  if (rel[0] == '/' || spec_is_file(rel) || !g_resolve_data) {
+    snprintf(d->path, sizeof d->path, "%s", rel);
+    return;
+  }
+  const char *slash = strrchr(s->path, '/');
+  if (!slash) {
+    spec_error(e, n, 0, "data file '%s' not found (looked in ./%s); paths are relative to the "
+               "working directory or to the spec file", rel, rel);
+    return;
+  }
+  int dir_len = (int)(slash - s->path) + (slash == s->path); /* keep "/" for "/spec.yaml" */
+  const char *sep = dir_len > 0 && s->path[dir_len - 1] == '/' ? "" : "/";
+  int w = snprintf(d->path, sizeof d->path, "%.*s%s%s", dir_len, s->path, sep, rel);
+  if (w > 0 && (size_t)w < sizeof d->path && spec_is_file(d->path)) return;
+  spec_error(e, n, 0, "data file '%s' not found (looked in ./%s and %.*s%s%s); paths are "
+             "relative to the working directory or to the spec file", rel, rel, dir_len,
+             s->path, sep, rel);
+  d->path[0] = '\0';
+}
+
+static void spec_load_data_shape(spec_data *d, spec_node *m, spec_errors *e) {
+  if (!strcmp(d->format, "f32")) {
+    d->inputs = (int)spec_get_int(m, "inputs", 1, 0, 1, INT32_MAX, e);
+    d->targets = (int)spec_get_int(m, "targets", 1, 0, 1, INT32_MAX, e);
+    return;
+  }
+  static const char *const f32_only[] = {"inputs", "targets", NULL};
+  for (int i = 0; f32_only[i]; i++)
+    if (spec_present(m, f32_only[i]))
+      spec_error(e, spec_find(m, f32_only[i]), 1, "data.%s only applies to format f32 (records "
+                 "of floats); remove it or set format: f32", f32_only[i]);
+}
+
+static void spec_load_data(pt_spec *s, spec_errors *e) {
+  static const char *const formats[] = {"bytes", "u16", "f32", NULL};
+  static const char *const keys[] = {"path", "format", "inputs", "targets", NULL};
+  spec_data *d = &s->data;
+  snprintf(d->format, sizeof d->format, "bytes");
+  spec_node *m = spec_section(s->root, "data", "data", e);
+  d->node = m;
+  if (!m) return;
+  char rel[sizeof d->path];
+  spec_get_str(m, "path", 1, "", rel, sizeof rel, e);
+  spec_get_choice(m, "format", "bytes", formats, d->format, sizeof d->format, e);
+  spec_load_data_shape(d, m, e);
+  spec_check_unused(m, "data", keys, e);
+  if (!e->failed && !*rel) spec_fail_expected(e, spec_find(m, "path"), "a file path");
+  if (!e->failed) spec_resolve_data(s, spec_find(m, "path"), rel, e);
+}
+
+/* --- train ---------------------------------------------------------------------------------- */
+
+static void spec_load_betas(spec_train *t, spec_node *opt, spec_errors *e) {
+  t->beta1 = 0.9, t->beta2 = 0.999;
+  spec_node *b = spec_find(opt, "betas");
+  if (e->failed || !b || spec_node_is_null(b)) return;
+  if (b->kind != SPEC_SEQ || b->n_items != 2) {
+    char path[SPEC_PATH_MAX];
+    spec_node_path(b, path, sizeof path);
+    if (b->kind == SPEC_SEQ)
+      spec_error(e, b, 0, "%s: expected two numbers [beta1, beta2], got %d", path, b->n_items);
+    else
+      spec_fail_expected(e, b, "two numbers [beta1, beta2]");
+    return;
+  }
+  t->beta1 = spec_node_num_open(b->items[0], 0, 1, 0, 1, "a number in [0, 1)", e);
+  t->beta2 = spec_node_num_open(b->items[1], 0, 1, 0, 1, "a number in [0, 1)", e);
+}
+
+static void spec_load_optimizer(spec_train *t, spec_node *train, spec_errors *e) {
+  static const char *const names[] = {"adamw", "sgd", NULL};
+  static const char *const keys[] = {"name", "lr", "betas", "eps", "weight_decay", "momentum",
+                                     NULL};
+  spec_node *m = spec_section(train, "optimizer", "train.optimizer", e);
+  spec_get_choice(m, "name", "adamw", names, t->optimizer, sizeof t->optimizer, e);
+  t->lr = spec_get_num_open(m, "lr", 1e-3, 0, DBL_MAX, 1, 0, "a number > 0", e);
+  spec_load_betas(t, m, e);
+  t->eps = spec_get_num_open(m, "eps", 1e-8, 0, DBL_MAX, 1, 0, "a number > 0", e);
+  t->weight_decay = spec_get_num(m, "weight_decay", 0, 0.0, 0.0, DBL_MAX, e);
+  if (!e->failed && spec_present(m, "momentum") && strcmp(t->optimizer, "sgd"))
+    spec_error(e, spec_find(m, "momentum"), 1, "train.optimizer.momentum only applies to "
+               "name: sgd; remove it or set name: sgd");
+  t->momentum = spec_get_num_open(m, "momentum", 0.0, 0, 1, 0, 1, "a number in [0, 1)", e);
+  spec_check_unused(m, "train.optimizer", keys, e);
+}
+
+static void spec_load_schedule(spec_train *t, spec_node *train, spec_errors *e) {
+  static const char *const names[] = {"constant", "cosine", NULL};
+  static const char *const keys[] = {"name", "warmup_steps", "min_lr", NULL};
+  spec_node *m = spec_section(train, "lr_schedule", "train.lr_schedule", e);
+  spec_get_choice(m, "name", "constant", names, t->lr_schedule, sizeof t->lr_schedule, e);
+  t->warmup_steps = spec_get_int(m, "warmup_steps", 0, 0, 0, INT64_MAX, e);
+  t->min_lr = spec_get_num(m, "min_lr", 0, 0.0, 0.0, DBL_MAX, e);
+  spec_check_unused(m, "train.lr_schedule", keys, e);
+}
+
+/* train.checkpoint: {dir, every, keep}: periodic checkpoints into DIR/step-NNNNNNNN. */
+static void spec_load_checkpoint(spec_train *t, spec_node *train, spec_errors *e) {
+  static const char *const keys[] = {"dir", "every", "keep", NULL};
+  spec_node *m = spec_find(train, "checkpoint");
+  t->ckpt_keep = 3;
+  if (!m || spec_node_is_null(m) || !spec_expect_map(m, "train.checkpoint", e)) return;
+  spec_get_str(m, "dir", 1, "", t->ckpt_dir, sizeof t->ckpt_dir, e);
+  t->ckpt_every = spec_get_int(m, "every", 0, 0, 0, INT64_MAX, e);
+  t->ckpt_keep = spec_get_int(m, "keep", 0, 3, 1, 1000000, e);
+  spec_check_unused(m, "train.checkpoint", keys, e);
+}
+
+static void spec_load_train(pt_spec *s, spec_errors *e) {
+  static const char *const keys[] = {"steps", "micro_batch_size", "micro_batches", "optimizer",
+                                     "grad_clip", "seed", "activation_checkpoint_interval",
+                                     "lr_schedule", "checkpoint", "on_nonfinite", NULL};
+  spec_train *t = &s->train;
+  spec_node *m = spec_section(s->root, "train", "train", e);
+  t->steps = spec_get_int(m, "steps", 0, 100, 0, INT64_MAX, e);
+  t->micro_batch_size = spec_get_int(m, "micro_batch_size", 0, 1, 1, INT64_MAX, e);
+  t->micro_batches = spec_get_int(m, "micro_batches", 0, 1, 1, INT64_MAX, e);
+  spec_load_optimizer(t, m, e);
+  t->grad_clip = spec_get_num(m, "grad_clip", 0, 0.0, 0.0, DBL_MAX, e);
+  t->seed = (uint64_t)spec_get_int(m, "seed", 0, 1234, 0, INT64_MAX, e);
+  t->activation_checkpoint_interval =
+      spec_get_int(m, "activation_checkpoint_interval", 0, 0, 0, INT64_MAX, e);
+  spec_load_schedule(t, m, e);
+  spec_load_checkpoint(t, m, e);
+  static const char *const nonfinite[] = {"abort", "skip", NULL};
+  spec_get_choice(m, "on_nonfinite", "abort", nonfinite, t->on_nonfinite, sizeof t->on_nonfinite, e);
+  spec_check_unused(m, "train", keys, e);
+}
+
+/* --- pipeline, log -------------------------------------------------------------------------- */
+
+/* map[key] unless absent or null: an empty value means "not given", as everywhere else. */
+static spec_node *spec_find_value(spec_node *map, const char *key) {
+  spec_node *n = spec_find(map, key);
+  return n && !spec_node_is_null(n) ? n : NULL;
+}
+
+static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
+  static const char *const schedules[] = {"1f1b", "gpipe", NULL};
+  static const char *const keys[] = {"stages",       "data_parallel", "partition",  "schedule",
+                                     "boundaries",   "stage_layers",  "max_memory", "devices",
+                                     "tie_check_every", "timeout_s", "device", NULL};
+  static const char *const devices[] = {"auto", "cpu", "gpu", "emulated", NULL};
+  spec_pipeline *p = &s->pipeline;
+  spec_node *m = spec_section(s->root, "pipeline", "pipeline", e);
+  p->node = m;
+  p->stages = spec_get_int(m, "stages", 0, 1, 1, INT32_MAX, e);
+  p->data_parallel = spec_get_int(m, "data_parallel", 0, 1, 1, INT32_MAX, e);
+  spec_get_str(m, "partition", 0, "parameters", p->partition, sizeof p->partition, e);
+  spec_get_choice(m, "schedule", "1f1b", schedules, p->schedule, sizeof p->schedule, e);
+  /* interpreted and validated by the planner (partition/plan.c), which knows the layer count */
+  p->boundaries = spec_find_value(m, "boundaries");
+  p->stage_layers = spec_find_value(m, "stage_layers");
+  p->max_memory = spec_find_value(m, "max_memory");
+  p->devices = spec_find_value(m, "devices");
+  p->tie_check_every = spec_get_int(m, "tie_check_every", 0, 100, 0, INT64_MAX, e);
+  p->timeout_s = spec_get_int(m, "timeout_s", 0, 60, 0, 86400, e);
+  spec_get_choice(m, "device", "auto", devices, p->device, sizeof p->device, e);
+  spec_check_unused(m, "pipeline", keys, e);
+}
+
+static void spec_load_comm(pt_spec *s, spec_errors *e) {
+  static const char *const backends[] = {"auto", "nccl", "mpi", NULL};
+  static const char *const keys[] = {"backend", NULL};
+  spec_node *m = spec_section(s->root, "comm", "comm", e);
+  spec_get_choice(m, "backend", "auto", backends, s->comm_backend, sizeof s->comm_backend, e);
+  spec_check_unused(m, "comm", keys, e);
+}
+
+static void spec_load_log(pt_spec *s, spec_errors *e) {
+  static const char *const keys[] = {"every", NULL};
+  spec_node *m = spec_section(s->root, "log", "log", e);
+  s->log_every = spec_get_int(m, "every", 0, 1, 1, INT64_MAX, e);
+  spec_check_unused(m, "log", keys, e);
+}
+
+/* --- Hash ----------------------------------------------------------------------------------- */
+
+static uint64_t spec_fnv(uint64_t h, const void *data, size_t n) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+/* Canonical form: kind (null folded to one spelling), key, value, item count, items; no
+ * positions or origins, so the same settings from a file or from --set hash the same. */
+static uint64_t spec_hash_node(uint64_t h, const spec_node *n) {
+  unsigned char kind = spec_node_is_null(n) ? 'z' : n->kind == SPEC_MAP ? 'm'
+                       : n->kind == SPEC_SEQ ? 's' : n->quoted ? 'q' : 'p';
+  h = spec_fnv(h, &kind, 1);
+  /* Map items always have a key and sequence items never do: no marker needed. */
+  if (n->key) h = spec_fnv(h, n->key, strlen(n->key) + 1);
+  if (kind == 'q' || kind == 'p') h = spec_fnv(h, n->value, strlen(n->value) + 1);
+  uint32_t count = (uint32_t)n->n_items;
+  h = spec_fnv(h, &count, sizeof count);
+  for (int i = 0; i < n->n_items; i++) h = spec_hash_node(h, n->items[i]);
+  return h;
+}
+
+/* --- Entry points --------------------------------------------------------------------------- */
+
+static void spec_interpret(pt_spec *s, spec_errors *e) {
+  static const char *const sections[] = {"model", "layers", "loss", "data", "train",
+                                         "pipeline", "comm", "log", NULL};
+  /* Unknown sections first: a misspelt "layers" would otherwise surface as "missing". */
+  for (int i = 0; sections[i]; i++) spec_find(s->root, sections[i]);
+  spec_check_unused(s->root, "the spec", sections, e);
+  spec_load_model(s, e);
+  spec_load_layers(s, e);
+  spec_load_loss(s, e);
+  spec_load_data(s, e);
+  spec_load_train(s, e);
+  spec_load_pipeline(s, e);
+  spec_load_comm(s, e);
+  spec_load_log(s, e);
+}
+
+static int spec_load_root(spec_node *root, const char *origin, const char *const *overrides,
+                          int n_overrides, pt_spec *out, spec_errors *e) {
+  if (!root) return -1;
+  out->root = root;
+  size_t len = strlen(origin);
+  if (len >= sizeof out->path)
+    spec_error(e, root, 0, "the spec path is longer than %zu characters", sizeof out->path - 1);
+  else
+    memcpy(out->path, origin, len + 1);
+  for (int i = 0; i < n_overrides && !e->failed; i++)
+    spec_tree_override(root, overrides[i], e);
+  if (!e->failed) out->hash = spec_hash_node(1469598103934665603ull, root);
+  if (!e->failed) spec_interpret(out, e);
+  if (!e->failed) return 0;
+  spec_free(out);
+  return -1;
+}
+
+int spec_load(const char *path, const char *const *overrides, int n_overrides, pt_spec *out,
+              spec_errors *e) {
+  memset(out, 0, sizeof *out);
+  if (e->failed) return -1;
+  spec_node *root = spec_tree_parse_file(path, e);
+  return spec_load_root(root, path, overrides, n_overrides, out, e);
+}
+
+int spec_load_text(const char *text, size_t len, const char *origin,
+                   const char *const *overrides, int n_overrides, pt_spec *out, spec_errors *e) {
+  memset(out, 0, sizeof *out);
+  if (e->failed) return -1;
+  if (!origin) origin = "spec";
+  spec_node *root = spec_tree_parse(text, len, origin, e);
+  return spec_load_root(root, origin, overrides, n_overrides, out, e);
+}
+
+void spec_free(pt_spec *s) {
+  if (!s) return;
+  spec_tree_free(s->root);
+  free(s->layers);
+  memset(s, 0, sizeof *s);
+}
