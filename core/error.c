@@ -60,6 +60,15 @@ void pt_warn(const char *fmt, ...) {
   fflush(stderr);
 }
 
+int pt_errorf(char *err, size_t errsz, const char *fmt, ...) {
+  if (!err || errsz == 0) return -1;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errsz, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
 void pt_fail_lib(const char *file, int line, const char *call, const char *library,
                  const char *code_text) {
   pt_fatal("%s:%d: %s failed: %s: %s", file, line, call, library, code_text);

@@ -26,6 +26,9 @@ void pt_error_set_abort_hook(pt_abort_hook hook);
 
 void pt_fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 void pt_fail_input(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* For functions that fail with -1 and a one-line reason: writes the reason into err (nothing
+ * when err is NULL or errsz is 0) and returns -1, so `return pt_errorf(err, errsz, ...);`. */
+int pt_errorf(char *err, size_t errsz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A problem the run survives (e.g. a periodic checkpoint the disk had no room for): one line
  * "pipetrain[rank R]: warning: ..." on stderr; the run goes on. */
 void pt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -3,7 +3,6 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,15 +22,6 @@ typedef struct {
   char *err;
   size_t errsz;
 } reader;
-
-static int fail(reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(reader *r, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(r->err, r->errsz, fmt, ap);
-  va_end(ap);
-  return -1;
-}
 
 static char *read_file(const char *path, char *err, size_t errsz) {
   FILE *f = fopen(path, "rb");
@@ -152,10 +142,12 @@ static int pick_step(reader *r, int64_t wanted, int64_t *step) {
     found |= s == wanted;
   }
   if (first == INT64_MAX)
-    return fail(r, "the trace has no forward/backward spans (F<mb>, B<mb>) on replica 0");
+    return pt_errorf(r->err, r->errsz, "the trace has no forward/backward spans (F<mb>, B<mb>) "
+                     "on replica 0");
   if (wanted != 0 && !found)
-    return fail(r, "step %lld is not in the trace (its first step is %lld; --trace-steps "
-                "chose which steps were recorded)", (long long)wanted, (long long)first);
+    return pt_errorf(r->err, r->errsz, "step %lld is not in the trace (its first step is %lld; "
+                     "--trace-steps chose which steps were recorded)", (long long)wanted,
+                     (long long)first);
   *step = wanted ? wanted : first;
   return 0;
 }
@@ -227,7 +219,8 @@ int trace_read_step(const char *path, int64_t step, pt_trace_step *out, char *er
   /* Chrome accepts both {"traceEvents": [...]} and a bare array of events */
   r.events = cJSON_IsArray(doc) ? doc : cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
   if (!cJSON_IsArray(r.events)) {
-    rc = fail(&r, "%s: not a Chrome trace (JSON with a traceEvents array)", path);
+    rc = pt_errorf(err, errsz, "%s: not a Chrome trace (JSON with a traceEvents array)",
+                   path);
   } else {
     out->stages_from_pids = find_tracks(&r);
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(doc, "metadata");

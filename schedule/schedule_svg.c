@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,21 +24,13 @@ typedef struct {
   size_t errsz;
 } sim;
 
-static int sim_fail(sim *x, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(x->err, x->errsz, fmt, ap);
-  va_end(ap);
-  return -1;
-}
-
 /* Runs a FORWARD/BACKWARD once `ready` (the neighbour's send time, or 0 without a neighbour)
  * is known: it starts when both the stage and its input are there. */
 static int sim_compute(sim *x, int st, int mb, int backward, double ready) {
   if (ready < 0) return 0;
   if (x->n == x->cap)
-    return sim_fail(x, "stage %d: more forward/backward actions than 2 x %d stages x %d "
-                    "micro-batches", st, x->s->n_stages, x->s->n_micro);
+    return pt_errorf(x->err, x->errsz, "stage %d: more forward/backward actions than 2 x %d "
+                     "stages x %d micro-batches", st, x->s->n_stages, x->s->n_micro);
   double t0 = x->clock[st] > ready ? x->clock[st] : ready;
   double t1 = t0 + (backward ? SCHED_BACKWARD_COST : SCHED_FORWARD_COST);
   x->boxes[x->n++] = (pt_sched_box){st, mb, backward ? SCHED_BOX_B : SCHED_BOX_F, t0, t1};
@@ -53,7 +44,7 @@ static int sim_action(sim *x, int st, const pt_action *a) {
   int per_micro = a->kind != ACT_REDUCE_TIED && a->kind != ACT_REDUCE_DP &&
                   a->kind != ACT_OPTIMIZER;
   if (per_micro && (mb < 0 || mb >= M))
-    return sim_fail(x, "stage %d: micro-batch %d out of range", st, mb);
+    return pt_errorf(x->err, x->errsz, "stage %d: micro-batch %d out of range", st, mb);
   switch (a->kind) {
   case ACT_FORWARD:
     return sim_compute(x, st, mb, 0, st > 0 ? x->sent_act[(st - 1) * M + mb] : 0.0);
@@ -87,8 +78,8 @@ static int sim_sweep(sim *x) {
   for (int st = 0; st < s->n_stages; st++)
     if (x->pc[st] < s->n_acts[st]) {
       const pt_action *a = &s->acts[st][x->pc[st]];
-      return sim_fail(x, "stage %d waits forever at %s%d (action %d)", st,
-                      schedule_action_code(a->kind), a->mb, x->pc[st]);
+      return pt_errorf(x->err, x->errsz, "stage %d waits forever at %s%d (action %d)", st,
+                       schedule_action_code(a->kind), a->mb, x->pc[st]);
     }
   return 0;
 }
