@@ -288,7 +288,7 @@ def last_step(path):
     return int(found[-1]) if found else 0
 
 
-def signal_name_rc(rc):
+def shell_status(rc):
     """The shell's way of showing an exit status: 128 + N for a death by signal N."""
     return 128 - rc if rc < 0 else rc
 
@@ -404,7 +404,7 @@ class Soak:
                 self.fail_with_output(f"a hang: attempt {self.attempt} ({self.kind}) did not end "
                                       f"within {limit} s")
             time.sleep(0.05)
-        rc = signal_name_rc(self.job.returncode)
+        rc = shell_status(self.job.returncode)
         self.job = None
         return rc, time.monotonic() - t0
 
