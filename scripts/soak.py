@@ -51,7 +51,8 @@ ranks only, pruning, preemption saves, resumes under another layout, many times 
   Prints every attempt, then a summary (kills by kind, restarts, steps re-done, saves cut
   short, layouts, wall time) and PASS or FAIL; exits 1 on any failure, 2 on bad usage.
 
-Run (from anywhere; builds build-soak/pipe_train unless PIPE_TRAIN=path is given):
+Run (from anywhere; builds build-soak/pipe_train unless PIPE_TRAIN=path is given; the checks
+after each run are in soak_checks.py beside it):
   python3 scripts/soak.py                 # ~3.5 min on 2 cores: 4 ranks, 2000 steps, 50 kills
   python3 scripts/soak.py --quick         # ~1 min: 400 steps, 10 kills
   python3 scripts/soak.py --smoke         # ~30 s: 150 steps, 5 kills
@@ -71,18 +72,17 @@ the same steps, not necessarily the same bytes on disk. Python standard library 
 """
 import argparse
 import collections
-import json
 import os
 import random
 import re
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
 import time
-import zlib
+
+from soak_checks import Failure, check_metrics, read_metrics, root_state, safetensors_diff
 
 KINDS = ["kill9-rank", "kill9-mpirun", "term-rank", "term-mpirun", "term-grace", "early-kill9"]
 # kind -> weight (percent) for pipelined runs, and for sequential ones (no mpirun there)
@@ -103,148 +103,8 @@ PREEMPTED = re.compile(r"^pipetrain: preempted after step ([0-9]+): checkpoint w
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-class Failure(Exception):
-    """A check failed: the message says which and why."""
-
-
 class Usage(Exception):
     """Bad command line."""
-
-
-# --- Checks of the checkpoint root, the metrics and the gathered files -------------------------
-
-RootState = collections.namedtuple("RootState", "newest complete incomplete previous tmps")
-
-
-def root_state(root, keep, every):
-    """Checks ROOT (every complete checkpoint's files against its manifest, pruning, no lost
-    checkpoint) and returns what is in it."""
-    complete, incomplete, previous, tmps = [], [], [], []
-    names = sorted(os.listdir(root)) if os.path.isdir(root) else []
-    for n in names:
-        m = re.fullmatch(r"step-(\d+)(\.previous)?", n)
-        if not m:
-            continue
-        d, step = os.path.join(root, n), int(m.group(1))
-        tmps += [f"{n}/{f}" for f in os.listdir(d) if ".tmp." in f]
-        if m.group(2):
-            previous.append(step)
-        elif not os.path.exists(os.path.join(d, "manifest.json")):
-            incomplete.append(step)
-        else:
-            complete.append(step)
-            check_manifest(d, step)
-    periodic = [s for s in complete if s % every == 0]
-    if periodic:
-        upto = [s for s in complete if s <= max(periodic)]
-        if len(upto) > keep + 1:
-            raise Failure(f"{root}: complete checkpoints {complete}: {len(upto)} at or below the "
-                          f"newest periodic one, keep is {keep} (+1 while a prune is pending)")
-    newest = max(complete) if complete else 0
-    for p in previous:  # a complete checkpoint set aside by a save over it that was cut short
-        d = os.path.join(root, f"step-{p:08d}")
-        if (p > newest and os.path.exists(os.path.join(d + ".previous", "manifest.json"))
-                and not os.path.exists(os.path.join(d, "manifest.json"))):
-            raise Failure(f"lost checkpoint: step {p} was complete (it is in {d}.previous, with "
-                          f"its manifest), but {d} has no manifest, so --load ROOT resumes from "
-                          f"step {newest}: a save over the complete step-{p} (the preemption "
-                          f"save after the periodic one) was cut short")
-    return RootState(newest, complete, incomplete, previous, tmps)
-
-
-def check_manifest(d, step):
-    try:
-        with open(os.path.join(d, "manifest.json"), encoding="utf-8") as f:
-            man = json.load(f)
-    except ValueError as e:
-        raise Failure(f"{d}/manifest.json: not valid JSON: {e}") from None
-    if man.get("step") != step:
-        raise Failure(f"{d}: the manifest says step {man.get('step')}")
-    for rec in man["files"]:
-        try:
-            with open(os.path.join(d, rec["name"]), "rb") as f:
-                blob = f.read()
-        except OSError as e:
-            raise Failure(f"{d}/{rec['name']}: {e}") from None
-        if len(blob) != rec["bytes"] or zlib.crc32(blob) != rec["crc32"]:
-            raise Failure(f"{d}/{rec['name']}: size/CRC-32 do not match the manifest")
-
-
-def read_metrics(path):
-    """The records of a --metrics file; the last line may be cut by the kill."""
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        lines = f.read().split("\n")
-    recs = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            recs.append(json.loads(line))
-        except ValueError:
-            if i == len(lines) - 1:
-                break
-            raise Failure(f"{path}: line {i + 1} is not JSON: {line[:80]}") from None
-    return recs
-
-
-def check_metrics(ref, path, start):
-    """A run's steps against the reference's (dict step -> record): (first, last, count)."""
-    got = read_metrics(path)
-    if not got:
-        return 0, 0, 0
-    steps = [x["step"] for x in got]
-    if steps[0] != start + 1:
-        raise Failure(f"the run trained steps {steps[0]}..{steps[-1]}, but the newest complete "
-                      f"checkpoint at launch was step {start}: it should have resumed with step "
-                      f"{start + 1}")
-    if steps != list(range(steps[0], steps[0] + len(steps))):
-        raise Failure(f"steps not consecutive: {steps[:20]}...")
-    for x in got:
-        y = ref.get(x["step"])
-        if y is None:
-            raise Failure(f"step {x['step']} is past the reference's last step")
-        for k in ("loss", "lr", "grad_norm"):
-            if x[k] != y[k]:
-                raise Failure(f"step {x['step']}: {k} {x[k]!r}, the uninterrupted run had "
-                              f"{y[k]!r} (first step that differs)")
-    return steps[0], steps[-1], len(steps)
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    return json.loads(data[8:8 + n]), data[8 + n:]
-
-
-def safetensors_diff(a, b):
-    """Lines saying how the gathered files a (reference) and b (soak) differ."""
-    (ha, da), (hb, db) = read_safetensors(a), read_safetensors(b)
-    out = []
-    ma, mb = ha.pop("__metadata__", {}), hb.pop("__metadata__", {})
-    if ma != mb:
-        out.append(f"metadata differs: {ma} vs {mb}")
-    if set(ha) != set(hb):
-        out.append(f"tensor names differ: only in reference {sorted(set(ha) - set(hb))[:5]}, "
-                   f"only in soak {sorted(set(hb) - set(ha))[:5]}")
-    ndiff = 0
-    for name in (n for n in ha if n in hb):
-        ta = da[ha[name]["data_offsets"][0]:ha[name]["data_offsets"][1]]
-        tb = db[hb[name]["data_offsets"][0]:hb[name]["data_offsets"][1]]
-        if ta == tb and ha[name]["shape"] == hb[name]["shape"]:
-            continue
-        ndiff += 1
-        if len(ta) != len(tb):
-            out.append(f"{name}: shape {ha[name]['shape']} vs {hb[name]['shape']}")
-            continue
-        fa, fb = struct.unpack(f"<{len(ta) // 4}f", ta), struct.unpack(f"<{len(tb) // 4}f", tb)
-        d = [abs(x - y) for x, y in zip(fa, fb)]
-        out.append(f"{name}: {sum(1 for x in d if x)} of {len(d)} elements differ, "
-                   f"max |diff| {max(d):.3g}")
-    out.append(f"{ndiff} of {len(ha)} tensors differ")
-    return out
 
 
 # --- Processes ---------------------------------------------------------------------------------
@@ -634,7 +494,8 @@ class Soak:
 
     def soak(self):
         o = self.o
-        self.kind_n, self.kind_rc = collections.Counter(), collections.defaultdict(collections.Counter)
+        self.kind_n = collections.Counter()
+        self.kind_rc = collections.defaultdict(collections.Counter)
         self.layout_n = collections.Counter()
         self.trained = self.torn = killed = 0
         self.max_took = 0.0
@@ -686,8 +547,9 @@ class Soak:
             for line in safetensors_diff(ref, got):
                 print(f"  {line}", file=sys.stderr)
         print(f"== soak summary (seed {o.seed})")
-        kinds = "".join(f" {k} {n} (exit{''.join(f' {rc} x{c}' for rc, c in sorted(self.kind_rc[k].items()))});"
-                        for k, n in sorted(self.kind_n.items()))
+        exits = {k: "".join(f" {rc} x{c}" for rc, c in sorted(v.items()))
+                 for k, v in self.kind_rc.items()}
+        kinds = "".join(f" {k} {n} (exit{exits[k]});" for k, n in sorted(self.kind_n.items()))
         print(f"kills: {sum(self.kind_n.values())} of {o.kills}:{kinds}")
         print(f"restarts: {self.attempt - 1}; layouts: "
               + " ".join(f"{k} x{n}" for k, n in sorted(self.layout_n.items())))
@@ -773,6 +635,8 @@ def parse_args(argv):
             raise Usage(f"--kinds: unknown kind '{k}' (known: {' '.join(KINDS)})")
     o.sequential = o.sequential or o.ranks == 1
     o.spec_arg = o.spec
+    if not os.path.isfile(o.spec) and os.path.isfile(os.path.join(REPO, o.spec)):
+        o.spec = os.path.join(REPO, o.spec)  # a path in the repository, from elsewhere
     if not os.path.isfile(o.spec):
         raise Usage(f"no such spec: {o.spec}")
     o.spec = os.path.realpath(o.spec)
