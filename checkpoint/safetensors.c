@@ -55,15 +55,6 @@ static int dtype_size(const char *name) {
 
 /* ---- messages ---------------------------------------------------------------------------- */
 
-static void set_err(char *err, size_t errsz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errsz, const char *fmt, ...) {
-  if (!err || errsz == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errsz, fmt, ap);
-  va_end(ap);
-}
-
 /* A name or text made printable on one line: control bytes become '?', long text is cut to
  * max bytes followed by "...". */
 static void printable(char *dst, size_t dstsz, const char *src, size_t max) {
@@ -93,9 +84,9 @@ static int fail(const ctx_t *c, const char *name, const char *fmt, ...) {
   va_end(ap);
   if (name) {
     printable(nm, sizeof nm, name, 100);
-    set_err(c->err, c->errsz, "%s: tensor '%s': %s", c->path, nm, msg);
+    pt_errorf(c->err, c->errsz, "%s: tensor '%s': %s", c->path, nm, msg);
   } else {
-    set_err(c->err, c->errsz, "%s: %s", c->path, msg);
+    pt_errorf(c->err, c->errsz, "%s: %s", c->path, msg);
   }
   return -1;
 }

@@ -44,6 +44,20 @@ int comm_local_size(void);
  * (out: local_size * bytes). Collective over the node. */
 void comm_node_allgather(const void *mine, size_t bytes, void *out);
 
+/* Point-to-point tags, one name per kind of message, so that two kinds can never match each
+ * other's receives. 0 .. 2 M - 1: the micro-batches' activations (2 mb) and gradients
+ * (2 mb + 1; engine/pipeline.c tag_act, tag_grad); everything else above any micro-batch's. The
+ * values are the ones these messages always had. */
+enum {
+  PT_TAG_CONNECT = 0,                  /* comm_connect's warm-up bytes (device transport: no tags) */
+  PT_TAG_CHAIN_SUM = 77,               /* comm_allreduce_sum_*: the running sum to the next rank */
+  PT_TAG_CLOCK_PING = 900,             /* trace clock offset: ping k is + k (k < 8) */
+  PT_TAG_CLOCK_PONG = 950,             /* and its answer */
+  PT_TAG_GATHER_PARAMS = 1 << 20,      /* pipeline_gather: a stage's weights to rank 0 */
+  PT_TAG_GATHER_ROOT = (1 << 20) + 1,  /* pipeline_gather_root: small per-rank values to rank 0 */
+  PT_TAG_GRAD_NORM = (1 << 20) + 2     /* global_norm: per-tensor sums of squares to stage 0 */
+};
+
 void comm_send_async(pt_comm *c, const void *buf, size_t bytes, int peer, int tag, pt_request *r);
 void comm_recv_async(pt_comm *c, void *buf, size_t bytes, int peer, int tag, pt_request *r);
 void comm_wait(pt_request *r);   /* no-op for an empty request */
@@ -70,6 +84,9 @@ void comm_allreduce_min_u64(pt_comm *c, uint64_t *buf, size_t n);
 void comm_allgatherv_f64(pt_comm *c, const double *mine, int n_mine, double *out,
                          const int *counts);
 void comm_allgather_int(pt_comm *c, int mine, int *out);
+/* Every rank's n integers (the same n everywhere) in group-rank order into out [size * n] (all
+ * ranks): sizes and checksums travel as integers, exact whatever their magnitude. */
+void comm_allgather_u64(pt_comm *c, const uint64_t *mine, int n, uint64_t *out);
 /* The lowest group rank that passed failed != 0, or -1 when none did: every rank learns whether
  * to stop and which one of them holds the message to print. Collective. */
 int comm_first_failed(pt_comm *c, int failed);

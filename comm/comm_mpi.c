@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "comm/comm_check.h"
 #include "core/error.h"
 #ifdef PT_HAVE_GPU
 #include "comm/comm_device.h"
@@ -26,18 +27,11 @@ static pt_comm g_world;
 static int g_local_rank, g_local_size = 1;
 static MPI_Comm g_node = MPI_COMM_NULL; /* this host's ranks */
 
-/* Every MPI return goes through here: the message names the call, the place and the rank. */
-#define MPI_CHECK(call)                                                                    \
-  do {                                                                                     \
-    int rc_ = (call);                                                                      \
-    if (rc_ != MPI_SUCCESS) mpi_fail(__FILE__, __LINE__, #call, rc_);                      \
-  } while (0)
-
-static void mpi_fail(const char *file, int line, const char *call, int rc) {
-  char text[MPI_MAX_ERROR_STRING];
+const char *comm_mpi_error_text(int code) {
+  static char text[MPI_MAX_ERROR_STRING];
   int len = 0;
-  MPI_Error_string(rc, text, &len);
-  pt_fatal("%s:%d: %s failed: %s", file, line, call, text);
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "code %d", code);
+  return text;
 }
 
 static void abort_all(int code) {
@@ -54,17 +48,17 @@ int comm_launched(void) {
 
 void comm_init(int *argc, char ***argv) {
   int provided;
-  MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
-  /* errors come back as codes, so MPI_CHECK can report them with the rank */
-  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  PT_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  /* errors come back as codes, so PT_CHECK_MPI can report them with the rank */
+  PT_CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   g_world.mpi = MPI_COMM_WORLD;
   int rank;
-  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  PT_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   pt_error_set_rank(rank);
   pt_error_set_abort_hook(abort_all);
-  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &g_node));
-  MPI_CHECK(MPI_Comm_rank(g_node, &g_local_rank));
-  MPI_CHECK(MPI_Comm_size(g_node, &g_local_size));
+  PT_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &g_node));
+  PT_CHECK_MPI(MPI_Comm_rank(g_node, &g_local_rank));
+  PT_CHECK_MPI(MPI_Comm_size(g_node, &g_local_size));
 }
 
 void comm_node_allgather(const void *mine, size_t bytes, void *out) {
@@ -72,12 +66,12 @@ void comm_node_allgather(const void *mine, size_t bytes, void *out) {
     memcpy(out, mine, bytes);
     return;
   }
-  MPI_CHECK(MPI_Allgather(mine, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, g_node));
+  PT_CHECK_MPI(MPI_Allgather(mine, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, g_node));
 }
 
 void comm_finalize(void) {
-  if (g_node != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&g_node));
-  MPI_CHECK(MPI_Finalize());
+  if (g_node != MPI_COMM_NULL) PT_CHECK_MPI(MPI_Comm_free(&g_node));
+  PT_CHECK_MPI(MPI_Finalize());
 }
 pt_comm *comm_world(void) { return &g_world; }
 int comm_local_rank(void) { return g_local_rank; }
@@ -85,20 +79,20 @@ int comm_local_size(void) { return g_local_size; }
 
 int comm_rank(const pt_comm *c) {
   int r;
-  MPI_CHECK(MPI_Comm_rank(c->mpi, &r));
+  PT_CHECK_MPI(MPI_Comm_rank(c->mpi, &r));
   return r;
 }
 
 int comm_size(const pt_comm *c) {
   int n;
-  MPI_CHECK(MPI_Comm_size(c->mpi, &n));
+  PT_CHECK_MPI(MPI_Comm_size(c->mpi, &n));
   return n;
 }
 
 pt_comm *comm_split(pt_comm *parent, int color, int key) {
   pt_comm *c = pt_calloc(1, sizeof *c);
   /* a negative color means "not a member": MPI hands back MPI_COMM_NULL */
-  MPI_CHECK(MPI_Comm_split(parent->mpi, color < 0 ? MPI_UNDEFINED : color, key, &c->mpi));
+  PT_CHECK_MPI(MPI_Comm_split(parent->mpi, color < 0 ? MPI_UNDEFINED : color, key, &c->mpi));
 #ifdef PT_HAVE_GPU
   if (parent->dev) c->dev = comm_device_split(parent->dev, c->mpi, color, key);
 #endif
@@ -110,7 +104,7 @@ void comm_free(pt_comm *c) {
 #ifdef PT_HAVE_GPU
   comm_device_free(c->dev);
 #endif
-  if (c->mpi != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&c->mpi));
+  if (c->mpi != MPI_COMM_NULL) PT_CHECK_MPI(MPI_Comm_free(&c->mpi));
   free(c);
 }
 
@@ -136,7 +130,7 @@ void comm_send_async(pt_comm *c, const void *buf, size_t bytes, int peer, int ta
   if (ON_DEVICE(c, buf)) return comm_device_send(c->dev, buf, bytes, peer, tag, r);
 #endif
   if (bytes > (size_t)INT32_MAX) pt_fatal("message of %zu bytes is too large for MPI", bytes);
-  MPI_CHECK(MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, c->mpi, new_request(r)));
+  PT_CHECK_MPI(MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, c->mpi, new_request(r)));
 }
 
 void comm_recv_async(pt_comm *c, void *buf, size_t bytes, int peer, int tag, pt_request *r) {
@@ -144,7 +138,7 @@ void comm_recv_async(pt_comm *c, void *buf, size_t bytes, int peer, int tag, pt_
   if (ON_DEVICE(c, buf)) return comm_device_recv(c->dev, buf, bytes, peer, tag, r);
 #endif
   if (bytes > (size_t)INT32_MAX) pt_fatal("message of %zu bytes is too large for MPI", bytes);
-  MPI_CHECK(MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, c->mpi, new_request(r)));
+  PT_CHECK_MPI(MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, c->mpi, new_request(r)));
 }
 
 void comm_wait(pt_request *r) {
@@ -152,7 +146,7 @@ void comm_wait(pt_request *r) {
 #ifdef PT_HAVE_GPU
   if (comm_device_wait(r)) return;
 #endif
-  MPI_CHECK(MPI_Wait((MPI_Request *)r->impl, MPI_STATUS_IGNORE));
+  PT_CHECK_MPI(MPI_Wait((MPI_Request *)r->impl, MPI_STATUS_IGNORE));
   free(r->impl);
   r->impl = NULL;
 }
@@ -178,8 +172,8 @@ void comm_connect(pt_comm *c, const int *peers, int n) {
   pt_request *q = pt_calloc(2 * (size_t)n, sizeof *q);
   comm_group_start(c);
   for (int i = 0; i < n; i++) {
-    comm_send_async(c, (char *)buf + i, 1, peers[i], 0, &q[2 * i]);
-    comm_recv_async(c, (char *)buf + n + i, 1, peers[i], 0, &q[2 * i + 1]);
+    comm_send_async(c, (char *)buf + i, 1, peers[i], PT_TAG_CONNECT, &q[2 * i]);
+    comm_recv_async(c, (char *)buf + n + i, 1, peers[i], PT_TAG_CONNECT, &q[2 * i + 1]);
   }
   comm_group_end(c);
   for (int i = 0; i < 2 * n; i++) comm_wait(&q[i]);
@@ -196,18 +190,18 @@ void comm_connect(pt_comm *c, const int *peers, int n) {
 static void chain_sum_f32(pt_comm *c, float *buf, size_t n);
 #define DEFINE_CHAIN_SUM(NAME, TYPE, MPITYPE)                                              \
   void NAME(pt_comm *c, TYPE *buf, size_t n) {                                             \
-    int rank = comm_rank(c), size = comm_size(c);                                          \
+    int rank = comm_rank(c), size = comm_size(c), tag = PT_TAG_CHAIN_SUM;                  \
     if (size == 1 || n == 0) return;                                                       \
     if (n > (size_t)INT32_MAX) pt_fatal("reduction of %zu elements is too large", n);     \
     if (rank > 0) {                                                                        \
       TYPE *acc = malloc(sizeof(TYPE) * n);                                                \
       if (!acc) pt_fatal("out of memory in a reduction of %zu elements", n);               \
-      MPI_CHECK(MPI_Recv(acc, (int)n, MPITYPE, rank - 1, 77, c->mpi, MPI_STATUS_IGNORE));  \
+      PT_CHECK_MPI(MPI_Recv(acc, (int)n, MPITYPE, rank - 1, tag, c->mpi, MPI_STATUS_IGNORE)); \
       for (size_t i = 0; i < n; i++) buf[i] = acc[i] + buf[i];                             \
       free(acc);                                                                           \
     }                                                                                      \
-    if (rank < size - 1) MPI_CHECK(MPI_Send(buf, (int)n, MPITYPE, rank + 1, 77, c->mpi));  \
-    MPI_CHECK(MPI_Bcast(buf, (int)n, MPITYPE, size - 1, c->mpi));                          \
+    if (rank < size - 1) PT_CHECK_MPI(MPI_Send(buf, (int)n, MPITYPE, rank + 1, tag, c->mpi)); \
+    PT_CHECK_MPI(MPI_Bcast(buf, (int)n, MPITYPE, size - 1, c->mpi));                       \
   }
 
 DEFINE_CHAIN_SUM(chain_sum_f32, float, MPI_FLOAT)
@@ -228,11 +222,11 @@ void comm_host_sum_f32(MPI_Comm mpi, float *buf, size_t n) {
 #endif
 
 void comm_allreduce_max_u64(pt_comm *c, uint64_t *buf, size_t n) {
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT64_T, MPI_MAX, c->mpi));
+  PT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT64_T, MPI_MAX, c->mpi));
 }
 
 void comm_allreduce_min_u64(pt_comm *c, uint64_t *buf, size_t n) {
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT64_T, MPI_MIN, c->mpi));
+  PT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT64_T, MPI_MIN, c->mpi));
 }
 
 void comm_allgatherv_f64(pt_comm *c, const double *mine, int n_mine, double *out,
@@ -240,7 +234,7 @@ void comm_allgatherv_f64(pt_comm *c, const double *mine, int n_mine, double *out
   int size = comm_size(c);
   int *displs = pt_calloc((size_t)size, sizeof(int));
   for (int i = 1; i < size; i++) displs[i] = displs[i - 1] + counts[i - 1];
-  MPI_CHECK(MPI_Allgatherv(mine, n_mine, MPI_DOUBLE, out, counts, displs, MPI_DOUBLE, c->mpi));
+  PT_CHECK_MPI(MPI_Allgatherv(mine, n_mine, MPI_DOUBLE, out, counts, displs, MPI_DOUBLE, c->mpi));
   free(displs);
 }
 
@@ -251,12 +245,16 @@ int comm_first_failed(pt_comm *c, int failed) {
 }
 
 void comm_allgather_int(pt_comm *c, int mine, int *out) {
-  MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, out, 1, MPI_INT, c->mpi));
+  PT_CHECK_MPI(MPI_Allgather(&mine, 1, MPI_INT, out, 1, MPI_INT, c->mpi));
+}
+
+void comm_allgather_u64(pt_comm *c, const uint64_t *mine, int n, uint64_t *out) {
+  PT_CHECK_MPI(MPI_Allgather(mine, n, MPI_UINT64_T, out, n, MPI_UINT64_T, c->mpi));
 }
 
 void comm_broadcast(pt_comm *c, void *buf, size_t bytes, int root) {
   if (bytes > (size_t)INT32_MAX) pt_fatal("broadcast of %zu bytes is too large for MPI", bytes);
-  MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi));
+  PT_CHECK_MPI(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi));
 }
 
-void comm_barrier(pt_comm *c) { MPI_CHECK(MPI_Barrier(c->mpi)); }
+void comm_barrier(pt_comm *c) { PT_CHECK_MPI(MPI_Barrier(c->mpi)); }

@@ -60,9 +60,23 @@ void pt_warn(const char *fmt, ...) {
   fflush(stderr);
 }
 
-void pt_fail_call(const char *file, int line, const char *call) {
-  int e = errno;
-  pt_fatal("%s:%d: %s failed: %s", file, line, call, e ? strerror(e) : "unexpected result");
+int pt_errorf(char *err, size_t errsz, const char *fmt, ...) {
+  if (!err || errsz == 0) return -1;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errsz, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+void pt_fail_lib(const char *file, int line, const char *call, const char *library,
+                 const char *code_text) {
+  pt_fatal("%s:%d: %s failed: %s: %s", file, line, call, library, code_text);
+}
+
+const char *pt_libc_error_text(long result) {
+  (void)result; /* -1: the reason is in errno */
+  return errno ? strerror(errno) : "unexpected result";
 }
 
 void *pt_calloc(size_t count, size_t size) {

@@ -3,7 +3,8 @@
  * Two kinds of failure, two exit codes:
  *   - bad input (spec, data, command line): pt_fail_input(), exit code 2, one line that names
  *     the file and place and says what to do;
- *   - anything else (libc, BLAS, later MPI/NCCL/CUDA): pt_fatal(), exit code 1.
+ *   - anything else (libc, BLAS, MPI, NCCL, CUDA): pt_fatal(), exit code 1; a failed library
+ *     call through PT_CHECK_<LIBRARY> below.
  * Both print "pipetrain[rank R]: ..." so a message in a multi-rank log names its rank, and both
  * end the whole job (the pipeline engine installs an abort hook that takes the other ranks down).
  */
@@ -25,15 +26,35 @@ void pt_error_set_abort_hook(pt_abort_hook hook);
 
 void pt_fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 void pt_fail_input(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* For functions that fail with -1 and a one-line reason: writes the reason into err (nothing
+ * when err is NULL or errsz is 0) and returns -1, so `return pt_errorf(err, errsz, ...);`. */
+int pt_errorf(char *err, size_t errsz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A problem the run survives (e.g. a periodic checkpoint the disk had no room for): one line
  * "pipetrain[rank R]: warning: ..." on stderr; the run goes on. */
 void pt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Checks a libc-style call: nonzero/NULL/negative results per macro, errno reported. */
-void pt_fail_call(const char *file, int line, const char *call) __attribute__((noreturn));
-#define PT_CHECK(cond_ok, call_text) \
-  do { if (!(cond_ok)) pt_fail_call(__FILE__, __LINE__, call_text); } while (0)
-#define PT_CHECK_ZERO(call) do { if ((call) != 0) pt_fail_call(__FILE__, __LINE__, #call); } while (0)
+/* Checking a library call, one shape for every library: PT_CHECK_<LIBRARY>(call) evaluates call
+ * once and, when the result is not the library's success, ends the job (pt_fatal: exit code 1,
+ * the abort hook) with "pipetrain[rank R]: error: FILE:LINE: CALL failed: LIBRARY: TEXT", TEXT
+ * being the library's own words for the result. Each library's macro is one line over
+ * PT_CHECK_CALL, defined beside that library's code together with its result-to-text function
+ * (which is where the library's headers are):
+ *   PT_CHECK_LIBC   here: a negative result (-1 and errno), TEXT from strerror
+ *   PT_CHECK_MPI    comm/comm_mpi.c        PT_CHECK_NCCL   comm/nccl/comm_nccl.c
+ *   PT_CHECK_CUDA, PT_CHECK_CUBLAS         kernels/cuda/gpu.h
+ * PT_CHECK_CALL(type, call, call_text, ok, library, text): ok and text are function-like names
+ * applied to the result; call_text is the call as written (#call in the library's macro: a
+ * stringification here would show the call with its macros expanded). */
+void pt_fail_lib(const char *file, int line, const char *call, const char *library,
+                 const char *code_text) __attribute__((noreturn));
+#define PT_CHECK_CALL(type, call, call_text, ok, library, text)                               \
+  do {                                                                                        \
+    type pt_result_ = (call);                                                                 \
+    if (!ok(pt_result_)) pt_fail_lib(__FILE__, __LINE__, call_text, library, text(pt_result_)); \
+  } while (0)
+const char *pt_libc_error_text(long result); /* strerror(errno) */
+#define PT_LIBC_OK(r) ((r) >= 0)
+#define PT_CHECK_LIBC(call) PT_CHECK_CALL(long, call, #call, PT_LIBC_OK, "libc", pt_libc_error_text)
 
 /* Allocation that never returns NULL (fatal error naming the size instead). Memory is zeroed. */
 void *pt_calloc(size_t count, size_t size);

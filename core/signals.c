@@ -4,6 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/error.h"
+
 static volatile sig_atomic_t g_pending;
 
 static void on_signal(int sig) {
@@ -22,8 +24,8 @@ void signals_install(void) {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART; /* blocking reads and MPI waits resume instead of failing */
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
+  PT_CHECK_LIBC(sigaction(SIGTERM, &sa, NULL)); /* without it a preemption saves nothing */
+  PT_CHECK_LIBC(sigaction(SIGINT, &sa, NULL));
 }
 
 int signals_pending(void) { return (int)g_pending; }

@@ -278,7 +278,7 @@ static void wait_sends(pt_pipeline *p) {
  * missing stage is named by the watchdog) and added in global tensor order, stage after stage
  * (tied copies count once, on their first owner's stage); stage 0 broadcasts the result. */
 static double global_norm(pt_pipeline *p) {
-  int n = p->model.n_tensors, tag = (1 << 20) + 2;
+  int n = p->model.n_tensors, tag = PT_TAG_GRAD_NORM;
   double *mine = pt_calloc((size_t)n + 1, sizeof(double)), s = 0.0;
   grad_tensor_sumsq(&p->model, mine);
   int root = plan_rank(&p->plan, p->replica, 0);
@@ -380,7 +380,7 @@ static void run_action(pt_pipeline *p, const pt_action *a, double *norm, double 
  * missing rank is named by the watchdog (a collective could not say who is missing). */
 void pipeline_gather_root(pt_pipeline *p, const double *mine, int n, double *all,
                           const char *what) {
-  int world = p->P * p->dp, tag = (1 << 20) + 1;
+  int world = p->P * p->dp, tag = PT_TAG_GATHER_ROOT;
   if (p->rank != 0) {
     pt_request r = {0};
     watchdog_arm(what, 0, p->step);
@@ -516,7 +516,7 @@ static int agree_with_root(pt_pipeline *p, int ok) {
 
 /* Rank 0, once every stage reported: the manifest, or (when a stage failed) the rollback. */
 static int save_finish(pt_pipeline *p, const char *dir, const pt_spec_source *src,
-                       const double *all, char *err, size_t errsz) {
+                       const uint64_t *all, char *err, size_t errsz) {
   ckpt_stage_files *files = pt_calloc((size_t)p->P, sizeof *files);
   int ok = 1;
   for (int s = 0; s < p->P; s++) { /* replica 0's stage s is rank s */
@@ -548,14 +548,11 @@ int pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src, ch
   ok = p->replica != 0 ||
        checkpoint_write_stage(dir, &p->model, &p->opt, p->stage_id, first, end, &mine, err,
                               errsz) == 0;
-  int world = p->P * p->dp, *counts = pt_calloc((size_t)world, sizeof(int));
-  for (int i = 0; i < world; i++) counts[i] = 5;
-  double rec[5] = {mine.model_crc, (double)mine.model_bytes, mine.optim_crc,
-                   (double)mine.optim_bytes, ok};
-  double *all = pt_calloc(5 * (size_t)world, sizeof(double));
-  comm_allgatherv_f64(comm_world(), rec, 5, all, counts);
+  uint64_t rec[5] = {mine.model_crc, (uint64_t)mine.model_bytes, mine.optim_crc,
+                     (uint64_t)mine.optim_bytes, (uint64_t)ok};
+  uint64_t *all = pt_calloc(5 * (size_t)(p->P * p->dp), sizeof(uint64_t));
+  comm_allgather_u64(comm_world(), rec, 5, all);
   if (p->rank == 0) ok = save_finish(p, dir, src, all, err, errsz);
-  free(counts);
   free(all);
   return agree_with_root(p, ok) ? 0 : -1;
 }
@@ -575,7 +572,7 @@ static void copy_into(pt_model *whole, const pt_model *part) {
 }
 
 void pipeline_gather(pt_pipeline *p, const char *path) {
-  int tag = 1 << 20; /* distinct from the micro-batch tags */
+  int tag = PT_TAG_GATHER_PARAMS;
   if (p->replica == 0 && p->stage_id > 0) {
     pt_request r = {0};
     model_to_host(&p->model);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""svg_check.py FILE.svg [EXPECT_BOXES]: checks a pipeline picture (schedule/schedule_svg.c or
-scripts/trace_to_svg.py).
+"""svg_check.py FILE.svg [EXPECT_BOXES]: checks a pipeline picture (schedule/schedule_svg.c, as
+drawn by pipe_train --print-schedule --svg or by pipe_trace).
 
 The file must parse as XML with an <svg> root in the SVG namespace; every box (a <rect> of class
 F or B) must have finite coordinates and a positive width and height. With EXPECT_BOXES, the

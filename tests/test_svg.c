@@ -1,11 +1,13 @@
 /* The schedule picture: the unit-cost simulation against the closed-form bubble and the
- * dependencies, and the SVG text (one F and one B box per stage and micro-batch, labelled). */
+ * dependencies, the SVG text (one F and one B box per stage and micro-batch, labelled), and a
+ * hand-written trace read back as the same picture's spans (replica 0, one step, nested waits). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "observe/trace_read.h"
 #include "schedule/schedule_svg.h"
 #include "test_util.h"
 
@@ -28,17 +30,20 @@ static int count_of(const char *hay, const char *needle) {
 }
 
 /* The box of (stage, mb, backward), or NULL. */
-static const pt_sched_box *find(const pt_sched_box *b, int n, int st, int mb, int bwd) {
+static const pt_sched_box *find(const pt_sched_box *b, int n, int st, int mb,
+                                pt_sched_box_kind kind) {
   for (int i = 0; i < n; i++)
-    if (b[i].stage == st && b[i].mb == mb && b[i].backward == bwd) return &b[i];
+    if (b[i].stage == st && b[i].mb == mb && b[i].kind == kind) return &b[i];
   return NULL;
 }
 
 /* What box x waits for: F on the previous stage, B on the next stage (the last stage's B: its
  * own F), or NULL for stage 0's forwards. */
 static const pt_sched_box *dependency(const pt_sched_box *b, int n, int P, const pt_sched_box *x) {
-  if (!x->backward) return x->stage > 0 ? find(b, n, x->stage - 1, x->mb, 0) : NULL;
-  return x->stage < P - 1 ? find(b, n, x->stage + 1, x->mb, 1) : find(b, n, x->stage, x->mb, 0);
+  if (x->kind == SCHED_BOX_F)
+    return x->stage > 0 ? find(b, n, x->stage - 1, x->mb, SCHED_BOX_F) : NULL;
+  return x->stage < P - 1 ? find(b, n, x->stage + 1, x->mb, SCHED_BOX_B)
+                          : find(b, n, x->stage, x->mb, SCHED_BOX_F);
 }
 
 /* Every box waits for its dependency, and a stage runs one box at a time. */
@@ -65,7 +70,7 @@ static void test_simulation(void) {
         char err[256] = "";
         int n = schedule_simulate(&s, b, &span, err, sizeof err);
         double want = (double)(P - 1) / (M + P - 1);
-        double got = schedule_sim_bubble(&s, b, n, span);
+        double got = sched_bubble(b, n, P, 0.0, span);
         CHECK(n == 2 * P * M, "%s P=%d M=%d: %d boxes (%s)", names[k], P, M, n, err);
         CHECK(span == 3.0 * (M + P - 1) && fabs(got - want) < 1e-12,
               "%s P=%d M=%d: span %g bubble %g, want %d and %g", names[k], P, M, span, got,
@@ -87,7 +92,9 @@ static char *stage_group(const char *svg, int st) {
   return g;
 }
 
-static void check_svg_text(const char *path, const char *name, int P, int M) {
+/* The picture at path: SVG, P x M F and B boxes, the title, every stage's micro-batches labelled
+ * twice (F and B). */
+static void check_svg_text(const char *path, const char *title, int P, int M) {
   char *svg = read_all(path);
   CHECK(svg != NULL, "%s: not written", path);
   if (!svg) return;
@@ -98,9 +105,6 @@ static void check_svg_text(const char *path, const char *name, int P, int M) {
   CHECK(count_of(svg, "class=\"F\"") == P * M && count_of(svg, "class=\"B\"") == P * M,
         "%s: %d F and %d B boxes, want %d each", path, count_of(svg, "class=\"F\""),
         count_of(svg, "class=\"B\""), P * M);
-  char title[160];
-  snprintf(title, sizeof title, "%s: P = %d stages, M = %d micro-batches, simulated bubble %.1f%%",
-           name, P, M, 100.0 * (P - 1) / (M + P - 1));
   CHECK(strstr(svg, title) != NULL, "%s: no title '%s'", path, title);
   for (int st = 0; st < P; st++) {
     char *g = stage_group(svg, st);
@@ -127,7 +131,10 @@ static void test_pictures(const char *dir) {
     else snprintf(path, sizeof path, "/tmp/pipetrain_svg_%ld_%s.svg", (long)getpid(), names[k]);
     schedule_build(&s, names[k], 4, 8);
     CHECK(schedule_write_svg(&s, path, err, sizeof err) == 0, "%s: %s", path, err);
-    check_svg_text(path, names[k], 4, 8);
+    char title[160];
+    snprintf(title, sizeof title, "%s: P = 4 stages, M = 8 micro-batches, simulated bubble "
+             "%.1f%%", names[k], 100.0 * 3 / 11);
+    check_svg_text(path, title, 4, 8);
     schedule_free(&s);
     if (dir) printf("wrote %s\n", path);
     else remove(path);
@@ -148,10 +155,89 @@ static void test_errors(void) {
   schedule_free(&s);
 }
 
-/* test_svg [DIR]: with DIR, the P = 4, M = 8 pictures of both schedules stay there. */
+/* A trace of 2 stages x 2 micro-batches (replica 0: pids 0 and 1), step 5, times in us. Left
+ * out of the picture: replica 1's track (pid 2), a receive, a wait outside any F/B (the
+ * optimizer's), step 6. Stage 0 computes 600 - 50 (the wait in B0) us, stage 1 400 us, in a
+ * window of 700 us: bubble 1 - 950 / 1400. */
+static const char TRACE[] =
+    "{\"traceEvents\": ["
+    "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"rank 0 (stage 0, replica 0)\"}},"
+    "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"rank 1 (stage 1, replica 0)\"}},"
+    "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":2,\"args\":{\"name\":\"rank 2 (stage 0, replica 1)\"}},"
+    "{\"name\":\"F0\",\"cat\":\"forward\",\"ph\":\"X\",\"ts\":0,\"dur\":100,\"pid\":0,\"args\":{\"mb\":0,\"step\":5}},"
+    "{\"name\":\"F1\",\"cat\":\"forward\",\"ph\":\"X\",\"ts\":100,\"dur\":100,\"pid\":0,\"args\":{\"mb\":1,\"step\":5}},"
+    "{\"name\":\"B0\",\"cat\":\"backward\",\"ph\":\"X\",\"ts\":300,\"dur\":200,\"pid\":0,\"args\":{\"mb\":0,\"step\":5}},"
+    "{\"name\":\"wait\",\"cat\":\"wait\",\"ph\":\"X\",\"ts\":300,\"dur\":50,\"pid\":0,\"args\":{\"step\":5}},"
+    "{\"name\":\"B1\",\"cat\":\"backward\",\"ph\":\"X\",\"ts\":500,\"dur\":200,\"pid\":0,\"args\":{\"mb\":1,\"step\":5}},"
+    "{\"name\":\"wait\",\"cat\":\"wait\",\"ph\":\"X\",\"ts\":710,\"dur\":40,\"pid\":0,\"args\":{\"step\":5}},"
+    "{\"name\":\"recv act0\",\"cat\":\"receive\",\"ph\":\"X\",\"ts\":90,\"dur\":1,\"pid\":1,\"args\":{\"mb\":0,\"step\":5}},"
+    "{\"name\":\"F0\",\"cat\":\"forward\",\"ph\":\"X\",\"ts\":100,\"dur\":100,\"pid\":1,\"args\":{\"mb\":0,\"step\":5}},"
+    "{\"name\":\"B0\",\"cat\":\"backward\",\"ph\":\"X\",\"ts\":200,\"dur\":100,\"pid\":1,\"args\":{\"mb\":0,\"step\":5}},"
+    "{\"name\":\"F1\",\"cat\":\"forward\",\"ph\":\"X\",\"ts\":300,\"dur\":100,\"pid\":1,\"args\":{\"mb\":1,\"step\":5}},"
+    "{\"name\":\"B1\",\"cat\":\"backward\",\"ph\":\"X\",\"ts\":400,\"dur\":100,\"pid\":1,\"args\":{\"mb\":1,\"step\":5}},"
+    "{\"name\":\"F0\",\"cat\":\"forward\",\"ph\":\"X\",\"ts\":0,\"dur\":900,\"pid\":2,\"args\":{\"mb\":0,\"step\":5}},"
+    "{\"name\":\"F0\",\"cat\":\"forward\",\"ph\":\"X\",\"ts\":1000,\"dur\":100,\"pid\":0,\"args\":{\"mb\":0,\"step\":6}}"
+    "], \"metadata\": {\"schedule\": \"1f1b\", \"stages\": 2, \"micro_batches\": 2}}";
+
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "%s: cannot write", path);
+}
+
+static void test_trace(const char *dir) {
+  char json[4200], svg[4200], err[1024] = "", title[512] = "";
+  snprintf(json, sizeof json, "%s/pipetrain_svg_trace_%ld.json", dir ? dir : "/tmp", (long)getpid());
+  snprintf(svg, sizeof svg, "%s/pipetrain_svg_trace.svg", dir ? dir : "/tmp");
+  write_text(json, TRACE);
+  pt_trace_step t;
+  CHECK(trace_read_step(json, 0, &t, err, sizeof err) == 0, "%s", err);
+  int waits = 0;
+  for (int i = 0; i < t.n; i++) waits += t.boxes[i].kind == SCHED_BOX_WAIT;
+  CHECK(t.step == 5 && t.n_stages == 2 && t.n_micro == 2 && t.n == 9 && waits == 1 &&
+        !t.stages_from_pids && !strcmp(t.schedule, "1f1b"),
+        "step %lld, %d stages, %d micro-batches, %d spans (%d waits), schedule '%s'; want 5, 2, "
+        "2, 9 (1), 1f1b", (long long)t.step, t.n_stages, t.n_micro, t.n, waits, t.schedule);
+  const pt_sched_box *b0 = find(t.boxes, t.n, 0, 0, SCHED_BOX_B);
+  CHECK(b0 && b0->t0 == 0.3 && b0->t1 == 0.5 && t.t0 == 0.0 && t.t1 == 0.7,
+        "times in ms: B0 on stage 0 at %g..%g, window %g..%g", b0 ? b0->t0 : -1, b0 ? b0->t1 : -1,
+        t.t0, t.t1);
+  double bubble = sched_bubble(t.boxes, t.n, t.n_stages, t.t0, t.t1);
+  CHECK(fabs(bubble - (1.0 - 950.0 / 1400.0)) < 1e-12, "measured bubble %g", bubble);
+  CHECK(trace_step_write_svg(&t, NULL, svg, title, sizeof title, err, sizeof err) == 0, "%s", err);
+  check_svg_text(svg, "1f1b, step 5: P = 2 stages, M = 2 micro-batches, measured bubble 32.1%", 2, 2);
+  char *text = read_all(svg);
+  CHECK(text && count_of(text, "class=\"wait\"") == 1, "%s: want one pale wait", svg);
+  free(text);
+  trace_step_free(&t);
+  if (dir) printf("wrote %s\n", svg);
+  else remove(svg);
+
+  CHECK(trace_read_step(json, 6, &t, err, sizeof err) == 0 && t.n == 1 && t.n_micro == 1,
+        "step 6: %d spans (%s)", t.n, err);
+  trace_step_free(&t);
+  CHECK(trace_read_step(json, 9, &t, err, sizeof err) == -1 && strstr(err, "step 9 is not in"),
+        "step 9: '%s'", err);
+  write_text(json, "[{\"name\":\"B3\",\"ph\":\"X\",\"ts\":5,\"dur\":1,\"pid\":1,\"args\":{\"step\":2}}]");
+  CHECK(trace_read_step(json, 0, &t, err, sizeof err) == 0 && t.stages_from_pids &&
+        t.n_stages == 2 && t.n == 1 && t.boxes[0].stage == 1, "no track names: pid = stage");
+  trace_step_free(&t);
+  write_text(json, "{\"traceEvents\": [{\"name\":\"optimizer\",\"ph\":\"X\",\"pid\":0}]}");
+  CHECK(trace_read_step(json, 0, &t, err, sizeof err) == -1 && strstr(err, "no forward/backward"),
+        "no F/B spans: '%s'", err);
+  write_text(json, "{\"events\": 3}");
+  CHECK(trace_read_step(json, 0, &t, err, sizeof err) == -1 && strstr(err, "not a Chrome trace"),
+        "not a trace: '%s'", err);
+  remove(json);
+  CHECK(trace_read_step(json, 0, &t, err, sizeof err) == -1 && strstr(err, "cannot read"),
+        "missing file: '%s'", err);
+}
+
+/* test_svg [DIR]: with DIR, the P = 4, M = 8 pictures of both schedules and the hand-written
+ * trace's stay there. */
 int main(int argc, char **argv) {
   test_simulation();
   test_pictures(argc > 1 ? argv[1] : NULL);
   test_errors();
+  test_trace(argc > 1 ? argv[1] : NULL);
   return test_summary("svg");
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm/comm_check.h"
 #include "comm/comm_device.h"
 #include "core/error.h"
 #include "kernels/cuda/gpu.h"
@@ -25,6 +26,7 @@ struct comm_device {
   int grouped;           /* inside comm_device_group_start/end */
   struct dev_req **held; /* NCCL transfers not issued yet (see below) */
   int n_held, cap_held;
+  struct comm_device *next_live; /* the list nccl_failure_text aborts */
 };
 
 /* NCCL runs a rank's transfers on one stream in issue order, and a transfer finishes only with
@@ -43,20 +45,25 @@ typedef struct dev_req {
   void *host;
 } dev_req;
 
-#define NCCL_CHECK(d, call)                                                              \
-  do {                                                                                   \
-    ncclResult_t r_ = (call);                                                            \
-    if (r_ != ncclSuccess && r_ != ncclInProgress) nccl_fail(d, __FILE__, __LINE__, #call, r_); \
-  } while (0)
+/* Every live communicator of this process (see nccl_failure_text). */
+static comm_device *g_live;
 
-/* A failed NCCL call aborts the communicator first: peers blocked on it then fail too,
- * instead of waiting for a rank that is leaving. */
-static void nccl_fail(comm_device *d, const char *file, int line, const char *call, ncclResult_t r) {
-  const char *last = d && d->comm ? ncclGetLastError(d->comm) : "";
-  if (d && d->comm) ncclCommAbort(d->comm);
-  pt_fatal("%s:%d: %s failed: %s%s%s", file, line, call, ncclGetErrorString(r),
-           last && last[0] ? ": " : "", last ? last : "");
+/* A failed NCCL call aborts this process's communicators first: peers blocked on one of them
+ * then fail too, instead of waiting for a rank that is leaving. Returns the text the failure is
+ * reported with (NCCL's name for r and its last error message). */
+static const char *nccl_failure_text(ncclResult_t r) {
+  static char text[512];
+  const char *last = ncclGetLastError(NULL);
+  snprintf(text, sizeof text, "%s%s%s", ncclGetErrorString(r), last && last[0] ? ": " : "",
+           last ? last : "");
+  for (comm_device *d = g_live; d; d = d->next_live)
+    if (d->comm) ncclCommAbort(d->comm);
+  return text;
 }
+/* ncclInProgress: a non-blocking communicator's call that goes on in the background */
+#define PT_NCCL_OK(r) ((r) == ncclSuccess || (r) == ncclInProgress)
+#define PT_CHECK_NCCL(call) \
+  PT_CHECK_CALL(ncclResult_t, call, #call, PT_NCCL_OK, "NCCL", nccl_failure_text)
 
 int comm_device_owns(const void *buf) {
   struct cudaPointerAttributes a;
@@ -70,9 +77,11 @@ int comm_device_owns(const void *buf) {
 static comm_device *device_new(MPI_Comm mpi, int nccl, cudaStream_t compute) {
   comm_device *d = pt_calloc(1, sizeof *d);
   d->nccl = nccl, d->mpi = mpi, d->compute = compute;
-  MPI_Comm_rank(mpi, &d->rank);
-  MPI_Comm_size(mpi, &d->size);
-  if (nccl) CUDA_CHECK(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
+  PT_CHECK_MPI(MPI_Comm_rank(mpi, &d->rank));
+  PT_CHECK_MPI(MPI_Comm_size(mpi, &d->size));
+  if (nccl) PT_CHECK_CUDA(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
+  d->next_live = g_live;
+  g_live = d;
   return d;
 }
 
@@ -83,14 +92,14 @@ comm_device *comm_device_create(MPI_Comm mpi, int nccl, void *stream, char *err,
   if (d->rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) memset(&id, 0, sizeof id);
   if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, mpi) != MPI_SUCCESS) {
     snprintf(err, errsz, "sharing the NCCL unique id over MPI failed");
-    free(d);
+    comm_device_free(d);
     return NULL;
   }
   ncclResult_t r = ncclCommInitRank(&d->comm, d->size, id, d->rank);
   if (r != ncclSuccess) {
     snprintf(err, errsz, "ncclCommInitRank (%d ranks): %s", d->size, ncclGetErrorString(r));
-    cudaStreamDestroy(d->stream);
-    free(d);
+    d->comm = NULL; /* not a communicator to destroy */
+    comm_device_free(d);
     return NULL;
   }
   return d;
@@ -99,16 +108,25 @@ comm_device *comm_device_create(MPI_Comm mpi, int nccl, void *stream, char *err,
 comm_device *comm_device_split(comm_device *parent, MPI_Comm child, int color, int key) {
   ncclComm_t c = NULL;
   if (parent->nccl) /* collective over the parent's members, members or not */
-    NCCL_CHECK(parent, ncclCommSplit(parent->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key,
-                                     &c, NULL));
+    PT_CHECK_NCCL(ncclCommSplit(parent->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &c,
+                                NULL));
   if (color < 0) return NULL;
   comm_device *d = device_new(child, parent->nccl, parent->compute);
   d->comm = c;
   return d;
 }
 
+static void forget(comm_device *d) {
+  for (comm_device **p = &g_live; *p; p = &(*p)->next_live)
+    if (*p == d) {
+      *p = d->next_live;
+      return;
+    }
+}
+
 void comm_device_free(comm_device *d) {
   if (!d) return;
+  forget(d);
   if (d->comm) ncclCommDestroy(d->comm);
   if (d->stream) cudaStreamDestroy(d->stream);
   if (d->tmp) cudaFree(d->tmp);
@@ -120,10 +138,10 @@ void comm_device_free(comm_device *d) {
  * and the last readers of a buffer about to be received into). */
 static void after_compute(comm_device *d) {
   cudaEvent_t ev;
-  CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-  CUDA_CHECK(cudaEventRecord(ev, d->compute));
-  CUDA_CHECK(cudaStreamWaitEvent(d->stream, ev, 0));
-  CUDA_CHECK(cudaEventDestroy(ev));
+  PT_CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  PT_CHECK_CUDA(cudaEventRecord(ev, d->compute));
+  PT_CHECK_CUDA(cudaStreamWaitEvent(d->stream, ev, 0));
+  PT_CHECK_CUDA(cudaEventDestroy(ev));
 }
 
 static void hold(comm_device *d, dev_req *q) {
@@ -142,17 +160,17 @@ static void issue_group(comm_device *d, dev_req *extra) {
   if (extra && !extra->issued && !held) hold(d, extra);
   if (d->n_held == 0) return;
   after_compute(d);
-  NCCL_CHECK(d, ncclGroupStart());
+  PT_CHECK_NCCL(ncclGroupStart());
   for (int i = 0; i < d->n_held; i++) {
     dev_req *q = d->held[i];
-    if (q->recv) NCCL_CHECK(d, ncclRecv(q->buf, q->bytes, ncclChar, q->peer, d->comm, d->stream));
-    else NCCL_CHECK(d, ncclSend(q->buf, q->bytes, ncclChar, q->peer, d->comm, d->stream));
+    if (q->recv) PT_CHECK_NCCL(ncclRecv(q->buf, q->bytes, ncclChar, q->peer, d->comm, d->stream));
+    else PT_CHECK_NCCL(ncclSend(q->buf, q->bytes, ncclChar, q->peer, d->comm, d->stream));
   }
-  NCCL_CHECK(d, ncclGroupEnd());
+  PT_CHECK_NCCL(ncclGroupEnd());
   for (int i = 0; i < d->n_held; i++) {
     dev_req *q = d->held[i];
-    CUDA_CHECK(cudaEventCreateWithFlags(&q->done, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventRecord(q->done, d->stream));
+    PT_CHECK_CUDA(cudaEventCreateWithFlags(&q->done, cudaEventDisableTiming));
+    PT_CHECK_CUDA(cudaEventRecord(q->done, d->stream));
     q->issued = 1;
   }
   d->n_held = 0;
@@ -172,11 +190,10 @@ void comm_device_send(comm_device *d, const void *buf, size_t bytes, int peer, i
                       pt_request *r) {
   dev_req *q = req_new(d, (void *)buf, bytes, peer, 0, r);
   if (d->nccl) return hold(d, q);
-  CUDA_CHECK(cudaMallocHost(&q->host, bytes ? bytes : 1));
-  CUDA_CHECK(cudaMemcpyAsync(q->host, buf, bytes, cudaMemcpyDeviceToHost, d->compute));
-  CUDA_CHECK(cudaStreamSynchronize(d->compute));
-  if (MPI_Isend(q->host, (int)bytes, MPI_BYTE, peer, tag, d->mpi, &q->mpi) != MPI_SUCCESS)
-    pt_fatal("MPI_Isend of %zu staged bytes to rank %d failed", bytes, peer);
+  PT_CHECK_CUDA(cudaMallocHost(&q->host, bytes ? bytes : 1));
+  PT_CHECK_CUDA(cudaMemcpyAsync(q->host, buf, bytes, cudaMemcpyDeviceToHost, d->compute));
+  PT_CHECK_CUDA(cudaStreamSynchronize(d->compute));
+  PT_CHECK_MPI(MPI_Isend(q->host, (int)bytes, MPI_BYTE, peer, tag, d->mpi, &q->mpi));
 }
 
 void comm_device_recv(comm_device *d, void *buf, size_t bytes, int peer, int tag, pt_request *r) {
@@ -185,9 +202,8 @@ void comm_device_recv(comm_device *d, void *buf, size_t bytes, int peer, int tag
     if (d->grouped) hold(d, q); /* an explicit group goes out whole at its end */
     return;
   }
-  CUDA_CHECK(cudaMallocHost(&q->host, bytes ? bytes : 1));
-  if (MPI_Irecv(q->host, (int)bytes, MPI_BYTE, peer, tag, d->mpi, &q->mpi) != MPI_SUCCESS)
-    pt_fatal("MPI_Irecv of %zu staged bytes from rank %d failed", bytes, peer);
+  PT_CHECK_CUDA(cudaMallocHost(&q->host, bytes ? bytes : 1));
+  PT_CHECK_MPI(MPI_Irecv(q->host, (int)bytes, MPI_BYTE, peer, tag, d->mpi, &q->mpi));
 }
 
 /* Polls the event and the communicator's asynchronous error: a peer that died turns into an
@@ -197,7 +213,7 @@ static void nccl_wait_event(comm_device *d, cudaEvent_t ev, int peer, size_t byt
   for (;;) {
     cudaError_t e = cudaEventQuery(ev);
     if (e == cudaSuccess) break;
-    if (e != cudaErrorNotReady) CUDA_CHECK(e);
+    if (e != cudaErrorNotReady) PT_CHECK_CUDA(e);
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(d->comm, &async);
     if (async != ncclSuccess && async != ncclInProgress) {
@@ -212,7 +228,7 @@ static void nccl_wait_event(comm_device *d, cudaEvent_t ev, int peer, size_t byt
 static void nccl_wait(dev_req *q) {
   if (!q->issued) issue_group(q->d, q);
   nccl_wait_event(q->d, q->done, q->peer, q->bytes);
-  CUDA_CHECK(cudaEventDestroy(q->done));
+  PT_CHECK_CUDA(cudaEventDestroy(q->done));
 }
 
 int comm_device_wait(pt_request *r) {
@@ -221,12 +237,11 @@ int comm_device_wait(pt_request *r) {
   if (q->d->nccl) {
     nccl_wait(q);
   } else {
-    if (MPI_Wait(&q->mpi, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-      pt_fatal("waiting for %zu staged bytes with rank %d failed", q->bytes, q->peer);
+    PT_CHECK_MPI(MPI_Wait(&q->mpi, MPI_STATUS_IGNORE));
     if (q->recv)
-      CUDA_CHECK(cudaMemcpyAsync(q->buf, q->host, q->bytes, cudaMemcpyHostToDevice, q->d->compute));
-    CUDA_CHECK(cudaStreamSynchronize(q->d->compute)); /* the pinned copy is freed next */
-    CUDA_CHECK(cudaFreeHost(q->host));
+      PT_CHECK_CUDA(cudaMemcpyAsync(q->buf, q->host, q->bytes, cudaMemcpyHostToDevice, q->d->compute));
+    PT_CHECK_CUDA(cudaStreamSynchronize(q->d->compute)); /* the pinned copy is freed next */
+    PT_CHECK_CUDA(cudaFreeHost(q->host));
   }
   free(q);
   r->impl = NULL;
@@ -248,35 +263,35 @@ void comm_device_group_end(comm_device *d) {
  * pass it on; the last rank broadcasts. The same order as the host path, so the same bits. */
 static void nccl_sum_f32(comm_device *d, float *buf, size_t n) {
   if (d->tmp_floats < n) {
-    if (d->tmp) CUDA_CHECK(cudaFree(d->tmp));
-    CUDA_CHECK(cudaMalloc((void **)&d->tmp, n * sizeof(float)));
+    if (d->tmp) PT_CHECK_CUDA(cudaFree(d->tmp));
+    PT_CHECK_CUDA(cudaMalloc((void **)&d->tmp, n * sizeof(float)));
     d->tmp_floats = n;
   }
   issue_group(d, NULL); /* transfers held on this group go first, in issue order */
   after_compute(d);
   if (d->rank > 0) {
-    NCCL_CHECK(d, ncclRecv(d->tmp, n, ncclFloat, d->rank - 1, d->comm, d->stream));
+    PT_CHECK_NCCL(ncclRecv(d->tmp, n, ncclFloat, d->rank - 1, d->comm, d->stream));
     comm_nccl_add_f32(buf, d->tmp, n, d->stream);
-    CUDA_CHECK(cudaGetLastError());
+    PT_CHECK_CUDA(cudaGetLastError());
   }
-  if (d->rank < d->size - 1) NCCL_CHECK(d, ncclSend(buf, n, ncclFloat, d->rank + 1, d->comm, d->stream));
-  NCCL_CHECK(d, ncclBroadcast(buf, buf, n, ncclFloat, d->size - 1, d->comm, d->stream));
+  if (d->rank < d->size - 1) PT_CHECK_NCCL(ncclSend(buf, n, ncclFloat, d->rank + 1, d->comm, d->stream));
+  PT_CHECK_NCCL(ncclBroadcast(buf, buf, n, ncclFloat, d->size - 1, d->comm, d->stream));
   cudaEvent_t ev;
-  CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-  CUDA_CHECK(cudaEventRecord(ev, d->stream));
+  PT_CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  PT_CHECK_CUDA(cudaEventRecord(ev, d->stream));
   nccl_wait_event(d, ev, d->rank > 0 ? d->rank - 1 : d->rank + 1, n * sizeof(float));
-  CUDA_CHECK(cudaEventDestroy(ev));
+  PT_CHECK_CUDA(cudaEventDestroy(ev));
 }
 
 void comm_device_sum_f32(comm_device *d, float *buf, size_t n) {
   if (d->size == 1 || n == 0) return;
   if (d->nccl) return nccl_sum_f32(d, buf, n);
   float *host;
-  CUDA_CHECK(cudaMallocHost((void **)&host, n * sizeof(float)));
-  CUDA_CHECK(cudaMemcpyAsync(host, buf, n * sizeof(float), cudaMemcpyDeviceToHost, d->compute));
-  CUDA_CHECK(cudaStreamSynchronize(d->compute));
+  PT_CHECK_CUDA(cudaMallocHost((void **)&host, n * sizeof(float)));
+  PT_CHECK_CUDA(cudaMemcpyAsync(host, buf, n * sizeof(float), cudaMemcpyDeviceToHost, d->compute));
+  PT_CHECK_CUDA(cudaStreamSynchronize(d->compute));
   comm_host_sum_f32(d->mpi, host, n);
-  CUDA_CHECK(cudaMemcpyAsync(buf, host, n * sizeof(float), cudaMemcpyHostToDevice, d->compute));
-  CUDA_CHECK(cudaStreamSynchronize(d->compute));
-  CUDA_CHECK(cudaFreeHost(host));
+  PT_CHECK_CUDA(cudaMemcpyAsync(buf, host, n * sizeof(float), cudaMemcpyHostToDevice, d->compute));
+  PT_CHECK_CUDA(cudaStreamSynchronize(d->compute));
+  PT_CHECK_CUDA(cudaFreeHost(host));
 }

@@ -5,13 +5,15 @@
 #include "core/error.h"
 #include "kernels/cuda/gpu.h"
 
-void gpu_fail_cuda(const char *file, int line, const char *call, int code) {
+const char *gpu_cuda_error_text(int code) {
+  static char text[256];
   cudaError_t e = (cudaError_t)code;
-  pt_fatal("%s:%d: %s failed: %s (%s)", file, line, call, cudaGetErrorName(e), cudaGetErrorString(e));
+  snprintf(text, sizeof text, "%s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
+  return text;
 }
 
-void gpu_fail_cublas(const char *file, int line, const char *call, int code) {
-  pt_fatal("%s:%d: %s failed: %s", file, line, call, cublasGetStatusString((cublasStatus_t)code));
+const char *gpu_cublas_error_text(int code) {
+  return cublasGetStatusString((cublasStatus_t)code);
 }
 
 int gpu_count(char *why, size_t whysz) {

@@ -14,6 +14,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "core/error.h"
+
 typedef struct {
   int device;
   cudaStream_t stream;
@@ -39,20 +41,19 @@ void gpu_free(void *p);
 void gpu_to_device(gpu_ctx *g, void *dst, const void *src, size_t bytes);
 void gpu_to_host(gpu_ctx *g, void *dst, const void *src, size_t bytes); /* synchronous */
 
-void gpu_fail_cuda(const char *file, int line, const char *call, int code)
-    __attribute__((noreturn));
-void gpu_fail_cublas(const char *file, int line, const char *call, int code)
-    __attribute__((noreturn));
-#define CUDA_CHECK(call)                                                     \
-  do {                                                                       \
-    cudaError_t pt_e_ = (call);                                              \
-    if (pt_e_ != cudaSuccess) gpu_fail_cuda(__FILE__, __LINE__, #call, (int)pt_e_); \
-  } while (0)
-#define CUBLAS_CHECK(call)                                                   \
-  do {                                                                       \
-    cublasStatus_t pt_s_ = (call);                                           \
-    if (pt_s_ != CUBLAS_STATUS_SUCCESS)                                      \
-      gpu_fail_cublas(__FILE__, __LINE__, #call, (int)pt_s_);                \
-  } while (0)
+/* core/error.h's check of a library call for CUDA and cuBLAS: "FILE:LINE: CALL failed: CUDA:
+ * cudaErrorX (text)" with the rank. CUDA_CHECK and CUBLAS_CHECK are the same macros under the
+ * names the kernels use. The text functions take the result as an int so that C and C++ (.cu)
+ * callers see one signature; their buffers are static (the job ends right after). */
+const char *gpu_cuda_error_text(int code);
+const char *gpu_cublas_error_text(int code);
+#define GPU_CUDA_OK(r) ((r) == cudaSuccess)
+#define GPU_CUBLAS_OK(r) ((r) == CUBLAS_STATUS_SUCCESS)
+#define PT_CHECK_CUDA(call) \
+  PT_CHECK_CALL(cudaError_t, call, #call, GPU_CUDA_OK, "CUDA", gpu_cuda_error_text)
+#define PT_CHECK_CUBLAS(call) \
+  PT_CHECK_CALL(cublasStatus_t, call, #call, GPU_CUBLAS_OK, "cuBLAS", gpu_cublas_error_text)
+#define CUDA_CHECK(call) PT_CHECK_CUDA(call)
+#define CUBLAS_CHECK(call) PT_CHECK_CUBLAS(call)
 
 #endif

@@ -13,8 +13,8 @@
 
 #ifdef __cplusplus
 /* kernels/cuda/gpu.h has no extern "C" of its own: take the CUDA headers first (outside the block,
- * they hold C++), then gpu.h inside it, so a .cu file calls gpu_fail_cuda() & co. by their C
- * names. */
+ * they hold C++), then gpu.h inside it, so a .cu file calls pt_fail_lib() and the error texts
+ * by their C names. */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 extern "C" {

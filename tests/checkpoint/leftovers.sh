@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # leftovers.sh PIPE_TRAIN: what interrupted saves and prunes leave behind is never lost and
-# never kept forever (found by scripts/soak.sh). Needs strace (skipped, exit 77, without it).
+# never kept forever (found by scripts/soak.py). Needs strace (skipped, exit 77, without it).
 #   (a) SIGTERM right after a periodic save of step N, then SIGKILL during what would be the
 #       preemption save: step N's checkpoint is not saved twice, so it survives and stays the
 #       newest (it used to be renamed to step-N.previous and rewritten, and lost when killed)
