@@ -136,7 +136,7 @@ typedef struct {
 static double row_y(int stage) { return TOP + stage * (ROW_H + ROW_GAP); }
 static double time_x(const canvas *c, double t) { return LEFT + t * c->unit; }
 
-/* The schedule name comes from the spec: escape it like any text node. */
+/* Escape the schedule name like any text node: the registry does not restrict names. */
 static void put_escaped(FILE *f, const char *text) {
   for (const char *p = text; *p; p++) {
     if (*p == '<') fputs("&lt;", f);
@@ -155,7 +155,7 @@ static void draw_header(const canvas *c) {
           c->width, c->height, c->width, c->height);
   fprintf(c->f, "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n");
   fputs("<text x=\"12\" y=\"24\" font-size=\"15\" font-weight=\"bold\">", c->f);
-  put_escaped(c->f, s->name);
+  put_escaped(c->f, s->type->name);
   fprintf(c->f, ": P = %d stages, M = %d micro-batches, simulated bubble %.1f%%</text>\n",
           s->n_stages, s->n_micro, 100.0 * bubble);
   /* legend: plain swatches (no class) so only the step's boxes carry class F or B */
