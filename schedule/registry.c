@@ -7,7 +7,7 @@
 
 extern const pt_schedule_type schedule_1f1b, schedule_gpipe;
 
-/* One line per schedule; this order is the order errors list the names in. */
+/* One entry per schedule (declared above), in the order errors list the names. */
 const pt_schedule_type *const schedule_types[] = {&schedule_1f1b, &schedule_gpipe, NULL};
 
 #define SCHEDULE_MAX 64

@@ -2,7 +2,8 @@
  *
  * The executor (engine/pipeline.c) interprets these lists and nothing else, so new schedules
  * (interleaved, zero-bubble) are new entries in the registry (schedule/registry.h), not new
- * engine code. Micro-batch mb of a step uses activation slot mb % n_slots[stage]. Semantics of the actions on stage s:
+ * engine code. Micro-batch mb of a step uses activation slot mb % n_slots[stage]. Semantics
+ * of the actions on stage s:
  *   RECV_ACT mb    post the receive of mb's input from stage s-1 into the slot's input buffer
  *   LOAD mb        read mb's inputs (first stage) and/or targets (last stage) from the data
  *   FORWARD mb     run the stage's layers (waits for the RECV_ACT of mb)
