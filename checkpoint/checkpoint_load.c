@@ -267,10 +267,10 @@ static int check_model(pt_checkpoint *c, const pt_model *m, const pt_optimizer *
              (long long)model_unique_tensors(m));
     return -1;
   }
-  if (o && strcmp(c->optimizer, m->spec->train.optimizer) != 0) {
+  if (o && strcmp(c->optimizer, spec_optimizer_names[m->spec->train.optimizer]) != 0) {
     snprintf(err, errsz, "%s: optimizer state is %s but the spec trains with %s; set "
              "train.optimizer.name: %s to resume", c->dir, c->optimizer,
-             m->spec->train.optimizer, c->optimizer);
+             spec_optimizer_names[m->spec->train.optimizer], c->optimizer);
     return -1;
   }
   return 0;

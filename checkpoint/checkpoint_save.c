@@ -218,7 +218,7 @@ int checkpoint_write_manifest(const char *dir, const pt_model *m, const pt_spec_
   cJSON *rng = cJSON_AddObjectToObject(o, "rng");
   cJSON_AddNumberToObject(rng, "seed", (double)m->spec->train.seed);
   cJSON *opt = cJSON_AddObjectToObject(o, "optimizer");
-  cJSON_AddStringToObject(opt, "name", m->spec->train.optimizer);
+  cJSON_AddStringToObject(opt, "name", spec_optimizer_names[m->spec->train.optimizer]);
   cJSON_AddNumberToObject(opt, "t", (double)opt_t);
   cJSON *lay = cJSON_AddObjectToObject(o, "layout"), *b = cJSON_AddArrayToObject(lay, "bounds");
   cJSON_AddNumberToObject(lay, "stages", n_stages);

@@ -76,8 +76,8 @@ static int open_layout(pt_data *d, const pt_spec *spec, char *err, size_t errsz)
 
 int data_open(pt_data *d, const pt_spec *spec, char *err, size_t errsz) {
   memset(d, 0, sizeof *d);
-  const char *f = spec->data.format;
-  d->format = strcmp(f, "u16") == 0 ? DATA_U16 : strcmp(f, "f32") == 0 ? DATA_F32 : DATA_BYTES;
+  spec_data_format f = spec->data.format;
+  d->format = f == SPEC_DATA_U16 ? DATA_U16 : f == SPEC_DATA_F32 ? DATA_F32 : DATA_BYTES;
   d->inputs = spec->data.inputs;
   d->targets = spec->data.targets;
   if (!spec->data.path[0]) {

@@ -117,7 +117,7 @@ static int agree_failure(pt_pipeline *p, int failed, char *err);
 static int local_gpu(pt_pipeline *p, int on_gpu, char *err, size_t errsz) {
   const pt_spec *s = p->spec;
   int id = plan_device(&p->plan, p->rank, comm_local_rank()), n = device_gpu_count();
-  int given = s->pipeline.devices != NULL, shared = strcmp(s->comm_backend, "mpi") == 0;
+  int given = s->pipeline.devices != NULL, shared = s->comm_backend == SPEC_COMM_MPI;
   if (given || !on_gpu) return id;
   if (n == 1 && getenv("CUDA_VISIBLE_DEVICES")) return 0;
   if (shared) return n > 0 ? comm_local_rank() % n : id;
@@ -127,7 +127,7 @@ static int local_gpu(pt_pipeline *p, int on_gpu, char *err, size_t errsz) {
 static int open_device(pt_pipeline *p, char *err, size_t errsz) {
   const pt_spec *s = p->spec;
   int first = plan_first_layer(&p->plan, p->stage_id), last = plan_end_layer(&p->plan, p->stage_id);
-  const char *kind = device_resolve(s->pipeline.device, p->model.layers, p->model.n_layers);
+  const char *kind = device_resolve(spec_device_names[s->pipeline.device], p->model.layers, p->model.n_layers);
   int on_gpu = !strcmp(kind, "gpu"), gpu = local_gpu(p, on_gpu, err, errsz);
   int failed = on_gpu && gpu < 0;
   failed = failed || device_select(kind, gpu, err, errsz) != 0 ||
@@ -135,7 +135,7 @@ static int open_device(pt_pipeline *p, char *err, size_t errsz) {
   if (agree_failure(p, failed, err) != 0) return -1;
   pt_device *d = device_current();
   if (d->kind != DEV_GPU) return 0;
-  int nccl = strcmp(s->comm_backend, "mpi") != 0;
+  int nccl = s->comm_backend != SPEC_COMM_MPI;
   failed = comm_use_device(nccl, device_stream(d), err, errsz) != 0;
   if (!failed && nccl) /* every built-in schedule passes; a new one must too (tests) */
     failed = schedule_check_rendezvous(&p->sched, err, errsz) != 0;
@@ -177,7 +177,7 @@ int pipeline_init(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz) 
   broadcast_ties(p);
   stage_init(&p->stage, &p->model, first, last, (int)spec->train.micro_batch_size, seq_len(p),
              p->slots, (int)spec->train.activation_checkpoint_interval);
-  p->stage.check_finite = strcmp(spec->train.on_nonfinite, "abort") == 0;
+  p->stage.check_finite = spec->train.on_nonfinite == SPEC_NONFINITE_ABORT;
   optimizer_init(&p->opt, &spec->train, p->model.n_floats);
   alloc_slots(p);
   return 0;
@@ -310,7 +310,7 @@ static double global_norm(pt_pipeline *p) {
 /* Every rank has the same norm, so every rank takes the same branch. The first layer whose
  * output went non-finite is the lowest such index over all ranks. */
 static void decide_nonfinite(pt_pipeline *p) {
-  p->nonfinite = strcmp(p->spec->train.on_nonfinite, "skip") == 0 ? 1 : -1;
+  p->nonfinite = p->spec->train.on_nonfinite == SPEC_NONFINITE_SKIP ? 1 : -1;
   p->skipped += p->nonfinite > 0;
   uint64_t bad = p->stage.bad_layer >= 0 ? (uint64_t)p->stage.bad_layer : UINT64_MAX;
   comm_allreduce_min_u64(comm_world(), &bad, 1);

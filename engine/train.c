@@ -19,7 +19,7 @@ int trainer_init(pt_trainer *t, const pt_spec *spec, char *err, size_t errsz) {
     snprintf(err, errsz, "%s", e.msg);
     return -1;
   }
-  const char *kind = device_resolve(spec->pipeline.device, t->model.layers, t->model.n_layers);
+  const char *kind = device_resolve(spec_device_names[spec->pipeline.device], t->model.layers, t->model.n_layers);
   if (device_select(kind, 0, err, errsz) != 0 ||
       device_check_layers(device_current(), t->model.layers, 0, t->model.n_layers, err,
                           errsz) != 0) {
@@ -42,7 +42,7 @@ int trainer_init(pt_trainer *t, const pt_spec *spec, char *err, size_t errsz) {
   model_alloc(m, 0, m->n_layers);
   stage_init(&t->stage, m, 0, m->n_layers, B, T, 1,
              (int)spec->train.activation_checkpoint_interval);
-  t->stage.check_finite = strcmp(spec->train.on_nonfinite, "abort") == 0;
+  t->stage.check_finite = spec->train.on_nonfinite == SPEC_NONFINITE_ABORT;
   optimizer_init(&t->opt, &spec->train, m->n_floats);
   if (spec->pipeline.data_parallel > 1)
     t->grad_total = device_alloc(m->dev, sizeof(float) * (size_t)m->n_floats);
@@ -114,7 +114,7 @@ int trainer_step(pt_trainer *t, pt_step_metrics *out) {
   double lr = lr_at(c, t->step);
   int status = 0;
   if (!isfinite(norm)) { /* nothing of this step reaches the weights or the optimizer state */
-    status = strcmp(c->on_nonfinite, "skip") == 0 ? 1 : -1;
+    status = c->on_nonfinite == SPEC_NONFINITE_SKIP ? 1 : -1;
     if (status < 0) nonfinite_message(&t->model, t->step + 1, t->stage.bad_layer, 0, t->error, sizeof t->error);
     t->skipped += status > 0;
   } else {

@@ -290,7 +290,7 @@ static void run_sequential(const pt_spec *spec, const cli_args *a) {
   if (a->trace_path) pt_fail_input("--trace records a pipelined run: start it with mpirun");
   pt_trainer t;
   char err[1024];
-  int gpu = device_wants_gpu(spec->pipeline.device), launched = comm_launched();
+  int gpu = device_wants_gpu(spec_device_names[spec->pipeline.device]), launched = comm_launched();
   if (!gpu) place_rank(a, launched);
   if (trainer_init(&t, spec, err, sizeof err) != 0) pt_fail_input("%s", err);
   if (gpu) place_rank(a, launched);
@@ -435,7 +435,7 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
   watchdog_arm("the other ranks to start", -1, 0);
   /* CPU runs bind before allocating (first touch puts memory near the cores); GPU runs once
    * the GPU is open, to bind near it */
-  int gpu = device_wants_gpu(spec->pipeline.device);
+  int gpu = device_wants_gpu(spec_device_names[spec->pipeline.device]);
   if (!gpu) place_rank(a, 1);
   if (pipeline_init(&p, spec, err, sizeof err) != 0 ||
       (a->load_path && pipeline_load(&p, a->load_path, err, sizeof err) != 0)) {
@@ -458,7 +458,7 @@ static void run_pipeline(const pt_spec *spec, const cli_args *a) {
   step_stats st = stats_new(&p);
   if (root && !a->quiet)
     printf("pipetrain: %s: %d layers on %d stages x %d replicas (%s, %s), %lld steps\n",
-           spec->path, p.model.n_layers, p.P, p.dp, p.plan.method, p.sched.name,
+           spec->path, p.model.n_layers, p.P, p.dp, p.plan.method, p.sched.type->name,
            (long long)spec->train.steps);
   while (p.step < spec->train.steps) {
     pt_step_metrics m;
@@ -540,7 +540,8 @@ int main(int argc, char **argv) {
                            .n_overrides = a.n_overrides};
   pt_spec spec;
   spec_errors e = {0};
-  if (spec_load(a.spec_path, a.overrides, a.n_overrides, &spec, &e) != 0)
+  if (spec_load(a.spec_path, a.overrides, a.n_overrides, &spec, &e) != 0 ||
+      !schedule_from_spec(&spec.pipeline, &e))
     fail_everywhere(launched, e.msg);
   if (launched) check_same_spec(&spec);
   int world = launched ? comm_size(comm_world()) : 1, root = !launched || comm_rank(comm_world()) == 0;

@@ -86,9 +86,9 @@ int model_configure(pt_model *m, const pt_spec *spec, spec_errors *e) {
   m->spec = spec;
   m->n_layers = spec->n_layers;
   m->layers = pt_calloc((size_t)spec->n_layers, sizeof(pt_layer));
-  m->input_tokens = strcmp(spec->data.format, "f32") != 0;
+  m->input_tokens = spec->data.format != SPEC_DATA_F32;
   m->input_dim = m->input_tokens ? 0 : spec->data.inputs;
-  m->loss = (pt_loss_kind)loss_kind_from_name(spec->loss);
+  m->loss = spec->loss == SPEC_LOSS_MSE ? LOSS_MSE : LOSS_CROSS_ENTROPY;
   int dim = m->input_dim, tokens = m->input_tokens;
   for (int li = 0; li < m->n_layers && !e->failed; li++) configure_layer(m, li, &dim, &tokens, e);
   if (!e->failed) check_loss(m, e);

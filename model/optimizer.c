@@ -21,7 +21,7 @@ void optimizer_init(pt_optimizer *o, const spec_train *cfg, int64_t n_floats) {
   o->dev = device_current();
   o->m = state_alloc(o->dev, n_floats, &o->host_m);
   /* SGD keeps one buffer (momentum); AdamW two */
-  if (strcmp(cfg->optimizer, "sgd") != 0) o->v = state_alloc(o->dev, n_floats, &o->host_v);
+  if (cfg->optimizer != SPEC_OPTIMIZER_SGD) o->v = state_alloc(o->dev, n_floats, &o->host_v);
 }
 
 void optimizer_free(pt_optimizer *o) {
@@ -47,7 +47,7 @@ void optimizer_to_device(pt_optimizer *o) {
 static device_update update_of(const pt_optimizer *o, double lr) {
   const spec_train *c = &o->cfg;
   double bc1 = 1.0 - pow(c->beta1, (double)o->t), bc2 = 1.0 - pow(c->beta2, (double)o->t);
-  device_update u = {.adam = strcmp(c->optimizer, "sgd") != 0, .lr = lr, .beta1 = c->beta1,
+  device_update u = {.adam = c->optimizer == SPEC_OPTIMIZER_ADAMW, .lr = lr, .beta1 = c->beta1,
                      .beta2 = c->beta2, .eps = c->eps, .weight_decay = c->weight_decay,
                      .momentum = c->momentum, .t = o->t, .bc1 = bc1, .bc2 = bc2};
   u.step = (float)(lr / bc1);
@@ -70,7 +70,7 @@ void optimizer_step(pt_optimizer *o, pt_model *m, double lr) {
 
 double lr_at(const spec_train *c, int64_t step) {
   if (step < c->warmup_steps) return c->lr * (double)(step + 1) / (double)c->warmup_steps;
-  if (strcmp(c->lr_schedule, "cosine") != 0) return c->lr;
+  if (c->lr_schedule != SPEC_LR_COSINE) return c->lr;
   int64_t span = c->steps - c->warmup_steps;
   double progress = span > 1 ? (double)(step - c->warmup_steps) / (double)(span - 1) : 1.0;
   if (progress > 1.0) progress = 1.0;

@@ -7,12 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-int memory_in_flight(const char *schedule, int n_stages, int stage, int micro_batches) {
-  if (strcmp(schedule, "gpipe") == 0) return micro_batches;
-  int k = n_stages - stage;
-  return k < micro_batches ? k : micro_batches;
-}
-
 static int64_t tied_duplicate_bytes(const pt_model *m, int first, int last) {
   int64_t dup = 0;
   for (int li = first; li < last; li++) {
@@ -129,7 +123,7 @@ static shape_ctx shape_of(const pt_model *m, int first, int last) {
 }
 
 static int optimizer_copies(const pt_model *m) {
-  return strcmp(m->spec->train.optimizer, "sgd") == 0 ? 1 : 2;
+  return m->spec->train.optimizer == SPEC_OPTIMIZER_SGD ? 1 : 2;
 }
 
 int64_t memory_engine_bytes(const pt_model *m, int first, int last, int in_flight) {

@@ -11,7 +11,7 @@
  *               gradient buffers (received, to send) and targets; times the in-flight count
  *   workspace   checkpoint recompute buffers, the largest layer scratch, two gradient buffers,
  *               on the last stage the loss gradient, and the data buffers of the end stages
- * In-flight micro-batches on stage s of P with M per step: 1F1B min(P - s, M); GPipe M.
+ * The in-flight count is the schedule's (schedule/registry.h: 1F1B min(P - s, M), GPipe M).
  * All sizes in bytes. */
 #ifndef PT_PARTITION_MEMORY_H
 #define PT_PARTITION_MEMORY_H
@@ -26,7 +26,6 @@ typedef struct {
   int in_flight;
 } pt_stage_memory;
 
-int memory_in_flight(const char *schedule, int n_stages, int stage, int micro_batches);
 /* Estimate for layers [first, last) of a configured model (no storage needed). */
 void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight,
                            pt_stage_memory *out);

@@ -117,38 +117,25 @@ static int explicit_stage_layers(pt_plan *p, spec_node *n, spec_errors *e) {
 
 typedef struct {
   const pt_model *m;
+  const pt_schedule_type *schedule;
   int micro_batches;
 } memory_ctx;
 
 /* The solver needs memory that never grows as a range shrinks: give it the monotone bound. */
 static double stage_memory_cb(void *ctx, int n_stages, int stage, int first, int last) {
   const memory_ctx *c = ctx;
-  int k = memory_in_flight(c->m->spec->pipeline.schedule, n_stages, stage, c->micro_batches);
+  int k = c->schedule->in_flight(stage, n_stages, c->micro_batches);
   return (double)memory_bound_stage(c->m, n_stages, stage, first, last, k);
 }
 
-/* Fills w[] with the method's per-layer measure; returns 0 or -1 (unknown method, bad regex). */
-static int method_weights(pt_plan *p, const pt_model *m, const double *time, double *w,
-                          spec_errors *e) {
-  const char *method = m->spec->pipeline.partition;
+/* type:REGEX: weight 1 for each layer whose type matches, 0 for the others. */
+static int type_weights(pt_plan *p, const pt_model *m, double *w, spec_errors *e) {
+  const char *regex = m->spec->pipeline.partition_types;
   spec_node *at = spec_find(m->spec->pipeline.node, "partition");
-  snprintf(p->method, sizeof p->method, "%s", method);
-  for (int i = 0; i < p->n_layers; i++) {
-    if (!strcmp(method, "uniform")) w[i] = 1.0;
-    else if (!strcmp(method, "parameters")) w[i] = layer_params(m, i);
-    else if (!strcmp(method, "balanced")) w[i] = time[i];
-  }
-  if (!strcmp(method, "uniform") || !strcmp(method, "parameters") || !strcmp(method, "balanced"))
-    return 0;
-  if (strncmp(method, "type:", 5) != 0) {
-    spec_error(e, at ? at : m->spec->pipeline.node, 0, "unknown pipeline.partition '%s'; use "
-               "parameters, uniform, balanced, type:REGEX, or give pipeline.boundaries", method);
-    return -1;
-  }
   regex_t re;
-  if (regcomp(&re, method + 5, REG_EXTENDED | REG_NOSUB | REG_ICASE) != 0) {
+  if (regcomp(&re, regex, REG_EXTENDED | REG_NOSUB | REG_ICASE) != 0) {
     spec_error(e, at, 0, "pipeline.partition: '%s' is not a valid extended regular expression",
-               method + 5);
+               regex);
     return -1;
   }
   int matched = 0;
@@ -158,12 +145,27 @@ static int method_weights(pt_plan *p, const pt_model *m, const double *time, dou
   }
   regfree(&re);
   if (matched == 0) {
-    spec_error(e, at, 0, "pipeline.partition '%s' matches no layer type", method);
+    spec_error(e, at, 0, "pipeline.partition '%s' matches no layer type", p->method);
     return -1;
   }
   if (matched < p->n_stages)
-    plan_warn(p, "partition '%s' matches %d layers for %d stages: some stages get none", method,
-              matched, p->n_stages);
+    plan_warn(p, "partition '%s' matches %d layers for %d stages: some stages get none",
+              p->method, matched, p->n_stages);
+  return 0;
+}
+
+/* Fills w[] with the method's per-layer measure; returns 0 or -1 (a bad regex). */
+static int method_weights(pt_plan *p, const pt_model *m, const double *time, double *w,
+                          spec_errors *e) {
+  const spec_pipeline *pl = &m->spec->pipeline;
+  int type = pl->partition == SPEC_PARTITION_TYPE;
+  snprintf(p->method, sizeof p->method, "%s%s", spec_partition_names[pl->partition],
+           type ? pl->partition_types : "");
+  if (type) return type_weights(p, m, w, e);
+  for (int i = 0; i < p->n_layers; i++)
+    w[i] = pl->partition == SPEC_PARTITION_UNIFORM      ? 1.0
+           : pl->partition == SPEC_PARTITION_PARAMETERS ? layer_params(m, i)
+                                                        : time[i];
   return 0;
 }
 
@@ -197,10 +199,12 @@ static int automatic(pt_plan *p, const pt_model *m, spec_errors *e) {
   for (int i = 0; i < p->n_layers; i++) time[i] = plan_layer_flops(m, i);
   int rc = method_weights(p, m, time, w, e);
   if (rc == 0) {
-    memory_ctx ctx = {m, p->micro_batches};
+    memory_ctx ctx = {m, p->schedule, p->micro_batches};
     int uniform_cap = m->spec->pipeline.max_memory && m->spec->pipeline.max_memory->kind == SPEC_SCALAR;
+    /* balanced weighs by time already: passing w itself tells the solver to skip its time pass */
+    const double *by_time = m->spec->pipeline.partition == SPEC_PARTITION_BALANCED ? w : time;
     part_problem prob = {.n_layers = p->n_layers, .n_stages = p->n_stages, .weight = w,
-                         .time = strcmp(p->method, "balanced") ? time : w,
+                         .time = by_time,
                          .stage_memory = p->cap ? stage_memory_cb : NULL, .ctx = &ctx,
                          .cap = p->cap, .cap_uniform = uniform_cap};
     part_failure why;
@@ -273,7 +277,7 @@ static int parse_devices(pt_plan *p, spec_node *n, spec_errors *e) {
 static void plan_measure(pt_plan *p, const pt_model *m) {
   for (int s = 0; s < p->n_stages; s++) {
     int a = p->bounds[s], b = p->bounds[s + 1];
-    int k = memory_in_flight(m->spec->pipeline.schedule, p->n_stages, s, p->micro_batches);
+    int k = p->schedule->in_flight(s, p->n_stages, p->micro_batches);
     memory_estimate_stage(m, a, b, k, &p->mem[s]);
     for (int i = a; i < b; i++) {
       p->flops[s] += plan_layer_flops(m, i);
@@ -324,6 +328,8 @@ int plan_build(pt_plan *p, const pt_model *m, spec_errors *e) {
   p->data_parallel = (int)pl->data_parallel;
   p->micro_batches = (int)m->spec->train.micro_batches;
   p->n_layers = m->n_layers;
+  p->schedule = schedule_from_spec(pl, e);
+  if (!p->schedule) return -1;
   if (p->n_stages > p->n_layers) {
     spec_error(e, spec_find(pl->node, "stages"), 0, "pipeline.stages (%d) is more than the %d "
                "layers; every stage needs at least one layer, so use at most %d stages",

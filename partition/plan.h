@@ -13,6 +13,7 @@
 
 #include "partition/memory.h"
 #include "model/model.h"
+#include "schedule/registry.h"
 
 #define PLAN_MAX_WARNINGS 8
 
@@ -20,6 +21,7 @@ typedef struct {
   int n_stages, data_parallel, micro_batches;
   int n_layers;
   char method[300];     /* "parameters", "balanced", "explicit boundaries", ... */
+  const pt_schedule_type *schedule; /* pipeline.schedule: in-flight counts per stage */
   int *bounds;          /* [n_stages + 1] */
   int *devices;         /* [n_stages * data_parallel], by rank; -1: the node-local rank */
   double *cap;          /* [n_stages] bytes; 0: none */
@@ -30,8 +32,9 @@ typedef struct {
   int n_warnings;
 } pt_plan;
 
-/* Plans a configured model with spec->pipeline. Returns 0, or -1 with e set (bad explicit
- * lists, unknown method, caps no plan can meet: the message says which stage and what fits). */
+/* Plans a configured model with spec->pipeline. Returns 0, or -1 with e set (an unknown
+ * schedule, bad explicit lists, a bad type:REGEX, caps no plan can meet: the message says
+ * which stage and what fits). */
 int plan_build(pt_plan *p, const pt_model *m, spec_errors *e);
 void plan_free(pt_plan *p);
 

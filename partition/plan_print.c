@@ -42,7 +42,7 @@ void plan_print(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
   const pt_spec *s = m->spec;
   fprintf(f, "plan for %s: %d layers on %d stages x %d replicas = %d ranks (partition: %s, "
           "schedule: %s, %d micro-batches)\n", s->path, p->n_layers, p->n_stages, p->data_parallel,
-          p->n_stages * p->data_parallel, p->method, s->pipeline.schedule, p->micro_batches);
+          p->n_stages * p->data_parallel, p->method, p->schedule->name, p->micro_batches);
   fprintf(f, "%-5s %-8s %-8s %-9s %12s %10s %10s %10s %10s %10s %10s %10s %9s  %s\n", "stage",
           "ranks", "devices", "layers", "params", "memory", "weights", "grads", "optim",
           "activ", "work", "cap", "est.ms", "types");
@@ -63,7 +63,7 @@ void plan_print(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
   }
   fprintf(f, "imbalance (slowest / mean stage time): %.3f; activations held for %s micro-batches "
           "in flight per stage (%s)\n", imbalance(p),
-          strcmp(s->pipeline.schedule, "gpipe") ? "P - stage" : "all", s->pipeline.schedule);
+          p->schedule->in_flight_doc, p->schedule->name);
   if (gflops > 0)
     fprintf(f, "est.ms: forward + backward FLOPs of one step at the measured %.1f GFLOP/s\n",
             gflops);
@@ -108,7 +108,7 @@ void plan_print_json(FILE *f, const pt_plan *p, const pt_model *m, double gflops
   cJSON_AddNumberToObject(o, "stages", p->n_stages);
   cJSON_AddNumberToObject(o, "data_parallel", p->data_parallel);
   cJSON_AddStringToObject(o, "partition", p->method);
-  cJSON_AddStringToObject(o, "schedule", m->spec->pipeline.schedule);
+  cJSON_AddStringToObject(o, "schedule", p->schedule->name);
   cJSON_AddNumberToObject(o, "micro_batches", p->micro_batches);
   cJSON_AddNumberToObject(o, "imbalance", imbalance(p));
   cJSON *stages = cJSON_AddArrayToObject(o, "stage_plan"), *warn = cJSON_AddArrayToObject(o, "warnings");

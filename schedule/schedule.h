@@ -1,8 +1,9 @@
 /* schedule/schedule.h: a pipeline schedule is data, one action list per stage.
  *
  * The executor (engine/pipeline.c) interprets these lists and nothing else, so new schedules
- * (interleaved, zero-bubble) are new generators, not new engine code. Micro-batch mb of a step
- * uses activation slot mb % n_slots[stage]. Semantics of the actions on stage s:
+ * (interleaved, zero-bubble) are new entries in the registry (schedule/registry.h), not new
+ * engine code. Micro-batch mb of a step uses activation slot mb % n_slots[stage]. Semantics
+ * of the actions on stage s:
  *   RECV_ACT mb    post the receive of mb's input from stage s-1 into the slot's input buffer
  *   LOAD mb        read mb's inputs (first stage) and/or targets (last stage) from the data
  *   FORWARD mb     run the stage's layers (waits for the RECV_ACT of mb)
@@ -21,6 +22,8 @@
 #define PT_SCHEDULE_H
 
 #include <stdio.h>
+
+#include "schedule/registry.h"
 
 typedef enum {
   ACT_RECV_ACT,
@@ -42,13 +45,14 @@ typedef struct {
 
 typedef struct {
   int n_stages, n_micro;
-  char name[16];
+  const pt_schedule_type *type; /* the registry entry it was built from */
   pt_action **acts; /* [stage][i] */
   int *n_acts;      /* [stage] */
   int *n_slots;     /* [stage]: activation slots (micro-batches in flight) the stage needs */
 } pt_schedule;
 
-/* "1f1b" or "gpipe"; returns 0 or -1 for an unknown name. */
+/* Builds the registered schedule `name` (schedule/registry.h); returns 0, or -1 for a name
+ * the registry does not have. n_slots[stage] is the entry's in-flight count. */
 int schedule_build(pt_schedule *s, const char *name, int n_stages, int n_micro);
 void schedule_free(pt_schedule *s);
 /* Simulates all stages together: every send matched by one receive, every micro-batch forward

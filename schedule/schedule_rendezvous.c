@@ -135,7 +135,7 @@ static int progress_host(rdv *r, int st) {
 
 static void describe(rdv *r, char *err, size_t errsz) {
   int n = snprintf(err, errsz, "%s, %d stages, %d micro-batches: deadlock under NCCL's ordered "
-                   "transfers:", r->s->name, r->s->n_stages, r->s->n_micro);
+                   "transfers:", r->s->type->name, r->s->n_stages, r->s->n_micro);
   for (int st = 0; st < r->s->n_stages && n > 0 && (size_t)n < errsz; st++) {
     const pt_action *q = r->head[st] < r->tail[st] ? &r->stream[st][r->head[st]].op : NULL;
     n += snprintf(err + n, errsz - (size_t)n, " stage %d at action %d, stream %s%d;", st,

@@ -278,7 +278,7 @@ int schedule_write_svg(const pt_schedule *s, const char *path, char *err, size_t
   }
   char title[160], legend[160];
   snprintf(title, sizeof title, "%s: P = %d stages, M = %d micro-batches, simulated bubble %.1f%%",
-           s->name, s->n_stages, s->n_micro,
+           s->type->name, s->n_stages, s->n_micro,
            100.0 * sched_bubble(boxes, n, s->n_stages, 0.0, span));
   snprintf(legend, sizeof legend, "blank: idle; number: micro-batch; unit costs: forward %g, "
            "backward %g, communication 0", SCHED_FORWARD_COST, SCHED_BACKWARD_COST);

@@ -87,12 +87,50 @@ double spec_node_num(spec_node *n, double lo, double hi, spec_errors *e);
 int spec_node_is_null(const spec_node *n);
 /* Requires n to be a map (SPEC_MAP), else records "expected a mapping". */
 int spec_expect_map(spec_node *n, const char *what, spec_errors *e);
+/* Index of n's text (a scalar, quoted or not) in names, a NULL-terminated list, or -1 with
+ * "PATH: expected one of A, B, got X" recorded. Also for names a higher folder owns (the
+ * schedule registry), which this one cannot include. */
+int spec_node_choice(spec_node *n, const char *const *names, spec_errors *e);
+/* Index of name in a NULL-terminated list, -1 if absent. */
+int spec_name_index(const char *const *names, const char *name);
 /* Records "unknown key 'k' in WHAT; known keys: ..." for the first unused entry of map.
  * known is a NULL-terminated list of accepted keys used only for the hint (may be NULL). */
 void spec_check_unused(spec_node *map, const char *what, const char *const *known,
                        spec_errors *e);
 
 /* --- Typed spec --------------------------------------------------------------------------- */
+/* Settings chosen from a fixed set of names are enums, resolved once by spec_load. The
+ * spec_*_names tables give each value's spelling (indexed by the enum, NULL-terminated) for
+ * messages, manifests and APIs that take the name. */
+typedef enum { SPEC_LOSS_CROSS_ENTROPY, SPEC_LOSS_MSE } spec_loss;
+typedef enum { SPEC_DATA_BYTES, SPEC_DATA_U16, SPEC_DATA_F32 } spec_data_format;
+typedef enum { SPEC_OPTIMIZER_ADAMW, SPEC_OPTIMIZER_SGD } spec_optimizer;
+typedef enum { SPEC_LR_CONSTANT, SPEC_LR_COSINE } spec_lr_schedule;
+typedef enum { SPEC_NONFINITE_ABORT, SPEC_NONFINITE_SKIP } spec_nonfinite;
+/* SPEC_PARTITION_TYPE: "type:REGEX", the regex in spec_pipeline.partition_types */
+typedef enum {
+  SPEC_PARTITION_PARAMETERS,
+  SPEC_PARTITION_UNIFORM,
+  SPEC_PARTITION_BALANCED,
+  SPEC_PARTITION_TYPE,
+} spec_partition;
+typedef enum {
+  SPEC_DEVICE_AUTO,
+  SPEC_DEVICE_CPU,
+  SPEC_DEVICE_GPU,
+  SPEC_DEVICE_EMULATED,
+} spec_device;
+typedef enum { SPEC_COMM_AUTO, SPEC_COMM_NCCL, SPEC_COMM_MPI } spec_comm_backend;
+
+extern const char *const spec_loss_names[];
+extern const char *const spec_data_format_names[];
+extern const char *const spec_optimizer_names[];
+extern const char *const spec_lr_schedule_names[];
+extern const char *const spec_nonfinite_names[];
+extern const char *const spec_partition_names[]; /* "type:" for SPEC_PARTITION_TYPE */
+extern const char *const spec_device_names[]; /* device/ still takes the name */
+extern const char *const spec_comm_backend_names[];
+
 typedef struct {
   char type[SPEC_NAME_MAX];  /* layer type name, e.g. "transformer_block" */
   char tie[SPEC_NAME_MAX];   /* tie key, "" when untied */
@@ -103,7 +141,7 @@ typedef struct {
 
 typedef struct {
   char path[4096];
-  char format[16]; /* "bytes" | "u16" | "f32" */
+  spec_data_format format;
   int inputs, targets; /* f32 only: floats per record that are inputs / targets */
   spec_node *node;     /* the data map (NULL when absent), for positions in later errors */
 } spec_data;
@@ -112,24 +150,27 @@ typedef struct {
   int64_t steps;
   int64_t micro_batch_size; /* B */
   int64_t micro_batches;    /* M, per data-parallel replica and step */
-  char optimizer[16];       /* "adamw" | "sgd" */
+  spec_optimizer optimizer;
   double lr, beta1, beta2, eps, weight_decay, momentum;
   double grad_clip;         /* 0 = off */
   uint64_t seed;
   int64_t activation_checkpoint_interval; /* 0 = off */
-  char lr_schedule[16];     /* "constant" | "cosine" */
+  spec_lr_schedule lr_schedule;
   int64_t warmup_steps;
   double min_lr;            /* floor of the cosine decay */
   char ckpt_dir[4096];      /* train.checkpoint.dir ("" = no periodic checkpoints) */
   int64_t ckpt_every;       /* save every N steps (0: only with --save) */
   int64_t ckpt_keep;        /* keep the K newest step-N checkpoints (default 3) */
-  char on_nonfinite[8];     /* "abort" (default) | "skip": a step whose gradients are not finite */
+  spec_nonfinite on_nonfinite; /* a step whose gradients are not finite: abort (default) or skip */
 } spec_train;
 
 typedef struct {
   int64_t stages, data_parallel;
-  char partition[256]; /* "parameters", "uniform", "balanced", "type:REGEX" */
-  char schedule[16];   /* "1f1b" | "gpipe" */
+  spec_partition partition;
+  char partition_types[256]; /* SPEC_PARTITION_TYPE: the REGEX of "type:REGEX" */
+  /* A name in the schedule registry (schedule/registry.h), which this folder sits below: the
+   * registry checks it (schedule_from_spec). Default "1f1b". */
+  char schedule[SPEC_NAME_MAX];
   spec_node *node;     /* the whole pipeline map */
   /* Raw nodes (NULL when absent), interpreted by the planner (partition/plan.h): */
   spec_node *boundaries;   /* [first layer of each stage] */
@@ -138,7 +179,7 @@ typedef struct {
   spec_node *devices;      /* [device id per stage] or per (replica, stage) */
   int64_t tie_check_every; /* compare tied copies' checksums every N steps (0: only at the end) */
   int64_t timeout_s;       /* a rank blocked this long on a peer ends the job (0: never) */
-  char device[16];         /* "auto" (a GPU when there is one) | "cpu" | "gpu" | "emulated" */
+  spec_device device;      /* auto: a GPU when there is one */
 } spec_pipeline;
 
 typedef struct {
@@ -148,11 +189,11 @@ typedef struct {
   int64_t vocab, seq_len, dim, heads; /* 0 when absent */
   spec_layer *layers;
   int n_layers;
-  char loss[SPEC_NAME_MAX];
+  spec_loss loss;
   spec_data data;
   spec_train train;
   spec_pipeline pipeline;
-  char comm_backend[8];  /* comm.backend: "auto" (NCCL for GPU buffers) | "nccl" | "mpi" */
+  spec_comm_backend comm_backend; /* comm.backend: auto (NCCL for GPU buffers), nccl, mpi */
   int64_t log_every;
   uint64_t hash;        /* FNV-1a of the canonical tree after overrides: same spec => same hash */
 } pt_spec;

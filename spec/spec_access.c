@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Shared by partition/spec_*.c only; spec.h is the public contract and stays free of them. */
+/* Shared by spec/spec_*.c only; spec.h is the public contract and stays free of them. */
 const char *spec_node_path(const spec_node *n, char *buf, size_t size);
 void spec_fail_expected(spec_errors *e, spec_node *n, const char *want);
 
@@ -227,6 +227,27 @@ const char *spec_get_str(spec_node *map, const char *key, int required, const ch
   }
   snprintf(out, outsz, "%s", n->value);
   return out;
+}
+
+/* --- Names ---------------------------------------------------------------------------------- */
+
+int spec_name_index(const char *const *names, const char *name) {
+  for (int i = 0; names[i]; i++)
+    if (!strcmp(names[i], name)) return i;
+  return -1;
+}
+
+int spec_node_choice(spec_node *n, const char *const *names, spec_errors *e) {
+  if (e->failed || !n) return -1;
+  n->used = 1;
+  int i = n->kind == SPEC_SCALAR ? spec_name_index(names, n->value) : -1;
+  if (i >= 0) return i;
+  char want[256] = "one of ";
+  size_t pos = strlen(want);
+  for (int k = 0; names[k] && pos < sizeof want; k++)
+    pos += (size_t)snprintf(want + pos, sizeof want - pos, "%s%s", k ? ", " : "", names[k]);
+  spec_fail_expected(e, n, want);
+  return -1;
 }
 
 /* --- Maps ----------------------------------------------------------------------------------- */

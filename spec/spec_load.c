@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 
-/* Shared by partition/spec_*.c only; spec.h is the public contract and stays free of them. */
+/* Shared by spec/spec_*.c only; spec.h is the public contract and stays free of them. */
 spec_node *spec_node_new(spec_kind kind, const char *own_origin);
 void spec_node_push(spec_node *parent, spec_node *child);
 const char *spec_node_path(const spec_node *n, char *buf, size_t size);
@@ -32,29 +32,13 @@ static spec_node *spec_section(spec_node *map, const char *key, const char *what
   return spec_expect_map(n, what, e) ? n : NULL;
 }
 
-static int spec_in_list(const char *s, const char *const *list) {
-  for (; *list; list++)
-    if (!strcmp(s, *list)) return 1;
-  return 0;
-}
-
-static void spec_join(const char *const *list, char *buf, size_t size) {
-  size_t pos = 0;
-  buf[0] = '\0';
-  for (int i = 0; list[i] && pos < size; i++)
-    pos += (size_t)snprintf(buf + pos, size - pos, "%s%s", i ? ", " : "", list[i]);
-}
-
-/* A string from a fixed set of names; the error lists them. */
-static void spec_get_choice(spec_node *map, const char *key, const char *def,
-                            const char *const *choices, char *out, size_t outsz,
-                            spec_errors *e) {
-  spec_get_str(map, key, 0, def, out, outsz, e);
-  if (e->failed || spec_in_list(out, choices)) return;
-  char want[256] = "one of ";
-  spec_join(choices, want + strlen(want), sizeof want - strlen(want));
-  spec_fail_expected(e, spec_find(map, key), want);
-  snprintf(out, outsz, "%s", def);
+/* A setting from a fixed set of names, as the index of its enum; absent or null: def. */
+static int spec_get_enum(spec_node *map, const char *key, int def, const char *const *names,
+                         spec_errors *e) {
+  spec_node *n = spec_find(map, key);
+  if (e->failed || !n || spec_node_is_null(n)) return def;
+  int i = spec_node_choice(n, names, e);
+  return i < 0 ? def : i;
 }
 
 /* Numbers with an open end ("> 0", "[0, 1)"), which spec_node_num's closed ranges cannot say;
@@ -238,8 +222,7 @@ static void spec_load_layers(pt_spec *s, spec_errors *e) {
 /* --- loss, data ----------------------------------------------------------------------------- */
 
 static void spec_load_loss(pt_spec *s, spec_errors *e) {
-  static const char *const losses[] = {"cross_entropy", "mse", NULL};
-  spec_get_choice(s->root, "loss", "cross_entropy", losses, s->loss, sizeof s->loss, e);
+  s->loss = spec_get_enum(s->root, "loss", SPEC_LOSS_CROSS_ENTROPY, spec_loss_names, e);
 }
 
 static int spec_is_file(const char *path) {
@@ -276,7 +259,7 @@ static void spec_resolve_data(pt_spec *s, spec_node *n, const char *rel, spec_er
 }
 
 static void spec_load_data_shape(spec_data *d, spec_node *m, spec_errors *e) {
-  if (!strcmp(d->format, "f32")) {
+  if (d->format == SPEC_DATA_F32) {
     d->inputs = (int)spec_get_int(m, "inputs", 1, 0, 1, INT32_MAX, e);
     d->targets = (int)spec_get_int(m, "targets", 1, 0, 1, INT32_MAX, e);
     return;
@@ -289,16 +272,15 @@ static void spec_load_data_shape(spec_data *d, spec_node *m, spec_errors *e) {
 }
 
 static void spec_load_data(pt_spec *s, spec_errors *e) {
-  static const char *const formats[] = {"bytes", "u16", "f32", NULL};
   static const char *const keys[] = {"path", "format", "inputs", "targets", NULL};
   spec_data *d = &s->data;
-  snprintf(d->format, sizeof d->format, "bytes");
+  d->format = SPEC_DATA_BYTES;
   spec_node *m = spec_section(s->root, "data", "data", e);
   d->node = m;
   if (!m) return;
   char rel[sizeof d->path];
   spec_get_str(m, "path", 1, "", rel, sizeof rel, e);
-  spec_get_choice(m, "format", "bytes", formats, d->format, sizeof d->format, e);
+  d->format = spec_get_enum(m, "format", SPEC_DATA_BYTES, spec_data_format_names, e);
   spec_load_data_shape(d, m, e);
   spec_check_unused(m, "data", keys, e);
   if (!e->failed && !*rel) spec_fail_expected(e, spec_find(m, "path"), "a file path");
@@ -325,16 +307,15 @@ static void spec_load_betas(spec_train *t, spec_node *opt, spec_errors *e) {
 }
 
 static void spec_load_optimizer(spec_train *t, spec_node *train, spec_errors *e) {
-  static const char *const names[] = {"adamw", "sgd", NULL};
   static const char *const keys[] = {"name", "lr", "betas", "eps", "weight_decay", "momentum",
                                      NULL};
   spec_node *m = spec_section(train, "optimizer", "train.optimizer", e);
-  spec_get_choice(m, "name", "adamw", names, t->optimizer, sizeof t->optimizer, e);
+  t->optimizer = spec_get_enum(m, "name", SPEC_OPTIMIZER_ADAMW, spec_optimizer_names, e);
   t->lr = spec_get_num_open(m, "lr", 1e-3, 0, DBL_MAX, 1, 0, "a number > 0", e);
   spec_load_betas(t, m, e);
   t->eps = spec_get_num_open(m, "eps", 1e-8, 0, DBL_MAX, 1, 0, "a number > 0", e);
   t->weight_decay = spec_get_num(m, "weight_decay", 0, 0.0, 0.0, DBL_MAX, e);
-  if (!e->failed && spec_present(m, "momentum") && strcmp(t->optimizer, "sgd"))
+  if (!e->failed && spec_present(m, "momentum") && t->optimizer != SPEC_OPTIMIZER_SGD)
     spec_error(e, spec_find(m, "momentum"), 1, "train.optimizer.momentum only applies to "
                "name: sgd; remove it or set name: sgd");
   t->momentum = spec_get_num_open(m, "momentum", 0.0, 0, 1, 0, 1, "a number in [0, 1)", e);
@@ -342,10 +323,9 @@ static void spec_load_optimizer(spec_train *t, spec_node *train, spec_errors *e)
 }
 
 static void spec_load_schedule(spec_train *t, spec_node *train, spec_errors *e) {
-  static const char *const names[] = {"constant", "cosine", NULL};
   static const char *const keys[] = {"name", "warmup_steps", "min_lr", NULL};
   spec_node *m = spec_section(train, "lr_schedule", "train.lr_schedule", e);
-  spec_get_choice(m, "name", "constant", names, t->lr_schedule, sizeof t->lr_schedule, e);
+  t->lr_schedule = spec_get_enum(m, "name", SPEC_LR_CONSTANT, spec_lr_schedule_names, e);
   t->warmup_steps = spec_get_int(m, "warmup_steps", 0, 0, 0, INT64_MAX, e);
   t->min_lr = spec_get_num(m, "min_lr", 0, 0.0, 0.0, DBL_MAX, e);
   spec_check_unused(m, "train.lr_schedule", keys, e);
@@ -379,8 +359,8 @@ static void spec_load_train(pt_spec *s, spec_errors *e) {
       spec_get_int(m, "activation_checkpoint_interval", 0, 0, 0, INT64_MAX, e);
   spec_load_schedule(t, m, e);
   spec_load_checkpoint(t, m, e);
-  static const char *const nonfinite[] = {"abort", "skip", NULL};
-  spec_get_choice(m, "on_nonfinite", "abort", nonfinite, t->on_nonfinite, sizeof t->on_nonfinite, e);
+  t->on_nonfinite =
+      spec_get_enum(m, "on_nonfinite", SPEC_NONFINITE_ABORT, spec_nonfinite_names, e);
   spec_check_unused(m, "train", keys, e);
 }
 
@@ -392,19 +372,37 @@ static spec_node *spec_find_value(spec_node *map, const char *key) {
   return n && !spec_node_is_null(n) ? n : NULL;
 }
 
+/* pipeline.partition: a method, or type:REGEX (a regex the planner compiles and matches). */
+static void spec_load_partition(spec_pipeline *p, spec_node *m, spec_errors *e) {
+  const char *type = spec_partition_names[SPEC_PARTITION_TYPE];
+  char text[sizeof p->partition_types];
+  spec_get_str(m, "partition", 0, spec_partition_names[SPEC_PARTITION_PARAMETERS], text,
+               sizeof text, e);
+  p->partition = SPEC_PARTITION_PARAMETERS;
+  if (e->failed) return;
+  if (!strncmp(text, type, strlen(type))) {
+    p->partition = SPEC_PARTITION_TYPE;
+    snprintf(p->partition_types, sizeof p->partition_types, "%s", text + strlen(type));
+    return;
+  }
+  int i = spec_name_index(spec_partition_names, text);
+  if (i >= 0) p->partition = i;
+  else
+    spec_error(e, spec_find(m, "partition"), 0, "unknown pipeline.partition '%s'; use "
+               "parameters, uniform, balanced, type:REGEX, or give pipeline.boundaries", text);
+}
+
 static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
-  static const char *const schedules[] = {"1f1b", "gpipe", NULL};
   static const char *const keys[] = {"stages",       "data_parallel", "partition",  "schedule",
                                      "boundaries",   "stage_layers",  "max_memory", "devices",
                                      "tie_check_every", "timeout_s", "device", NULL};
-  static const char *const devices[] = {"auto", "cpu", "gpu", "emulated", NULL};
   spec_pipeline *p = &s->pipeline;
   spec_node *m = spec_section(s->root, "pipeline", "pipeline", e);
   p->node = m;
   p->stages = spec_get_int(m, "stages", 0, 1, 1, INT32_MAX, e);
   p->data_parallel = spec_get_int(m, "data_parallel", 0, 1, 1, INT32_MAX, e);
-  spec_get_str(m, "partition", 0, "parameters", p->partition, sizeof p->partition, e);
-  spec_get_choice(m, "schedule", "1f1b", schedules, p->schedule, sizeof p->schedule, e);
+  spec_load_partition(p, m, e);
+  spec_get_str(m, "schedule", 0, "1f1b", p->schedule, sizeof p->schedule, e);
   /* interpreted and validated by the planner (partition/plan.c), which knows the layer count */
   p->boundaries = spec_find_value(m, "boundaries");
   p->stage_layers = spec_find_value(m, "stage_layers");
@@ -412,15 +410,14 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   p->devices = spec_find_value(m, "devices");
   p->tie_check_every = spec_get_int(m, "tie_check_every", 0, 100, 0, INT64_MAX, e);
   p->timeout_s = spec_get_int(m, "timeout_s", 0, 60, 0, 86400, e);
-  spec_get_choice(m, "device", "auto", devices, p->device, sizeof p->device, e);
+  p->device = spec_get_enum(m, "device", SPEC_DEVICE_AUTO, spec_device_names, e);
   spec_check_unused(m, "pipeline", keys, e);
 }
 
 static void spec_load_comm(pt_spec *s, spec_errors *e) {
-  static const char *const backends[] = {"auto", "nccl", "mpi", NULL};
   static const char *const keys[] = {"backend", NULL};
   spec_node *m = spec_section(s->root, "comm", "comm", e);
-  spec_get_choice(m, "backend", "auto", backends, s->comm_backend, sizeof s->comm_backend, e);
+  s->comm_backend = spec_get_enum(m, "backend", SPEC_COMM_AUTO, spec_comm_backend_names, e);
   spec_check_unused(m, "comm", keys, e);
 }
 

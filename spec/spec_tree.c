@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 
-/* Shared by partition/spec_*.c only; spec.h is the public contract and stays free of them. */
+/* Shared by spec/spec_*.c only; spec.h is the public contract and stays free of them. */
 spec_node *spec_node_new(spec_kind kind, const char *own_origin);
 void spec_node_push(spec_node *parent, spec_node *child);
 spec_node *spec_tree_parse_value(const char *text, const char *origin, spec_errors *e);

@@ -22,7 +22,7 @@ static void spec_for(pt_spec *s, const char *path, const char *fmt, int vocab, i
   memset(s, 0, sizeof *s);
   snprintf(s->path, sizeof s->path, "test.yaml");
   snprintf(s->data.path, sizeof s->data.path, "%s", path);
-  snprintf(s->data.format, sizeof s->data.format, "%s", fmt);
+  s->data.format = (spec_data_format)spec_name_index(spec_data_format_names, fmt);
   s->vocab = vocab;
   s->seq_len = T;
 }
@@ -83,7 +83,7 @@ static void test_data_errors(void) {
 /* AdamW with PyTorch's formula evaluated in double for 3 steps. */
 static void test_adamw(void) {
   spec_train c = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
-  snprintf(c.optimizer, sizeof c.optimizer, "adamw");
+  c.optimizer = SPEC_OPTIMIZER_ADAMW;
   pt_tensor tens[2] = {{.offset = 0, .numel = 3, .decay = 1}, {.offset = 16, .numel = 2}};
   float params[32] = {1.0f, -2.0f, 0.5f}, grads[32] = {0.3f, -0.1f, 2.0f};
   params[16] = 0.25f, params[17] = -0.75f, grads[16] = -1.0f, grads[17] = 0.01f;
@@ -111,7 +111,7 @@ static void test_adamw(void) {
 
 static void test_lr_schedule(void) {
   spec_train c = {.lr = 1.0, .min_lr = 0.1, .warmup_steps = 10, .steps = 110};
-  snprintf(c.lr_schedule, sizeof c.lr_schedule, "cosine");
+  c.lr_schedule = SPEC_LR_COSINE;
   CHECK(fabs(lr_at(&c, 0) - 0.1) < 1e-12, "warm-up start %.6f", lr_at(&c, 0));
   CHECK(fabs(lr_at(&c, 9) - 1.0) < 1e-12, "warm-up end %.6f", lr_at(&c, 9));
   CHECK(fabs(lr_at(&c, 10) - 1.0) < 1e-12, "cosine start %.6f", lr_at(&c, 10));
@@ -119,7 +119,7 @@ static void test_lr_schedule(void) {
   double mid = 0.1 + 0.9 * 0.5 * (1 + cos(3.14159265358979323846 * 49.0 / 99.0));
   CHECK(fabs(lr_at(&c, 59) - mid) < 1e-12, "cosine middle %.9f vs %.9f", lr_at(&c, 59), mid);
   CHECK(fabs(lr_at(&c, 109) - 0.1) < 1e-12, "cosine end %.6f", lr_at(&c, 109));
-  snprintf(c.lr_schedule, sizeof c.lr_schedule, "constant");
+  c.lr_schedule = SPEC_LR_CONSTANT;
   CHECK(lr_at(&c, 50) == 1.0, "constant %.6f", lr_at(&c, 50));
 }
 

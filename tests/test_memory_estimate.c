@@ -117,7 +117,7 @@ static void trainer_case(const char *name, const char *text, const char *const *
 
   /* part by part, against what was asked for (before the tracker's 64-byte rounding) */
   const pt_model *m = &t.model;
-  int sgd = strcmp(s.train.optimizer, "sgd") == 0;
+  int sgd = s.train.optimizer == SPEC_OPTIMIZER_SGD;
   int64_t B = s.train.micro_batch_size, T = m->input_tokens ? s.seq_len : 1;
   int64_t F = m->layers[m->n_layers - 1].out_dim, tcols = m->input_tokens ? 1 : s.data.targets;
   CHECK(est.params == 4 * m->n_floats, "%s: params %lld, allocated %lld", name,
@@ -178,7 +178,7 @@ static void slice_case(const char *name, const char *text, const char *const *ov
   print_parts(label, &shown, measured);
   within_10pct(label, (double)(est.total - extra), (double)measured);
 
-  int sgd = strcmp(s.train.optimizer, "sgd") == 0;
+  int sgd = s.train.optimizer == SPEC_OPTIMIZER_SGD;
   CHECK(est.params == 4 * m.n_floats, "%s: params %lld, allocated %lld", label,
         (long long)est.params, (long long)(4 * m.n_floats));
   CHECK(est.grads == 4 * m.n_grad_floats, "%s: grads %lld, allocated %lld", label,

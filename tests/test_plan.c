@@ -113,21 +113,26 @@ typedef struct {
   int ok; /* loaded and configured */
 } loaded;
 
-static int load(loaded *L, int base, const char *pipeline, const char *const *over, int n_over) {
+/* Returns -1 with e set when the spec does not load or the model does not configure. */
+static int load_or_error(loaded *L, int base, const char *pipeline, const char *const *over,
+                         int n_over, spec_errors *e) {
   memset(L, 0, sizeof *L);
   snprintf(L->text, sizeof L->text, "%s%s", g_base[base], pipeline ? pipeline : "");
-  spec_errors e = {0};
-  if (spec_load_text(L->text, strlen(L->text), "t.yaml", over, n_over, &L->spec, &e) != 0) {
-    CHECK(0, "spec did not load: %s", e.msg);
+  if (spec_load_text(L->text, strlen(L->text), "t.yaml", over, n_over, &L->spec, e) != 0)
     return -1;
-  }
-  if (model_configure(&L->model, &L->spec, &e) != 0) {
-    CHECK(0, "model did not configure: %s", e.msg);
+  if (model_configure(&L->model, &L->spec, e) != 0) {
     spec_free(&L->spec);
     return -1;
   }
   L->ok = 1;
   return 0;
+}
+
+static int load(loaded *L, int base, const char *pipeline, const char *const *over, int n_over) {
+  spec_errors e = {0};
+  int rc = load_or_error(L, base, pipeline, over, n_over, &e);
+  CHECK(rc == 0, "spec did not load and configure: %s", e.msg);
+  return rc;
 }
 
 static void unload(loaded *L) {
@@ -215,6 +220,8 @@ static const plan_case CASES[] = {
     {"gpt unknown method via --set", S_GPT, "pipeline: {stages: 4}\n",
      "pipeline.partition=paramters", {END}, NULL,
      {"unknown pipeline.partition 'paramters'"}, "--set pipeline.partition=paramters: error: ", 0},
+    {"gpt unknown schedule", S_GPT, "pipeline:\n  stages: 4\n  schedule: zigzag\n", NULL, {END},
+     NULL, {"pipeline.schedule: expected one of 1f1b, gpipe, got 'zigzag'"}, "zigzag", 0},
 
     /* GPT with a large vocabulary, 3 stages: the methods disagree.
      * uniform: at most 4 layers a stage; lm_head cannot be alone (9 layers left for 2 stages of
@@ -412,13 +419,11 @@ static const plan_case CASES[] = {
 static void run_case(const plan_case *c) {
   loaded L;
   const char *over[1] = {c->set};
-  if (load(&L, c->base, c->pipeline, over, c->set ? 1 : 0) != 0) {
-    CHECK(0, "[%s] setup failed", c->name);
-    return;
-  }
-  pt_plan p;
+  pt_plan p = {0};
   spec_errors e = {0};
-  int rc = plan_build(&p, &L.model, &e);
+  /* the spec itself rejects an unknown method name: that error counts as the plan's */
+  int rc = load_or_error(&L, c->base, c->pipeline, over, c->set ? 1 : 0, &e);
+  if (rc == 0) rc = plan_build(&p, &L.model, &e);
   int want_ok = c->bounds[0] != END;
   if (getenv("PT_TEST_VERBOSE")) printf("[%s] rc %d: %s\n", c->name, rc, rc ? e.msg : p.method);
   CHECK((rc == 0) == want_ok, "[%s] plan_build returned %d, want %s (message: %s)", c->name, rc,
@@ -580,7 +585,8 @@ static void test_tied(void) {
 /* The memory the planner fits caps against: the monotone bound of the estimate (the exact
  * estimate of every chosen stage is checked against its cap separately). */
 static double stage_total(const pt_model *m, int P, int s, int a, int b) {
-  int k = memory_in_flight(m->spec->pipeline.schedule, P, s, (int)m->spec->train.micro_batches);
+  int k = schedule_find(m->spec->pipeline.schedule)->in_flight(s, P,
+                                                                (int)m->spec->train.micro_batches);
   return (double)memory_bound_stage(m, P, s, a, b, k);
 }
 
@@ -1020,10 +1026,11 @@ static void test_devices(void) {
 /* --- The in-flight rule ------------------------------------------------------------------------ */
 
 static void test_in_flight(void) {
-  CHECK(memory_in_flight("1f1b", 4, 0, 8) == 4 && memory_in_flight("1f1b", 4, 3, 8) == 1 &&
-            memory_in_flight("1f1b", 4, 1, 2) == 2 && memory_in_flight("gpipe", 4, 3, 8) == 8 &&
-            memory_in_flight("gpipe", 4, 0, 3) == 3,
-        "memory_in_flight");
+  const pt_schedule_type *f1b = schedule_find("1f1b"), *gpipe = schedule_find("gpipe");
+  CHECK(f1b->in_flight(0, 4, 8) == 4 && f1b->in_flight(3, 4, 8) == 1 &&
+            f1b->in_flight(1, 4, 2) == 2 && gpipe->in_flight(3, 4, 8) == 8 &&
+            gpipe->in_flight(0, 4, 3) == 3,
+        "in-flight counts");
   static const struct {
     const char *set[2];
     int M, gpipe;

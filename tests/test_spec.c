@@ -1,4 +1,4 @@
-/* tests/test_spec.c: the YAML spec loader (partition/spec_*.c).
+/* tests/test_spec.c: the YAML spec loader (spec/spec_*.c).
  *
  * Usage: test_spec FIXTURE_DIR (tests/spec). Every failed check prints FILE:LINE of the check
  * (for table rows, the row's line) and the program exits non-zero if any failed. Error cases
@@ -100,7 +100,7 @@ static void test_reference_train(const spec_train *t) {
   CHECK_INT(t->steps, 200);
   CHECK_INT(t->micro_batch_size, 8);
   CHECK_INT(t->micro_batches, 8);
-  CHECK_STR(t->optimizer, "adamw");
+  CHECK_INT(t->optimizer, SPEC_OPTIMIZER_ADAMW);
   CHECK_NUM(t->lr, 3.0e-4);
   CHECK_NUM(t->beta1, 0.9);
   CHECK_NUM(t->beta2, 0.95);
@@ -110,7 +110,7 @@ static void test_reference_train(const spec_train *t) {
   CHECK_NUM(t->grad_clip, 1.0);
   CHECK_INT(t->seed, 1234);
   CHECK_INT(t->activation_checkpoint_interval, 0);
-  CHECK_STR(t->lr_schedule, "constant");
+  CHECK_INT(t->lr_schedule, SPEC_LR_CONSTANT);
   CHECK_INT(t->warmup_steps, 0);
   CHECK_NUM(t->min_lr, 0.0);
 }
@@ -129,19 +129,19 @@ static void test_reference(void) {
   CHECK_INT(s.dim, 256);
   CHECK_INT(s.heads, 8);
   test_reference_layers(&s);
-  CHECK_STR(s.loss, "cross_entropy");
+  CHECK_INT(s.loss, SPEC_LOSS_CROSS_ENTROPY);
   /* resolves in the working directory (the repository root) or next to the spec */
   CHECK(ends_with(s.data.path, "examples/data/tiny.txt"));
   FILE *f = fopen(s.data.path, "rb");
   CHECK(f != NULL);
   if (f) fclose(f);
-  CHECK_STR(s.data.format, "bytes");
+  CHECK_INT(s.data.format, SPEC_DATA_BYTES);
   CHECK_INT(s.data.inputs, 0);
   CHECK(s.data.node && s.data.node->kind == SPEC_MAP);
   test_reference_train(&s.train);
   CHECK_INT(s.pipeline.stages, 4);
   CHECK_INT(s.pipeline.data_parallel, 2);
-  CHECK_STR(s.pipeline.partition, "parameters");
+  CHECK_INT(s.pipeline.partition, SPEC_PARTITION_PARAMETERS);
   CHECK_STR(s.pipeline.schedule, "1f1b");
   CHECK(s.pipeline.node && spec_find(s.pipeline.node, "stages"));
   CHECK_INT(s.log_every, 1);
@@ -188,14 +188,14 @@ static void test_layer_forms(void) {
   CHECK_INT(s.layers[1].args->line, 5);     /* positioned at the entry */
   CHECK_INT(s.layers[2].args->n_items, 0);  /* - dropout: */
   test_layer_forms_args(&s);
-  CHECK_STR(s.loss, "mse");
-  CHECK_STR(s.data.format, "f32");
+  CHECK_INT(s.loss, SPEC_LOSS_MSE);
+  CHECK_INT(s.data.format, SPEC_DATA_F32);
   CHECK_INT(s.data.inputs, 3);
   CHECK_INT(s.data.targets, 1);
   CHECK_STR(s.data.path, fixture("f32.bin")); /* found next to the spec */
-  CHECK_STR(s.train.optimizer, "sgd");
+  CHECK_INT(s.train.optimizer, SPEC_OPTIMIZER_SGD);
   CHECK_NUM(s.train.momentum, 0.9);
-  CHECK_STR(s.train.lr_schedule, "cosine");
+  CHECK_INT(s.train.lr_schedule, SPEC_LR_COSINE);
   CHECK_INT(s.train.warmup_steps, 10);
   CHECK_NUM(s.train.min_lr, 1.0e-5);
   CHECK_INT(s.log_every, 5);
@@ -210,14 +210,14 @@ static void test_defaults(void) {
   CHECK(s.model == NULL);
   CHECK_INT(s.vocab + s.seq_len + s.dim + s.heads, 0);
   CHECK_INT(s.n_layers, 1);
-  CHECK_STR(s.loss, "cross_entropy");
+  CHECK_INT(s.loss, SPEC_LOSS_CROSS_ENTROPY);
   CHECK_STR(s.data.path, "");
-  CHECK_STR(s.data.format, "bytes");
+  CHECK_INT(s.data.format, SPEC_DATA_BYTES);
   CHECK(s.data.node == NULL);
   CHECK_INT(s.train.steps, 100);
   CHECK_INT(s.train.micro_batch_size, 1);
   CHECK_INT(s.train.micro_batches, 1);
-  CHECK_STR(s.train.optimizer, "adamw");
+  CHECK_INT(s.train.optimizer, SPEC_OPTIMIZER_ADAMW);
   CHECK_NUM(s.train.lr, 1e-3);
   CHECK_NUM(s.train.beta1, 0.9);
   CHECK_NUM(s.train.beta2, 0.999);
@@ -225,10 +225,10 @@ static void test_defaults(void) {
   CHECK_NUM(s.train.weight_decay, 0.0);
   CHECK_NUM(s.train.grad_clip, 0.0);
   CHECK_INT(s.train.seed, 1234);
-  CHECK_STR(s.train.lr_schedule, "constant");
+  CHECK_INT(s.train.lr_schedule, SPEC_LR_CONSTANT);
   CHECK_INT(s.pipeline.stages, 1);
   CHECK_INT(s.pipeline.data_parallel, 1);
-  CHECK_STR(s.pipeline.partition, "parameters");
+  CHECK_INT(s.pipeline.partition, SPEC_PARTITION_PARAMETERS);
   CHECK_STR(s.pipeline.schedule, "1f1b");
   CHECK(s.pipeline.node == NULL);
   CHECK_INT(s.log_every, 1);
@@ -264,7 +264,7 @@ static void test_override_values(void) {
   CHECK_STR(s.pipeline.schedule, "gpipe");
   CHECK_NUM(s.train.beta1, 0.8);
   CHECK_NUM(s.train.beta2, 0.85);
-  CHECK_STR(s.train.lr_schedule, "cosine"); /* lr_schedule was absent: created */
+  CHECK_INT(s.train.lr_schedule, SPEC_LR_COSINE); /* lr_schedule was absent: created */
   CHECK_INT(s.log_every, 10);               /* log was absent too */
   CHECK_INT(s.vocab, 512);
   CHECK_INT(s.n_layers, 4);
@@ -286,11 +286,68 @@ static void test_override_map_value(void) {
   pt_spec s;
   CHECK_INT(load_reference(&set, 1, &s, &e), 0);
   if (e.failed) return;
-  CHECK_STR(s.train.optimizer, "sgd");
+  CHECK_INT(s.train.optimizer, SPEC_OPTIMIZER_SGD);
   CHECK_NUM(s.train.lr, 0.1);
   CHECK_NUM(s.train.momentum, 0.5);
   CHECK_NUM(s.train.weight_decay, 0.0); /* the whole map was replaced */
   spec_free(&s);
+}
+
+/* --- Enum settings -------------------------------------------------------------------------- */
+
+typedef struct {
+  const char *key;
+  const char *const *names;
+  int count; /* values of the enum */
+} enum_case;
+
+static int enum_field(const pt_spec *s, const char *key) {
+  if (!strcmp(key, "loss")) return (int)s->loss;
+  if (!strcmp(key, "data.format")) return (int)s->data.format;
+  if (!strcmp(key, "train.optimizer.name")) return (int)s->train.optimizer;
+  if (!strcmp(key, "train.lr_schedule.name")) return (int)s->train.lr_schedule;
+  if (!strcmp(key, "train.on_nonfinite")) return (int)s->train.on_nonfinite;
+  if (!strcmp(key, "pipeline.partition")) return (int)s->pipeline.partition;
+  if (!strcmp(key, "pipeline.device")) return (int)s->pipeline.device;
+  return (int)s->comm_backend;
+}
+
+/* Each names table has one name per enum value, and every name loads as its value. */
+static void test_enum_names(void) {
+  static const enum_case cases[] = {
+      {"loss", spec_loss_names, SPEC_LOSS_MSE + 1},
+      {"data.format", spec_data_format_names, SPEC_DATA_F32 + 1},
+      {"train.optimizer.name", spec_optimizer_names, SPEC_OPTIMIZER_SGD + 1},
+      {"train.lr_schedule.name", spec_lr_schedule_names, SPEC_LR_COSINE + 1},
+      {"train.on_nonfinite", spec_nonfinite_names, SPEC_NONFINITE_SKIP + 1},
+      {"pipeline.partition", spec_partition_names, SPEC_PARTITION_TYPE + 1},
+      {"pipeline.device", spec_device_names, SPEC_DEVICE_EMULATED + 1},
+      {"comm.backend", spec_comm_backend_names, SPEC_COMM_MPI + 1},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const enum_case *k = &cases[c];
+    int n = 0;
+    while (k->names[n]) n++;
+    CHECK_INT(n, k->count);
+    for (int i = 0; i < n; i++) {
+      if (!strcmp(k->names[i], "f32")) continue; /* needs inputs and targets: test_layer_forms */
+      /* type: takes a regex after it; quoted, since an unquoted 'type:x' would be a map */
+      const char *regex = k->names[i][strlen(k->names[i]) - 1] == ':' ? "^trans" : "";
+      char set[128];
+      snprintf(set, sizeof set, "%s='%s%s'", k->key, k->names[i], regex);
+      const char *sets[1] = {set};
+      spec_errors e = {0, ""};
+      pt_spec s;
+      int rc = load_reference(sets, 1, &s, &e);
+      if (rc) fprintf(stderr, "  %s: %s\n", set, e.msg);
+      CHECK_INT(rc, 0);
+      if (rc) continue;
+      CHECK_INT(enum_field(&s, k->key), i);
+      CHECK_INT(spec_name_index(k->names, k->names[i]), i);
+      if (*regex) CHECK_STR(s.pipeline.partition_types, regex);
+      spec_free(&s);
+    }
+  }
 }
 
 /* The tree API directly: override on a parsed tree, then read back. */
@@ -426,8 +483,11 @@ static const error_case g_text_errors[] = {
     /* pipeline, log */
     {L, "layers: [gelu]\npipeline: {stages: 2, microbatches: 4}\n", NULL, "2:23",
      "unknown key 'microbatches' in pipeline"},
-    {L, "layers: [gelu]\npipeline: {schedule: zigzag}\n", NULL, "2:22",
-     "pipeline.schedule: expected one of 1f1b, gpipe, got 'zigzag'"},
+    {L, "layers: [gelu]\npipeline: {partition: layers}\n", NULL, "2:23",
+     "unknown pipeline.partition 'layers'; use parameters, uniform, balanced, type:REGEX, or "
+     "give pipeline.boundaries"},
+    {L, "layers: [gelu]\npipeline: {schedule: [1f1b]}\n", NULL, "2:22",
+     "pipeline.schedule: expected a string, got a sequence"},
     {L, "layers: [gelu]\npipeline: {stages: 0}\n", NULL, "2:20",
      "pipeline.stages: expected an integer in [1, 2147483647], got '0'"},
     {L, "layers: [gelu]\nlog: {every: 5, format: json}\n", NULL, "2:17",
@@ -436,6 +496,10 @@ static const error_case g_text_errors[] = {
      "pipeline.device: expected one of auto, cpu, gpu, emulated, got 'tpu'"},
     {L, "layers: [gelu]\ncomm: {backend: gloo}\n", NULL, "2:17",
      "comm.backend: expected one of auto, nccl, mpi, got 'gloo'"},
+    {L, "layers: [gelu]\ntrain: {on_nonfinite: carry_on_regardless}\n", NULL, "2:23",
+     "train.on_nonfinite: expected one of abort, skip, got 'carry_on_regardless'"},
+    {L, "layers: [gelu]\nloss: {name: mse}\n", NULL, "2:7",
+     "loss: expected one of cross_entropy, mse, got a mapping"},
     /* data */
     {L, "layers: [gelu]\ndata: {path: /dev/null, format: u8}\n", NULL, "2:33",
      "data.format: expected one of bytes, u16, f32, got 'u8'"},
@@ -678,6 +742,7 @@ int main(int argc, char **argv) {
   test_absolute_data_path();
   test_override_values();
   test_override_map_value();
+  test_enum_names();
   test_override_tree();
   test_hash();
   test_text_errors();

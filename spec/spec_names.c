@@ -1,0 +1,13 @@
+/* spec/spec_names.c: how each enum setting is spelt in a spec. The order is the enum's, and
+ * the order the "expected one of ..." errors list the names in. */
+#include "spec/spec.h"
+
+const char *const spec_loss_names[] = {"cross_entropy", "mse", NULL};
+const char *const spec_data_format_names[] = {"bytes", "u16", "f32", NULL};
+const char *const spec_optimizer_names[] = {"adamw", "sgd", NULL};
+const char *const spec_lr_schedule_names[] = {"constant", "cosine", NULL};
+const char *const spec_nonfinite_names[] = {"abort", "skip", NULL};
+const char *const spec_partition_names[] = {"parameters", "uniform", "balanced", "type:",
+                                            NULL};
+const char *const spec_device_names[] = {"auto", "cpu", "gpu", "emulated", NULL};
+const char *const spec_comm_backend_names[] = {"auto", "nccl", "mpi", NULL};
