@@ -1,8 +1,7 @@
 /* The device a process computes on: the cpu and emulated kinds, and the dispatch to a kind's
- * table (see device.h). */
+ * memory operations and kernel table (see device.h). */
 #include "device/device.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,80 +22,16 @@ static void host_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
   if (dst != src) memcpy(dst, src, bytes);
 }
 
-static void host_add(pt_device *d, float *y, const float *x, int64_t n) {
-  for (int64_t i = 0; i < n; i++) y[i] = y[i] + x[i];
-}
+static const pt_device_ops host_ops = {.alloc = host_alloc, .free = host_free,
+                                       .upload = host_copy, .download = host_copy,
+                                       .zero = host_zero, .copy = host_copy};
 
-static void host_scale(pt_device *d, float *x, float s, int64_t n) {
-  for (int64_t i = 0; i < n; i++) x[i] *= s;
-}
-
-static double host_sumsq(pt_device *d, const float *x, int64_t n) {
-  double s = 0.0;
-  for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-  return s;
-}
-
-static int host_all_finite(pt_device *d, const float *x, int64_t n) {
-  int ok = 1;
-  for (int64_t i = 0; i < n; i++) ok &= isfinite(x[i]) != 0;
-  return ok;
-}
-
-static double host_loss(pt_device *d, pt_loss_kind kind, const float *y, const void *targets,
-                        size_t target_bytes, int N, int F, float scale, float *dy) {
-  return loss_forward_backward(kind, y, targets, N, F, scale, dy);
-}
-
-static void host_adamw(const device_update *u, float *p, const float *g, float *m, float *v,
-                       int64_t n) {
-  float b1 = (float)u->beta1, b2 = (float)u->beta2, eps = (float)u->eps;
-  for (int64_t i = 0; i < n; i++) {
-    p[i] *= u->keep;
-    m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-    v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-    p[i] -= u->step * m[i] / (sqrtf(v[i]) * u->inv_sqrt_bc2 + eps);
-  }
-}
-
-static void host_sgd(const device_update *u, float *p, const float *g, float *m, int64_t n) {
-  float mu = (float)u->momentum, wd = u->decay ? (float)u->weight_decay : 0.0f;
-  for (int64_t i = 0; i < n; i++) {
-    float dir = g[i] + wd * p[i];
-    m[i] = u->t > 1 ? mu * m[i] + dir : dir;
-    p[i] -= (float)u->lr * (mu > 0.0f ? m[i] : dir);
-  }
-}
-
-static void host_optimizer(pt_device *d, const device_update *u, float *w, const float *g,
-                           float *m, float *v, int64_t n) {
-  if (u->adam) host_adamw(u, w, g, m, v, n);
-  else host_sgd(u, w, g, m, n);
-}
-
-static void host_layer(pt_device *d, int which, pt_layer *L, const pt_io *io) {
-  if (which == 0) L->type->forward(L, io);
-  else if (which == 1) L->type->backward_input(L, io);
-  else L->type->backward_weight(L, io);
-}
-
-static const char *host_layer_missing(pt_device *d, const pt_layer *L) { return NULL; }
-
-static size_t host_scratch_bytes(pt_device *d, const pt_layer *L, int B, int T) {
-  return L->type->scratch_bytes ? L->type->scratch_bytes(L, B, T) : 0;
-}
-
-static const pt_device_ops host_ops = {
-    host_alloc, host_free,  host_copy,       host_copy, host_zero,      host_copy, host_add,
-    host_scale, host_sumsq, host_all_finite, host_loss, host_optimizer, host_layer,
-    host_layer_missing, host_scratch_bytes};
-
-static pt_device g_device = {DEV_CPU, &host_ops, NULL};
+static pt_device g_device = {DEV_CPU, &host_ops, &kernels_cpu, NULL};
 
 pt_device *device_current(void) { return &g_device; }
 
 pt_device *device_host(void) {
-  static pt_device host = {DEV_CPU, &host_ops, NULL};
+  static pt_device host = {DEV_CPU, &host_ops, &kernels_cpu, NULL};
   return &host;
 }
 
@@ -112,22 +47,18 @@ static const char *resolve_auto(void) {
 #endif
 }
 
+/* The layers are not consulted (see device.h): a layer with host code on a GPU is
+ * device_check_layers' to refuse, whether the GPU was named or picked here. */
 const char *device_resolve(const char *kind, const pt_layer *layers, int n_layers) {
-  if (strcmp(kind, "auto") != 0) return kind;
-  const char *k = resolve_auto();
-#ifdef PT_HAVE_GPU
-  for (int li = 0; li < n_layers && !strcmp(k, "gpu") && !getenv("PIPETRAIN_AUTO_DEVICE"); li++)
-    if (!gpu_backend_supports(&layers[li])) k = "cpu"; /* a custom layer without GPU kernels */
-#else
   (void)layers, (void)n_layers;
-#endif
-  return k;
+  return strcmp(kind, "auto") == 0 ? resolve_auto() : kind;
 }
 
 int device_select(const char *kind, int gpu_id, char *err, size_t errsz) {
   if (!strcmp(kind, "auto")) kind = resolve_auto();
   if (!strcmp(kind, "cpu") || !strcmp(kind, "emulated")) {
-    g_device = (pt_device){!strcmp(kind, "cpu") ? DEV_CPU : DEV_EMULATED, &host_ops, NULL};
+    g_device = (pt_device){!strcmp(kind, "cpu") ? DEV_CPU : DEV_EMULATED, &host_ops, &kernels_cpu,
+                           NULL};
     return 0;
   }
   if (strcmp(kind, "gpu") != 0) {
@@ -211,41 +142,38 @@ void device_zero(pt_device *d, void *p, size_t bytes) { d->ops->zero(d, p, bytes
 void device_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
   d->ops->copy(d, dst, src, bytes);
 }
-void device_add(pt_device *d, float *y, const float *x, int64_t n) { d->ops->add(d, y, x, n); }
-void device_scale(pt_device *d, float *x, float s, int64_t n) { d->ops->scale(d, x, s, n); }
-double device_sumsq(pt_device *d, const float *x, int64_t n) { return d->ops->sumsq(d, x, n); }
+void device_add(pt_device *d, float *y, const float *x, int64_t n) {
+  d->k->add_inplace(d->k, y, x, n);
+}
+void device_scale(pt_device *d, float *x, float s, int64_t n) { d->k->scale(d->k, x, s, n); }
+double device_sumsq(pt_device *d, const float *x, int64_t n) { return d->k->sumsq(d->k, x, n); }
 int device_all_finite(pt_device *d, const float *x, int64_t n) {
-  return d->ops->all_finite(d, x, n);
+  return d->k->all_finite(d->k, x, n);
 }
 double device_loss(pt_device *d, pt_loss_kind kind, const float *y, const void *targets,
                    size_t target_bytes, int N, int F, float scale, float *dy) {
-  return d->ops->loss(d, kind, y, targets, target_bytes, N, F, scale, dy);
+  return d->k->loss(d->k, kind, y, targets, target_bytes, N, F, scale, dy);
 }
 void device_optimizer(pt_device *d, const device_update *u, float *w, const float *g, float *m,
                       float *v, int64_t n) {
-  d->ops->optimizer(d, u, w, g, m, v, n);
-}
-void device_forward(pt_device *d, pt_layer *L, const pt_io *io) { d->ops->layer(d, 0, L, io); }
-void device_backward_input(pt_device *d, pt_layer *L, const pt_io *io) {
-  d->ops->layer(d, 1, L, io);
-}
-void device_backward_weight(pt_device *d, pt_layer *L, const pt_io *io) {
-  d->ops->layer(d, 2, L, io);
+  d->k->optimizer(d->k, u, w, g, m, v, n);
 }
 
 size_t device_scratch_bytes(pt_device *d, const pt_layer *L, int B, int T) {
-  return d->ops->scratch_bytes(d, L, B, T);
+  return layer_scratch_bytes(L, d->k, B, T);
 }
 
+/* Host code in a layer reads and writes io's buffers directly: fine where they are host memory
+ * (cpu, emulated), a crash on a GPU's. */
 int device_check_layers(pt_device *d, const pt_layer *layers, int first, int last, char *err,
                         size_t errsz) {
-  for (int li = first; li < last; li++) {
-    const char *why = d->ops->layer_missing(d, &layers[li]);
-    if (why) {
-      snprintf(err, errsz, "layer %d (%s) cannot run on the %s: %s", li, layers[li].type->name,
-               device_name(d), why);
-      return -1;
-    }
+  for (int li = first; li < last && d->kind == DEV_GPU; li++) {
+    if (layers[li].type->kernels_only) continue;
+    snprintf(err, errsz, "layer %d (%s) cannot run on the %s: it has no GPU kernels (its type "
+             "runs host code, kernels_only is 0); write its steps with the kernel table io->k "
+             "and set .kernels_only = 1 (docs/layers.md), or set pipeline.device: cpu", li,
+             layers[li].type->name, device_name(d));
+    return -1;
   }
   return 0;
 }

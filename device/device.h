@@ -1,5 +1,7 @@
 /* device/device.h: where a process keeps its bulk tensors and runs its numerical work.
  *
+ * A device is its memory operations plus the kernel table (kernels/kernels.h) that computes on
+ * that memory; layers get the table through pt_io.k, the engine through the device_* calls.
  *   cpu       host memory and the CPU kernels (the default)
  *   gpu       GPU memory and the CUDA kernels, on the rank's stream (GPU builds: gpu_backend.c)
  *   emulated  the CPU kernels on buffers kept apart from the host copies the rest of the
@@ -18,24 +20,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "layers/layer.h"
+#include "kernels/kernels.h"
 #include "kernels/loss.h"
+#include "layers/layer.h"
 
 typedef enum { DEV_CPU, DEV_EMULATED, DEV_GPU } pt_device_kind;
 
 typedef struct pt_device pt_device;
 
-/* One optimizer update (model/optimizer.h semantics): the raw settings, and the float factors
- * the CPU kernel uses (computed once per tensor by the optimizer, so every path agrees). */
-typedef struct {
-  int adam, decay;
-  double lr, beta1, beta2, eps, weight_decay, momentum;
-  int64_t t;                       /* steps taken, this one included */
-  double bc1, bc2;                 /* AdamW bias corrections 1 - beta1^t, 1 - beta2^t */
-  float keep, step, inv_sqrt_bc2;  /* AdamW: 1 - lr*wd (or 1), lr / (1 - b1^t), 1/sqrt(1 - b2^t) */
-} device_update;
+/* One optimizer update: kernels/kernels.h's, under the name the optimizer uses. */
+typedef pt_update device_update;
 
-/* What a kind of device does; DEV_GPU's table is in gpu_backend.c. */
+/* A kind of device's memory operations; DEV_GPU's are in gpu_backend.c. */
 typedef struct {
   void *(*alloc)(pt_device *d, size_t bytes);
   void (*free)(pt_device *d, void *p);
@@ -43,35 +39,26 @@ typedef struct {
   void (*download)(pt_device *d, void *dst, const void *src, size_t bytes);
   void (*zero)(pt_device *d, void *p, size_t bytes);
   void (*copy)(pt_device *d, void *dst, const void *src, size_t bytes); /* device to device */
-  void (*add)(pt_device *d, float *y, const float *x, int64_t n);
-  void (*scale)(pt_device *d, float *x, float s, int64_t n);
-  double (*sumsq)(pt_device *d, const float *x, int64_t n);
-  int (*all_finite)(pt_device *d, const float *x, int64_t n);
-  double (*loss)(pt_device *d, pt_loss_kind kind, const float *y, const void *targets,
-                 size_t target_bytes, int N, int F, float scale, float *dy);
-  void (*optimizer)(pt_device *d, const device_update *u, float *w, const float *g, float *m,
-                    float *v, int64_t n);
-  void (*layer)(pt_device *d, int which, pt_layer *L, const pt_io *io); /* 0 F, 1 Bin, 2 Bw */
-  const char *(*layer_missing)(pt_device *d, const pt_layer *L); /* why L cannot run, or NULL */
-  size_t (*scratch_bytes)(pt_device *d, const pt_layer *L, int B, int T);
 } pt_device_ops;
 
 struct pt_device {
   pt_device_kind kind;
   const pt_device_ops *ops;
-  void *impl; /* the kind's own state (DEV_GPU: its gpu_ctx and staging) */
+  const pt_kernels *k; /* the kernels on this memory: the CPU's for cpu and emulated */
+  void *impl;          /* the kind's own state (DEV_GPU: its gpu_ctx and kernel table) */
 };
 
 /* The process-wide device: DEV_CPU until device_select(). */
 pt_device *device_current(void);
 /* Host memory and CPU kernels, whatever the current device (models only read on the host). */
 pt_device *device_host(void);
-/* What pipeline.device `kind` means for a model of these layers (all of the model's, so every
- * rank decides alike): "auto" is gpu when this build has the GPU backend, a GPU is visible and
- * every layer has GPU kernels, else cpu (PIPETRAIN_AUTO_DEVICE=cpu|gpu|emulated overrides);
- * other kinds are returned as they are. */
+/* What pipeline.device `kind` means: "auto" is gpu when this build has the GPU backend and a
+ * GPU is visible, else cpu (PIPETRAIN_AUTO_DEVICE=cpu|gpu|emulated overrides); other kinds are
+ * returned as they are. The layers do not change the choice: a model with a layer that cannot
+ * run on the GPU is refused there by device_check_layers, never moved to the CPU behind the
+ * user's back (docs/layers.md). */
 const char *device_resolve(const char *kind, const pt_layer *layers, int n_layers);
-/* "cpu" | "emulated" | "gpu" | "auto" (see device_resolve, without the layer check). gpu:
+/* "cpu" | "emulated" | "gpu" | "auto" (see device_resolve). gpu:
  * opens local GPU `gpu_id`. 0, or -1 with err (no GPU backend in this build, no such GPU). */
 int device_select(const char *kind, int gpu_id, char *err, size_t errsz);
 const char *device_name(const pt_device *d);
@@ -109,13 +96,11 @@ double device_loss(pt_device *d, pt_loss_kind kind, const float *y, const void *
 /* One optimizer update of n floats. */
 void device_optimizer(pt_device *d, const device_update *u, float *w, const float *g, float *m,
                       float *v, int64_t n);
-/* A layer's functions on this device (io's buffers are device buffers). */
-void device_forward(pt_device *d, pt_layer *L, const pt_io *io);
-void device_backward_input(pt_device *d, pt_layer *L, const pt_io *io);
-void device_backward_weight(pt_device *d, pt_layer *L, const pt_io *io);
-/* pt_io.scratch bytes a layer needs at B x T on d (kernels may differ between devices). */
+/* pt_io.scratch bytes a layer needs at B x T with d's kernels (attention's differ). */
 size_t device_scratch_bytes(pt_device *d, const pt_layer *L, int B, int T);
-/* 0, or -1 with err when some layer of [first, last) cannot run on d (no GPU kernels). */
+/* 0, or -1 with err when some layer of [first, last) cannot run on d: on a gpu, a layer whose
+ * type is not kernels_only (it runs host code). err names the layer's index and type and the
+ * fix, in one line. */
 int device_check_layers(pt_device *d, const pt_layer *layers, int first, int last, char *err,
                         size_t errsz);
 

@@ -8,7 +8,6 @@
 #include "device/device.h"
 
 int gpu_backend_count(void);                     /* usable GPUs (0 without driver or device) */
-int gpu_backend_supports(const pt_layer *L);     /* L's type has GPU kernels */
 /* Opens local GPU gpu_id into d (kind DEV_GPU). 0, or -1 with err. */
 int gpu_backend_open(pt_device *d, int gpu_id, char *err, size_t errsz);
 void *gpu_backend_stream(pt_device *d);          /* the compute stream (cudaStream_t) */

@@ -144,10 +144,10 @@ static const void *layer_in(pt_stage *st, int slot, int li) {
 static void forward_range(pt_stage *st, int slot, int lo, int hi) {
   for (int li = lo; li < hi; li++) {
     pt_layer *L = &st->m->layers[st->first + li];
-    pt_io io = {.B = st->cur_B, .T = st->cur_T, .in = layer_in(st, slot, li),
+    pt_io io = {.k = st->m->dev->k, .B = st->cur_B, .T = st->cur_T, .in = layer_in(st, slot, li),
                 .out = layer_out(st, slot, li), .saved = layer_saved(st, slot, li),
                 .scratch = st->scratch};
-    device_forward(st->m->dev, L, &io);
+    L->type->forward(L, &io);
     if (st->check_finite && st->bad_layer < 0 &&
         !device_all_finite(st->m->dev, io.out, (int64_t)io.B * io.T * L->out_dim))
       st->bad_layer = st->first + li;
@@ -176,11 +176,11 @@ static float *backward_range(pt_stage *st, int slot, int lo, int hi, const float
     int want = (li > 0 || need_din) && !L->in_tokens;
     din = want ? (dout == st->grad[0] ? st->grad[1] : st->grad[0]) : NULL;
     if (want && li == 0 && din_out) din = din_out;
-    pt_io io = {.B = st->cur_B, .T = st->cur_T, .in = layer_in(st, slot, li),
+    pt_io io = {.k = st->m->dev->k, .B = st->cur_B, .T = st->cur_T, .in = layer_in(st, slot, li),
                 .out = layer_out(st, slot, li), .saved = layer_saved(st, slot, li),
                 .scratch = st->scratch, .dout = dout, .din = din};
-    device_backward_input(st->m->dev, L, &io);
-    device_backward_weight(st->m->dev, L, &io);
+    L->type->backward_input(L, &io);
+    L->type->backward_weight(L, &io);
     dout = din;
   }
   return din;

@@ -1,7 +1,11 @@
-/* examples/custom_layer.c: registering your own layer type from C.
+/* examples/custom_layer.c: registering your own layer types from C (docs/layers.md).
  *
- * Defines `rmsnorm` (y = x / sqrt(mean(x^2) + eps) * weight, weight [D]), registers it, and
- * trains examples/custom_layer.yaml, which uses it in place of the final layernorm.
+ * Two types, the two ways a layer can be written:
+ *   residual_linear  y = x + x W^T + b, written only against the kernel table io->k
+ *                    (kernels_only): runs on every device, GPUs included;
+ *   rmsnorm          y = x / sqrt(mean(x^2) + eps) * weight, with loops of its own on the
+ *                    host: runs on pipeline.device cpu (and emulated), refused on a gpu.
+ * Registers both and trains examples/custom_layer.yaml, which uses them.
  *   custom_layer [SPEC] [--set KEY=VALUE ...]
  * Exits non-zero if the loss did not fall, so the test suite can run it. */
 #include <math.h>
@@ -11,6 +15,47 @@
 #include "layers/layer.h"
 #include "spec/spec.h"
 #include "engine/train.h"
+
+/* --- residual_linear: every step is a kernel of the table, so it runs where io's buffers are */
+
+static void rl_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
+  if (s->in_tokens) spec_error(e, s->args, 0, "residual_linear needs float features");
+  L->out_dim = s->in_dim;
+  layer_add_param(L, "weight", 2, s->in_dim, s->in_dim, 0, 0);
+  layer_add_param(L, "bias", 1, s->in_dim, 0, 0, 0);
+}
+
+static void rl_forward(pt_layer *L, const pt_io *io) {
+  const pt_kernels *k = io->k;
+  k->linear_forward_residual(k, io->out, io->in, io->in, L->w[0], L->w[1], io->B * io->T,
+                             L->in_dim, L->out_dim);
+}
+
+/* din = dout (the residual) + dout W: a copy, then the product accumulated onto it. */
+static void rl_backward_input(pt_layer *L, const pt_io *io) {
+  if (!io->din) return;
+  const pt_kernels *k = io->k;
+  int N = io->B * io->T;
+  k->copy(k, io->din, io->dout, (int64_t)N * L->out_dim);
+  k->linear_backward_input(k, io->din, io->dout, L->w[0], N, L->in_dim, L->out_dim, 1);
+}
+
+static void rl_backward_weight(pt_layer *L, const pt_io *io) {
+  io->k->linear_backward_weight(io->k, L->g[0], L->g[1], io->dout, io->in, io->B * io->T,
+                                L->in_dim, L->out_dim);
+}
+
+/* No init: the parameters start at zero, so the layer starts as the identity. */
+static const pt_layer_type residual_linear_type = {
+    .name = "residual_linear",
+    .kernels_only = 1,
+    .configure = rl_configure,
+    .forward = rl_forward,
+    .backward_input = rl_backward_input,
+    .backward_weight = rl_backward_weight,
+};
+
+/* --- rmsnorm: host loops over io's buffers (kernels_only stays 0: cpu and emulated only) -- */
 
 /* saved: rstd[N], written by forward and read by both backward halves */
 static void rms_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
@@ -60,6 +105,7 @@ static void rms_backward_weight(pt_layer *L, const pt_io *io) {
 
 static const pt_layer_type rmsnorm_type = {
     .name = "rmsnorm",
+    .kernels_only = 0, /* the loops above read io's buffers on the host */
     .configure = rms_configure,
     .saved_bytes = rms_saved,
     .init = rms_init,
@@ -74,7 +120,7 @@ int main(int argc, char **argv) {
   int n_over = 0;
   for (int i = 1; i + 1 < argc && n_over < 64; i++)
     if (strcmp(argv[i], "--set") == 0) overrides[n_over++] = argv[++i];
-  if (layer_register(&rmsnorm_type) != 0) return 1;
+  if (layer_register(&residual_linear_type) != 0 || layer_register(&rmsnorm_type) != 0) return 1;
 
   pt_spec spec;
   spec_errors e = {0};
@@ -92,8 +138,8 @@ int main(int argc, char **argv) {
   trainer_step(&t, &first);
   last = first;
   while (t.step < spec.train.steps) trainer_step(&t, &last);
-  printf("custom_layer: rmsnorm model, loss %.4f -> %.4f over %lld steps\n", first.loss, last.loss,
-         (long long)t.step);
+  printf("custom_layer: residual_linear + rmsnorm model, loss %.4f -> %.4f over %lld steps\n",
+         first.loss, last.loss, (long long)t.step);
   int ok = last.loss < first.loss - 0.5;
   trainer_free(&t);
   spec_free(&spec);

@@ -1,6 +1,5 @@
 /* gelu (tanh approximation) and relu: elementwise, no parameters, nothing saved (the input is). */
 #include "layers/builtin.h"
-#include "kernels/cpu/ops.h"
 
 static void act_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   if (s->in_tokens)
@@ -9,7 +8,6 @@ static void act_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) 
   L->out_dim = s->in_dim;
 }
 
-static void act_init(pt_layer *L, uint64_t seed) { (void)L, (void)seed; }
 static void act_backward_weight(pt_layer *L, const pt_io *io) { (void)L, (void)io; }
 
 static int64_t act_numel(const pt_layer *L, const pt_io *io) {
@@ -17,24 +15,19 @@ static int64_t act_numel(const pt_layer *L, const pt_io *io) {
 }
 
 static void gelu_forward(pt_layer *L, const pt_io *io) {
-  op_gelu_forward(io->out, io->in, act_numel(L, io));
+  io->k->gelu_forward(io->k, io->out, io->in, act_numel(L, io));
 }
 
 static void gelu_backward_input(pt_layer *L, const pt_io *io) {
-  if (io->din) op_gelu_backward(io->din, io->dout, io->in, act_numel(L, io));
+  if (io->din) io->k->gelu_backward(io->k, io->din, io->dout, io->in, act_numel(L, io));
 }
 
 static void relu_forward(pt_layer *L, const pt_io *io) {
-  const float *x = io->in;
-  int64_t n = act_numel(L, io);
-  for (int64_t i = 0; i < n; i++) io->out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  io->k->relu_forward(io->k, io->out, io->in, act_numel(L, io));
 }
 
 static void relu_backward_input(pt_layer *L, const pt_io *io) {
-  if (!io->din) return;
-  const float *x = io->in;
-  int64_t n = act_numel(L, io);
-  for (int64_t i = 0; i < n; i++) io->din[i] = x[i] > 0.0f ? io->dout[i] : 0.0f;
+  if (io->din) io->k->relu_backward(io->k, io->din, io->dout, io->in, act_numel(L, io));
 }
 
 static void act_cost(const pt_layer *L, int T, pt_layer_cost *c) {
@@ -45,8 +38,8 @@ static void act_cost(const pt_layer *L, int T, pt_layer_cost *c) {
 
 const pt_layer_type layer_type_gelu = {
     .name = "gelu",
+    .kernels_only = 1,
     .configure = act_configure,
-    .init = act_init,
     .forward = gelu_forward,
     .backward_input = gelu_backward_input,
     .backward_weight = act_backward_weight,
@@ -55,8 +48,8 @@ const pt_layer_type layer_type_gelu = {
 
 const pt_layer_type layer_type_relu = {
     .name = "relu",
+    .kernels_only = 1,
     .configure = act_configure,
-    .init = act_init,
     .forward = relu_forward,
     .backward_input = relu_backward_input,
     .backward_weight = act_backward_weight,

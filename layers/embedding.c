@@ -1,8 +1,5 @@
 /* embedding: token ids [B,T] -> weight rows [B,T,dim]; weight [vocab, dim], may be tied. */
-#include <string.h>
-
 #include "layers/builtin.h"
-#include "core/error.h"
 
 static void embedding_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   int64_t vocab = layer_require_model_int(s, s->spec->vocab, "vocab", "embedding", e);
@@ -17,26 +14,15 @@ static void embedding_configure(pt_layer *L, const pt_layer_setup *s, spec_error
 static void embedding_init(pt_layer *L, uint64_t seed) { layer_init_normal(L, 0, seed, 0.02f); }
 
 static void embedding_forward(pt_layer *L, const pt_io *io) {
-  const int32_t *tok = io->in;
-  int64_t D = L->out_dim, V = L->params[0].shape[0], N = (int64_t)io->B * io->T;
-  for (int64_t n = 0; n < N; n++) {
-    if (tok[n] < 0 || tok[n] >= V)
-      pt_fatal("embedding layer %d: token id %d outside [0, %lld)", L->index, tok[n],
-               (long long)V);
-    memcpy(io->out + n * D, L->w[0] + (int64_t)tok[n] * D, sizeof(float) * D);
-  }
+  io->k->embedding_forward(io->k, io->out, io->in, L->w[0], io->B * io->T, L->out_dim,
+                           (int)L->params[0].shape[0]);
 }
 
 static void embedding_backward_input(pt_layer *L, const pt_io *io) { (void)L, (void)io; }
 
 static void embedding_backward_weight(pt_layer *L, const pt_io *io) {
-  const int32_t *tok = io->in;
-  int64_t D = L->out_dim, N = (int64_t)io->B * io->T;
-  for (int64_t n = 0; n < N; n++) {
-    float *row = L->g[0] + (int64_t)tok[n] * D;
-    const float *d = io->dout + n * D;
-    for (int64_t i = 0; i < D; i++) row[i] += d[i];
-  }
+  io->k->embedding_backward(io->k, L->g[0], io->in, io->dout, io->B * io->T, L->out_dim,
+                            (int)L->params[0].shape[0]);
 }
 
 static void embedding_cost(const pt_layer *L, int T, pt_layer_cost *c) {
@@ -47,6 +33,7 @@ static void embedding_cost(const pt_layer *L, int T, pt_layer_cost *c) {
 
 const pt_layer_type layer_type_embedding = {
     .name = "embedding",
+    .kernels_only = 1,
     .configure = embedding_configure,
     .init = embedding_init,
     .forward = embedding_forward,

@@ -8,12 +8,19 @@
  * w[p] (values) and g[p] (gradients), with shapes from params[p]. Gradients ACCUMULATE (+=): the
  * engine zeroes them once per optimizer step, and tied copies in one process share storage.
  *
+ * io's buffers and the parameter views are device memory (a GPU's on pipeline.device: gpu), so
+ * a step does its arithmetic with the kernel table io->k (kernels/kernels.h), written once for
+ * every device. A type whose steps do only that sets kernels_only (all built-in types); one with
+ * loops of its own over those buffers runs only where they are host memory (cpu, emulated) and
+ * is refused on a GPU (device_check_layers, device/device.h).
+ *
  * A call's pt_io holds:
+ *   k       the kernel table of the device the buffers below live on
  *   in      input of this micro-batch (read-only)
  *   out     output (written by forward; read-only afterwards)
  *   saved   saved_bytes(B, T) bytes, 64-byte aligned, private to this (layer, micro-batch); forward
  *           writes what backward needs, backward_input may stash there what backward_weight needs
- *   scratch scratch_bytes(B, T) bytes of temporaries, clobbered between calls
+ *   scratch scratch_bytes(k, B, T) bytes of temporaries, clobbered between calls
  *   dout    gradient of the loss w.r.t. out (backward only)
  *   din     gradient w.r.t. in, written (not accumulated) by backward_input; NULL when nobody
  *           needs it (token input, or the first layer of the model)
@@ -28,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kernels.h"
 #include "spec/spec.h"
 
 #define PT_MAX_PARAMS 16
@@ -51,6 +59,7 @@ typedef struct {
 } pt_layer_cost;
 
 typedef struct {
+  const pt_kernels *k;
   int B, T;
   const void *in;
   float *out;
@@ -72,13 +81,20 @@ typedef struct {
 
 typedef struct pt_layer_type {
   const char *name;
+  /* 1: forward, backward_input and backward_weight compute only through io->k, so the type runs
+   * on every device (all built-in types). 0: they run host code on io's buffers: cpu and
+   * emulated only. */
+  int kernels_only;
   /* Reads arguments (marking them used; unknown ones are reported by the caller), sets out_dim
    * and declares parameters with layer_add_param(). Errors go to e with the node's position. */
   void (*configure)(pt_layer *L, const pt_layer_setup *s, spec_errors *e);
-  /* Optional (NULL = 0 bytes): memory for pt_io.saved and pt_io.scratch at this B x T. */
+  /* Optional (NULL = 0 bytes): memory for pt_io.saved and pt_io.scratch at this B x T. saved is
+   * the same on every device (a micro-batch's state can move between them); scratch may depend
+   * on the table's kernels (attention_scratch_floats). */
   size_t (*saved_bytes)(const pt_layer *L, int B, int T);
-  size_t (*scratch_bytes)(const pt_layer *L, int B, int T);
-  /* Fills the parameters that this layer owns (layer_param_owned) from seed and L->index only. */
+  size_t (*scratch_bytes)(const pt_layer *L, const pt_kernels *k, int B, int T);
+  /* Optional (NULL: parameters start at zero). Fills the parameters that this layer owns
+   * (layer_param_owned) from seed and L->index only; runs on the host, before the upload. */
   void (*init)(pt_layer *L, uint64_t seed);
   void (*forward)(pt_layer *L, const pt_io *io);
   void (*backward_input)(pt_layer *L, const pt_io *io);
@@ -103,7 +119,9 @@ struct pt_layer {
 
 /* --- Registry ----------------------------------------------------------------------------- */
 /* Registers a type (the table must outlive the program). Re-registering a name replaces it, so a
- * user can override a built-in. Returns 0, or -1 if the registry is full or the name is invalid. */
+ * user can override a built-in. Returns 0, or -1 with one line on stderr saying why: the name is
+ * invalid, the registry is full, or a required function (configure, forward, backward_input,
+ * backward_weight) is NULL. */
 int layer_register(const pt_layer_type *type);
 const pt_layer_type *layer_find(const char *name);
 /* Comma-separated registered names, for error hints. */
@@ -115,6 +133,10 @@ void layer_register_builtins(void);
 int layer_add_param(pt_layer *L, const char *name, int ndim, int64_t d0, int64_t d1, int64_t d2,
                     int64_t d3);
 int layer_param_owned(const pt_layer *L, int p);
+/* The type's init, or nothing when it has none (the storage is zeroed when allocated). */
+void layer_init_params(pt_layer *L, uint64_t seed);
+/* pt_io.scratch bytes at B x T with kernel table k (NULL: the CPU's), 0 without scratch_bytes. */
+size_t layer_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T);
 /* Deterministic init of parameter p from (seed, L->index, p): normal(0, std) or a constant. */
 void layer_init_normal(pt_layer *L, int p, uint64_t seed, float std);
 void layer_init_const(pt_layer *L, int p, float value);

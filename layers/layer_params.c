@@ -25,6 +25,15 @@ int layer_add_param(pt_layer *L, const char *name, int ndim, int64_t d0, int64_t
 
 int layer_param_owned(const pt_layer *L, int p) { return !L->borrowed[p]; }
 
+void layer_init_params(pt_layer *L, uint64_t seed) {
+  if (L->type->init) L->type->init(L, seed);
+}
+
+size_t layer_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T) {
+  if (!L->type->scratch_bytes) return 0;
+  return L->type->scratch_bytes(L, k ? k : &kernels_cpu, B, T);
+}
+
 /* splitmix64: a counter-based generator, so element i of a parameter is the same value whatever
  * process or stage computes it. */
 static uint64_t mix64(uint64_t x) {
@@ -60,7 +69,7 @@ void layer_cost_default(const pt_layer *L, int T, pt_layer_cost *c) {
   for (int p = 0; p < L->n_params; p++) n += L->params[p].numel;
   c->param_bytes = n * (int64_t)sizeof(float);
   c->saved_bytes = L->type->saved_bytes ? (int64_t)L->type->saved_bytes(L, 1, T) : 0;
-  c->scratch_bytes = L->type->scratch_bytes ? (int64_t)L->type->scratch_bytes(L, 1, T) : 0;
+  c->scratch_bytes = (int64_t)layer_scratch_bytes(L, NULL, 1, T);
   c->out_bytes = (int64_t)T * L->out_dim * (int64_t)sizeof(float);
   c->fwd_flops = 2.0 * (double)n * T;
   c->bwd_flops = 2.0 * c->fwd_flops;

@@ -1,7 +1,6 @@
 /* layernorm over the feature dim: params weight [D], bias [D]; arg eps (default 1e-5).
  * saved: mean[N], rstd[N]. */
 #include "layers/builtin.h"
-#include "kernels/cpu/ops.h"
 
 static void layernorm_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   if (s->in_tokens)
@@ -24,21 +23,23 @@ static void layernorm_init(pt_layer *L, uint64_t seed) {
 static void layernorm_forward(pt_layer *L, const pt_io *io) {
   int N = io->B * io->T;
   float *mean = io->saved, *rstd = mean + N;
-  op_layernorm_forward(io->out, mean, rstd, io->in, L->w[0], L->w[1], N, L->out_dim,
-                       (float)L->farg[0]);
+  io->k->layernorm_forward(io->k, io->out, mean, rstd, io->in, L->w[0], L->w[1], N, L->out_dim,
+                           (float)L->farg[0]);
 }
 
 static void layernorm_backward_input(pt_layer *L, const pt_io *io) {
   if (!io->din) return;
   int N = io->B * io->T;
   const float *mean = io->saved, *rstd = mean + N;
-  op_layernorm_backward_input(io->din, io->dout, io->in, L->w[0], mean, rstd, N, L->out_dim, 0);
+  io->k->layernorm_backward_input(io->k, io->din, io->dout, io->in, L->w[0], mean, rstd, N,
+                                  L->out_dim, 0);
 }
 
 static void layernorm_backward_weight(pt_layer *L, const pt_io *io) {
   int N = io->B * io->T;
   const float *mean = io->saved, *rstd = mean + N;
-  op_layernorm_backward_weight(L->g[0], L->g[1], io->dout, io->in, mean, rstd, N, L->out_dim);
+  io->k->layernorm_backward_weight(io->k, L->g[0], L->g[1], io->dout, io->in, mean, rstd, N,
+                                   L->out_dim);
 }
 
 static void layernorm_cost(const pt_layer *L, int T, pt_layer_cost *c) {
@@ -49,6 +50,7 @@ static void layernorm_cost(const pt_layer *L, int T, pt_layer_cost *c) {
 
 const pt_layer_type layer_type_layernorm = {
     .name = "layernorm",
+    .kernels_only = 1,
     .configure = layernorm_configure,
     .saved_bytes = layernorm_saved,
     .init = layernorm_init,

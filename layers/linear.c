@@ -4,7 +4,6 @@
 #include <math.h>
 
 #include "layers/builtin.h"
-#include "kernels/cpu/ops.h"
 
 static void linear_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   if (s->in_tokens)
@@ -23,18 +22,19 @@ static void linear_init(pt_layer *L, uint64_t seed) {
 }
 
 static void linear_forward(pt_layer *L, const pt_io *io) {
-  op_linear_forward(io->out, io->in, L->w[0], L->n_params > 1 ? L->w[1] : NULL, io->B * io->T,
-                    L->in_dim, L->out_dim);
+  io->k->linear_forward(io->k, io->out, io->in, L->w[0], L->n_params > 1 ? L->w[1] : NULL,
+                        io->B * io->T, L->in_dim, L->out_dim);
 }
 
 static void linear_backward_input(pt_layer *L, const pt_io *io) {
   if (io->din)
-    op_linear_backward_input(io->din, io->dout, L->w[0], io->B * io->T, L->in_dim, L->out_dim, 0);
+    io->k->linear_backward_input(io->k, io->din, io->dout, L->w[0], io->B * io->T, L->in_dim,
+                                 L->out_dim, 0);
 }
 
 static void linear_backward_weight(pt_layer *L, const pt_io *io) {
-  op_linear_backward_weight(L->g[0], L->n_params > 1 ? L->g[1] : NULL, io->dout, io->in,
-                            io->B * io->T, L->in_dim, L->out_dim);
+  io->k->linear_backward_weight(io->k, L->g[0], L->n_params > 1 ? L->g[1] : NULL, io->dout,
+                                io->in, io->B * io->T, L->in_dim, L->out_dim);
 }
 
 static void lm_head_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
@@ -49,6 +49,7 @@ static void lm_head_init(pt_layer *L, uint64_t seed) { layer_init_normal(L, 0, s
 
 const pt_layer_type layer_type_linear = {
     .name = "linear",
+    .kernels_only = 1,
     .configure = linear_configure,
     .init = linear_init,
     .forward = linear_forward,
@@ -58,6 +59,7 @@ const pt_layer_type layer_type_linear = {
 
 const pt_layer_type layer_type_lm_head = {
     .name = "lm_head",
+    .kernels_only = 1,
     .configure = lm_head_configure,
     .init = lm_head_init,
     .forward = linear_forward,

@@ -1,8 +1,5 @@
 /* pos_embedding: out[b,t,:] = in[b,t,:] + weight[t,:]; weight [seq_len, dim]. */
-#include <string.h>
-
 #include "layers/builtin.h"
-#include "kernels/cpu/ops.h"
 
 static void pos_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   int64_t T = layer_require_model_int(s, s->spec->seq_len, "seq_len", "pos_embedding", e);
@@ -15,19 +12,15 @@ static void pos_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) 
 static void pos_init(pt_layer *L, uint64_t seed) { layer_init_normal(L, 0, seed, 0.02f); }
 
 static void pos_forward(pt_layer *L, const pt_io *io) {
-  int64_t D = L->out_dim, TD = (int64_t)io->T * D;
-  for (int b = 0; b < io->B; b++)
-    op_add(io->out + b * TD, (const float *)io->in + b * TD, L->w[0], TD);
+  io->k->pos_forward(io->k, io->out, io->in, L->w[0], io->B, io->T, L->out_dim);
 }
 
 static void pos_backward_input(pt_layer *L, const pt_io *io) {
-  if (io->din)
-    memcpy(io->din, io->dout, sizeof(float) * (size_t)io->B * io->T * L->out_dim);
+  if (io->din) io->k->copy(io->k, io->din, io->dout, (int64_t)io->B * io->T * L->out_dim);
 }
 
 static void pos_backward_weight(pt_layer *L, const pt_io *io) {
-  int64_t TD = (int64_t)io->T * L->out_dim;
-  for (int b = 0; b < io->B; b++) op_add_inplace(L->g[0], io->dout + b * TD, TD);
+  io->k->pos_backward_weight(io->k, L->g[0], io->dout, io->B, io->T, L->out_dim);
 }
 
 static void pos_cost(const pt_layer *L, int T, pt_layer_cost *c) {
@@ -38,6 +31,7 @@ static void pos_cost(const pt_layer *L, int T, pt_layer_cost *c) {
 
 const pt_layer_type layer_type_pos_embedding = {
     .name = "pos_embedding",
+    .kernels_only = 1,
     .configure = pos_configure,
     .init = pos_init,
     .forward = pos_forward,

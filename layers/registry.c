@@ -16,17 +16,35 @@ static int name_valid(const char *name) {
   return 1;
 }
 
+/* What makes the type unusable, or NULL. init, saved_bytes, scratch_bytes and cost may be NULL. */
+static const char *type_problem(const pt_layer_type *t) {
+  if (!name_valid(t->name))
+    return "its name must be 1 to 63 characters of a-z, 0-9 and _";
+  if (!t->configure) return "configure is NULL";
+  if (!t->forward) return "forward is NULL";
+  if (!t->backward_input) return "backward_input is NULL (a layer without an input gradient "
+                                 "still needs one that returns)";
+  if (!t->backward_weight) return "backward_weight is NULL (a layer without parameters still "
+                                  "needs one that returns)";
+  return NULL;
+}
+
+static int refuse(const pt_layer_type *t, const char *why) {
+  fprintf(stderr, "pipetrain: layer_register: cannot register layer type '%s': %s\n",
+          t && t->name ? t->name : "(null)", why);
+  return -1;
+}
+
 int layer_register(const pt_layer_type *type) {
-  if (!type || !name_valid(type->name) || !type->configure || !type->forward ||
-      !type->backward_input || !type->backward_weight)
-    return -1;
+  const char *why = type ? type_problem(type) : "the type is NULL";
+  if (why) return refuse(type, why);
   for (int i = 0; i < g_n_types; i++) {
     if (strcmp(g_types[i]->name, type->name) == 0) {
       g_types[i] = type;
       return 0;
     }
   }
-  if (g_n_types == REGISTRY_MAX) return -1;
+  if (g_n_types == REGISTRY_MAX) return refuse(type, "the registry is full");
   g_types[g_n_types++] = type;
   return 0;
 }

@@ -4,11 +4,19 @@
  * Arg heads (default model.heads). Parameter order and shapes follow PyTorch nn.Linear [out,in].
  */
 #include <math.h>
-#include <string.h>
 
 #include "layers/builtin.h"
-#include "kernels/cpu/ops.h"
-#include "layers/transformer_block.h"
+
+enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, MP_W, MP_B };
+
+/* Views into the saved area. The first group is written by forward; the stash by
+ * backward_input for backward_weight (which may run later in zero-bubble schedules). */
+typedef struct {
+  float *mean1, *rstd1, *xln1, *qkv, *probs, *atty, *x1, *mean2, *rstd2, *xln2, *h, *g;
+  float *dx1, *dxln2, *dqkv, *dxln1; /* stash; h holds d(fc output) after backward_input */
+} block_saved;
+
+enum { N_SAVED = 16 };
 
 /* Floats of each saved view, in the order of block_saved's fields. */
 static void block_saved_sizes(int64_t N, int64_t d, int64_t BHTT, int64_t sizes[N_SAVED]) {
@@ -23,7 +31,8 @@ static int64_t block_bhtt(const pt_layer *L, int B, int T) {
   return (int64_t)B * L->iarg[0] * T * (int64_t)T;
 }
 
-void transformer_block_views(const pt_layer *L, int B, int T, void *saved, block_saved *v) {
+/* Points v's fields into saved (saved_bytes(B, T) bytes) for a micro-batch of B x T. */
+static void block_views(const pt_layer *L, int B, int T, void *saved, block_saved *v) {
   int64_t sizes[N_SAVED];
   block_saved_sizes((int64_t)B * T, L->out_dim, block_bhtt(L, B, T), sizes);
   float **slots[N_SAVED] = {&v->mean1, &v->rstd1, &v->xln1, &v->qkv,  &v->probs, &v->atty,
@@ -43,9 +52,11 @@ static size_t block_saved_bytes(const pt_layer *L, int B, int T) {
   return sizeof(float) * (size_t)total;
 }
 
-static size_t block_scratch_bytes(const pt_layer *L, int B, int T) {
+/* backward_input's dg[N,4d] and datty[N,d], then the attention's scratch (forward's at 0). */
+static size_t block_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T) {
   int64_t N = (int64_t)B * T, d = L->out_dim;
-  return sizeof(float) * (size_t)(4 * N * d + N * d + op_attention_scratch_floats(T, 0) + 64);
+  int64_t attn = k->attention_scratch_floats(k, B, T, (int)d, (int)L->iarg[0]);
+  return sizeof(float) * (size_t)(4 * N * d + N * d + attn + 64);
 }
 
 static void block_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
@@ -82,51 +93,54 @@ static void block_init(pt_layer *L, uint64_t seed) {
 
 static void block_forward(pt_layer *L, const pt_io *io) {
   int B = io->B, T = io->T, N = B * T, d = L->out_dim, H = (int)L->iarg[0];
+  const pt_kernels *k = io->k;
   float *const *w = L->w;
   const float *x = io->in;
   block_saved s;
-  transformer_block_views(L, B, T, io->saved, &s);
-  op_layernorm_forward(s.xln1, s.mean1, s.rstd1, x, w[LN1_W], w[LN1_B], N, d, 1e-5f);
-  op_linear_forward(s.qkv, s.xln1, w[QKV_W], w[QKV_B], N, d, 3 * d);
-  op_attention_forward(s.atty, s.probs, s.qkv, B, T, d, H, io->scratch);
-  op_linear_forward_residual(s.x1, x, s.atty, w[PROJ_W], w[PROJ_B], N, d, d);
-  op_layernorm_forward(s.xln2, s.mean2, s.rstd2, s.x1, w[LN2_W], w[LN2_B], N, d, 1e-5f);
-  op_linear_forward(s.h, s.xln2, w[FC_W], w[FC_B], N, d, 4 * d);
-  op_gelu_forward(s.g, s.h, (int64_t)N * 4 * d);
-  op_linear_forward_residual(io->out, s.x1, s.g, w[MP_W], w[MP_B], N, 4 * d, d);
+  block_views(L, B, T, io->saved, &s);
+  k->layernorm_forward(k, s.xln1, s.mean1, s.rstd1, x, w[LN1_W], w[LN1_B], N, d, 1e-5f);
+  k->linear_forward(k, s.qkv, s.xln1, w[QKV_W], w[QKV_B], N, d, 3 * d);
+  k->attention_forward(k, s.atty, s.probs, s.qkv, B, T, d, H, io->scratch);
+  k->linear_forward_residual(k, s.x1, x, s.atty, w[PROJ_W], w[PROJ_B], N, d, d);
+  k->layernorm_forward(k, s.xln2, s.mean2, s.rstd2, s.x1, w[LN2_W], w[LN2_B], N, d, 1e-5f);
+  k->linear_forward(k, s.h, s.xln2, w[FC_W], w[FC_B], N, d, 4 * d);
+  k->gelu_forward(k, s.g, s.h, (int64_t)N * 4 * d);
+  k->linear_forward_residual(k, io->out, s.x1, s.g, w[MP_W], w[MP_B], N, 4 * d, d);
 }
 
 static void block_backward_input(pt_layer *L, const pt_io *io) {
   int B = io->B, T = io->T, N = B * T, d = L->out_dim, H = (int)L->iarg[0];
+  const pt_kernels *k = io->k;
   float *const *w = L->w;
   const float *dy = io->dout;
   block_saved s;
-  transformer_block_views(L, B, T, io->saved, &s);
+  block_views(L, B, T, io->saved, &s);
   float *dg = io->scratch, *datty = dg + (int64_t)N * 4 * d, *attn_scratch = datty + (int64_t)N * d;
-  op_linear_backward_input(dg, dy, w[MP_W], N, 4 * d, d, 0);
-  op_gelu_backward(s.h, dg, s.h, (int64_t)N * 4 * d); /* h now holds d(fc output) */
-  op_linear_backward_input(s.dxln2, s.h, w[FC_W], N, d, 4 * d, 0);
-  memcpy(s.dx1, dy, sizeof(float) * (size_t)N * d);
-  op_layernorm_backward_input(s.dx1, s.dxln2, s.x1, w[LN2_W], s.mean2, s.rstd2, N, d, 1);
-  op_linear_backward_input(datty, s.dx1, w[PROJ_W], N, d, d, 0);
-  op_attention_backward(s.dqkv, datty, s.qkv, s.probs, B, T, d, H, attn_scratch);
-  op_linear_backward_input(s.dxln1, s.dqkv, w[QKV_W], N, d, 3 * d, 0);
+  k->linear_backward_input(k, dg, dy, w[MP_W], N, 4 * d, d, 0);
+  k->gelu_backward(k, s.h, dg, s.h, (int64_t)N * 4 * d); /* h now holds d(fc output) */
+  k->linear_backward_input(k, s.dxln2, s.h, w[FC_W], N, d, 4 * d, 0);
+  k->copy(k, s.dx1, dy, (int64_t)N * d);
+  k->layernorm_backward_input(k, s.dx1, s.dxln2, s.x1, w[LN2_W], s.mean2, s.rstd2, N, d, 1);
+  k->linear_backward_input(k, datty, s.dx1, w[PROJ_W], N, d, d, 0);
+  k->attention_backward(k, s.dqkv, datty, s.qkv, s.probs, B, T, d, H, attn_scratch);
+  k->linear_backward_input(k, s.dxln1, s.dqkv, w[QKV_W], N, d, 3 * d, 0);
   if (!io->din) return;
-  memcpy(io->din, s.dx1, sizeof(float) * (size_t)N * d);
-  op_layernorm_backward_input(io->din, s.dxln1, io->in, w[LN1_W], s.mean1, s.rstd1, N, d, 1);
+  k->copy(k, io->din, s.dx1, (int64_t)N * d);
+  k->layernorm_backward_input(k, io->din, s.dxln1, io->in, w[LN1_W], s.mean1, s.rstd1, N, d, 1);
 }
 
 static void block_backward_weight(pt_layer *L, const pt_io *io) {
   int N = io->B * io->T, d = L->out_dim;
+  const pt_kernels *k = io->k;
   float *const *g = L->g;
   block_saved s;
-  transformer_block_views(L, io->B, io->T, io->saved, &s);
-  op_linear_backward_weight(g[MP_W], g[MP_B], io->dout, s.g, N, 4 * d, d);
-  op_linear_backward_weight(g[FC_W], g[FC_B], s.h, s.xln2, N, d, 4 * d);
-  op_layernorm_backward_weight(g[LN2_W], g[LN2_B], s.dxln2, s.x1, s.mean2, s.rstd2, N, d);
-  op_linear_backward_weight(g[PROJ_W], g[PROJ_B], s.dx1, s.atty, N, d, d);
-  op_linear_backward_weight(g[QKV_W], g[QKV_B], s.dqkv, s.xln1, N, d, 3 * d);
-  op_layernorm_backward_weight(g[LN1_W], g[LN1_B], s.dxln1, io->in, s.mean1, s.rstd1, N, d);
+  block_views(L, io->B, io->T, io->saved, &s);
+  k->linear_backward_weight(k, g[MP_W], g[MP_B], io->dout, s.g, N, 4 * d, d);
+  k->linear_backward_weight(k, g[FC_W], g[FC_B], s.h, s.xln2, N, d, 4 * d);
+  k->layernorm_backward_weight(k, g[LN2_W], g[LN2_B], s.dxln2, s.x1, s.mean2, s.rstd2, N, d);
+  k->linear_backward_weight(k, g[PROJ_W], g[PROJ_B], s.dx1, s.atty, N, d, d);
+  k->linear_backward_weight(k, g[QKV_W], g[QKV_B], s.dqkv, s.xln1, N, d, 3 * d);
+  k->layernorm_backward_weight(k, g[LN1_W], g[LN1_B], s.dxln1, io->in, s.mean1, s.rstd1, N, d);
 }
 
 static void block_cost(const pt_layer *L, int T, pt_layer_cost *c) {
@@ -139,6 +153,7 @@ static void block_cost(const pt_layer *L, int T, pt_layer_cost *c) {
 
 const pt_layer_type layer_type_transformer_block = {
     .name = "transformer_block",
+    .kernels_only = 1,
     .configure = block_configure,
     .saved_bytes = block_saved_bytes,
     .scratch_bytes = block_scratch_bytes,

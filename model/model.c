@@ -179,7 +179,7 @@ static void init_remote_tie(pt_model *m, pt_layer *L, uint64_t seed) {
   pt_layer O = m->layers[owner];
   float *tmp[PT_MAX_PARAMS];
   for (int p = 0; p < O.n_params; p++) O.w[p] = tmp[p] = pt_calloc((size_t)O.params[p].numel, 4);
-  O.type->init(&O, seed);
+  layer_init_params(&O, seed);
   int pl = model_tied_param(L);
   memcpy(L->w[pl], O.w[model_tied_param(&O)], sizeof(float) * (size_t)L->params[pl].numel);
   for (int p = 0; p < O.n_params; p++) free(tmp[p]);
@@ -200,7 +200,7 @@ void model_alloc_on(pt_model *m, int first, int last, pt_device *dev) {
   bind_storage(m, m->host_params); /* initialisation runs on the host */
   uint64_t seed = m->spec->train.seed;
   for (int li = first; li < last; li++) {
-    m->layers[li].type->init(&m->layers[li], seed);
+    layer_init_params(&m->layers[li], seed);
     init_remote_tie(m, &m->layers[li], seed);
   }
   bind_storage(m, m->params);

@@ -90,7 +90,7 @@ static int64_t per_slot_bytes(const pt_model *m, const shape_ctx *c, int first, 
 
 static int64_t scratch_b(const pt_model *m, const shape_ctx *c, int li) {
   const pt_layer *L = &m->layers[li];
-  return L->type->scratch_bytes ? (int64_t)L->type->scratch_bytes(L, c->B, c->T) : 0;
+  return (int64_t)layer_scratch_bytes(L, NULL, c->B, c->T);
 }
 
 static int64_t workspace_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {

@@ -325,7 +325,7 @@ static void alloc_run(lrun *r) {
   /* NULL size functions mean "none needed", as the engine (engine/stage.c) treats them. */
   const pt_layer_type *ty = r->L.type;
   r->saved_sz = ty->saved_bytes ? ty->saved_bytes(&r->L, c->B, c->T) : 0;
-  r->scratch_sz = ty->scratch_bytes ? ty->scratch_bytes(&r->L, c->B, c->T) : 0;
+  r->scratch_sz = layer_scratch_bytes(&r->L, &kernels_cpu, c->B, c->T);
   r->saved = alloc64(r->saved_sz);
   r->scratch = alloc64(r->scratch_sz);
   for (int p = 0; p < r->L.n_params; p++) {
@@ -385,8 +385,9 @@ static void randomize_inputs(lrun *r, uint64_t *rng) {
 }
 
 static pt_io make_io(lrun *r, float *din) {
-  pt_io io = {r->c->B, r->c->T, r->L.in_tokens ? (const void *)r->tok : (const void *)r->x,
-              r->out, r->saved, r->scratch, r->dout, din};
+  pt_io io = {&kernels_cpu, r->c->B, r->c->T,
+              r->L.in_tokens ? (const void *)r->tok : (const void *)r->x, r->out, r->saved,
+              r->scratch, r->dout, din};
   return io;
 }
 
@@ -470,10 +471,10 @@ static int64_t pick_indices(int64_t numel, uint64_t *rng, int64_t *idx) {
 
 static void check_init(lrun *r) {
   int ok = 1;
-  r->L.type->init(&r->L, 1234);
+  layer_init_params(&r->L, 1234);
   for (int p = 0; p < r->L.n_params; p++)
     memcpy(r->L.g[p], r->L.w[p], sizeof(float) * r->L.params[p].numel);
-  r->L.type->init(&r->L, 1234);
+  layer_init_params(&r->L, 1234);
   for (int p = 0; p < r->L.n_params; p++)
     for (int64_t i = 0; i < r->L.params[p].numel; i++)
       if (memcmp(&r->L.g[p][i], &r->L.w[p][i], sizeof(float)) != 0 || !isfinite(r->L.w[p][i])) {

@@ -1,24 +1,18 @@
-/* The gpu kind of device (device.h): buffers in GPU memory, the CUDA kernels of kernels/cuda
- * on the rank's stream. Results that come back to the host (a loss, a sum of squares, a
- * finiteness flag) wait for the stream; nothing else does. */
+/* The gpu kind of device (device.h): buffers in GPU memory, and the GPU kernel table
+ * (kernels/cuda/kernels_gpu.h) on the rank's stream. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/cuda/layers_gpu.h"
-#include "kernels/cuda/ops_cuda.h"
-#include "device/device.h"
 #include "core/error.h"
-#include "kernels/cuda/gpu.h"
+#include "device/device.h"
 #include "device/gpu_backend.h"
+#include "kernels/cuda/gpu.h"
+#include "kernels/cuda/kernels_gpu.h"
 
 typedef struct {
   gpu_ctx g;
-  double *sum;       /* device: one double, for losses and sums of squares */
-  double *reduce;    /* device: CUDA_REDUCE_SCRATCH_DOUBLES, the reductions' partial sums */
-  int *flag;         /* device: one int, for finiteness */
-  void *targets;     /* device copy of a micro-batch's targets */
-  size_t targets_bytes;
+  kernels_gpu kernels; /* the device's kernel table, on g */
   struct { void *p; size_t bytes; } *blocks; /* live allocations, for the memory totals */
   int n_blocks, cap_blocks;
 } gpu_state;
@@ -68,88 +62,7 @@ static void g_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx(d)->stream));
 }
 
-static void g_add(pt_device *d, float *y, const float *x, int64_t n) {
-  cuda_op_add_inplace(ctx(d), y, x, n);
-}
-
-static void g_scale(pt_device *d, float *x, float s, int64_t n) { cuda_scale(ctx(d), x, s, n); }
-
-static double read_sum(pt_device *d) {
-  double v;
-  gpu_to_host(ctx(d), &v, state(d)->sum, sizeof v);
-  return v;
-}
-
-static double g_sumsq(pt_device *d, const float *x, int64_t n) {
-  cuda_sumsq(ctx(d), state(d)->sum, x, n, state(d)->reduce);
-  return read_sum(d);
-}
-
-static int g_all_finite(pt_device *d, const float *x, int64_t n) {
-  int bad = 0;
-  CUDA_CHECK(cudaMemsetAsync(state(d)->flag, 0, sizeof(int), ctx(d)->stream));
-  cuda_check_finite(ctx(d), state(d)->flag, x, n);
-  gpu_to_host(ctx(d), &bad, state(d)->flag, sizeof bad);
-  return !bad;
-}
-
-static double g_loss(pt_device *d, pt_loss_kind kind, const float *y, const void *targets,
-                     size_t target_bytes, int N, int F, float scale, float *dy) {
-  gpu_state *s = state(d);
-  if (s->targets_bytes < target_bytes) {
-    gpu_free(s->targets);
-    s->targets = gpu_alloc(target_bytes);
-    s->targets_bytes = target_bytes;
-  }
-  if (kind == LOSS_CROSS_ENTROPY) /* ids are checked on the host, where the error can say so */
-    for (int n = 0; n < N; n++) {
-      int32_t t = ((const int32_t *)targets)[n];
-      if (t < 0 || t >= F)
-        pt_fail_input("cross_entropy: target %d outside [0, %d): the data holds a class or token "
-                      "id the last layer has no output for", t, F);
-    }
-  g_upload(d, s->targets, targets, target_bytes);
-  CUDA_CHECK(cudaMemsetAsync(s->sum, 0, sizeof(double), ctx(d)->stream));
-  if (kind == LOSS_CROSS_ENTROPY)
-    cuda_loss_cross_entropy(ctx(d), dy, s->sum, y, s->targets, N, F, scale, s->reduce);
-  else
-    cuda_loss_mse(ctx(d), dy, s->sum, y, s->targets, N, F, scale, s->reduce);
-  return read_sum(d);
-}
-
-static void g_optimizer(pt_device *d, const device_update *u, float *w, const float *g, float *m,
-                        float *v, int64_t n) {
-  float wd = u->decay ? (float)u->weight_decay : 0.0f;
-  if (u->adam)
-    cuda_adamw_step(ctx(d), w, g, m, v, NULL, n, (float)u->lr, (float)u->beta1, (float)u->beta2,
-                    (float)u->eps, wd, (float)u->bc1, (float)u->bc2);
-  else
-    cuda_sgd_step(ctx(d), w, g, m, NULL, n, (float)u->lr, (float)u->momentum, wd, u->t == 1);
-}
-
-static void g_layer(pt_device *d, int which, pt_layer *L, const pt_io *io) {
-  const pt_layer_gpu *t = layer_gpu_find(L->type);
-  if (!t) pt_fatal("layer %d (%s) has no GPU kernels", L->index, L->type->name);
-  if (which == 0) t->forward(ctx(d), L, io);
-  else if (which == 1) t->backward_input(ctx(d), L, io);
-  else t->backward_weight(ctx(d), L, io);
-}
-
-static const char *g_layer_missing(pt_device *d, const pt_layer *L) {
-  return layer_gpu_find(L->type) ? NULL : "it has no GPU kernels; run it with "
-                                          "pipeline.device: cpu";
-}
-
-static size_t g_scratch_bytes(pt_device *d, const pt_layer *L, int B, int T) {
-  const pt_layer_gpu *t = layer_gpu_find(L->type);
-  if (t && t->scratch_bytes) return t->scratch_bytes(L, B, T);
-  return L->type->scratch_bytes ? L->type->scratch_bytes(L, B, T) : 0;
-}
-
-static const pt_device_ops gpu_ops = {
-    g_alloc, g_free,  g_upload,       g_download, g_zero,      g_copy,          g_add,
-    g_scale, g_sumsq, g_all_finite,   g_loss,     g_optimizer, g_layer,         g_layer_missing,
-    g_scratch_bytes};
+static const pt_device_ops gpu_ops = {g_alloc, g_free, g_upload, g_download, g_zero, g_copy};
 
 /* cuBLAS sgemm (the same pedantic float32 the kernels use) on n^3, timed with events: repeated
  * until `seconds` have passed, after one warm-up call. */
@@ -179,7 +92,6 @@ double gpu_backend_gemm_flops(pt_device *d, int n, double seconds) {
 }
 
 int gpu_backend_count(void) { return gpu_count(NULL, 0); }
-int gpu_backend_supports(const pt_layer *L) { return layer_gpu_find(L->type) != NULL; }
 
 void *gpu_backend_stream(pt_device *d) { return ctx(d)->stream; }
 int gpu_backend_ctx_id(const pt_device *d) { return ((const gpu_state *)d->impl)->g.device; }
@@ -202,9 +114,7 @@ int gpu_backend_open(pt_device *d, int gpu_id, char *err, size_t errsz) {
     free(s);
     return -1;
   }
-  s->sum = gpu_alloc(sizeof(double));
-  s->reduce = gpu_alloc(sizeof(double) * CUDA_REDUCE_SCRATCH_DOUBLES);
-  s->flag = gpu_alloc(sizeof(int));
-  *d = (pt_device){DEV_GPU, &gpu_ops, s};
+  kernels_gpu_open(&s->kernels, &s->g);
+  *d = (pt_device){DEV_GPU, &gpu_ops, &s->kernels.table, s};
   return 0;
 }

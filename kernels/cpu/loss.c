@@ -26,18 +26,24 @@ static double cross_entropy_row(const float *y, int target, int F, float scale, 
   return (double)mx + log((double)sum) - (double)y[target];
 }
 
+void loss_check_targets(pt_loss_kind kind, const void *targets, int N, int F) {
+  for (int n = 0; kind == LOSS_CROSS_ENTROPY && n < N; n++) {
+    int32_t target = ((const int32_t *)targets)[n];
+    if (target < 0 || target >= F)
+      pt_fail_input("cross_entropy: target %d outside [0, %d): the data holds a class or "
+                    "token id the last layer has no output for", target, F);
+  }
+}
+
 double loss_forward_backward(pt_loss_kind kind, const float *y, const void *targets, int N, int F,
                              float scale, float *dy) {
+  loss_check_targets(kind, targets, N, F);
   double total = 0.0;
   for (int n = 0; n < N; n++) {
     const float *yr = y + (int64_t)n * F;
     float *dr = dy + (int64_t)n * F;
     if (kind == LOSS_CROSS_ENTROPY) {
-      int32_t target = ((const int32_t *)targets)[n];
-      if (target < 0 || target >= F)
-        pt_fail_input("cross_entropy: target %d outside [0, %d): the data holds a class or "
-                      "token id the last layer has no output for", target, F);
-      total += cross_entropy_row(yr, target, F, scale, dr);
+      total += cross_entropy_row(yr, ((const int32_t *)targets)[n], F, scale, dr);
     } else {
       const float *t = (const float *)targets + (int64_t)n * F;
       double s = 0.0;

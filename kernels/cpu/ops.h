@@ -1,11 +1,15 @@
-/* kernels/cpu/ops.h: float32 CPU kernels shared by the layer types.
+/* kernels/cpu/ops.h: the float32 CPU kernels behind the CPU kernel table (kernels_cpu.c).
  * Shapes: N rows (= B*T tokens) of row-major vectors. Matrices use PyTorch nn.Linear layout
  * W[out, in]. "acc" arguments: 1 adds into the destination, 0 overwrites it.
- * GEMMs go to OpenBLAS; elementwise kernels are plain loops written for GCC's vectoriser. */
+ * GEMMs go to OpenBLAS; elementwise kernels are plain loops written for GCC's vectoriser.
+ * The ops_*.c files are built with reassociation allowed (CMakeLists.txt, PT_CPU_KERNEL_FLAGS);
+ * the kernels declared at the end are not, so their results keep the source order's bits. */
 #ifndef PT_OPS_H
 #define PT_OPS_H
 
 #include <stdint.h>
+
+#include "kernels/kernels.h"
 
 /* y[N,No] = x[N,Ni] * W[No,Ni]^T (+ b[No] when b != NULL) */
 void op_linear_forward(float *y, const float *x, const float *W, const float *b, int N, int Ni,
@@ -47,5 +51,23 @@ void op_attention_backward(float *dqkv, const float *dout, const float *qkv, con
 void op_add(float *y, const float *a, const float *b, int64_t n);      /* y = a + b */
 void op_add_inplace(float *y, const float *a, int64_t n);              /* y += a */
 void op_colsum_acc(float *acc, const float *x, int N, int D);          /* acc[D] += sum_n x */
+
+/* --- Without reassociation (their files are not ops_*.c) ------------------------------------ */
+/* relu.c: y = x > 0 ? x : 0; dx = x > 0 ? dy : 0 (dx may alias dy or x). */
+void op_relu_forward(float *y, const float *x, int64_t n);
+void op_relu_backward(float *dx, const float *dy, const float *x, int64_t n);
+/* embedding.c: y[n] = table[ids[n]] (an id outside [0, V) ends the job); dtable[ids[n]] +=
+ * dy[n] in token order. */
+void op_embedding_forward(float *y, const int32_t *ids, const float *table, int N, int D, int V);
+void op_embedding_backward(float *dtable, const int32_t *ids, const float *dy, int N, int D);
+/* reduce.c: x *= s; the sum of squares in double, in element order (a gradient norm then has
+ * the same bits however the model is split); 1 when every element is finite. */
+void op_scale(float *x, float s, int64_t n);
+double op_sumsq(const float *x, int64_t n);
+int op_all_finite(const float *x, int64_t n);
+/* optimizer.c: AdamW (m and v) and SGD (m: momentum) over n floats, model/optimizer.h's
+ * semantics with u's precomputed factors. */
+void op_adamw_step(const pt_update *u, float *w, const float *g, float *m, float *v, int64_t n);
+void op_sgd_step(const pt_update *u, float *w, const float *g, float *m, int64_t n);
 
 #endif

@@ -1,9 +1,9 @@
 /* tests/gpu/test_cuda_ops.c: every kernel of kernels/cuda/ops_cuda.h against the CPU path.
  *
  * For each op: random inputs (fixed seed) on the host, the CPU kernel (kernels/cpu/ops.h,
- * kernels/loss.h, or the CPU layer's loop where the kernel is a layer's own code; the optimizer
- * against PyTorch's formulas in double), the same inputs uploaded, the cuda_ op, the result
- * downloaded and compared:
+ * kernels/loss.h, or the CPU kernel table kernels_cpu where the GPU's op has no single CPU
+ * kernel; the optimizer against PyTorch's formulas in double), the same inputs uploaded, the
+ * cuda_ op, the result downloaded and compared:
  *
  *   err = max_i |gpu_i - cpu_i| / max_i |cpu_i|      (a norm-wise relative error)
  *
@@ -17,6 +17,7 @@
  * SKIP_RETURN_CODE). Any failure prints the op, the shape and the error, and exits 1.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +26,12 @@
 #include "../test_util.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/ops_cuda.h"
+#include "device/device.h"
 #include "kernels/cuda/gpu.h"
+#include "kernels/cuda/kernels_gpu.h"
+#include "kernels/kernels.h"
 #include "kernels/loss.h"
+#include "model/model.h"
 
 /* Tolerances (norm-wise relative, see above). The CPU and the GPU both compute in float32 but
  * add in different orders (OpenBLAS blocks vs cuBLAS tiles, a sequential loop vs a tree), so
@@ -51,6 +56,10 @@
 /* The optimizer against PyTorch's formulas in double: float rounding of a few elementwise
  * operations per step, 3 steps (about 1e-7 relative). */
 #define TOL_OPTIM 1e-5
+/* A whole layer run with each kernel table: a chain of kernels each within TOL_DEFAULT, which
+ * layernorm's and softmax's divisions can amplify; the bound the GPU training parity test uses
+ * for 20 steps (tests/gpu/train_parity.sh) holds for one step with room to spare. */
+#define TOL_LAYER 1e-4
 
 static gpu_ctx G;
 
@@ -341,9 +350,9 @@ static void test_activations(int64_t n) {
   cuda_op_gelu_backward(&G, d_h, d_dy, d_h, n);
   expect_same_bits("gelu_backward (dx aliases x)", shape, downf(d_h, n), g1, n);
 
-  /* relu: layers/activation.c's loops; the same float comparison on both sides, exact */
-  for (int64_t i = 0; i < n; i++) yc[i] = x[i] > 0.0f ? x[i] : 0.0f;
-  for (int64_t i = 0; i < n; i++) dxc[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+  /* relu: the same float comparison on both sides, exact */
+  op_relu_forward(yc, x, n);
+  op_relu_backward(dxc, dy, x, n);
   cuda_op_relu_forward(&G, d_out, d_x, n);
   g1 = downf(d_out, n);
   expect_same_bits("relu_forward (vs cpu)", shape, g1, yc, n);
@@ -428,8 +437,8 @@ static void test_misc(int N, int D) {
 
 /* ---- embeddings --------------------------------------------------------------------------- */
 
-/* ids: n_ids tokens from [0, id_range), then `pad` copies of id 0 spread through them. The
- * CPU side is layers/embedding.c's loops; both add in token order: the same bits. */
+/* ids: n_ids tokens from [0, id_range), then `pad` copies of id 0 spread through them. Both
+ * sides add in token order: the same bits. */
 static void test_embedding(int N, int D, int V, int id_range, int pad) {
   char shape[96];
   snprintf(shape, sizeof shape, "N=%d D=%d V=%d ids<%d pad=%d", N, D, V, id_range, pad);
@@ -438,13 +447,8 @@ static void test_embedding(int N, int D, int V, int id_range, int pad) {
   for (int i = 0; i < pad; i++) ids[(int64_t)i * N / (pad > 0 ? pad : 1)] = 0;
   float *table = hrand(nt, -1, 1), *dy = hrand(n, -1, 1), *dtable0 = hrand(nt, -1, 1);
   float *yc = hnew(sizeof(float) * n), *dtc = hcopy(dtable0, nt);
-  for (int64_t t = 0; t < N; t++)
-    memcpy(yc + t * D, table + (int64_t)ids[t] * D, sizeof(float) * D);
-  for (int64_t t = 0; t < N; t++) {
-    float *row = dtc + (int64_t)ids[t] * D;
-    const float *dr = dy + t * D;
-    for (int64_t i = 0; i < D; i++) row[i] += dr[i];
-  }
+  op_embedding_forward(yc, ids, table, N, D, V);
+  op_embedding_backward(dtc, ids, dy, N, D);
   int32_t *d_ids = up(ids, sizeof(int32_t) * N);
   float *d_table = upf(table, nt), *d_dy = upf(dy, n), *d_y = dnew(sizeof(float) * n);
   float *d_dt = dnew(sizeof(float) * nt);
@@ -461,7 +465,7 @@ static void test_embedding(int N, int D, int V, int id_range, int pad) {
   scope_end();
 }
 
-/* layers/pos_embedding.c: y = x + pos[t]; dpos += dy[b] for b in order. Exact. */
+/* The CPU table's positions: y = x + pos[t]; dpos += dy[b] for b in order. Exact. */
 static void test_pos(int B, int T, int D) {
   char shape[64];
   snprintf(shape, sizeof shape, "B=%d T=%d D=%d", B, T, D);
@@ -469,8 +473,8 @@ static void test_pos(int B, int T, int D) {
   float *x = hrand(n, -1, 1), *pos = hrand(TD, -1, 1), *dy = hrand(n, -1, 1);
   float *dpos0 = hrand(TD, -1, 1);
   float *yc = hnew(sizeof(float) * n), *dpc = hcopy(dpos0, TD);
-  for (int b = 0; b < B; b++) op_add(yc + b * TD, x + b * TD, pos, TD);
-  for (int b = 0; b < B; b++) op_add_inplace(dpc, dy + b * TD, TD);
+  kernels_cpu.pos_forward(&kernels_cpu, yc, x, pos, B, T, D);
+  kernels_cpu.pos_backward_weight(&kernels_cpu, dpc, dy, B, T, D);
   float *d_x = upf(x, n), *d_pos = upf(pos, TD), *d_dy = upf(dy, n);
   float *d_y = dnew(sizeof(float) * n), *d_dp = dnew(sizeof(float) * TD), *g[2];
   cuda_op_pos_forward(&G, d_y, d_x, d_pos, B, T, D);
@@ -649,6 +653,106 @@ static void test_reductions(int64_t n) {
   scope_end();
 }
 
+/* ---- the kernel tables: every built-in layer written once, run with each -------------------- */
+
+/* Every entry after ctx is a function pointer (kernels/kernels.h): none may be missing. */
+static void expect_table_complete(const pt_kernels *k) {
+  const unsigned char *p = (const unsigned char *)k;
+  for (size_t off = offsetof(pt_kernels, linear_forward); off < sizeof *k;
+       off += sizeof(void (*)(void))) {
+    void (*f)(void);
+    memcpy(&f, p + off, sizeof f);
+    CHECK(f != NULL, "kernel table %s: entry at byte %zu is NULL", k->name, off);
+  }
+}
+
+/* Layer L's three steps on the host with kernels_cpu and on the GPU with kg, from the same
+ * input, parameters and output gradient; out, din and every gradient compared. */
+static void test_layer_tables(kernels_gpu *kg, const pt_layer *L, int B, int T, int vocab) {
+  char shape[96];
+  snprintf(shape, sizeof shape, "layer %d (%s) B=%d T=%d", L->index, L->type->name, B, T);
+  int64_t n_in = (int64_t)B * T * (L->in_tokens ? 1 : L->in_dim);
+  int64_t n_out = (int64_t)B * T * L->out_dim;
+  void *in = L->in_tokens ? (void *)hids(n_in, 0, vocab) : (void *)hrand(n_in, -1, 1);
+  size_t in_bytes = (size_t)n_in * (L->in_tokens ? sizeof(int32_t) : sizeof(float));
+  float *dout = hrand(n_out, -1, 1);
+  size_t saved = L->type->saved_bytes ? L->type->saved_bytes(L, B, T) : 0;
+  pt_layer Lc = *L, Lg = *L;
+  for (int p = 0; p < L->n_params; p++) {
+    Lc.g[p] = hnew(sizeof(float) * (size_t)L->params[p].numel);
+    Lg.w[p] = upf(L->w[p], L->params[p].numel);
+    Lg.g[p] = dnew(sizeof(float) * (size_t)L->params[p].numel);
+  }
+  pt_io c = {&kernels_cpu, B, T, in, hnew(sizeof(float) * n_out), hnew(saved),
+             hnew(layer_scratch_bytes(L, &kernels_cpu, B, T)), dout,
+             L->in_tokens ? NULL : hnew(in_bytes)};
+  pt_io g = {&kg->table, B, T, up(in, in_bytes), dnew(sizeof(float) * n_out), dnew(saved),
+             dnew(layer_scratch_bytes(L, &kg->table, B, T)), upf(dout, n_out),
+             L->in_tokens ? NULL : dnew(in_bytes)};
+  const pt_io *io[2] = {&c, &g};
+  pt_layer *ls[2] = {&Lc, &Lg};
+  for (int side = 0; side < 2; side++) {
+    ls[side]->type->forward(ls[side], io[side]);
+    ls[side]->type->backward_input(ls[side], io[side]);
+    ls[side]->type->backward_weight(ls[side], io[side]);
+  }
+  char op[160];
+  snprintf(op, sizeof op, "%s: out", shape);
+  expect_close(op, "tables", downf(g.out, n_out), c.out, n_out, TOL_LAYER);
+  snprintf(op, sizeof op, "%s: din", shape);
+  if (c.din) expect_close(op, "tables", downf(g.din, n_in), c.din, n_in, TOL_LAYER);
+  for (int p = 0; p < L->n_params; p++) {
+    snprintf(op, sizeof op, "%s: grad %s", shape, L->params[p].name);
+    expect_close(op, "tables", downf(Lg.g[p], L->params[p].numel), Lc.g[p], L->params[p].numel,
+                 TOL_LAYER);
+  }
+  scope_end();
+}
+
+static void test_tables(kernels_gpu *kg) {
+  expect_table_complete(&kernels_cpu);
+  expect_table_complete(&kg->table);
+  static const char yaml[] =
+      "model: {vocab: 97, seq_len: 64, dim: 96, heads: 3}\n"
+      "layers:\n  - embedding: {}\n  - pos_embedding: {}\n  - transformer_block: {}\n"
+      "  - layernorm: {}\n  - linear: {out: 160}\n  - relu: {}\n  - linear: {bias: false}\n"
+      "  - gelu: {}\n  - lm_head: {}\n";
+  pt_spec s;
+  pt_model m;
+  spec_errors e = {0};
+  if (spec_load_text(yaml, strlen(yaml), "tables.yaml", NULL, 0, &s, &e) != 0 ||
+      model_configure(&m, &s, &e) != 0) {
+    CHECK(0, "tables model: %s", e.msg);
+    return;
+  }
+  model_alloc_on(&m, 0, m.n_layers, device_host()); /* initialised parameters, on the host */
+  for (int li = 0; li < m.n_layers; li++) test_layer_tables(kg, &m.layers[li], 3, 64, 97);
+
+  /* the entries that bring a result back through the table's own device buffers */
+  int64_t n = 100003;
+  float *x = hrand(n, -1, 1), *d_x = upf(x, n);
+  double sc = kernels_cpu.sumsq(&kernels_cpu, x, n), sg = kg->table.sumsq(&kg->table, d_x, n);
+  expect_close_d("table sumsq", "n=100003", sg, sc, TOL_DOUBLE_SUM);
+  CHECK(kg->table.all_finite(&kg->table, d_x, n) == 1, "table all_finite: finite values refused");
+  const float inf = INFINITY;
+  gpu_to_device(&G, d_x + 7, &inf, sizeof inf);
+  CHECK(kg->table.all_finite(&kg->table, d_x, n) == 0, "table all_finite: an infinity missed");
+  int N = 37, F = 11;
+  float *y = hrand((int64_t)N * F, -4, 4), *dyc = hnew(sizeof(float) * N * F);
+  int32_t *ids = hids(N, 0, F);
+  float *d_y = upf(y, (int64_t)N * F), *d_dy = dnew(sizeof(float) * N * F);
+  double lc = kernels_cpu.loss(&kernels_cpu, LOSS_CROSS_ENTROPY, y, ids, sizeof(int32_t) * N, N,
+                               F, 0.5f, dyc);
+  double lg = kg->table.loss(&kg->table, LOSS_CROSS_ENTROPY, d_y, ids, sizeof(int32_t) * N, N, F,
+                             0.5f, d_dy);
+  expect_close_d("table loss", "N=37 F=11", lg, lc, TOL_CE_LOSS);
+  expect_close("table loss dy", "N=37 F=11", downf(d_dy, (int64_t)N * F), dyc, (int64_t)N * F,
+               TOL_DEFAULT);
+  scope_end();
+  model_free(&m);
+  spec_free(&s);
+}
+
 int main(void) {
   char why[256] = "";
   if (gpu_count(why, sizeof why) == 0) {
@@ -694,6 +798,9 @@ int main(void) {
   test_reductions(7 * 33);
   test_reductions(3000001);  /* several first-pass blocks */
   test_reductions(20000000); /* the block count capped at 1024 */
+  kernels_gpu kg;
+  kernels_gpu_open(&kg, &G);
+  test_tables(&kg);
 
   gpu_close(&G);
   return test_summary("test_cuda_ops");

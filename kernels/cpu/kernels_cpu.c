@@ -1,0 +1,139 @@
+/* The CPU kernel table (kernels/kernels.h): the op_* kernels of kernels/cpu/ops.h and the CPU
+ * loss, on host memory. The CPU needs no state, so every entry ignores k. */
+#include <string.h>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/kernels.h"
+
+static void linear_forward(const pt_kernels *k, float *y, const float *x, const float *W,
+                           const float *b, int N, int Ni, int No) {
+  op_linear_forward(y, x, W, b, N, Ni, No);
+}
+
+static void linear_forward_residual(const pt_kernels *k, float *y, const float *res,
+                                    const float *x, const float *W, const float *b, int N, int Ni,
+                                    int No) {
+  op_linear_forward_residual(y, res, x, W, b, N, Ni, No);
+}
+
+static void linear_backward_input(const pt_kernels *k, float *dx, const float *dy, const float *W,
+                                  int N, int Ni, int No, int acc) {
+  op_linear_backward_input(dx, dy, W, N, Ni, No, acc);
+}
+
+static void linear_backward_weight(const pt_kernels *k, float *dW, float *db, const float *dy,
+                                   const float *x, int N, int Ni, int No) {
+  op_linear_backward_weight(dW, db, dy, x, N, Ni, No);
+}
+
+static void layernorm_forward(const pt_kernels *k, float *y, float *mean, float *rstd,
+                              const float *x, const float *w, const float *b, int N, int D,
+                              float eps) {
+  op_layernorm_forward(y, mean, rstd, x, w, b, N, D, eps);
+}
+
+static void layernorm_backward_input(const pt_kernels *k, float *dx, const float *dy,
+                                     const float *x, const float *w, const float *mean,
+                                     const float *rstd, int N, int D, int acc) {
+  op_layernorm_backward_input(dx, dy, x, w, mean, rstd, N, D, acc);
+}
+
+static void layernorm_backward_weight(const pt_kernels *k, float *dw, float *db, const float *dy,
+                                      const float *x, const float *mean, const float *rstd, int N,
+                                      int D) {
+  op_layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, D);
+}
+
+/* One head's T x T score block at a time: the CPU reuses it across heads and sequences. */
+static int64_t attention_scratch_floats(const pt_kernels *k, int B, int T, int d, int H) {
+  return op_attention_scratch_floats(T, d / H);
+}
+
+static void attention_forward(const pt_kernels *k, float *o, float *p, const float *qkv, int B,
+                              int T, int d, int H, float *scratch) {
+  op_attention_forward(o, p, qkv, B, T, d, H, scratch);
+}
+
+static void attention_backward(const pt_kernels *k, float *dqkv, const float *dout,
+                               const float *qkv, const float *p, int B, int T, int d, int H,
+                               float *scratch) {
+  op_attention_backward(dqkv, dout, qkv, p, B, T, d, H, scratch);
+}
+
+static void gelu_forward(const pt_kernels *k, float *y, const float *x, int64_t n) {
+  op_gelu_forward(y, x, n);
+}
+
+static void gelu_backward(const pt_kernels *k, float *dx, const float *dy, const float *x,
+                          int64_t n) {
+  op_gelu_backward(dx, dy, x, n);
+}
+
+static void relu_forward(const pt_kernels *k, float *y, const float *x, int64_t n) {
+  op_relu_forward(y, x, n);
+}
+
+static void relu_backward(const pt_kernels *k, float *dx, const float *dy, const float *x,
+                          int64_t n) {
+  op_relu_backward(dx, dy, x, n);
+}
+
+static void embedding_forward(const pt_kernels *k, float *y, const int32_t *ids,
+                              const float *table, int N, int D, int V) {
+  op_embedding_forward(y, ids, table, N, D, V);
+}
+
+static void embedding_backward(const pt_kernels *k, float *dtable, const int32_t *ids,
+                               const float *dy, int N, int D, int V) {
+  op_embedding_backward(dtable, ids, dy, N, D);
+}
+
+/* Sequence by sequence, so the positions' gradient adds the batch in order. */
+static void pos_forward(const pt_kernels *k, float *y, const float *x, const float *pos, int B,
+                        int T, int D) {
+  int64_t TD = (int64_t)T * D;
+  for (int b = 0; b < B; b++) op_add(y + b * TD, x + b * TD, pos, TD);
+}
+
+static void pos_backward_weight(const pt_kernels *k, float *dpos, const float *dy, int B, int T,
+                                int D) {
+  int64_t TD = (int64_t)T * D;
+  for (int b = 0; b < B; b++) op_add_inplace(dpos, dy + b * TD, TD);
+}
+
+static void copy(const pt_kernels *k, float *y, const float *x, int64_t n) {
+  if (y != x) memcpy(y, x, sizeof(float) * (size_t)n);
+}
+
+static void add(const pt_kernels *k, float *y, const float *a, const float *b, int64_t n) {
+  op_add(y, a, b, n);
+}
+
+static void add_inplace(const pt_kernels *k, float *y, const float *a, int64_t n) {
+  op_add_inplace(y, a, n);
+}
+
+static void colsum_acc(const pt_kernels *k, float *acc, const float *x, int N, int D) {
+  op_colsum_acc(acc, x, N, D);
+}
+
+static void scale(const pt_kernels *k, float *x, float s, int64_t n) { op_scale(x, s, n); }
+
+static double loss(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
+                   size_t target_bytes, int N, int F, float s, float *dy) {
+  return loss_forward_backward(kind, y, targets, N, F, s, dy);
+}
+
+static void optimizer(const pt_kernels *k, const pt_update *u, float *w, const float *g,
+                      float *m, float *v, int64_t n) {
+  if (u->adam) op_adamw_step(u, w, g, m, v, n);
+  else op_sgd_step(u, w, g, m, n);
+}
+
+static double sumsq(const pt_kernels *k, const float *x, int64_t n) { return op_sumsq(x, n); }
+
+static int all_finite(const pt_kernels *k, const float *x, int64_t n) {
+  return op_all_finite(x, n);
+}
+
+const pt_kernels kernels_cpu = {.name = "cpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)};

@@ -1,0 +1,180 @@
+/* The GPU kernel table (kernels_gpu.h): each entry queues ops_cuda.h's kernel on the stream of
+ * the table's gpu_ctx. */
+#include "kernels/cuda/kernels_gpu.h"
+
+#include "kernels/cuda/ops_cuda.h"
+
+static kernels_gpu *state(const pt_kernels *k) { return k->ctx; }
+static gpu_ctx *ctx(const pt_kernels *k) { return state(k)->g; }
+
+static void linear_forward(const pt_kernels *k, float *y, const float *x, const float *W,
+                           const float *b, int N, int Ni, int No) {
+  cuda_op_linear_forward(ctx(k), y, x, W, b, N, Ni, No);
+}
+
+static void linear_forward_residual(const pt_kernels *k, float *y, const float *res,
+                                    const float *x, const float *W, const float *b, int N, int Ni,
+                                    int No) {
+  cuda_op_linear_forward_residual(ctx(k), y, res, x, W, b, N, Ni, No);
+}
+
+static void linear_backward_input(const pt_kernels *k, float *dx, const float *dy, const float *W,
+                                  int N, int Ni, int No, int acc) {
+  cuda_op_linear_backward_input(ctx(k), dx, dy, W, N, Ni, No, acc);
+}
+
+static void linear_backward_weight(const pt_kernels *k, float *dW, float *db, const float *dy,
+                                   const float *x, int N, int Ni, int No) {
+  cuda_op_linear_backward_weight(ctx(k), dW, db, dy, x, N, Ni, No);
+}
+
+static void layernorm_forward(const pt_kernels *k, float *y, float *mean, float *rstd,
+                              const float *x, const float *w, const float *b, int N, int D,
+                              float eps) {
+  cuda_op_layernorm_forward(ctx(k), y, mean, rstd, x, w, b, N, D, eps);
+}
+
+static void layernorm_backward_input(const pt_kernels *k, float *dx, const float *dy,
+                                     const float *x, const float *w, const float *mean,
+                                     const float *rstd, int N, int D, int acc) {
+  cuda_op_layernorm_backward_input(ctx(k), dx, dy, x, w, mean, rstd, N, D, acc);
+}
+
+static void layernorm_backward_weight(const pt_kernels *k, float *dw, float *db, const float *dy,
+                                      const float *x, const float *mean, const float *rstd, int N,
+                                      int D) {
+  cuda_op_layernorm_backward_weight(ctx(k), dw, db, dy, x, mean, rstd, N, D);
+}
+
+/* All of a sequence's heads at once (batched products): H score blocks. */
+static int64_t attention_scratch_floats(const pt_kernels *k, int B, int T, int d, int H) {
+  return cuda_op_attention_scratch_floats(B, T, d, H);
+}
+
+static void attention_forward(const pt_kernels *k, float *o, float *p, const float *qkv, int B,
+                              int T, int d, int H, float *scratch) {
+  cuda_op_attention_forward(ctx(k), o, p, qkv, B, T, d, H, scratch);
+}
+
+static void attention_backward(const pt_kernels *k, float *dqkv, const float *dout,
+                               const float *qkv, const float *p, int B, int T, int d, int H,
+                               float *scratch) {
+  cuda_op_attention_backward(ctx(k), dqkv, dout, qkv, p, B, T, d, H, scratch);
+}
+
+static void gelu_forward(const pt_kernels *k, float *y, const float *x, int64_t n) {
+  cuda_op_gelu_forward(ctx(k), y, x, n);
+}
+
+static void gelu_backward(const pt_kernels *k, float *dx, const float *dy, const float *x,
+                          int64_t n) {
+  cuda_op_gelu_backward(ctx(k), dx, dy, x, n);
+}
+
+static void relu_forward(const pt_kernels *k, float *y, const float *x, int64_t n) {
+  cuda_op_relu_forward(ctx(k), y, x, n);
+}
+
+static void relu_backward(const pt_kernels *k, float *dx, const float *dy, const float *x,
+                          int64_t n) {
+  cuda_op_relu_backward(ctx(k), dx, dy, x, n);
+}
+
+static void embedding_forward(const pt_kernels *k, float *y, const int32_t *ids,
+                              const float *table, int N, int D, int V) {
+  cuda_op_embedding_forward(ctx(k), y, ids, table, N, D, V);
+}
+
+static void embedding_backward(const pt_kernels *k, float *dtable, const int32_t *ids,
+                               const float *dy, int N, int D, int V) {
+  cuda_op_embedding_backward(ctx(k), dtable, ids, dy, N, D, V);
+}
+
+static void pos_forward(const pt_kernels *k, float *y, const float *x, const float *pos, int B,
+                        int T, int D) {
+  cuda_op_pos_forward(ctx(k), y, x, pos, B, T, D);
+}
+
+static void pos_backward_weight(const pt_kernels *k, float *dpos, const float *dy, int B, int T,
+                                int D) {
+  cuda_op_pos_backward_weight(ctx(k), dpos, dy, B, T, D);
+}
+
+static void copy(const pt_kernels *k, float *y, const float *x, int64_t n) {
+  cuda_op_copy(ctx(k), y, x, n);
+}
+
+static void add(const pt_kernels *k, float *y, const float *a, const float *b, int64_t n) {
+  cuda_op_add(ctx(k), y, a, b, n);
+}
+
+static void add_inplace(const pt_kernels *k, float *y, const float *a, int64_t n) {
+  cuda_op_add_inplace(ctx(k), y, a, n);
+}
+
+static void colsum_acc(const pt_kernels *k, float *acc, const float *x, int N, int D) {
+  cuda_op_colsum_acc(ctx(k), acc, x, N, D);
+}
+
+static void scale(const pt_kernels *k, float *x, float s, int64_t n) {
+  cuda_scale(ctx(k), x, s, n);
+}
+
+static double read_sum(const pt_kernels *k) {
+  double v;
+  gpu_to_host(ctx(k), &v, state(k)->sum, sizeof v);
+  return v;
+}
+
+static double loss(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
+                   size_t target_bytes, int N, int F, float s, float *dy) {
+  kernels_gpu *kg = state(k);
+  loss_check_targets(kind, targets, N, F);
+  if (kg->targets_bytes < target_bytes) {
+    gpu_free(kg->targets);
+    kg->targets = gpu_alloc(target_bytes);
+    kg->targets_bytes = target_bytes;
+  }
+  gpu_to_device(kg->g, kg->targets, targets, target_bytes);
+  gpu_sync(kg->g); /* the caller may reuse its host targets as soon as this returns */
+  CUDA_CHECK(cudaMemsetAsync(kg->sum, 0, sizeof(double), kg->g->stream));
+  if (kind == LOSS_CROSS_ENTROPY)
+    cuda_loss_cross_entropy(kg->g, dy, kg->sum, y, kg->targets, N, F, s, kg->reduce);
+  else
+    cuda_loss_mse(kg->g, dy, kg->sum, y, kg->targets, N, F, s, kg->reduce);
+  return read_sum(k);
+}
+
+/* Tensor by tensor (u->decay says whether this one decays), so no decay mask. */
+static void optimizer(const pt_kernels *k, const pt_update *u, float *w, const float *g,
+                      float *m, float *v, int64_t n) {
+  float wd = u->decay ? (float)u->weight_decay : 0.0f;
+  if (u->adam)
+    cuda_adamw_step(ctx(k), w, g, m, v, NULL, n, (float)u->lr, (float)u->beta1, (float)u->beta2,
+                    (float)u->eps, wd, (float)u->bc1, (float)u->bc2);
+  else
+    cuda_sgd_step(ctx(k), w, g, m, NULL, n, (float)u->lr, (float)u->momentum, wd, u->t == 1);
+}
+
+static double sumsq(const pt_kernels *k, const float *x, int64_t n) {
+  cuda_sumsq(ctx(k), state(k)->sum, x, n, state(k)->reduce);
+  return read_sum(k);
+}
+
+static int all_finite(const pt_kernels *k, const float *x, int64_t n) {
+  int bad = 0;
+  CUDA_CHECK(cudaMemsetAsync(state(k)->flag, 0, sizeof(int), ctx(k)->stream));
+  cuda_check_finite(ctx(k), state(k)->flag, x, n);
+  gpu_to_host(ctx(k), &bad, state(k)->flag, sizeof bad);
+  return !bad;
+}
+
+static const pt_kernels gpu_table = {.name = "gpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)};
+
+void kernels_gpu_open(kernels_gpu *kg, gpu_ctx *g) {
+  *kg = (kernels_gpu){.table = gpu_table, .g = g};
+  kg->table.ctx = kg;
+  kg->sum = gpu_alloc(sizeof(double));
+  kg->reduce = gpu_alloc(sizeof(double) * CUDA_REDUCE_SCRATCH_DOUBLES);
+  kg->flag = gpu_alloc(sizeof(int));
+}

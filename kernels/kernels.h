@@ -1,0 +1,141 @@
+/* kernels/kernels.h: the numerical interface of a kind of device, as one table of kernels.
+ *
+ * Layers (through pt_io.k, layers/layer.h) and the engine (through device.h) do every piece of
+ * arithmetic on tensors with a pt_kernels table, so a layer written once against it runs on
+ * every device: kernels_cpu (kernels/cpu, OpenBLAS and loops; also the emulated
+ * device's) and the GPU's (kernels/cuda/kernels_gpu.h, CUDA on the rank's stream).
+ *
+ * Contract of every entry:
+ *   - The first argument is the table itself (its ctx holds the device's state).
+ *   - Tensors are float32, row-major; sizes count elements, never bytes: N rows (= B*T
+ *     tokens) of D (or Ni in, No out) features; matrices in PyTorch nn.Linear layout W[out, in].
+ *   - Every tensor pointer is memory of the table's device (host memory for the CPU table),
+ *     except loss targets, which are host memory. Scalars are host values.
+ *   - "acc": 1 adds into the destination, 0 overwrites it. Weight gradients (*_backward_weight,
+ *     embedding_backward, colsum_acc) always add (+=): gradients accumulate over micro-batches.
+ *   - Elementwise entries (copy, add, add_inplace, scale, gelu, relu, the optimizer) allow the
+ *     output to alias any input; the others need distinct buffers.
+ *   - Deterministic: reductions add in a fixed order set by the sizes only (no float atomics),
+ *     so the same inputs give the same bits on the same device; activation checkpointing re-runs
+ *     forward and relies on it. The CPU and GPU tables agree to 1e-5 relative, not bit for bit
+ *     (tests/gpu/test_cuda_ops.c).
+ *   - Calls run in issue order (the GPU's stream) and return without waiting, except the ones
+ *     that return a value to the host (loss, sumsq, all_finite), which wait for it.
+ *   - Failures (a CUDA error, a token id or class id out of range) end the job (core/error.h).
+ */
+#ifndef PT_KERNELS_H
+#define PT_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/loss.h"
+
+/* One optimizer update (model/optimizer.h semantics): the raw settings, and the float factors
+ * the CPU kernel uses (computed once per tensor by the optimizer, so every device agrees). */
+typedef struct {
+  int adam, decay;
+  double lr, beta1, beta2, eps, weight_decay, momentum;
+  int64_t t;                       /* steps taken, this one included */
+  double bc1, bc2;                 /* AdamW bias corrections 1 - beta1^t, 1 - beta2^t */
+  float keep, step, inv_sqrt_bc2;  /* AdamW: 1 - lr*wd (or 1), lr / (1 - b1^t), 1/sqrt(1 - b2^t) */
+} pt_update;
+
+typedef struct pt_kernels pt_kernels;
+
+struct pt_kernels {
+  const char *name; /* "cpu" | "gpu" */
+  void *ctx;        /* the implementation's state (GPU: its stream, handles, staging) */
+
+  /* y[N,No] = x[N,Ni] W^T (+ b[No] when b != NULL); _residual: y = res[N,No] + x W^T + b
+   * (b required; res may be x itself when No == Ni). */
+  void (*linear_forward)(const pt_kernels *k, float *y, const float *x, const float *W,
+                         const float *b, int N, int Ni, int No);
+  void (*linear_forward_residual)(const pt_kernels *k, float *y, const float *res, const float *x,
+                                  const float *W, const float *b, int N, int Ni, int No);
+  /* dx[N,Ni] (=|+=) dy[N,No] W */
+  void (*linear_backward_input)(const pt_kernels *k, float *dx, const float *dy, const float *W,
+                                int N, int Ni, int No, int acc);
+  /* dW[No,Ni] += dy^T x; db[No] += column sums of dy (db may be NULL) */
+  void (*linear_backward_weight)(const pt_kernels *k, float *dW, float *db, const float *dy,
+                                 const float *x, int N, int Ni, int No);
+
+  /* LayerNorm over rows of D: y = (x - mean) * rstd * w + b, mean/rstd[N] written for backward;
+   * backward_input: dx (=|+=) d/dx; backward_weight: dw += sum_n dy * xhat, db += sum_n dy. */
+  void (*layernorm_forward)(const pt_kernels *k, float *y, float *mean, float *rstd,
+                            const float *x, const float *w, const float *b, int N, int D,
+                            float eps);
+  void (*layernorm_backward_input)(const pt_kernels *k, float *dx, const float *dy,
+                                   const float *x, const float *w, const float *mean,
+                                   const float *rstd, int N, int D, int acc);
+  void (*layernorm_backward_weight)(const pt_kernels *k, float *dw, float *db, const float *dy,
+                                    const float *x, const float *mean, const float *rstd, int N,
+                                    int D);
+
+  /* Causal multi-head attention: qkv[B,T,3d] (q | k | v, head j in columns j*d/H..), output
+   * o[B,T,d], probabilities p[B,H,T,T] saved for backward (zero above the diagonal).
+   * scratch: attention_scratch_floats(B, T, d, H) floats, which differs between tables. */
+  int64_t (*attention_scratch_floats)(const pt_kernels *k, int B, int T, int d, int H);
+  void (*attention_forward)(const pt_kernels *k, float *o, float *p, const float *qkv, int B,
+                            int T, int d, int H, float *scratch);
+  void (*attention_backward)(const pt_kernels *k, float *dqkv, const float *dout,
+                             const float *qkv, const float *p, int B, int T, int d, int H,
+                             float *scratch);
+
+  /* GELU (tanh approximation) and ReLU over n elements; backward: dx = dy * f'(x). */
+  void (*gelu_forward)(const pt_kernels *k, float *y, const float *x, int64_t n);
+  void (*gelu_backward)(const pt_kernels *k, float *dx, const float *dy, const float *x,
+                        int64_t n);
+  void (*relu_forward)(const pt_kernels *k, float *y, const float *x, int64_t n);
+  void (*relu_backward)(const pt_kernels *k, float *dx, const float *dy, const float *x,
+                        int64_t n);
+
+  /* y[N,D] = table[ids[n]] (ids int32 in [0, V): the data loader checks them; the CPU table
+   * checks again); backward: dtable[ids[n]] += dy[n], added in token order. */
+  void (*embedding_forward)(const pt_kernels *k, float *y, const int32_t *ids, const float *table,
+                            int N, int D, int V);
+  void (*embedding_backward)(const pt_kernels *k, float *dtable, const int32_t *ids,
+                             const float *dy, int N, int D, int V);
+  /* Positions: y[B,T,D] = x + pos[t]; dpos[T,D] += dy[b] for b in order. */
+  void (*pos_forward)(const pt_kernels *k, float *y, const float *x, const float *pos, int B,
+                      int T, int D);
+  void (*pos_backward_weight)(const pt_kernels *k, float *dpos, const float *dy, int B, int T,
+                              int D);
+
+  /* y = x; y = a + b; y += a; acc[D] += sum over the N rows of x; x *= s. */
+  void (*copy)(const pt_kernels *k, float *y, const float *x, int64_t n);
+  void (*add)(const pt_kernels *k, float *y, const float *a, const float *b, int64_t n);
+  void (*add_inplace)(const pt_kernels *k, float *y, const float *a, int64_t n);
+  void (*colsum_acc)(const pt_kernels *k, float *acc, const float *x, int N, int D);
+  void (*scale)(const pt_kernels *k, float *x, float s, int64_t n);
+
+  /* kernels/loss.h's loss_forward_backward on device y and dy, with HOST targets (int32 ids
+   * [N] or float [N,F]; target_bytes of them): returns the sum of the rows' losses, writes
+   * dy = scale * d(sum)/dy. */
+  double (*loss)(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
+                 size_t target_bytes, int N, int F, float scale, float *dy);
+  /* One optimizer update of n floats: w, m (and v for AdamW) updated from gradient g. */
+  void (*optimizer)(const pt_kernels *k, const pt_update *u, float *w, const float *g, float *m,
+                    float *v, int64_t n);
+  /* Sum of squares in double; 1 when every element is finite. */
+  double (*sumsq)(const pt_kernels *k, const float *x, int64_t n);
+  int (*all_finite)(const pt_kernels *k, const float *x, int64_t n);
+};
+
+/* Every entry, for the implementations' initialisers: a table is
+ *   {.name = "...", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)}
+ * with a function of each entry's name in scope, so one left out fails to compile. */
+#define PT_KERNELS_ENTRIES(X)                                                                     \
+  X(linear_forward) X(linear_forward_residual) X(linear_backward_input)                           \
+  X(linear_backward_weight) X(layernorm_forward) X(layernorm_backward_input)                      \
+  X(layernorm_backward_weight) X(attention_scratch_floats) X(attention_forward)                   \
+  X(attention_backward) X(gelu_forward) X(gelu_backward) X(relu_forward) X(relu_backward)         \
+  X(embedding_forward) X(embedding_backward) X(pos_forward) X(pos_backward_weight) X(copy)        \
+  X(add) X(add_inplace) X(colsum_acc) X(scale) X(loss) X(optimizer) X(sumsq) X(all_finite)
+#define PT_KERNELS_INIT(entry) .entry = entry,
+
+/* The CPU's table (kernels/cpu/kernels_cpu.c): host memory, results bitwise reproducible for a
+ * given binary. Every build has it. */
+extern const pt_kernels kernels_cpu;
+
+#endif
