@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
   if (trainer_init(&t, &spec, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 2; }
 
   int gpu = device_current()->kind == DEV_GPU;
-  double fpt = train_flops_per_token(&t), model[64], gemm[64];
+  double fpt = model_flops_per_token(&t.part.model), model[64], gemm[64];
   pt_step_metrics m;
   trainer_step(&t, &m); /* warm-up: page faults, OpenBLAS buffers */
   for (int s = 0; s < steps; s++) {
@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
   }
   double mm = median(model, steps), gm = median(gemm, steps);
   printf("model: %lld params, %.1f MFLOP/token, loss %.4f\n",
-         (long long)model_param_count(&t.model), fpt / 1e6, m.loss);
+         (long long)model_param_count(&t.part.model), fpt / 1e6, m.loss);
   printf("device: %s; training: %.2f GFLOP/s (median of %d steps), sgemm %d^3: %.2f GFLOP/s\n",
          device_name(device_current()), mm / 1e9, steps, gpu ? 4096 : 1024, gm / 1e9);
   printf("ratio (model FLOP/s / sgemm FLOP/s%s): %.3f\n", gpu ? ", cuBLAS float32" : ", one thread",

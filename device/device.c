@@ -37,37 +37,31 @@ pt_device *device_host(void) {
 
 /* auto: the GPU backend when this build has one and a GPU is visible, else the cpu;
  * PIPETRAIN_AUTO_DEVICE=cpu|gpu|emulated decides instead (the CPU tests pin cpu with it). */
-static const char *resolve_auto(void) {
+/* PIPETRAIN_AUTO_DEVICE pins what auto means (the CPU tests pin cpu on GPU machines). */
+static spec_device resolve_auto(void) {
   const char *env = getenv("PIPETRAIN_AUTO_DEVICE");
-  if (env && (!strcmp(env, "cpu") || !strcmp(env, "gpu") || !strcmp(env, "emulated"))) return env;
-#ifdef PT_HAVE_GPU
-  return gpu_backend_count() > 0 ? "gpu" : "cpu";
-#else
-  return "cpu";
-#endif
+  for (int k = SPEC_DEVICE_CPU; env && spec_device_names[k]; k++)
+    if (!strcmp(env, spec_device_names[k])) return (spec_device)k;
+  return device_gpu_count() > 0 ? SPEC_DEVICE_GPU : SPEC_DEVICE_CPU;
 }
 
-/* The layers are not consulted (see device.h): a layer with host code on a GPU is
- * device_check_layers' to refuse, whether the GPU was named or picked here. */
-const char *device_resolve(const char *kind, const pt_layer *layers, int n_layers) {
-  (void)layers, (void)n_layers;
-  return strcmp(kind, "auto") == 0 ? resolve_auto() : kind;
+/* The layers are not consulted: a layer with host code on a GPU is device_check_layers' to
+ * refuse, whether the GPU was named or picked here. */
+spec_device device_resolve(spec_device kind) {
+  return kind == SPEC_DEVICE_AUTO ? resolve_auto() : kind;
 }
 
-int device_select(const char *kind, int gpu_id, char *err, size_t errsz) {
-  if (!strcmp(kind, "auto")) kind = resolve_auto();
-  if (!strcmp(kind, "cpu") || !strcmp(kind, "emulated")) {
-    g_device = (pt_device){!strcmp(kind, "cpu") ? DEV_CPU : DEV_EMULATED, &host_ops, &kernels_cpu,
-                           NULL};
+int device_select(spec_device kind, int gpu_id, char *err, size_t errsz) {
+  kind = device_resolve(kind);
+  if (kind != SPEC_DEVICE_GPU) {
+    g_device = (pt_device){kind == SPEC_DEVICE_CPU ? DEV_CPU : DEV_EMULATED, &host_ops,
+                           &kernels_cpu, NULL};
     return 0;
-  }
-  if (strcmp(kind, "gpu") != 0) {
-    snprintf(err, errsz, "unknown device '%s' (cpu, gpu, emulated)", kind);
-    return -1;
   }
 #ifdef PT_HAVE_GPU
   return gpu_backend_open(&g_device, gpu_id, err, errsz);
 #else
+  (void)gpu_id;
   snprintf(err, errsz, "this pipetrain was built without the GPU backend (no CUDA toolkit and "
            "NCCL at build time); set pipeline.device: cpu (or auto)");
   return -1;
@@ -103,9 +97,7 @@ int device_gpu_count(void) {
 #endif
 }
 
-int device_wants_gpu(const char *kind) {
-  return !strcmp(kind, "gpu") || (!strcmp(kind, "auto") && !strcmp(resolve_auto(), "gpu"));
-}
+int device_wants_gpu(spec_device kind) { return device_resolve(kind) == SPEC_DEVICE_GPU; }
 
 int device_gpu_id(const pt_device *d) {
 #ifdef PT_HAVE_GPU

@@ -52,15 +52,15 @@ struct pt_device {
 pt_device *device_current(void);
 /* Host memory and CPU kernels, whatever the current device (models only read on the host). */
 pt_device *device_host(void);
-/* What pipeline.device `kind` means: "auto" is gpu when this build has the GPU backend and a
- * GPU is visible, else cpu (PIPETRAIN_AUTO_DEVICE=cpu|gpu|emulated overrides); other kinds are
- * returned as they are. The layers do not change the choice: a model with a layer that cannot
+/* What pipeline.device `kind` means, never SPEC_DEVICE_AUTO: auto is gpu when this build has
+ * the GPU backend and a GPU is visible, else cpu (PIPETRAIN_AUTO_DEVICE=cpu|gpu|emulated
+ * overrides); other kinds are returned as they are. The layers do not change the choice: a model with a layer that cannot
  * run on the GPU is refused there by device_check_layers, never moved to the CPU behind the
  * user's back (docs/layers.md). */
-const char *device_resolve(const char *kind, const pt_layer *layers, int n_layers);
-/* "cpu" | "emulated" | "gpu" | "auto" (see device_resolve). gpu:
+spec_device device_resolve(spec_device kind);
+/* Makes `kind` (resolved as by device_resolve) the process-wide device. gpu:
  * opens local GPU `gpu_id`. 0, or -1 with err (no GPU backend in this build, no such GPU). */
-int device_select(const char *kind, int gpu_id, char *err, size_t errsz);
+int device_select(spec_device kind, int gpu_id, char *err, size_t errsz);
 const char *device_name(const pt_device *d);
 /* The GPU's compute stream (cudaStream_t) for the device transport; NULL elsewhere. */
 void *device_stream(pt_device *d);
@@ -75,7 +75,7 @@ size_t device_memory_bytes(const pt_device *d);
 /* GPUs this process can use (0 without the GPU backend). */
 int device_gpu_count(void);
 /* Would device_select(kind) pick a GPU ("gpu", or "auto" with a GPU visible)? */
-int device_wants_gpu(const char *kind);
+int device_wants_gpu(spec_device kind);
 /* Host and device memory are one (cpu): no copies needed, host views alias device buffers. */
 int device_is_host(const pt_device *d);
 

@@ -5,7 +5,9 @@
  * targets tokens[o+1, o+T+1). Record data (f32: records of `inputs` then `targets` float32):
  * sample j of step s is record (s*G + j) mod R, with T = 1.
  * G is the global batch (data_parallel * micro_batches * micro_batch_size). The file is mapped
- * read-only; a pt_data is immutable after data_open and may be shared. */
+ * read-only; a pt_data is immutable after data_open and may be shared. Per process, nothing
+ * collective: a pipelined run opens it on its first and last stages only; the opener owns it
+ * (data_close). */
 #ifndef PT_DATA_H
 #define PT_DATA_H
 

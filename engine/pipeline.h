@@ -7,19 +7,20 @@
  * Groups: the pipeline of this replica, the data-parallel group of this stage, and one group per
  * tie key and replica (the stages holding a copy). The loss of each step is the sum over
  * replicas of their micro-batch losses, reported by rank 0.
+ *
+ * Every rank of the job calls every function here (collective) unless it says otherwise; the
+ * caller owns the pt_pipeline and the spec, which must outlive it. The loop that drives it is
+ * engine/run.c, through engine/engine.h.
  */
 #ifndef PT_PIPELINE_H
 #define PT_PIPELINE_H
 
-#include "comm/comm.h"
 #include "checkpoint/checkpoint.h"
+#include "comm/comm.h"
+#include "engine/part.h"
 #include "observe/trace.h"
 #include "partition/plan.h"
-#include "engine/data.h"
-#include "observe/metrics.h"
-#include "model/optimizer.h"
 #include "schedule/schedule.h"
-#include "engine/stage.h"
 
 typedef struct {
   pt_comm *comm;       /* the stages holding a copy of this tie key, in stage order */
@@ -27,13 +28,9 @@ typedef struct {
 } pt_tie_group;
 
 typedef struct {
-  const pt_spec *spec;
-  pt_model model;
+  pt_part part;        /* this stage's layers, optimizer, data (end stages), step counters */
   pt_plan plan;
   pt_schedule sched;
-  pt_stage stage;
-  pt_optimizer opt;
-  pt_data data;
   int rank, stage_id, replica, P, dp, slots;
   int is_first, is_last;
   pt_comm *pipe, *dp_comm;
@@ -42,21 +39,17 @@ typedef struct {
   float **dout;        /* [slot] received d loss / d output (not on the last stage) */
   float **din;         /* [slot] d loss / d input to send (not on the first stage) */
   void **targets;      /* [slot] (last stage; host) */
-  size_t target_bytes;
   void *scratch_in, *scratch_tg; /* data_fill's output this stage does not need */
   float *dlogits;
   pt_request *recv_act, *recv_grad, *send_act, *send_grad; /* [slot] */
   size_t in_bytes, out_bytes;
   double loss;         /* this replica's loss of the current step (last stage) */
   int in_flight, peak_in_flight;
-  int64_t step;
   double compute_s, total_s; /* over all steps: time computing, and wall time of the steps */
   double step_compute_s;     /* time computing in the last step */
   double last_step_s;        /* wall time of the last step */
   pt_trace trace;            /* spans of the traced steps (enabled by the caller) */
-  int64_t skipped;           /* steps skipped for non-finite gradients */
-  int nonfinite;             /* this step: 0, 1 skipped, -1 abort */
-  char error[512];           /* the abort message (every rank) */
+  int nonfinite;             /* this step: 0, 1 skipped, -1 abort (part.error: every rank) */
 } pt_pipeline;
 
 /* Builds this rank's stage. Collective: returns 0 everywhere, or -1 everywhere with the one-line

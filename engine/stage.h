@@ -11,7 +11,8 @@
  * stage_input_host(slot) and call stage_input_commit(slot), or receive it into
  * stage_input(slot) (a device buffer); stage_forward(), then stage_backward() with the
  * gradient of the output. Every buffer here is on the model's device (device.h). Buffers
- * returned stay valid until the slot's next stage_forward().
+ * returned stay valid until the slot's next stage_forward(). Per process, nothing collective; the
+ * caller (engine/part.c) owns the pt_stage, and the model must outlive it.
  */
 #ifndef PT_STAGE_H
 #define PT_STAGE_H

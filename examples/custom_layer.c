@@ -137,9 +137,9 @@ int main(int argc, char **argv) {
   pt_step_metrics first, last;
   trainer_step(&t, &first);
   last = first;
-  while (t.step < spec.train.steps) trainer_step(&t, &last);
+  while (t.part.step < spec.train.steps) trainer_step(&t, &last);
   printf("custom_layer: residual_linear + rmsnorm model, loss %.4f -> %.4f over %lld steps\n",
-         first.loss, last.loss, (long long)t.step);
+         first.loss, last.loss, (long long)t.part.step);
   int ok = last.loss < first.loss - 0.5;
   trainer_free(&t);
   spec_free(&spec);

@@ -128,7 +128,7 @@ extern const char *const spec_optimizer_names[];
 extern const char *const spec_lr_schedule_names[];
 extern const char *const spec_nonfinite_names[];
 extern const char *const spec_partition_names[]; /* "type:" for SPEC_PARTITION_TYPE */
-extern const char *const spec_device_names[]; /* device/ still takes the name */
+extern const char *const spec_device_names[];
 extern const char *const spec_comm_backend_names[];
 
 typedef struct {

@@ -111,12 +111,12 @@ static void trainer_case(const char *name, const char *text, const char *const *
   CHECK(isfinite(sm.loss), "%s: loss %g", name, sm.loss);
   size_t measured = pt_mem_peak() - before;
   pt_stage_memory est;
-  memory_estimate_stage(&t.model, 0, t.model.n_layers, 1, &est);
+  memory_estimate_stage(&t.part.model, 0, t.part.model.n_layers, 1, &est);
   print_parts(name, &est, measured);
   within_10pct(name, (double)est.total, (double)measured);
 
   /* part by part, against what was asked for (before the tracker's 64-byte rounding) */
-  const pt_model *m = &t.model;
+  const pt_model *m = &t.part.model;
   int sgd = s.train.optimizer == SPEC_OPTIMIZER_SGD;
   int64_t B = s.train.micro_batch_size, T = m->input_tokens ? s.seq_len : 1;
   int64_t F = m->layers[m->n_layers - 1].out_dim, tcols = m->input_tokens ? 1 : s.data.targets;
@@ -128,7 +128,7 @@ static void trainer_case(const char *name, const char *text, const char *const *
         name, (long long)est.optimizer, (long long)((sgd ? 1 : 2) * 4 * m->n_floats));
   /* the stage's activations and workspace, plus the trainer's loss gradient [B,T,F] and the
    * targets of one micro-batch */
-  int64_t rest = (int64_t)t.stage.bytes + 4 * B * T * F + 4 * B * T * tcols;
+  int64_t rest = (int64_t)t.part.stage.bytes + 4 * B * T * F + 4 * B * T * tcols;
   CHECK(est.activations + est.workspace == rest,
         "%s: activations + workspace %lld, the stage + loss buffers allocate %lld", name,
         (long long)(est.activations + est.workspace), (long long)rest);

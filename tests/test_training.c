@@ -60,7 +60,8 @@ static void test_determinism(void) {
   run_losses(&a, &sa, NULL, 0, la, 4);
   run_losses(&b, &sb, NULL, 0, lb, 4);
   CHECK(memcmp(la, lb, sizeof la) == 0, "same seed gave losses %.9g vs %.9g", la[3], lb[3]);
-  CHECK(memcmp(a.model.params, b.model.params, sizeof(float) * a.model.n_floats) == 0,
+  CHECK(memcmp(a.part.model.params, b.part.model.params,
+               sizeof(float) * a.part.model.n_floats) == 0,
         "same seed gave different parameters");
   finish(&a, &sa);
   finish(&b, &sb);
@@ -76,10 +77,10 @@ static float *step_grads(const char **over, int n_over, size_t *bytes, size_t *a
   s.train.lr = 0.0;     /* second step: unclipped gradients of the updated weights */
   s.train.grad_clip = 0.0;
   trainer_step(&t, &m);
-  *bytes = sizeof(float) * (size_t)t.model.n_floats;
+  *bytes = sizeof(float) * (size_t)t.part.model.n_floats;
   float *g = malloc(*bytes);
-  memcpy(g, t.model.grads, *bytes);
-  if (act_bytes) *act_bytes = t.stage.bytes;
+  memcpy(g, t.part.model.grads, *bytes);
+  if (act_bytes) *act_bytes = t.part.stage.bytes;
   finish(&t, &s);
   return g;
 }
@@ -138,14 +139,16 @@ static void test_tied_gradient(void) {
   start(&tu, &su, untie_text, NULL, 0);
   st.train.grad_clip = su.train.grad_clip = 0.0; /* compare raw gradients */
   /* same starting point: untied head := embedding */
-  memcpy(tu.model.layers[6].w[0], tu.model.layers[0].w[0], sizeof(float) * 256 * 32);
+  memcpy(tu.part.model.layers[6].w[0], tu.part.model.layers[0].w[0], sizeof(float) * 256 * 32);
   pt_step_metrics m;
   trainer_step(&tt, &m);
   trainer_step(&tu, &m);
-  const float *gt = tt.model.layers[0].g[0], *ge = tu.model.layers[0].g[0],
-              *gh = tu.model.layers[6].g[0];
-  CHECK(tt.model.layers[6].w[0] == tt.model.layers[0].w[0], "tied copies do not share the weight");
-  CHECK(tt.model.layers[6].g[0] != gt, "a tied copy must accumulate apart (summed per replica)");
+  const float *gt = tt.part.model.layers[0].g[0], *ge = tu.part.model.layers[0].g[0],
+              *gh = tu.part.model.layers[6].g[0];
+  CHECK(tt.part.model.layers[6].w[0] == tt.part.model.layers[0].w[0],
+        "tied copies do not share the weight");
+  CHECK(tt.part.model.layers[6].g[0] != gt,
+        "a tied copy must accumulate apart (summed per replica)");
   double worst = 0.0, scale = 0.0;
   for (int i = 0; i < 256 * 32; i++) {
     worst = fmax(worst, fabs((double)gt[i] - ((double)ge[i] + gh[i])));
@@ -153,7 +156,7 @@ static void test_tied_gradient(void) {
   }
   CHECK(scale > 0.0 && worst <= 1e-5 * scale, "tied grad != emb + head grads: %.3g (scale %.3g)",
         worst, scale);
-  CHECK(model_param_count(&tt.model) + 256 * 32 == model_param_count(&tu.model),
+  CHECK(model_param_count(&tt.part.model) + 256 * 32 == model_param_count(&tu.part.model),
         "tied weight not counted once");
   finish(&tt, &st);
   finish(&tu, &su);

@@ -1,0 +1,106 @@
+#include "engine/part.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "checkpoint/checkpoint.h"
+#include "core/clock.h"
+#include "partition/memory.h"
+
+int part_configure(pt_part *p, const pt_spec *spec, char *err, size_t errsz) {
+  memset(p, 0, sizeof *p);
+  p->spec = spec;
+  spec_errors e = {0};
+  if (model_configure(&p->model, spec, &e) != 0) {
+    snprintf(err, errsz, "%s", e.msg);
+    return -1;
+  }
+  p->B = (int)spec->train.micro_batch_size;
+  p->T = p->model.input_tokens ? (int)spec->seq_len : 1;
+  p->G = spec->pipeline.data_parallel * spec->train.micro_batches * p->B;
+  int tcols = p->model.input_tokens ? 1 : spec->data.targets;
+  p->target_bytes = sizeof(float) * (size_t)p->B * p->T * tcols;
+  return 0;
+}
+
+spec_device part_resolve_device(const pt_part *p) {
+  return device_resolve(p->spec->pipeline.device);
+}
+
+int part_open_device(pt_part *p, spec_device kind, int gpu, int first, int last, char *err,
+                     size_t errsz) {
+  if (device_select(kind, gpu, err, errsz) != 0 ||
+      device_check_layers(device_current(), p->model.layers, first, last, err, errsz) != 0)
+    return -1;
+  return 0;
+}
+
+int part_check_memory(const pt_part *p, int64_t need, int sharers, const char *what, char *err,
+                      size_t errsz) {
+  int64_t gpu_bytes = (int64_t)device_memory_bytes(device_current());
+  return gpu_bytes > 0 ? memory_check_device(need, gpu_bytes, what, err, errsz)
+                       : memory_check_fits(need, sharers, what, err, errsz);
+}
+
+void part_alloc(pt_part *p, int first, int last, int slots) {
+  const spec_train *c = &p->spec->train;
+  model_alloc(&p->model, first, last);
+  stage_init(&p->stage, &p->model, first, last, p->B, p->T, slots,
+             (int)c->activation_checkpoint_interval);
+  p->stage.check_finite = p->spec->train.on_nonfinite == SPEC_NONFINITE_ABORT;
+  optimizer_init(&p->opt, c, p->model.n_floats);
+}
+
+void part_free(pt_part *p) {
+  stage_free(&p->stage);
+  optimizer_free(&p->opt);
+  model_free(&p->model);
+  data_close(&p->data);
+  memset(p, 0, sizeof *p);
+}
+
+/* Replica d's micro-batch m is rows (d M + m) B ... of the global batch (docs/training.md). */
+void part_fill(pt_part *p, int64_t replica, int64_t mb, void *inputs, void *targets) {
+  int64_t j0 = (replica * p->spec->train.micro_batches + mb) * p->B;
+  data_fill(&p->data, p->step, p->G, j0, p->B, p->T, inputs, targets,
+            p->model.loss == LOSS_CROSS_ENTROPY);
+}
+
+double part_compute_loss(pt_part *p, const float *y, const void *targets, float *dlogits) {
+  int F = p->model.layers[p->model.n_layers - 1].out_dim;
+  float scale = (float)(1.0 / ((double)p->G * p->T));
+  return device_loss(p->model.dev, p->model.loss, y, targets, p->target_bytes, p->B * p->T, F,
+                     scale, dlogits) * scale;
+}
+
+int part_update(pt_part *p, double norm, double lr) {
+  const spec_train *c = &p->spec->train;
+  if (!isfinite(norm)) { /* nothing of this step reaches the weights or the optimizer state */
+    int status = c->on_nonfinite == SPEC_NONFINITE_SKIP ? 1 : -1;
+    p->skipped += status > 0;
+    return status;
+  }
+  grad_clip(&p->model, norm, c->grad_clip);
+  optimizer_step(&p->opt, &p->model, lr);
+  return 0;
+}
+
+double part_end_step(pt_part *p, double t0, double loss, double lr, double norm,
+                     pt_step_metrics *out) {
+  p->step++;
+  double dt = pt_now_s() - t0;
+  *out = (pt_step_metrics){.step = p->step, .steps = p->spec->train.steps, .loss = loss,
+                           .lr = lr, .grad_norm = norm, .tokens_per_s = (double)(p->G * p->T) / dt,
+                           .step_ms = dt * 1e3, .mfu = -1.0, .skipped_steps = p->skipped};
+  return dt;
+}
+
+int part_load(pt_part *p, const char *path, char *err, size_t errsz) {
+  pt_checkpoint c;
+  if (checkpoint_open(&c, path, err, errsz) != 0) return -1;
+  int rc = checkpoint_load(&c, &p->model, &p->opt, err, errsz);
+  if (rc == 0) p->step = c.step, model_to_device(&p->model), optimizer_to_device(&p->opt);
+  checkpoint_close(&c);
+  return rc;
+}

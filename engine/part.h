@@ -1,0 +1,72 @@
+/* engine/part.h: what one process trains; the state and set-up both engines share.
+ *
+ * A part is layers [first, last) of the spec's model on this process's device: their parameters,
+ * gradients and optimizer state, the stage executor over them with `slots` micro-batches in
+ * flight, the data (opened only where it is read) and the step counters. The sequential trainer's
+ * part is the whole model with one slot; a pipeline rank's is its stage. Sizes: a micro-batch is
+ * B sequences of T tokens (T = 1 for record data); a step's global batch is G = data_parallel x
+ * micro_batches x B sequences. Nothing here is collective: a pipelined engine agrees on failures
+ * itself. The engine that embeds a part owns it; part_free releases what part_* allocated (and is
+ * safe on a part that failed half-way through its set-up). */
+#ifndef PT_PART_H
+#define PT_PART_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/data.h"
+#include "engine/stage.h"
+#include "model/model.h"
+#include "model/optimizer.h"
+#include "observe/metrics.h"
+#include "spec/spec.h"
+
+typedef struct {
+  const pt_spec *spec;  /* borrowed: outlives the part */
+  pt_model model;       /* configured whole, allocated over [first, last) */
+  pt_stage stage;
+  pt_optimizer opt;
+  pt_data data;         /* zeroed where this part reads no data */
+  int B, T;             /* micro-batch: sequences, tokens per sequence */
+  int64_t G;            /* sequences per step over all replicas */
+  size_t target_bytes;  /* one micro-batch of targets (host) */
+  int64_t step;         /* steps done */
+  int64_t skipped;      /* steps skipped for non-finite gradients */
+  char error[512];      /* why the run must stop (a step returned -1) */
+} pt_part;
+
+/* Configures the model (no allocation) and the batch sizes; 0, or -1 with err (bad input). */
+int part_configure(pt_part *p, const pt_spec *spec, char *err, size_t errsz);
+/* The device kind pipeline.device resolves to (never SPEC_DEVICE_AUTO). */
+spec_device part_resolve_device(const pt_part *p);
+/* Makes device kind (local GPU `gpu` where it is one) this process's device and checks that it
+ * runs layers [first, last); 0 or -1 with err. */
+int part_open_device(pt_part *p, spec_device kind, int gpu, int first, int last, char *err,
+                     size_t errsz);
+/* Refuses, with the numbers, a part of `need` bytes that this machine cannot hold (on the GPU,
+ * or host memory shared by `sharers` processes); `what` names it. 0 or -1 with err. */
+int part_check_memory(const pt_part *p, int64_t need, int sharers, const char *what, char *err,
+                      size_t errsz);
+/* Allocates layers [first, last), their stage executor with `slots` slots, the optimizer. */
+void part_alloc(pt_part *p, int first, int last, int slots);
+void part_free(pt_part *p);
+
+/* Writes micro-batch mb of replica `replica` of the current step: inputs (the stage's input
+ * layout) and targets (target_bytes); either may be scratch the caller does not use. */
+void part_fill(pt_part *p, int64_t replica, int64_t mb, void *inputs, void *targets);
+/* One micro-batch's loss of the last layer's output y [B, T, F] against targets, scaled by
+ * 1 / (G T) (the only scaling anywhere); its gradient goes to dlogits [B, T, F]. */
+double part_compute_loss(pt_part *p, const float *y, const void *targets, float *dlogits);
+/* Applies the step's gradients (global norm `norm`, clipped per train.grad_clip) at learning
+ * rate lr: 0. A non-finite norm changes nothing (weights, optimizer state): 1 when the step is
+ * skipped (train.on_nonfinite: skip, counted), -1 when the run must stop. */
+int part_update(pt_part *p, double norm, double lr);
+/* Counts the step as done and describes it in out (mfu unknown, no per-stage figures);
+ * returns its wall time in seconds since t0 (pt_now_s). */
+double part_end_step(pt_part *p, double t0, double loss, double lr, double norm,
+                     pt_step_metrics *out);
+/* Reads this part's tensors and optimizer state from a checkpoint of any layout and continues
+ * at its step; 0 or -1 with err. */
+int part_load(pt_part *p, const char *path, char *err, size_t errsz);
+
+#endif

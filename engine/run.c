@@ -1,0 +1,243 @@
+#include "engine/run.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/comm.h"
+#include "core/error.h"
+#include "device/gemm_rate.h"
+#include "device/placement.h"
+#include "engine/engine.h"
+#include "model/param_dump.h"
+#include "observe/watchdog.h"
+
+typedef struct {
+  const pt_spec *spec;
+  const pt_run_options *o;
+  pt_engine e;
+  int launched, root;  /* under mpirun; this process reports (rank 0) */
+  FILE *metrics;       /* rank 0's --metrics file */
+  double gemm, fpt;    /* sgemm FLOP/s of one rank, model FLOPs per token: for MFU */
+  double spent;        /* seconds in steps so far, for the ETA */
+  int64_t start;       /* the step this run started at */
+  char placement[1024]; /* the start-up line of this rank's binding */
+} run_state;
+
+void run_exit(int code, const char *msg) {
+  if (msg[0])
+    fprintf(stderr, code == PT_EXIT_INPUT ? "pipetrain: %s\n" : "pipetrain: error: %s\n", msg);
+  fflush(stdout);
+  fflush(stderr);
+  if (comm_launched()) comm_finalize(); /* a clean end: mpirun then reports only the code */
+  exit(code);
+}
+
+/* Ends the run on a failure. The sequential engine's lines go through core/error.h as they
+ * always have (under mpirun -np 1 they name rank 0). */
+static void run_fail(const run_state *r, int code, const char *msg) {
+  if (r->o->sequential && code == PT_EXIT_INPUT) pt_fail_input("%s", msg);
+  if (r->o->sequential) pt_fatal("%s", msg);
+  run_exit(code, msg);
+}
+
+/* Where the run will write (checkpoints, --gather) must be writable before it trains for hours:
+ * one line from the lowest rank that cannot, then every rank exits with code 2. */
+static void check_outputs(const run_state *r) {
+  const pt_spec *s = r->spec;
+  const pt_run_options *o = r->o;
+  char err[1024] = "";
+  int bad = s->train.ckpt_dir[0] && checkpoint_check_writable(s->train.ckpt_dir, 0,
+                                                              "train.checkpoint.dir", err, sizeof err);
+  bad = bad || (o->save_dir && checkpoint_check_writable(o->save_dir, 0, "--save", err, sizeof err));
+  bad = bad || (o->gather_path &&
+                checkpoint_check_writable(o->gather_path, 1, "--gather", err, sizeof err));
+  int first_bad = r->launched ? comm_first_failed(comm_world(), bad) : (bad ? 0 : -1);
+  if (first_bad < 0) return;
+  run_exit(PT_EXIT_INPUT,
+           first_bad == (r->launched ? comm_rank(comm_world()) : 0) ? err : "");
+}
+
+/* Binds this rank's threads (--bind; device/placement.h), keeps the line saying where it runs,
+ * and sizes the BLAS pool to its cores: one pool per rank over all cores would oversubscribe
+ * them. An explicit OPENBLAS_NUM_THREADS wins (benchmarks pin one thread per rank with it).
+ * Collective over the node (the ranks share their GPUs' bus ids). A placement that fails costs
+ * speed, not the run: a warning. */
+static void place_rank(run_state *r) {
+  pt_device *d = device_current();
+  int n = r->launched ? comm_local_size() : 1, any_gpu = 0;
+  char mine[32] = "", (*ids)[32] = pt_calloc((size_t)n, 32);
+  snprintf(mine, sizeof mine, "%s", device_pci_bus_id(d));
+  comm_node_allgather(mine, sizeof mine, ids);
+  const char **list = pt_calloc((size_t)n, sizeof(char *));
+  for (int i = 0; i < n; i++) any_gpu |= (list[i] = ids[i][0] ? ids[i] : NULL) != NULL;
+  placement_request rq = {r->launched ? comm_local_rank() : 0, n, r->o->bind, device_gpu_id(d),
+                          any_gpu ? list : NULL};
+  placement_result out;
+  char err[512], who[64] = "pipetrain";
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = (int)(cores / n) > 0 ? (int)(cores / n) : 1;
+  if (placement_apply(&rq, &out, err, sizeof err) != 0) {
+    pt_warn("placement: %s; running unbound", err);
+  } else {
+    threads = out.threads;
+    if (r->launched) snprintf(who, sizeof who, "pipetrain[rank %d]", comm_rank(comm_world()));
+    snprintf(r->placement, sizeof r->placement, "%s: %s device, %s\n", who, device_name(d),
+             out.text);
+  }
+  if (!getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(threads);
+  free(ids);
+  free(list);
+}
+
+/* The engine, from --load on where given. CPU runs bind before allocating (first touch puts
+ * memory near the cores); GPU runs once the GPU is open, to bind near it. */
+static void open_engine(run_state *r) {
+  const pt_run_options *o = r->o;
+  char err[1024] = "";
+  int gpu = device_wants_gpu(r->spec->pipeline.device);
+  if (!gpu) place_rank(r);
+  int failed = (o->sequential ? engine_open_sequential(&r->e, r->spec, err, sizeof err)
+                              : engine_open_pipelined(&r->e, r->spec, o->trace_path,
+                                                      o->trace_steps, err, sizeof err)) != 0;
+  if (!failed && gpu) place_rank(r);
+  failed = failed || (o->load_path && r->e.ops->load(&r->e, o->load_path, err, sizeof err) != 0);
+  if (failed) run_fail(r, PT_EXIT_INPUT, err); /* one rank holds the message */
+}
+
+static void run_start(run_state *r) {
+  const pt_run_options *o = r->o;
+  /* a rank whose start-up hangs must not keep the others waiting forever; one process waits on
+   * nobody (seconds 0: no watchdog) */
+  watchdog_init(o->sequential ? 0 : (int)r->spec->pipeline.timeout_s,
+                r->launched ? comm_rank(comm_world()) : 0);
+  watchdog_arm("the other ranks to start", -1, 0);
+  open_engine(r);
+  if (!o->quiet) fputs(r->placement, stdout);
+  watchdog_disarm();
+  r->root = r->e.rank == 0;
+  if (r->root && o->metrics_path && !(r->metrics = fopen(o->metrics_path, "w")))
+    pt_fail_input("%s: cannot open the metrics file: %s", o->metrics_path, strerror(errno));
+  if (r->root && !o->quiet) {
+    char shape[512];
+    r->e.ops->describe(&r->e, shape, sizeof shape);
+    printf("pipetrain: %s: %s\n", r->spec->path, shape);
+  }
+  r->gemm = gemm_measure_flops(512, 0.2);
+  r->fpt = model_flops_per_token(&r->e.part->model);
+  r->start = r->e.part->step;
+}
+
+/* A save the run cannot do without (--save, or after a signal): its failure is the run's, every
+ * rank leaving with code 1, each failing rank having said why. */
+static void save_or_exit(run_state *r, const char *dir) {
+  char err[1024] = "", msg[5400];
+  if (r->e.ops->save(&r->e, dir, &r->o->src, err, sizeof err) == 0) return;
+  if (r->e.ranks == 1) {
+    snprintf(msg, sizeof msg, "checkpoint %s not written: %s; earlier checkpoints are untouched",
+             dir, err);
+    run_fail(r, PT_EXIT_FATAL, msg);
+  }
+  if (err[0])
+    fprintf(stderr, "pipetrain[rank %d]: error: checkpoint %s not written: %s\n", r->e.rank, dir,
+            err);
+  snprintf(msg, sizeof msg, "the run's final checkpoint %s could not be written (see above); "
+           "earlier checkpoints are untouched", dir);
+  run_exit(PT_EXIT_FATAL, r->root ? msg : "");
+}
+
+/* After step `step`, train.checkpoint's checkpoint when one is due; returns whether it is
+ * complete (the same on every rank). One that could not be written (disk full, I/O error)
+ * costs only itself: the training state is intact and the next interval tries again. */
+static int save_periodic(run_state *r) {
+  const spec_train *t = &r->spec->train;
+  int64_t step = r->e.part->step;
+  if (!t->ckpt_dir[0] || t->ckpt_every <= 0 || step % t->ckpt_every != 0) return 0;
+  char dir[4200], err[1024] = "";
+  checkpoint_step_dir(t->ckpt_dir, step, dir, sizeof dir);
+  if (r->e.ops->save(&r->e, dir, &r->o->src, err, sizeof err) == 0) {
+    if (r->root) checkpoint_prune(t->ckpt_dir, (int)t->ckpt_keep);
+    return 1;
+  }
+  if (r->root)
+    pt_warn("checkpoint %s not written%s%s; training goes on with its state intact, the next try "
+            "is after step %lld, and earlier checkpoints are untouched", dir, err[0] ? ": " : "",
+            err, (long long)(step + t->ckpt_every));
+  else if (err[0])
+    pt_warn("checkpoint %s not written: %s", dir, err);
+  return 0;
+}
+
+/* A signal: the checkpoint goes to the periodic checkpoint directory's step-N if configured,
+ * else --save DIR, else ./pipetrain-preempted; `saved`: this step's periodic one is complete. */
+static void preempt(run_state *r, int sig, int saved) {
+  const spec_train *t = &r->spec->train;
+  int64_t step = r->e.part->step;
+  char dir[4200];
+  if (t->ckpt_dir[0]) checkpoint_step_dir(t->ckpt_dir, step, dir, sizeof dir);
+  else snprintf(dir, sizeof dir, "%s", r->o->save_dir ? r->o->save_dir : "pipetrain-preempted");
+  /* a second save of a complete checkpoint would only put it at risk */
+  if (!saved || !t->ckpt_dir[0]) save_or_exit(r, dir);
+  if (r->root && t->ckpt_dir[0]) checkpoint_prune(t->ckpt_dir, (int)t->ckpt_keep);
+  if (!r->root) return;
+  printf("\npipetrain: %s after step %lld: checkpoint written to %s; resume with --load %s\n",
+         sig == SIGINT ? "interrupted" : "preempted", (long long)step, dir, dir);
+  fflush(stdout);
+}
+
+/* Rank 0's record of a step: MFU against the sgemm rate measured on each rank, the metrics
+ * line, the progress line. */
+static void report_step(run_state *r, pt_step_metrics *m, int status) {
+  if (!r->root) return;
+  if (status > 0 && !r->o->quiet)
+    printf("\npipetrain: step %lld: non-finite gradients, step skipped (%lld so far)\n",
+           (long long)m->step, (long long)m->skipped_steps);
+  m->mfu = m->tokens_per_s * r->fpt / (r->gemm * r->e.ranks);
+  r->spent += m->step_ms / 1e3;
+  if (r->metrics) metrics_write_json(r->metrics, m);
+  double eta = r->spent / (double)(m->step - r->start) * (double)(m->steps - m->step);
+  if (!r->o->quiet) metrics_print_progress(stdout, m, r->spec->log_every, eta);
+}
+
+static void run_steps(run_state *r) {
+  pt_engine *e = &r->e;
+  while (e->part->step < r->spec->train.steps) {
+    pt_step_metrics m;
+    int status = e->ops->step(e, &m); /* the same on every rank */
+    if (status < 0) run_fail(r, PT_EXIT_FATAL, r->root ? e->part->error : "");
+    report_step(r, &m, status);
+    int saved = save_periodic(r);
+    int sig = e->ops->agree_signal(e);
+    if (sig && e->part->step < r->spec->train.steps) {
+      preempt(r, sig, saved);
+      break;
+    }
+  }
+}
+
+static void run_finish(run_state *r) {
+  pt_engine *e = &r->e;
+  const pt_run_options *o = r->o;
+  if (o->save_dir) save_or_exit(r, o->save_dir);
+  if (o->gather_path) e->ops->gather(e, o->gather_path);
+  e->ops->finish(e, o->quiet);
+  model_to_host(&e->part->model);
+  if (o->dump_prefix) param_dump_write(&e->part->model, o->dump_prefix, e->rank);
+  if (r->metrics && fclose(r->metrics) != 0)
+    pt_fatal("closing the metrics file: %s", strerror(errno));
+  e->ops->free(e);
+}
+
+void run_train(const pt_spec *spec, const pt_run_options *o) {
+  run_state r = {.spec = spec, .o = o, .launched = comm_launched()};
+  check_outputs(&r);
+  if (o->sequential && o->trace_path)
+    pt_fail_input("--trace records a pipelined run: start it with mpirun");
+  run_start(&r);
+  run_steps(&r);
+  run_finish(&r);
+}

@@ -1,0 +1,35 @@
+/* engine/run.h: a whole training run, start-up to end-of-run report: the one training loop.
+ *
+ * run_train drives either engine (engine/engine.h) through the same steps: it checks that the
+ * outputs are writable, binds the process (--bind), builds the engine and loads --load, then
+ * loops over the steps writing metrics (--metrics, rank 0) and progress lines, periodic
+ * checkpoints (train.checkpoint.every, pruned to .keep), and on SIGTERM/SIGINT finishes the step,
+ * saves and returns (exit 0, "preempted after step N"); at the end --save, --gather, the trace,
+ * the per-stage report and --dump-params. Failures end the process: exit 2 for bad input (a
+ * spec, data or checkpoint that does not fit), 1 for the rest, every rank alike. Every rank of
+ * the job calls run_train with the same spec and options; the sequential run has one. */
+#ifndef PT_RUN_H
+#define PT_RUN_H
+
+#include "checkpoint/checkpoint.h"
+#include "spec/spec.h"
+
+typedef struct {
+  int sequential; /* the sequential engine (one process), else the pipelined one (mpirun) */
+  int quiet;      /* no start-up, progress or report lines on stdout */
+  int bind;       /* PT_BIND_AUTO | PT_BIND_NONE (device/placement.h) */
+  const char *metrics_path;            /* one JSON line per step (rank 0), or NULL */
+  const char *load_path;               /* a checkpoint to continue from, or NULL */
+  const char *save_dir, *gather_path;  /* written at the end, or NULL */
+  const char *dump_prefix;             /* each rank's parameters to PREFIX.<rank>.bin, or NULL */
+  const char *trace_path, *trace_steps; /* pipelined only; trace_steps "A:B" or NULL */
+  pt_spec_source src;                  /* what checkpoints record of the spec */
+} pt_run_options;
+
+void run_train(const pt_spec *spec, const pt_run_options *o);
+/* Ends this process the way a failed run ends, every rank alike: prints msg unless it is empty
+ * ("pipetrain: msg" for PT_EXIT_INPUT, "pipetrain: error: msg" else), shuts the communicator
+ * down under mpirun, exits with code. Each rank passes the message it alone should print. */
+void run_exit(int code, const char *msg) __attribute__((noreturn));
+
+#endif
