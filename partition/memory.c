@@ -145,6 +145,45 @@ void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight
   out->total = out->params + out->grads + out->optimizer + out->activations + out->workspace;
 }
 
+/* Layer li's stored and borrowed parameter bytes under model_alloc_ranges' rule: a tied weight
+ * that an earlier layer of the rank's ranges shares is borrowed, everything else stored. */
+static void layer_storage(const pt_model *m, const pt_range *r, int n, int li, int64_t *stored,
+                          int64_t *borrowed) {
+  const pt_layer *L = &m->layers[li];
+  int held = 0;
+  for (int i = 0; i < n && L->tie[0]; i++)
+    for (int j = r[i].first; j < r[i].last && j < li; j++) held |= !strcmp(m->layers[j].tie, L->tie);
+  for (int p = 0; p < L->n_params; p++) {
+    int64_t b = 4 * ((L->params[p].numel + 15) & ~(int64_t)15);
+    *(held && p == model_tied_param(L) ? borrowed : stored) += b;
+  }
+}
+
+void memory_estimate_rank(const pt_model *m, const pt_range *ranges, const int *in_flight,
+                          const int *local_prev, int n, pt_stage_memory *out) {
+  if (n == 1 && !local_prev[0]) {
+    memory_estimate_stage(m, ranges[0].first, ranges[0].last, in_flight[0], out);
+    return;
+  }
+  int64_t stored = 0, borrowed = 0;
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < n; i++) {
+    int a = ranges[i].first, b = ranges[i].last;
+    pt_stage_memory c;
+    memory_estimate_stage(m, a, b, in_flight[i], &c);
+    shape_ctx sh = shape_of(m, a, b);
+    int64_t din = local_prev[i] ? 4 * (int64_t)sh.B * sh.T * m->layers[a].in_dim : 0;
+    out->activations += c.activations - in_flight[i] * din;
+    out->workspace += c.workspace;
+    out->in_flight += in_flight[i];
+    for (int li = a; li < b; li++) layer_storage(m, ranges, n, li, &stored, &borrowed);
+  }
+  out->params = stored;
+  out->grads = stored + borrowed;
+  out->optimizer = optimizer_copies(m) * stored;
+  out->total = out->params + out->grads + out->optimizer + out->activations + out->workspace;
+}
+
 /* Every term of the estimate replaced by one that cannot grow when the range shrinks at a fixed
  * stage index: maxima over the range instead of the values at its ends, sums without the tie
  * discount, ceil(n / k) times the largest output for the kept checkpoint outputs. Which buffers

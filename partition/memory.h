@@ -29,6 +29,14 @@ typedef struct {
 /* Estimate for layers [first, last) of a configured model (no storage needed). */
 void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight,
                            pt_stage_memory *out);
+/* Estimate for a rank that runs n chunks (virtual stages) ranges[i] with in_flight[i]
+ * micro-batches each: every chunk as a stage of its own (activations, workspace), added, except
+ * that the parameters are counted as model_alloc_ranges lays them out (a tied weight whose first
+ * owner the rank holds is stored once, its later copies keep a gradient each) and a chunk whose
+ * previous chunk runs on the same rank (local_prev[i]) has no input-gradient buffers: the
+ * engine writes them straight into that chunk's. With one chunk, memory_estimate_stage. */
+void memory_estimate_rank(const pt_model *m, const pt_range *ranges, const int *in_flight,
+                          const int *local_prev, int n, pt_stage_memory *out);
 /* The part of the estimate the pipeline engine allocates beside the model, the stage's layers
  * and the optimizer (gradient and target slots, the loss gradient, data buffers). */
 int64_t memory_engine_bytes(const pt_model *m, int first, int last, int in_flight);
