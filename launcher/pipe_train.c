@@ -189,18 +189,14 @@ static void print_schedule(const pt_spec *spec, const char *svg, int actions) {
   schedule_free(&sch);
 }
 
-/* The engine runs one chunk per rank and the fused backward only: a schedule that needs more
- * is refused before any work (it can still be printed and planned). */
-static void refuse_unsupported(const pt_spec *spec, const pt_schedule_type *t, int launched) {
-  const spec_pipeline *p = &spec->pipeline;
+/* The engine runs the backward fused only: a schedule that splits it into I and W is refused
+ * before any work (it can still be printed and planned). */
+static void refuse_unsupported(const pt_schedule_type *t, int launched) {
   char msg[512] = "";
-  if (p->schedule_file[0])
-    snprintf(msg, sizeof msg, "pipeline.schedule_file: the engine does not run schedule files "
-             "yet; --print-schedule shows and checks it");
-  else if (t->splits_backward || schedule_virtual_stages(t, p) > 1)
-    snprintf(msg, sizeof msg, "pipeline.schedule: %s needs %s, which the engine does not run "
-             "yet; use 1f1b or gpipe (--print-schedule and --plan show it)", t->name,
-             t->splits_backward ? "the backward split into I and W" : "several chunks per rank");
+  if (t->splits_backward)
+    snprintf(msg, sizeof msg, "pipeline.schedule: %s needs the backward split into I and W, "
+             "which the engine does not run yet; use 1f1b, gpipe, interleaved_1f1b or looped_bfs "
+             "(--print-schedule and --plan show it)", t->name);
   if (msg[0]) fail_everywhere(launched, msg);
 }
 
@@ -235,13 +231,13 @@ int main(int argc, char **argv) {
     a.run.sequential = 1;
     run_train(&spec, &a.run);
   } else if (!launched) {
-    refuse_unsupported(&spec, sched_type, launched);
+    refuse_unsupported(sched_type, launched);
     pt_fail_input("%s: pipeline.stages (%lld) x pipeline.data_parallel (%lld) = %lld processes: "
                   "start it with mpirun -np %lld, or add --sequential (same results, one process)",
                   spec.path, (long long)spec.pipeline.stages, (long long)spec.pipeline.data_parallel,
                   (long long)procs, (long long)procs);
   } else {
-    refuse_unsupported(&spec, sched_type, launched);
+    refuse_unsupported(sched_type, launched);
     run_train(&spec, &a.run);
   }
   spec_free(&spec);

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""check_trace.py TRACE.json METRICS.jsonl STAGES MICRO_BATCHES FIRST LAST STEPS
+"""check_trace.py TRACE.json METRICS.jsonl STAGES MICRO_BATCHES FIRST LAST STEPS [CHUNK_STAGES]
 
 Checks a pipelined run's Chrome trace and metrics:
   - the trace is valid JSON with a process_name track per rank;
   - on every track the spans are well nested (each span lies inside the one that contains it);
   - every scheduled action of every traced step is there, per stage: M forwards and backwards,
     M activation/gradient receives and sends where the stage has a neighbour, M loads on the
-    end stages, one tied-grads, data-parallel-grads and optimizer span per step;
+    end stages, one tied-grads, data-parallel-grads and optimizer span per step; with
+    CHUNK_STAGES (the stage of each chunk, "0,1,0,1"), the same per chunk, every micro-batch
+    span tagged with one of its stage's chunks, and no transfer between chunks of one stage;
   - only steps FIRST..LAST are traced;
   - the metrics file has one line per step with the documented fields.
 """
@@ -28,19 +30,40 @@ def check_nesting(spans, rank, errors):
         stack.append(end)
 
 
-def expected(stage, P, M):
-    want = Counter({"forward": M, "backward": M, "allreduce": 2, "optimizer": 1})
-    if stage > 0:
-        want["recv act"] = want["send grad"] = M
-    if stage < P - 1:
-        want["send act"] = want["recv grad"] = M
-    if stage in (0, P - 1):
-        want["load"] = M
+def expected(stage, P, M, chunks=None):
+    """Spans per step on a stage: chunks[c] is the stage of chunk c (one chunk per stage when
+    None); a chunk sends and receives only where its neighbour runs elsewhere."""
+    chunks = chunks or list(range(P))
+    C = len(chunks)
+    want = Counter({"allreduce": 2, "optimizer": 1})
+    for c in (c for c in range(C) if chunks[c] == stage):
+        want["forward"] += M
+        want["backward"] += M
+        if c > 0 and chunks[c - 1] != stage:
+            want["recv act"] += M
+            want["send grad"] += M
+        if c < C - 1 and chunks[c + 1] != stage:
+            want["send act"] += M
+            want["recv grad"] += M
+        if c in (0, C - 1):
+            want["load"] += M
     return want
+
+
+def check_chunk_tags(spans, rank, stage, chunks, errors):
+    if not chunks:
+        return
+    mine = {c for c in range(len(chunks)) if chunks[c] == stage}
+    for e in spans:
+        if e["args"].get("mb") is not None and e["cat"] != "wait" and e["args"].get("chunk") not in mine:
+            errors.append(f"rank {rank}: span {e['name']} tagged chunk {e['args'].get('chunk')}, "
+                          f"not one of its chunks {sorted(mine)}")
+            return
 
 
 def main():
     path, metrics, P, M, first, last, steps = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:8])
+    chunks = [int(c) for c in sys.argv[8].split(",")] if len(sys.argv) > 8 else None
     errors = []
     events = json.load(open(path))["traceEvents"]
     tracks = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M"}
@@ -51,6 +74,7 @@ def main():
         mine = [e for e in spans if e["pid"] == rank]
         check_nesting(mine, rank, errors)
         stage = rank % P
+        check_chunk_tags(mine, rank, stage, chunks, errors)
         for step in range(first, last + 1):
             got = Counter()
             for e in mine:
@@ -59,7 +83,7 @@ def main():
                 name = e["name"].rstrip("0123456789").strip()
                 key = e["cat"] if e["cat"] in ("forward", "backward", "allreduce", "optimizer") else name
                 got[key] += 1
-            want = expected(stage, P, M)
+            want = expected(stage, P, M, chunks)
             for k, v in want.items():
                 if got[k] != v:
                     errors.append(f"rank {rank} step {step}: {got[k]} '{k}' spans, scheduled {v}")
