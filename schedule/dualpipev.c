@@ -27,7 +27,8 @@ static void dp_order(dp_rank *x, int r, int P, int M) {
   for (int i = 0; i < r + 1; i++) put(x, D, ACT_FORWARD), put(x, U, ACT_FORWARD);
   for (int i = 0; i < P - 1 - r; i++) put(x, U, ACT_BACKWARD_INPUT), put(x, U, ACT_FORWARD);
   for (int i = 0; i < M - 2 * P + r + 1; i++)
-    put(x, D, ACT_FORWARD), put(x, U, ACT_BACKWARD), put(x, U, ACT_FORWARD), put(x, D, ACT_BACKWARD);
+    put(x, D, ACT_FORWARD), put(x, U, ACT_BACKWARD), put(x, U, ACT_FORWARD),
+        put(x, D, ACT_BACKWARD);
   for (int i = 0; i < P - 1 - r; i++)
     put(x, U, ACT_BACKWARD), put(x, U, ACT_FORWARD), put(x, D, ACT_BACKWARD);
   /* the drain: backwards of both chunks, switching to I half way (the W passes fill it) */
@@ -58,7 +59,8 @@ static int dualpipev_in_flight(int stage, int n_stages, int n_micro);
 
 const pt_schedule_type schedule_dualpipev = {
     .name = "dualpipev",
-    .doc = "two chunks per rank in a V, the forward of one micro-batch paired with the backward of another",
+    .doc = "two chunks per rank in a V, the forward of one micro-batch paired with the backward "
+           "of another",
     .in_flight_doc = "3P chunk",
     .bubble_doc = "(P - 1) / (6M + P - 1)",
     .virtual_stages = 2,
