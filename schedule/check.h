@@ -15,6 +15,13 @@ int schedule_fail_at(const pt_schedule *s, pt_sched_where *where, int r, int ind
 int schedule_check_structure(const pt_schedule *s, pt_sched_where *where, char *err,
                              size_t errsz);
 
+/* One action of rank r (its index-th) tried by a simulation: 1 done, 0 must wait, -1 error. */
+typedef int (*schedule_step_fn)(void *ctx, int r, int index, const pt_action *a);
+/* Runs every rank's list round-robin, each rank as far as step lets it, until no rank moves;
+ * pc[rank] (zeroed by the caller) ends at each rank's first action not done. Returns 0 when
+ * every list ran to its end, 1 when some rank waits forever (a deadlock), -1 at an error. */
+int schedule_sweep(const pt_schedule *s, int *pc, schedule_step_fn step, void *ctx);
+
 /* schedule_check_rendezvous for schedules with several chunks per rank: every link on its own
  * stream (schedule_links.c). */
 int schedule_check_links(const pt_schedule *s, pt_sched_where *where, char *err, size_t errsz);

@@ -2,8 +2,9 @@
  * report, 2024). Two chunks per rank in a V: rank r holds d = r (on the way down) and
  * u = 2P - 1 - r (on the way up). After filling the V, every rank pairs the forward of one
  * micro-batch with the backward of another, on the other chunk (F d, B u, F u, B d), so that
- * on hardware the two can overlap each other's communication; the first and last backwards of
- * a chunk are split into I and W, the W passes filling the gaps. Needs M >= 2P. */
+ * on hardware the two can overlap each other's communication. The up chunk's first backwards
+ * and the second half of the drain are split into I and W, the W passes filling the gaps.
+ * Needs M >= 2P. */
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -26,8 +27,10 @@ static void dp_order(dp_rank *x, int r, int P, int M) {
   for (int i = 0; i < 2 * (P - 1 - r); i++) put(x, D, ACT_FORWARD);
   for (int i = 0; i < r + 1; i++) put(x, D, ACT_FORWARD), put(x, U, ACT_FORWARD);
   for (int i = 0; i < P - 1 - r; i++) put(x, U, ACT_BACKWARD_INPUT), put(x, U, ACT_FORWARD);
-  for (int i = 0; i < M - 2 * P + r + 1; i++)
-    put(x, D, ACT_FORWARD), put(x, U, ACT_BACKWARD), put(x, U, ACT_FORWARD), put(x, D, ACT_BACKWARD);
+  for (int i = 0; i < M - 2 * P + r + 1; i++) { /* the pairs: F d with B u, F u with B d */
+    put(x, D, ACT_FORWARD), put(x, U, ACT_BACKWARD);
+    put(x, U, ACT_FORWARD), put(x, D, ACT_BACKWARD);
+  }
   for (int i = 0; i < P - 1 - r; i++)
     put(x, U, ACT_BACKWARD), put(x, U, ACT_FORWARD), put(x, D, ACT_BACKWARD);
   /* the drain: backwards of both chunks, switching to I half way (the W passes fill it) */
@@ -58,7 +61,8 @@ static int dualpipev_in_flight(int stage, int n_stages, int n_micro);
 
 const pt_schedule_type schedule_dualpipev = {
     .name = "dualpipev",
-    .doc = "two chunks per rank in a V, the forward of one micro-batch paired with the backward of another",
+    .doc = "two chunks per rank in a V, the forward of one micro-batch paired with the backward "
+           "of another",
     .in_flight_doc = "3P chunk",
     .bubble_doc = "(P - 1) / (6M + P - 1)",
     .virtual_stages = 2,

@@ -11,7 +11,10 @@ void schedule_list_push(schedule_list *l, pt_action a, int src) {
     l->cap = l->cap ? 2 * l->cap : 64;
     pt_action *a2 = pt_calloc((size_t)l->cap, sizeof *a2);
     int *s2 = pt_calloc((size_t)l->cap, sizeof *s2);
-    if (l->n) memcpy(a2, l->a, sizeof *a2 * (size_t)l->n), memcpy(s2, l->src, sizeof *s2 * (size_t)l->n);
+    if (l->n) {
+      memcpy(a2, l->a, sizeof *a2 * (size_t)l->n);
+      memcpy(s2, l->src, sizeof *s2 * (size_t)l->n);
+    }
     free(l->a), free(l->src);
     l->a = a2, l->src = s2;
   }
@@ -61,13 +64,13 @@ static int has_peer(const pt_schedule *s, int chunk, int dir) {
  * every action of a chunk is on its one rank, so list order is time order. */
 static void measure_slots(pt_schedule *s, const schedule_list *lists) {
   for (int r = 0; r < s->n_ranks; r++) {
-    int *held = pt_calloc((size_t)s->n_chunks, sizeof(int) * 2), *pend = held + s->n_chunks;
+    int *held = pt_calloc(2 * (size_t)s->n_chunks, sizeof(int)), *pend = held + s->n_chunks;
     for (int i = 0; i < lists[r].n; i++) {
-      const pt_action *a = &lists[r].a[i];
-      if (a->chunk < 0) continue;
-      int c = a->chunk;
-      held[c] += a->kind == ACT_FORWARD ? 1 : a->kind == ACT_BACKWARD || a->kind == ACT_BACKWARD_WEIGHT ? -1 : 0;
-      pend[c] += a->kind == ACT_BACKWARD_INPUT ? 1 : a->kind == ACT_BACKWARD_WEIGHT ? -1 : 0;
+      pt_action_kind k = lists[r].a[i].kind;
+      int c = lists[r].a[i].chunk;
+      if (c < 0) continue;
+      held[c] += k == ACT_FORWARD ? 1 : k == ACT_BACKWARD || k == ACT_BACKWARD_WEIGHT ? -1 : 0;
+      pend[c] += k == ACT_BACKWARD_INPUT ? 1 : k == ACT_BACKWARD_WEIGHT ? -1 : 0;
       if (held[c] > s->n_slots[c]) s->n_slots[c] = held[c];
       if (pend[c] > s->n_w_pending[c]) s->n_w_pending[c] = pend[c];
     }
@@ -104,7 +107,8 @@ static void hoist_receives(const pt_schedule *s, schedule_list *l) {
   for (size_t i = 0; i < cells; i++) at_act[i] = at_grad[i] = -1;
   for (int i = 0; i < l->n; i++) {
     const pt_action *a = &l->a[i];
-    if (is_receive(a->kind)) (a->kind == ACT_RECV_ACT ? at_act : at_grad)[a->chunk * s->n_micro + a->mb] = i;
+    if (is_receive(a->kind))
+      (a->kind == ACT_RECV_ACT ? at_act : at_grad)[a->chunk * s->n_micro + a->mb] = i;
   }
   schedule_list out = {0};
   for (int i = 0; i < l->n; i++) {
@@ -136,7 +140,8 @@ void schedule_lower(pt_schedule *s, schedule_gen *g, int transfers, int step_end
       else schedule_list_push(&full, l->a[i], l->src[i]);
     int last = l->n ? l->src[l->n - 1] : -1;
     static const pt_action_kind end[3] = {ACT_REDUCE_TIED, ACT_REDUCE_DP, ACT_OPTIMIZER};
-    for (int k = 0; step_end && k < 3; k++) schedule_list_push(&full, (pt_action){end[k], -1, -1}, last);
+    for (int k = 0; step_end && k < 3; k++)
+      schedule_list_push(&full, (pt_action){end[k], -1, -1}, last);
     if (transfers) hoist_receives(s, &full);
     schedule_list_free(l);
     *l = full;
@@ -157,7 +162,8 @@ void schedule_order_1f1b(schedule_list *l, int chunk, int M, int warm, pt_action
 
 void schedule_run_zero_bubble(schedule_gen *g, int (*warm)(int s, int P), int cap) {
   schedule_list *order = pt_calloc((size_t)g->P, sizeof *order);
-  for (int s = 0; s < g->P; s++) schedule_order_1f1b(&order[s], s, g->M, warm(s, g->P), ACT_BACKWARD_INPUT);
+  for (int s = 0; s < g->P; s++)
+    schedule_order_1f1b(&order[s], s, g->M, warm(s, g->P), ACT_BACKWARD_INPUT);
   schedule_policy p = {.order = order, .chunk_cap = cap};
   schedule_list_run(g, &p);
   for (int s = 0; s < g->P; s++) schedule_list_free(&order[s]);

@@ -14,8 +14,8 @@
 #include "schedule/registry.h"
 #include "schedule/schedule.h"
 
-/* A growing action list; src[i]: where action i came from (the index of the compute action,
- * or of the file's action, it was derived from). */
+/* A growing action list; src[i]: where action i came from, which the builder carries onto the
+ * actions it derives (a generator's running index; a schedule file's line, for messages). */
 typedef struct {
   pt_action *a;
   int *src;

@@ -27,11 +27,13 @@ static void rank_order(const schedule_gen *g, int r, int dir, pt_action *out) {
 
 static void interleaved_generate(schedule_gen *g) {
   int total = g->v * g->M;
-  pt_action *fwd = pt_calloc((size_t)total, sizeof *fwd), *bwd = pt_calloc((size_t)total, sizeof *bwd);
+  pt_action *fwd = pt_calloc((size_t)total, sizeof *fwd);
+  pt_action *bwd = pt_calloc((size_t)total, sizeof *bwd);
   for (int r = 0; r < g->P; r++) {
     rank_order(g, r, 1, fwd);
     rank_order(g, r, -1, bwd);
-    int warm = g->v == 1 ? g->P - 1 - r : (g->v - 1) * group_size(g->P, g->M, 0) + 2 * (g->P - 1 - r);
+    int warm = g->v == 1 ? g->P - 1 - r
+                         : (g->v - 1) * group_size(g->P, g->M, 0) + 2 * (g->P - 1 - r);
     int f = 0;
     for (; f < warm && f < total; f++) schedule_emit(g, r, fwd[f].kind, fwd[f].chunk, fwd[f].mb);
     for (int b = 0; b < total; b++) {

@@ -8,16 +8,18 @@ static int bfs_in_flight(int stage, int n_stages, int n_micro) { return n_micro;
 
 static void bfs_generate(schedule_gen *g) {
   for (int r = 0; r < g->P; r++) {
-    for (int j = 0; j < g->v; j++)
-      for (int mb = 0; mb < g->M; mb++) schedule_emit(g, r, ACT_FORWARD, schedule_local_chunk(g, r, j), mb);
-    for (int j = g->v - 1; j >= 0; j--)
-      for (int mb = 0; mb < g->M; mb++) schedule_emit(g, r, ACT_BACKWARD, schedule_local_chunk(g, r, j), mb);
+    for (int j = 0; j < 2 * g->v; j++) { /* chunks up with forwards, then down with backwards */
+      pt_action_kind k = j < g->v ? ACT_FORWARD : ACT_BACKWARD;
+      int c = schedule_local_chunk(g, r, j < g->v ? j : 2 * g->v - 1 - j);
+      for (int mb = 0; mb < g->M; mb++) schedule_emit(g, r, k, c, mb);
+    }
   }
 }
 
 const pt_schedule_type schedule_looped_bfs = {
     .name = "looped_bfs",
-    .doc = "v chunks per rank, every forward chunk by chunk, then every backward: GPipe over chunks",
+    .doc = "v chunks per rank, every forward chunk by chunk, then every backward: GPipe over "
+           "chunks",
     .in_flight_doc = "all (per chunk)",
     .bubble_doc = "(P - 1) / (vM + P - 1), M >= P",
     .virtual_stages = SCHEDULE_ANY_V,

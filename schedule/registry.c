@@ -19,7 +19,7 @@ static int file_in_flight(int stage, int n_stages, int n_micro) { return n_micro
 const pt_schedule_type schedule_file_type = {
     .name = "file",
     .doc = "the per-rank action lists of pipeline.schedule_file",
-    .in_flight_doc = "all (at most)",
+    .in_flight_doc = "at most all",
     .virtual_stages = SCHEDULE_ANY_V,
     .in_flight = file_in_flight,
 };

@@ -43,7 +43,7 @@ typedef struct {
    * (tests/test_schedule.c checks). */
   int (*in_flight)(int stage, int n_stages, int n_micro);
   /* Appends every rank's forwards and backwards in order; the builder adds the transfers,
-   * loads and step-end reductions and posts receives early (schedule.c). */
+   * loads and step-end reductions and posts receives early (emit.h: schedule_lower). */
   void (*generate)(schedule_gen *g);
 } pt_schedule_type;
 

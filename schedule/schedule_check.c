@@ -27,11 +27,14 @@ typedef struct {
   size_t errsz;
 } sim;
 
-#define fail(x, r, index, ...) schedule_fail_at((x)->s, (x)->where, r, index, (x)->err, (x)->errsz, __VA_ARGS__)
+#define fail(x, r, index, ...) \
+  schedule_fail_at((x)->s, (x)->where, r, index, (x)->err, (x)->errsz, __VA_ARGS__)
 
 static int *flag(sim *x, int c, int mb) { return &x->flags[c * x->s->n_micro + mb]; }
 static int slot_of(const sim *x, int c, int mb) { return mb % x->s->n_slots[c]; }
-static int *slot_cell(sim *x, int *base, int c, int mb) { return &base[c * x->max_slots + slot_of(x, c, mb)]; }
+static int *slot_cell(sim *x, int *base, int c, int mb) {
+  return &base[c * x->max_slots + slot_of(x, c, mb)];
+}
 static int remote(const sim *x, int c, int dir) {
   int o = c + dir;
   return o >= 0 && o < x->s->n_chunks && !schedule_is_local(x->s, c, dir);
@@ -65,7 +68,8 @@ static int step_forward(sim *x, int r, int i, int c, int mb) {
   if ((c == 0 || c == last) && !(*f & F_LOAD))
     return fail(x, r, i, "forward of micro-batch %d before its LOAD", mb);
   if (remote(x, c, -1)) {
-    if (!(*f & F_RECV_ACT)) return fail(x, r, i, "forward of micro-batch %d without receiving it", mb);
+    if (!(*f & F_RECV_ACT))
+      return fail(x, r, i, "forward of micro-batch %d without receiving it", mb);
     if (!(*flag(x, c - 1, mb) & F_SEND_ACT)) return 0;
   } else if (c > 0 && !(*flag(x, c - 1, mb) & F_FWD)) {
     return fail(x, r, i, "forward of micro-batch %d before chunk %d's, which hands it over on "
@@ -81,7 +85,8 @@ static int step_forward(sim *x, int r, int i, int c, int mb) {
 static int step_backward(sim *x, int r, int i, const pt_action *a) {
   int c = a->chunk, mb = a->mb, *f = flag(x, c, mb), last = x->s->n_chunks - 1;
   const char *name = a->kind == ACT_BACKWARD ? "backward" : "I";
-  if (!(*f & F_FWD)) return fail(x, r, i, "%s of micro-batch %d comes before its forward", name, mb);
+  if (!(*f & F_FWD))
+    return fail(x, r, i, "%s of micro-batch %d comes before its forward", name, mb);
   if (*f & F_BWD) return fail(x, r, i, "%s of micro-batch %d: its backward already ran", name, mb);
   if (remote(x, c, 1)) {
     if (!(*f & F_RECV_GRAD))
@@ -99,7 +104,8 @@ static int step_backward(sim *x, int r, int i, const pt_action *a) {
 static int step_weight(sim *x, int r, int i, int c, int mb) {
   int *f = flag(x, c, mb);
   if (!(*f & F_BWD)) return fail(x, r, i, "W of micro-batch %d before its I", mb);
-  if (*f & F_WGT) return fail(x, r, i, "W of micro-batch %d: its weight gradient is already in", mb);
+  if (*f & F_WGT)
+    return fail(x, r, i, "W of micro-batch %d: its weight gradient is already in", mb);
   return add_weights(x, r, i, c, mb, "W") ? -1 : 1;
 }
 
@@ -112,9 +118,11 @@ static int step_transfer(sim *x, int r, int i, const pt_action *a) {
       return fail(x, r, i, "only chunk 0 (inputs) and chunk %d (targets) load data", last);
     bit = F_LOAD;
   } else {
+    if (c + dir < 0 || c + dir > last)
+      return fail(x, r, i, "chunk %d has no chunk %d to transfer with", c, c + dir);
     if (!remote(x, c, dir))
-      return fail(x, r, i, c + dir < 0 || c + dir > last ? "chunk %d has no neighbour there"
-                  : "chunk %d hands over to chunk %d on this rank, with no send or receive", c, c + dir);
+      return fail(x, r, i, "chunk %d hands over to chunk %d on this rank, with no send or "
+                  "receive", c, c + dir);
     bit = a->kind == ACT_RECV_ACT ? F_RECV_ACT : a->kind == ACT_SEND_ACT ? F_SEND_ACT
           : a->kind == ACT_RECV_GRAD ? F_RECV_GRAD : F_SEND_GRAD;
     if (a->kind == ACT_SEND_ACT && !(*f & F_FWD))
@@ -161,34 +169,28 @@ static void stuck_ranks(const sim *x, char *buf, size_t size) {
   buf[0] = '\0';
   for (int r = 0; r < x->s->n_ranks && n + 1 < size; r++) {
     char text[48] = "its end";
-    if (x->pc[r] < x->s->n_acts[r]) schedule_action_text(&x->s->acts[r][x->pc[r]], text, sizeof text);
+    if (x->pc[r] < x->s->n_acts[r])
+      schedule_action_text(&x->s->acts[r][x->pc[r]], text, sizeof text);
     int w = snprintf(buf + n, size - n, "%srank %d at %s", r ? ", " : "", r, text);
     if (w < 0) break;
     n += (size_t)w;
   }
 }
 
+static int sim_step(void *ctx, int r, int i, const pt_action *a) {
+  sim *x = ctx;
+  return a->mb >= 0 ? step_micro(x, r, i, a) : step_collective(x, r, a);
+}
+
 static int sim_run(sim *x) {
-  const pt_schedule *s = x->s;
-  for (int progress = 1; progress;) {
-    progress = 0;
-    for (int r = 0; r < s->n_ranks; r++)
-      while (x->pc[r] < s->n_acts[r]) {
-        const pt_action *a = &s->acts[r][x->pc[r]];
-        int rc = a->mb >= 0 ? step_micro(x, r, x->pc[r], a) : step_collective(x, r, a);
-        if (rc < 0) return -1;
-        if (rc == 0) break;
-        x->pc[r]++;
-        progress = 1;
-      }
-  }
-  for (int r = 0; r < s->n_ranks; r++)
-    if (x->pc[r] < s->n_acts[r]) {
+  int rc = schedule_sweep(x->s, x->pc, sim_step, x);
+  for (int r = 0; rc > 0 && r < x->s->n_ranks; r++)
+    if (x->pc[r] < x->s->n_acts[r]) {
       char all[256];
       stuck_ranks(x, all, sizeof all);
       return fail(x, r, x->pc[r], "deadlock: it waits forever (%s)", all);
     }
-  return 0;
+  return rc;
 }
 
 static int sim_check_complete(sim *x) {
@@ -199,10 +201,12 @@ static int sim_check_complete(sim *x) {
       int f = *flag(x, c, mb), want = F_FWD | F_BWD | F_WGT;
       want |= (remote(x, c, -1) ? F_RECV_ACT | F_SEND_GRAD : 0) |
               (remote(x, c, 1) ? F_SEND_ACT | F_RECV_GRAD : 0) | (c == 0 || c == last ? F_LOAD : 0);
+      const char *missing = !(f & F_FWD) ? "no forward" : !(f & F_BWD) ? "no backward"
+                            : !(f & F_WGT) ? "no W" : (want & ~f & F_LOAD) ? "no LOAD"
+                            : "a send or receive is missing";
       if ((f & want) != want)
         return fail(x, s->chunk_rank[c], -1, "chunk %d never completes micro-batch %d (%s)", c,
-                    mb, !(f & F_BWD) ? "no backward" : !(f & F_WGT) ? "no W"
-                    : !(f & F_LOAD) && (want & F_LOAD) ? "no LOAD" : "a send or receive is missing");
+                    mb, missing);
     }
   return 0;
 }

@@ -82,7 +82,8 @@ static int parse_line(reader *x, char *line) {
   line[strcspn(line, "#\n")] = '\0';
   while (isspace((unsigned char)*line)) line++;
   if (!*line) return 0;
-  if (!strncmp(line, "rank", 4) && isspace((unsigned char)line[4])) return parse_rank_line(x, line + 5);
+  if (!strncmp(line, "rank", 4) && isspace((unsigned char)line[4]))
+    return parse_rank_line(x, line + 5);
   if (!strncmp(line, "placement:", 10)) {
     char *v = strtok(line + 10, " \t\r");
     x->placement = v && !strcmp(v, "loop") ? PT_PLACE_LOOP : v && !strcmp(v, "v") ? PT_PLACE_V : -2;
@@ -93,16 +94,21 @@ static int parse_line(reader *x, char *line) {
 
 static int read_lines(reader *x) {
   FILE *f = fopen(x->path, "r");
-  if (!f) return pt_errorf(x->err, x->errsz, "%s: cannot open the schedule file: %s", x->path, strerror(errno));
+  if (!f)
+    return pt_errorf(x->err, x->errsz, "%s: cannot open the schedule file: %s", x->path,
+                     strerror(errno));
   char buf[1 << 16];
   int rc = 0;
   while (rc == 0 && fgets(buf, sizeof buf, f)) {
     x->line++;
-    if (!strchr(buf, '\n') && !feof(f)) rc = fail_line(x, "line longer than 64 KiB; split the rank over several 'rank N:' lines");
-    else rc = parse_line(x, buf);
+    if (!strchr(buf, '\n') && !feof(f))
+      rc = fail_line(x, "line longer than 64 KiB; split the rank over several 'rank N:' lines");
+    else
+      rc = parse_line(x, buf);
   }
   fclose(f);
-  if (rc == 0 && x->n_ranks == 0) rc = pt_errorf(x->err, x->errsz, "%s: no 'rank N:' lines", x->path);
+  if (rc == 0 && x->n_ranks == 0)
+    rc = pt_errorf(x->err, x->errsz, "%s: no 'rank N:' lines", x->path);
   return rc;
 }
 
@@ -133,9 +139,11 @@ static int infer_layout(reader *x, int *n_chunks, int *n_micro, int *chunk_rank,
 static int check_layout(reader *x, const int *chunk_rank, int C, int M, int P, int want_M,
                         int want_v, pt_placement *placement) {
   if (x->n_ranks != P)
-    return pt_errorf(x->err, x->errsz, "%s: %d ranks, but pipeline.stages is %d", x->path, x->n_ranks, P);
+    return pt_errorf(x->err, x->errsz, "%s: %d ranks, but pipeline.stages is %d", x->path,
+                     x->n_ranks, P);
   for (int r = 0; r < P; r++)
-    if (x->ranks[r].n == 0) return pt_errorf(x->err, x->errsz, "%s: rank %d has no actions", x->path, r);
+    if (x->ranks[r].n == 0)
+      return pt_errorf(x->err, x->errsz, "%s: rank %d has no actions", x->path, r);
   if (M != want_M)
     return pt_errorf(x->err, x->errsz, "%s: micro-batches 0..%d, but train.micro_batches is %d",
                      x->path, M - 1, want_M);
@@ -147,11 +155,14 @@ static int check_layout(reader *x, const int *chunk_rank, int C, int M, int P, i
                      "%d", x->path, C / P, C / P == 1 ? "" : "s", want_v);
   int fits[2] = {1, C == 2 * P};
   for (int c = 0; c < C; c++) {
-    if (chunk_rank[c] < 0) return pt_errorf(x->err, x->errsz, "%s: chunk %d has no actions (chunks 0..%d)", x->path, c, C - 1);
+    if (chunk_rank[c] < 0)
+      return pt_errorf(x->err, x->errsz, "%s: chunk %d has no actions (chunks 0..%d)", x->path,
+                       c, C - 1);
     fits[PT_PLACE_LOOP] &= chunk_rank[c] == c % P;
     fits[PT_PLACE_V] &= chunk_rank[c] == (c < P ? c : 2 * P - 1 - c);
   }
-  *placement = x->placement >= 0 ? (pt_placement)x->placement : fits[PT_PLACE_LOOP] ? PT_PLACE_LOOP : PT_PLACE_V;
+  *placement = x->placement >= 0 ? (pt_placement)x->placement
+               : fits[PT_PLACE_LOOP] ? PT_PLACE_LOOP : PT_PLACE_V;
   if (!fits[*placement])
     return pt_errorf(x->err, x->errsz, "%s: the ranks the chunks run on fit %s (loop: chunk c on "
                      "rank c mod P; v: on rank c, then on 2P - 1 - c)", x->path,
@@ -165,7 +176,8 @@ static void implied(const reader *x, int *transfers, int *step_end) {
   for (int r = 0; r < x->n_ranks; r++)
     for (int i = 0; i < x->ranks[r].n; i++) {
       pt_action_kind k = x->ranks[r].a[i].kind;
-      if (k == ACT_RECV_ACT || k == ACT_SEND_ACT || k == ACT_RECV_GRAD || k == ACT_SEND_GRAD || k == ACT_LOAD)
+      if (k == ACT_RECV_ACT || k == ACT_SEND_ACT || k == ACT_RECV_GRAD || k == ACT_SEND_GRAD ||
+          k == ACT_LOAD)
         *transfers = 0;
       if (step_wide(k)) *step_end = 0;
     }
@@ -178,7 +190,8 @@ static int check_all(const pt_schedule *s, const reader *x, const schedule_list 
   int rc = schedule_validate_where(s, &w, msg, sizeof msg);
   if (rc == 0) rc = schedule_check_rendezvous_where(s, &w, msg, sizeof msg);
   if (rc == 0) return 0;
-  if (w.index >= 0) return pt_errorf(x->err, x->errsz, "%s:%d: %s", x->path, lists[w.rank].src[w.index], msg);
+  if (w.index >= 0)
+    return pt_errorf(x->err, x->errsz, "%s:%d: %s", x->path, lists[w.rank].src[w.index], msg);
   return pt_errorf(x->err, x->errsz, "%s: %s", x->path, msg);
 }
 

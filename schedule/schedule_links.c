@@ -27,7 +27,7 @@ typedef struct {
 
 typedef struct {
   const pt_schedule *s;
-  link *links; /* [2 * chunk + 0]: c's activations to c + 1; [2 * chunk + 1]: c + 1's gradients to c */
+  link *links; /* [2c]: chunk c's activations to c + 1; [2c + 1]: c + 1's gradients to c */
   int *pc;     /* [rank] */
   pt_sched_where *where;
   char *err;
@@ -51,17 +51,17 @@ static int finished(const link *l, int mb) {
 }
 
 /* Issues a transfer; -1 when its pairing on the link would join two micro-batches. */
-static int issue(links *x, int rk, const pt_action *a) {
+static int issue(links *x, int rk, int index, const pt_action *a) {
   int sending, mb = a->mb;
   link *l = link_of(x, a, &sending);
   int *order = sending ? l->sent : l->recvd, *n = sending ? &l->n_sent : &l->n_recvd;
   const int *other = sending ? l->recvd : l->sent;
   int n_other = sending ? l->n_recvd : l->n_sent;
   if (*n == x->s->n_micro || (sending ? l->send_at : l->recv_at)[mb] >= 0)
-    return schedule_fail_at(x->s, x->where, rk, x->pc[rk], x->err, x->errsz, "micro-batch %d "
+    return schedule_fail_at(x->s, x->where, rk, index, x->err, x->errsz, "micro-batch %d "
                             "crosses this link twice", mb);
   if (*n < n_other && other[*n] != mb)
-    return schedule_fail_at(x->s, x->where, rk, x->pc[rk], x->err, x->errsz, "NCCL pairs a "
+    return schedule_fail_at(x->s, x->where, rk, index, x->err, x->errsz, "NCCL pairs a "
                             "link's transfers in issue order, and this one's partner side issued "
                             "micro-batch %d in its place", other[*n]);
   (sending ? l->send_at : l->recv_at)[mb] = *n;
@@ -73,7 +73,8 @@ static int issue(links *x, int rk, const pt_action *a) {
 static int inputs_ready(links *x, const pt_action *a) {
   const pt_schedule *s = x->s;
   int c = a->chunk, prev = a->mb - s->n_slots[c], last = s->n_chunks - 1;
-  int from_prev = c > 0 && !schedule_is_local(s, c, -1), to_next = c < last && !schedule_is_local(s, c, 1);
+  int from_prev = c > 0 && !schedule_is_local(s, c, -1);
+  int to_next = c < last && !schedule_is_local(s, c, 1);
   if (a->kind == ACT_FORWARD)
     return (!from_prev || finished(&x->links[2 * (c - 1)], a->mb)) &&
            (!to_next || prev < 0 || finished(&x->links[2 * c], prev));
@@ -94,12 +95,13 @@ static int sends_done(const links *x, int rk) {
 }
 
 /* 1: done, 0: waits, -1: error. */
-static int step(links *x, int rk, const pt_action *a) {
+static int step(void *ctx, int rk, int index, const pt_action *a) {
+  links *x = ctx;
   switch (a->kind) {
   case ACT_SEND_ACT:
   case ACT_RECV_ACT:
   case ACT_SEND_GRAD:
-  case ACT_RECV_GRAD: return issue(x, rk, a);
+  case ACT_RECV_GRAD: return issue(x, rk, index, a);
   case ACT_REDUCE_TIED:
   case ACT_REDUCE_DP:
   case ACT_OPTIMIZER: return sends_done(x, rk);
@@ -109,22 +111,13 @@ static int step(links *x, int rk, const pt_action *a) {
 
 static int run(links *x) {
   const pt_schedule *s = x->s;
-  for (int moved = 1; moved;) {
-    moved = 0;
-    for (int rk = 0; rk < s->n_ranks; rk++)
-      while (x->pc[rk] < s->n_acts[rk]) {
-        int rc = step(x, rk, &s->acts[rk][x->pc[rk]]);
-        if (rc < 0) return -1;
-        if (rc == 0) break;
-        x->pc[rk]++, moved = 1;
-      }
-  }
-  for (int rk = 0; rk < s->n_ranks; rk++)
+  int rc = schedule_sweep(s, x->pc, step, x);
+  for (int rk = 0; rc > 0 && rk < s->n_ranks; rk++)
     if (x->pc[rk] < s->n_acts[rk])
       return schedule_fail_at(s, x->where, rk, x->pc[rk], x->err, x->errsz, "%s, %d ranks, %d "
                               "micro-batches: deadlock under NCCL's per-link transfers", s->name,
                               s->n_ranks, s->n_micro);
-  return 0;
+  return rc;
 }
 
 int schedule_check_links(const pt_schedule *s, pt_sched_where *where, char *err, size_t errsz) {
@@ -134,7 +127,8 @@ int schedule_check_links(const pt_schedule *s, pt_sched_where *where, char *err,
   int *cells = pt_calloc(n * 4 * M + 1, sizeof(int));
   for (size_t i = 0; i < n; i++) {
     link *l = &x.links[i];
-    l->sent = cells + 4 * M * i, l->recvd = l->sent + M, l->send_at = l->recvd + M, l->recv_at = l->send_at + M;
+    l->sent = cells + 4 * M * i, l->recvd = l->sent + M;
+    l->send_at = l->recvd + M, l->recv_at = l->send_at + M;
     for (size_t mb = 0; mb < M; mb++) l->send_at[mb] = l->recv_at[mb] = -1;
   }
   int rc = run(&x);

@@ -143,7 +143,8 @@ static int progress_host(rdv *r, int rk) {
   }
   if (step_wide(a->kind) && !drained(r, rk)) ready = 0;
   if (!ready) return 0;
-  if (a->kind == ACT_SEND_ACT || a->kind == ACT_SEND_GRAD) r->held[a->chunk][r->n_held[a->chunk]++] = *a;
+  if (a->kind == ACT_SEND_ACT || a->kind == ACT_SEND_GRAD)
+    r->held[a->chunk][r->n_held[a->chunk]++] = *a;
   r->pc[rk]++;
   return 1;
 }
@@ -192,7 +193,8 @@ int schedule_check_rendezvous_where(const pt_schedule *s, pt_sched_where *where,
     moved = 0;
     for (int rk = 0; rk < s->n_ranks; rk++) {
       moved |= progress_host(&r, rk);
-      for (int c = 0; c < s->n_chunks; c++) moved |= s->chunk_rank[c] == rk && progress_stream(&r, c);
+      for (int c = 0; c < s->n_chunks; c++)
+        moved |= s->chunk_rank[c] == rk && progress_stream(&r, c);
     }
   }
   int ok = 1;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "schedule/check.h"
 
 const pt_sched_costs schedule_unit_costs = {1.0, 2.0, 1.0, 1.0};
 
@@ -79,30 +80,24 @@ static int sim_action(sim *x, int r, const pt_action *a) {
   }
 }
 
-/* Round-robin over the ranks until none can move (the same sweep as schedule_validate). */
+static int sim_step(void *ctx, int r, int i, const pt_action *a) {
+  sim *x = ctx;
+  if (a->mb >= x->s->n_micro || a->chunk >= x->s->n_chunks)
+    return pt_errorf(x->err, x->errsz, "rank %d: an action out of range", r);
+  return sim_action(x, r, a);
+}
+
+/* Round-robin over the ranks until none can move (the sweep schedule_validate runs). */
 static int sim_sweep(sim *x) {
   const pt_schedule *s = x->s;
-  for (int progress = 1; progress;) {
-    progress = 0;
-    for (int r = 0; r < s->n_ranks; r++)
-      while (x->pc[r] < s->n_acts[r]) {
-        const pt_action *a = &s->acts[r][x->pc[r]];
-        if (a->mb >= s->n_micro || a->chunk >= s->n_chunks)
-          return pt_errorf(x->err, x->errsz, "rank %d: an action out of range", r);
-        int rc = sim_action(x, r, a);
-        if (rc < 0) return -1;
-        if (rc == 0) break;
-        x->pc[r]++;
-        progress = 1;
-      }
-  }
-  for (int r = 0; r < s->n_ranks; r++)
+  int rc = schedule_sweep(s, x->pc, sim_step, x);
+  for (int r = 0; rc > 0 && r < s->n_ranks; r++)
     if (x->pc[r] < s->n_acts[r]) {
       char text[48];
       return pt_errorf(x->err, x->errsz, "rank %d waits forever at %s (action %d)", r,
                        schedule_action_text(&s->acts[r][x->pc[r]], text, sizeof text), x->pc[r]);
     }
-  return 0;
+  return rc;
 }
 
 int schedule_simulate_costs(const pt_schedule *s, const pt_sched_costs *costs, int n_costs,

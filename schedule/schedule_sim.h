@@ -26,7 +26,13 @@ typedef struct {
 /* Unit costs: F = I = W = 1, B = 2 (backward = 2 x forward). */
 extern const pt_sched_costs schedule_unit_costs;
 
-typedef enum { SCHED_BOX_F, SCHED_BOX_B, SCHED_BOX_WAIT, SCHED_BOX_I, SCHED_BOX_W } pt_sched_box_kind;
+typedef enum {
+  SCHED_BOX_F,
+  SCHED_BOX_B,
+  SCHED_BOX_WAIT,
+  SCHED_BOX_I,
+  SCHED_BOX_W,
+} pt_sched_box_kind;
 
 /* One span: a compute action of micro-batch mb on a row (stage, i.e. rank), or a wait inside
  * one (mb is then the micro-batch of the box it lies in). t0 < t1 in the picture's time unit.

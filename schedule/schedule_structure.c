@@ -1,5 +1,5 @@
-/* schedule/schedule_structure.c: the shape checks every other check relies on
- * (schedule/check.h). */
+/* schedule/schedule_structure.c: the shape checks every other check relies on, and the sweep
+ * the simulations share (schedule/check.h). */
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -59,5 +59,21 @@ int schedule_check_structure(const pt_schedule *s, pt_sched_where *where, char *
     if (ends != 3)
       return schedule_fail_at(s, where, r, -1, err, errsz, "the step does not end with TIE DP OPT");
   }
+  return 0;
+}
+
+int schedule_sweep(const pt_schedule *s, int *pc, schedule_step_fn step, void *ctx) {
+  for (int moved = 1; moved;) {
+    moved = 0;
+    for (int r = 0; r < s->n_ranks; r++)
+      while (pc[r] < s->n_acts[r]) {
+        int rc = step(ctx, r, pc[r], &s->acts[r][pc[r]]);
+        if (rc < 0) return -1;
+        if (rc == 0) break;
+        pc[r]++, moved = 1;
+      }
+  }
+  for (int r = 0; r < s->n_ranks; r++)
+    if (pc[r] < s->n_acts[r]) return 1;
   return 0;
 }

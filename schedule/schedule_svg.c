@@ -203,7 +203,7 @@ int schedule_write_svg(const pt_schedule *s, const char *path, char *err, size_t
     free(boxes);
     return -1;
   }
-  char title[200], legend[200], chunks[64] = "";
+  char title[320], legend[200], chunks[64] = "";
   if (v > 1) snprintf(chunks, sizeof chunks, ", %d chunks per rank", v);
   snprintf(title, sizeof title, "%s: P = %d %s%s, M = %d micro-batches, simulated bubble %.1f%%",
            s->name, s->n_ranks, v > 1 ? "ranks" : "stages", chunks, s->n_micro,

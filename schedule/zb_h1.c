@@ -6,7 +6,9 @@
 #include "schedule/emit.h"
 
 static int zb_h1_cap(int n_stages, int n_micro) { return n_stages < n_micro ? n_stages : n_micro; }
-static int zb_h1_in_flight(int stage, int n_stages, int n_micro) { return zb_h1_cap(n_stages, n_micro); }
+static int zb_h1_in_flight(int stage, int n_stages, int n_micro) {
+  return zb_h1_cap(n_stages, n_micro);
+}
 static int zb_h1_warm(int s, int P) { return P - s; }
 
 static void zb_h1_generate(schedule_gen *g) {

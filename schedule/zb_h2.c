@@ -8,7 +8,9 @@
 static int zb_h2_cap(int n_stages, int n_micro) {
   return 2 * n_stages - 1 < n_micro ? 2 * n_stages - 1 : n_micro;
 }
-static int zb_h2_in_flight(int stage, int n_stages, int n_micro) { return zb_h2_cap(n_stages, n_micro); }
+static int zb_h2_in_flight(int stage, int n_stages, int n_micro) {
+  return zb_h2_cap(n_stages, n_micro);
+}
 static int zb_h2_warm(int s, int P) { return 2 * (P - s) - 1; }
 
 static void zb_h2_generate(schedule_gen *g) {

@@ -287,7 +287,8 @@ static void spec_load_data(pt_spec *s, spec_errors *e) {
   spec_load_data_shape(d, m, e);
   spec_check_unused(m, "data", keys, e);
   if (!e->failed && !*rel) spec_fail_expected(e, spec_find(m, "path"), "a file path");
-  if (!e->failed) spec_resolve_file(s, spec_find(m, "path"), "data file", rel, d->path, sizeof d->path, e);
+  if (!e->failed)
+    spec_resolve_file(s, spec_find(m, "path"), "data file", rel, d->path, sizeof d->path, e);
 }
 
 /* --- train ---------------------------------------------------------------------------------- */
@@ -404,7 +405,7 @@ static void spec_load_schedule_file(pt_spec *s, spec_node *m, spec_errors *e) {
   spec_node *file = spec_find(m, "schedule_file");
   if (spec_present(m, "schedule"))
     spec_error(e, file, 1, "pipeline.schedule_file and pipeline.schedule both given; keep one "
-               "(the file replaces the registered schedule)");
+               "(the file replaces the registered schedule; --set pipeline.schedule= drops it)");
   else
     spec_resolve_file(s, file, "schedule file", rel, p->schedule_file, sizeof p->schedule_file, e);
 }

@@ -77,49 +77,61 @@ static const pt_sched_box *chunk_dependency(const pt_sched_box *b, int n, int C,
   return d ? d : find_chunk(b, n, x->chunk + 1, x->mb, SCHED_BOX_I);
 }
 
-/* Every registered schedule, P = 4, M = 8 (2 chunks per rank where it takes any): a box per
- * compute action, each after what it waits for, one at a time per rank, the span
- * schedule_time gives; its picture has a box of each class per action, I and W in the legend.
- * With dir, the pictures stay there as pipetrain_svg_all_NAME.svg. */
+/* s simulated: a box per compute action (counted in n_acts), each after what it waits for,
+ * one at a time per rank, ending when schedule_time says the step does. */
+static void check_boxes(const pt_schedule *s, const int *n_acts) {
+  pt_sched_box *b = calloc(3 * (size_t)s->n_chunks * s->n_micro, sizeof *b);
+  double span = 0.0, step = 0.0;
+  char err[256] = "";
+  int n = schedule_simulate(s, b, &span, err, sizeof err), ok = n >= 0;
+  for (int i = 0; ok && i < n; i++) {
+    const pt_sched_box *x = &b[i], *dep = chunk_dependency(b, n, s->n_chunks, x);
+    ok = (dep || (x->kind == SCHED_BOX_F && x->chunk == 0)) && (!dep || x->t0 >= dep->t1);
+    for (int j = 0; ok && j < n; j++)
+      ok = j == i || b[j].stage != x->stage || b[j].t1 <= x->t0 || x->t1 <= b[j].t0;
+  }
+  schedule_time(s, &schedule_unit_costs, 1, &step, NULL, NULL, 0);
+  int computes = n_acts[ACT_FORWARD] + n_acts[ACT_BACKWARD] + n_acts[ACT_BACKWARD_INPUT] +
+                 n_acts[ACT_BACKWARD_WEIGHT];
+  CHECK(ok && n == computes && span == step, "%s: %d boxes for %d actions, span %g, step %g (%s)",
+        s->name, n, computes, span, step, err);
+  free(b);
+}
+
+/* s's picture at path: a box of class F, B, I, W per such action, its title, I and W in the
+ * legend when it splits, its later chunks lighter. */
+static void check_picture(const pt_schedule *s, const int *n_acts, const char *path) {
+  char err[256] = "", want[128];
+  CHECK(schedule_write_svg(s, path, err, sizeof err) == 0, "%s: %s", path, err);
+  char *svg = read_all(path);
+  static const char *const cls[4] = {"class=\"F\"", "class=\"B\"", "class=\"I\"", "class=\"W\""};
+  int want_n[4] = {n_acts[ACT_FORWARD], n_acts[ACT_BACKWARD], n_acts[ACT_BACKWARD_INPUT],
+                   n_acts[ACT_BACKWARD_WEIGHT]};
+  for (int c = 0; svg && c < 4; c++)
+    CHECK(count_of(svg, cls[c]) == want_n[c], "%s: %d boxes of %s, want %d", path,
+          count_of(svg, cls[c]), cls[c], want_n[c]);
+  snprintf(want, sizeof want, "%s: P = 4 ", s->name);
+  CHECK(svg && strstr(svg, want) && (!s->type->splits_backward || strstr(svg, "weight grad (W)")) &&
+            (s->n_chunks == s->n_ranks || strstr(svg, "fill-opacity=\"0.50\"")),
+        "%s: title, legend or the later chunks' shade missing", path);
+  free(svg);
+}
+
+/* Every registered schedule, P = 4, M = 8 (2 chunks per rank where it takes any): its boxes and
+ * its picture. With dir, the pictures stay there as pipetrain_svg_all_NAME.svg. */
 static void test_all_schedules(const char *dir) {
   for (int k = 0; schedule_types[k]; k++) {
     const pt_schedule_type *t = schedule_types[k];
     pt_schedule s;
-    char err[256] = "", path[4200], want[64];
-    int v = t->virtual_stages == SCHEDULE_ANY_V ? 2 : t->virtual_stages, P = 4, M = 8;
-    CHECK(schedule_build_v(&s, t, P, v, M, err, sizeof err) == 0, "%s: %s", t->name, err);
-    int n_acts[ACT_KINDS] = {0};
-    for (int r = 0; r < P; r++)
+    char err[256] = "", path[4200];
+    int v = t->virtual_stages == SCHEDULE_ANY_V ? 2 : t->virtual_stages, n_acts[ACT_KINDS] = {0};
+    CHECK(schedule_build_v(&s, t, 4, v, 8, err, sizeof err) == 0, "%s: %s", t->name, err);
+    for (int r = 0; r < s.n_ranks; r++)
       for (int i = 0; i < s.n_acts[r]; i++) n_acts[s.acts[r][i].kind]++;
-    pt_sched_box *b = calloc(3 * (size_t)s.n_chunks * M, sizeof *b);
-    double span = 0.0, step = 0.0;
-    int n = schedule_simulate(&s, b, &span, err, sizeof err), ok = n >= 0;
-    for (int i = 0; ok && i < n; i++) {
-      const pt_sched_box *x = &b[i], *dep = chunk_dependency(b, n, s.n_chunks, x);
-      ok = dep || (x->kind == SCHED_BOX_F && x->chunk == 0);
-      ok = ok && (!dep || x->t0 >= dep->t1);
-      for (int j = 0; ok && j < n; j++) ok = j == i || b[j].stage != x->stage || b[j].t1 <= x->t0 || x->t1 <= b[j].t0;
-    }
-    schedule_time(&s, &schedule_unit_costs, 1, &step, NULL, NULL, 0);
-    int computes = n_acts[ACT_FORWARD] + n_acts[ACT_BACKWARD] + n_acts[ACT_BACKWARD_INPUT] +
-                   n_acts[ACT_BACKWARD_WEIGHT];
-    CHECK(ok && n == computes && span == step, "%s: %d boxes for %d actions, span %g, step %g (%s)",
-          t->name, n, computes, span, step, err);
+    check_boxes(&s, n_acts);
     if (dir) snprintf(path, sizeof path, "%s/pipetrain_svg_all_%s.svg", dir, t->name);
     else snprintf(path, sizeof path, "/tmp/pipetrain_svg_all_%ld_%s.svg", (long)getpid(), t->name);
-    CHECK(schedule_write_svg(&s, path, err, sizeof err) == 0, "%s: %s", path, err);
-    char *svg = read_all(path);
-    static const char *const cls[4] = {"class=\"F\"", "class=\"B\"", "class=\"I\"", "class=\"W\""};
-    int want_n[4] = {n_acts[ACT_FORWARD], n_acts[ACT_BACKWARD], n_acts[ACT_BACKWARD_INPUT],
-                     n_acts[ACT_BACKWARD_WEIGHT]};
-    for (int c = 0; svg && c < 4; c++)
-      CHECK(count_of(svg, cls[c]) == want_n[c], "%s: %d boxes of %s, want %d", path,
-            count_of(svg, cls[c]), cls[c], want_n[c]);
-    snprintf(want, sizeof want, "%s: P = 4 ", t->name);
-    CHECK(svg && strstr(svg, want) && (!t->splits_backward || strstr(svg, "weight grad (W)")) &&
-              (v == 1 || strstr(svg, "fill-opacity=\"0.50\"")),
-          "%s: title, legend or the later chunks' shade missing", path);
-    free(svg), free(b);
+    check_picture(&s, n_acts, path);
     schedule_free(&s);
     if (!dir) remove(path);
   }
