@@ -18,26 +18,9 @@
 #       --stages 2 re-split from the recorded spec (2 x 2 chunks) resumed exactly
 set -euo pipefail
 pipe_train=$(realpath "$1") pipe_convert=$(realpath "$2")
-here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../.."
-spec=tests/pipeline/gate.yaml
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-start=$SECONDS
+. "$(dirname "$0")/common.sh"
 v2=(--set pipeline.stages=2 --set pipeline.schedule=interleaved_1f1b --set pipeline.virtual_stages=2)
 vsched=(--set pipeline.stages=2 --set pipeline.schedule_file=tests/pipeline/v_fused_p2.txt)
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-say() { echo "== $*"; }
-seq_run() { timeout 120 "$pipe_train" "$spec" --sequential --quiet "$@" || fail "pipe_train --sequential $* exited $?"; }
-mpi_run() {
-  local np=$1
-  shift
-  timeout 120 mpirun -np "$np" --oversubscribe "$pipe_train" "$spec" --quiet "$@" ||
-    fail "mpirun -np $np pipe_train $* exited $?"
-}
-ck() { python3 "$here/ck.py" "$@" || fail "check failed: ck.py $*"; }
 exact() { # exact LABEL FIRST RANKS RUN: RUN's losses FIRST..20 and parameters bitwise the reference's
   ck cmp_losses "$work/ref.jsonl" "$work/$4.jsonl" "$2" 20 0 "$1"
   ck cmp_params "$work/ref" 1 "$work/$4" "$3" "$1" exact

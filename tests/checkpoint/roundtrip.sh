@@ -22,25 +22,7 @@
 #       resumed by mpirun -np 3 matches the reference
 set -euo pipefail
 pipe_train=$(realpath "$1") pipe_convert=$(realpath "$2")
-here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../.."
-spec=tests/pipeline/gate.yaml
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-start=$SECONDS
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-say() { echo "== $*"; }
-seq_run() { timeout 120 "$pipe_train" "$spec" --sequential --quiet "$@" || fail "pipe_train --sequential $* exited $?"; }
-mpi_run() {
-  local np=$1
-  shift
-  timeout 120 mpirun -np "$np" --oversubscribe "$pipe_train" "$spec" --quiet "$@" ||
-    fail "mpirun -np $np pipe_train $* exited $?"
-}
-ck() { python3 "$here/ck.py" "$@" || fail "check failed: ck.py $*"; }
-
+. "$(dirname "$0")/common.sh"
 
 say "(a) reference: sequential, 20 steps"
 seq_run --metrics "$work/ref.jsonl" --dump-params "$work/ref"
