@@ -70,6 +70,19 @@ static int local_gpu(pt_pipeline *p, int on_gpu, char *err, size_t errsz) {
   return placement_check_gpus(comm_local_size(), n, given, err, errsz) == 0 ? id : -1;
 }
 
+/* Over NCCL one stream carries a rank's transfers in issue order, and with several chunks per
+ * stage one chunk's sends can wait behind another's receive on both ranks (a deadlock): such
+ * schedules need a stream per link (schedule/schedule_links.c), which the device transport does
+ * not have. MPI, also staging GPU buffers, matches by tag and has no such order. */
+static int refuse_nccl_chunks(const pt_pipeline *p, int nccl, char *err, size_t errsz) {
+  if (!nccl || p->plan.virtual_stages == 1 || p->P == 1) return 0;
+  snprintf(err, errsz, "%s: %d chunks per stage (%s) over NCCL need a transport per link, which "
+           "comm.backend: nccl does not have yet; set comm.backend: mpi (GPU buffers staged "
+           "through host memory) or use one chunk per stage", p->part.spec->path,
+           p->plan.virtual_stages, p->sched.name);
+  return -1;
+}
+
 /* This rank's device (pipeline.device; the GPU from local_gpu) and, on GPUs, the device
  * transport for activations and reductions (comm.backend), which the groups split afterwards
  * inherit. Collective. */
@@ -86,7 +99,8 @@ static int open_device(pt_pipeline *p, char *err, size_t errsz) {
   pt_device *d = device_current();
   if (d->kind != DEV_GPU) return 0;
   int nccl = s->comm_backend != SPEC_COMM_MPI;
-  failed = comm_use_device(nccl, device_stream(d), err, errsz) != 0;
+  failed = refuse_nccl_chunks(p, nccl, err, errsz) != 0 ||
+           comm_use_device(nccl, device_stream(d), err, errsz) != 0;
   if (!failed && nccl) /* every built-in schedule passes; a new one must too (tests) */
     failed = schedule_check_rendezvous(&p->sched, err, errsz) != 0;
   return pipeline_agree_failure(p, failed, err);
