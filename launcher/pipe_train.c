@@ -13,6 +13,7 @@
 #include "engine/run.h"
 #include "observe/trace.h"
 #include "partition/plan.h"
+#include "schedule/schedule_sim.h"
 #include "schedule/schedule_svg.h"
 #include "spec/spec.h"
 
@@ -185,6 +186,11 @@ static void print_schedule(const pt_spec *spec, const char *svg, int actions) {
   if (actions) schedule_write_actions(stdout, &sch);
   else schedule_print(stdout, &sch);
   if (schedule_validate(&sch, err, sizeof err) != 0) pt_fatal("schedule is invalid: %s", err);
+  double step = 0; /* a comment line, so the actions format still reads back */
+  double bubble = schedule_time(&sch, &schedule_unit_costs, 1, &step, NULL, err, sizeof err);
+  if (bubble < 0) pt_fatal("schedule cannot run: %s", err);
+  printf("# simulated at unit costs (F = I = W = 1, B = 2): step %g, bubble %.2f%%\n", step,
+         100.0 * bubble);
   if (svg && schedule_write_svg(&sch, svg, err, sizeof err) != 0) pt_fail_input("%s", err);
   schedule_free(&sch);
 }
@@ -204,7 +210,13 @@ static void refuse_unsupported(const pt_spec *spec, const pt_schedule_type *t, i
   if (msg[0]) fail_everywhere(launched, msg);
 }
 
+/* Layer types of the program's own, registered before the spec is read. pipe_train has none; a
+ * program that is pipe_train plus its own layers (bench/bench_schedules.c, docs/layers.md)
+ * compiles this file with one more source that defines it. */
+__attribute__((weak)) void pipe_train_register_layers(void) {}
+
 int main(int argc, char **argv) {
+  pipe_train_register_layers();
   cli_args a;
   parse_args(argc, argv, &a);
   int launched = comm_launched();
