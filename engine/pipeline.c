@@ -365,6 +365,8 @@ static void run_action(pt_pipeline *p, const pt_action *a, double *norm, double 
     watchdog_disarm();
     break;
   case ACT_OPTIMIZER: act_optimizer(p, norm, lr); break;
+  case ACT_BACKWARD_INPUT: /* split backward: pipe_train refuses such schedules for now */
+  case ACT_BACKWARD_WEIGHT: pt_fatal("schedule %s: I/W are not run yet", p->sched.name);
   }
 }
 

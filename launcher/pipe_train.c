@@ -13,6 +13,7 @@
 #include "engine/run.h"
 #include "observe/trace.h"
 #include "partition/plan.h"
+#include "schedule/schedule_sim.h"
 #include "schedule/schedule_svg.h"
 #include "spec/spec.h"
 
@@ -24,6 +25,7 @@ typedef struct {
   int n_overrides;
   int plan, json, print_schedule;
   const char *svg_path;
+  int actions_format; /* --format actions: the schedule as a schedule file */
   pt_run_options run;
 } cli_args;
 
@@ -40,7 +42,8 @@ static void usage(FILE *f) {
           "                      keeps the binding it started with\n"
           "  --plan [--json]     print the stage plan (layers, memory, time per stage) and exit\n"
           "  --print-schedule    print every stage's action list for one step and exit\n"
-          "                      (--svg FILE also draws it as a picture)\n"
+          "                      (--svg FILE also draws it as a picture; --format actions\n"
+          "                      prints it as a schedule file for pipeline.schedule_file)\n"
           "  --trace FILE        write a Chrome trace (Perfetto, chrome://tracing) of the run\n"
           "  --trace-steps A:B   only steps A..B in the trace (default: all)\n"
           "  --load CKPT         start from a checkpoint (written under any layout) at its step\n"
@@ -89,6 +92,11 @@ static void parse_args(int argc, char **argv, cli_args *a) {
       a->run.trace_path = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--trace-steps")) {
       a->run.trace_steps = option_value(argc, argv, &i);
+    } else if (!strcmp(s, "--format")) {
+      const char *v = option_value(argc, argv, &i);
+      if (strcmp(v, "actions") && strcmp(v, "text"))
+        pt_fail_input("--format '%s': expected text or actions", v);
+      a->actions_format = !strcmp(v, "actions");
     } else if (!strcmp(s, "--svg")) {
       a->svg_path = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--gather")) {
@@ -110,6 +118,7 @@ static void parse_args(int argc, char **argv, cli_args *a) {
   }
   if (a->json && !a->plan) pt_fail_input("--json goes with --plan");
   if (a->svg_path && !a->print_schedule) pt_fail_input("--svg goes with --print-schedule");
+  if (a->actions_format && !a->print_schedule) pt_fail_input("--format goes with --print-schedule");
   int64_t first, last;
   if (trace_parse_window(a->run.trace_steps, &first, &last) != 0)
     pt_fail_input("--trace-steps '%s': expected A:B with 1 <= A <= B, e.g. 3:5", a->run.trace_steps);
@@ -170,19 +179,44 @@ static int print_plan(const pt_spec *spec, int json) {
   return 0;
 }
 
-static void print_schedule(const pt_spec *spec, const char *svg) {
+static void print_schedule(const pt_spec *spec, const char *svg, int actions) {
   pt_schedule sch;
-  char err[256];
-  if (schedule_build(&sch, spec->pipeline.schedule, (int)spec->pipeline.stages,
-                     (int)spec->train.micro_batches) != 0)
-    pt_fail_input("unknown schedule '%s'", spec->pipeline.schedule);
-  schedule_print(stdout, &sch);
+  char err[1024];
+  if (schedule_build_spec(&sch, spec, err, sizeof err) != 0) pt_fail_input("%s", err);
+  if (actions) schedule_write_actions(stdout, &sch);
+  else schedule_print(stdout, &sch);
   if (schedule_validate(&sch, err, sizeof err) != 0) pt_fatal("schedule is invalid: %s", err);
+  double step = 0; /* a comment line, so the actions format still reads back */
+  double bubble = schedule_time(&sch, &schedule_unit_costs, 1, &step, NULL, err, sizeof err);
+  if (bubble < 0) pt_fatal("schedule cannot run: %s", err);
+  printf("# simulated at unit costs (F = I = W = 1, B = 2): step %g, bubble %.2f%%\n", step,
+         100.0 * bubble);
   if (svg && schedule_write_svg(&sch, svg, err, sizeof err) != 0) pt_fail_input("%s", err);
   schedule_free(&sch);
 }
 
+/* The engine runs one chunk per rank and the fused backward only: a schedule that needs more
+ * is refused before any work (it can still be printed and planned). */
+static void refuse_unsupported(const pt_spec *spec, const pt_schedule_type *t, int launched) {
+  const spec_pipeline *p = &spec->pipeline;
+  char msg[512] = "";
+  if (p->schedule_file[0])
+    snprintf(msg, sizeof msg, "pipeline.schedule_file: the engine does not run schedule files "
+             "yet; --print-schedule shows and checks it");
+  else if (t->splits_backward || schedule_virtual_stages(t, p) > 1)
+    snprintf(msg, sizeof msg, "pipeline.schedule: %s needs %s, which the engine does not run "
+             "yet; use 1f1b or gpipe (--print-schedule and --plan show it)", t->name,
+             t->splits_backward ? "the backward split into I and W" : "several chunks per rank");
+  if (msg[0]) fail_everywhere(launched, msg);
+}
+
+/* Layer types of the program's own, registered before the spec is read. pipe_train has none; a
+ * program that is pipe_train plus its own layers (bench/bench_schedules.c, docs/layers.md)
+ * compiles this file with one more source that defines it. */
+__attribute__((weak)) void pipe_train_register_layers(void) {}
+
 int main(int argc, char **argv) {
+  pipe_train_register_layers();
   cli_args a;
   parse_args(argc, argv, &a);
   int launched = comm_launched();
@@ -193,15 +227,16 @@ int main(int argc, char **argv) {
                                .overrides = a.overrides, .n_overrides = a.n_overrides};
   pt_spec spec;
   spec_errors e = {0};
+  const pt_schedule_type *sched_type = NULL;
   if (spec_load(a.spec_path, a.overrides, a.n_overrides, &spec, &e) != 0 ||
-      !schedule_from_spec(&spec.pipeline, &e))
+      !(sched_type = schedule_from_spec(&spec.pipeline, &e)))
     fail_everywhere(launched, e.msg);
   if (launched) check_same_spec(&spec);
   int world = launched ? comm_size(comm_world()) : 1, root = !launched || comm_rank(comm_world()) == 0;
   int64_t procs = spec.pipeline.stages * spec.pipeline.data_parallel;
   if (a.plan || a.print_schedule) {
     if (root && a.plan) print_plan(&spec, a.json);
-    if (root && a.print_schedule) print_schedule(&spec, a.svg_path);
+    if (root && a.print_schedule) print_schedule(&spec, a.svg_path, a.actions_format);
   } else if (a.run.sequential || (procs == 1 && world == 1)) {
     if (world > 1) {
       char msg[256];
@@ -212,11 +247,13 @@ int main(int argc, char **argv) {
     a.run.sequential = 1;
     run_train(&spec, &a.run);
   } else if (!launched) {
+    refuse_unsupported(&spec, sched_type, launched);
     pt_fail_input("%s: pipeline.stages (%lld) x pipeline.data_parallel (%lld) = %lld processes: "
                   "start it with mpirun -np %lld, or add --sequential (same results, one process)",
                   spec.path, (long long)spec.pipeline.stages, (long long)spec.pipeline.data_parallel,
                   (long long)procs, (long long)procs);
   } else {
+    refuse_unsupported(&spec, sched_type, launched);
     run_train(&spec, &a.run);
   }
   spec_free(&spec);

@@ -8,22 +8,19 @@ static int f1b_in_flight(int stage, int n_stages, int n_micro) {
   return k < n_micro ? k : n_micro;
 }
 
-/* P - s - 1 warm-up forwards fill the pipeline below this stage, then one forward and one
+/* P - s - 1 warm-up forwards fill the pipeline below stage s, then one forward and one
  * backward alternate, then the remaining backwards drain it. */
 static void f1b_generate(schedule_gen *g) {
-  int warm = g->P - g->s - 1 < g->M ? g->P - g->s - 1 : g->M;
-  for (int mb = 0; mb < warm; mb++) schedule_emit_forward(g, mb);
-  for (int i = 0; i < g->M - warm; i++) {
-    schedule_emit_forward(g, warm + i);
-    schedule_emit_backward(g, i);
-  }
-  for (int mb = g->M - warm; mb < g->M; mb++) schedule_emit_backward(g, mb);
+  for (int s = 0; s < g->P; s++) schedule_order_1f1b(&g->rank[s], s, g->M, g->P - s, ACT_BACKWARD);
 }
 
 const pt_schedule_type schedule_1f1b = {
     .name = "1f1b",
     .doc = "P - s - 1 warm-up forwards on stage s, then one forward and one backward in turn",
     .in_flight_doc = "P - stage",
+    .bubble_doc = "(P - 1) / (M + P - 1)",
+    .virtual_stages = 1,
+    .placement = PT_PLACE_LOOP,
     .in_flight = f1b_in_flight,
     .generate = f1b_generate,
 };

@@ -1,4 +1,4 @@
-/* schedule/emit.c: appending actions to a stage's list (schedule/emit.h). */
+/* schedule/emit.c: compute orders into full action lists (schedule/emit.h). */
 #include "schedule/emit.h"
 
 #include <stdlib.h>
@@ -6,26 +6,166 @@
 
 #include "core/error.h"
 
-void schedule_emit(schedule_gen *g, pt_action_kind kind, int mb) {
-  if (g->n == g->cap) {
-    g->cap = g->cap ? 2 * g->cap : 64;
-    pt_action *grown = pt_calloc((size_t)g->cap, sizeof *grown);
-    if (g->acts) memcpy(grown, g->acts, sizeof *grown * (size_t)g->n);
-    free(g->acts);
-    g->acts = grown;
+void schedule_list_push(schedule_list *l, pt_action a, int src) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 64;
+    pt_action *a2 = pt_calloc((size_t)l->cap, sizeof *a2);
+    int *s2 = pt_calloc((size_t)l->cap, sizeof *s2);
+    if (l->n) {
+      memcpy(a2, l->a, sizeof *a2 * (size_t)l->n);
+      memcpy(s2, l->src, sizeof *s2 * (size_t)l->n);
+    }
+    free(l->a), free(l->src);
+    l->a = a2, l->src = s2;
   }
-  g->acts[g->n++] = (pt_action){kind, mb};
+  l->a[l->n] = a;
+  l->src[l->n++] = src;
 }
 
-void schedule_emit_forward(schedule_gen *g, int mb) {
-  if (g->s > 0) schedule_emit(g, ACT_RECV_ACT, mb);
-  if (g->s == 0 || g->s == g->P - 1) schedule_emit(g, ACT_LOAD, mb);
-  schedule_emit(g, ACT_FORWARD, mb);
-  if (g->s < g->P - 1) schedule_emit(g, ACT_SEND_ACT, mb);
+void schedule_list_free(schedule_list *l) {
+  free(l->a), free(l->src);
+  memset(l, 0, sizeof *l);
 }
 
-void schedule_emit_backward(schedule_gen *g, int mb) {
-  if (g->s < g->P - 1) schedule_emit(g, ACT_RECV_GRAD, mb);
-  schedule_emit(g, ACT_BACKWARD, mb);
-  if (g->s > 0) schedule_emit(g, ACT_SEND_GRAD, mb);
+void schedule_emit(schedule_gen *g, int r, pt_action_kind kind, int chunk, int mb) {
+  schedule_list *l = &g->rank[r];
+  schedule_list_push(l, (pt_action){kind, mb, chunk}, l->n);
+}
+
+int schedule_local_chunk(const schedule_gen *g, int r, int c) {
+  for (int k = 0, seen = 0; k < g->C; k++)
+    if (g->chunk_rank[k] == r && seen++ == c) return k;
+  return -1;
+}
+
+void schedule_alloc(pt_schedule *s, int P, int v, int M, pt_placement placement) {
+  memset(s, 0, sizeof *s);
+  s->n_ranks = P, s->n_chunks = P * v, s->n_micro = M, s->placement = placement;
+  s->chunk_rank = pt_calloc((size_t)s->n_chunks, sizeof(int));
+  for (int c = 0; c < s->n_chunks; c++)
+    s->chunk_rank[c] = placement == PT_PLACE_V && c >= P ? 2 * P - 1 - c : c % P;
+  s->acts = pt_calloc((size_t)P, sizeof(pt_action *));
+  s->n_acts = pt_calloc((size_t)P, sizeof(int));
+  s->n_slots = pt_calloc((size_t)s->n_chunks, sizeof(int));
+  s->n_w_pending = pt_calloc((size_t)s->n_chunks, sizeof(int));
+}
+
+int schedule_is_local(const pt_schedule *s, int chunk, int dir) {
+  int other = chunk + dir;
+  return other >= 0 && other < s->n_chunks && s->chunk_rank[other] == s->chunk_rank[chunk];
+}
+
+static int has_peer(const pt_schedule *s, int chunk, int dir) {
+  int other = chunk + dir;
+  return other >= 0 && other < s->n_chunks && !schedule_is_local(s, chunk, dir);
+}
+
+/* Peak micro-batches between forward and release (B or W), and between I and W, per chunk:
+ * every action of a chunk is on its one rank, so list order is time order. */
+static void measure_slots(pt_schedule *s, const schedule_list *lists) {
+  for (int r = 0; r < s->n_ranks; r++) {
+    int *held = pt_calloc(2 * (size_t)s->n_chunks, sizeof(int)), *pend = held + s->n_chunks;
+    for (int i = 0; i < lists[r].n; i++) {
+      pt_action_kind k = lists[r].a[i].kind;
+      int c = lists[r].a[i].chunk;
+      if (c < 0) continue;
+      held[c] += k == ACT_FORWARD ? 1 : k == ACT_BACKWARD || k == ACT_BACKWARD_WEIGHT ? -1 : 0;
+      pend[c] += k == ACT_BACKWARD_INPUT ? 1 : k == ACT_BACKWARD_WEIGHT ? -1 : 0;
+      if (held[c] > s->n_slots[c]) s->n_slots[c] = held[c];
+      if (pend[c] > s->n_w_pending[c]) s->n_w_pending[c] = pend[c];
+    }
+    free(held);
+  }
+}
+
+/* A compute action with the transfers and loads around it (schedule.h: local hand-off). */
+static void expand_one(const pt_schedule *s, schedule_list *out, pt_action a, int src) {
+  pt_action x = a;
+  int last = s->n_chunks - 1;
+  if (a.kind == ACT_FORWARD) {
+    if (has_peer(s, a.chunk, -1)) x.kind = ACT_RECV_ACT, schedule_list_push(out, x, src);
+    if (a.chunk == 0 || a.chunk == last) x.kind = ACT_LOAD, schedule_list_push(out, x, src);
+    schedule_list_push(out, a, src);
+    if (has_peer(s, a.chunk, 1)) x.kind = ACT_SEND_ACT, schedule_list_push(out, x, src);
+  } else if (a.kind == ACT_BACKWARD || a.kind == ACT_BACKWARD_INPUT) {
+    if (has_peer(s, a.chunk, 1)) x.kind = ACT_RECV_GRAD, schedule_list_push(out, x, src);
+    schedule_list_push(out, a, src);
+    if (has_peer(s, a.chunk, -1)) x.kind = ACT_SEND_GRAD, schedule_list_push(out, x, src);
+  } else {
+    schedule_list_push(out, a, src);
+  }
+}
+
+static int is_receive(pt_action_kind k) { return k == ACT_RECV_ACT || k == ACT_RECV_GRAD; }
+
+/* Moves each receive as early as its buffer allows, so data can arrive while the rank computes:
+ * RECV_ACT of (c, mb) right after the action releasing its slot (B or W of mb - slots[c]), the
+ * first slots' before anything else; RECV_GRAD of (c, mb) right after the FORWARD of (c, mb). */
+static void hoist_receives(const pt_schedule *s, schedule_list *l) {
+  size_t cells = (size_t)s->n_chunks * (size_t)s->n_micro;
+  int *at_act = pt_calloc(cells + 1, sizeof(int)), *at_grad = pt_calloc(cells + 1, sizeof(int));
+  for (size_t i = 0; i < cells; i++) at_act[i] = at_grad[i] = -1;
+  for (int i = 0; i < l->n; i++) {
+    const pt_action *a = &l->a[i];
+    if (is_receive(a->kind))
+      (a->kind == ACT_RECV_ACT ? at_act : at_grad)[a->chunk * s->n_micro + a->mb] = i;
+  }
+  schedule_list out = {0};
+  for (int i = 0; i < l->n; i++) {
+    pt_action a = l->a[i];
+    if (is_receive(a.kind)) continue;
+    if (out.n == 0)
+      for (int j = 0; j < l->n; j++)
+        if (l->a[j].kind == ACT_RECV_ACT && l->a[j].mb < s->n_slots[l->a[j].chunk])
+          schedule_list_push(&out, l->a[j], l->src[j]);
+    schedule_list_push(&out, a, l->src[i]);
+    int j = -1, cell = a.chunk * s->n_micro + a.mb;
+    if ((a.kind == ACT_BACKWARD || a.kind == ACT_BACKWARD_WEIGHT) &&
+        a.mb + s->n_slots[a.chunk] < s->n_micro)
+      j = at_act[cell + s->n_slots[a.chunk]];
+    if (a.kind == ACT_FORWARD) j = at_grad[cell];
+    if (j >= 0) schedule_list_push(&out, l->a[j], l->src[j]);
+  }
+  schedule_list_free(l);
+  *l = out;
+  free(at_act), free(at_grad);
+}
+
+void schedule_lower(pt_schedule *s, schedule_gen *g, int transfers, int step_end) {
+  measure_slots(s, g->rank);
+  for (int r = 0; r < s->n_ranks; r++) {
+    schedule_list *l = &g->rank[r], full = {0};
+    for (int i = 0; i < l->n; i++)
+      if (transfers) expand_one(s, &full, l->a[i], l->src[i]);
+      else schedule_list_push(&full, l->a[i], l->src[i]);
+    int last = l->n ? l->src[l->n - 1] : -1;
+    static const pt_action_kind end[3] = {ACT_REDUCE_TIED, ACT_REDUCE_DP, ACT_OPTIMIZER};
+    for (int k = 0; step_end && k < 3; k++)
+      schedule_list_push(&full, (pt_action){end[k], -1, -1}, last);
+    if (transfers) hoist_receives(s, &full);
+    schedule_list_free(l);
+    *l = full;
+    s->acts[r] = pt_calloc((size_t)l->n + 1, sizeof(pt_action));
+    if (l->n) memcpy(s->acts[r], l->a, sizeof(pt_action) * (size_t)l->n);
+    s->n_acts[r] = l->n;
+  }
+}
+
+void schedule_order_1f1b(schedule_list *l, int chunk, int M, int warm, pt_action_kind bwd) {
+  int f = 0, b = 0;
+  for (; f < warm && f < M; f++) schedule_list_push(l, (pt_action){ACT_FORWARD, f, chunk}, l->n);
+  for (; b < M; b++) {
+    schedule_list_push(l, (pt_action){bwd, b, chunk}, l->n);
+    if (f < M) schedule_list_push(l, (pt_action){ACT_FORWARD, f++, chunk}, l->n);
+  }
+}
+
+void schedule_run_zero_bubble(schedule_gen *g, int (*warm)(int s, int P), int cap) {
+  schedule_list *order = pt_calloc((size_t)g->P, sizeof *order);
+  for (int s = 0; s < g->P; s++)
+    schedule_order_1f1b(&order[s], s, g->M, warm(s, g->P), ACT_BACKWARD_INPUT);
+  schedule_policy p = {.order = order, .chunk_cap = cap};
+  schedule_list_run(g, &p);
+  for (int s = 0; s < g->P; s++) schedule_list_free(&order[s]);
+  free(order);
 }

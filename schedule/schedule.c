@@ -1,5 +1,4 @@
-/* schedule/schedule.c: building a registered schedule's lists for every stage, and printing
- * them. */
+/* schedule/schedule.c: building a registered schedule's lists for every rank. */
 #include "schedule/schedule.h"
 
 #include <stdlib.h>
@@ -8,83 +7,54 @@
 #include "core/error.h"
 #include "schedule/emit.h"
 
-/* The reductions and the optimizer close every stage's step, whatever the schedule. */
-static void emit_step_end(schedule_gen *g) {
-  schedule_emit(g, ACT_REDUCE_TIED, -1);
-  schedule_emit(g, ACT_REDUCE_DP, -1);
-  schedule_emit(g, ACT_OPTIMIZER, -1);
-}
-
-/* Moves each receive as early as its buffer allows, so data can arrive while the stage computes:
- * RECV_ACT of mb right after the BACKWARD that frees its slot (mb - slots), RECV_GRAD of mb right
- * after mb's FORWARD. Relative order of receives is kept, so MPI matches them in order. */
-static void hoist_receives(schedule_gen *l, int slots) {
-  pt_action *out = pt_calloc((size_t)l->n, sizeof *out);
-  int n = 0;
-  for (int i = 0; i < l->n; i++) {
-    pt_action a = l->acts[i];
-    if (a.kind == ACT_RECV_ACT || a.kind == ACT_RECV_GRAD) continue;
-    if (i == 0 || n == 0) /* receives for the first slots go first */
-      for (int j = 0; j < l->n; j++)
-        if (l->acts[j].kind == ACT_RECV_ACT && l->acts[j].mb < slots) out[n++] = l->acts[j];
-    out[n++] = a;
-    for (int j = 0; j < l->n; j++) {
-      pt_action r = l->acts[j];
-      if ((r.kind == ACT_RECV_ACT && a.kind == ACT_BACKWARD && r.mb == a.mb + slots) ||
-          (r.kind == ACT_RECV_GRAD && a.kind == ACT_FORWARD && r.mb == a.mb))
-        out[n++] = r;
-    }
-  }
-  memcpy(l->acts, out, sizeof *out * (size_t)n);
-  free(out);
-}
-
-int schedule_build(pt_schedule *s, const char *name, int n_stages, int n_micro) {
-  const pt_schedule_type *type = schedule_find(name);
-  if (!type) return -1;
+int schedule_build_v(pt_schedule *s, const pt_schedule_type *t, int n_ranks, int v, int n_micro,
+                     char *err, size_t errsz) {
   memset(s, 0, sizeof *s);
-  s->type = type;
-  s->n_stages = n_stages;
-  s->n_micro = n_micro;
-  s->acts = pt_calloc((size_t)n_stages, sizeof(pt_action *));
-  s->n_acts = pt_calloc((size_t)n_stages, sizeof(int));
-  s->n_slots = pt_calloc((size_t)n_stages, sizeof(int));
-  for (int st = 0; st < n_stages; st++) {
-    schedule_gen g = {.s = st, .P = n_stages, .M = n_micro};
-    type->generate(&g);
-    emit_step_end(&g);
-    s->n_slots[st] = type->in_flight(st, n_stages, n_micro);
-    hoist_receives(&g, s->n_slots[st]);
-    s->acts[st] = g.acts;
-    s->n_acts[st] = g.n;
-  }
+  if (!t->generate) return pt_errorf(err, errsz, "schedule %s is read from a file", t->name);
+  if (n_ranks < 1 || n_micro < 1 || v < 1)
+    return pt_errorf(err, errsz, "schedule %s: %d ranks, %d chunks per rank, %d micro-batches: "
+                     "each must be at least 1", t->name, n_ranks, v, n_micro);
+  if (t->virtual_stages != SCHEDULE_ANY_V && v != t->virtual_stages)
+    return pt_errorf(err, errsz, "schedule %s runs %d chunks per rank, not %d", t->name,
+                     t->virtual_stages, v);
+  int need = t->min_micro ? t->min_micro(n_ranks) : 1;
+  if (n_micro < need)
+    return pt_errorf(err, errsz, "schedule %s needs at least %s = %d micro-batches per step on "
+                     "%d ranks (train.micro_batches), got %d", t->name, t->min_micro_doc, need,
+                     n_ranks, n_micro);
+  schedule_alloc(s, n_ranks, v, n_micro, t->placement);
+  s->type = t;
+  snprintf(s->name, sizeof s->name, "%s", t->name);
+  schedule_gen g = {n_ranks, v, s->n_chunks, n_micro, s->chunk_rank,
+                    pt_calloc((size_t)n_ranks, sizeof(schedule_list))};
+  t->generate(&g);
+  schedule_lower(s, &g, 1, 1);
+  for (int r = 0; r < n_ranks; r++) schedule_list_free(&g.rank[r]);
+  free(g.rank);
   return 0;
 }
 
-void schedule_free(pt_schedule *s) {
-  for (int st = 0; st < s->n_stages; st++) free(s->acts[st]);
-  free(s->acts);
-  free(s->n_acts);
-  free(s->n_slots);
+int schedule_build(pt_schedule *s, const char *name, int n_ranks, int n_micro) {
+  const pt_schedule_type *t = schedule_find(name);
   memset(s, 0, sizeof *s);
+  if (!t) return -1;
+  int v = t->virtual_stages == SCHEDULE_ANY_V ? 1 : t->virtual_stages;
+  return schedule_build_v(s, t, n_ranks, v, n_micro, NULL, 0);
 }
 
-const char *schedule_action_code(pt_action_kind k) {
-  static const char *const codes[] = {"rA", "L", "F", "sA", "rG", "B", "sG", "TIE", "DP", "OPT"};
-  return codes[k];
+int schedule_build_spec(pt_schedule *s, const pt_spec *spec, char *err, size_t errsz) {
+  const spec_pipeline *p = &spec->pipeline;
+  int P = (int)p->stages, M = (int)spec->train.micro_batches;
+  if (p->schedule_file[0])
+    return schedule_from_file(s, p->schedule_file, P, M, (int)p->virtual_stages, err, errsz);
+  const pt_schedule_type *t = schedule_find(p->schedule);
+  memset(s, 0, sizeof *s);
+  if (!t) return pt_errorf(err, errsz, "unknown schedule '%s'", p->schedule);
+  return schedule_build_v(s, t, P, schedule_virtual_stages(t, p), M, err, errsz);
 }
 
-void schedule_print(FILE *f, const pt_schedule *s) {
-  fprintf(f, "schedule %s: %d stages, %d micro-batches (rA/sA: receive/send activation, "
-          "rG/sG: gradient, L: load, F: forward, B: backward)\n", s->type->name, s->n_stages,
-          s->n_micro);
-  for (int st = 0; st < s->n_stages; st++) {
-    fprintf(f, "stage %d (%d slot%s):", st, s->n_slots[st], s->n_slots[st] == 1 ? "" : "s");
-    for (int i = 0; i < s->n_acts[st]; i++) {
-      const pt_action *a = &s->acts[st][i];
-      if (a->mb >= 0) fprintf(f, " %s%d", schedule_action_code(a->kind), a->mb);
-      else fprintf(f, " %s", schedule_action_code(a->kind));
-    }
-    fputc('\n', f);
-  }
+void schedule_free(pt_schedule *s) {
+  for (int r = 0; s->acts && r < s->n_ranks; r++) free(s->acts[r]);
+  free(s->acts), free(s->n_acts), free(s->chunk_rank), free(s->n_slots), free(s->n_w_pending);
+  memset(s, 0, sizeof *s);
 }

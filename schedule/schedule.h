@@ -1,26 +1,52 @@
-/* schedule/schedule.h: a pipeline schedule is data, one action list per stage.
+/* schedule/schedule.h: a pipeline schedule is data, one action list per rank.
  *
  * The executor (engine/pipeline.c) interprets these lists and nothing else, so new schedules
- * (interleaved, zero-bubble) are new entries in the registry (schedule/registry.h), not new
- * engine code. Micro-batch mb of a step uses activation slot mb % n_slots[stage]. Semantics
- * of the actions on stage s:
- *   RECV_ACT mb    post the receive of mb's input from stage s-1 into the slot's input buffer
- *   LOAD mb        read mb's inputs (first stage) and/or targets (last stage) from the data
- *   FORWARD mb     run the stage's layers (waits for the RECV_ACT of mb)
- *   SEND_ACT mb    start sending mb's output to stage s+1 (completes in the background)
- *   RECV_GRAD mb   post the receive of d loss / d output of mb from stage s+1
- *   BACKWARD mb    loss (last stage) or wait for RECV_GRAD, then backward_input and
- *                  backward_weight of every layer
- *   SEND_GRAD mb   start sending d loss / d input of mb to stage s-1
- *   REDUCE_TIED    sum tied-weight gradients over the stages holding a copy
- *   REDUCE_DP      sum gradients over the data-parallel replicas of this stage
+ * are new entries in the registry (schedule/registry.h) or files (schedule_from_file), not
+ * new engine code.
+ *
+ * Chunks. The model is cut into n_chunks contiguous pieces (virtual stages): chunk c holds the
+ * c-th slice of layers, and chunk_rank[c] says which of the n_ranks runs it. With one chunk
+ * per rank, chunk c is stage c on rank c. Placements (pt_placement): loop puts chunk c on rank
+ * c mod P (interleaved schedules); v puts chunk c on rank c for c < P and on rank 2P - 1 - c
+ * after (two chunks per rank, down and back up). Every per-micro-batch action names its chunk.
+ *
+ * Slots. Micro-batch mb of chunk c uses activation slot mb % n_slots[c]: the slot is taken by
+ * the first action that writes it (RECV_ACT, LOAD or FORWARD) and released by the action that
+ * ends the weight gradient (BACKWARD, or BACKWARD_WEIGHT when the backward is split).
+ * n_w_pending[c] is the most micro-batches of chunk c between their BACKWARD_INPUT and
+ * BACKWARD_WEIGHT at once: what a W needs from its I (the output gradients of the chunk's
+ * layers) stays alive that long.
+ *
+ * Semantics of the actions of chunk c on its rank:
+ *   RECV_ACT mb    post the receive of mb's input from chunk c-1's rank into the slot's input
+ *   LOAD mb        read mb's inputs (chunk 0) and/or targets (chunk C-1) from the data
+ *   FORWARD mb     run the chunk's layers (waits for the RECV_ACT of mb)
+ *   SEND_ACT mb    start sending mb's output to chunk c+1's rank (completes in the background)
+ *   RECV_GRAD mb   post the receive of d loss / d output of mb from chunk c+1's rank
+ *   BACKWARD mb    loss (chunk C-1) or wait for RECV_GRAD, then backward_input and
+ *                  backward_weight of every layer ("B")
+ *   BACKWARD_INPUT mb   the same but backward_input only ("I"): d loss / d input, passed on
+ *   BACKWARD_WEIGHT mb  backward_weight of every layer for mb ("W"), from what its I kept
+ *   SEND_GRAD mb   start sending d loss / d input of mb to chunk c-1's rank
+ *   REDUCE_TIED    sum tied-weight gradients over the ranks holding a copy
+ *   REDUCE_DP      sum gradients over the data-parallel replicas of this rank
  *   OPTIMIZER      global norm, clipping and the optimizer step
- * Backward runs micro-batches in ascending order in every schedule, the order the sequential
- * path accumulates gradients in, so results agree bit for bit.
+ *
+ * Local hand-off. When chunks c and c+1 run on the same rank (the turn of a V, or one rank)
+ * there is no SEND/RECV between them: FORWARD of c+1 copies mb's output of chunk c from c's slot
+ * (still held: c releases it only after its own backward, which needs c+1's), and the
+ * BACKWARD/BACKWARD_INPUT of c+1 writes d loss / d input of mb straight into chunk c's incoming
+ * gradient buffer for mb (c's slot already holds mb: its forward came first).
+ *
+ * Exactness. On every chunk, weight gradients accumulate (B or W) in ascending micro-batch
+ * order, the order the sequential path adds them in, and W of mb comes after its I; with a
+ * fixed order for every cross-rank sum this makes results agree bit for bit.
+ * schedule_validate enforces it.
  */
 #ifndef PT_SCHEDULE_H
 #define PT_SCHEDULE_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "schedule/registry.h"
@@ -36,34 +62,76 @@ typedef enum {
   ACT_REDUCE_TIED,
   ACT_REDUCE_DP,
   ACT_OPTIMIZER,
+  ACT_BACKWARD_INPUT,
+  ACT_BACKWARD_WEIGHT,
 } pt_action_kind;
+#define ACT_KINDS 12
 
 typedef struct {
   pt_action_kind kind;
-  int mb; /* micro-batch, -1 for step-wide actions */
+  int mb;    /* micro-batch, -1 for step-wide actions */
+  int chunk; /* the chunk it belongs to, -1 for step-wide actions */
 } pt_action;
 
 typedef struct {
-  int n_stages, n_micro;
-  const pt_schedule_type *type; /* the registry entry it was built from */
-  pt_action **acts; /* [stage][i] */
-  int *n_acts;      /* [stage] */
-  int *n_slots;     /* [stage]: activation slots (micro-batches in flight) the stage needs */
+  char name[96];                /* the registry's name, or "file NAME" */
+  const pt_schedule_type *type; /* the registry entry it was built from; NULL for a file */
+  int n_ranks, n_chunks, n_micro;
+  pt_placement placement;
+  int *chunk_rank;  /* [chunk] */
+  pt_action **acts; /* [rank][i] */
+  int *n_acts;      /* [rank] */
+  int *n_slots;     /* [chunk]: activation slots (micro-batches in flight) */
+  int *n_w_pending; /* [chunk]: most micro-batches between I and W at once (0: no split) */
 } pt_schedule;
 
-/* Builds the registered schedule `name` (schedule/registry.h); returns 0, or -1 for a name
- * the registry does not have. n_slots[stage] is the entry's in-flight count. */
-int schedule_build(pt_schedule *s, const char *name, int n_stages, int n_micro);
+/* Where a check found the problem: a rank and the index of the action in its list. */
+typedef struct {
+  int rank, index;
+} pt_sched_where;
+
+/* Builds the registered schedule `name` (schedule/registry.h) with its own chunks per rank
+ * (1 unless the entry fixes another count); returns 0, or -1 for a name the registry does not
+ * have or a layout it is not defined for. */
+int schedule_build(pt_schedule *s, const char *name, int n_ranks, int n_micro);
+/* The same for entry t with v chunks per rank. Returns 0, or -1 with the reason in err (v the
+ * entry does not take, fewer micro-batches than it needs). */
+int schedule_build_v(pt_schedule *s, const pt_schedule_type *t, int n_ranks, int v, int n_micro,
+                     char *err, size_t errsz);
+/* The schedule a spec asks for: pipeline.schedule_file, or pipeline.schedule with
+ * pipeline.virtual_stages, for pipeline.stages ranks and train.micro_batches. Returns 0, or
+ * -1 with a one-line reason in err (a file's reason starts with FILE:LINE). */
+int schedule_build_spec(pt_schedule *s, const pt_spec *spec, char *err, size_t errsz);
+/* Reads a schedule file (docs/schedules.md, "Schedule files") for n_ranks ranks and n_micro
+ * micro-batches, v chunks per rank (0: as the file has them), inserts what it leaves implied
+ * and runs every check (schedule_validate, schedule_check_rendezvous). Returns 0, or -1 with
+ * one line: "FILE:LINE: rank R, action A: what is wrong". */
+int schedule_from_file(pt_schedule *s, const char *path, int n_ranks, int n_micro, int v,
+                       char *err, size_t errsz);
 void schedule_free(pt_schedule *s);
-/* Simulates all stages together: every send matched by one receive, every micro-batch forward
- * then backward once per stage, slot reuse only after the slot's backward and send, no
- * deadlock. Returns 0, or -1 with a one-line reason in err. */
+
+/* Simulates all ranks together: every send matched by one receive, every micro-batch through
+ * forward and backward once per chunk, slot reuse only after the slot's release and send, the
+ * exactness rule, no deadlock. Returns 0, or -1 with a one-line reason in err
+ * ("rank R, action A: ...") and, when where is not NULL, the action it names. */
 int schedule_validate(const pt_schedule *s, char *err, size_t errsz);
-/* The stricter condition for NCCL: each stage's transfers run in issue order on one stream and
+int schedule_validate_where(const pt_schedule *s, pt_sched_where *where, char *err,
+                            size_t errsz);
+/* The stricter condition for NCCL: each rank's transfers run in issue order on one stream and
  * a send finishes only with its receive (rendezvous). Returns 0, or -1 with the stuck state. */
 int schedule_check_rendezvous(const pt_schedule *s, char *err, size_t errsz);
-/* One line per stage: "stage 0 (2 slots): rA0 L0 F0 sA0 ..." */
+int schedule_check_rendezvous_where(const pt_schedule *s, pt_sched_where *where, char *err,
+                                    size_t errsz);
+
+/* One line per rank: "stage 0 (2 slots): rA0 L0 F0 sA0 ..." with one chunk per rank, else
+ * "rank 0 (chunk 0: 8 slots; chunk 7: 1 slot): 0L0 0F0 0sA0 ..." (chunk before each code). */
 void schedule_print(FILE *f, const pt_schedule *s);
+/* The schedule in the file format schedule_from_file reads, every action written out. */
+void schedule_write_actions(FILE *f, const pt_schedule *s);
 const char *schedule_action_code(pt_action_kind k);
+/* "1W2" (chunk, code, micro-batch), "OPT" for step-wide actions, into buf. Returns buf. */
+const char *schedule_action_text(const pt_action *a, char *buf, size_t size);
+/* The chunk that c's activations go to (+1) or come from (-1) lives on the same rank. */
+int schedule_is_local(const pt_schedule *s, int chunk, int dir);
 
 #endif

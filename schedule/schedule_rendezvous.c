@@ -1,24 +1,29 @@
 /* Can a schedule run over NCCL without deadlock? (schedule.h: schedule_check_rendezvous)
  *
- * NCCL's point-to-point calls are not MPI's independent requests: a rank's calls on one
- * communicator run on one stream in issue order, and a transfer finishes only when the peer's
- * stream has reached the matching one (a rendezvous). Transfers issued in one group run
- * together and finish together. The device transport (comm/nccl/comm_nccl.c) therefore holds sends
- * back and issues them, with the one receive the engine waits for, as one group when the
- * engine first waits for something not yet done; a receive posted early is issued only when
- * waited for, so it cannot hold up later sends. This simulation runs every stage's host (the
- * action list, blocking where the engine waits) and its stream under exactly those rules, and
- * reports the first state where nothing can move. It is conservative: NCCL may buffer small
- * messages; this never assumes it does.
+ * NCCL's point-to-point calls are not MPI's independent requests: calls on one communicator
+ * run on one stream in issue order, and a transfer finishes only when the peer's stream has
+ * reached the matching one (a rendezvous). Transfers issued in one group run together and
+ * finish together. The device transport (comm/nccl/comm_nccl.c) therefore holds sends back
+ * and issues them, with the one receive the engine waits for, as one group when the engine
+ * first waits for something not yet done; a receive posted early is issued only when waited
+ * for, so it cannot hold up later sends. This simulation runs every rank's host (the action
+ * list, blocking where the engine waits) and its stream under exactly those rules, and reports
+ * the first state where nothing can move. It is conservative: NCCL may buffer small messages;
+ * this never assumes it does.
+ *
+ * That is the transport of one chunk per rank (the code keeps a stream per chunk, which is the
+ * same). Schedules with several chunks per rank need a stream per link instead and are checked
+ * under those rules (schedule_links.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
-#include "schedule/schedule.h"
+#include "schedule/check.h"
 
 enum { K_RA, K_SA, K_RG, K_SG, N_KINDS };
+enum { DONE = 1, ISSUED = 2 };
 
 typedef struct {
   pt_action op;
@@ -27,13 +32,13 @@ typedef struct {
 
 typedef struct {
   const pt_schedule *s;
-  int *pc;              /* [stage]: next action of the host */
-  rdv_op **stream;      /* [stage][i]: issued transfers, in order, with their group */
-  int *head, *tail;     /* [stage]: first unfinished and next free entry of the stream */
-  int *groups;          /* [stage]: groups issued so far */
-  pt_action **held;     /* [stage][i]: sends held back until the next wait */
+  int *pc;              /* [rank]: next action of the host */
+  rdv_op **stream;      /* [chunk][i]: issued transfers, in order, with their group */
+  int *head, *tail;     /* [chunk]: first unfinished and next free entry of the stream */
+  int *groups;          /* [chunk]: groups issued so far */
+  pt_action **held;     /* [chunk][i]: sends held back until the next wait */
   int *n_held;
-  unsigned char *done;  /* [stage][kind][mb] */
+  unsigned char *state; /* [chunk][kind][mb]: DONE, ISSUED */
 } rdv;
 
 static int kind_of(pt_action_kind k) {
@@ -41,43 +46,47 @@ static int kind_of(pt_action_kind k) {
                                                         : k == ACT_SEND_GRAD ? K_SG : -1;
 }
 
-static unsigned char *done(rdv *r, int st, int kind, int mb) {
-  return &r->done[((size_t)st * N_KINDS + kind) * r->s->n_micro + mb];
+static unsigned char *state(rdv *r, const pt_action *a) {
+  return &r->state[((size_t)a->chunk * N_KINDS + kind_of(a->kind)) * r->s->n_micro + a->mb];
 }
 
-/* The peer and the kind of transfer that matches a. */
-static int peer_of(int st, const pt_action *a, int *want) {
-  switch (kind_of(a->kind)) {
-  case K_RA: *want = K_SA; return st - 1;
-  case K_SA: *want = K_RA; return st + 1;
-  case K_RG: *want = K_SG; return st + 1;
-  default:   *want = K_RG; return st - 1;
-  }
+/* The chunk and kind of the transfer that matches a. */
+static int peer_of(const pt_action *a, int *want) {
+  int k = kind_of(a->kind);
+  *want = k == K_RA ? K_SA : k == K_SA ? K_RA : k == K_RG ? K_SG : K_RG;
+  return a->chunk + (k == K_RA || k == K_SG ? -1 : 1);
 }
 
-static int issued(const rdv *r, int st, pt_action_kind k, int mb) {
-  for (int i = 0; i < r->tail[st]; i++)
-    if (r->stream[st][i].op.kind == k && r->stream[st][i].op.mb == mb) return 1;
-  return 0;
+static void push(rdv *r, int c, pt_action a, int g) {
+  r->stream[c][r->tail[c]++] = (rdv_op){a, g, 0};
+  *state(r, &a) |= ISSUED;
 }
 
-/* One group: the held sends and, when the wait is for a receive not yet issued, that receive. */
-static void issue_group(rdv *r, int st, const pt_action *recv) {
-  int g = r->groups[st]++;
-  for (int i = 0; i < r->n_held[st]; i++) r->stream[st][r->tail[st]++] = (rdv_op){r->held[st][i], g, 0};
-  r->n_held[st] = 0;
-  if (recv && !issued(r, st, recv->kind, recv->mb)) r->stream[st][r->tail[st]++] = (rdv_op){*recv, g, 0};
+/* Chunk c's group: its held sends and, when the wait is for its receive not yet issued, that. */
+static void issue_group(rdv *r, int c, const pt_action *recv) {
+  int g = r->groups[c]++;
+  for (int i = 0; i < r->n_held[c]; i++) push(r, c, r->held[c][i], g);
+  r->n_held[c] = 0;
+  if (recv && !(*state(r, recv) & ISSUED)) push(r, c, *recv, g);
 }
 
-/* Matches the ops of st's first unfinished group with the peers' first unfinished groups, and
- * retires the group when all of its ops are matched. */
-static int progress_stream(rdv *r, int st) {
-  int moved = 0, h = r->head[st];
-  if (h == r->tail[st]) return 0;
-  int g = r->stream[st][h].group, all = 1;
-  for (int i = h; i < r->tail[st] && r->stream[st][i].group == g; i++) {
-    rdv_op *a = &r->stream[st][i];
-    int want, peer = peer_of(st, &a->op, &want);
+/* A wait on rank rk: every chunk's held sends go out, the awaited receive (NULL: none) with
+ * its chunk's. */
+static void flush(rdv *r, int rk, const pt_action *recv) {
+  for (int c = 0; c < r->s->n_chunks; c++)
+    if (r->s->chunk_rank[c] == rk && (r->n_held[c] > 0 || (recv && recv->chunk == c)))
+      issue_group(r, c, recv && recv->chunk == c ? recv : NULL);
+}
+
+/* Matches the ops of chunk c's first unfinished group with the peer chunks' first unfinished
+ * groups, and retires the group when all of its ops are matched. */
+static int progress_stream(rdv *r, int c) {
+  int moved = 0, h = r->head[c];
+  if (h == r->tail[c]) return 0;
+  int g = r->stream[c][h].group, all = 1;
+  for (int i = h; i < r->tail[c] && r->stream[c][i].group == g; i++) {
+    rdv_op *a = &r->stream[c][i];
+    int want, peer = peer_of(&a->op, &want);
     for (int j = r->head[peer]; !a->matched && j < r->tail[peer]; j++) {
       rdv_op *b = &r->stream[peer][j];
       if (b->group != r->stream[peer][r->head[peer]].group) break;
@@ -87,22 +96,23 @@ static int progress_stream(rdv *r, int st) {
     all &= a->matched;
   }
   if (!all) return moved;
-  for (; r->head[st] < r->tail[st] && r->stream[st][r->head[st]].group == g; r->head[st]++) {
-    const pt_action *a = &r->stream[st][r->head[st]].op;
-    *done(r, st, kind_of(a->kind), a->mb) = 1;
-  }
+  for (; r->head[c] < r->tail[c] && r->stream[c][r->head[c]].group == g; r->head[c]++)
+    *state(r, &r->stream[c][r->head[c]].op) |= DONE;
   return 1;
 }
 
-/* What the engine waits for before action a (pipeline.c), as (kind, mb) pairs; n of them. */
-static int needs(const rdv *r, int st, const pt_action *a, pt_action *need) {
-  int P = r->s->n_stages, prev = a->mb - r->s->n_slots[st], n = 0;
+/* What the engine waits for before action a (pipeline.c), as transfers; n of them. */
+static int needs(const rdv *r, const pt_action *a, pt_action *need) {
+  const pt_schedule *s = r->s;
+  int c = a->chunk, n = 0, prev = a->mb >= 0 ? a->mb - s->n_slots[c] : -1;
+  int from_prev = c > 0 && !schedule_is_local(s, c, -1);
+  int to_next = c < s->n_chunks - 1 && !schedule_is_local(s, c, 1);
   if (a->kind == ACT_FORWARD) {
-    if (st > 0) need[n++] = (pt_action){ACT_RECV_ACT, a->mb};
-    if (st < P - 1 && prev >= 0) need[n++] = (pt_action){ACT_SEND_ACT, prev};
-  } else if (a->kind == ACT_BACKWARD) {
-    if (st < P - 1) need[n++] = (pt_action){ACT_RECV_GRAD, a->mb};
-    if (st > 0 && prev >= 0) need[n++] = (pt_action){ACT_SEND_GRAD, prev};
+    if (from_prev) need[n++] = (pt_action){ACT_RECV_ACT, a->mb, c};
+    if (to_next && prev >= 0) need[n++] = (pt_action){ACT_SEND_ACT, prev, c};
+  } else if (a->kind == ACT_BACKWARD || a->kind == ACT_BACKWARD_INPUT) {
+    if (to_next) need[n++] = (pt_action){ACT_RECV_GRAD, a->mb, c};
+    if (from_prev && prev >= 0) need[n++] = (pt_action){ACT_SEND_GRAD, prev, c};
   }
   return n;
 }
@@ -111,62 +121,90 @@ static int step_wide(pt_action_kind k) {
   return k == ACT_REDUCE_TIED || k == ACT_REDUCE_DP || k == ACT_OPTIMIZER;
 }
 
-static int progress_host(rdv *r, int st) {
-  if (r->pc[st] == r->s->n_acts[st]) return 0;
-  const pt_action *a = &r->s->acts[st][r->pc[st]];
+/* Rank rk's transfers all issued and finished (before a reduction). */
+static int drained(rdv *r, int rk) {
+  int busy = 0;
+  for (int c = 0; c < r->s->n_chunks; c++)
+    busy |= r->s->chunk_rank[c] == rk && (r->n_held[c] > 0 || r->head[c] < r->tail[c]);
+  if (busy) flush(r, rk, NULL);
+  return !busy;
+}
+
+static int progress_host(rdv *r, int rk) {
+  if (r->pc[rk] == r->s->n_acts[rk]) return 0;
+  const pt_action *a = &r->s->acts[rk][r->pc[rk]];
   pt_action need[2];
-  int n = needs(r, st, a, need), ready = 1;
+  int n = step_wide(a->kind) ? 0 : needs(r, a, need), ready = 1;
   for (int i = 0; i < n; i++) {
-    if (*done(r, st, kind_of(need[i].kind), need[i].mb)) continue;
+    if (*state(r, &need[i]) & DONE) continue;
     ready = 0; /* a wait: what is held goes out, with the receive waited for */
     int is_recv = need[i].kind == ACT_RECV_ACT || need[i].kind == ACT_RECV_GRAD;
-    if (r->n_held[st] > 0 || (is_recv && !issued(r, st, need[i].kind, need[i].mb)))
-      issue_group(r, st, is_recv ? &need[i] : NULL);
+    flush(r, rk, is_recv ? &need[i] : NULL);
   }
-  if (step_wide(a->kind) && (r->n_held[st] > 0 || r->head[st] < r->tail[st])) {
-    if (r->n_held[st] > 0) issue_group(r, st, NULL);
-    ready = 0;
-  }
+  if (step_wide(a->kind) && !drained(r, rk)) ready = 0;
   if (!ready) return 0;
-  if (a->kind == ACT_SEND_ACT || a->kind == ACT_SEND_GRAD) r->held[st][r->n_held[st]++] = *a;
-  r->pc[st]++;
+  if (a->kind == ACT_SEND_ACT || a->kind == ACT_SEND_GRAD)
+    r->held[a->chunk][r->n_held[a->chunk]++] = *a;
+  r->pc[rk]++;
   return 1;
 }
 
-static void describe(rdv *r, char *err, size_t errsz) {
-  int n = snprintf(err, errsz, "%s, %d stages, %d micro-batches: deadlock under NCCL's ordered "
-                   "transfers:", r->s->type->name, r->s->n_stages, r->s->n_micro);
-  for (int st = 0; st < r->s->n_stages && n > 0 && (size_t)n < errsz; st++) {
-    const pt_action *q = r->head[st] < r->tail[st] ? &r->stream[st][r->head[st]].op : NULL;
-    n += snprintf(err + n, errsz - (size_t)n, " stage %d at action %d, stream %s%d;", st,
-                  r->pc[st], q ? schedule_action_code(q->kind) : "idle", q ? q->mb : -1);
+static int describe(rdv *r, pt_sched_where *where, char *err, size_t errsz) {
+  char all[512];
+  int n = 0, first = -1;
+  for (int c = 0; c < r->s->n_chunks && n >= 0 && (size_t)n < sizeof all; c++) {
+    const pt_action *q = r->head[c] < r->tail[c] ? &r->stream[c][r->head[c]].op : NULL;
+    int rk = r->s->chunk_rank[c];
+    char text[48] = "idle";
+    if (q) schedule_action_text(q, text, sizeof text);
+    if (first < 0 && r->pc[rk] < r->s->n_acts[rk]) first = rk;
+    n += snprintf(all + n, sizeof all - (size_t)n, " chunk %d (rank %d at action %d), stream %s;",
+                  c, rk, r->pc[rk], text);
   }
+  if (first < 0) first = 0;
+  int at = r->pc[first] < r->s->n_acts[first] ? r->pc[first] : -1;
+  return schedule_fail_at(r->s, where, first, at, err, errsz, "%s, %d ranks, %d micro-batches: "
+                          "deadlock under NCCL's ordered transfers:%s", r->s->name,
+                          r->s->n_ranks, r->s->n_micro, all);
 }
 
 static void rdv_free(rdv *r) {
-  for (int st = 0; st < r->s->n_stages; st++) free(r->stream[st]), free(r->held[st]);
+  for (int c = 0; c < r->s->n_chunks; c++) free(r->stream[c]), free(r->held[c]);
   free(r->stream), free(r->held), free(r->n_held), free(r->groups);
-  free(r->pc), free(r->head), free(r->tail), free(r->done);
+  free(r->pc), free(r->head), free(r->tail), free(r->state);
 }
 
-int schedule_check_rendezvous(const pt_schedule *s, char *err, size_t errsz) {
-  size_t P = (size_t)s->n_stages;
-  rdv r = {.s = s, .pc = pt_calloc(P, sizeof(int)), .head = pt_calloc(P, sizeof(int)),
-           .tail = pt_calloc(P, sizeof(int)), .groups = pt_calloc(P, sizeof(int)),
-           .n_held = pt_calloc(P, sizeof(int)), .stream = pt_calloc(P, sizeof(rdv_op *)),
-           .held = pt_calloc(P, sizeof(pt_action *)),
-           .done = pt_calloc(P * N_KINDS * (size_t)(s->n_micro + 1), 1)};
-  for (size_t st = 0; st < P; st++) {
-    r.stream[st] = pt_calloc((size_t)s->n_acts[st] + 1, sizeof(rdv_op));
-    r.held[st] = pt_calloc((size_t)s->n_acts[st] + 1, sizeof(pt_action));
+int schedule_check_rendezvous_where(const pt_schedule *s, pt_sched_where *where, char *err,
+                                    size_t errsz) {
+  if (schedule_check_structure(s, where, err, errsz) != 0) return -1;
+  if (s->n_chunks > s->n_ranks) return schedule_check_links(s, where, err, errsz);
+  size_t C = (size_t)s->n_chunks;
+  rdv r = {.s = s, .pc = pt_calloc((size_t)s->n_ranks, sizeof(int)),
+           .head = pt_calloc(C, sizeof(int)), .tail = pt_calloc(C, sizeof(int)),
+           .groups = pt_calloc(C, sizeof(int)), .n_held = pt_calloc(C, sizeof(int)),
+           .stream = pt_calloc(C, sizeof(rdv_op *)), .held = pt_calloc(C, sizeof(pt_action *)),
+           .state = pt_calloc(C * N_KINDS * (size_t)(s->n_micro + 1), 1)};
+  for (size_t c = 0; c < C; c++) {
+    size_t n = (size_t)s->n_acts[s->chunk_rank[c]] + 1;
+    r.stream[c] = pt_calloc(n, sizeof(rdv_op));
+    r.held[c] = pt_calloc(n, sizeof(pt_action));
   }
   for (int moved = 1; moved;) {
     moved = 0;
-    for (int st = 0; st < s->n_stages; st++) moved |= progress_host(&r, st) | progress_stream(&r, st);
+    for (int rk = 0; rk < s->n_ranks; rk++) {
+      moved |= progress_host(&r, rk);
+      for (int c = 0; c < s->n_chunks; c++)
+        moved |= s->chunk_rank[c] == rk && progress_stream(&r, c);
+    }
   }
   int ok = 1;
-  for (int st = 0; st < s->n_stages; st++) ok &= r.pc[st] == s->n_acts[st] && r.head[st] == r.tail[st];
-  if (!ok) describe(&r, err, errsz);
+  for (int rk = 0; rk < s->n_ranks; rk++) ok &= r.pc[rk] == s->n_acts[rk];
+  for (int c = 0; c < s->n_chunks; c++) ok &= r.head[c] == r.tail[c];
+  if (!ok) describe(&r, where, err, errsz);
   rdv_free(&r);
   return ok ? 0 : -1;
+}
+
+int schedule_check_rendezvous(const pt_schedule *s, char *err, size_t errsz) {
+  return schedule_check_rendezvous_where(s, NULL, err, errsz);
 }

@@ -1,5 +1,5 @@
-/* schedule/schedule_svg.c: simulates a schedule with unit costs, and draws timed spans (simulated
- * or measured) as SVG 1.1. */
+/* schedule/schedule_svg.c: draws timed spans (simulated, schedule_sim.h, or measured) as
+ * SVG 1.1. */
 #include "schedule/schedule_svg.h"
 
 #include <errno.h>
@@ -10,114 +10,15 @@
 
 #include "core/error.h"
 
-/* --- Simulation ------------------------------------------------------------------------------ */
-
-typedef struct {
-  const pt_schedule *s;
-  int *pc;            /* [stage] next action */
-  double *clock;      /* [stage] when the stage's previous action was done */
-  double *sent_act;   /* [stage * M + mb] time of SEND_ACT, < 0: not yet */
-  double *sent_grad;  /* [stage * M + mb] time of SEND_GRAD, < 0: not yet */
-  pt_sched_box *boxes;
-  int n, cap;
-  char *err;
-  size_t errsz;
-} sim;
-
-/* Runs a FORWARD/BACKWARD once `ready` (the neighbour's send time, or 0 without a neighbour)
- * is known: it starts when both the stage and its input are there. */
-static int sim_compute(sim *x, int st, int mb, int backward, double ready) {
-  if (ready < 0) return 0;
-  if (x->n == x->cap)
-    return pt_errorf(x->err, x->errsz, "stage %d: more forward/backward actions than 2 x %d "
-                     "stages x %d micro-batches", st, x->s->n_stages, x->s->n_micro);
-  double t0 = x->clock[st] > ready ? x->clock[st] : ready;
-  double t1 = t0 + (backward ? SCHED_BACKWARD_COST : SCHED_FORWARD_COST);
-  x->boxes[x->n++] = (pt_sched_box){st, mb, backward ? SCHED_BOX_B : SCHED_BOX_F, t0, t1};
-  x->clock[st] = t1;
-  return 1;
-}
-
-/* 1: done, 0: waits for a neighbour, -1: error. Receives, loads and reductions take no time. */
-static int sim_action(sim *x, int st, const pt_action *a) {
-  int P = x->s->n_stages, M = x->s->n_micro, mb = a->mb;
-  int per_micro = a->kind != ACT_REDUCE_TIED && a->kind != ACT_REDUCE_DP &&
-                  a->kind != ACT_OPTIMIZER;
-  if (per_micro && (mb < 0 || mb >= M))
-    return pt_errorf(x->err, x->errsz, "stage %d: micro-batch %d out of range", st, mb);
-  switch (a->kind) {
-  case ACT_FORWARD:
-    return sim_compute(x, st, mb, 0, st > 0 ? x->sent_act[(st - 1) * M + mb] : 0.0);
-  case ACT_BACKWARD:
-    return sim_compute(x, st, mb, 1, st < P - 1 ? x->sent_grad[(st + 1) * M + mb] : 0.0);
-  case ACT_SEND_ACT:
-    x->sent_act[st * M + mb] = x->clock[st];
-    return 1;
-  case ACT_SEND_GRAD:
-    x->sent_grad[st * M + mb] = x->clock[st];
-    return 1;
-  default:
-    return 1;
-  }
-}
-
-/* Round-robin over the stages until none can move (the same sweep as schedule_validate). */
-static int sim_sweep(sim *x) {
-  const pt_schedule *s = x->s;
-  for (int progress = 1; progress;) {
-    progress = 0;
-    for (int st = 0; st < s->n_stages; st++)
-      while (x->pc[st] < s->n_acts[st]) {
-        int r = sim_action(x, st, &s->acts[st][x->pc[st]]);
-        if (r < 0) return -1;
-        if (r == 0) break;
-        x->pc[st]++;
-        progress = 1;
-      }
-  }
-  for (int st = 0; st < s->n_stages; st++)
-    if (x->pc[st] < s->n_acts[st]) {
-      const pt_action *a = &s->acts[st][x->pc[st]];
-      return pt_errorf(x->err, x->errsz, "stage %d waits forever at %s%d (action %d)", st,
-                       schedule_action_code(a->kind), a->mb, x->pc[st]);
-    }
-  return 0;
-}
-
-int schedule_simulate(const pt_schedule *s, pt_sched_box *boxes, double *span, char *err,
-                      size_t errsz) {
-  size_t cells = (size_t)s->n_stages * (size_t)s->n_micro;
-  sim x = {.s = s, .boxes = boxes, .cap = 2 * (int)cells, .err = err, .errsz = errsz};
-  x.pc = pt_calloc((size_t)s->n_stages, sizeof(int));
-  x.clock = pt_calloc((size_t)s->n_stages, sizeof(double));
-  x.sent_act = pt_calloc(cells + 1, sizeof(double));
-  x.sent_grad = pt_calloc(cells + 1, sizeof(double));
-  for (size_t i = 0; i < cells; i++) x.sent_act[i] = x.sent_grad[i] = -1.0;
-  int rc = sim_sweep(&x);
-  *span = 0.0;
-  for (int i = 0; i < x.n; i++)
-    if (boxes[i].t1 > *span) *span = boxes[i].t1;
-  free(x.pc);
-  free(x.clock);
-  free(x.sent_act);
-  free(x.sent_grad);
-  return rc < 0 ? -1 : x.n;
-}
-
-double sched_bubble(const pt_sched_box *boxes, int n, int n_stages, double t0, double t1) {
-  double busy = 0.0;
-  for (int i = 0; i < n; i++)
-    busy += (boxes[i].kind == SCHED_BOX_WAIT ? -1.0 : 1.0) * (boxes[i].t1 - boxes[i].t0);
-  return t1 > t0 && n_stages > 0 ? 1.0 - busy / (n_stages * (t1 - t0)) : 0.0;
-}
-
 /* --- Drawing --------------------------------------------------------------------------------- */
 
 /* Layout in pixels. */
 enum { LEFT = 80, RIGHT = 24, TOP = 64, ROW_H = 26, ROW_GAP = 6, AXIS_H = 44 };
 #define PLOT_W 900.0 /* the width the window aims at */
 #define LABEL_MIN_W 12.0 /* narrower boxes carry their micro-batch in the tooltip only */
-static const char *const COLOUR_F = "#6baed6", *const COLOUR_B = "#fd8d3c";
+/* F, B, wait (unused), I, W: indexed by pt_sched_box_kind */
+static const char *const COLOUR[] = {"#6baed6", "#fd8d3c", "#ffffff", "#de2d26", "#74c476"};
+static const char *const CLASS[] = {"F", "B", "wait", "I", "W"};
 
 typedef struct {
   FILE *f;
@@ -140,6 +41,12 @@ static void put_escaped(FILE *f, const char *text) {
   }
 }
 
+static int has_split(const pt_sched_picture *p) {
+  for (int i = 0; i < p->n; i++)
+    if (p->boxes[i].kind == SCHED_BOX_I || p->boxes[i].kind == SCHED_BOX_W) return 1;
+  return 0;
+}
+
 static void draw_header(const canvas *c) {
   fprintf(c->f, "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" "
           "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n",
@@ -148,13 +55,22 @@ static void draw_header(const canvas *c) {
   fputs("<text x=\"12\" y=\"24\" font-size=\"15\" font-weight=\"bold\">", c->f);
   put_escaped(c->f, c->p->title);
   fputs("</text>\n", c->f);
-  /* legend: plain swatches (no class) so only the step's boxes carry class F or B */
+  /* legend: plain swatches (no class) so only the step's boxes carry class F, B, I or W */
   fprintf(c->f, "<g font-size=\"12\">\n"
           "<rect x=\"12\" y=\"34\" width=\"14\" height=\"14\" fill=\"%s\" stroke=\"#333333\"/>"
           "<text x=\"31\" y=\"45\">forward</text>\n"
           "<rect x=\"96\" y=\"34\" width=\"14\" height=\"14\" fill=\"%s\" stroke=\"#333333\"/>"
-          "<text x=\"115\" y=\"45\">backward</text>\n"
-          "<text x=\"190\" y=\"45\" fill=\"#555555\">", COLOUR_F, COLOUR_B);
+          "<text x=\"115\" y=\"45\">backward</text>\n", COLOUR[SCHED_BOX_F], COLOUR[SCHED_BOX_B]);
+  int x = 190;
+  if (has_split(c->p)) {
+    fprintf(c->f, "<rect x=\"190\" y=\"34\" width=\"14\" height=\"14\" fill=\"%s\" "
+            "stroke=\"#333333\"/><text x=\"209\" y=\"45\">input grad (I)</text>\n"
+            "<rect x=\"306\" y=\"34\" width=\"14\" height=\"14\" fill=\"%s\" "
+            "stroke=\"#333333\"/><text x=\"325\" y=\"45\">weight grad (W)</text>\n",
+            COLOUR[SCHED_BOX_I], COLOUR[SCHED_BOX_W]);
+    x = 434;
+  }
+  fprintf(c->f, "<text x=\"%d\" y=\"45\" fill=\"#555555\">", x);
   put_escaped(c->f, c->p->legend);
   fputs("</text>\n</g>\n", c->f);
 }
@@ -175,13 +91,24 @@ static double box_width(const canvas *c, const pt_sched_box *b) {
   return w < 0.1 ? 0.1 : w; /* an instant still shows */
 }
 
+/* A rank's later chunks are lighter (chunk / P is the local index in both placements). */
+static double chunk_opacity(const pt_sched_picture *p, const pt_sched_box *b) {
+  int v = p->chunks_per_rank;
+  return v > 1 ? 1.0 - 0.5 * (b->chunk / p->n_stages) / (v - 1) : 1.0;
+}
+
 static void draw_box(const canvas *c, const pt_sched_box *b) {
   double x = time_x(c, b->t0), y = row_y(b->stage), wait = waited(c->p, b);
-  const char *cls = b->kind == SCHED_BOX_B ? "B" : "F";
+  const char *cls = CLASS[b->kind];
   fprintf(c->f, "<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
-          "fill=\"%s\" stroke=\"#333333\" stroke-width=\"0.5\"><title>stage %d %s%d: %g to %g",
-          cls, x, y, box_width(c, b), ROW_H, b->kind == SCHED_BOX_B ? COLOUR_B : COLOUR_F,
-          b->stage, cls, b->mb, b->t0 - c->p->t0, b->t1 - c->p->t0);
+          "fill=\"%s\" ", cls, x, y, box_width(c, b), ROW_H, COLOUR[b->kind]);
+  if (c->p->chunks_per_rank > 1)
+    fprintf(c->f, "fill-opacity=\"%.2f\" stroke=\"#333333\" stroke-width=\"0.5\"><title>rank %d "
+            "chunk %d %s%d", chunk_opacity(c->p, b), b->stage, b->chunk, cls, b->mb);
+  else
+    fprintf(c->f, "stroke=\"#333333\" stroke-width=\"0.5\"><title>stage %d %s%d", b->stage, cls,
+            b->mb);
+  fprintf(c->f, ": %g to %g", b->t0 - c->p->t0, b->t1 - c->p->t0);
   if (wait > 0) fprintf(c->f, ", %g of it waiting", wait);
   fputs("</title></rect>\n", c->f);
 }
@@ -207,8 +134,8 @@ static void draw_rows(const canvas *c) {
   const pt_sched_picture *p = c->p;
   for (int st = 0; st < p->n_stages; st++) {
     double y = row_y(st);
-    fprintf(c->f, "<g id=\"stage-%d\">\n<text x=\"12\" y=\"%.1f\" font-size=\"12\">stage %d"
-            "</text>\n", st, y + ROW_H / 2.0 + 4, st);
+    fprintf(c->f, "<g id=\"stage-%d\">\n<text x=\"12\" y=\"%.1f\" font-size=\"12\">%s %d"
+            "</text>\n", st, y + ROW_H / 2.0 + 4, p->chunks_per_rank > 1 ? "rank" : "stage", st);
     fprintf(c->f, "<rect x=\"%d\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"none\" "
             "stroke=\"#cccccc\"/>\n", LEFT, y, c->span * c->unit, ROW_H);
     for (int pass = 0; pass < 3; pass++)
@@ -269,23 +196,30 @@ int sched_write_svg(const pt_sched_picture *pic, const char *path, char *err, si
 }
 
 int schedule_write_svg(const pt_schedule *s, const char *path, char *err, size_t errsz) {
-  pt_sched_box *boxes = pt_calloc(2 * (size_t)s->n_stages * (size_t)s->n_micro + 1, sizeof *boxes);
+  pt_sched_box *boxes = pt_calloc(3 * (size_t)s->n_chunks * (size_t)s->n_micro + 1, sizeof *boxes);
   double span = 0.0;
-  int n = schedule_simulate(s, boxes, &span, err, errsz);
+  int n = schedule_simulate(s, boxes, &span, err, errsz), v = s->n_chunks / s->n_ranks;
   if (n < 0) {
     free(boxes);
     return -1;
   }
-  char title[160], legend[160];
-  snprintf(title, sizeof title, "%s: P = %d stages, M = %d micro-batches, simulated bubble %.1f%%",
-           s->type->name, s->n_stages, s->n_micro,
-           100.0 * sched_bubble(boxes, n, s->n_stages, 0.0, span));
-  snprintf(legend, sizeof legend, "blank: idle; number: micro-batch; unit costs: forward %g, "
-           "backward %g, communication 0", SCHED_FORWARD_COST, SCHED_BACKWARD_COST);
+  char title[320], legend[200], chunks[64] = "";
+  if (v > 1) snprintf(chunks, sizeof chunks, ", %d chunks per rank", v);
+  snprintf(title, sizeof title, "%s: P = %d %s%s, M = %d micro-batches, simulated bubble %.1f%%",
+           s->name, s->n_ranks, v > 1 ? "ranks" : "stages", chunks, s->n_micro,
+           100.0 * sched_bubble(boxes, n, s->n_ranks, 0.0, span));
+  int split = 0;
+  for (int i = 0; i < n; i++) split |= boxes[i].kind == SCHED_BOX_I;
+  if (v > 1 || split)
+    snprintf(legend, sizeof legend, "number: micro-batch; %scosts F, I, W %g, B %g",
+             v > 1 ? "lighter: later chunk; " : "", SCHED_FORWARD_COST, SCHED_BACKWARD_COST);
+  else
+    snprintf(legend, sizeof legend, "blank: idle; number: micro-batch; unit costs: forward %g, "
+             "backward %g, communication 0", SCHED_FORWARD_COST, SCHED_BACKWARD_COST);
   /* 18 to 40 pixels per unit: wide enough for a two-digit label in a forward box */
   pt_sched_picture pic = {.title = title, .legend = legend, .axis = "time (forward = 1)",
-                          .n_stages = s->n_stages, .boxes = boxes, .n = n, .t0 = 0.0, .t1 = span,
-                          .min_px = 18.0, .max_px = 40.0};
+                          .n_stages = s->n_ranks, .chunks_per_rank = v, .boxes = boxes, .n = n,
+                          .t0 = 0.0, .t1 = span, .min_px = 18.0, .max_px = 40.0};
   int rc = sched_write_svg(&pic, path, err, errsz);
   free(boxes);
   return rc;

@@ -171,6 +171,11 @@ typedef struct {
   /* A name in the schedule registry (schedule/registry.h), which this folder sits below: the
    * registry checks it (schedule_from_spec). Default "1f1b". */
   char schedule[SPEC_NAME_MAX];
+  /* pipeline.schedule_file: a file of per-rank action lists (docs/schedules.md) instead of a
+   * registered schedule, resolved like data.path; "" when not given. Excludes schedule. */
+  char schedule_file[4096];
+  /* Chunks (virtual stages) per rank; 0 when not given (1, or the schedule's own count). */
+  int64_t virtual_stages;
   spec_node *node;     /* the whole pipeline map */
   /* Raw nodes (NULL when absent), interpreted by the planner (partition/plan.h): */
   spec_node *boundaries;   /* [first layer of each stage] */

@@ -230,32 +230,35 @@ static int spec_is_file(const char *path) {
   return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
 }
 
-/* Relative data paths work from the working directory and from the spec's own directory, so
- * a spec runs both from the repository root and next to its data. */
+/* Relative paths (data, schedule files) work from the working directory and from the spec's
+ * own directory, so a spec runs both from the repository root and next to its files. */
 static int g_resolve_data = 1;
 
 void spec_set_resolve_data(int on) { g_resolve_data = on; }
 
-static void spec_resolve_data(pt_spec *s, spec_node *n, const char *rel, spec_errors *e) {
-  spec_data *d = &s->data;
+/* Resolves rel, the value of node n, into out (outsz bytes); what names the file in errors
+ * ("data file"). out is "" after an error. */
+static void spec_resolve_file(const pt_spec *s, spec_node *n, const char *what, const char *rel,
+                              char *out, size_t outsz, spec_errors *e) {
   if (rel[0] == '/' || spec_is_file(rel) || !g_resolve_data) {
-    snprintf(d->path, sizeof d->path, "%s", rel);
+    snprintf(out, outsz, "%s", rel);
     return;
   }
   const char *slash = strrchr(s->path, '/');
   if (!slash) {
-    spec_error(e, n, 0, "data file '%s' not found (looked in ./%s); paths are relative to the "
-               "working directory or to the spec file", rel, rel);
+    spec_error(e, n, 0, "%s '%s' not found (looked in ./%s); paths are relative to the "
+               "working directory or to the spec file", what, rel, rel);
+    out[0] = '\0';
     return;
   }
   int dir_len = (int)(slash - s->path) + (slash == s->path); /* keep "/" for "/spec.yaml" */
   const char *sep = dir_len > 0 && s->path[dir_len - 1] == '/' ? "" : "/";
-  int w = snprintf(d->path, sizeof d->path, "%.*s%s%s", dir_len, s->path, sep, rel);
-  if (w > 0 && (size_t)w < sizeof d->path && spec_is_file(d->path)) return;
-  spec_error(e, n, 0, "data file '%s' not found (looked in ./%s and %.*s%s%s); paths are "
-             "relative to the working directory or to the spec file", rel, rel, dir_len,
+  int w = snprintf(out, outsz, "%.*s%s%s", dir_len, s->path, sep, rel);
+  if (w > 0 && (size_t)w < outsz && spec_is_file(out)) return;
+  spec_error(e, n, 0, "%s '%s' not found (looked in ./%s and %.*s%s%s); paths are "
+             "relative to the working directory or to the spec file", what, rel, rel, dir_len,
              s->path, sep, rel);
-  d->path[0] = '\0';
+  out[0] = '\0';
 }
 
 static void spec_load_data_shape(spec_data *d, spec_node *m, spec_errors *e) {
@@ -284,7 +287,8 @@ static void spec_load_data(pt_spec *s, spec_errors *e) {
   spec_load_data_shape(d, m, e);
   spec_check_unused(m, "data", keys, e);
   if (!e->failed && !*rel) spec_fail_expected(e, spec_find(m, "path"), "a file path");
-  if (!e->failed) spec_resolve_data(s, spec_find(m, "path"), rel, e);
+  if (!e->failed)
+    spec_resolve_file(s, spec_find(m, "path"), "data file", rel, d->path, sizeof d->path, e);
 }
 
 /* --- train ---------------------------------------------------------------------------------- */
@@ -392,10 +396,25 @@ static void spec_load_partition(spec_pipeline *p, spec_node *m, spec_errors *e) 
                "parameters, uniform, balanced, type:REGEX, or give pipeline.boundaries", text);
 }
 
+/* pipeline.schedule_file replaces pipeline.schedule: naming both is an error. */
+static void spec_load_schedule_file(pt_spec *s, spec_node *m, spec_errors *e) {
+  spec_pipeline *p = &s->pipeline;
+  char rel[sizeof p->schedule_file] = "";
+  spec_get_str(m, "schedule_file", 0, "", rel, sizeof rel, e);
+  if (e->failed || !*rel) return;
+  spec_node *file = spec_find(m, "schedule_file");
+  if (spec_present(m, "schedule"))
+    spec_error(e, file, 1, "pipeline.schedule_file and pipeline.schedule both given; keep one "
+               "(the file replaces the registered schedule; --set pipeline.schedule= drops it)");
+  else
+    spec_resolve_file(s, file, "schedule file", rel, p->schedule_file, sizeof p->schedule_file, e);
+}
+
 static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   static const char *const keys[] = {"stages",       "data_parallel", "partition",  "schedule",
                                      "boundaries",   "stage_layers",  "max_memory", "devices",
-                                     "tie_check_every", "timeout_s", "device", NULL};
+                                     "tie_check_every", "timeout_s", "device", "virtual_stages",
+                                     "schedule_file", NULL};
   spec_pipeline *p = &s->pipeline;
   spec_node *m = spec_section(s->root, "pipeline", "pipeline", e);
   p->node = m;
@@ -403,6 +422,8 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   p->data_parallel = spec_get_int(m, "data_parallel", 0, 1, 1, INT32_MAX, e);
   spec_load_partition(p, m, e);
   spec_get_str(m, "schedule", 0, "1f1b", p->schedule, sizeof p->schedule, e);
+  spec_load_schedule_file(s, m, e);
+  p->virtual_stages = spec_get_int(m, "virtual_stages", 0, 0, 1, 64, e);
   /* interpreted and validated by the planner (partition/plan.c), which knows the layer count */
   p->boundaries = spec_find_value(m, "boundaries");
   p->stage_layers = spec_find_value(m, "stage_layers");

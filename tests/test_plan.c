@@ -221,7 +221,7 @@ static const plan_case CASES[] = {
      "pipeline.partition=paramters", {END}, NULL,
      {"unknown pipeline.partition 'paramters'"}, "--set pipeline.partition=paramters: error: ", 0},
     {"gpt unknown schedule", S_GPT, "pipeline:\n  stages: 4\n  schedule: zigzag\n", NULL, {END},
-     NULL, {"pipeline.schedule: expected one of 1f1b, gpipe, got 'zigzag'"}, "zigzag", 0},
+     NULL, {"pipeline.schedule: expected one of 1f1b, gpipe, ", "got 'zigzag'"}, "zigzag", 0},
 
     /* GPT with a large vocabulary, 3 stages: the methods disagree.
      * uniform: at most 4 layers a stage; lm_head cannot be alone (9 layers left for 2 stages of

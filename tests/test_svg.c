@@ -1,5 +1,6 @@
 /* The schedule picture: the unit-cost simulation against the closed-form bubble and the
- * dependencies, the SVG text (one F and one B box per stage and micro-batch, labelled), and a
+ * dependencies (every registered schedule: chunks, I and W), the SVG text (one F and one B box
+ * per stage and micro-batch, labelled), and a
  * hand-written trace read back as the same picture's spans (replica 0, one step, nested waits). */
 #include <math.h>
 #include <stdio.h>
@@ -49,12 +50,91 @@ static const pt_sched_box *dependency(const pt_sched_box *b, int n, int P, const
 /* Every box waits for its dependency, and a stage runs one box at a time. */
 static int dependencies_hold(const pt_schedule *s, const pt_sched_box *b, int n) {
   for (int i = 0; i < n; i++) {
-    const pt_sched_box *x = &b[i], *dep = dependency(b, n, s->n_stages, x);
+    const pt_sched_box *x = &b[i], *dep = dependency(b, n, s->n_ranks, x);
     if (dep && x->t0 < dep->t1) return 0;
     for (int j = 0; j < n; j++)
       if (j != i && b[j].stage == x->stage && b[j].t0 < x->t1 && x->t0 < b[j].t1) return 0;
   }
   return 1;
+}
+
+/* The box of (chunk, mb, kind) in a simulated schedule, or NULL. */
+static const pt_sched_box *find_chunk(const pt_sched_box *b, int n, int chunk, int mb,
+                                      pt_sched_box_kind kind) {
+  for (int i = 0; i < n; i++)
+    if (b[i].chunk == chunk && b[i].mb == mb && b[i].kind == kind) return &b[i];
+  return NULL;
+}
+
+/* What box x of a schedule with C chunks waits for: the forward of the chunk before, the B or
+ * I of the chunk after (the last chunk's: its own forward), a W its own I. */
+static const pt_sched_box *chunk_dependency(const pt_sched_box *b, int n, int C,
+                                            const pt_sched_box *x) {
+  if (x->kind == SCHED_BOX_F) return x->chunk > 0 ? find_chunk(b, n, x->chunk - 1, x->mb, SCHED_BOX_F) : NULL;
+  if (x->kind == SCHED_BOX_W) return find_chunk(b, n, x->chunk, x->mb, SCHED_BOX_I);
+  if (x->chunk == C - 1) return find_chunk(b, n, x->chunk, x->mb, SCHED_BOX_F);
+  const pt_sched_box *d = find_chunk(b, n, x->chunk + 1, x->mb, SCHED_BOX_B);
+  return d ? d : find_chunk(b, n, x->chunk + 1, x->mb, SCHED_BOX_I);
+}
+
+/* s simulated: a box per compute action (counted in n_acts), each after what it waits for,
+ * one at a time per rank, ending when schedule_time says the step does. */
+static void check_boxes(const pt_schedule *s, const int *n_acts) {
+  pt_sched_box *b = calloc(3 * (size_t)s->n_chunks * s->n_micro, sizeof *b);
+  double span = 0.0, step = 0.0;
+  char err[256] = "";
+  int n = schedule_simulate(s, b, &span, err, sizeof err), ok = n >= 0;
+  for (int i = 0; ok && i < n; i++) {
+    const pt_sched_box *x = &b[i], *dep = chunk_dependency(b, n, s->n_chunks, x);
+    ok = (dep || (x->kind == SCHED_BOX_F && x->chunk == 0)) && (!dep || x->t0 >= dep->t1);
+    for (int j = 0; ok && j < n; j++)
+      ok = j == i || b[j].stage != x->stage || b[j].t1 <= x->t0 || x->t1 <= b[j].t0;
+  }
+  schedule_time(s, &schedule_unit_costs, 1, &step, NULL, NULL, 0);
+  int computes = n_acts[ACT_FORWARD] + n_acts[ACT_BACKWARD] + n_acts[ACT_BACKWARD_INPUT] +
+                 n_acts[ACT_BACKWARD_WEIGHT];
+  CHECK(ok && n == computes && span == step, "%s: %d boxes for %d actions, span %g, step %g (%s)",
+        s->name, n, computes, span, step, err);
+  free(b);
+}
+
+/* s's picture at path: a box of class F, B, I, W per such action, its title, I and W in the
+ * legend when it splits, its later chunks lighter. */
+static void check_picture(const pt_schedule *s, const int *n_acts, const char *path) {
+  char err[256] = "", want[128];
+  CHECK(schedule_write_svg(s, path, err, sizeof err) == 0, "%s: %s", path, err);
+  char *svg = read_all(path);
+  static const char *const cls[4] = {"class=\"F\"", "class=\"B\"", "class=\"I\"", "class=\"W\""};
+  int want_n[4] = {n_acts[ACT_FORWARD], n_acts[ACT_BACKWARD], n_acts[ACT_BACKWARD_INPUT],
+                   n_acts[ACT_BACKWARD_WEIGHT]};
+  for (int c = 0; svg && c < 4; c++)
+    CHECK(count_of(svg, cls[c]) == want_n[c], "%s: %d boxes of %s, want %d", path,
+          count_of(svg, cls[c]), cls[c], want_n[c]);
+  snprintf(want, sizeof want, "%s: P = 4 ", s->name);
+  CHECK(svg && strstr(svg, want) && (!s->type->splits_backward || strstr(svg, "weight grad (W)")) &&
+            (s->n_chunks == s->n_ranks || strstr(svg, "fill-opacity=\"0.50\"")),
+        "%s: title, legend or the later chunks' shade missing", path);
+  free(svg);
+}
+
+/* Every registered schedule, P = 4, M = 8 (2 chunks per rank where it takes any): its boxes and
+ * its picture. With dir, the pictures stay there as pipetrain_svg_all_NAME.svg. */
+static void test_all_schedules(const char *dir) {
+  for (int k = 0; schedule_types[k]; k++) {
+    const pt_schedule_type *t = schedule_types[k];
+    pt_schedule s;
+    char err[256] = "", path[4200];
+    int v = t->virtual_stages == SCHEDULE_ANY_V ? 2 : t->virtual_stages, n_acts[ACT_KINDS] = {0};
+    CHECK(schedule_build_v(&s, t, 4, v, 8, err, sizeof err) == 0, "%s: %s", t->name, err);
+    for (int r = 0; r < s.n_ranks; r++)
+      for (int i = 0; i < s.n_acts[r]; i++) n_acts[s.acts[r][i].kind]++;
+    check_boxes(&s, n_acts);
+    if (dir) snprintf(path, sizeof path, "%s/pipetrain_svg_all_%s.svg", dir, t->name);
+    else snprintf(path, sizeof path, "/tmp/pipetrain_svg_all_%ld_%s.svg", (long)getpid(), t->name);
+    check_picture(&s, n_acts, path);
+    schedule_free(&s);
+    if (!dir) remove(path);
+  }
 }
 
 /* Unit costs give both schedules the span 3 (M + P - 1) and the bubble (P - 1) / (M + P - 1). */
@@ -65,7 +145,7 @@ static void test_simulation(void) {
       for (int M = 1; M <= 12; M++) {
         pt_schedule s;
         schedule_build(&s, names[k], P, M);
-        pt_sched_box *b = calloc(2 * (size_t)P * M, sizeof *b);
+        pt_sched_box *b = calloc(3 * (size_t)P * M, sizeof *b);
         double span = 0.0;
         char err[256] = "";
         int n = schedule_simulate(&s, b, &span, err, sizeof err);
@@ -236,6 +316,7 @@ static void test_trace(const char *dir) {
  * trace's stay there. */
 int main(int argc, char **argv) {
   test_simulation();
+  test_all_schedules(argc > 1 ? argv[1] : NULL);
   test_pictures(argc > 1 ? argv[1] : NULL);
   test_errors();
   test_trace(argc > 1 ? argv[1] : NULL);

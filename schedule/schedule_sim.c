@@ -1,0 +1,145 @@
+/* schedule/schedule_sim.c: running action lists in simulated time (schedule/schedule_sim.h). */
+#include "schedule/schedule_sim.h"
+
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "schedule/check.h"
+
+const pt_sched_costs schedule_unit_costs = {1.0, 2.0, 1.0, 1.0};
+
+typedef struct {
+  const pt_schedule *s;
+  const pt_sched_costs *costs;
+  int n_costs;
+  int *pc;           /* [rank] next action */
+  double *clock;     /* [rank] when the rank's previous action was done */
+  double *act_at;    /* [chunk * M + mb] when chunk's output of mb left (or was handed over) */
+  double *grad_at;   /* [chunk * M + mb] when chunk's input gradient of mb left */
+  double *input_at;  /* [chunk * M + mb] when the I or B of mb ended on the chunk */
+  pt_sched_box *boxes;
+  int n, cap;
+  char *err;
+  size_t errsz;
+} sim;
+
+static double cost_of(const sim *x, const pt_action *a) {
+  const pt_sched_costs *c = &x->costs[x->n_costs > 1 ? a->chunk : 0];
+  switch (a->kind) {
+  case ACT_FORWARD: return c->f;
+  case ACT_BACKWARD: return c->b;
+  case ACT_BACKWARD_INPUT: return c->i;
+  default: return c->w;
+  }
+}
+
+static pt_sched_box_kind box_kind(pt_action_kind k) {
+  return k == ACT_FORWARD ? SCHED_BOX_F : k == ACT_BACKWARD ? SCHED_BOX_B
+         : k == ACT_BACKWARD_INPUT ? SCHED_BOX_I : SCHED_BOX_W;
+}
+
+/* When a's input is there, or -1 while it is not. */
+static double ready_at(const sim *x, const pt_action *a) {
+  int M = x->s->n_micro, cell = a->chunk * M + a->mb, last = x->s->n_chunks - 1;
+  if (a->kind == ACT_FORWARD) return a->chunk > 0 ? x->act_at[cell - M] : 0.0;
+  if (a->kind == ACT_BACKWARD_WEIGHT) return x->input_at[cell];
+  return a->chunk < last ? x->grad_at[cell + M] : 0.0;
+}
+
+/* Runs a compute action once its input is there: it starts when both the rank and the input
+ * are. 1: done, 0: waits, -1: error. */
+static int sim_compute(sim *x, int r, const pt_action *a) {
+  double ready = ready_at(x, a);
+  if (ready < 0) return 0;
+  if (x->n == x->cap)
+    return pt_errorf(x->err, x->errsz, "rank %d: more compute actions than 3 x %d chunks x %d "
+                     "micro-batches", r, x->s->n_chunks, x->s->n_micro);
+  double t0 = x->clock[r] > ready ? x->clock[r] : ready, t1 = t0 + cost_of(x, a);
+  x->boxes[x->n++] = (pt_sched_box){r, a->mb, box_kind(a->kind), t0, t1, a->chunk};
+  x->clock[r] = t1;
+  int cell = a->chunk * x->s->n_micro + a->mb;
+  if (a->kind == ACT_FORWARD && schedule_is_local(x->s, a->chunk, 1)) x->act_at[cell] = t1;
+  if (a->kind == ACT_BACKWARD || a->kind == ACT_BACKWARD_INPUT) {
+    x->input_at[cell] = t1;
+    if (schedule_is_local(x->s, a->chunk, -1)) x->grad_at[cell] = t1;
+  }
+  return 1;
+}
+
+/* 1: done, 0: waits for a neighbour, -1: error. Receives, loads and reductions take no time. */
+static int sim_action(sim *x, int r, const pt_action *a) {
+  int cell = a->chunk * x->s->n_micro + a->mb;
+  switch (a->kind) {
+  case ACT_FORWARD:
+  case ACT_BACKWARD:
+  case ACT_BACKWARD_INPUT:
+  case ACT_BACKWARD_WEIGHT: return sim_compute(x, r, a);
+  case ACT_SEND_ACT: x->act_at[cell] = x->clock[r]; return 1;
+  case ACT_SEND_GRAD: x->grad_at[cell] = x->clock[r]; return 1;
+  default: return 1;
+  }
+}
+
+static int sim_step(void *ctx, int r, int i, const pt_action *a) {
+  sim *x = ctx;
+  if (a->mb >= x->s->n_micro || a->chunk >= x->s->n_chunks)
+    return pt_errorf(x->err, x->errsz, "rank %d: an action out of range", r);
+  return sim_action(x, r, a);
+}
+
+/* Round-robin over the ranks until none can move (the sweep schedule_validate runs). */
+static int sim_sweep(sim *x) {
+  const pt_schedule *s = x->s;
+  int rc = schedule_sweep(s, x->pc, sim_step, x);
+  for (int r = 0; rc > 0 && r < s->n_ranks; r++)
+    if (x->pc[r] < s->n_acts[r]) {
+      char text[48];
+      return pt_errorf(x->err, x->errsz, "rank %d waits forever at %s (action %d)", r,
+                       schedule_action_text(&s->acts[r][x->pc[r]], text, sizeof text), x->pc[r]);
+    }
+  return rc;
+}
+
+int schedule_simulate_costs(const pt_schedule *s, const pt_sched_costs *costs, int n_costs,
+                            pt_sched_box *boxes, double *span, char *err, size_t errsz) {
+  size_t cells = (size_t)s->n_chunks * (size_t)s->n_micro, P = (size_t)s->n_ranks;
+  sim x = {.s = s, .costs = costs, .n_costs = n_costs, .boxes = boxes, .cap = 3 * (int)cells,
+           .err = err, .errsz = errsz};
+  x.pc = pt_calloc(P, sizeof(int));
+  x.clock = pt_calloc(P, sizeof(double));
+  x.act_at = pt_calloc(3 * cells + 3, sizeof(double));
+  x.grad_at = x.act_at + cells + 1, x.input_at = x.grad_at + cells + 1;
+  for (size_t i = 0; i < 3 * cells + 3; i++) x.act_at[i] = -1.0;
+  int rc = sim_sweep(&x);
+  *span = 0.0;
+  for (int i = 0; i < x.n; i++)
+    if (boxes[i].t1 > *span) *span = boxes[i].t1;
+  free(x.pc), free(x.clock), free(x.act_at);
+  return rc < 0 ? -1 : x.n;
+}
+
+int schedule_simulate(const pt_schedule *s, pt_sched_box *boxes, double *span, char *err,
+                      size_t errsz) {
+  return schedule_simulate_costs(s, &schedule_unit_costs, 1, boxes, span, err, errsz);
+}
+
+double schedule_time(const pt_schedule *s, const pt_sched_costs *costs, int n_costs,
+                     double *step, double *bubble, char *err, size_t errsz) {
+  pt_sched_box *boxes = pt_calloc(3 * (size_t)s->n_chunks * (size_t)s->n_micro + 1, sizeof *boxes);
+  int n = schedule_simulate_costs(s, costs, n_costs, boxes, step, err, errsz);
+  double all = n < 0 ? -1.0 : sched_bubble(boxes, n, s->n_ranks, 0.0, *step);
+  for (int r = 0; bubble && n >= 0 && r < s->n_ranks; r++) {
+    double busy = 0.0;
+    for (int i = 0; i < n; i++) busy += boxes[i].stage == r ? boxes[i].t1 - boxes[i].t0 : 0.0;
+    bubble[r] = *step > 0 ? 1.0 - busy / *step : 0.0;
+  }
+  free(boxes);
+  return all;
+}
+
+double sched_bubble(const pt_sched_box *boxes, int n, int n_stages, double t0, double t1) {
+  double busy = 0.0;
+  for (int i = 0; i < n; i++)
+    busy += (boxes[i].kind == SCHED_BOX_WAIT ? -1.0 : 1.0) * (boxes[i].t1 - boxes[i].t0);
+  return t1 > t0 && n_stages > 0 ? 1.0 - busy / (n_stages * (t1 - t0)) : 0.0;
+}

@@ -1,0 +1,170 @@
+/* Schedule files (docs/schedules.md, "Schedule files"): every registered schedule written out
+ * and read back identical, in full and with only its compute actions; hand-written files in
+ * our codes and torch's; bad files refused with one line naming the file, the line, the rank
+ * and the action. Runs from the repository root (tests/schedule/). */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "schedule/schedule.h"
+#include "test_util.h"
+
+static char g_tmp[64];
+
+/* A fresh temporary file's path (removed by the caller). */
+static FILE *tmp_file(void) {
+  snprintf(g_tmp, sizeof g_tmp, "/tmp/pipetrain_sched_XXXXXX");
+  int fd = mkstemp(g_tmp);
+  return fd < 0 ? NULL : fdopen(fd, "w");
+}
+
+static int same_schedule(const pt_schedule *a, const pt_schedule *b) {
+  if (a->n_ranks != b->n_ranks || a->n_chunks != b->n_chunks || a->n_micro != b->n_micro ||
+      a->placement != b->placement)
+    return 0;
+  size_t C = (size_t)a->n_chunks * sizeof(int);
+  if (memcmp(a->chunk_rank, b->chunk_rank, C) || memcmp(a->n_slots, b->n_slots, C) ||
+      memcmp(a->n_w_pending, b->n_w_pending, C))
+    return 0;
+  for (int r = 0; r < a->n_ranks; r++)
+    if (a->n_acts[r] != b->n_acts[r] ||
+        memcmp(a->acts[r], b->acts[r], sizeof(pt_action) * (size_t)a->n_acts[r]))
+      return 0;
+  return 1;
+}
+
+/* Only the compute actions (F, B, I, W), as a person would write the file. */
+static void write_compute(FILE *f, const pt_schedule *s) {
+  fprintf(f, "placement: %s\n", s->placement == PT_PLACE_V ? "v" : "loop");
+  for (int r = 0; r < s->n_ranks; r++) {
+    fprintf(f, "rank %d:", r);
+    for (int i = 0; i < s->n_acts[r]; i++) {
+      pt_action_kind k = s->acts[r][i].kind;
+      char text[48];
+      if (k == ACT_FORWARD || k == ACT_BACKWARD || k == ACT_BACKWARD_INPUT || k == ACT_BACKWARD_WEIGHT)
+        fprintf(f, " %s", schedule_action_text(&s->acts[r][i], text, sizeof text));
+    }
+    fputc('\n', f);
+  }
+}
+
+/* Built, written (in full, or compute actions only), read back: the same schedule. */
+static void round_trip(const pt_schedule_type *t, int P, int v, int M, int compute_only) {
+  pt_schedule built, back;
+  char err[1024] = "";
+  if (schedule_build_v(&built, t, P, v, M, err, sizeof err) != 0) return;
+  FILE *f = tmp_file();
+  CHECK(f != NULL, "no temporary file");
+  if (!f) return;
+  if (compute_only) write_compute(f, &built);
+  else schedule_write_actions(f, &built);
+  fclose(f);
+  int rc = schedule_from_file(&back, g_tmp, P, M, 0, err, sizeof err);
+  CHECK(rc == 0 && same_schedule(&built, &back), "%s P=%d v=%d M=%d (%s): read back %s (%s)",
+        t->name, P, v, M, compute_only ? "compute actions" : "in full",
+        rc ? "failed" : "differs", err);
+  if (rc == 0) schedule_free(&back);
+  schedule_free(&built);
+  remove(g_tmp);
+}
+
+static void test_round_trips(void) {
+  for (int k = 0; schedule_types[k]; k++) {
+    const pt_schedule_type *t = schedule_types[k];
+    int v = t->virtual_stages == SCHEDULE_ANY_V ? 2 : t->virtual_stages;
+    for (int P = 1; P <= 4; P++)
+      for (int M = P; M <= 3 * P; M += P + 1) {
+        int m = t->min_micro && M < t->min_micro(P) ? t->min_micro(P) : M;
+        round_trip(t, P, v, m, 0);
+        round_trip(t, P, v, m, 1);
+      }
+  }
+}
+
+/* path read as a schedule of P ranks, M micro-batches, v chunks per rank: fails with err
+ * containing want (NULL: succeeds). */
+static void expect_file(const char *path, int P, int M, int v, const char *want) {
+  pt_schedule s;
+  char err[1024] = "";
+  int rc = schedule_from_file(&s, path, P, M, v, err, sizeof err);
+  if (!want) {
+    CHECK(rc == 0, "%s: %s", path, err);
+    if (rc == 0) schedule_free(&s);
+    return;
+  }
+  CHECK(rc == -1 && strstr(err, want) && !strchr(err, '\n'), "%s: got '%s', want '%s'", path,
+        rc ? err : "success", want);
+}
+
+/* text written to a temporary file, then as expect_file. */
+static void expect_text(const char *text, int P, int M, int v, const char *want) {
+  FILE *f = tmp_file();
+  if (!f) return;
+  fputs(text, f);
+  fclose(f);
+  char path[80];
+  snprintf(path, sizeof path, "%s", g_tmp);
+  expect_file(path, P, M, v, want);
+  remove(path);
+}
+
+static void test_hand_written(void) {
+  pt_schedule a, b;
+  char err[1024] = "";
+  CHECK(schedule_from_file(&a, "tests/schedule/zb_p2.txt", 2, 3, 0, err, sizeof err) == 0,
+        "zb_p2: %s", err);
+  CHECK(schedule_from_file(&b, "tests/schedule/torch_forms.txt", 2, 3, 1, err, sizeof err) == 0,
+        "torch_forms: %s", err);
+  CHECK(a.n_slots[0] == 3 && a.n_slots[1] == 2 && a.n_w_pending[1] == 2 &&
+            !strcmp(a.name, "file zb_p2.txt") && a.type == NULL,
+        "zb_p2: slots %d %d, W pending %d, name '%s'", a.n_slots[0], a.n_slots[1],
+        a.n_w_pending[1], a.name);
+  CHECK(schedule_validate(&b, err, sizeof err) == 0, "torch forms: %s", err);
+  schedule_free(&a), schedule_free(&b);
+  expect_file("tests/schedule/v_local_send.txt", 1, 1, 0, "tests/schedule/v_local_send.txt:2: "
+              "rank 0, action 0sA0: chunk 0 hands over to chunk 1 on this rank");
+  expect_text("placement: v\nrank 0: 0F0 1F0 1B0 0B0\n", 1, 1, 2, NULL);
+}
+
+static void test_bad_files(void) {
+  const char *d = "tests/schedule/";
+  char path[256];
+  static const struct {
+    const char *file;
+    int P, M, v;
+    const char *want;
+  } cases[] = {
+      {"w_before_i.txt", 2, 3, 0, "w_before_i.txt:3: rank 1, action 1W2: W of micro-batch 2 before its I"},
+      {"w_order.txt", 2, 3, 0, "w_order.txt:2: rank 0, action 0W1: W of micro-batch 1 before "
+       "micro-batch 0's: on a chunk, weight gradients add up in ascending micro-batch order"},
+      {"deadlock.txt", 2, 2, 0, "deadlock.txt:2: rank 0, action 0B0: deadlock: it waits forever"},
+      {"bad_token.txt", 2, 1, 0, "bad_token.txt:2: rank 0: '0X1' is not an action"},
+      {"zb_p2.txt", 3, 3, 0, "zb_p2.txt: 2 ranks, but pipeline.stages is 3"},
+      {"zb_p2.txt", 2, 4, 0, "zb_p2.txt: micro-batches 0..2, but train.micro_batches is 4"},
+      {"zb_p2.txt", 2, 3, 2, "zb_p2.txt: 1 chunk per rank, but pipeline.virtual_stages is 2"},
+      {"no_such_file.txt", 2, 3, 0, "no_such_file.txt: cannot open the schedule file"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(path, sizeof path, "%s%s", d, cases[i].file);
+    expect_file(path, cases[i].P, cases[i].M, cases[i].v, cases[i].want);
+  }
+  expect_text("rank 0: 0F0 0B0\nrank 1: 0F0 1B0\n", 2, 1, 0, ":2: rank 1, action 0F0: chunk 0 "
+              "already runs on rank 0");
+  expect_text("rank 0: 0F0 0B0\nstage 1: 1F0 1B0\n", 2, 1, 0, ":2: expected 'rank N: ACTIONS'");
+  expect_text("placement: v\nrank 0: 0F0 0B0\nrank 1: 1F0 1B0\n", 2, 1, 0, "fit no 'placement: loop|v' line's");
+  expect_text("rank 0: 0F0 2F0 2B0 0B0\nrank 1: 1F0 3F0 3B0 1B0\n", 2, 1, 0, NULL);
+  expect_text("rank 0: 0F0 3F0 3B0 0B0\nrank 1: 1F0 2F0 2B0 1B0\n", 2, 1, 0, NULL);
+  expect_text("rank 0: 0F0 0B0 OPT\nrank 1: 1F0 1B0 TIE DP OPT\n", 2, 1, 0,
+              "rank 0, action OPT: the step ends with TIE DP OPT");
+  expect_text("rank 0: 0F0 0B0 0W0\nrank 1: 1F0 1B0\n", 2, 1, 0, ":1: rank 0, action 0W0: W of "
+              "micro-batch 0: its weight gradient is already in");
+  expect_text("rank 0:\nrank 1: 1F0 1B0\n", 2, 1, 0, "rank 0 has no actions");
+  expect_text("# nothing\n", 2, 1, 0, "no 'rank N:' lines");
+}
+
+int main(void) {
+  test_round_trips();
+  test_hand_written();
+  test_bad_files();
+  return test_summary("schedule files");
+}
