@@ -361,21 +361,23 @@ static void act_optimizer(pt_pipeline *p, double *norm, double *lr) {
 }
 
 static void trace_action(pt_pipeline *p, const pt_action *a, double t0) {
-  static const char *const names[ACT_KINDS] = {
-      [ACT_RECV_ACT] = "recv act",     [ACT_LOAD] = "load",
-      [ACT_FORWARD] = "F",             [ACT_SEND_ACT] = "send act",
-      [ACT_RECV_GRAD] = "recv grad",   [ACT_BACKWARD] = "B",
-      [ACT_BACKWARD_INPUT] = "I",      [ACT_BACKWARD_WEIGHT] = "W",
-      [ACT_SEND_GRAD] = "send grad",   [ACT_REDUCE_TIED] = "tied grads",
-      [ACT_REDUCE_DP] = "data-parallel grads", [ACT_OPTIMIZER] = "optimizer"};
-  static const char *const cats[ACT_KINDS] = {
-      [ACT_RECV_ACT] = "receive",      [ACT_LOAD] = "load",
-      [ACT_FORWARD] = "forward",       [ACT_SEND_ACT] = "send",
-      [ACT_RECV_GRAD] = "receive",     [ACT_BACKWARD] = "backward",
-      [ACT_BACKWARD_INPUT] = "backward_input", [ACT_BACKWARD_WEIGHT] = "backward_weight",
-      [ACT_SEND_GRAD] = "send",        [ACT_REDUCE_TIED] = "allreduce",
-      [ACT_REDUCE_DP] = "allreduce",   [ACT_OPTIMIZER] = "optimizer"};
-  trace_add(&p->trace, names[a->kind], cats[a->kind], a->mb, p->part.step + 1, t0, pt_now_s());
+  static const struct {
+    const char *name, *cat; /* observe/trace.h */
+  } span[ACT_KINDS] = {
+      [ACT_RECV_ACT] = {"recv act", "receive"},
+      [ACT_LOAD] = {"load", "load"},
+      [ACT_FORWARD] = {"F", "forward"},
+      [ACT_SEND_ACT] = {"send act", "send"},
+      [ACT_RECV_GRAD] = {"recv grad", "receive"},
+      [ACT_BACKWARD] = {"B", "backward"},
+      [ACT_BACKWARD_INPUT] = {"I", "backward_input"},
+      [ACT_BACKWARD_WEIGHT] = {"W", "backward_weight"},
+      [ACT_SEND_GRAD] = {"send grad", "send"},
+      [ACT_REDUCE_TIED] = {"tied grads", "allreduce"},
+      [ACT_REDUCE_DP] = {"data-parallel grads", "allreduce"},
+      [ACT_OPTIMIZER] = {"optimizer", "optimizer"}};
+  trace_add(&p->trace, span[a->kind].name, span[a->kind].cat, a->mb, p->part.step + 1, t0,
+            pt_now_s());
 }
 
 static void run_action(pt_pipeline *p, const pt_action *a, double *norm, double *lr) {
