@@ -88,6 +88,28 @@ static int check_layout(pt_pipeline *p, const pt_spec *spec, char *err, size_t e
   return 0;
 }
 
+/* Under activation checkpointing a split schedule's I runs the fused backward (engine/stage.h),
+ * so its weight gradients accumulate at B and I: those too must come in ascending micro-batch
+ * order on every chunk, as the validator makes B and W come. The same answer on every rank. */
+static int check_checkpoint_order(const pt_schedule *s, char *err, size_t errsz) {
+  int *last = pt_calloc((size_t)s->n_chunks, sizeof(int)), bad = 0;
+  for (int c = 0; c < s->n_chunks; c++) last[c] = -1;
+  for (int r = 0; r < s->n_ranks && !bad; r++)
+    for (int i = 0; i < s->n_acts[r] && !bad; i++) {
+      const pt_action *a = &s->acts[r][i];
+      if (a->kind != ACT_BACKWARD && a->kind != ACT_BACKWARD_INPUT) continue;
+      bad = a->mb < last[a->chunk];
+      if (bad)
+        snprintf(err, errsz, "schedule %s: chunk %d runs the backward of micro-batch %d after "
+                 "%d; with train.activation_checkpoint_interval the weight gradients accumulate "
+                 "there and must come in ascending order (set the interval to 0, or pick "
+                 "another schedule)", s->name, a->chunk, a->mb, last[a->chunk]);
+      last[a->chunk] = a->mb;
+    }
+  free(last);
+  return bad ? -1 : 0;
+}
+
 static int build_plan(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz) {
   spec_errors e = {0};
   if (part_configure(&p->part, spec, err, errsz) != 0) return -1;
@@ -99,6 +121,8 @@ static int build_plan(pt_pipeline *p, const pt_spec *spec, char *err, size_t err
                      (int)spec->train.micro_batches) != 0 ||
       schedule_validate(&p->sched, err, errsz) != 0)
     pt_fatal("schedule %s: %s", spec->pipeline.schedule, err);
+  if (spec->train.activation_checkpoint_interval > 0)
+    return check_checkpoint_order(&p->sched, err, errsz);
   return 0;
 }
 
@@ -179,6 +203,8 @@ int pipeline_init(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz) 
   if (check_stage(p, err, errsz) != 0) return -1;
   part_alloc(&p->part, plan_first_layer(&p->plan, p->stage_id),
              plan_end_layer(&p->plan, p->stage_id), p->slots);
+  /* one chunk per rank: the stage is chunk stage_id */
+  stage_alloc_stash(&p->part.stage, p->sched.n_w_pending[p->stage_id]);
   make_tie_groups(p);
   broadcast_ties(p);
   alloc_slots(p);
@@ -239,7 +265,9 @@ static void act_forward(pt_pipeline *p, int mb) {
   if (++p->in_flight > p->peak_in_flight) p->peak_in_flight = p->in_flight;
 }
 
-static void act_backward(pt_pipeline *p, int mb) {
+/* B, or I when split: both start from the loss (last stage) or the received gradient and leave
+ * the input gradient in the slot's send buffer. The slot stays in flight until its W. */
+static void act_backward(pt_pipeline *p, int mb, int split) {
   int s = slot_of(p, mb);
   const float *dy = p->dout[s];
   if (!p->is_last) wait_for(p, &p->recv_grad[s], mb);
@@ -250,7 +278,16 @@ static void act_backward(pt_pipeline *p, int mb) {
         part_compute_loss(&p->part, stage_output(&p->part.stage, s), p->targets[s], p->dlogits);
     dy = p->dlogits;
   }
-  stage_backward(&p->part.stage, s, dy, !p->is_first, p->din[s]);
+  if (split) stage_backward_input(&p->part.stage, s, dy, !p->is_first, p->din[s]);
+  else stage_backward(&p->part.stage, s, dy, !p->is_first, p->din[s]);
+  p->step_compute_s += pt_now_s() - t0;
+  if (!split) p->in_flight--;
+}
+
+/* W: the weight gradients from what the slot's I kept; releases the slot. */
+static void act_backward_weight(pt_pipeline *p, int mb) {
+  double t0 = pt_now_s();
+  stage_backward_weight(&p->part.stage, slot_of(p, mb));
   p->step_compute_s += pt_now_s() - t0;
   p->in_flight--;
 }
@@ -324,12 +361,23 @@ static void act_optimizer(pt_pipeline *p, double *norm, double *lr) {
 }
 
 static void trace_action(pt_pipeline *p, const pt_action *a, double t0) {
-  static const char *const names[] = {"recv act",  "load", "F", "send act", "recv grad", "B",
-                                      "send grad", "tied grads", "data-parallel grads",
-                                      "optimizer"};
-  static const char *const cats[] = {"receive", "load", "forward", "send", "receive",
-                                     "backward", "send", "allreduce", "allreduce", "optimizer"};
-  trace_add(&p->trace, names[a->kind], cats[a->kind], a->mb, p->part.step + 1, t0, pt_now_s());
+  static const struct {
+    const char *name, *cat; /* observe/trace.h */
+  } span[ACT_KINDS] = {
+      [ACT_RECV_ACT] = {"recv act", "receive"},
+      [ACT_LOAD] = {"load", "load"},
+      [ACT_FORWARD] = {"F", "forward"},
+      [ACT_SEND_ACT] = {"send act", "send"},
+      [ACT_RECV_GRAD] = {"recv grad", "receive"},
+      [ACT_BACKWARD] = {"B", "backward"},
+      [ACT_BACKWARD_INPUT] = {"I", "backward_input"},
+      [ACT_BACKWARD_WEIGHT] = {"W", "backward_weight"},
+      [ACT_SEND_GRAD] = {"send grad", "send"},
+      [ACT_REDUCE_TIED] = {"tied grads", "allreduce"},
+      [ACT_REDUCE_DP] = {"data-parallel grads", "allreduce"},
+      [ACT_OPTIMIZER] = {"optimizer", "optimizer"}};
+  trace_add(&p->trace, span[a->kind].name, span[a->kind].cat, a->mb, p->part.step + 1, t0,
+            pt_now_s());
 }
 
 static void run_action(pt_pipeline *p, const pt_action *a, double *norm, double *lr) {
@@ -349,7 +397,9 @@ static void run_action(pt_pipeline *p, const pt_action *a, double *norm, double 
   case ACT_RECV_GRAD:
     comm_recv_async(p->pipe, p->dout[s], p->out_bytes, next, tag_grad(mb), &p->recv_grad[s]);
     break;
-  case ACT_BACKWARD: act_backward(p, mb); break;
+  case ACT_BACKWARD: act_backward(p, mb, 0); break;
+  case ACT_BACKWARD_INPUT: act_backward(p, mb, 1); break;
+  case ACT_BACKWARD_WEIGHT: act_backward_weight(p, mb); break;
   case ACT_SEND_GRAD:
     comm_send_async(p->pipe, p->din[s], p->in_bytes, prev, tag_grad(mb), &p->send_grad[s]);
     break;
@@ -365,8 +415,6 @@ static void run_action(pt_pipeline *p, const pt_action *a, double *norm, double 
     watchdog_disarm();
     break;
   case ACT_OPTIMIZER: act_optimizer(p, norm, lr); break;
-  case ACT_BACKWARD_INPUT: /* split backward: pipe_train refuses such schedules for now */
-  case ACT_BACKWARD_WEIGHT: pt_fatal("schedule %s: I/W are not run yet", p->sched.name);
   }
 }
 

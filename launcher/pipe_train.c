@@ -195,18 +195,18 @@ static void print_schedule(const pt_spec *spec, const char *svg, int actions) {
   schedule_free(&sch);
 }
 
-/* The engine runs one chunk per rank and the fused backward only: a schedule that needs more
- * is refused before any work (it can still be printed and planned). */
+/* The engine runs one chunk per rank (with the backward fused or split into I and W): a
+ * schedule that needs more is refused before any work (it can still be printed and planned). */
 static void refuse_unsupported(const pt_spec *spec, const pt_schedule_type *t, int launched) {
   const spec_pipeline *p = &spec->pipeline;
   char msg[512] = "";
   if (p->schedule_file[0])
     snprintf(msg, sizeof msg, "pipeline.schedule_file: the engine does not run schedule files "
              "yet; --print-schedule shows and checks it");
-  else if (t->splits_backward || schedule_virtual_stages(t, p) > 1)
-    snprintf(msg, sizeof msg, "pipeline.schedule: %s needs %s, which the engine does not run "
-             "yet; use 1f1b or gpipe (--print-schedule and --plan show it)", t->name,
-             t->splits_backward ? "the backward split into I and W" : "several chunks per rank");
+  else if (schedule_virtual_stages(t, p) > 1)
+    snprintf(msg, sizeof msg, "pipeline.schedule: %s needs several chunks per rank, which the "
+             "engine does not run yet; use 1f1b, gpipe, zb_h1 or zb_h2 (--print-schedule and "
+             "--plan show it)", t->name);
   if (msg[0]) fail_everywhere(launched, msg);
 }
 

@@ -145,6 +145,23 @@ void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight
   out->total = out->params + out->grads + out->optimizer + out->activations + out->workspace;
 }
 
+/* engine/stage.c's dout sets: one output-sized buffer per layer with parameters, per set. */
+int64_t memory_stash_bytes(const pt_model *m, int first, int last, int w_pending) {
+  shape_ctx c = shape_of(m, first, last);
+  int64_t set = 0;
+  for (int li = first; li < last && c.ckpt == 0; li++)
+    if (m->layers[li].n_params > 0) set += out_b(m, &c, li);
+  return w_pending * set;
+}
+
+void memory_add_stash(const pt_model *m, int first, int last, int w_pending,
+                      pt_stage_memory *out) {
+  out->w_pending = w_pending;
+  out->stash = memory_stash_bytes(m, first, last, w_pending);
+  out->activations += out->stash; /* per micro-batch like the slots: one column in --plan */
+  out->total += out->stash;
+}
+
 /* Every term of the estimate replaced by one that cannot grow when the range shrinks at a fixed
  * stage index: maxima over the range instead of the values at its ends, sums without the tie
  * discount, ceil(n / k) times the largest output for the kept checkpoint outputs. Which buffers

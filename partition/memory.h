@@ -11,6 +11,11 @@
  *               gradient buffers (received, to send) and targets; times the in-flight count
  *   workspace   checkpoint recompute buffers, the largest layer scratch, two gradient buffers,
  *               on the last stage the loss gradient, and the data buffers of the end stages
+ *   stash       split-backward schedules only (memory_add_stash): per micro-batch between its
+ *               I and W, the output gradient of every layer with parameters (what its
+ *               backward_weight reads later); times the schedule's n_w_pending for the stage.
+ *               None under activation checkpointing, where I runs the fused backward.
+ *               Counted in activations too (stash says how much of them it is).
  * The in-flight count is the schedule's (schedule/registry.h: 1F1B min(P - s, M), GPipe M).
  * All sizes in bytes. */
 #ifndef PT_PARTITION_MEMORY_H
@@ -21,14 +26,22 @@
 #include "model/model.h"
 
 typedef struct {
-  int64_t params, grads, optimizer, activations, workspace;
+  int64_t params, grads, optimizer, activations, workspace, stash;
   int64_t total;
-  int in_flight;
+  int in_flight, w_pending;
 } pt_stage_memory;
 
 /* Estimate for layers [first, last) of a configured model (no storage needed). */
 void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight,
                            pt_stage_memory *out);
+/* The dout sets of a split-backward stage for w_pending micro-batches between I and W (0 under
+ * checkpointing). A sum over the range's layers: it never grows when the range shrinks, so it is
+ * its own bound for the partitioner. */
+int64_t memory_stash_bytes(const pt_model *m, int first, int last, int w_pending);
+/* Adds the stash of w_pending micro-batches to an estimate of the same range (stash,
+ * activations, total). */
+void memory_add_stash(const pt_model *m, int first, int last, int w_pending,
+                      pt_stage_memory *out);
 /* The part of the estimate the pipeline engine allocates beside the model, the stage's layers
  * and the optimizer (gradient and target slots, the loss gradient, data buffers). */
 int64_t memory_engine_bytes(const pt_model *m, int first, int last, int in_flight);

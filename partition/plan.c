@@ -7,6 +7,7 @@
 
 #include "partition/solve.h"
 #include "core/error.h"
+#include "schedule/schedule.h"
 
 double plan_layer_flops(const pt_model *m, int layer) {
   const pt_spec *s = m->spec;
@@ -115,17 +116,32 @@ static int explicit_stage_layers(pt_plan *p, spec_node *n, spec_errors *e) {
 
 /* --- Automatic methods -------------------------------------------------------------------- */
 
+/* Micro-batches between their I and W at once on `stage` (one chunk per rank; 0 when the
+ * backward is fused): the dout sets the engine keeps beside the slots (partition/memory.h). */
+static int stage_w_pending(const pt_schedule_type *t, int stage, int n_stages, int n_micro) {
+  int w = 0;
+  if (!t->splits_backward || schedule_chunk_in_flight(t, stage, n_stages, 1, n_micro, &w) < 0)
+    return 0;
+  return w;
+}
+
 typedef struct {
   const pt_model *m;
   const pt_schedule_type *schedule;
-  int micro_batches;
+  int micro_batches, n_stages;
+  int *w_pending; /* [stage] for n_stages, built once: the solver asks many times */
 } memory_ctx;
 
-/* The solver needs memory that never grows as a range shrinks: give it the monotone bound. */
+/* The solver needs memory that never grows as a range shrinks: give it the monotone bound (the
+ * stash is a sum over the range, its own bound). It also tries other stage counts when no plan
+ * fits, to say how many would. */
 static double stage_memory_cb(void *ctx, int n_stages, int stage, int first, int last) {
   const memory_ctx *c = ctx;
   int k = c->schedule->in_flight(stage, n_stages, c->micro_batches);
-  return (double)memory_bound_stage(c->m, n_stages, stage, first, last, k);
+  int w = n_stages == c->n_stages ? c->w_pending[stage]
+                                  : stage_w_pending(c->schedule, stage, n_stages, c->micro_batches);
+  return (double)(memory_bound_stage(c->m, n_stages, stage, first, last, k) +
+                  memory_stash_bytes(c->m, first, last, w));
 }
 
 /* type:REGEX: weight 1 for each layer whose type matches, 0 for the others. */
@@ -199,7 +215,10 @@ static int automatic(pt_plan *p, const pt_model *m, spec_errors *e) {
   for (int i = 0; i < p->n_layers; i++) time[i] = plan_layer_flops(m, i);
   int rc = method_weights(p, m, time, w, e);
   if (rc == 0) {
-    memory_ctx ctx = {m, p->schedule, p->micro_batches};
+    memory_ctx ctx = {m, p->schedule, p->micro_batches, p->n_stages,
+                      pt_calloc((size_t)p->n_stages, sizeof(int))};
+    for (int s = 0; s < p->n_stages; s++)
+      ctx.w_pending[s] = stage_w_pending(p->schedule, s, p->n_stages, p->micro_batches);
     int uniform_cap = m->spec->pipeline.max_memory && m->spec->pipeline.max_memory->kind == SPEC_SCALAR;
     /* balanced weighs by time already: passing w itself tells the solver to skip its time pass */
     const double *by_time = m->spec->pipeline.partition == SPEC_PARTITION_BALANCED ? w : time;
@@ -209,6 +228,7 @@ static int automatic(pt_plan *p, const pt_model *m, spec_errors *e) {
                          .cap = p->cap, .cap_uniform = uniform_cap};
     part_failure why;
     rc = part_solve(&prob, p->bounds, NULL, NULL, &why);
+    free(ctx.w_pending);
     if (rc == -2) explain_failure(p, m, &why, e);
     else if (rc != 0 && !e->failed) /* weights the solver refuses: sizes beyond reason */
       spec_error(e, m->spec->pipeline.node, 0, "no partition of %d layers into %d stages: the "
@@ -279,6 +299,8 @@ static void plan_measure(pt_plan *p, const pt_model *m) {
     int a = p->bounds[s], b = p->bounds[s + 1];
     int k = p->schedule->in_flight(s, p->n_stages, p->micro_batches);
     memory_estimate_stage(m, a, b, k, &p->mem[s]);
+    memory_add_stash(m, a, b, stage_w_pending(p->schedule, s, p->n_stages, p->micro_batches),
+                     &p->mem[s]);
     for (int i = a; i < b; i++) {
       p->flops[s] += plan_layer_flops(m, i);
       p->weight[s] += layer_params(m, i);

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""check_report.py SCHEDULE STAGES MICRO_BATCHES < pipe_train output
+"""check_report.py SCHEDULE.txt STAGES MICRO_BATCHES < pipe_train output
 
 Checks the end-of-run report of a pipelined run: every stage's measured peak memory is within
-10% of the plan's estimate, and its peak micro-batches in flight is min(P - s, M) for 1f1b or M
-for gpipe. Exits 1 listing what differs.
+10% of the plan's estimate, and its peak micro-batches in flight is the slot count the schedule
+gives the stage (SCHEDULE.txt: pipe_train --print-schedule; 1f1b min(P - s, M), gpipe M; for
+split schedules the slots are held until W). Exits 1 listing what differs.
 """
 import re
 import sys
@@ -13,8 +14,12 @@ LINE = re.compile(r"stage (\d+): peak (\d+) micro-batches in flight, peak memory
                   r"\(planned ([0-9.]+) (\w+)\)")
 
 
+SLOTS = re.compile(r"^stage (\d+) \((\d+) slots?", re.M)
+
+
 def main():
     schedule, P, M = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    slots = {int(s): int(n) for s, n in SLOTS.findall(open(schedule).read())}
     text = sys.stdin.read()
     rows = {int(m[0]): m for m in LINE.findall(text)}
     errors = []
@@ -24,8 +29,8 @@ def main():
         got_b, plan_b = float(got) * UNITS[gu], float(plan) * UNITS[pu]
         if abs(got_b - plan_b) > 0.10 * plan_b:
             errors.append(f"stage {s}: measured {got} {gu} vs planned {plan} {pu} (over 10%)")
-        want = M if schedule == "gpipe" else min(P - int(s), M)
-        if int(flight) != want:
+        want = slots.get(s)
+        if want is None or want > M or int(flight) != want:
             errors.append(f"stage {s}: {flight} micro-batches in flight, want {want}")
     if errors:
         print("\n".join(errors) + "\n--- output ---\n" + text)
