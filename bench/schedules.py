@@ -72,7 +72,7 @@ def part_real(args, work):
     binary = os.path.join(ROOT, "build", "pipe_train")
     spec = "examples/gpt.yaml"
     common = ["--set", f"train.steps={args.steps}", "--set", "pipeline.partition=balanced",
-              "--set", "log.every=1000000"]
+              "--set", "log.every=1000000", "--set", "pipeline.data_parallel=1"]
     print(f"Part 1: {spec}, P = 2, real compute, one thread per rank: speedup over --sequential")
     print(f"{'schedule':<18}{'M':>4}{'seq ms':>10}{'pipe ms':>10}{'speedup':>9}{'theory':>8}"
           f"{'% of it':>9}")
