@@ -42,6 +42,28 @@ static int check_tags(const pt_pipeline *p, char *err, size_t errsz) {
   return -1;
 }
 
+/* Under activation checkpointing a split schedule's I runs the fused backward (engine/stage.h),
+ * so its weight gradients accumulate at B and I: those too must come in ascending micro-batch
+ * order on every chunk, as the validator makes B and W come. The same answer on every rank. */
+static int check_checkpoint_order(const pt_schedule *s, char *err, size_t errsz) {
+  int *last = pt_calloc((size_t)s->n_chunks, sizeof(int)), bad = 0;
+  for (int c = 0; c < s->n_chunks; c++) last[c] = -1;
+  for (int r = 0; r < s->n_ranks && !bad; r++)
+    for (int i = 0; i < s->n_acts[r] && !bad; i++) {
+      const pt_action *a = &s->acts[r][i];
+      if (a->kind != ACT_BACKWARD && a->kind != ACT_BACKWARD_INPUT) continue;
+      bad = a->mb < last[a->chunk];
+      if (bad)
+        snprintf(err, errsz, "schedule %s: chunk %d runs the backward of micro-batch %d after "
+                 "%d; with train.activation_checkpoint_interval the weight gradients accumulate "
+                 "there and must come in ascending order (set the interval to 0, or pick "
+                 "another schedule)", s->name, a->chunk, a->mb, last[a->chunk]);
+      last[a->chunk] = a->mb;
+    }
+  free(last);
+  return bad ? -1 : 0;
+}
+
 static int build_plan(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz) {
   spec_errors e = {0};
   if (part_configure(&p->part, spec, err, errsz) != 0) return -1;
@@ -53,6 +75,9 @@ static int build_plan(pt_pipeline *p, const pt_spec *spec, char *err, size_t err
       schedule_validate(&p->sched, err, errsz) != 0)
     pt_fatal("schedule %s: %s", spec->pipeline.schedule, err);
   check_same_placement(p);
+  if (spec->train.activation_checkpoint_interval > 0 &&
+      check_checkpoint_order(&p->sched, err, errsz) != 0)
+    return -1;
   return check_tags(p, err, errsz);
 }
 
@@ -201,7 +226,8 @@ static void alloc_chunk_buffers(pt_pipeline *p, pt_chunk *k) {
   if (k->is_first && !k->is_last) k->scratch_tg = pt_alloc_aligned(q->target_bytes);
 }
 
-/* Parameters of all the rank's chunks in one buffer, then one executor per chunk. */
+/* Parameters of all the rank's chunks in one buffer, then one executor per chunk, with the dout
+ * sets a split schedule holds between the chunk's I and W. */
 static void alloc_chunks(pt_pipeline *p) {
   pt_range *ranges = pt_calloc((size_t)p->n_chunks, sizeof *ranges);
   for (int i = 0; i < p->n_chunks; i++) ranges[i] = (pt_range){p->chunks[i].first, p->chunks[i].last};
@@ -210,6 +236,7 @@ static void alloc_chunks(pt_pipeline *p) {
   for (int i = 0; i < p->n_chunks; i++) {
     pt_chunk *k = &p->chunks[i];
     part_stage_init(&p->part, &k->stage, k->first, k->last, k->slots);
+    stage_alloc_stash(&k->stage, p->sched.n_w_pending[k->id]);
   }
 }
 

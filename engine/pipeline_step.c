@@ -103,10 +103,9 @@ static float *input_grad(pt_pipeline *p, pt_chunk *k, int mb) {
   return k->din[slot_of(k, mb)];
 }
 
-/* B, or I of a split backward: the weight gradients accumulate here too (a fused backward), so
- * the W that follows has nothing left to do. Exact: a chunk's Is come in ascending micro-batch
- * order, as its Ws would. */
-static void act_backward(pt_pipeline *p, pt_chunk *k, int mb) {
+/* B, or I when split: both start from the loss (last chunk) or the received gradient and leave
+ * the input gradient where input_grad says. The slot stays in flight until its W. */
+static void act_backward(pt_pipeline *p, pt_chunk *k, int mb, int split) {
   int s = slot_of(k, mb);
   const float *dy = k->dout[s];
   if (!k->is_last) wait_for(p, &k->recv_grad[s], mb);
@@ -116,8 +115,18 @@ static void act_backward(pt_pipeline *p, pt_chunk *k, int mb) {
     p->loss += part_compute_loss(&p->part, stage_output(&k->stage, s), k->targets[s], k->dlogits);
     dy = k->dlogits;
   }
-  stage_backward(&k->stage, s, dy, !k->is_first, din);
+  if (split) stage_backward_input(&k->stage, s, dy, !k->is_first, din);
+  else stage_backward(&k->stage, s, dy, !k->is_first, din);
   p->step_compute_s += pt_now_s() - t0;
+  if (!split) p->in_flight--;
+}
+
+/* W: the weight gradients from what the slot's I kept; releases the slot. */
+static void act_backward_weight(pt_pipeline *p, pt_chunk *k, int mb) {
+  double t0 = pt_now_s();
+  stage_backward_weight(&k->stage, slot_of(k, mb));
+  p->step_compute_s += pt_now_s() - t0;
+  p->in_flight--;
 }
 
 static void wait_sends(pt_pipeline *p) {
@@ -223,20 +232,25 @@ static void act_optimizer(pt_pipeline *p, double *norm, double *lr) {
   if (p->nonfinite) name_nonfinite(p);
 }
 
-/* A span per action, tagged with its chunk where a stage runs several; a W does its work in
- * its I (act_backward), so it has no span of its own. */
+/* A span per action, tagged with its chunk where a stage runs several. */
 static void trace_action(pt_pipeline *p, const pt_action *a, double t0) {
-  static const struct { const char *name, *cat; } spans[] = {
-      [ACT_RECV_ACT] = {"recv act", "receive"}, [ACT_LOAD] = {"load", "load"},
-      [ACT_FORWARD] = {"F", "forward"}, [ACT_SEND_ACT] = {"send act", "send"},
-      [ACT_RECV_GRAD] = {"recv grad", "receive"}, [ACT_BACKWARD] = {"B", "backward"},
-      [ACT_SEND_GRAD] = {"send grad", "send"}, [ACT_REDUCE_TIED] = {"tied grads", "allreduce"},
+  static const struct {
+    const char *name, *cat; /* observe/trace.h */
+  } span[ACT_KINDS] = {
+      [ACT_RECV_ACT] = {"recv act", "receive"},
+      [ACT_LOAD] = {"load", "load"},
+      [ACT_FORWARD] = {"F", "forward"},
+      [ACT_SEND_ACT] = {"send act", "send"},
+      [ACT_RECV_GRAD] = {"recv grad", "receive"},
+      [ACT_BACKWARD] = {"B", "backward"},
+      [ACT_BACKWARD_INPUT] = {"I", "backward_input"},
+      [ACT_BACKWARD_WEIGHT] = {"W", "backward_weight"},
+      [ACT_SEND_GRAD] = {"send grad", "send"},
+      [ACT_REDUCE_TIED] = {"tied grads", "allreduce"},
       [ACT_REDUCE_DP] = {"data-parallel grads", "allreduce"},
-      [ACT_OPTIMIZER] = {"optimizer", "optimizer"}, [ACT_BACKWARD_INPUT] = {"B", "backward"},
-      [ACT_BACKWARD_WEIGHT] = {NULL, NULL}};
-  if (!spans[a->kind].name) return;
+      [ACT_OPTIMIZER] = {"optimizer", "optimizer"}};
   int chunk = p->plan.virtual_stages > 1 ? a->chunk : -1;
-  trace_add_chunk(&p->trace, spans[a->kind].name, spans[a->kind].cat, a->mb, chunk,
+  trace_add_chunk(&p->trace, span[a->kind].name, span[a->kind].cat, a->mb, chunk,
                   p->part.step + 1, t0, pt_now_s());
 }
 
@@ -281,9 +295,9 @@ static void run_action(pt_pipeline *p, const pt_action *a, double *norm, double 
   case ACT_SEND_GRAD: transfer(p, k, a->kind, a->mb); break;
   case ACT_LOAD: act_load(p, k, a->mb); break;
   case ACT_FORWARD: act_forward(p, k, a->mb); break;
-  case ACT_BACKWARD: act_backward(p, k, a->mb), p->in_flight--; break;
-  case ACT_BACKWARD_INPUT: act_backward(p, k, a->mb); break;
-  case ACT_BACKWARD_WEIGHT: p->in_flight--; break; /* done by its I (act_backward) */
+  case ACT_BACKWARD: act_backward(p, k, a->mb, 0); break;
+  case ACT_BACKWARD_INPUT: act_backward(p, k, a->mb, 1); break;
+  case ACT_BACKWARD_WEIGHT: act_backward_weight(p, k, a->mb); break;
   case ACT_REDUCE_TIED:
     watchdog_arm("the tied-weight gradient reduction", -1, p->part.step + 1);
     pipeline_reduce_ties(p);

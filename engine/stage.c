@@ -106,6 +106,10 @@ void stage_free(pt_stage *st) {
     stage_release(st, st->ws_out[j]);
     stage_release(st, st->ws_saved[j]);
   }
+  for (int i = 0; i < st->n_stash * st->n; i++) stage_release(st, st->stash[i]);
+  free(st->stash);
+  free(st->stash_of);
+  free(st->stash_used);
   free(st->ws_out);
   free(st->ws_saved);
   stage_release(st, st->scratch);
@@ -141,12 +145,18 @@ static const void *layer_in(pt_stage *st, int slot, int li) {
   return li == 0 ? st->input[slot] : layer_out(st, slot, li - 1);
 }
 
+/* What layer li sees for the micro-batch in slot; dout and din only in backward. */
+static pt_io layer_io(pt_stage *st, int slot, int li, const float *dout, float *din) {
+  return (pt_io){.k = st->m->dev->k, .B = st->cur_B, .T = st->cur_T,
+                 .in = layer_in(st, slot, li), .out = layer_out(st, slot, li),
+                 .saved = layer_saved(st, slot, li), .scratch = st->scratch, .dout = dout,
+                 .din = din};
+}
+
 static void forward_range(pt_stage *st, int slot, int lo, int hi) {
   for (int li = lo; li < hi; li++) {
     pt_layer *L = &st->m->layers[st->first + li];
-    pt_io io = {.k = st->m->dev->k, .B = st->cur_B, .T = st->cur_T, .in = layer_in(st, slot, li),
-                .out = layer_out(st, slot, li), .saved = layer_saved(st, slot, li),
-                .scratch = st->scratch};
+    pt_io io = layer_io(st, slot, li, NULL, NULL);
     L->type->forward(L, &io);
     if (st->check_finite && st->bad_layer < 0 &&
         !device_all_finite(st->m->dev, io.out, (int64_t)io.B * io.T * L->out_dim))
@@ -176,9 +186,7 @@ static float *backward_range(pt_stage *st, int slot, int lo, int hi, const float
     int want = (li > 0 || need_din) && !L->in_tokens;
     din = want ? (dout == st->grad[0] ? st->grad[1] : st->grad[0]) : NULL;
     if (want && li == 0 && din_out) din = din_out;
-    pt_io io = {.k = st->m->dev->k, .B = st->cur_B, .T = st->cur_T, .in = layer_in(st, slot, li),
-                .out = layer_out(st, slot, li), .saved = layer_saved(st, slot, li),
-                .scratch = st->scratch, .dout = dout, .din = din};
+    pt_io io = layer_io(st, slot, li, dout, din);
     L->type->backward_input(L, &io);
     L->type->backward_weight(L, &io);
     dout = din;
@@ -199,4 +207,84 @@ const float *stage_backward(pt_stage *st, int slot, const float *dout, int need_
     dout = backward_range(st, slot, lo, hi, dout, need_din, din_out);
   }
   return dout;
+}
+
+/* --- Split backward ----------------------------------------------------------------------- */
+
+static int has_weights(const pt_stage *st, int li) {
+  return st->m->layers[st->first + li].n_params > 0;
+}
+
+void stage_alloc_stash(pt_stage *st, int n_sets) {
+  if (st->ckpt || n_sets <= 0) return; /* checkpointing: I is the fused backward */
+  st->n_stash = n_sets;
+  st->stash = pt_calloc((size_t)n_sets * st->n, sizeof(float *));
+  st->stash_used = pt_calloc((size_t)n_sets, 1);
+  st->stash_of = pt_calloc((size_t)st->n_slots, sizeof(int));
+  for (int s = 0; s < st->n_slots; s++) st->stash_of[s] = -1;
+  for (int set = 0; set < n_sets; set++)
+    for (int li = 0; li < st->n; li++)
+      if (has_weights(st, li)) st->stash[set * st->n + li] = stage_alloc(st, out_bytes(st, li));
+}
+
+/* Any free set will do: they are alike, and which one holds a dout changes no result. */
+static float **take_stash(pt_stage *st, int slot) {
+  if (!st->stash) pt_fatal("split backward on a stage without dout sets (stage_alloc_stash)");
+  if (st->stash_of[slot] >= 0)
+    pt_fatal("slot %d: backward_input twice without backward_weight", slot);
+  for (int set = 0; set < st->n_stash; set++)
+    if (!st->stash_used[set]) {
+      st->stash_used[set] = 1;
+      st->stash_of[slot] = set;
+      return &st->stash[set * st->n];
+    }
+  pt_fatal("more than %d micro-batches between backward_input and backward_weight on layers "
+           "%d..%d: the schedule holds more than its w_pending count", st->n_stash, st->first,
+           st->last - 1);
+}
+
+/* The input gradient of layer li goes straight into layer li-1's kept dout where it has one,
+ * into the caller's buffer for the stage input, else into the ping-pong buffer dout is not in. */
+static float *input_grad_buffer(pt_stage *st, float **keep, int li, const float *dout,
+                                float *din_out) {
+  if (li == 0 && din_out) return din_out;
+  if (li > 0 && keep[li - 1]) return keep[li - 1];
+  return dout == st->grad[0] ? st->grad[1] : st->grad[0];
+}
+
+const float *stage_backward_input(pt_stage *st, int slot, const float *dout, int need_din,
+                                  float *din_out) {
+  if (st->ckpt) return stage_backward(st, slot, dout, need_din, din_out);
+  float **keep = take_stash(st, slot), *din = NULL;
+  if (keep[st->n - 1]) { /* the caller's buffer may be reused before W: keep a copy */
+    const pt_layer *L = &st->m->layers[st->last - 1];
+    device_copy(st->m->dev, keep[st->n - 1], dout,
+                sizeof(float) * (size_t)st->cur_B * st->cur_T * L->out_dim);
+    dout = keep[st->n - 1];
+  }
+  for (int li = st->n - 1; li >= 0; li--) {
+    pt_layer *L = &st->m->layers[st->first + li];
+    int want = (li > 0 || need_din) && !L->in_tokens;
+    din = want ? input_grad_buffer(st, keep, li, dout, din_out) : NULL;
+    pt_io io = layer_io(st, slot, li, dout, din);
+    L->type->backward_input(L, &io);
+    if (!keep[li]) L->type->backward_weight(L, &io); /* no parameters: nothing to defer */
+    dout = din;
+  }
+  return din;
+}
+
+void stage_backward_weight(pt_stage *st, int slot) {
+  if (st->ckpt) return; /* the weight gradients were taken in stage_backward_input */
+  int set = st->stash_of ? st->stash_of[slot] : -1;
+  if (set < 0) pt_fatal("slot %d: backward_weight without its backward_input", slot);
+  float **keep = &st->stash[set * st->n];
+  for (int li = st->n - 1; li >= 0; li--) { /* the fused path's order: tied copies add alike */
+    if (!keep[li]) continue;
+    pt_layer *L = &st->m->layers[st->first + li];
+    pt_io io = layer_io(st, slot, li, keep[li], NULL);
+    L->type->backward_weight(L, &io);
+  }
+  st->stash_used[set] = 0;
+  st->stash_of[slot] = -1;
 }

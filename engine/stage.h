@@ -13,6 +13,16 @@
  * gradient of the output. Every buffer here is on the model's device (device.h). Buffers
  * returned stay valid until the slot's next stage_forward(). Per process, nothing collective; the
  * caller (engine/part.c) owns the pt_stage, and the model must outlive it.
+ *
+ * Split backward (zero-bubble schedules): stage_backward_input() then, later,
+ * stage_backward_weight() of the same slot do together what stage_backward() does, with the
+ * same results bit for bit. Between the two, each layer with parameters keeps its output
+ * gradient in a dout set (the layer API keeps in, out and saved per slot already);
+ * stage_alloc_stash() allocates n_sets of them, the most micro-batches the schedule holds between
+ * their I and W. Sets are taken by I and returned by W in any order. Layers without parameters
+ * have no weight gradient to defer: their backward_weight runs inside I. With checkpointing the
+ * segment workspace is shared between slots, so I runs the fused backward (one recomputation;
+ * the weight gradients accumulate at I) and W does nothing; no sets are allocated.
  */
 #ifndef PT_STAGE_H
 #define PT_STAGE_H
@@ -39,6 +49,10 @@ typedef struct {
   float *grad[2];
   int cur_B, cur_T;     /* shape of the micro-batch in each slot: set by stage_forward */
   size_t bytes;         /* activation memory allocated by this stage */
+  int n_stash;          /* dout sets for split backward (0: fused only, or checkpointing) */
+  float **stash;        /* [set * n + li]: layer li's dout; NULL where li has no parameters */
+  int *stash_of;        /* [slot]: the set holding the slot's douts between I and W, or -1 */
+  char *stash_used;     /* [set] */
   int check_finite;     /* scan every layer output for inf/nan (train.on_nonfinite: abort) */
   int bad_layer;        /* global index of the first layer whose output was not finite, -1 */
 } pt_stage;
@@ -57,6 +71,22 @@ const float *stage_forward(pt_stage *st, int slot, int B, int T);
  * (e.g. a send buffer) or into a stage buffer; else NULL. */
 const float *stage_backward(pt_stage *st, int slot, const float *dout, int need_din,
                             float *din_out);
+/* Allocates n_sets dout sets for split backward (counted in bytes); nothing under
+ * checkpointing. Call once after stage_init, before the first stage_backward_input. */
+void stage_alloc_stash(pt_stage *st, int n_sets);
+/* The input half of stage_backward: every layer's backward_input in reverse (and the
+ * backward_weight of layers without parameters), keeping the douts in a free set until
+ * stage_backward_weight(slot); same arguments and result as stage_backward. Fatal when no set is
+ * free (the schedule holds more micro-batches between I and W than stage_alloc_stash allowed).
+ * Under checkpointing it is stage_backward. */
+const float *stage_backward_input(pt_stage *st, int slot, const float *dout, int need_din,
+                                  float *din_out);
+/* The weight half: every remaining backward_weight of the micro-batch in slot, in the layer
+ * order stage_backward uses, then frees its set. Must follow the slot's stage_backward_input,
+ * before the slot's next stage_forward; calls for different slots must come in the order the
+ * weight gradients are to accumulate in (ascending micro-batch for exactness). No-op under
+ * checkpointing. */
+void stage_backward_weight(pt_stage *st, int slot);
 /* The stage output of the micro-batch in slot (valid after its stage_forward). */
 float *stage_output(pt_stage *st, int slot);
 

@@ -13,6 +13,7 @@
 #include "engine/run.h"
 #include "observe/trace.h"
 #include "partition/plan.h"
+#include "schedule/schedule_sim.h"
 #include "schedule/schedule_svg.h"
 #include "spec/spec.h"
 
@@ -185,22 +186,22 @@ static void print_schedule(const pt_spec *spec, const char *svg, int actions) {
   if (actions) schedule_write_actions(stdout, &sch);
   else schedule_print(stdout, &sch);
   if (schedule_validate(&sch, err, sizeof err) != 0) pt_fatal("schedule is invalid: %s", err);
+  double step = 0; /* a comment line, so the actions format still reads back */
+  double bubble = schedule_time(&sch, &schedule_unit_costs, 1, &step, NULL, err, sizeof err);
+  if (bubble < 0) pt_fatal("schedule cannot run: %s", err);
+  printf("# simulated at unit costs (F = I = W = 1, B = 2): step %g, bubble %.2f%%\n", step,
+         100.0 * bubble);
   if (svg && schedule_write_svg(&sch, svg, err, sizeof err) != 0) pt_fail_input("%s", err);
   schedule_free(&sch);
 }
 
-/* The engine runs the backward fused only: a schedule that splits it into I and W is refused
- * before any work (it can still be printed and planned). */
-static void refuse_unsupported(const pt_schedule_type *t, int launched) {
-  char msg[512] = "";
-  if (t->splits_backward)
-    snprintf(msg, sizeof msg, "pipeline.schedule: %s needs the backward split into I and W, "
-             "which the engine does not run yet; use 1f1b, gpipe, interleaved_1f1b or looped_bfs "
-             "(--print-schedule and --plan show it)", t->name);
-  if (msg[0]) fail_everywhere(launched, msg);
-}
+/* Layer types of the program's own, registered before the spec is read. pipe_train has none; a
+ * program that is pipe_train plus its own layers (bench/bench_schedules.c, docs/layers.md)
+ * compiles this file with one more source that defines it. */
+__attribute__((weak)) void pipe_train_register_layers(void) {}
 
 int main(int argc, char **argv) {
+  pipe_train_register_layers();
   cli_args a;
   parse_args(argc, argv, &a);
   int launched = comm_launched();
@@ -211,9 +212,8 @@ int main(int argc, char **argv) {
                                .overrides = a.overrides, .n_overrides = a.n_overrides};
   pt_spec spec;
   spec_errors e = {0};
-  const pt_schedule_type *sched_type = NULL;
   if (spec_load(a.spec_path, a.overrides, a.n_overrides, &spec, &e) != 0 ||
-      !(sched_type = schedule_from_spec(&spec.pipeline, &e)))
+      !schedule_from_spec(&spec.pipeline, &e))
     fail_everywhere(launched, e.msg);
   if (launched) check_same_spec(&spec);
   int world = launched ? comm_size(comm_world()) : 1, root = !launched || comm_rank(comm_world()) == 0;
@@ -231,13 +231,11 @@ int main(int argc, char **argv) {
     a.run.sequential = 1;
     run_train(&spec, &a.run);
   } else if (!launched) {
-    refuse_unsupported(sched_type, launched);
     pt_fail_input("%s: pipeline.stages (%lld) x pipeline.data_parallel (%lld) = %lld processes: "
                   "start it with mpirun -np %lld, or add --sequential (same results, one process)",
                   spec.path, (long long)spec.pipeline.stages, (long long)spec.pipeline.data_parallel,
                   (long long)procs, (long long)procs);
   } else {
-    refuse_unsupported(sched_type, launched);
     run_train(&spec, &a.run);
   }
   spec_free(&spec);

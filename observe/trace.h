@@ -13,8 +13,9 @@
  *
  * Span names and categories:
  *   F<mb>/forward, B<mb>/backward (backward_input and backward_weight of every layer, fused),
+ *   I<mb>/backward_input and W<mb>/backward_weight (the two halves in split schedules),
  *   recv act<mb>, recv grad<mb>/receive (posting), send act<mb>, send grad<mb>/send (posting),
- *   wait/wait (blocked on a receive or on a send's completion, inside F/B/optimizer),
+ *   wait/wait (blocked on a receive or on a send's completion, inside F/B/I/optimizer),
  *   load<mb>/load, tied grads/allreduce, data-parallel grads/allreduce, optimizer/optimizer.
  */
 #ifndef PT_TRACE_H

@@ -102,15 +102,18 @@ static int find_tracks(reader *r) {
   return 1;
 }
 
-/* A complete event of replica 0: its stage, and kind F/B (with *mb) or WAIT; -1 for others. */
+/* A complete event of replica 0: its stage, and kind F/B/I/W (with *mb) or WAIT; -1 for
+ * others. */
 static int span_of(const reader *r, const cJSON *e, pt_sched_box_kind *kind, int *mb) {
+  static const char codes[] = "FBIW";
+  static const pt_sched_box_kind kinds[] = {SCHED_BOX_F, SCHED_BOX_B, SCHED_BOX_I, SCHED_BOX_W};
   if (strcmp(string_of(e, "ph"), "X")) return -1;
   int stage = stage_of(r, e);
   if (stage < 0) return -1;
-  const char *name = string_of(e, "name");
+  const char *name = string_of(e, "name"), *code = name[0] ? strchr(codes, name[0]) : NULL;
   size_t digits = strspn(name + (name[0] != '\0'), "0123456789");
-  if ((name[0] == 'F' || name[0] == 'B') && digits > 0 && name[1 + digits] == '\0') {
-    *kind = name[0] == 'F' ? SCHED_BOX_F : SCHED_BOX_B;
+  if (code && digits > 0 && name[1 + digits] == '\0') {
+    *kind = kinds[code - codes];
     *mb = atoi(name + 1);
     return stage;
   }
@@ -142,8 +145,8 @@ static int pick_step(reader *r, int64_t wanted, int64_t *step) {
     found |= s == wanted;
   }
   if (first == INT64_MAX)
-    return pt_errorf(r->err, r->errsz, "the trace has no forward/backward spans (F<mb>, B<mb>) "
-                     "on replica 0");
+    return pt_errorf(r->err, r->errsz, "the trace has no forward/backward spans (F<mb>, B<mb>, "
+                     "I<mb>, W<mb>) on replica 0");
   if (wanted != 0 && !found)
     return pt_errorf(r->err, r->errsz, "step %lld is not in the trace (its first step is %lld; "
                      "--trace-steps chose which steps were recorded)", (long long)wanted,
@@ -163,7 +166,7 @@ static void collect(reader *r, pt_trace_step *t) {
   int cap = 0;
   const cJSON *e;
   cJSON_ArrayForEach(e, r->events) {
-    pt_sched_box b;
+    pt_sched_box b = {.chunk = 0}; /* a trace names no chunks */
     int64_t s;
     double ts, dur;
     b.stage = span_of(r, e, &b.kind, &b.mb);
@@ -258,7 +261,7 @@ int trace_step_write_svg(const pt_trace_step *t, const char *label, const char *
   pt_sched_picture pic = {
       .title = text, .axis = "time (ms)", .n_stages = t->n_stages, .boxes = t->boxes, .n = t->n,
       .t0 = t->t0, .t1 = t->t1, .min_px = 0.0, .max_px = 1e12,
-      .legend = "blank: idle; pale: waiting for a neighbour inside F/B; number: micro-batch; "
+      .legend = "blank: idle; pale: waiting for a neighbour inside F/B/I; number: micro-batch; "
                 "measured times"};
   return sched_write_svg(&pic, path, err, errsz);
 }

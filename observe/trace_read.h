@@ -4,7 +4,8 @@
  * Reads the Chrome trace JSON that trace_write() writes (pipe_train --trace; format in
  * observe/trace.h) and keeps replica 0's tracks, told apart by their "rank R (stage S, replica
  * D)" process names (without such names, pid = stage: one replica). Of one step it keeps the
- * forward (F<mb>) and backward (B<mb>) spans, and the "wait" spans nested inside them (time
+ * forward (F<mb>) and backward (B<mb>, or I<mb> and W<mb> when split) spans, and the "wait"
+ * spans nested inside them (time
  * blocked on a neighbour: drawn pale, counted as idle), in milliseconds. Waits elsewhere (in the
  * optimizer), receives, sends, reductions and the optimizer are left out, as in the simulated
  * picture. The measured bubble is the idle share of the window from the step's first forward

@@ -9,13 +9,16 @@
 #include "core/error.h"
 #include "observe/trace_write.h"
 
-/* Spans travel as doubles; names and categories as indices into this table. */
-static const char *const NAMES[] = {"F", "B", "recv act", "recv grad", "send act", "send grad",
-                                    "wait", "load", "tied grads", "data-parallel grads",
-                                    "optimizer"};
-static const char *const CATS[] = {"forward", "backward", "receive", "send", "wait", "load",
-                                   "allreduce", "optimizer"};
-enum { N_NAMES = sizeof NAMES / sizeof NAMES[0], N_CATS = sizeof CATS / sizeof CATS[0], FIELDS = 7 };
+/* Spans travel as doubles; names and categories as indices into this table. The first
+ * N_COMPUTE names are written with the micro-batch glued on ("F3"), the next up to N_PER_MB with
+ * a space ("recv act 3"). */
+static const char *const NAMES[] = {"F", "B", "I", "W", "recv act", "recv grad", "send act",
+                                    "send grad", "wait", "load", "tied grads",
+                                    "data-parallel grads", "optimizer"};
+static const char *const CATS[] = {"forward", "backward", "backward_input", "backward_weight",
+                                   "receive", "send", "wait", "load", "allreduce", "optimizer"};
+enum { N_NAMES = sizeof NAMES / sizeof NAMES[0], N_CATS = sizeof CATS / sizeof CATS[0], FIELDS = 7,
+       N_COMPUTE = 4, N_PER_MB = 8 };
 
 static int index_of(const char *const *table, int n, const char *s) {
   for (int i = 0; i < n; i++)
@@ -52,7 +55,8 @@ static cJSON *span_event(const double *f, int rank) {
   cJSON *e = cJSON_CreateObject(), *args;
   int name = (int)f[0], mb = (int)f[2];
   char label[48];
-  if (mb >= 0 && name <= 5) snprintf(label, sizeof label, "%s%s%d", NAMES[name], name <= 1 ? "" : " ", mb);
+  if (mb >= 0 && name < N_PER_MB)
+    snprintf(label, sizeof label, "%s%s%d", NAMES[name], name < N_COMPUTE ? "" : " ", mb);
   else snprintf(label, sizeof label, "%s", NAMES[name]);
   cJSON_AddStringToObject(e, "name", label);
   cJSON_AddStringToObject(e, "cat", CATS[(int)f[1]]);

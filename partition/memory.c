@@ -159,29 +159,47 @@ static void layer_storage(const pt_model *m, const pt_range *r, int n, int li, i
   }
 }
 
-void memory_estimate_rank(const pt_model *m, const pt_range *ranges, const int *in_flight,
-                          const int *local_prev, int n, pt_stage_memory *out) {
+void memory_estimate_rank(const pt_model *m, const pt_range *ranges,
+                          const pt_stage_memory *chunk, const int *local_prev, int n,
+                          pt_stage_memory *out) {
   if (n == 1 && !local_prev[0]) {
-    memory_estimate_stage(m, ranges[0].first, ranges[0].last, in_flight[0], out);
+    *out = chunk[0];
     return;
   }
   int64_t stored = 0, borrowed = 0;
   memset(out, 0, sizeof *out);
   for (int i = 0; i < n; i++) {
     int a = ranges[i].first, b = ranges[i].last;
-    pt_stage_memory c;
-    memory_estimate_stage(m, a, b, in_flight[i], &c);
     shape_ctx sh = shape_of(m, a, b);
     int64_t din = local_prev[i] ? 4 * (int64_t)sh.B * sh.T * m->layers[a].in_dim : 0;
-    out->activations += c.activations - in_flight[i] * din;
-    out->workspace += c.workspace;
-    out->in_flight += in_flight[i];
+    out->activations += chunk[i].activations - chunk[i].in_flight * din;
+    out->workspace += chunk[i].workspace;
+    out->stash += chunk[i].stash;
+    out->in_flight += chunk[i].in_flight;
+    out->w_pending += chunk[i].w_pending;
     for (int li = a; li < b; li++) layer_storage(m, ranges, n, li, &stored, &borrowed);
   }
   out->params = stored;
   out->grads = stored + borrowed;
   out->optimizer = optimizer_copies(m) * stored;
   out->total = out->params + out->grads + out->optimizer + out->activations + out->workspace;
+}
+
+/* engine/stage.c's dout sets: one output-sized buffer per layer with parameters, per set. */
+int64_t memory_stash_bytes(const pt_model *m, int first, int last, int w_pending) {
+  shape_ctx c = shape_of(m, first, last);
+  int64_t set = 0;
+  for (int li = first; li < last && c.ckpt == 0; li++)
+    if (m->layers[li].n_params > 0) set += out_b(m, &c, li);
+  return w_pending * set;
+}
+
+void memory_add_stash(const pt_model *m, int first, int last, int w_pending,
+                      pt_stage_memory *out) {
+  out->w_pending = w_pending;
+  out->stash = memory_stash_bytes(m, first, last, w_pending);
+  out->activations += out->stash; /* per micro-batch like the slots: one column in --plan */
+  out->total += out->stash;
 }
 
 /* Every term of the estimate replaced by one that cannot grow when the range shrinks at a fixed

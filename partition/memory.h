@@ -11,6 +11,11 @@
  *               gradient buffers (received, to send) and targets; times the in-flight count
  *   workspace   checkpoint recompute buffers, the largest layer scratch, two gradient buffers,
  *               on the last stage the loss gradient, and the data buffers of the end stages
+ *   stash       split-backward schedules only (memory_add_stash): per micro-batch between its
+ *               I and W, the output gradient of every layer with parameters (what its
+ *               backward_weight reads later); times the schedule's n_w_pending for the stage.
+ *               None under activation checkpointing, where I runs the fused backward.
+ *               Counted in activations too (stash says how much of them it is).
  * The in-flight count is the schedule's (schedule/registry.h: 1F1B min(P - s, M), GPipe M).
  * All sizes in bytes. */
 #ifndef PT_PARTITION_MEMORY_H
@@ -21,22 +26,32 @@
 #include "model/model.h"
 
 typedef struct {
-  int64_t params, grads, optimizer, activations, workspace;
+  int64_t params, grads, optimizer, activations, workspace, stash;
   int64_t total;
-  int in_flight;
+  int in_flight, w_pending;
 } pt_stage_memory;
 
 /* Estimate for layers [first, last) of a configured model (no storage needed). */
 void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight,
                            pt_stage_memory *out);
-/* Estimate for a rank that runs n chunks (virtual stages) ranges[i] with in_flight[i]
- * micro-batches each: every chunk as a stage of its own (activations, workspace), added, except
- * that the parameters are counted as model_alloc_ranges lays them out (a tied weight whose first
- * owner the rank holds is stored once, its later copies keep a gradient each) and a chunk whose
- * previous chunk runs on the same rank (local_prev[i]) has no input-gradient buffers: the
- * engine writes them straight into that chunk's. With one chunk, memory_estimate_stage. */
-void memory_estimate_rank(const pt_model *m, const pt_range *ranges, const int *in_flight,
-                          const int *local_prev, int n, pt_stage_memory *out);
+/* Estimate for a rank that runs n chunks (virtual stages) ranges[i], each estimated alone in
+ * chunk[i] (memory_estimate_stage and, for split schedules, memory_add_stash): their
+ * activations, stash and workspace added, except that the parameters are counted as
+ * model_alloc_ranges lays them out (a tied weight shared by several of the rank's layers is
+ * stored once, its later copies keep a gradient each) and a chunk whose previous chunk runs on
+ * the same rank (local_prev[i]) has no input-gradient buffers: the engine writes them straight
+ * into that chunk's. With one chunk, chunk[0]. */
+void memory_estimate_rank(const pt_model *m, const pt_range *ranges,
+                          const pt_stage_memory *chunk, const int *local_prev, int n,
+                          pt_stage_memory *out);
+/* The dout sets of a split-backward stage for w_pending micro-batches between I and W (0 under
+ * checkpointing). A sum over the range's layers: it never grows when the range shrinks, so it is
+ * its own bound for the partitioner. */
+int64_t memory_stash_bytes(const pt_model *m, int first, int last, int w_pending);
+/* Adds the stash of w_pending micro-batches to an estimate of the same range (stash,
+ * activations, total). */
+void memory_add_stash(const pt_model *m, int first, int last, int w_pending,
+                      pt_stage_memory *out);
 /* The part of the estimate the pipeline engine allocates beside the model, the stage's layers
  * and the optimizer (gradient and target slots, the loss gradient, data buffers). */
 int64_t memory_engine_bytes(const pt_model *m, int first, int last, int in_flight);

@@ -119,21 +119,35 @@ static int explicit_stage_layers(pt_plan *p, spec_node *n, spec_errors *e) {
 
 /* --- Automatic methods -------------------------------------------------------------------- */
 
+/* Micro-batches between their I and W at once on `stage` (one chunk per rank; 0 when the
+ * backward is fused): the dout sets the engine keeps beside the slots (partition/memory.h). */
+static int stage_w_pending(const pt_schedule_type *t, int stage, int n_stages, int n_micro) {
+  int w = 0;
+  if (!t->splits_backward || schedule_chunk_in_flight(t, stage, n_stages, 1, n_micro, &w) < 0)
+    return 0;
+  return w;
+}
+
 typedef struct {
   const pt_model *m;
   const pt_schedule_type *schedule;
-  int micro_batches;
+  int micro_batches, n_chunks;
   const int *chunk_in_flight; /* several chunks per stage: the schedule's, for this plan's count */
+  const int *w_pending;       /* [chunk] for this plan's count: the solver asks many times */
 } memory_ctx;
 
-/* The solver needs memory that never grows as a range shrinks: give it the monotone bound.
- * With one chunk per stage the registry's in-flight count serves any stage count the solver
- * tries; with several, only this plan's chunk count is asked (no other count is tried). */
+/* The solver needs memory that never grows as a range shrinks: give it the monotone bound (the
+ * stash is a sum over the range, its own bound). With one chunk per stage it also tries other
+ * stage counts when no plan fits, to say how many would, and the registry's in-flight count
+ * serves any count; with several, only this plan's chunk count is asked. */
 static double stage_memory_cb(void *ctx, int n_stages, int stage, int first, int last) {
   const memory_ctx *c = ctx;
   int k = c->chunk_in_flight ? c->chunk_in_flight[stage]
                              : c->schedule->in_flight(stage, n_stages, c->micro_batches);
-  return (double)memory_bound_stage(c->m, n_stages, stage, first, last, k);
+  int w = n_stages == c->n_chunks ? c->w_pending[stage]
+                                  : stage_w_pending(c->schedule, stage, n_stages, c->micro_batches);
+  return (double)(memory_bound_stage(c->m, n_stages, stage, first, last, k) +
+                  memory_stash_bytes(c->m, first, last, w));
 }
 
 /* type:REGEX: weight 1 for each layer whose type matches, 0 for the others. */
@@ -224,7 +238,8 @@ static int automatic(pt_plan *p, const pt_model *m, spec_errors *e) {
   int rc = method_weights(p, m, time, w, e);
   if (rc == 0) {
     int several = p->virtual_stages > 1;
-    memory_ctx ctx = {m, p->schedule, p->micro_batches, several ? p->chunk_in_flight : NULL};
+    memory_ctx ctx = {m, p->schedule, p->micro_batches, p->n_chunks,
+                      several ? p->chunk_in_flight : NULL, p->chunk_w_pending};
     /* other stage counts are tried only with one chunk per stage (see stage_memory_cb) */
     int uniform_cap = !several && m->spec->pipeline.max_memory &&
                       m->spec->pipeline.max_memory->kind == SPEC_SCALAR;
@@ -309,27 +324,29 @@ static void plan_measure(pt_plan *p, const pt_model *m) {
   for (int c = 0; c < p->n_chunks; c++) {
     int a = p->bounds[c], b = p->bounds[c + 1];
     memory_estimate_stage(m, a, b, p->chunk_in_flight[c], &p->chunk_mem[c]);
+    memory_add_stash(m, a, b, p->chunk_w_pending[c], &p->chunk_mem[c]);
     for (int i = a; i < b; i++) {
       p->chunk_flops[c] += plan_layer_flops(m, i);
       p->chunk_weight[c] += layer_params(m, i);
     }
   }
   int v = p->virtual_stages, *chunks = pt_calloc((size_t)v, sizeof(int));
-  int *in_flight = pt_calloc((size_t)v, sizeof(int)), *local_prev = pt_calloc((size_t)v, sizeof(int));
+  int *local_prev = pt_calloc((size_t)v, sizeof(int));
+  pt_stage_memory *mem = pt_calloc((size_t)v, sizeof(pt_stage_memory));
   pt_range *ranges = pt_calloc((size_t)v, sizeof(pt_range));
   for (int s = 0; s < p->n_stages; s++) {
     int n = plan_stage_chunks(p, s, chunks);
     plan_stage_ranges(p, s, ranges);
     for (int i = 0; i < n; i++) {
       int c = chunks[i];
-      in_flight[i] = p->chunk_in_flight[c];
+      mem[i] = p->chunk_mem[c];
       local_prev[i] = c > 0 && p->chunk_stage[c - 1] == s;
       p->flops[s] += p->chunk_flops[c];
       p->weight[s] += p->chunk_weight[c];
     }
-    memory_estimate_rank(m, ranges, in_flight, local_prev, n, &p->mem[s]);
+    memory_estimate_rank(m, ranges, mem, local_prev, n, &p->mem[s]);
   }
-  free(chunks), free(in_flight), free(local_prev), free(ranges);
+  free(chunks), free(local_prev), free(mem), free(ranges);
 }
 
 static void plan_check_balance(pt_plan *p, const pt_model *m) {
@@ -375,7 +392,14 @@ static void one_chunk_per_stage(pt_plan *p) {
   for (int c = 0; c < p->n_chunks; c++) {
     p->chunk_stage[c] = c;
     p->chunk_in_flight[c] = p->schedule->in_flight(c, p->n_stages, p->micro_batches);
+    p->chunk_w_pending[c] = stage_w_pending(p->schedule, c, p->n_stages, p->micro_batches);
   }
+}
+
+static void alloc_chunk_maps(pt_plan *p) {
+  p->chunk_stage = pt_calloc((size_t)p->n_chunks, sizeof(int));
+  p->chunk_in_flight = pt_calloc((size_t)p->n_chunks, sizeof(int));
+  p->chunk_w_pending = pt_calloc((size_t)p->n_chunks, sizeof(int));
 }
 
 /* Several chunks per stage, or a schedule file: the placement and each chunk's slots come from
@@ -391,10 +415,10 @@ static int chunks_from_schedule(pt_plan *p, const pt_model *m, spec_errors *e) {
   }
   p->virtual_stages = s.n_chunks / s.n_ranks;
   p->n_chunks = s.n_chunks;
-  p->chunk_stage = pt_calloc((size_t)p->n_chunks, sizeof(int));
-  p->chunk_in_flight = pt_calloc((size_t)p->n_chunks, sizeof(int));
+  alloc_chunk_maps(p);
   memcpy(p->chunk_stage, s.chunk_rank, sizeof(int) * (size_t)p->n_chunks);
   memcpy(p->chunk_in_flight, s.n_slots, sizeof(int) * (size_t)p->n_chunks);
+  memcpy(p->chunk_w_pending, s.n_w_pending, sizeof(int) * (size_t)p->n_chunks);
   schedule_free(&s);
   return 0;
 }
@@ -405,8 +429,7 @@ static int plan_chunks(pt_plan *p, const pt_model *m, spec_errors *e) {
     return chunks_from_schedule(p, m, e);
   p->virtual_stages = 1;
   p->n_chunks = p->n_stages;
-  p->chunk_stage = pt_calloc((size_t)p->n_chunks, sizeof(int));
-  p->chunk_in_flight = pt_calloc((size_t)p->n_chunks, sizeof(int));
+  alloc_chunk_maps(p);
   one_chunk_per_stage(p);
   return 0;
 }
@@ -470,6 +493,7 @@ void plan_free(pt_plan *p) {
   free(p->bounds);
   free(p->chunk_stage);
   free(p->chunk_in_flight);
+  free(p->chunk_w_pending);
   free(p->chunk_mem);
   free(p->chunk_flops);
   free(p->chunk_weight);

@@ -31,6 +31,7 @@ typedef struct {
   int *bounds;          /* [n_chunks + 1] */
   int *chunk_stage;     /* [n_chunks] the stage running each chunk */
   int *chunk_in_flight; /* [n_chunks] its micro-batches in flight (the schedule's slots) */
+  int *chunk_w_pending; /* [n_chunks] its micro-batches between I and W (split schedules) */
   int *devices;         /* [n_stages * data_parallel], by rank; -1: the node-local rank */
   double *cap;          /* [n_stages] bytes; 0: none */
   pt_stage_memory *mem; /* [n_stages] a stage's chunks together */

@@ -4,7 +4,8 @@
  *     peak over trainer_init and two steps must be within 10% of memory_estimate_stage(0, n, 1);
  *   - pipeline-like slices (model_alloc(first, last) + stage_init with 3 slots + the optimizer):
  *     the tracked bytes against memory_estimate_stage(first, last, 3), less the last stage's
- *     targets and loss gradient, which the stage itself does not allocate.
+ *     targets and loss gradient, which the stage itself does not allocate; for split-backward
+ *     schedules also w dout sets (stage_alloc_stash) against memory_add_stash(w).
  * Each part (parameters, gradients, optimizer state, activations + workspace) is also compared
  * exactly with what was allocated, so a mismatch names the part. Run from the repository root. */
 #include <math.h>
@@ -141,7 +142,7 @@ static void trainer_case(const char *name, const char *text, const char *const *
 /* --- Pipeline-like slices ------------------------------------------------------------------------ */
 
 static void slice_case(const char *name, const char *text, const char *const *over, int n_over,
-                       int first, int last, int n_slots) {
+                       int first, int last, int n_slots, int w_pending) {
   pt_spec s;
   if (load(&s, text, over, n_over) != 0) return;
   pt_model m;
@@ -159,6 +160,7 @@ static void slice_case(const char *name, const char *text, const char *const *ov
   model_alloc(&m, first, last);
   pt_stage st;
   stage_init(&st, &m, first, last, B, T, n_slots, ckpt);
+  stage_alloc_stash(&st, w_pending);
   pt_optimizer o;
   optimizer_init(&o, &s.train, m.n_floats);
   size_t measured = pt_mem_current() - before;
@@ -166,6 +168,7 @@ static void slice_case(const char *name, const char *text, const char *const *ov
 
   pt_stage_memory est;
   memory_estimate_stage(&m, first, last, n_slots, &est);
+  memory_add_stash(&m, first, last, w_pending, &est);
   /* the estimate also holds what the pipeline engine allocates beside the stage (gradient and
    * target slots, the loss gradient, data buffers): not built here, checked by the MPI test
    * pipeline_memory against a real run */
@@ -174,7 +177,8 @@ static void slice_case(const char *name, const char *text, const char *const *ov
   shown.total -= extra;
   shown.workspace -= extra;
   char label[96];
-  snprintf(label, sizeof label, "%s [%d,%d) x%d", name, first, last, n_slots);
+  snprintf(label, sizeof label, "%s [%d,%d) x%d%s", name, first, last, n_slots,
+           w_pending ? " split" : "");
   print_parts(label, &shown, measured);
   within_10pct(label, (double)(est.total - extra), (double)measured);
 
@@ -189,6 +193,8 @@ static void slice_case(const char *name, const char *text, const char *const *ov
         "%s: activations + workspace %lld, the stage allocates %zu", label,
         (long long)(est.activations + est.workspace - extra), st.bytes);
   CHECK(est.in_flight == n_slots, "%s: in_flight %d", label, est.in_flight);
+  CHECK(est.w_pending == w_pending && (est.stash > 0) == (w_pending > 0 && ckpt == 0),
+        "%s: stash %lld for %d pending", label, (long long)est.stash, est.w_pending);
 
   /* a forward and backward pass over every slot allocates nothing more */
   for (int slot = 0; slot < n_slots; slot++) {
@@ -202,7 +208,16 @@ static void slice_case(const char *name, const char *text, const char *const *ov
   }
   float *dout = pt_calloc((size_t)B * T * m.layers[last - 1].out_dim, sizeof(float));
   for (int i = 0; i < B * T * m.layers[last - 1].out_dim; i++) dout[i] = 1e-3f * (float)(i % 5);
-  for (int slot = n_slots - 1; slot >= 0; slot--) stage_backward(&st, slot, dout, first > 0, NULL);
+  for (int slot = n_slots - 1; slot >= 0; slot--) {
+    if (!w_pending) {
+      stage_backward(&st, slot, dout, first > 0, NULL);
+      continue;
+    }
+    if (slot + w_pending < n_slots) stage_backward_weight(&st, slot + w_pending);
+    stage_backward_input(&st, slot, dout, first > 0, NULL); /* then all w sets are in use */
+  }
+  for (int slot = 0; w_pending && slot < w_pending && slot < n_slots; slot++)
+    stage_backward_weight(&st, slot);
   free(dout);
   CHECK(pt_mem_peak() - before == measured, "%s: forward/backward allocated %zu more bytes",
         label, pt_mem_peak() - before - measured);
@@ -241,15 +256,22 @@ int main(void) {
   trainer_case("mlp adamw checkpoint 2", g_mlp, mlp_ckpt, 1);
 
   /* GPT: 0 embedding, 1 pos_embedding, 2-7 blocks, 8 layernorm, 9 lm_head (tied to 0) */
-  slice_case("gpt middle", GPT, NULL, 0, 3, 7, 3);
-  slice_case("gpt middle checkpoint 1", GPT, ckpt1, 1, 3, 7, 3);
-  slice_case("gpt middle checkpoint 3", GPT, ckpt3, 1, 2, 8, 3);
-  slice_case("gpt first", GPT, NULL, 0, 0, 4, 3);
-  slice_case("gpt last (remote tie)", GPT, sgd, 1, 6, -1, 3);
-  slice_case("gpt whole (local tie)", GPT, NULL, 0, 0, -1, 3);
-  slice_case("mlp middle", g_mlp, NULL, 0, 2, 6, 3);
-  slice_case("mlp middle checkpoint 2", g_mlp, mlp_ckpt, 1, 1, 7, 3);
-  slice_case("mlp last", g_mlp, sgd, 1, 4, -1, 3);
+  slice_case("gpt middle", GPT, NULL, 0, 3, 7, 3, 0);
+  slice_case("gpt middle checkpoint 1", GPT, ckpt1, 1, 3, 7, 3, 0);
+  slice_case("gpt middle checkpoint 3", GPT, ckpt3, 1, 2, 8, 3, 0);
+  slice_case("gpt first", GPT, NULL, 0, 0, 4, 3, 0);
+  slice_case("gpt last (remote tie)", GPT, sgd, 1, 6, -1, 3, 0);
+  slice_case("gpt whole (local tie)", GPT, NULL, 0, 0, -1, 3, 0);
+  slice_case("mlp middle", g_mlp, NULL, 0, 2, 6, 3, 0);
+  slice_case("mlp middle checkpoint 2", g_mlp, mlp_ckpt, 1, 1, 7, 3, 0);
+  slice_case("mlp last", g_mlp, sgd, 1, 4, -1, 3, 0);
+  /* split backward: the dout sets of 2 or 3 micro-batches between I and W (none when
+   * checkpointing, where I is the fused backward) */
+  slice_case("gpt middle", GPT, NULL, 0, 3, 7, 3, 2);
+  slice_case("gpt last (remote tie)", GPT, NULL, 0, 6, -1, 3, 3);
+  slice_case("gpt whole (local tie)", GPT, NULL, 0, 0, -1, 3, 3);
+  slice_case("gpt middle checkpoint 3", GPT, ckpt3, 1, 2, 8, 3, 2);
+  slice_case("mlp middle", g_mlp, NULL, 0, 2, 6, 3, 2);
   remove(g_f32_path);
   return test_summary("memory_estimate");
 }

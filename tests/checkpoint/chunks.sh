@@ -10,9 +10,9 @@
 #       reference; 4 chunk files, the chunk layout in the manifest
 #   (c) its step-10 checkpoint resumed with one chunk per stage (P=2, 1f1b) -> that run's step-15
 #       checkpoint resumed sequentially and, in today's layout, by 2 stages x 2 chunks again;
-#       the step-10 one by a V schedule (tests/pipeline/v_fused_p2.txt: two chunks per rank,
-#       down and back up) and by it with 2 replicas (against a sequential data_parallel=2 run
-#       from the same checkpoint)
+#       the step-10 one by zbv (two chunks per rank, down and back up, the backward split into
+#       I and W) and by it with 2 replicas (against a sequential data_parallel=2 run from the
+#       same checkpoint)
 #   (d) --gather of loop and V runs: byte-identical to the sequential file
 #   (e) pipe_convert: a chunked checkpoint to one file (bitwise the saving run's weights), and
 #       --stages 2 re-split from the recorded spec (2 x 2 chunks) resumed exactly
@@ -20,7 +20,7 @@ set -euo pipefail
 pipe_train=$(realpath "$1") pipe_convert=$(realpath "$2")
 . "$(dirname "$0")/common.sh"
 v2=(--set pipeline.stages=2 --set pipeline.schedule=interleaved_1f1b --set pipeline.virtual_stages=2)
-vsched=(--set pipeline.stages=2 --set pipeline.schedule_file=tests/pipeline/v_fused_p2.txt)
+vsched=(--set pipeline.stages=2 --set pipeline.schedule=zbv)
 exact() { # exact LABEL FIRST RANKS RUN: RUN's losses FIRST..20 and parameters bitwise the reference's
   ck cmp_losses "$work/ref.jsonl" "$work/$4.jsonl" "$2" 20 0 "$1"
   ck cmp_params "$work/ref" 1 "$work/$4" "$3" "$1" exact

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""check_report.py SCHEDULE STAGES MICRO_BATCHES [PLAN.json] < pipe_train output
+"""check_report.py SCHEDULE.txt STAGES MICRO_BATCHES < pipe_train output
 
 Checks the end-of-run report of a pipelined run: every stage's measured peak memory is within
-10% of the plan's estimate, and its peak micro-batches in flight is min(P - s, M) for 1f1b or M
-for gpipe; for other schedules at most the plan's (PLAN.json, pipe_train --plan --json: the
-slots of the stage's chunks added, which their peaks need not reach together). Exits 1 listing
-what differs.
+10% of the plan's estimate, and its peak micro-batches in flight is the slot count the schedule
+gives the stage (SCHEDULE.txt: pipe_train --print-schedule; 1f1b min(P - s, M), gpipe M; for
+split schedules the slots are held until W). A stage running several chunks holds at most its
+chunks' slots together (each chunk peaks on its own, not necessarily all at once). Exits 1
+listing what differs.
 """
-import json
 import re
 import sys
 
@@ -16,9 +16,21 @@ LINE = re.compile(r"stage (\d+): peak (\d+) micro-batches in flight, peak memory
                   r"\(planned ([0-9.]+) (\w+)\)")
 
 
+SLOTS = re.compile(r"^stage (\d+) \((\d+) slots?", re.M)
+CHUNK_SLOTS = re.compile(r"^rank (\d+) \(([^)]*)\)", re.M)
+
+
+def stage_slots(text):
+    """Per stage: (its slots, whether that is a sum over several chunks)."""
+    out = {int(s): (int(n), False) for s, n in SLOTS.findall(text)}
+    for r, chunks in CHUNK_SLOTS.findall(text):
+        out[int(r)] = (sum(int(n) for n in re.findall(r"chunk \d+: (\d+) slots?", chunks)), True)
+    return out
+
+
 def main():
     schedule, P, M = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    stages = json.load(open(sys.argv[4]))["stage_plan"] if len(sys.argv) > 4 else None
+    slots = stage_slots(open(schedule).read())
     text = sys.stdin.read()
     rows = {int(m[0]): m for m in LINE.findall(text)}
     errors = []
@@ -28,13 +40,11 @@ def main():
         got_b, plan_b = float(got) * UNITS[gu], float(plan) * UNITS[pu]
         if abs(got_b - plan_b) > 0.10 * plan_b:
             errors.append(f"stage {s}: measured {got} {gu} vs planned {plan} {pu} (over 10%)")
-        if schedule in ("1f1b", "gpipe"):
-            want = M if schedule == "gpipe" else min(P - int(s), M)
-            if int(flight) != want:
-                errors.append(f"stage {s}: {flight} micro-batches in flight, want {want}")
-        elif not stages or not 0 < int(flight) <= stages[int(s)]["in_flight"]:
-            errors.append(f"stage {s}: {flight} micro-batches in flight, the plan holds "
-                          f"{stages[int(s)]['in_flight'] if stages else '?'}")
+        want, chunked = slots.get(s, (None, False))
+        if want is None or (chunked and not 0 < int(flight) <= want) or \
+           (not chunked and (want > M or int(flight) != want)):
+            errors.append(f"stage {s}: {flight} micro-batches in flight, want "
+                          f"{'at most ' if chunked else ''}{want}")
     if errors:
         print("\n".join(errors) + "\n--- output ---\n" + text)
         sys.exit(1)

@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""check_trace.py TRACE.json METRICS.jsonl STAGES MICRO_BATCHES FIRST LAST STEPS [CHUNK_STAGES]
+"""check_trace.py TRACE.json METRICS.jsonl STAGES MICRO_BATCHES FIRST LAST STEPS SCHEDULE.txt [SVG]
 
 Checks a pipelined run's Chrome trace and metrics:
   - the trace is valid JSON with a process_name track per rank;
   - on every track the spans are well nested (each span lies inside the one that contains it);
-  - every scheduled action of every traced step is there, per stage: M forwards and backwards,
-    M activation/gradient receives and sends where the stage has a neighbour, M loads on the
-    end stages, one tied-grads, data-parallel-grads and optimizer span per step; with
-    CHUNK_STAGES (the stage of each chunk, "0,1,0,1"), the same per chunk, every micro-batch
-    span tagged with one of its stage's chunks, and no transfer between chunks of one stage;
+  - every scheduled action of every traced step is there, per stage, as many of each kind as the
+    stage's list in SCHEDULE.txt (pipe_train --print-schedule) has: forwards, backwards (B, or I
+    and W when split), receives, sends, loads, the reductions and the optimizer; a stage running
+    several chunks ("rank R (chunk C: ...)" lines) tags each micro-batch span with one of them;
   - only steps FIRST..LAST are traced;
-  - the metrics file has one line per step with the documented fields.
+  - the metrics file has one line per step with the documented fields;
+  - SVG (pipe_trace's picture of step FIRST), when given, has a box per forward and backward
+    (B, I, W) of every stage: as many of each class as the schedule has of that kind.
 """
 import json
+import re
 import sys
 from collections import Counter
 
@@ -30,41 +32,40 @@ def check_nesting(spans, rank, errors):
         stack.append(end)
 
 
-def expected(stage, P, M, chunks=None):
-    """Spans per step on a stage: chunks[c] is the stage of chunk c (one chunk per stage when
-    None); a chunk sends and receives only where its neighbour runs elsewhere."""
-    chunks = chunks or list(range(P))
-    C = len(chunks)
-    want = Counter({"allreduce": 2, "optimizer": 1})
-    for c in (c for c in range(C) if chunks[c] == stage):
-        want["forward"] += M
-        want["backward"] += M
-        if c > 0 and chunks[c - 1] != stage:
-            want["recv act"] += M
-            want["send grad"] += M
-        if c < C - 1 and chunks[c + 1] != stage:
-            want["send act"] += M
-            want["recv grad"] += M
-        if c in (0, C - 1):
-            want["load"] += M
-    return want
+# --print-schedule's action codes and the span (category, or name for transfers) each becomes
+SPAN_OF = {"F": "forward", "B": "backward", "I": "backward_input", "W": "backward_weight",
+           "rA": "recv act", "rG": "recv grad", "sA": "send act", "sG": "send grad",
+           "L": "load", "TIE": "allreduce", "DP": "allreduce", "OPT": "optimizer"}
+ACTION = re.compile(r"^\d*(rA|rG|sA|sG|TIE|DP|OPT|L|F|B|I|W)\d*$")
+STAGE_LINE = re.compile(r"^(?:stage|rank) (\d+) \(([^)]*)\):(.*)$")
 
 
-def check_chunk_tags(spans, rank, stage, chunks, errors):
-    if not chunks:
-        return
-    mine = {c for c in range(len(chunks)) if chunks[c] == stage}
+def scheduled(path):
+    """Per stage, how many spans of each kind its action list asks for in one step, and the
+    chunks it runs when it runs several (else None)."""
+    want, chunks = {}, {}
+    for line in open(path):
+        m = STAGE_LINE.match(line.strip())
+        if m:
+            want[int(m[1])] = Counter(SPAN_OF[ACTION.match(t)[1]] for t in m[3].split())
+            mine = {int(c) for c in re.findall(r"chunk (\d+):", m[2])}
+            chunks[int(m[1])] = mine or None
+    return want, chunks
+
+
+def check_chunk_tags(spans, rank, chunks, errors):
     for e in spans:
-        if e["args"].get("mb") is not None and e["cat"] != "wait" and e["args"].get("chunk") not in mine:
+        if chunks and e["args"].get("mb") is not None and e["cat"] != "wait" and \
+           e["args"].get("chunk") not in chunks:
             errors.append(f"rank {rank}: span {e['name']} tagged chunk {e['args'].get('chunk')}, "
-                          f"not one of its chunks {sorted(mine)}")
+                          f"not one of its chunks {sorted(chunks)}")
             return
 
 
 def main():
     path, metrics, P, M, first, last, steps = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:8])
-    chunks = [int(c) for c in sys.argv[8].split(",")] if len(sys.argv) > 8 else None
-    errors = []
+    plan, chunks = scheduled(sys.argv[8])
+    errors = [] if sorted(plan) == list(range(P)) else [f"{sys.argv[8]}: no list for every stage"]
     events = json.load(open(path))["traceEvents"]
     tracks = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M"}
     spans = [e for e in events if e.get("ph") == "X"]
@@ -74,16 +75,17 @@ def main():
         mine = [e for e in spans if e["pid"] == rank]
         check_nesting(mine, rank, errors)
         stage = rank % P
-        check_chunk_tags(mine, rank, stage, chunks, errors)
+        check_chunk_tags(mine, rank, chunks.get(stage), errors)
         for step in range(first, last + 1):
             got = Counter()
             for e in mine:
                 if e["args"]["step"] != step:
                     continue
                 name = e["name"].rstrip("0123456789").strip()
-                key = e["cat"] if e["cat"] in ("forward", "backward", "allreduce", "optimizer") else name
+                computes = ("forward", "backward", "backward_input", "backward_weight")
+                key = e["cat"] if e["cat"] in computes + ("allreduce", "optimizer") else name
                 got[key] += 1
-            want = expected(stage, P, M, chunks)
+            want = plan.get(stage, Counter())
             for k, v in want.items():
                 if got[k] != v:
                     errors.append(f"rank {rank} step {step}: {got[k]} '{k}' spans, scheduled {v}")
@@ -101,6 +103,13 @@ def main():
             errors.append(f"metrics step {r.get('step')}: missing {missing} or wrong per-stage lengths")
         elif not all(0 <= b <= 1 for b in r["bubble"]) or not 0 < r["mfu"] < 1.5:
             errors.append(f"metrics step {r['step']}: bubble {r['bubble']} or mfu {r['mfu']} out of range")
+    if len(sys.argv) > 9:
+        svg = open(sys.argv[9]).read()
+        for code in "FBIW":
+            want = sum(c[SPAN_OF[code]] for c in plan.values())
+            got = svg.count(f'class="{code}"')
+            if got != want:
+                errors.append(f"{sys.argv[9]}: {got} '{code}' boxes, scheduled {want}")
     if errors:
         print("\n".join(errors[:20]))
         sys.exit(1)
