@@ -207,7 +207,8 @@ static cJSON *json_layout(const ckpt_layout *lay) {
   cJSON *o = cJSON_CreateObject(), *b = cJSON_AddArrayToObject(o, "bounds");
   cJSON_AddNumberToObject(o, "stages", lay->stages);
   cJSON_AddNumberToObject(o, "data_parallel", lay->data_parallel);
-  for (int s = 0; s <= lay->n_chunks; s++) cJSON_AddItemToArray(b, cJSON_CreateNumber(lay->bounds[s]));
+  for (int s = 0; s <= lay->n_chunks; s++)
+    cJSON_AddItemToArray(b, cJSON_CreateNumber(lay->bounds[s]));
   if (!lay->chunk_stage) return o;
   cJSON_AddNumberToObject(o, "chunks", lay->n_chunks);
   cJSON *cs = cJSON_AddArrayToObject(o, "chunk_stage");

@@ -230,7 +230,8 @@ static void alloc_chunk_buffers(pt_pipeline *p, pt_chunk *k) {
  * sets a split schedule holds between the chunk's I and W. */
 static void alloc_chunks(pt_pipeline *p) {
   pt_range *ranges = pt_calloc((size_t)p->n_chunks, sizeof *ranges);
-  for (int i = 0; i < p->n_chunks; i++) ranges[i] = (pt_range){p->chunks[i].first, p->chunks[i].last};
+  for (int i = 0; i < p->n_chunks; i++)
+    ranges[i] = (pt_range){p->chunks[i].first, p->chunks[i].last};
   part_alloc_ranges(&p->part, ranges, p->n_chunks);
   free(ranges);
   for (int i = 0; i < p->n_chunks; i++) {

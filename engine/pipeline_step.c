@@ -83,8 +83,8 @@ static void act_forward(pt_pipeline *p, pt_chunk *k, int mb) {
   double t0 = pt_now_s();
   if (k->prev >= 0) { /* the previous chunk's output, still held in its slot */
     pt_chunk *q = &p->chunks[k->prev];
-    device_copy(p->part.model.dev, stage_input(&k->stage, s), stage_output(&q->stage, slot_of(q, mb)),
-                k->in_bytes);
+    device_copy(p->part.model.dev, stage_input(&k->stage, s),
+                stage_output(&q->stage, slot_of(q, mb)), k->in_bytes);
   }
   stage_forward(&k->stage, s, p->part.B, p->part.T);
   p->step_compute_s += pt_now_s() - t0;
@@ -143,9 +143,10 @@ static void tensor_runs(const pt_pipeline *p, int *hdr) {
   const pt_model *m = &p->part.model;
   hdr[0] = m->n_tensors;
   for (int i = 0; i < p->n_chunks; i++) {
+    const pt_chunk *k = &p->chunks[i];
     hdr[1 + i] = 0;
     for (int t = 0; t < m->n_tensors; t++)
-      hdr[1 + i] += m->tensors[t].layer >= p->chunks[i].first && m->tensors[t].layer < p->chunks[i].last;
+      hdr[1 + i] += m->tensors[t].layer >= k->first && m->tensors[t].layer < k->last;
   }
 }
 

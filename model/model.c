@@ -162,7 +162,8 @@ static void plan_storage(pt_model *m) {
       for (int p = 0; p < L->n_params; p++) {
         if (!L->borrowed[p]) continue;
         pt_tie_copy *c = &m->tie_copies[m->n_tie_copies++];
-        *c = (pt_tie_copy){.layer = li, .param = p, .grad_offset = off, .numel = L->params[p].numel};
+        *c = (pt_tie_copy){.layer = li, .param = p, .grad_offset = off,
+                           .numel = L->params[p].numel};
         off += align16(c->numel);
       }
     }

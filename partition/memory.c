@@ -152,7 +152,8 @@ static void layer_storage(const pt_model *m, const pt_range *r, int n, int li, i
   const pt_layer *L = &m->layers[li];
   int held = 0;
   for (int i = 0; i < n && L->tie[0]; i++)
-    for (int j = r[i].first; j < r[i].last && j < li; j++) held |= !strcmp(m->layers[j].tie, L->tie);
+    for (int j = r[i].first; j < r[i].last && j < li; j++)
+      held |= !strcmp(m->layers[j].tie, L->tie);
   for (int p = 0; p < L->n_params; p++) {
     int64_t b = 4 * ((L->params[p].numel + 15) & ~(int64_t)15);
     *(held && p == model_tied_param(L) ? borrowed : stored) += b;

@@ -96,7 +96,8 @@ static int explicit_stage_layers(pt_plan *p, spec_node *n, spec_errors *e) {
   int *owner = pt_calloc((size_t)p->n_layers, sizeof(int));
   for (int i = 0; i < p->n_layers; i++) owner[i] = -1;
   int rc = 0;
-  for (int s = 0; s < p->n_chunks && rc == 0; s++) rc = check_stage_list(p, n->items[s], s, owner, e);
+  for (int s = 0; s < p->n_chunks && rc == 0; s++)
+    rc = check_stage_list(p, n->items[s], s, owner, e);
   for (int i = 0; i < p->n_layers && rc == 0; i++) {
     if (owner[i] >= 0) continue;
     spec_error(e, n, 0, "pipeline.stage_layers leaves layer %d unassigned; list every layer "

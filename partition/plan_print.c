@@ -69,8 +69,10 @@ static void print_stage(FILE *f, const pt_plan *p, const pt_model *m, int st, do
   stage_ranks(p, st, ranks, sizeof ranks, 0);
   stage_ranks(p, st, devs, sizeof devs, 1);
   stage_list(p, m, st, 1, types, sizeof types);
-  if (p->virtual_stages == 1) snprintf(layers, sizeof layers, "%d-%d", p->bounds[st], p->bounds[st + 1] - 1);
-  else stage_list(p, m, st, 0, layers, sizeof layers);
+  if (p->virtual_stages == 1)
+    snprintf(layers, sizeof layers, "%d-%d", p->bounds[st], p->bounds[st + 1] - 1);
+  else
+    stage_list(p, m, st, 0, layers, sizeof layers);
   int64_t parts[7] = {mm->total, mm->params, mm->grads, mm->optimizer, mm->activations,
                       mm->workspace, p->cap ? (int64_t)p->cap[st] : 0};
   for (int i = 0; i < 7; i++) memory_format_size(parts[i], sz[i], sizeof sz[i]);

@@ -245,7 +245,8 @@ static void check_range_grads(const pt_spec *s) {
   model_alloc_ranges(&whole, &all, 1, device_current());
   model_alloc_ranges(&part, r, 3, device_current());
   int32_t tok[B * T], cls[B * T];
-  for (int i = 0; i < B * T; i++) tok[i] = (7 * i + 3) % (int)s->vocab, cls[i] = (5 * i + 1) % (int)s->vocab;
+  for (int i = 0; i < B * T; i++)
+    tok[i] = (7 * i + 3) % (int)s->vocab, cls[i] = (5 * i + 1) % (int)s->vocab;
   chunked_step(&whole, &all, 1, tok, cls);
   chunked_step(&part, r, 3, tok, cls);
   CHECK(whole.n_grad_floats == part.n_grad_floats &&

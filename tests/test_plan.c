@@ -1118,7 +1118,8 @@ static void check_chunk_plan(const char *name, const pt_plan *p, const pt_model 
   for (int st = 0; st < p->n_stages; st++) {
     int chunks[8], n = plan_stage_chunks(p, st, chunks), in_flight = 0;
     double flops = 0;
-    for (int i = 0; i < n; i++) in_flight += p->chunk_in_flight[chunks[i]], flops += p->chunk_flops[chunks[i]];
+    for (int i = 0; i < n; i++)
+      in_flight += p->chunk_in_flight[chunks[i]], flops += p->chunk_flops[chunks[i]];
     CHECK(n == p->virtual_stages && p->mem[st].in_flight == in_flight && p->flops[st] == flops,
           "[%s] stage %d: %d chunks, %d in flight (chunks: %d)", name, st, n,
           p->mem[st].in_flight, in_flight);
@@ -1158,8 +1159,8 @@ static void test_chunks(void) {
   int64_t wte = 4 * 256 * 32; /* GPT's tied weight: 8192 floats, a multiple of 16 */
 
   /* interleaved, 2 stages x 2 chunks (loop): embedding on stage 0, lm_head on stage 1 */
-  if (build_plan(&L, S_GPT, "pipeline: {stages: 2, schedule: interleaved_1f1b, virtual_stages: 2}\n",
-                 NULL, &p, &e) == 0) {
+  const char *loop = "pipeline: {stages: 2, schedule: interleaved_1f1b, virtual_stages: 2}\n";
+  if (build_plan(&L, S_GPT, loop, NULL, &p, &e) == 0) {
     check_chunk_plan("interleaved", &p, &L.model);
     check_rank_memory("interleaved", &p, &L.model, 0, 0);
     check_rank_memory("interleaved", &p, &L.model, 1, 0);
@@ -1231,7 +1232,8 @@ static void test_chunk_caps(void) {
     const char *over[1] = {"train.micro_batches=3"};
     memset(&e, 0, sizeof e);
     int rc = load(&L, S_GPT, bad[i].pipeline, over, i == 3) == 0 ? plan_build(&p, &L.model, &e) : 0;
-    CHECK(rc != 0 && strstr(e.msg, bad[i].msg), "chunk error %zu: rc %d, message: %s", i, rc, e.msg);
+    CHECK(rc != 0 && strstr(e.msg, bad[i].msg), "chunk error %zu: rc %d, message: %s", i, rc,
+          e.msg);
     unload(&L);
   }
 }
