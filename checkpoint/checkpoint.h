@@ -1,8 +1,10 @@
 /* checkpoint/checkpoint.h: checkpoints that any layout can load.
  *
  * A checkpoint is a directory:
- *   model-sNNN.safetensors  stage NNN's weights, named as a PyTorch nn.Sequential state dict
- *                           ("3.attn.qkv.weight"); a tied weight once, under its first owner
+ *   model-sNNN.safetensors  chunk NNN's weights (a chunk is a contiguous layer range: a stage,
+ *                           or a virtual stage when ranks run several), named as a PyTorch
+ *                           nn.Sequential state dict ("3.attn.qkv.weight"); a tied weight once,
+ *                           under its first owner
  *   optim-sNNN.safetensors  its optimizer state: "<name>.exp_avg", "<name>.exp_avg_sq" (AdamW)
  *                           or "<name>.momentum_buffer" (SGD)
  *   manifest.json           written last: format, step, optimizer step count, the layout that
@@ -11,8 +13,8 @@
  * Every file is written atomically (temporary, fsync, rename) and the manifest last, then the
  * directory is fsynced: a directory without a complete manifest is not a checkpoint, so a crash
  * mid-save leaves the previous one as it was. Loading reads, for each tensor this process holds,
- * that tensor from whichever file has it: stage counts, partitions and data-parallel degrees
- * may differ between writing and reading.
+ * that tensor from whichever file has it: stage counts, chunks per rank, partitions and
+ * data-parallel degrees may differ between writing and reading.
  */
 #ifndef PT_CHECKPOINT_H
 #define PT_CHECKPOINT_H
@@ -32,23 +34,33 @@ typedef struct {
   int n_overrides;
 } pt_spec_source;
 
-/* What a stage wrote, for the manifest. */
+/* What a chunk's writer wrote, for the manifest. */
 typedef struct {
   char model_file[64], optim_file[64];
   uint32_t model_crc, optim_crc;
   int64_t model_bytes, optim_bytes;
 } ckpt_stage_files;
 
-/* Writes stage `stage`'s files into dir for the tensors of layers [first, end) that m holds
- * (not tied copies: their first owner's stage writes them). Returns 0 or -1 with err. */
-int checkpoint_write_stage(const char *dir, const pt_model *m, const pt_optimizer *o, int stage,
+/* The layout that writes a checkpoint: n_chunks contiguous chunks, chunk c holding layers
+ * [bounds[c], bounds[c + 1]) and run by stage chunk_stage[c] of `stages` (NULL: chunk c is stage
+ * c, one chunk per stage), each stage replicated data_parallel times. Recorded in the manifest;
+ * loading does not need it to match. */
+typedef struct {
+  int n_chunks, stages, data_parallel;
+  const int *bounds;      /* [n_chunks + 1] */
+  const int *chunk_stage; /* [n_chunks], or NULL */
+} ckpt_layout;
+
+/* Writes chunk `chunk`'s files into dir for the tensors of layers [first, end) that m holds
+ * (not tied copies: their first owner's chunk writes them). Returns 0 or -1 with err. */
+int checkpoint_write_stage(const char *dir, const pt_model *m, const pt_optimizer *o, int chunk,
                            int first, int end, ckpt_stage_files *out, char *err, size_t errsz);
-/* Writes manifest.json for a whole checkpoint whose stages wrote files[0..n_stages). m must be
- * configured (all layers known; storage not needed). bounds: [n_stages + 1] layer boundaries. */
+/* Writes manifest.json for a whole checkpoint whose chunks wrote files[0..n_chunks). m must be
+ * configured (all layers known; storage not needed). With one chunk per stage the manifest is
+ * the one this format always had; with several, the layout also records them. */
 int checkpoint_write_manifest(const char *dir, const pt_model *m, const pt_spec_source *src,
-                              int64_t step, int64_t opt_t, int n_stages, int data_parallel,
-                              const int *bounds, const ckpt_stage_files *files, char *err,
-                              size_t errsz);
+                              int64_t step, int64_t opt_t, const ckpt_layout *layout,
+                              const ckpt_stage_files *files, char *err, size_t errsz);
 /* Creates dir (and parents) if needed. */
 int checkpoint_make_dir(const char *dir, char *err, size_t errsz);
 /* Before writing a checkpoint into dir: a complete checkpoint already there is renamed, whole,

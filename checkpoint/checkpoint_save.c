@@ -81,7 +81,7 @@ static int64_t file_size(const char *path) {
   return stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
 }
 
-int checkpoint_write_stage(const char *dir, const pt_model *m, const pt_optimizer *o, int stage,
+int checkpoint_write_stage(const char *dir, const pt_model *m, const pt_optimizer *o, int chunk,
                            int first, int end, ckpt_stage_files *out, char *err, size_t errsz) {
   int *idx = pt_calloc((size_t)m->n_tensors + 1, sizeof(int)), n = stage_tensors(m, first, end, idx);
   st_entry *e = pt_calloc((size_t)n + 1, sizeof *e);
@@ -90,8 +90,8 @@ int checkpoint_write_stage(const char *dir, const pt_model *m, const pt_optimize
     fill_entry(m, &m->tensors[idx[i]], m->host_params, &e[i]);
   }
   memset(out, 0, sizeof *out);
-  snprintf(out->model_file, sizeof out->model_file, "model-s%03d.safetensors", stage);
-  snprintf(out->optim_file, sizeof out->optim_file, "optim-s%03d.safetensors", stage);
+  snprintf(out->model_file, sizeof out->model_file, "model-s%03d.safetensors", chunk);
+  snprintf(out->optim_file, sizeof out->optim_file, "optim-s%03d.safetensors", chunk);
   char path[4200];
   const char *keys[1] = {"format"}, *vals[1] = {CKPT_FORMAT};
   snprintf(path, sizeof path, "%s/%s", dir, out->model_file);
@@ -138,12 +138,12 @@ static cJSON *json_shape(const pt_param_desc *d) {
 }
 
 /* name -> {file, shape} for every tensor of the whole model, each tied weight once. */
-static cJSON *json_tensors(const pt_model *m, const int *bounds, int n_stages,
+static cJSON *json_tensors(const pt_model *m, const int *bounds, int n_chunks,
                            const ckpt_stage_files *files) {
   cJSON *o = cJSON_CreateObject();
   int s = 0;
   for (int li = 0; li < m->n_layers; li++) {
-    while (s + 1 < n_stages && li >= bounds[s + 1]) s++;
+    while (s + 1 < n_chunks && li >= bounds[s + 1]) s++;
     const pt_layer *L = &m->layers[li];
     int owner = model_tie_owner(m, li);
     for (int p = 0; p < L->n_params; p++) {
@@ -172,9 +172,11 @@ static cJSON *json_ties(const pt_model *m) {
   return o;
 }
 
-static cJSON *json_files(const ckpt_stage_files *files, int n_stages) {
+/* "stage": the chunk that wrote the file (with one chunk per stage, its stage); with several,
+ * also "chunk" and the stage that ran it. */
+static cJSON *json_files(const ckpt_stage_files *files, const ckpt_layout *lay) {
   cJSON *a = cJSON_CreateArray();
-  for (int s = 0; s < n_stages; s++) {
+  for (int s = 0; s < lay->n_chunks; s++) {
     const char *names[2] = {files[s].model_file, files[s].optim_file};
     uint32_t crcs[2] = {files[s].model_crc, files[s].optim_crc};
     int64_t bytes[2] = {files[s].model_bytes, files[s].optim_bytes};
@@ -184,7 +186,8 @@ static cJSON *json_files(const ckpt_stage_files *files, int n_stages) {
       cJSON_AddStringToObject(f, "name", names[k]);
       cJSON_AddNumberToObject(f, "crc32", (double)crcs[k]);
       cJSON_AddNumberToObject(f, "bytes", (double)bytes[k]);
-      cJSON_AddNumberToObject(f, "stage", s);
+      if (lay->chunk_stage) cJSON_AddNumberToObject(f, "chunk", s);
+      cJSON_AddNumberToObject(f, "stage", lay->chunk_stage ? lay->chunk_stage[s] : s);
       cJSON_AddItemToArray(a, f);
     }
   }
@@ -200,10 +203,23 @@ static cJSON *json_spec(const pt_spec_source *src) {
   return o;
 }
 
+static cJSON *json_layout(const ckpt_layout *lay) {
+  cJSON *o = cJSON_CreateObject(), *b = cJSON_AddArrayToObject(o, "bounds");
+  cJSON_AddNumberToObject(o, "stages", lay->stages);
+  cJSON_AddNumberToObject(o, "data_parallel", lay->data_parallel);
+  for (int s = 0; s <= lay->n_chunks; s++)
+    cJSON_AddItemToArray(b, cJSON_CreateNumber(lay->bounds[s]));
+  if (!lay->chunk_stage) return o;
+  cJSON_AddNumberToObject(o, "chunks", lay->n_chunks);
+  cJSON *cs = cJSON_AddArrayToObject(o, "chunk_stage");
+  for (int c = 0; c < lay->n_chunks; c++)
+    cJSON_AddItemToArray(cs, cJSON_CreateNumber(lay->chunk_stage[c]));
+  return o;
+}
+
 int checkpoint_write_manifest(const char *dir, const pt_model *m, const pt_spec_source *src,
-                              int64_t step, int64_t opt_t, int n_stages, int data_parallel,
-                              const int *bounds, const ckpt_stage_files *files, char *err,
-                              size_t errsz) {
+                              int64_t step, int64_t opt_t, const ckpt_layout *layout,
+                              const ckpt_stage_files *files, char *err, size_t errsz) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "format", CKPT_FORMAT);
   cJSON_AddNumberToObject(o, "step", (double)step);
@@ -220,12 +236,9 @@ int checkpoint_write_manifest(const char *dir, const pt_model *m, const pt_spec_
   cJSON *opt = cJSON_AddObjectToObject(o, "optimizer");
   cJSON_AddStringToObject(opt, "name", spec_optimizer_names[m->spec->train.optimizer]);
   cJSON_AddNumberToObject(opt, "t", (double)opt_t);
-  cJSON *lay = cJSON_AddObjectToObject(o, "layout"), *b = cJSON_AddArrayToObject(lay, "bounds");
-  cJSON_AddNumberToObject(lay, "stages", n_stages);
-  cJSON_AddNumberToObject(lay, "data_parallel", data_parallel);
-  for (int s = 0; s <= n_stages; s++) cJSON_AddItemToArray(b, cJSON_CreateNumber(bounds[s]));
-  cJSON_AddItemToObject(o, "files", json_files(files, n_stages));
-  cJSON_AddItemToObject(o, "tensors", json_tensors(m, bounds, n_stages, files));
+  cJSON_AddItemToObject(o, "layout", json_layout(layout));
+  cJSON_AddItemToObject(o, "files", json_files(files, layout));
+  cJSON_AddItemToObject(o, "tensors", json_tensors(m, layout->bounds, layout->n_chunks, files));
   cJSON_AddItemToObject(o, "ties", json_ties(m));
   cJSON_AddItemToObject(o, "spec", json_spec(src));
   char *text = cJSON_Print(o), path[4200];

@@ -76,8 +76,11 @@ static int pipelined_agree_signal(pt_engine *e) {
 
 static void pipelined_describe(const pt_engine *e, char *out, size_t n) {
   const pt_pipeline *p = &((const pipelined *)e->impl)->p;
-  snprintf(out, n, "%d layers on %d stages x %d replicas (%s, %s), %lld steps",
-           p->part.model.n_layers, p->P, p->dp, p->plan.method, p->sched.type->name,
+  char chunks[64] = "";
+  if (p->plan.virtual_stages > 1)
+    snprintf(chunks, sizeof chunks, " in %d chunks", p->plan.n_chunks);
+  snprintf(out, n, "%d layers%s on %d stages x %d replicas (%s, %s), %lld steps",
+           p->part.model.n_layers, chunks, p->P, p->dp, p->plan.method, p->sched.name,
            (long long)p->part.spec->train.steps);
 }
 

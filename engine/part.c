@@ -28,11 +28,13 @@ spec_device part_resolve_device(const pt_part *p) {
   return device_resolve(p->spec->pipeline.device);
 }
 
-int part_open_device(pt_part *p, spec_device kind, int gpu, int first, int last, char *err,
-                     size_t errsz) {
-  if (device_select(kind, gpu, err, errsz) != 0 ||
-      device_check_layers(device_current(), p->model.layers, first, last, err, errsz) != 0)
-    return -1;
+int part_open_device(pt_part *p, spec_device kind, int gpu, const pt_range *ranges, int n,
+                     char *err, size_t errsz) {
+  if (device_select(kind, gpu, err, errsz) != 0) return -1;
+  for (int i = 0; i < n; i++)
+    if (device_check_layers(device_current(), p->model.layers, ranges[i].first, ranges[i].last,
+                            err, errsz) != 0)
+      return -1;
   return 0;
 }
 
@@ -43,13 +45,23 @@ int part_check_memory(const pt_part *p, int64_t need, int sharers, const char *w
                        : memory_check_fits(need, sharers, what, err, errsz);
 }
 
-void part_alloc(pt_part *p, int first, int last, int slots) {
+void part_alloc_ranges(pt_part *p, const pt_range *ranges, int n) {
+  model_alloc_ranges(&p->model, ranges, n, device_current());
+  optimizer_init(&p->opt, &p->spec->train, p->model.n_floats);
+}
+
+void part_stage_init(pt_part *p, pt_stage *st, int first, int last, int slots) {
   const spec_train *c = &p->spec->train;
-  model_alloc(&p->model, first, last);
-  stage_init(&p->stage, &p->model, first, last, p->B, p->T, slots,
+  stage_init(st, &p->model, first, last, p->B, p->T, slots,
              (int)c->activation_checkpoint_interval);
-  p->stage.check_finite = p->spec->train.on_nonfinite == SPEC_NONFINITE_ABORT;
-  optimizer_init(&p->opt, c, p->model.n_floats);
+  st->check_finite = c->on_nonfinite == SPEC_NONFINITE_ABORT;
+}
+
+void part_alloc(pt_part *p, int first, int last, int slots) {
+  pt_range r = {first, last};
+  model_alloc_ranges(&p->model, &r, 1, device_current());
+  part_stage_init(p, &p->stage, first, last, slots);
+  optimizer_init(&p->opt, &p->spec->train, p->model.n_floats);
 }
 
 void part_free(pt_part *p) {

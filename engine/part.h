@@ -1,9 +1,11 @@
 /* engine/part.h: what one process trains; the state and set-up both engines share.
  *
- * A part is layers [first, last) of the spec's model on this process's device: their parameters,
- * gradients and optimizer state, the stage executor over them with `slots` micro-batches in
- * flight, the data (opened only where it is read) and the step counters. The sequential trainer's
- * part is the whole model with one slot; a pipeline rank's is its stage. Sizes: a micro-batch is
+ * A part is the layers this process holds (one range [first, last), or a pipeline rank's chunks:
+ * several ranges) on this process's device: their parameters, gradients and optimizer state in
+ * one buffer each, the stage executor over one range with `slots` micro-batches in flight (the
+ * sequential trainer's; a pipeline rank runs one executor per chunk, part_stage_init), the data
+ * (opened only where it is read) and the step counters. The sequential trainer's part is the
+ * whole model with one slot; a pipeline rank's is its chunks. Sizes: a micro-batch is
  * B sequences of T tokens (T = 1 for record data); a step's global batch is G = data_parallel x
  * micro_batches x B sequences. Nothing here is collective: a pipelined engine agrees on failures
  * itself. The engine that embeds a part owns it; part_free releases what part_* allocated (and is
@@ -23,8 +25,8 @@
 
 typedef struct {
   const pt_spec *spec;  /* borrowed: outlives the part */
-  pt_model model;       /* configured whole, allocated over [first, last) */
-  pt_stage stage;
+  pt_model model;       /* configured whole, allocated over the held ranges */
+  pt_stage stage;       /* part_alloc's executor (unused by part_alloc_ranges) */
   pt_optimizer opt;
   pt_data data;         /* zeroed where this part reads no data */
   int B, T;             /* micro-batch: sequences, tokens per sequence */
@@ -40,15 +42,20 @@ int part_configure(pt_part *p, const pt_spec *spec, char *err, size_t errsz);
 /* The device kind pipeline.device resolves to (never SPEC_DEVICE_AUTO). */
 spec_device part_resolve_device(const pt_part *p);
 /* Makes device kind (local GPU `gpu` where it is one) this process's device and checks that it
- * runs layers [first, last); 0 or -1 with err. */
-int part_open_device(pt_part *p, spec_device kind, int gpu, int first, int last, char *err,
-                     size_t errsz);
+ * runs the layers of the n ranges; 0 or -1 with err. */
+int part_open_device(pt_part *p, spec_device kind, int gpu, const pt_range *ranges, int n,
+                     char *err, size_t errsz);
 /* Refuses, with the numbers, a part of `need` bytes that this machine cannot hold (on the GPU,
  * or host memory shared by `sharers` processes); `what` names it. 0 or -1 with err. */
 int part_check_memory(const pt_part *p, int64_t need, int sharers, const char *what, char *err,
                       size_t errsz);
 /* Allocates layers [first, last), their stage executor with `slots` slots, the optimizer. */
 void part_alloc(pt_part *p, int first, int last, int slots);
+/* Allocates the layers of n ranges (model_alloc_ranges) and the optimizer; no executor. */
+void part_alloc_ranges(pt_part *p, const pt_range *ranges, int n);
+/* An executor over layers [first, last) of the allocated model with `slots` slots, set to check
+ * outputs for non-finite values as train.on_nonfinite asks. */
+void part_stage_init(pt_part *p, pt_stage *st, int first, int last, int slots);
 void part_free(pt_part *p);
 
 /* Writes micro-batch mb of replica `replica` of the current step: inputs (the stage's input

@@ -1,12 +1,16 @@
 /* engine/pipeline.h: one rank's part of a pipelined, data-parallel training run.
  *
- * Rank r = replica * stages + stage (see partition/plan.h) owns the layers of its stage and
- * interprets its stage's action list of the schedule (schedule/schedule.h) every step.
- * Activations arrive directly in the stage's input slots and leave from its output slots (no
+ * Rank r = replica * stages + stage (see partition/plan.h) owns the layers of its stage's chunks
+ * (one, or several virtual stages: schedule/schedule.h) and interprets the stage's action list
+ * every step, each action on the chunk it names. Every chunk has its own stage executor, slots,
+ * buffers and requests; the parameters of all of them share one buffer (model_alloc_ranges).
+ * Activations arrive directly in a chunk's input slots and leave from its output slots (no
  * copies); each send completes in the background and its buffer is reused only after it has.
- * Groups: the pipeline of this replica, the data-parallel group of this stage, and one group per
- * tie key and replica (the stages holding a copy). The loss of each step is the sum over
- * replicas of their micro-batch losses, reported by rank 0.
+ * Between two chunks on the same rank nothing is sent: the forward of the later one copies the
+ * earlier one's output, and its backward writes the input gradient straight into the earlier
+ * one's gradient slot. Groups: the pipeline of this replica, the data-parallel group of this
+ * stage, and one group per tie key and replica (the stages holding a copy). The loss of each
+ * step is the sum over replicas of their micro-batch losses, reported by rank 0.
  *
  * Every rank of the job calls every function here (collective) unless it says otherwise; the
  * caller owns the pt_pipeline and the spec, which must outlive it. The loop that drives it is
@@ -22,28 +26,55 @@
 #include "partition/plan.h"
 #include "schedule/schedule.h"
 
+/* The gradient sum of one tie key over the stages holding a copy. The copies are added in layer
+ * order, the order the sequential path adds them in: a chain through the holders (several
+ * visits to a stage that holds copies apart), the last holder broadcasting the sum. */
 typedef struct {
   pt_comm *comm;       /* the stages holding a copy of this tie key, in stage order */
   int tensor;          /* index in model.tensors of this rank's copy */
+  int n_copies;        /* copies of the key in the model */
+  int *holder;         /* [n_copies] group rank holding copy i, in layer order */
+  int *local;          /* [n_copies] this rank's copy i: -1 its stored tensor, else its index in
+                        * model.tie_copies; -2 for other ranks' copies */
+  int plain;           /* the chain is one comm_allreduce_sum_f32 after the local folds */
+  float *partial;      /* device scratch for a running sum arriving before this rank's first
+                        * copy is added (ordered chains only; else NULL) */
 } pt_tie_group;
 
+/* One chunk this rank runs. Slot of micro-batch mb: mb % slots. */
 typedef struct {
-  pt_part part;        /* this stage's layers, optimizer, data (end stages), step counters */
+  int id;              /* the chunk's index in model order */
+  int first, last;     /* its layers [first, last) */
+  int slots;
+  int is_first, is_last; /* chunk 0 (reads the inputs), the last chunk (computes the loss) */
+  int prev, next;      /* the neighbour chunks' indices in pt_pipeline.chunks when they run on
+                        * this rank (local hand-off), else -1 */
+  int prev_stage, next_stage; /* the neighbours' stages when they run on another rank, else -1 */
+  pt_stage stage;
+  float **dout;        /* [slot] d loss / d output: received, or written by the next chunk when
+                        * it runs here (not on the last chunk) */
+  float **din;         /* [slot] d loss / d input to send (only with a remote previous chunk) */
+  void **targets;      /* [slot] (last chunk; host) */
+  void *scratch_in, *scratch_tg; /* data_fill's output this chunk does not need */
+  float *dlogits;      /* the loss gradient (last chunk) */
+  pt_request *recv_act, *recv_grad, *send_act, *send_grad; /* [slot] */
+  size_t in_bytes, out_bytes;
+} pt_chunk;
+
+typedef struct {
+  pt_part part;        /* this stage's layers, optimizer, data (end chunks), step counters */
   pt_plan plan;
   pt_schedule sched;
-  int rank, stage_id, replica, P, dp, slots;
-  int is_first, is_last;
+  int rank, stage_id, replica, P, dp;
+  int holds_first, holds_last; /* runs chunk 0, the last chunk */
+  pt_chunk *chunks;    /* [n_chunks] this rank's chunks, ascending */
+  int n_chunks;
+  int *chunk_at;       /* [plan.n_chunks]: index in chunks, or -1 for another rank's chunk */
   pt_comm *pipe, *dp_comm;
   pt_tie_group *ties;
   int n_ties;
-  float **dout;        /* [slot] received d loss / d output (not on the last stage) */
-  float **din;         /* [slot] d loss / d input to send (not on the first stage) */
-  void **targets;      /* [slot] (last stage; host) */
-  void *scratch_in, *scratch_tg; /* data_fill's output this stage does not need */
-  float *dlogits;
-  pt_request *recv_act, *recv_grad, *send_act, *send_grad; /* [slot] */
-  size_t in_bytes, out_bytes;
-  double loss;         /* this replica's loss of the current step (last stage) */
+  char wait_text[96];  /* what the watchdog says a wait is for, with the chunk */
+  double loss;         /* this replica's loss of the current step (last chunk) */
   int in_flight, peak_in_flight;
   double compute_s, total_s; /* over all steps: time computing, and wall time of the steps */
   double step_compute_s;     /* time computing in the last step */

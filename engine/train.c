@@ -23,7 +23,8 @@ int trainer_init(pt_trainer *t, const pt_spec *spec, char *err, size_t errsz) {
   pt_part *p = &t->part;
   if (part_configure(p, spec, err, errsz) != 0) return -1;
   int n = p->model.n_layers;
-  if (part_open_device(p, part_resolve_device(p), 0, 0, n, err, errsz) != 0 ||
+  pt_range all = {0, n};
+  if (part_open_device(p, part_resolve_device(p), 0, &all, 1, err, errsz) != 0 ||
       check_fits(t, err, errsz) != 0 || data_open(&p->data, spec, err, errsz) != 0) {
     part_free(p);
     return -1;
@@ -103,12 +104,13 @@ int trainer_save(pt_trainer *t, const char *dir, const pt_spec_source *src, char
   pt_part *p = &t->part;
   ckpt_stage_files files;
   int n = p->model.n_layers, bounds[2] = {0, n};
+  ckpt_layout lay = {.n_chunks = 1, .stages = 1, .data_parallel = 1, .bounds = bounds};
   model_to_host(&p->model);
   optimizer_to_host(&p->opt);
   if (checkpoint_begin_save(dir, err, errsz) != 0) return -1;
   if (checkpoint_write_stage(dir, &p->model, &p->opt, 0, 0, n, &files, err, errsz) != 0 ||
-      checkpoint_write_manifest(dir, &p->model, src, p->step, p->opt.t, 1, 1, bounds, &files,
-                                err, errsz) != 0) {
+      checkpoint_write_manifest(dir, &p->model, src, p->step, p->opt.t, &lay, &files, err,
+                                errsz) != 0) {
     checkpoint_abort_save(dir);
     return -1;
   }

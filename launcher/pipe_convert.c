@@ -69,17 +69,22 @@ static void write_resplit(const pt_model *m, const pt_optimizer *o, const pt_spe
   spec_errors e = {0};
   char err[1024];
   if (plan_build(&plan, m, &e) != 0) pt_fail_input("%s", e.msg);
-  ckpt_stage_files *files = pt_calloc((size_t)plan.n_stages, sizeof *files);
+  ckpt_stage_files *files = pt_calloc((size_t)plan.n_chunks, sizeof *files);
+  ckpt_layout lay = {.n_chunks = plan.n_chunks, .stages = plan.n_stages,
+                     .data_parallel = plan.data_parallel, .bounds = plan.bounds,
+                     .chunk_stage = plan.virtual_stages > 1 ? plan.chunk_stage : NULL};
   if (checkpoint_begin_save(dir, err, sizeof err) != 0) pt_fatal("%s", err);
-  for (int s = 0; s < plan.n_stages; s++)
-    if (checkpoint_write_stage(dir, m, o, s, plan.bounds[s], plan.bounds[s + 1], &files[s], err,
+  for (int c = 0; c < plan.n_chunks; c++) /* one file per chunk, whichever stage runs it */
+    if (checkpoint_write_stage(dir, m, o, c, plan.bounds[c], plan.bounds[c + 1], &files[c], err,
                                sizeof err) != 0)
       pt_fatal("%s", err);
-  if (checkpoint_write_manifest(dir, m, src, step, o->t, plan.n_stages, plan.data_parallel,
-                                plan.bounds, files, err, sizeof err) != 0)
+  if (checkpoint_write_manifest(dir, m, src, step, o->t, &lay, files, err, sizeof err) != 0)
     pt_fatal("%s", err);
   checkpoint_end_save(dir);
-  printf("pipe_convert: wrote %s (%d stages, partition %s)\n", dir, plan.n_stages, plan.method);
+  char chunks[64] = "";
+  if (plan.virtual_stages > 1) snprintf(chunks, sizeof chunks, ", %d chunks", plan.n_chunks);
+  printf("pipe_convert: wrote %s (%d stages%s, partition %s)\n", dir, plan.n_stages, chunks,
+         plan.method);
   free(files);
   plan_free(&plan);
 }

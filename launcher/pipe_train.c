@@ -195,21 +195,6 @@ static void print_schedule(const pt_spec *spec, const char *svg, int actions) {
   schedule_free(&sch);
 }
 
-/* The engine runs one chunk per rank (with the backward fused or split into I and W): a
- * schedule that needs more is refused before any work (it can still be printed and planned). */
-static void refuse_unsupported(const pt_spec *spec, const pt_schedule_type *t, int launched) {
-  const spec_pipeline *p = &spec->pipeline;
-  char msg[512] = "";
-  if (p->schedule_file[0])
-    snprintf(msg, sizeof msg, "pipeline.schedule_file: the engine does not run schedule files "
-             "yet; --print-schedule shows and checks it");
-  else if (schedule_virtual_stages(t, p) > 1)
-    snprintf(msg, sizeof msg, "pipeline.schedule: %s needs several chunks per rank, which the "
-             "engine does not run yet; use 1f1b, gpipe, zb_h1 or zb_h2 (--print-schedule and "
-             "--plan show it)", t->name);
-  if (msg[0]) fail_everywhere(launched, msg);
-}
-
 /* Layer types of the program's own, registered before the spec is read. pipe_train has none; a
  * program that is pipe_train plus its own layers (bench/bench_schedules.c, docs/layers.md)
  * compiles this file with one more source that defines it. */
@@ -227,9 +212,8 @@ int main(int argc, char **argv) {
                                .overrides = a.overrides, .n_overrides = a.n_overrides};
   pt_spec spec;
   spec_errors e = {0};
-  const pt_schedule_type *sched_type = NULL;
   if (spec_load(a.spec_path, a.overrides, a.n_overrides, &spec, &e) != 0 ||
-      !(sched_type = schedule_from_spec(&spec.pipeline, &e)))
+      !schedule_from_spec(&spec.pipeline, &e))
     fail_everywhere(launched, e.msg);
   if (launched) check_same_spec(&spec);
   int world = launched ? comm_size(comm_world()) : 1, root = !launched || comm_rank(comm_world()) == 0;
@@ -247,13 +231,11 @@ int main(int argc, char **argv) {
     a.run.sequential = 1;
     run_train(&spec, &a.run);
   } else if (!launched) {
-    refuse_unsupported(&spec, sched_type, launched);
     pt_fail_input("%s: pipeline.stages (%lld) x pipeline.data_parallel (%lld) = %lld processes: "
                   "start it with mpirun -np %lld, or add --sequential (same results, one process)",
                   spec.path, (long long)spec.pipeline.stages, (long long)spec.pipeline.data_parallel,
                   (long long)procs, (long long)procs);
   } else {
-    refuse_unsupported(&spec, sched_type, launched);
     run_train(&spec, &a.run);
   }
   spec_free(&spec);

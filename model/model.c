@@ -103,41 +103,70 @@ int model_configure(pt_model *m, const pt_spec *spec, spec_errors *e) {
 
 static int64_t align16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
-/* Lays out the slice's tensors: offsets into params/grads, borrowed flags for tied copies. */
+int model_holds_layer(const pt_model *m, int li) {
+  for (int r = 0; r < m->n_ranges; r++)
+    if (li >= m->ranges[r].first && li < m->ranges[r].last) return 1;
+  return 0;
+}
+
+static int held_params(const pt_model *m) {
+  int n = 0;
+  for (int r = 0; r < m->n_ranges; r++)
+    for (int li = m->ranges[r].first; li < m->ranges[r].last; li++) n += m->layers[li].n_params;
+  return n;
+}
+
+/* The first layer this process holds with li's tie key (li itself when none comes before): it
+ * stores the weight, later holders borrow it. Without the first owner, that is some later copy,
+ * so a process holds one copy of each tied weight however many of its layers share it. */
+static int first_held_copy(const pt_model *m, int li) {
+  for (int j = 0; j < li; j++)
+    if (!strcmp(m->layers[j].tie, m->layers[li].tie) && model_holds_layer(m, j)) return j;
+  return li;
+}
+
+/* Appends layer li's stored tensors at *off; a tied weight an earlier held layer stores is
+ * borrowed instead (it has no tensor, its gradient gets its own space after all tensors). */
+static void plan_layer(pt_model *m, int li, int64_t *off) {
+  pt_layer *L = &m->layers[li];
+  int owner = model_tie_owner(m, li);
+  for (int p = 0; p < L->n_params; p++) {
+    int shared = owner >= 0 && p == model_tied_param(L);
+    L->borrowed[p] = shared && first_held_copy(m, li) < li;
+    if (L->borrowed[p]) continue;
+    pt_tensor *t = &m->tensors[m->n_tensors++];
+    snprintf(t->name, sizeof t->name, "%d.%s", li, L->params[p].name);
+    t->layer = li;
+    t->param = p;
+    t->offset = *off;
+    t->numel = L->params[p].numel;
+    t->decay = L->params[p].decay;
+    t->tied_copy = shared;
+    *off += align16(t->numel);
+  }
+}
+
+/* Lays out the held layers' tensors in layer order: offsets into params/grads, then the
+ * borrowed tied copies' gradients (in layer order too: model_tie_reduce_local folds them so). */
 static void plan_storage(pt_model *m) {
-  int cap = 0;
-  for (int li = m->first; li < m->last; li++) cap += m->layers[li].n_params;
+  int cap = held_params(m);
   m->tensors = pt_calloc((size_t)cap + 1, sizeof(pt_tensor));
   m->tie_copies = pt_calloc((size_t)cap + 1, sizeof(pt_tie_copy));
   int64_t off = 0;
-  for (int li = m->first; li < m->last; li++) {
-    pt_layer *L = &m->layers[li];
-    int owner = model_tie_owner(m, li);
-    for (int p = 0; p < L->n_params; p++) {
-      int shared = owner >= 0 && p == model_tied_param(L);
-      L->borrowed[p] = shared && owner >= m->first;
-      if (L->borrowed[p]) continue;
-      pt_tensor *t = &m->tensors[m->n_tensors++];
-      snprintf(t->name, sizeof t->name, "%d.%s", li, L->params[p].name);
-      t->layer = li;
-      t->param = p;
-      t->offset = off;
-      t->numel = L->params[p].numel;
-      t->decay = L->params[p].decay;
-      t->tied_copy = shared;
-      off += align16(t->numel);
-    }
-  }
+  for (int r = 0; r < m->n_ranges; r++)
+    for (int li = m->ranges[r].first; li < m->ranges[r].last; li++) plan_layer(m, li, &off);
   m->n_floats = off;
-  for (int li = m->first; li < m->last; li++) { /* borrowed copies' own gradient space */
-    pt_layer *L = &m->layers[li];
-    for (int p = 0; p < L->n_params; p++) {
-      if (!L->borrowed[p]) continue;
-      pt_tie_copy *c = &m->tie_copies[m->n_tie_copies++];
-      *c = (pt_tie_copy){.layer = li, .param = p, .grad_offset = off, .numel = L->params[p].numel};
-      off += align16(c->numel);
+  for (int r = 0; r < m->n_ranges; r++)
+    for (int li = m->ranges[r].first; li < m->ranges[r].last; li++) {
+      pt_layer *L = &m->layers[li];
+      for (int p = 0; p < L->n_params; p++) {
+        if (!L->borrowed[p]) continue;
+        pt_tie_copy *c = &m->tie_copies[m->n_tie_copies++];
+        *c = (pt_tie_copy){.layer = li, .param = p, .grad_offset = off,
+                           .numel = L->params[p].numel};
+        off += align16(c->numel);
+      }
     }
-  }
   m->n_grad_floats = off;
 }
 
@@ -156,26 +185,28 @@ static void bind_storage(pt_model *m, float *params) {
   }
   for (int i = 0; i < m->n_tie_copies; i++) {
     pt_tie_copy *c = &m->tie_copies[i];
-    pt_layer *L = &m->layers[c->layer], *O = &m->layers[model_tie_owner(m, c->layer)];
+    pt_layer *L = &m->layers[c->layer], *O = &m->layers[first_held_copy(m, c->layer)];
     c->owner_tensor = tensor_of(m, O->index, model_tied_param(O));
     L->w[c->param] = O->w[model_tied_param(O)];
     L->g[c->param] = m->grads + c->grad_offset;
   }
 }
 
-void model_tie_reduce_local(pt_model *m) {
-  for (int i = 0; i < m->n_tie_copies; i++) {
-    const pt_tie_copy *c = &m->tie_copies[i];
-    device_add(m->dev, m->grads + m->tensors[c->owner_tensor].offset, m->grads + c->grad_offset,
-               c->numel);
-  }
+void model_tie_fold(pt_model *m, int copy) {
+  const pt_tie_copy *c = &m->tie_copies[copy];
+  device_add(m->dev, m->grads + m->tensors[c->owner_tensor].offset, m->grads + c->grad_offset,
+             c->numel);
 }
 
-/* A tied copy whose first owner lives in another slice must start from the owner's values:
+void model_tie_reduce_local(pt_model *m) {
+  for (int i = 0; i < m->n_tie_copies; i++) model_tie_fold(m, i);
+}
+
+/* A tied copy whose first owner this process does not hold must start from the owner's values:
  * run the owner's init on scratch storage and copy its weight. */
 static void init_remote_tie(pt_model *m, pt_layer *L, uint64_t seed) {
   int owner = model_tie_owner(m, L->index);
-  if (owner < 0 || owner >= m->first) return;
+  if (owner < 0 || model_holds_layer(m, owner)) return;
   pt_layer O = m->layers[owner];
   float *tmp[PT_MAX_PARAMS];
   for (int p = 0; p < O.n_params; p++) O.w[p] = tmp[p] = pt_calloc((size_t)O.params[p].numel, 4);
@@ -188,8 +219,27 @@ static void init_remote_tie(pt_model *m, pt_layer *L, uint64_t seed) {
 void model_alloc(pt_model *m, int first, int last) { model_alloc_on(m, first, last, device_current()); }
 
 void model_alloc_on(pt_model *m, int first, int last, pt_device *dev) {
-  m->first = first;
-  m->last = last;
+  pt_range r = {first, last};
+  model_alloc_ranges(m, &r, 1, dev);
+}
+
+static void check_ranges(const pt_model *m, const pt_range *ranges, int n) {
+  for (int i = 0; i < n; i++) {
+    int lo = i ? ranges[i - 1].last : 0;
+    if (ranges[i].first < lo || ranges[i].last <= ranges[i].first || ranges[i].last > m->n_layers)
+      pt_fatal("model_alloc: layer range %d [%d, %d) is empty, out of order or past the %d "
+               "layers", i, ranges[i].first, ranges[i].last, m->n_layers);
+  }
+  if (n < 1) pt_fatal("model_alloc: no layer range");
+}
+
+void model_alloc_ranges(pt_model *m, const pt_range *ranges, int n, pt_device *dev) {
+  check_ranges(m, ranges, n);
+  m->ranges = pt_calloc((size_t)n, sizeof *ranges);
+  memcpy(m->ranges, ranges, sizeof *ranges * (size_t)n);
+  m->n_ranges = n;
+  m->first = ranges[0].first;
+  m->last = ranges[n - 1].last;
   m->dev = dev;
   plan_storage(m);
   size_t pbytes = sizeof(float) * (size_t)m->n_floats;
@@ -199,10 +249,11 @@ void model_alloc_on(pt_model *m, int first, int last, pt_device *dev) {
   m->grads = device_alloc(m->dev, sizeof(float) * (size_t)m->n_grad_floats);
   bind_storage(m, m->host_params); /* initialisation runs on the host */
   uint64_t seed = m->spec->train.seed;
-  for (int li = first; li < last; li++) {
-    layer_init_params(&m->layers[li], seed);
-    init_remote_tie(m, &m->layers[li], seed);
-  }
+  for (int r = 0; r < n; r++)
+    for (int li = ranges[r].first; li < ranges[r].last; li++) {
+      layer_init_params(&m->layers[li], seed);
+      init_remote_tie(m, &m->layers[li], seed);
+    }
   bind_storage(m, m->params);
   model_to_device(m);
 }
@@ -227,6 +278,7 @@ void model_free(pt_model *m) {
   }
   free(m->tensors);
   free(m->tie_copies);
+  free(m->ranges);
   free(m->layers);
   memset(m, 0, sizeof *m);
 }

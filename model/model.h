@@ -2,12 +2,15 @@
  *
  * Every layer of the spec is configured (shapes flow from the data through all layers, no
  * allocation), so any process knows the whole model's shapes and costs. Storage is allocated
- * only for the slice [first, last) this process runs: the sequential path uses the whole range,
- * a pipeline stage its own. Parameters of the slice live in one buffer `params` of n_floats
- * floats (each tensor 64-byte aligned), gradients at the same offsets in `grads`. A tied weight
- * whose first owner is in the slice is stored once: later owners borrow its storage, so their
- * gradients add up in place. `tensors` lists each stored tensor once, named as in a PyTorch
- * nn.Sequential state dict ("<global layer index>.<param name>").
+ * only for the layers this process runs: one range [first, last) (the sequential path's whole
+ * model, a pipeline stage) or a set of ranges (the chunks of a rank that runs several virtual
+ * stages). Parameters of every held layer live in one buffer `params` of n_floats floats (layer
+ * order, each tensor 64-byte aligned), gradients at the same offsets in `grads`, so the
+ * optimizer and the reductions see one buffer whatever the ranges. A tied weight is stored once
+ * per process, by the first layer sharing it that the process holds (in any of its ranges):
+ * later ones borrow its storage and keep their own gradient (pt_tie_copy). `tensors` lists
+ * each stored tensor once, in layer order, named as in a PyTorch nn.Sequential state dict
+ * ("<global layer index>.<param name>").
  */
 #ifndef PT_MODEL_H
 #define PT_MODEL_H
@@ -24,12 +27,17 @@ typedef struct {
   int layer, param; /* owner */
   int64_t offset, numel;
   int decay;
-  int tied_copy; /* a tied weight whose first owner is in another slice: counted there */
+  int tied_copy; /* a tied weight whose first owner this process does not hold: counted there */
 } pt_tensor;
 
-/* A tied layer whose weight storage is borrowed from an earlier layer of the same slice: its
+/* Layers [first, last) of the spec. */
+typedef struct {
+  int first, last;
+} pt_range;
+
+/* A tied layer whose weight storage is borrowed from an earlier layer this process holds: its
  * gradient accumulates separately (at grad_offset) and model_tie_reduce_local() adds it to the
- * owner's, in layer order, the same order a pipeline sums copies held by different stages. */
+ * stored copy's (owner_tensor), in layer order, the order the sequential path adds copies in. */
 typedef struct {
   int layer, param, owner_tensor;
   int64_t grad_offset, numel;
@@ -39,7 +47,9 @@ typedef struct {
   const pt_spec *spec;
   pt_layer *layers;   /* all n_layers of the spec, configured */
   int n_layers;
-  int first, last;    /* the slice with storage */
+  int first, last;    /* the span of the held ranges: first of the first, end of the last */
+  pt_range *ranges;   /* the held ranges, ascending and disjoint */
+  int n_ranges;
   int input_tokens;   /* layer 0 reads token ids */
   int input_dim;      /* features of layer 0's input (0 for tokens) */
   pt_loss_kind loss;
@@ -62,6 +72,11 @@ int model_configure(pt_model *m, const pt_spec *spec, spec_errors *e);
 void model_alloc(pt_model *m, int first, int last);
 /* The same on a given device (e.g. device_host() for a model only read on the host). */
 void model_alloc_on(pt_model *m, int first, int last, pt_device *dev);
+/* The same for n ranges at once (ascending, disjoint, each non-empty; a fatal error otherwise):
+ * one params and one grads buffer over all of them. With one range, model_alloc_on. */
+void model_alloc_ranges(pt_model *m, const pt_range *ranges, int n, pt_device *dev);
+/* Whether layer li is in one of the held ranges. */
+int model_holds_layer(const pt_model *m, int li);
 /* host_params <- params (before reading tensors on the host), and the way back (after writing
  * them there, e.g. loading a checkpoint). Nothing to do on the cpu. */
 void model_to_host(pt_model *m);
@@ -69,6 +84,8 @@ void model_to_device(pt_model *m);
 void model_zero_grads(pt_model *m);
 /* Adds each borrowed tied copy's gradient into its owner's (layer order). */
 void model_tie_reduce_local(pt_model *m);
+/* The same for one copy (index in tie_copies), for callers that fold some keys themselves. */
+void model_tie_fold(pt_model *m, int copy);
 /* Index in m->layers of the first layer sharing layer li's tie key, or -1. */
 int model_tie_owner(const pt_model *m, int li);
 /* Index of the parameter a tie shares ("weight"), or -1. */

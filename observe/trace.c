@@ -34,11 +34,16 @@ int trace_active(const pt_trace *t, int64_t step) {
 
 void trace_add(pt_trace *t, const char *name, const char *cat, int mb, int64_t step, double t0,
                double t1) {
+  trace_add_chunk(t, name, cat, mb, -1, step, t0, t1);
+}
+
+void trace_add_chunk(pt_trace *t, const char *name, const char *cat, int mb, int chunk,
+                     int64_t step, double t0, double t1) {
   if (t->n == t->cap) {
     t->cap = t->cap ? 2 * t->cap : 1024;
     pt_span *s = realloc(t->spans, sizeof *s * (size_t)t->cap);
     if (!s) pt_fatal("out of memory recording the trace");
     t->spans = s;
   }
-  t->spans[t->n++] = (pt_span){name, cat, mb, step, t0, t1};
+  t->spans[t->n++] = (pt_span){name, cat, mb, chunk, step, t0, t1};
 }

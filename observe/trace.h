@@ -5,7 +5,8 @@
  * a window [first_step, last_step] (1-based, inclusive) into a growing buffer; at the end rank 0
  * gathers them and writes one JSON file: {"traceEvents": [...], "displayTimeUnit": "ms",
  * "metadata": {...}}. Every span is a complete event {"ph": "X", "name", "cat", "ts", "dur",
- * "pid": rank, "tid": 0, "args": {"mb", "step"}} in microseconds on rank 0's clock (each rank's
+ * "pid": rank, "tid": 0, "args": {"mb", "step"}} (and "chunk" for a rank running several chunks)
+ * in microseconds on rank 0's clock (each rank's
  * offset to rank 0 is measured at start-up with ping-pongs), plus "process_name" metadata
  * events naming each track "rank R (stage S, replica D)". Spans on a track nest properly:
  * waits are recorded inside the action that waited.
@@ -26,6 +27,7 @@ typedef struct {
   const char *name; /* static string */
   const char *cat;
   int mb;           /* -1 when not a micro-batch action */
+  int chunk;        /* the chunk it ran on where a rank runs several, else -1 */
   int64_t step;
   double t0, t1;    /* seconds, this rank's monotonic clock */
 } pt_span;
@@ -45,5 +47,8 @@ void trace_free(pt_trace *t);
 int trace_active(const pt_trace *t, int64_t step); /* step is 1-based */
 void trace_add(pt_trace *t, const char *name, const char *cat, int mb, int64_t step, double t0,
                double t1);
+/* The same, tagged with a chunk (-1: none). */
+void trace_add_chunk(pt_trace *t, const char *name, const char *cat, int mb, int chunk,
+                     int64_t step, double t0, double t1);
 
 #endif

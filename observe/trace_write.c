@@ -17,7 +17,7 @@ static const char *const NAMES[] = {"F", "B", "I", "W", "recv act", "recv grad",
                                     "data-parallel grads", "optimizer"};
 static const char *const CATS[] = {"forward", "backward", "backward_input", "backward_weight",
                                    "receive", "send", "wait", "load", "allreduce", "optimizer"};
-enum { N_NAMES = sizeof NAMES / sizeof NAMES[0], N_CATS = sizeof CATS / sizeof CATS[0], FIELDS = 6,
+enum { N_NAMES = sizeof NAMES / sizeof NAMES[0], N_CATS = sizeof CATS / sizeof CATS[0], FIELDS = 7,
        N_COMPUTE = 4, N_PER_MB = 8 };
 
 static int index_of(const char *const *table, int n, const char *s) {
@@ -68,6 +68,7 @@ static cJSON *span_event(const double *f, int rank) {
   args = cJSON_AddObjectToObject(e, "args");
   if (mb >= 0) cJSON_AddNumberToObject(args, "mb", mb);
   cJSON_AddNumberToObject(args, "step", f[3]);
+  if (f[6] >= 0) cJSON_AddNumberToObject(args, "chunk", f[6]);
   return e;
 }
 
@@ -127,6 +128,7 @@ void trace_write(const pt_trace *t, pt_comm *world, int stages, const char *sche
     double *f = mine + i * FIELDS;
     f[0] = index_of(NAMES, N_NAMES, s->name), f[1] = index_of(CATS, N_CATS, s->cat);
     f[2] = s->mb, f[3] = (double)s->step, f[4] = s->t0 + t->offset_s, f[5] = s->t1 + t->offset_s;
+    f[6] = s->chunk;
   }
   int *counts = pt_calloc((size_t)size, sizeof(int)), total = 0;
   comm_allgather_int(world, n, counts);

@@ -145,6 +145,47 @@ void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight
   out->total = out->params + out->grads + out->optimizer + out->activations + out->workspace;
 }
 
+/* Layer li's stored and borrowed parameter bytes under model_alloc_ranges' rule: a tied weight
+ * that an earlier layer of the rank's ranges shares is borrowed, everything else stored. */
+static void layer_storage(const pt_model *m, const pt_range *r, int n, int li, int64_t *stored,
+                          int64_t *borrowed) {
+  const pt_layer *L = &m->layers[li];
+  int held = 0;
+  for (int i = 0; i < n && L->tie[0]; i++)
+    for (int j = r[i].first; j < r[i].last && j < li; j++)
+      held |= !strcmp(m->layers[j].tie, L->tie);
+  for (int p = 0; p < L->n_params; p++) {
+    int64_t b = 4 * ((L->params[p].numel + 15) & ~(int64_t)15);
+    *(held && p == model_tied_param(L) ? borrowed : stored) += b;
+  }
+}
+
+void memory_estimate_rank(const pt_model *m, const pt_range *ranges,
+                          const pt_stage_memory *chunk, const int *local_prev, int n,
+                          pt_stage_memory *out) {
+  if (n == 1 && !local_prev[0]) {
+    *out = chunk[0];
+    return;
+  }
+  int64_t stored = 0, borrowed = 0;
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < n; i++) {
+    int a = ranges[i].first, b = ranges[i].last;
+    shape_ctx sh = shape_of(m, a, b);
+    int64_t din = local_prev[i] ? 4 * (int64_t)sh.B * sh.T * m->layers[a].in_dim : 0;
+    out->activations += chunk[i].activations - chunk[i].in_flight * din;
+    out->workspace += chunk[i].workspace;
+    out->stash += chunk[i].stash;
+    out->in_flight += chunk[i].in_flight;
+    out->w_pending += chunk[i].w_pending;
+    for (int li = a; li < b; li++) layer_storage(m, ranges, n, li, &stored, &borrowed);
+  }
+  out->params = stored;
+  out->grads = stored + borrowed;
+  out->optimizer = optimizer_copies(m) * stored;
+  out->total = out->params + out->grads + out->optimizer + out->activations + out->workspace;
+}
+
 /* engine/stage.c's dout sets: one output-sized buffer per layer with parameters, per set. */
 int64_t memory_stash_bytes(const pt_model *m, int first, int last, int w_pending) {
   shape_ctx c = shape_of(m, first, last);

@@ -34,6 +34,16 @@ typedef struct {
 /* Estimate for layers [first, last) of a configured model (no storage needed). */
 void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight,
                            pt_stage_memory *out);
+/* Estimate for a rank that runs n chunks (virtual stages) ranges[i], each estimated alone in
+ * chunk[i] (memory_estimate_stage and, for split schedules, memory_add_stash): their
+ * activations, stash and workspace added, except that the parameters are counted as
+ * model_alloc_ranges lays them out (a tied weight shared by several of the rank's layers is
+ * stored once, its later copies keep a gradient each) and a chunk whose previous chunk runs on
+ * the same rank (local_prev[i]) has no input-gradient buffers: the engine writes them straight
+ * into that chunk's. With one chunk, chunk[0]. */
+void memory_estimate_rank(const pt_model *m, const pt_range *ranges,
+                          const pt_stage_memory *chunk, const int *local_prev, int n,
+                          pt_stage_memory *out);
 /* The dout sets of a split-backward stage for w_pending micro-batches between I and W (0 under
  * checkpointing). A sum over the range's layers: it never grows when the range shrinks, so it is
  * its own bound for the partitioner. */

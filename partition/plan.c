@@ -35,25 +35,28 @@ static void plan_warn(pt_plan *p, const char *fmt, ...) {
 
 /* --- Explicit layouts --------------------------------------------------------------------- */
 
+/* What an explicit list has one entry for: a stage, or with several per stage a chunk. */
+static const char *unit(const pt_plan *p) { return p->virtual_stages > 1 ? "chunk" : "stage"; }
+
 static int explicit_boundaries(pt_plan *p, spec_node *n, spec_errors *e) {
-  if (n->kind != SPEC_SEQ || n->n_items != p->n_stages) {
-    spec_error(e, n, 0, "pipeline.boundaries must list the first layer of each of the %d stages, "
-               "e.g. [0, 3, 6, 9] for 4 stages", p->n_stages);
+  if (n->kind != SPEC_SEQ || n->n_items != p->n_chunks) {
+    spec_error(e, n, 0, "pipeline.boundaries must list the first layer of each of the %d %ss, "
+               "e.g. [0, 3, 6, 9] for 4 %ss", p->n_chunks, unit(p), unit(p));
     return -1;
   }
-  for (int s = 0; s < p->n_stages && !e->failed; s++) {
+  for (int s = 0; s < p->n_chunks && !e->failed; s++) {
     spec_node *it = n->items[s];
     int64_t v = spec_node_int(it, 0, p->n_layers - 1, e);
     if (e->failed) return -1;
     if (s == 0 && v != 0)
       spec_error(e, it, 0, "pipeline.boundaries must start at layer 0 (got %lld)", (long long)v);
     else if (s > 0 && v <= p->bounds[s - 1])
-      spec_error(e, it, 0, "pipeline.boundaries must increase: stage %d would start at layer %lld "
-                 "but stage %d starts at %d, leaving a stage empty", s, (long long)v, s - 1,
-                 p->bounds[s - 1]);
+      spec_error(e, it, 0, "pipeline.boundaries must increase: %s %d would start at layer %lld "
+                 "but %s %d starts at %d, leaving a %s empty", unit(p), s, (long long)v, unit(p),
+                 s - 1, p->bounds[s - 1], unit(p));
     p->bounds[s] = (int)v;
   }
-  p->bounds[p->n_stages] = p->n_layers;
+  p->bounds[p->n_chunks] = p->n_layers;
   snprintf(p->method, sizeof p->method, "explicit boundaries");
   return e->failed ? -1 : 0;
 }
@@ -61,22 +64,22 @@ static int explicit_boundaries(pt_plan *p, spec_node *n, spec_errors *e) {
 static int check_stage_list(pt_plan *p, spec_node *list, int s, int *owner, spec_errors *e) {
   if (list->kind != SPEC_SEQ || list->n_items == 0) {
     spec_error(e, list, 0, "pipeline.stage_layers[%d]: expected a non-empty list of layer "
-               "indices (no stage may be empty)", s);
+               "indices (no %s may be empty)", s, unit(p));
     return -1;
   }
   for (int i = 0; i < list->n_items; i++) {
     int64_t li = spec_node_int(list->items[i], 0, p->n_layers - 1, e);
     if (e->failed) return -1;
     if (owner[li] >= 0) {
-      spec_error(e, list->items[i], 0, "layer %lld is listed twice (stages %d and %d); each layer "
-                 "belongs to exactly one stage", (long long)li, owner[li], s);
+      spec_error(e, list->items[i], 0, "layer %lld is listed twice (%ss %d and %d); each layer "
+                 "belongs to exactly one %s", (long long)li, unit(p), owner[li], s, unit(p));
       return -1;
     }
     int prev = i ? (int)spec_node_int(list->items[i - 1], 0, p->n_layers - 1, e) : -1;
     if (i > 0 && li != prev + 1) {
       spec_error(e, list->items[i], 0, "pipeline.stage_layers[%d] is not a contiguous ascending "
-                 "range (layer %lld follows %d); a stage owns consecutive layers", s,
-                 (long long)li, prev);
+                 "range (layer %lld follows %d); a %s owns consecutive layers", s,
+                 (long long)li, prev, unit(p));
       return -1;
     }
     owner[li] = s;
@@ -85,30 +88,31 @@ static int check_stage_list(pt_plan *p, spec_node *list, int s, int *owner, spec
 }
 
 static int explicit_stage_layers(pt_plan *p, spec_node *n, spec_errors *e) {
-  if (n->kind != SPEC_SEQ || n->n_items != p->n_stages) {
-    spec_error(e, n, 0, "pipeline.stage_layers must have one list per stage (%d), e.g. "
-               "[[0, 1, 2], [3, 4, 5]]", p->n_stages);
+  if (n->kind != SPEC_SEQ || n->n_items != p->n_chunks) {
+    spec_error(e, n, 0, "pipeline.stage_layers must have one list per %s (%d), e.g. "
+               "[[0, 1, 2], [3, 4, 5]]", unit(p), p->n_chunks);
     return -1;
   }
   int *owner = pt_calloc((size_t)p->n_layers, sizeof(int));
   for (int i = 0; i < p->n_layers; i++) owner[i] = -1;
   int rc = 0;
-  for (int s = 0; s < p->n_stages && rc == 0; s++) rc = check_stage_list(p, n->items[s], s, owner, e);
+  for (int s = 0; s < p->n_chunks && rc == 0; s++)
+    rc = check_stage_list(p, n->items[s], s, owner, e);
   for (int i = 0; i < p->n_layers && rc == 0; i++) {
     if (owner[i] >= 0) continue;
     spec_error(e, n, 0, "pipeline.stage_layers leaves layer %d unassigned; list every layer "
                "0..%d exactly once", i, p->n_layers - 1);
     rc = -1;
   }
-  for (int s = 0; s < p->n_stages && rc == 0; s++) {
+  for (int s = 0; s < p->n_chunks && rc == 0; s++) {
     p->bounds[s] = (int)spec_node_int(n->items[s]->items[0], 0, p->n_layers, e);
     if (s > 0 && p->bounds[s] < p->bounds[s - 1]) {
-      spec_error(e, n->items[s], 0, "pipeline.stage_layers: stage %d comes before stage %d in the "
-                 "layer order; stages must follow the layers", s, s - 1);
+      spec_error(e, n->items[s], 0, "pipeline.stage_layers: %s %d comes before %s %d in the "
+                 "layer order; %ss must follow the layers", unit(p), s, unit(p), s - 1, unit(p));
       rc = -1;
     }
   }
-  p->bounds[p->n_stages] = p->n_layers;
+  p->bounds[p->n_chunks] = p->n_layers;
   free(owner);
   snprintf(p->method, sizeof p->method, "explicit stage_layers");
   return rc;
@@ -128,17 +132,20 @@ static int stage_w_pending(const pt_schedule_type *t, int stage, int n_stages, i
 typedef struct {
   const pt_model *m;
   const pt_schedule_type *schedule;
-  int micro_batches, n_stages;
-  int *w_pending; /* [stage] for n_stages, built once: the solver asks many times */
+  int micro_batches, n_chunks;
+  const int *chunk_in_flight; /* several chunks per stage: the schedule's, for this plan's count */
+  const int *w_pending;       /* [chunk] for this plan's count: the solver asks many times */
 } memory_ctx;
 
 /* The solver needs memory that never grows as a range shrinks: give it the monotone bound (the
- * stash is a sum over the range, its own bound). It also tries other stage counts when no plan
- * fits, to say how many would. */
+ * stash is a sum over the range, its own bound). With one chunk per stage it also tries other
+ * stage counts when no plan fits, to say how many would, and the registry's in-flight count
+ * serves any count; with several, only this plan's chunk count is asked. */
 static double stage_memory_cb(void *ctx, int n_stages, int stage, int first, int last) {
   const memory_ctx *c = ctx;
-  int k = c->schedule->in_flight(stage, n_stages, c->micro_batches);
-  int w = n_stages == c->n_stages ? c->w_pending[stage]
+  int k = c->chunk_in_flight ? c->chunk_in_flight[stage]
+                             : c->schedule->in_flight(stage, n_stages, c->micro_batches);
+  int w = n_stages == c->n_chunks ? c->w_pending[stage]
                                   : stage_w_pending(c->schedule, stage, n_stages, c->micro_batches);
   return (double)(memory_bound_stage(c->m, n_stages, stage, first, last, k) +
                   memory_stash_bytes(c->m, first, last, w));
@@ -164,9 +171,9 @@ static int type_weights(pt_plan *p, const pt_model *m, double *w, spec_errors *e
     spec_error(e, at, 0, "pipeline.partition '%s' matches no layer type", p->method);
     return -1;
   }
-  if (matched < p->n_stages)
-    plan_warn(p, "partition '%s' matches %d layers for %d stages: some stages get none",
-              p->method, matched, p->n_stages);
+  if (matched < p->n_chunks)
+    plan_warn(p, "partition '%s' matches %d layers for %d %ss: some %ss get none", p->method,
+              matched, p->n_chunks, unit(p), unit(p));
   return 0;
 }
 
@@ -185,28 +192,44 @@ static int method_weights(pt_plan *p, const pt_model *m, const double *time, dou
   return 0;
 }
 
+/* "stage 3" or, with several chunks per stage, "chunk 5 (stage 2, half its cap)". */
+static void chunk_name(const pt_plan *p, int c, char *out, size_t outsz) {
+  if (p->virtual_stages == 1) snprintf(out, outsz, "stage %d", c);
+  else snprintf(out, outsz, "chunk %d (on stage %d, which gives each of its %d chunks 1/%d of "
+                "its cap)", c, p->chunk_stage[c], p->virtual_stages, p->virtual_stages);
+}
+
 static void explain_failure(const pt_plan *p, const pt_model *m, const part_failure *f,
                             spec_errors *e) {
   spec_node *at = p->cap && m->spec->pipeline.max_memory ? m->spec->pipeline.max_memory
                                                          : m->spec->pipeline.node;
-  char need[32], cap[32];
+  char need[32], cap[32], who[160];
   memory_format_size((int64_t)f->need, need, sizeof need);
   memory_format_size((int64_t)f->cap, cap, sizeof cap);
   char more[160] = "", fit[160];
   if (f->fit_stages > 0)
     snprintf(more, sizeof more, "; %d stages would fit the whole model", f->fit_stages);
   if (f->fit_prefix > 0)
-    snprintf(fit, sizeof fit, "the first %d of %d layers fit in %d stages", f->fit_prefix,
-             p->n_layers, p->n_stages);
+    snprintf(fit, sizeof fit, "the first %d of %d layers fit in %d %ss", f->fit_prefix,
+             p->n_layers, p->n_chunks, unit(p));
   else
-    snprintf(fit, sizeof fit, "not even the first %d layers fit one per stage", p->n_stages);
+    snprintf(fit, sizeof fit, "not even the first %d layers fit one per %s", p->n_chunks, unit(p));
+  if (f->stage >= 0) chunk_name(p, f->stage, who, sizeof who);
   if (f->stage >= 0)
-    spec_error(e, at, 0, "no plan fits pipeline.max_memory: stage %d cannot hold even one layer "
-               "(the lightest, layer %d, %s, needs %s against its cap of %s); %s%s", f->stage,
+    spec_error(e, at, 0, "no plan fits pipeline.max_memory: %s cannot hold even one layer "
+               "(the lightest, layer %d, %s, needs %s against its cap of %s); %s%s", who,
                f->layer, m->layers[f->layer].type->name, need, cap, fit, more);
   else
     spec_error(e, at, 0, "no plan fits pipeline.max_memory: %s%s; raise the caps, add stages, "
                "use fewer micro-batches in flight or turn on activation checkpointing", fit, more);
+}
+
+/* The cap each chunk is solved against: its stage's, shared evenly by the stage's chunks. */
+static double *chunk_caps(const pt_plan *p) {
+  if (!p->cap || p->virtual_stages == 1) return p->cap;
+  double *cap = pt_calloc((size_t)p->n_chunks, sizeof(double));
+  for (int c = 0; c < p->n_chunks; c++) cap[c] = p->cap[p->chunk_stage[c]] / p->virtual_stages;
+  return cap;
 }
 
 static int automatic(pt_plan *p, const pt_model *m, spec_errors *e) {
@@ -215,25 +238,27 @@ static int automatic(pt_plan *p, const pt_model *m, spec_errors *e) {
   for (int i = 0; i < p->n_layers; i++) time[i] = plan_layer_flops(m, i);
   int rc = method_weights(p, m, time, w, e);
   if (rc == 0) {
-    memory_ctx ctx = {m, p->schedule, p->micro_batches, p->n_stages,
-                      pt_calloc((size_t)p->n_stages, sizeof(int))};
-    for (int s = 0; s < p->n_stages; s++)
-      ctx.w_pending[s] = stage_w_pending(p->schedule, s, p->n_stages, p->micro_batches);
-    int uniform_cap = m->spec->pipeline.max_memory && m->spec->pipeline.max_memory->kind == SPEC_SCALAR;
+    int several = p->virtual_stages > 1;
+    memory_ctx ctx = {m, p->schedule, p->micro_batches, p->n_chunks,
+                      several ? p->chunk_in_flight : NULL, p->chunk_w_pending};
+    /* other stage counts are tried only with one chunk per stage (see stage_memory_cb) */
+    int uniform_cap = !several && m->spec->pipeline.max_memory &&
+                      m->spec->pipeline.max_memory->kind == SPEC_SCALAR;
     /* balanced weighs by time already: passing w itself tells the solver to skip its time pass */
     const double *by_time = m->spec->pipeline.partition == SPEC_PARTITION_BALANCED ? w : time;
-    part_problem prob = {.n_layers = p->n_layers, .n_stages = p->n_stages, .weight = w,
+    double *cap = chunk_caps(p);
+    part_problem prob = {.n_layers = p->n_layers, .n_stages = p->n_chunks, .weight = w,
                          .time = by_time,
                          .stage_memory = p->cap ? stage_memory_cb : NULL, .ctx = &ctx,
-                         .cap = p->cap, .cap_uniform = uniform_cap};
+                         .cap = cap, .cap_uniform = uniform_cap};
     part_failure why;
     rc = part_solve(&prob, p->bounds, NULL, NULL, &why);
-    free(ctx.w_pending);
     if (rc == -2) explain_failure(p, m, &why, e);
     else if (rc != 0 && !e->failed) /* weights the solver refuses: sizes beyond reason */
-      spec_error(e, m->spec->pipeline.node, 0, "no partition of %d layers into %d stages: the "
+      spec_error(e, m->spec->pipeline.node, 0, "no partition of %d layers into %d %ss: the "
                  "layer costs are not finite numbers (the sizes are too large)", p->n_layers,
-                 p->n_stages);
+                 p->n_chunks, unit(p));
+    if (cap != p->cap) free(cap);
   }
   free(time);
   free(w);
@@ -294,18 +319,35 @@ static int parse_devices(pt_plan *p, spec_node *n, spec_errors *e) {
 
 /* --- Result ------------------------------------------------------------------------------- */
 
+/* Each chunk alone, then each stage: its chunks' memory together (a chunk whose predecessor is
+ * on the same stage takes its input gradient from there), time and parameters added. */
 static void plan_measure(pt_plan *p, const pt_model *m) {
-  for (int s = 0; s < p->n_stages; s++) {
-    int a = p->bounds[s], b = p->bounds[s + 1];
-    int k = p->schedule->in_flight(s, p->n_stages, p->micro_batches);
-    memory_estimate_stage(m, a, b, k, &p->mem[s]);
-    memory_add_stash(m, a, b, stage_w_pending(p->schedule, s, p->n_stages, p->micro_batches),
-                     &p->mem[s]);
+  for (int c = 0; c < p->n_chunks; c++) {
+    int a = p->bounds[c], b = p->bounds[c + 1];
+    memory_estimate_stage(m, a, b, p->chunk_in_flight[c], &p->chunk_mem[c]);
+    memory_add_stash(m, a, b, p->chunk_w_pending[c], &p->chunk_mem[c]);
     for (int i = a; i < b; i++) {
-      p->flops[s] += plan_layer_flops(m, i);
-      p->weight[s] += layer_params(m, i);
+      p->chunk_flops[c] += plan_layer_flops(m, i);
+      p->chunk_weight[c] += layer_params(m, i);
     }
   }
+  int v = p->virtual_stages, *chunks = pt_calloc((size_t)v, sizeof(int));
+  int *local_prev = pt_calloc((size_t)v, sizeof(int));
+  pt_stage_memory *mem = pt_calloc((size_t)v, sizeof(pt_stage_memory));
+  pt_range *ranges = pt_calloc((size_t)v, sizeof(pt_range));
+  for (int s = 0; s < p->n_stages; s++) {
+    int n = plan_stage_chunks(p, s, chunks);
+    plan_stage_ranges(p, s, ranges);
+    for (int i = 0; i < n; i++) {
+      int c = chunks[i];
+      mem[i] = p->chunk_mem[c];
+      local_prev[i] = c > 0 && p->chunk_stage[c - 1] == s;
+      p->flops[s] += p->chunk_flops[c];
+      p->weight[s] += p->chunk_weight[c];
+    }
+    memory_estimate_rank(m, ranges, mem, local_prev, n, &p->mem[s]);
+  }
+  free(chunks), free(local_prev), free(mem), free(ranges);
 }
 
 static void plan_check_balance(pt_plan *p, const pt_model *m) {
@@ -315,10 +357,13 @@ static void plan_check_balance(pt_plan *p, const pt_model *m) {
     mean += p->flops[s] / p->n_stages;
     if (p->flops[s] > worst) worst = p->flops[s], slow = s;
   }
-  if (p->n_stages > 1 && worst > 1.25 * mean)
+  if (p->n_stages > 1 && worst > 1.25 * mean && p->virtual_stages == 1)
     plan_warn(p, "stage %d is %.2fx the mean stage time (layers %d-%d); partition: balanced "
               "minimises the slowest stage", slow, worst / mean, p->bounds[slow],
               p->bounds[slow + 1] - 1);
+  else if (p->n_stages > 1 && worst > 1.25 * mean)
+    plan_warn(p, "stage %d is %.2fx the mean stage time (its %d chunks together); partition: "
+              "balanced minimises the slowest chunk", slow, worst / mean, p->virtual_stages);
   for (int s = 0; p->cap && s < p->n_stages; s++) {
     if (p->cap[s] <= 0 || (double)p->mem[s].total >= 0.1 * p->cap[s]) continue;
     char used[32], cap[32];
@@ -343,6 +388,76 @@ static int check_fits(const pt_plan *p, const pt_model *m, spec_errors *e) {
   return 0;
 }
 
+/* One chunk per stage: chunk c is stage c, in flight as the registry says. */
+static void one_chunk_per_stage(pt_plan *p) {
+  for (int c = 0; c < p->n_chunks; c++) {
+    p->chunk_stage[c] = c;
+    p->chunk_in_flight[c] = p->schedule->in_flight(c, p->n_stages, p->micro_batches);
+    p->chunk_w_pending[c] = stage_w_pending(p->schedule, c, p->n_stages, p->micro_batches);
+  }
+}
+
+static void alloc_chunk_maps(pt_plan *p) {
+  p->chunk_stage = pt_calloc((size_t)p->n_chunks, sizeof(int));
+  p->chunk_in_flight = pt_calloc((size_t)p->n_chunks, sizeof(int));
+  p->chunk_w_pending = pt_calloc((size_t)p->n_chunks, sizeof(int));
+}
+
+/* Several chunks per stage, or a schedule file: the placement and each chunk's slots come from
+ * the schedule itself, built for this layout. */
+static int chunks_from_schedule(pt_plan *p, const pt_model *m, spec_errors *e) {
+  pt_schedule s;
+  char err[512];
+  const spec_pipeline *pl = &m->spec->pipeline;
+  if (schedule_build_spec(&s, m->spec, err, sizeof err) != 0) {
+    spec_node *at = spec_find(pl->node, pl->schedule_file[0] ? "schedule_file" : "schedule");
+    spec_error(e, at ? at : pl->node, 0, "%s", err);
+    return -1;
+  }
+  p->virtual_stages = s.n_chunks / s.n_ranks;
+  p->n_chunks = s.n_chunks;
+  alloc_chunk_maps(p);
+  memcpy(p->chunk_stage, s.chunk_rank, sizeof(int) * (size_t)p->n_chunks);
+  memcpy(p->chunk_in_flight, s.n_slots, sizeof(int) * (size_t)p->n_chunks);
+  memcpy(p->chunk_w_pending, s.n_w_pending, sizeof(int) * (size_t)p->n_chunks);
+  schedule_free(&s);
+  return 0;
+}
+
+static int plan_chunks(pt_plan *p, const pt_model *m, spec_errors *e) {
+  const spec_pipeline *pl = &m->spec->pipeline;
+  if (pl->schedule_file[0] || schedule_virtual_stages(p->schedule, pl) > 1)
+    return chunks_from_schedule(p, m, e);
+  p->virtual_stages = 1;
+  p->n_chunks = p->n_stages;
+  alloc_chunk_maps(p);
+  one_chunk_per_stage(p);
+  return 0;
+}
+
+static int check_chunk_count(const pt_plan *p, const spec_pipeline *pl, spec_errors *e) {
+  if (p->n_chunks <= p->n_layers) return 0;
+  if (p->virtual_stages == 1)
+    spec_error(e, spec_find(pl->node, "stages"), 0, "pipeline.stages (%d) is more than the %d "
+               "layers; every stage needs at least one layer, so use at most %d stages",
+               p->n_stages, p->n_layers, p->n_layers);
+  else
+    spec_error(e, spec_find(pl->node, "stages"), 0, "pipeline.stages (%d) x %d chunks per stage "
+               "= %d chunks is more than the %d layers; every chunk needs at least one layer",
+               p->n_stages, p->virtual_stages, p->n_chunks, p->n_layers);
+  return -1;
+}
+
+static void plan_alloc(pt_plan *p) {
+  p->bounds = pt_calloc((size_t)p->n_chunks + 1, sizeof(int));
+  p->mem = pt_calloc((size_t)p->n_stages, sizeof(pt_stage_memory));
+  p->flops = pt_calloc((size_t)p->n_stages, sizeof(double));
+  p->weight = pt_calloc((size_t)p->n_stages, sizeof(double));
+  p->chunk_mem = pt_calloc((size_t)p->n_chunks, sizeof(pt_stage_memory));
+  p->chunk_flops = pt_calloc((size_t)p->n_chunks, sizeof(double));
+  p->chunk_weight = pt_calloc((size_t)p->n_chunks, sizeof(double));
+}
+
 int plan_build(pt_plan *p, const pt_model *m, spec_errors *e) {
   const spec_pipeline *pl = &m->spec->pipeline;
   memset(p, 0, sizeof *p);
@@ -352,16 +467,11 @@ int plan_build(pt_plan *p, const pt_model *m, spec_errors *e) {
   p->n_layers = m->n_layers;
   p->schedule = schedule_from_spec(pl, e);
   if (!p->schedule) return -1;
-  if (p->n_stages > p->n_layers) {
-    spec_error(e, spec_find(pl->node, "stages"), 0, "pipeline.stages (%d) is more than the %d "
-               "layers; every stage needs at least one layer, so use at most %d stages",
-               p->n_stages, p->n_layers, p->n_layers);
+  if (plan_chunks(p, m, e) != 0 || check_chunk_count(p, pl, e) != 0) {
+    plan_free(p);
     return -1;
   }
-  p->bounds = pt_calloc((size_t)p->n_stages + 1, sizeof(int));
-  p->mem = pt_calloc((size_t)p->n_stages, sizeof(pt_stage_memory));
-  p->flops = pt_calloc((size_t)p->n_stages, sizeof(double));
-  p->weight = pt_calloc((size_t)p->n_stages, sizeof(double));
+  plan_alloc(p);
   int rc = parse_caps(p, pl->max_memory, e);
   if (rc == 0) rc = parse_devices(p, pl->devices, e);
   if (rc == 0 && pl->boundaries && pl->stage_layers) {
@@ -382,6 +492,12 @@ int plan_build(pt_plan *p, const pt_model *m, spec_errors *e) {
 
 void plan_free(pt_plan *p) {
   free(p->bounds);
+  free(p->chunk_stage);
+  free(p->chunk_in_flight);
+  free(p->chunk_w_pending);
+  free(p->chunk_mem);
+  free(p->chunk_flops);
+  free(p->chunk_weight);
   free(p->devices);
   free(p->cap);
   free(p->mem);

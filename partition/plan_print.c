@@ -5,17 +5,31 @@
 #include "partition/plan.h"
 #include "core/error.h"
 
-/* "transformer_block x6, layernorm" for a stage's layers: runs of one type folded. */
-static void stage_types(const pt_plan *p, const pt_model *m, int s, char *out, size_t outsz) {
+/* "transformer_block x6, layernorm" for a chunk's layers: runs of one type folded. */
+static void chunk_types(const pt_plan *p, const pt_model *m, int c, char *out, size_t outsz) {
   size_t used = 0;
   out[0] = '\0';
-  for (int i = p->bounds[s]; i < p->bounds[s + 1] && used < outsz;) {
+  for (int i = p->bounds[c]; i < p->bounds[c + 1] && used < outsz;) {
     const char *t = m->layers[i].type->name;
     int run = 1;
-    while (i + run < p->bounds[s + 1] && !strcmp(m->layers[i + run].type->name, t)) run++;
+    while (i + run < p->bounds[c + 1] && !strcmp(m->layers[i + run].type->name, t)) run++;
     used += (size_t)snprintf(out + used, outsz - used, run > 1 ? "%s%s x%d" : "%s%s", used ? ", " : "",
                              t, run);
     i += run;
+  }
+}
+
+/* A stage's chunks' types, " | " between chunks; or its chunk numbers, "," between them. */
+static void stage_list(const pt_plan *p, const pt_model *m, int s, int types, char *out,
+                       size_t outsz) {
+  int chunks[64], n = plan_stage_chunks(p, s, chunks);
+  size_t used = 0;
+  out[0] = '\0';
+  for (int i = 0; i < n && used < outsz; i++) {
+    char one[256];
+    if (types) chunk_types(p, m, chunks[i], one, sizeof one);
+    else snprintf(one, sizeof one, "%d", chunks[i]);
+    used += (size_t)snprintf(out + used, outsz - used, "%s%s", i ? (types ? " | " : ",") : "", one);
   }
 }
 
@@ -38,29 +52,59 @@ static double imbalance(const pt_plan *p) {
   return mean > 0 ? worst / mean : 1.0;
 }
 
-void plan_print(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
+static void print_header(FILE *f, const pt_plan *p, const pt_model *m) {
   const pt_spec *s = m->spec;
-  fprintf(f, "plan for %s: %d layers on %d stages x %d replicas = %d ranks (partition: %s, "
-          "schedule: %s, %d micro-batches)\n", s->path, p->n_layers, p->n_stages, p->data_parallel,
-          p->n_stages * p->data_parallel, p->method, p->schedule->name, p->micro_batches);
-  fprintf(f, "%-5s %-8s %-8s %-9s %12s %10s %10s %10s %10s %10s %10s %10s %9s  %s\n", "stage",
-          "ranks", "devices", "layers", "params", "memory", "weights", "grads", "optim",
-          "activ", "work", "cap", "est.ms", "types");
-  for (int st = 0; st < p->n_stages; st++) {
-    const pt_stage_memory *mm = &p->mem[st];
-    char ranks[64], devs[64], types[256], layers[32], sz[7][32];
-    stage_ranks(p, st, ranks, sizeof ranks, 0);
-    stage_ranks(p, st, devs, sizeof devs, 1);
-    stage_types(p, m, st, types, sizeof types);
+  char chunks[96] = "";
+  if (p->virtual_stages > 1)
+    snprintf(chunks, sizeof chunks, " in %d chunks (%d per stage)", p->n_chunks, p->virtual_stages);
+  fprintf(f, "plan for %s: %d layers%s on %d stages x %d replicas = %d ranks (partition: %s, "
+          "schedule: %s, %d micro-batches)\n", s->path, p->n_layers, chunks, p->n_stages,
+          p->data_parallel, p->n_stages * p->data_parallel, p->method, p->schedule->name,
+          p->micro_batches);
+}
+
+static void print_stage(FILE *f, const pt_plan *p, const pt_model *m, int st, double gflops) {
+  const pt_stage_memory *mm = &p->mem[st];
+  char ranks[64], devs[64], types[512], layers[64], sz[7][32];
+  stage_ranks(p, st, ranks, sizeof ranks, 0);
+  stage_ranks(p, st, devs, sizeof devs, 1);
+  stage_list(p, m, st, 1, types, sizeof types);
+  if (p->virtual_stages == 1)
     snprintf(layers, sizeof layers, "%d-%d", p->bounds[st], p->bounds[st + 1] - 1);
-    int64_t parts[7] = {mm->total, mm->params, mm->grads, mm->optimizer, mm->activations,
-                        mm->workspace, p->cap ? (int64_t)p->cap[st] : 0};
-    for (int i = 0; i < 7; i++) memory_format_size(parts[i], sz[i], sizeof sz[i]);
-    if (!p->cap || p->cap[st] <= 0) snprintf(sz[6], sizeof sz[6], "-");
-    fprintf(f, "%-5d %-8s %-8s %-9s %12.0f %10s %10s %10s %10s %10s %10s %10s %9.1f  %s\n", st,
-            ranks, devs, layers, p->weight[st], sz[0], sz[1], sz[2], sz[3], sz[4], sz[5], sz[6],
-            gflops > 0 ? p->flops[st] / (gflops * 1e6) : 0.0, types);
+  else
+    stage_list(p, m, st, 0, layers, sizeof layers);
+  int64_t parts[7] = {mm->total, mm->params, mm->grads, mm->optimizer, mm->activations,
+                      mm->workspace, p->cap ? (int64_t)p->cap[st] : 0};
+  for (int i = 0; i < 7; i++) memory_format_size(parts[i], sz[i], sizeof sz[i]);
+  if (!p->cap || p->cap[st] <= 0) snprintf(sz[6], sizeof sz[6], "-");
+  fprintf(f, "%-5d %-8s %-8s %-9s %12.0f %10s %10s %10s %10s %10s %10s %10s %9.1f  %s\n", st,
+          ranks, devs, layers, p->weight[st], sz[0], sz[1], sz[2], sz[3], sz[4], sz[5], sz[6],
+          gflops > 0 ? p->flops[st] / (gflops * 1e6) : 0.0, types);
+}
+
+/* Several chunks per stage: what each chunk holds, alone. */
+static void print_chunks(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
+  fprintf(f, "%-5s %-5s %-9s %12s %9s %10s %10s %9s  %s\n", "chunk", "stage", "layers", "params",
+          "in-flight", "activ", "work", "est.ms", "types");
+  for (int c = 0; c < p->n_chunks; c++) {
+    char layers[32], types[256], act[32], work[32];
+    snprintf(layers, sizeof layers, "%d-%d", p->bounds[c], p->bounds[c + 1] - 1);
+    chunk_types(p, m, c, types, sizeof types);
+    memory_format_size(p->chunk_mem[c].activations, act, sizeof act);
+    memory_format_size(p->chunk_mem[c].workspace, work, sizeof work);
+    fprintf(f, "%-5d %-5d %-9s %12.0f %9d %10s %10s %9.1f  %s\n", c, p->chunk_stage[c], layers,
+            p->chunk_weight[c], p->chunk_in_flight[c], act, work,
+            gflops > 0 ? p->chunk_flops[c] / (gflops * 1e6) : 0.0, types);
   }
+}
+
+void plan_print(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
+  print_header(f, p, m);
+  fprintf(f, "%-5s %-8s %-8s %-9s %12s %10s %10s %10s %10s %10s %10s %10s %9s  %s\n", "stage",
+          "ranks", "devices", p->virtual_stages > 1 ? "chunks" : "layers", "params", "memory",
+          "weights", "grads", "optim", "activ", "work", "cap", "est.ms", "types");
+  for (int st = 0; st < p->n_stages; st++) print_stage(f, p, m, st, gflops);
+  if (p->virtual_stages > 1) print_chunks(f, p, m, gflops);
   fprintf(f, "imbalance (slowest / mean stage time): %.3f; activations held for %s micro-batches "
           "in flight per stage (%s)\n", imbalance(p),
           p->schedule->in_flight_doc, p->schedule->name);
@@ -68,6 +112,33 @@ void plan_print(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
     fprintf(f, "est.ms: forward + backward FLOPs of one step at the measured %.1f GFLOP/s\n",
             gflops);
   for (int i = 0; i < p->n_warnings; i++) fprintf(f, "warning: %s\n", p->warnings[i]);
+}
+
+static cJSON *memory_json(const pt_stage_memory *mm) {
+  cJSON *mem = cJSON_CreateObject();
+  cJSON_AddNumberToObject(mem, "total", (double)mm->total);
+  cJSON_AddNumberToObject(mem, "params", (double)mm->params);
+  cJSON_AddNumberToObject(mem, "grads", (double)mm->grads);
+  cJSON_AddNumberToObject(mem, "optimizer", (double)mm->optimizer);
+  cJSON_AddNumberToObject(mem, "activations", (double)mm->activations);
+  cJSON_AddNumberToObject(mem, "workspace", (double)mm->workspace);
+  return mem;
+}
+
+/* Its layers: first and last with one chunk per stage, else its chunks' numbers. */
+static void stage_layers_json(cJSON *o, cJSON *types, const pt_plan *p, const pt_model *m,
+                              int st) {
+  int chunks[64], n = plan_stage_chunks(p, st, chunks);
+  if (p->virtual_stages == 1) {
+    cJSON_AddNumberToObject(o, "first_layer", p->bounds[st]);
+    cJSON_AddNumberToObject(o, "last_layer", p->bounds[st + 1] - 1);
+  } else {
+    cJSON *list = cJSON_AddArrayToObject(o, "chunks");
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(list, cJSON_CreateNumber(chunks[i]));
+  }
+  for (int i = 0; i < n; i++)
+    for (int li = p->bounds[chunks[i]]; li < p->bounds[chunks[i] + 1]; li++)
+      cJSON_AddItemToArray(types, cJSON_CreateString(m->layers[li].type->name));
 }
 
 static cJSON *stage_json(const pt_plan *p, const pt_model *m, int st, double gflops) {
@@ -80,23 +151,30 @@ static cJSON *stage_json(const pt_plan *p, const pt_model *m, int st, double gfl
     cJSON_AddItemToArray(ranks, cJSON_CreateNumber(rank));
     cJSON_AddItemToArray(devs, cJSON_CreateNumber(plan_device(p, rank, rank)));
   }
-  cJSON_AddNumberToObject(o, "first_layer", p->bounds[st]);
-  cJSON_AddNumberToObject(o, "last_layer", p->bounds[st + 1] - 1);
-  for (int i = p->bounds[st]; i < p->bounds[st + 1]; i++)
-    cJSON_AddItemToArray(types, cJSON_CreateString(m->layers[i].type->name));
+  stage_layers_json(o, types, p, m, st);
   cJSON_AddNumberToObject(o, "parameters", p->weight[st]);
-  cJSON *mem = cJSON_AddObjectToObject(o, "memory_bytes");
-  cJSON_AddNumberToObject(mem, "total", (double)mm->total);
-  cJSON_AddNumberToObject(mem, "params", (double)mm->params);
-  cJSON_AddNumberToObject(mem, "grads", (double)mm->grads);
-  cJSON_AddNumberToObject(mem, "optimizer", (double)mm->optimizer);
-  cJSON_AddNumberToObject(mem, "activations", (double)mm->activations);
-  cJSON_AddNumberToObject(mem, "workspace", (double)mm->workspace);
+  cJSON_AddItemToObject(o, "memory_bytes", memory_json(mm));
   cJSON_AddNumberToObject(o, "in_flight", mm->in_flight);
   if (p->cap && p->cap[st] > 0) cJSON_AddNumberToObject(o, "cap_bytes", p->cap[st]);
   else cJSON_AddNullToObject(o, "cap_bytes");
   cJSON_AddNumberToObject(o, "flops_per_step", p->flops[st]);
   if (gflops > 0) cJSON_AddNumberToObject(o, "est_ms", p->flops[st] / (gflops * 1e6));
+  return o;
+}
+
+static cJSON *chunk_json(const pt_plan *p, const pt_model *m, int c, double gflops) {
+  cJSON *o = cJSON_CreateObject(), *types = cJSON_AddArrayToObject(o, "types");
+  cJSON_AddNumberToObject(o, "chunk", c);
+  cJSON_AddNumberToObject(o, "stage", p->chunk_stage[c]);
+  cJSON_AddNumberToObject(o, "first_layer", p->bounds[c]);
+  cJSON_AddNumberToObject(o, "last_layer", p->bounds[c + 1] - 1);
+  for (int li = p->bounds[c]; li < p->bounds[c + 1]; li++)
+    cJSON_AddItemToArray(types, cJSON_CreateString(m->layers[li].type->name));
+  cJSON_AddNumberToObject(o, "parameters", p->chunk_weight[c]);
+  cJSON_AddItemToObject(o, "memory_bytes", memory_json(&p->chunk_mem[c]));
+  cJSON_AddNumberToObject(o, "in_flight", p->chunk_in_flight[c]);
+  cJSON_AddNumberToObject(o, "flops_per_step", p->chunk_flops[c]);
+  if (gflops > 0) cJSON_AddNumberToObject(o, "est_ms", p->chunk_flops[c] / (gflops * 1e6));
   return o;
 }
 
@@ -106,13 +184,22 @@ void plan_print_json(FILE *f, const pt_plan *p, const pt_model *m, double gflops
   cJSON_AddStringToObject(o, "spec", m->spec->path);
   cJSON_AddNumberToObject(o, "layers", p->n_layers);
   cJSON_AddNumberToObject(o, "stages", p->n_stages);
+  if (p->virtual_stages > 1) {
+    cJSON_AddNumberToObject(o, "virtual_stages", p->virtual_stages);
+    cJSON_AddNumberToObject(o, "chunks", p->n_chunks);
+  }
   cJSON_AddNumberToObject(o, "data_parallel", p->data_parallel);
   cJSON_AddStringToObject(o, "partition", p->method);
   cJSON_AddStringToObject(o, "schedule", p->schedule->name);
   cJSON_AddNumberToObject(o, "micro_batches", p->micro_batches);
   cJSON_AddNumberToObject(o, "imbalance", imbalance(p));
-  cJSON *stages = cJSON_AddArrayToObject(o, "stage_plan"), *warn = cJSON_AddArrayToObject(o, "warnings");
+  cJSON *stages = cJSON_AddArrayToObject(o, "stage_plan");
   for (int st = 0; st < p->n_stages; st++) cJSON_AddItemToArray(stages, stage_json(p, m, st, gflops));
+  if (p->virtual_stages > 1) {
+    cJSON *chunks = cJSON_AddArrayToObject(o, "chunk_plan");
+    for (int c = 0; c < p->n_chunks; c++) cJSON_AddItemToArray(chunks, chunk_json(p, m, c, gflops));
+  }
+  cJSON *warn = cJSON_AddArrayToObject(o, "warnings");
   for (int i = 0; i < p->n_warnings; i++) cJSON_AddItemToArray(warn, cJSON_CreateString(p->warnings[i]));
   char *text = cJSON_Print(o);
   if (!text) pt_fatal("out of memory printing the plan");

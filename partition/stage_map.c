@@ -2,9 +2,9 @@
 
 #include "partition/plan.h"
 
-int plan_stage_of_layer(const pt_plan *p, int layer) {
-  int lo = 0, hi = p->n_stages - 1;
-  while (lo < hi) { /* bounds are increasing: binary search for the stage containing layer */
+int plan_chunk_of_layer(const pt_plan *p, int layer) {
+  int lo = 0, hi = p->n_chunks - 1;
+  while (lo < hi) { /* bounds are increasing: binary search for the chunk containing layer */
     int mid = (lo + hi + 1) / 2;
     if (p->bounds[mid] <= layer) lo = mid;
     else hi = mid - 1;
@@ -12,8 +12,26 @@ int plan_stage_of_layer(const pt_plan *p, int layer) {
   return lo;
 }
 
-int plan_first_layer(const pt_plan *p, int stage) { return p->bounds[stage]; }
-int plan_end_layer(const pt_plan *p, int stage) { return p->bounds[stage + 1]; }
+int plan_stage_of_layer(const pt_plan *p, int layer) {
+  return p->chunk_stage[plan_chunk_of_layer(p, layer)];
+}
+
+int plan_first_layer(const pt_plan *p, int chunk) { return p->bounds[chunk]; }
+int plan_end_layer(const pt_plan *p, int chunk) { return p->bounds[chunk + 1]; }
+
+int plan_stage_chunks(const pt_plan *p, int stage, int *chunks) {
+  int n = 0;
+  for (int c = 0; c < p->n_chunks; c++)
+    if (p->chunk_stage[c] == stage) chunks[n++] = c;
+  return n;
+}
+
+int plan_stage_ranges(const pt_plan *p, int stage, pt_range *ranges) {
+  int n = 0;
+  for (int c = 0; c < p->n_chunks; c++)
+    if (p->chunk_stage[c] == stage) ranges[n++] = (pt_range){p->bounds[c], p->bounds[c + 1]};
+  return n;
+}
 int plan_rank(const pt_plan *p, int replica, int stage) { return replica * p->n_stages + stage; }
 int plan_stage_of_rank(const pt_plan *p, int rank) { return rank % p->n_stages; }
 int plan_replica_of_rank(const pt_plan *p, int rank) { return rank / p->n_stages; }
@@ -33,12 +51,11 @@ int plan_device(const pt_plan *p, int rank, int local_rank) {
 
 int plan_tie_stages(const pt_plan *p, const pt_model *m, const char *key, int *stages, int max) {
   int n = 0;
-  for (int li = 0; li < m->n_layers; li++) {
-    if (strcmp(m->layers[li].tie, key) != 0) continue;
-    int s = plan_stage_of_layer(p, li);
-    if (n > 0 && stages[n - 1] == s) continue;
-    if (n == max) break;
-    stages[n++] = s;
+  for (int s = 0; s < p->n_stages && n < max; s++) {
+    int holds = 0;
+    for (int li = 0; li < m->n_layers && !holds; li++)
+      holds = !strcmp(m->layers[li].tie, key) && plan_stage_of_layer(p, li) == s;
+    if (holds) stages[n++] = s;
   }
   return n;
 }

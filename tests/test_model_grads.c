@@ -2,7 +2,9 @@
  * reference (tests/ref): a tied GPT (embedding and lm_head share one weight, so the FD of that
  * tensor is the sum of both uses) with cross_entropy, and an MLP with mse. The float path runs
  * exactly what training runs: model_alloc, stage_forward, loss_forward_backward with the 1/(G*T)
- * scale, stage_backward. */
+ * scale, stage_backward. Then a model held as several layer ranges (a rank running several
+ * chunks, model_alloc_ranges): its storage, and its gradients run chunk after chunk against the
+ * whole model's, bit for bit. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,11 +157,127 @@ static void run_case(const char *yaml, const char *what) {
   spec_free(&s);
 }
 
+
+/* --- Several layer ranges in one process ------------------------------------------------------ */
+
+static const pt_tensor *tensor_named(const pt_model *m, const char *name) {
+  for (int i = 0; i < m->n_tensors; i++)
+    if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+  return NULL;
+}
+
+/* Every tensor of part holds the whole model's values (init by global layer index; a tied copy
+ * the first owner's), in layer order, 16-float aligned. */
+static void check_same_init(const pt_model *part, const pt_model *whole, const char *what) {
+  for (int i = 0; i < part->n_tensors; i++) {
+    const pt_tensor *t = &part->tensors[i];
+    char key[128];
+    const pt_tensor *w = tensor_named(whole, model_tensor_key(part, i, key, sizeof key));
+    CHECK(w && w->numel == t->numel &&
+              !memcmp(part->params + t->offset, whole->params + w->offset, 4 * (size_t)t->numel),
+          "%s: %s does not start as the whole model's %s", what, t->name, key);
+    CHECK(t->offset % 16 == 0 && (i == 0 || t->layer >= part->tensors[i - 1].layer),
+          "%s: %s out of layer order or unaligned", what, t->name);
+  }
+}
+
+/* Three layers share one weight (1, 3, 5). Held as [0, 2) and [5, 7): 1 stores it, 5 borrows
+ * it. Held as [2, 7) alone: 3 stores it (a copy of 1's, which another process counts), 5
+ * borrows it from 3: one copy per process however many of its layers share it. */
+static void check_range_storage(const pt_spec *s) {
+  spec_errors e = {0};
+  pt_model whole, a, b;
+  if (model_configure(&whole, s, &e) || model_configure(&a, s, &e) || model_configure(&b, s, &e))
+    pt_fatal("%s", e.msg);
+  model_alloc(&whole, 0, whole.n_layers);
+  pt_range ra[2] = {{0, 2}, {5, 7}}, rb[1] = {{2, 7}};
+  model_alloc_ranges(&a, ra, 2, device_current());
+  model_alloc_ranges(&b, rb, 1, device_current());
+  CHECK(model_holds_layer(&a, 1) && model_holds_layer(&a, 5) && !model_holds_layer(&a, 3) &&
+            a.first == 0 && a.last == 7,
+        "ranges: held layers");
+  CHECK(a.n_tensors == 7 && !tensor_named(&a, "5.weight") && a.n_tie_copies == 1 &&
+            a.tie_copies[0].layer == 5 &&
+            !strcmp(a.tensors[a.tie_copies[0].owner_tensor].name, "1.weight"),
+        "ranges [0,2) [5,7): %d tensors, %d borrowed copies", a.n_tensors, a.n_tie_copies);
+  const pt_tensor *t3 = tensor_named(&b, "3.weight");
+  CHECK(t3 && t3->tied_copy && !tensor_named(&b, "5.weight") && b.n_tie_copies == 1 &&
+            b.tie_copies[0].layer == 5 && &b.tensors[b.tie_copies[0].owner_tensor] == t3,
+        "range [2,7): 3 stores the tied weight, 5 borrows it");
+  check_same_init(&a, &whole, "ranges [0,2) [5,7)");
+  check_same_init(&b, &whole, "range [2,7)");
+  model_free(&whole), model_free(&a), model_free(&b);
+}
+
+/* Forward through the chunks' stages in turn (the local hand-off: each chunk copies its
+ * predecessor's output), the loss, backward in reverse with each chunk's input gradient written
+ * into its predecessor's output-gradient buffer; the tied copies folded. */
+static void chunked_step(pt_model *m, const pt_range *r, int n, const int32_t *tok,
+                         const int32_t *cls) {
+  pt_stage st[4];
+  float *dout[4];
+  for (int i = 0; i < n; i++) {
+    stage_init(&st[i], m, r[i].first, r[i].last, B, T, 1, i == 1 ? 1 : 0);
+    dout[i] = pt_alloc_aligned(sizeof(float) * B * T * m->layers[r[i].last - 1].out_dim);
+  }
+  memcpy(stage_input(&st[0], 0), tok, sizeof(int32_t) * B * T);
+  model_zero_grads(m);
+  for (int i = 0; i < n; i++) {
+    if (i > 0) memcpy(stage_input(&st[i], 0), stage_output(&st[i - 1], 0), st[i].in_bytes);
+    stage_forward(&st[i], 0, B, T);
+  }
+  int F = m->layers[m->n_layers - 1].out_dim;
+  loss_forward_backward(m->loss, stage_output(&st[n - 1], 0), cls, B * T, F, 1.0f / (B * T),
+                        dout[n - 1]);
+  for (int i = n - 1; i >= 0; i--)
+    stage_backward(&st[i], 0, dout[i], i > 0, i > 0 ? dout[i - 1] : NULL);
+  model_tie_reduce_local(m);
+  for (int i = 0; i < n; i++) stage_free(&st[i]), pt_free_aligned(dout[i]);
+}
+
+/* The tied GPT as three chunks in one process, one of them checkpointed, against the whole model
+ * as one stage: the same layout, so every gradient float must match. */
+static void check_range_grads(const pt_spec *s) {
+  spec_errors e = {0};
+  pt_model whole, part;
+  if (model_configure(&whole, s, &e) || model_configure(&part, s, &e)) pt_fatal("%s", e.msg);
+  pt_range all = {0, whole.n_layers}, r[3] = {{0, 2}, {2, 4}, {4, whole.n_layers}};
+  model_alloc_ranges(&whole, &all, 1, device_current());
+  model_alloc_ranges(&part, r, 3, device_current());
+  int32_t tok[B * T], cls[B * T];
+  for (int i = 0; i < B * T; i++)
+    tok[i] = (7 * i + 3) % (int)s->vocab, cls[i] = (5 * i + 1) % (int)s->vocab;
+  chunked_step(&whole, &all, 1, tok, cls);
+  chunked_step(&part, r, 3, tok, cls);
+  CHECK(whole.n_grad_floats == part.n_grad_floats &&
+            !memcmp(whole.grads, part.grads, sizeof(float) * (size_t)whole.n_floats),
+        "three chunks in one process: gradients differ from the whole model's");
+  model_free(&whole), model_free(&part);
+}
+
+static void run_ranges(const char *gpt_yaml, const char *f32_path) {
+  char yaml[1024];
+  snprintf(yaml, sizeof yaml,
+           "model: {dim: 8}\n"
+           "layers:\n  - linear: {out: 8}\n  - linear: {tie: w}\n  - gelu: {}\n"
+           "  - linear: {tie: w}\n  - gelu: {}\n  - linear: {tie: w}\n  - linear: {out: 3}\n"
+           "loss: mse\ndata: {path: %s, format: f32, inputs: 6, targets: 3}\n", f32_path);
+  pt_spec s, g;
+  spec_errors e = {0};
+  if (spec_load_text(yaml, strlen(yaml), "ties3.yaml", NULL, 0, &s, &e) != 0 ||
+      spec_load_text(gpt_yaml, strlen(gpt_yaml), "gpt.yaml", NULL, 0, &g, &e) != 0)
+    pt_fatal("%s", e.msg);
+  check_range_storage(&s);
+  check_range_grads(&g);
+  spec_free(&s), spec_free(&g);
+}
+
 int main(void) {
-  run_case("model: {vocab: 11, seq_len: 6, dim: 8, heads: 2}\n"
-           "layers:\n  - embedding: {tie: wte}\n  - pos_embedding: {}\n"
-           "  - transformer_block: {repeat: 2}\n  - layernorm: {}\n  - lm_head: {tie: wte}\n",
-           "tied gpt");
+  const char *gpt = "model: {vocab: 11, seq_len: 6, dim: 8, heads: 2}\n"
+                    "layers:\n  - embedding: {tie: wte}\n  - pos_embedding: {}\n"
+                    "  - transformer_block: {repeat: 2}\n  - layernorm: {}\n"
+                    "  - lm_head: {tie: wte}\n";
+  run_case(gpt, "tied gpt");
   char path[] = "/tmp/pt_grads_XXXXXX";
   int fd = mkstemp(path);
   if (fd < 0) pt_fatal("mkstemp");
@@ -170,6 +288,7 @@ int main(void) {
            "  - gelu: {}\n  - layernorm: {}\n  - linear: {out: 3}\n"
            "loss: mse\ndata: {path: %s, format: f32, inputs: 6, targets: 3}\n", path);
   run_case(yaml, "mlp mse");
+  run_ranges(gpt, path);
   remove(path);
   return test_summary("model grads");
 }

@@ -10,6 +10,7 @@
 
 #include "partition/plan.h"
 #include "core/error.h"
+#include "schedule/schedule.h"
 #include "test_util.h"
 
 /* --- Specs --------------------------------------------------------------------------------- */
@@ -1091,6 +1092,152 @@ static void test_in_flight(void) {
   CHECK(act[4][0] == act[0][0] && act[4][3] == act[0][3], "M=9: in-flight grew with M");
 }
 
+
+/* --- Several chunks per stage ----------------------------------------------------------------- */
+
+/* The plan's chunks against the schedule's own placement and slots, every chunk non-empty, the
+ * stage map through the chunks, and each stage's figures as its chunks' together. */
+static void check_chunk_plan(const char *name, const pt_plan *p, const pt_model *m) {
+  pt_schedule s;
+  char err[256];
+  if (schedule_build_spec(&s, m->spec, err, sizeof err) != 0) {
+    CHECK(0, "[%s] schedule: %s", name, err);
+    return;
+  }
+  CHECK(p->n_chunks == s.n_chunks && p->n_chunks == p->n_stages * p->virtual_stages,
+        "[%s] %d chunks, the schedule %d", name, p->n_chunks, s.n_chunks);
+  for (int c = 0; c < p->n_chunks && c < s.n_chunks; c++) {
+    CHECK(p->chunk_stage[c] == s.chunk_rank[c] && p->chunk_in_flight[c] == s.n_slots[c],
+          "[%s] chunk %d: stage %d, %d in flight; the schedule %d, %d", name, c,
+          p->chunk_stage[c], p->chunk_in_flight[c], s.chunk_rank[c], s.n_slots[c]);
+    CHECK(p->bounds[c] < p->bounds[c + 1], "[%s] chunk %d is empty", name, c);
+    for (int li = p->bounds[c]; li < p->bounds[c + 1]; li++)
+      CHECK(plan_chunk_of_layer(p, li) == c && plan_stage_of_layer(p, li) == p->chunk_stage[c],
+            "[%s] layer %d: chunk %d", name, li, plan_chunk_of_layer(p, li));
+  }
+  for (int st = 0; st < p->n_stages; st++) {
+    int chunks[8], n = plan_stage_chunks(p, st, chunks), in_flight = 0;
+    double flops = 0;
+    for (int i = 0; i < n; i++)
+      in_flight += p->chunk_in_flight[chunks[i]], flops += p->chunk_flops[chunks[i]];
+    CHECK(n == p->virtual_stages && p->mem[st].in_flight == in_flight && p->flops[st] == flops,
+          "[%s] stage %d: %d chunks, %d in flight (chunks: %d)", name, st, n,
+          p->mem[st].in_flight, in_flight);
+  }
+  schedule_free(&s);
+}
+
+/* Stage memory with two chunks: the activations and workspace of both, less the input-gradient
+ * slots of a chunk whose predecessor runs on the same stage; a tied weight held twice by one
+ * stage stored once, with a second gradient. */
+static void check_rank_memory(const char *name, const pt_plan *p, const pt_model *m, int st,
+                              int64_t tied_bytes) {
+  int chunks[8], n = plan_stage_chunks(p, st, chunks);
+  int64_t act = 0, work = 0, params = 0;
+  for (int i = 0; i < n; i++) {
+    int c = chunks[i];
+    const pt_stage_memory *cm = &p->chunk_mem[c];
+    int64_t din = 4 * 2 * 16 * (int64_t)m->layers[p->bounds[c]].in_dim; /* B = 2, T = 16 */
+    act += cm->activations - (c > 0 && p->chunk_stage[c - 1] == st ? cm->in_flight * din : 0);
+    work += cm->workspace;
+    params += cm->params;
+  }
+  CHECK(p->mem[st].activations == act && p->mem[st].workspace == work,
+        "[%s] stage %d: activations %lld, workspace %lld; want %lld, %lld", name, st,
+        (long long)p->mem[st].activations, (long long)p->mem[st].workspace, (long long)act,
+        (long long)work);
+  CHECK(p->mem[st].params == params - tied_bytes && p->mem[st].grads == params,
+        "[%s] stage %d: params %lld, grads %lld; chunks hold %lld, a tie %lld", name, st,
+        (long long)p->mem[st].params, (long long)p->mem[st].grads, (long long)params,
+        (long long)tied_bytes);
+}
+
+static void test_chunks(void) {
+  loaded L;
+  pt_plan p;
+  spec_errors e;
+  int64_t wte = 4 * 256 * 32; /* GPT's tied weight: 8192 floats, a multiple of 16 */
+
+  /* interleaved, 2 stages x 2 chunks (loop): embedding on stage 0, lm_head on stage 1 */
+  const char *loop = "pipeline: {stages: 2, schedule: interleaved_1f1b, virtual_stages: 2}\n";
+  if (build_plan(&L, S_GPT, loop, NULL, &p, &e) == 0) {
+    check_chunk_plan("interleaved", &p, &L.model);
+    check_rank_memory("interleaved", &p, &L.model, 0, 0);
+    check_rank_memory("interleaved", &p, &L.model, 1, 0);
+    int st[4], n = plan_tie_stages(&p, &L.model, "wte", st, 4);
+    CHECK(n == 2 && st[0] == 0 && st[1] == 1, "interleaved: wte on %d stages", n);
+    pt_range r[4];
+    CHECK(plan_stage_ranges(&p, 1, r) == 2 && r[0].first == p.bounds[1] && r[1].last == 10,
+          "interleaved: stage 1's ranges");
+    plan_free(&p);
+  } else {
+    CHECK(0, "interleaved: %s", e.msg);
+  }
+  unload(&L);
+
+  /* V (zbv), explicit chunk boundaries: chunks 0 and 3 on stage 0 hold both tied layers (one
+   * weight, two gradients); chunk 2 takes its input from chunk 1 on the same stage */
+  if (build_plan(&L, S_GPT, "pipeline: {stages: 2, schedule: zbv, boundaries: [0, 3, 5, 7]}\n",
+                 NULL, &p, &e) == 0) {
+    static const int want[5] = {0, 3, 5, 7, 10}, stage[4] = {0, 1, 1, 0};
+    for (int c = 0; c < 4; c++)
+      CHECK(p.bounds[c] == want[c] && p.chunk_stage[c] == stage[c], "zbv: chunk %d", c);
+    check_chunk_plan("zbv", &p, &L.model);
+    check_rank_memory("zbv", &p, &L.model, 0, wte);
+    check_rank_memory("zbv", &p, &L.model, 1, 0);
+    int st[4], n = plan_tie_stages(&p, &L.model, "wte", st, 4);
+    CHECK(n == 1 && st[0] == 0, "zbv: wte on %d stages, want stage 0 alone", n);
+    plan_free(&p);
+  } else {
+    CHECK(0, "zbv: %s", e.msg);
+  }
+  unload(&L);
+}
+
+/* Caps with chunks: each chunk is fitted to its stage's cap shared evenly; errors speak of
+ * chunks. */
+static void test_chunk_caps(void) {
+  loaded L;
+  pt_plan p;
+  spec_errors e;
+  const char *pipe = "pipeline: {stages: 2, schedule: interleaved_1f1b, virtual_stages: 2, "
+                     "max_memory: 3MiB}\n";
+  if (build_plan(&L, S_GPT, pipe, NULL, &p, &e) == 0) {
+    for (int s = 0; s < 2; s++)
+      CHECK(p.mem[s].total <= 3 << 20, "capped chunks: stage %d holds %lld", s,
+            (long long)p.mem[s].total);
+    for (int c = 0; c < 4; c++)
+      CHECK(memory_bound_stage(&L.model, 4, c, p.bounds[c], p.bounds[c + 1],
+                               p.chunk_in_flight[c]) <= (3 << 20) / 2,
+            "capped chunks: chunk %d over half its stage's cap", c);
+    plan_free(&p);
+  } else {
+    CHECK(0, "capped chunks: %s", e.msg);
+  }
+  unload(&L);
+  static const struct {
+    const char *pipeline, *msg;
+  } bad[] = {
+      {"pipeline: {stages: 2, schedule: interleaved_1f1b, virtual_stages: 2, max_memory: 200KiB}\n",
+       "chunk 0 (on stage 0, which gives each of its 2 chunks 1/2 of its cap) cannot hold even "
+       "one layer"},
+      {"pipeline: {stages: 2, schedule: interleaved_1f1b, virtual_stages: 2, boundaries: [0, 5]}\n",
+       "pipeline.boundaries must list the first layer of each of the 4 chunks"},
+      {"pipeline: {stages: 6, schedule: interleaved_1f1b, virtual_stages: 2}\n",
+       "pipeline.stages (6) x 2 chunks per stage = 12 chunks is more than the 10 layers"},
+      {"pipeline: {stages: 2, schedule: dualpipev}\n",
+       "dualpipev needs at least 2P = 4 micro-batches"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *over[1] = {"train.micro_batches=3"};
+    memset(&e, 0, sizeof e);
+    int rc = load(&L, S_GPT, bad[i].pipeline, over, i == 3) == 0 ? plan_build(&p, &L.model, &e) : 0;
+    CHECK(rc != 0 && strstr(e.msg, bad[i].msg), "chunk error %zu: rc %d, message: %s", i, rc,
+          e.msg);
+    unload(&L);
+  }
+}
+
 int main(void) {
   FILE *tiny = fopen("examples/data/tiny.txt", "rb");
   if (!tiny) {
@@ -1105,6 +1252,8 @@ int main(void) {
   test_checkpoint_caps();
   test_devices();
   test_in_flight();
+  test_chunks();
+  test_chunk_caps();
   remove(g_f32_path);
   return test_summary("plan");
 }

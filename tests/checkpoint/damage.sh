@@ -15,14 +15,7 @@
 set -euo pipefail
 pipe_train=$(realpath "$1")
 pipe_convert=$(realpath "${2:-$(dirname "$pipe_train")/pipe_convert}")
-here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../.."
-spec=tests/pipeline/gate.yaml
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-start=$SECONDS
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/common.sh"
 
 cat >"$work/edit.py" <<'EOF'
 """edit.py CKPT FILE OP ARGS: edits a checkpoint file in place and, for header edits, updates

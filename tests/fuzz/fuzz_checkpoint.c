@@ -173,13 +173,14 @@ static void fuzz_ckpt_write_valid(fuzz_state *s) {
   char err[1024] = "";
   ckpt_stage_files files;
   int bounds[2] = {0, s->model.n_layers};
+  ckpt_layout lay = {.n_chunks = 1, .stages = 1, .data_parallel = 1, .bounds = bounds};
   pt_spec_source src = {k_spec_text, k_spec_origin, NULL, 0};
   if (mkdir(s->ckpt, 0700) != 0 || mkdir(s->run, 0700) != 0)
     fuzz_ckpt_die("cannot create the checkpoint directories under", s->root);
   if (checkpoint_write_stage(s->ckpt, &s->model, &s->opt, 0, 0, s->model.n_layers, &files, err,
                              sizeof err) != 0 ||
-      checkpoint_write_manifest(s->ckpt, &s->model, &src, 7, s->opt.t, 1, 1, bounds, &files,
-                                err, sizeof err) != 0)
+      checkpoint_write_manifest(s->ckpt, &s->model, &src, 7, s->opt.t, &lay, &files, err,
+                                sizeof err) != 0)
     fuzz_ckpt_die("cannot write the valid checkpoint", err);
   for (int i = 0; i < FUZZ_N_FILES; i++) {
     char path[8400];

@@ -6,7 +6,8 @@ Checks a pipelined run's Chrome trace and metrics:
   - on every track the spans are well nested (each span lies inside the one that contains it);
   - every scheduled action of every traced step is there, per stage, as many of each kind as the
     stage's list in SCHEDULE.txt (pipe_train --print-schedule) has: forwards, backwards (B, or I
-    and W when split), receives, sends, loads, the reductions and the optimizer;
+    and W when split), receives, sends, loads, the reductions and the optimizer; a stage running
+    several chunks ("rank R (chunk C: ...)" lines) tags each micro-batch span with one of them;
   - only steps FIRST..LAST are traced;
   - the metrics file has one line per step with the documented fields;
   - SVG (pipe_trace's picture of step FIRST), when given, has a box per forward and backward
@@ -36,22 +37,34 @@ SPAN_OF = {"F": "forward", "B": "backward", "I": "backward_input", "W": "backwar
            "rA": "recv act", "rG": "recv grad", "sA": "send act", "sG": "send grad",
            "L": "load", "TIE": "allreduce", "DP": "allreduce", "OPT": "optimizer"}
 ACTION = re.compile(r"^\d*(rA|rG|sA|sG|TIE|DP|OPT|L|F|B|I|W)\d*$")
-STAGE_LINE = re.compile(r"^stage (\d+) \([^)]*\):(.*)$")
+STAGE_LINE = re.compile(r"^(?:stage|rank) (\d+) \(([^)]*)\):(.*)$")
 
 
 def scheduled(path):
-    """Per stage, how many spans of each kind its action list asks for in one step."""
-    want = {}
+    """Per stage, how many spans of each kind its action list asks for in one step, and the
+    chunks it runs when it runs several (else None)."""
+    want, chunks = {}, {}
     for line in open(path):
         m = STAGE_LINE.match(line.strip())
         if m:
-            want[int(m[1])] = Counter(SPAN_OF[ACTION.match(t)[1]] for t in m[2].split())
-    return want
+            want[int(m[1])] = Counter(SPAN_OF[ACTION.match(t)[1]] for t in m[3].split())
+            mine = {int(c) for c in re.findall(r"chunk (\d+):", m[2])}
+            chunks[int(m[1])] = mine or None
+    return want, chunks
+
+
+def check_chunk_tags(spans, rank, chunks, errors):
+    for e in spans:
+        if chunks and e["args"].get("mb") is not None and e["cat"] != "wait" and \
+           e["args"].get("chunk") not in chunks:
+            errors.append(f"rank {rank}: span {e['name']} tagged chunk {e['args'].get('chunk')}, "
+                          f"not one of its chunks {sorted(chunks)}")
+            return
 
 
 def main():
     path, metrics, P, M, first, last, steps = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:8])
-    plan = scheduled(sys.argv[8])
+    plan, chunks = scheduled(sys.argv[8])
     errors = [] if sorted(plan) == list(range(P)) else [f"{sys.argv[8]}: no list for every stage"]
     events = json.load(open(path))["traceEvents"]
     tracks = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M"}
@@ -62,6 +75,7 @@ def main():
         mine = [e for e in spans if e["pid"] == rank]
         check_nesting(mine, rank, errors)
         stage = rank % P
+        check_chunk_tags(mine, rank, chunks.get(stage), errors)
         for step in range(first, last + 1):
             got = Counter()
             for e in mine:

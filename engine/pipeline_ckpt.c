@@ -1,0 +1,142 @@
+/* Checkpoints and gathers of the pipelined engine (engine/pipeline.h). A checkpoint has one file
+ * per chunk, written by the rank that runs it (replica 0), so its files follow the model's order
+ * whatever the placement: chunk c's file holds layers [bounds[c], bounds[c + 1]), exactly what
+ * a one-chunk-per-stage run of as many stages would write. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "engine/pipeline_private.h"
+
+int pipeline_load(pt_pipeline *p, const char *path, char *err, size_t errsz) {
+  return pipeline_agree_failure(p, part_load(&p->part, path, err, errsz) != 0, err);
+}
+
+/* Every rank learns rank 0's verdict: also the barrier that keeps anyone from going on (or
+ * exiting) before the manifest is down. */
+static int agree_with_root(pt_pipeline *p, int ok) {
+  uint64_t v = (uint64_t)ok;
+  comm_broadcast(comm_world(), &v, sizeof v, 0);
+  return (int)v;
+}
+
+enum { REC = 4 }; /* per chunk: model CRC and bytes, optimizer CRC and bytes */
+
+/* Rank 0, once every rank reported (all: per rank, REC per chunk it runs, then its ok): the
+ * manifest, or (when a chunk failed) the rollback. */
+static int save_finish(pt_pipeline *p, const char *dir, const pt_spec_source *src,
+                       const uint64_t *all, char *err, size_t errsz) {
+  const pt_plan *pl = &p->plan;
+  int C = pl->n_chunks, v = pl->virtual_stages, per_rank = REC * v + 1, ok = 1;
+  int *seen = pt_calloc((size_t)p->P, sizeof(int)); /* chunks of each stage taken so far */
+  ckpt_stage_files *files = pt_calloc((size_t)C, sizeof *files);
+  for (int c = 0; c < C; c++) { /* replica 0's stage s is rank s; its chunks come ascending */
+    int s = pl->chunk_stage[c];
+    const uint64_t *r = all + (size_t)s * per_rank + REC * seen[s]++;
+    snprintf(files[c].model_file, sizeof files[c].model_file, "model-s%03d.safetensors", c);
+    snprintf(files[c].optim_file, sizeof files[c].optim_file, "optim-s%03d.safetensors", c);
+    files[c].model_crc = (uint32_t)r[0], files[c].model_bytes = (int64_t)r[1];
+    files[c].optim_crc = (uint32_t)r[2], files[c].optim_bytes = (int64_t)r[3];
+  }
+  for (int s = 0; s < p->P; s++) ok &= all[(size_t)s * per_rank + REC * v] != 0;
+  ckpt_layout lay = {.n_chunks = C, .stages = p->P, .data_parallel = p->dp, .bounds = pl->bounds,
+                     .chunk_stage = v > 1 ? pl->chunk_stage : NULL};
+  if (ok && checkpoint_write_manifest(dir, &p->part.model, src, p->part.step, p->part.opt.t,
+                                      &lay, files, err, errsz) != 0)
+    ok = 0;
+  if (ok) checkpoint_end_save(dir);
+  else checkpoint_abort_save(dir);
+  free(files), free(seen);
+  return ok;
+}
+
+/* Replica 0 writes a file pair per chunk it runs; rec gets REC numbers per chunk and ok. */
+static int write_chunks(pt_pipeline *p, const char *dir, uint64_t *rec, char *err,
+                        size_t errsz) {
+  int ok = 1;
+  for (int i = 0; i < p->n_chunks && ok && p->replica == 0; i++) {
+    const pt_chunk *k = &p->chunks[i];
+    ckpt_stage_files f;
+    memset(&f, 0, sizeof f);
+    ok = checkpoint_write_stage(dir, &p->part.model, &p->part.opt, k->id, k->first, k->last, &f,
+                                err, errsz) == 0;
+    uint64_t *r = rec + REC * i;
+    r[0] = f.model_crc, r[1] = (uint64_t)f.model_bytes;
+    r[2] = f.optim_crc, r[3] = (uint64_t)f.optim_bytes;
+  }
+  rec[REC * p->plan.virtual_stages] = (uint64_t)ok;
+  return ok;
+}
+
+int pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src, char *err,
+                  size_t errsz) {
+  err[0] = '\0';
+  model_to_host(&p->part.model);
+  optimizer_to_host(&p->part.opt);
+  int ok = p->rank != 0 || checkpoint_begin_save(dir, err, errsz) == 0;
+  if (!agree_with_root(p, ok)) return -1;
+  int per_rank = REC * p->plan.virtual_stages + 1;
+  uint64_t *rec = pt_calloc((size_t)per_rank, sizeof(uint64_t));
+  write_chunks(p, dir, rec, err, errsz);
+  uint64_t *all = pt_calloc((size_t)per_rank * (size_t)(p->P * p->dp), sizeof(uint64_t));
+  comm_allgather_u64(comm_world(), rec, per_rank, all);
+  ok = 1;
+  if (p->rank == 0) ok = save_finish(p, dir, src, all, err, errsz);
+  free(rec), free(all);
+  return agree_with_root(p, ok) ? 0 : -1;
+}
+
+/* Copies every tensor a stage model holds (not tied copies) into the whole model, by name. */
+static void copy_into(pt_model *whole, const pt_model *part) {
+  for (int i = 0; i < part->n_tensors; i++) {
+    const pt_tensor *t = &part->tensors[i];
+    if (t->tied_copy) continue;
+    for (int j = 0; j < whole->n_tensors; j++)
+      if (!strcmp(whole->tensors[j].name, t->name)) {
+        memcpy(whole->host_params + whole->tensors[j].offset, part->host_params + t->offset,
+               sizeof(float) * (size_t)t->numel);
+        break;
+      }
+  }
+}
+
+/* Rank 0: its own weights and every other stage's (replica 0) into one whole model on the host,
+ * then the file. A stage's buffer layout is known from its chunks' layer ranges. */
+static void gather_whole(pt_pipeline *p, const char *path, int tag) {
+  pt_model whole;
+  spec_errors e = {0};
+  if (model_configure(&whole, p->part.spec, &e) != 0) pt_fatal("%s", e.msg);
+  model_alloc_on(&whole, 0, whole.n_layers, device_host());
+  model_to_host(&p->part.model);
+  copy_into(&whole, &p->part.model);
+  pt_range *ranges = pt_calloc((size_t)p->plan.virtual_stages, sizeof *ranges);
+  for (int s = 1; s < p->P; s++) {
+    pt_model part;
+    if (model_configure(&part, p->part.spec, &e) != 0) pt_fatal("%s", e.msg);
+    int n = plan_stage_ranges(&p->plan, s, ranges);
+    model_alloc_ranges(&part, ranges, n, device_host());
+    pt_request r = {0};
+    comm_recv_async(p->pipe, part.params, sizeof(float) * (size_t)part.n_floats, s, tag, &r);
+    comm_wait(&r);
+    copy_into(&whole, &part);
+    model_free(&part);
+  }
+  free(ranges);
+  char err[1024];
+  if (checkpoint_write_sequential(&whole, NULL, path, p->part.step, err, sizeof err) != 0)
+    pt_fatal("--gather: %s", err);
+  model_free(&whole);
+}
+
+void pipeline_gather(pt_pipeline *p, const char *path) {
+  int tag = PT_TAG_GATHER_PARAMS;
+  pt_model *m = &p->part.model;
+  if (p->replica == 0 && p->stage_id > 0) {
+    pt_request r = {0};
+    model_to_host(m);
+    comm_send_async(p->pipe, m->host_params, sizeof(float) * (size_t)m->n_floats, 0, tag, &r);
+    comm_wait(&r);
+  }
+  if (p->rank == 0) gather_whole(p, path, tag);
+  comm_barrier(comm_world());
+}

@@ -1,0 +1,29 @@
+/* engine/pipeline_private.h: what the files of the pipelined engine share among themselves
+ * (pipeline.c: set-up; pipeline_step.c: the actions; pipeline_ties.c: tied weights;
+ * pipeline_ckpt.c: checkpoints and gathers). Not for use outside engine/pipeline*.c. */
+#ifndef PT_PIPELINE_PRIVATE_H
+#define PT_PIPELINE_PRIVATE_H
+
+#include "engine/pipeline.h"
+
+/* All ranks agree whether any failed; the first failing rank keeps its message in err, the
+ * others' is emptied. 0 when none failed, else -1 everywhere. Collective. */
+int pipeline_agree_failure(pt_pipeline *p, int failed, char *err);
+
+/* The tie groups of this rank (one per tie key and replica whose copies are on more than one
+ * stage), with each key's copies in layer order. Collective (comm_split). */
+void pipeline_make_ties(pt_pipeline *p);
+/* Every copy of a tied weight starts from its first owner's values. Collective per group. */
+void pipeline_broadcast_ties(pt_pipeline *p);
+/* REDUCE_TIED: every tied weight's gradient summed over its copies in layer order, on every
+ * stage holding one; copies on one stage alone are folded locally. Collective per group. */
+void pipeline_reduce_ties(pt_pipeline *p);
+void pipeline_free_ties(pt_pipeline *p);
+
+/* Chunk of global index c on this rank (NULL when another rank runs it). */
+static inline pt_chunk *pipeline_chunk(pt_pipeline *p, int c) {
+  int i = c >= 0 && c < p->plan.n_chunks ? p->chunk_at[c] : -1;
+  return i >= 0 ? &p->chunks[i] : NULL;
+}
+
+#endif
