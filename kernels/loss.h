@@ -11,8 +11,6 @@
 
 typedef enum { LOSS_CROSS_ENTROPY, LOSS_MSE } pt_loss_kind;
 
-/* "cross_entropy" | "mse"; returns -1 for an unknown name. */
-int loss_kind_from_name(const char *name);
 /* Ends the job (bad input) when a cross_entropy target is outside [0, F): the data holds a class
  * the last layer has no output for. Host targets; nothing to check for mse. */
 void loss_check_targets(pt_loss_kind kind, const void *targets, int N, int F);

@@ -1,16 +1,9 @@
 #include "kernels/loss.h"
 
 #include <math.h>
-#include <string.h>
 
 #include "kernels/cpu/fastmath.h"
 #include "core/error.h"
-
-int loss_kind_from_name(const char *name) {
-  if (strcmp(name, "cross_entropy") == 0) return LOSS_CROSS_ENTROPY;
-  if (strcmp(name, "mse") == 0) return LOSS_MSE;
-  return -1;
-}
 
 static double cross_entropy_row(const float *y, int target, int F, float scale, float *dy) {
   float mx = -INFINITY;
