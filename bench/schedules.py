@@ -13,6 +13,11 @@ layer sleeps 2 ms in F, I and W, so 8 ranks fit on 2 cores; the bubble each run 
 metrics' bubble_mean: the share of a step a rank spends not computing, median over steps) beside
 the closed form at unit costs.
 
+Both parts also print the planner's prediction (partition/auto.h) of each run's step time
+beside the measured one: pipe_train --plan --json --layer-times measure on the same layout, the
+schedule's action lists simulated with per-layer times measured at start-up (cached), transfer
+times and the optimizer. The issue's aim is within 10%; the last line counts the rows inside it.
+
 Prints one table per part; a schedule the engine refuses is shown with the reason. Standard
 library only. Exit status 1 if a run fails for another reason.
 """
@@ -50,6 +55,23 @@ def simulated_bubble(binary, spec, name, stages, micro):
     return float(m.group(1)) / 100.0
 
 
+def predicted_ms(binary, spec, sets):
+    """The planner's simulated step (ms) for the layout the run uses."""
+    out = subprocess.run([binary, spec, "--plan", "--json", "--layer-times", "measure"] + sets,
+                         capture_output=True, text=True, env=ENV, cwd=ROOT)
+    if out.returncode != 0:
+        raise RuntimeError(f"--plan failed: {out.stderr.strip()}")
+    return json.loads(out.stdout)["simulated_step_ms"]
+
+
+RATIOS = []
+
+
+def prediction_cells(pred, measured):
+    RATIOS.append(pred / measured)
+    return f"{pred:>9.1f}{100 * (pred / measured - 1):>+8.1f}%"
+
+
 def run(cmd, metrics):
     """Runs one training; returns (median step ms, median bubble_mean) or the refusal line."""
     out = subprocess.run(cmd + ["--quiet", "--metrics", metrics], capture_output=True, text=True,
@@ -75,7 +97,7 @@ def part_real(args, work):
               "--set", "log.every=1000000", "--set", "pipeline.data_parallel=1"]
     print(f"Part 1: {spec}, P = 2, real compute, one thread per rank: speedup over --sequential")
     print(f"{'schedule':<18}{'M':>4}{'seq ms':>10}{'pipe ms':>10}{'speedup':>9}{'theory':>8}"
-          f"{'% of it':>9}")
+          f"{'% of it':>9}{'sim ms':>9}{'sim err':>9}")
     for micro in args.micro:
         seq = run([binary, spec, "--sequential", "--set", "pipeline.stages=1",
                    "--set", f"train.micro_batches={micro}"] + common, f"{work}/seq.jsonl")
@@ -87,26 +109,31 @@ def part_real(args, work):
                 print(f"{name:<18}{micro:>4}  {got}")
                 continue
             speedup = seq[0] / got[0]
+            pred = predicted_ms(binary, spec, layout(name, 2, micro) + common)
             print(f"{name:<18}{micro:>4}{seq[0]:>10.1f}{got[0]:>10.1f}{speedup:>9.3f}"
-                  f"{theory:>8.3f}{100 * speedup / theory:>8.1f}%")
+                  f"{theory:>8.3f}{100 * speedup / theory:>8.1f}%"
+                  f"{prediction_cells(pred, got[0])}")
 
 
 def part_sleep(args, work):
     binary = os.path.join(ROOT, "build", "bench_schedules")
     spec = "bench/sleep.yaml"
     print(f"\nPart 2: {spec}, every layer 2 ms in F, I and W: bubble (idle share of a step)")
-    print(f"{'schedule':<18}{'P':>3}{'M':>4}{'measured':>10}{'theory':>8}{'diff':>8}")
+    print(f"{'schedule':<18}{'P':>3}{'M':>4}{'measured':>10}{'theory':>8}{'diff':>8}"
+          f"{'step ms':>9}{'sim ms':>9}{'sim err':>9}")
     for stages in args.stages:
         micro = 2 * stages
         for name in args.only:
             theory = simulated_bubble(binary, spec, name, stages, micro)
-            got = run(mpirun(stages, binary) + [spec, "--set", f"train.steps={args.steps}"] +
-                      layout(name, stages, micro), f"{work}/sleep.jsonl")
+            sets = ["--set", f"train.steps={args.steps}"] + layout(name, stages, micro)
+            got = run(mpirun(stages, binary) + [spec] + sets, f"{work}/sleep.jsonl")
             if isinstance(got, str):
                 print(f"{name:<18}{stages:>3}{micro:>4}  {got}")
                 continue
+            pred = predicted_ms(binary, spec, sets)
             print(f"{name:<18}{stages:>3}{micro:>4}{100 * got[1]:>9.1f}%{100 * theory:>7.1f}%"
-                  f"{100 * (got[1] - theory):>+7.1f}")
+                  f"{100 * (got[1] - theory):>+7.1f}{got[0]:>9.1f}"
+                  f"{prediction_cells(pred, got[0])}")
 
 
 def main():
@@ -132,6 +159,11 @@ def main():
                 part_sleep(args, work)
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             sys.exit(f"schedules.py: {e}")
+    if RATIOS:
+        errs = sorted(abs(r - 1) for r in RATIOS)
+        inside = sum(e <= 0.10 for e in errs)
+        print(f"\nprediction: {inside} of {len(errs)} runs within 10% of the measured step; "
+              f"median error {100 * statistics.median(errs):.1f}%, worst {100 * errs[-1]:.1f}%")
 
 
 if __name__ == "__main__":

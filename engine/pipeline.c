@@ -42,28 +42,6 @@ static int check_tags(const pt_pipeline *p, char *err, size_t errsz) {
   return -1;
 }
 
-/* Under activation checkpointing a split schedule's I runs the fused backward (engine/stage.h),
- * so its weight gradients accumulate at B and I: those too must come in ascending micro-batch
- * order on every chunk, as the validator makes B and W come. The same answer on every rank. */
-static int check_checkpoint_order(const pt_schedule *s, char *err, size_t errsz) {
-  int *last = pt_calloc((size_t)s->n_chunks, sizeof(int)), bad = 0;
-  for (int c = 0; c < s->n_chunks; c++) last[c] = -1;
-  for (int r = 0; r < s->n_ranks && !bad; r++)
-    for (int i = 0; i < s->n_acts[r] && !bad; i++) {
-      const pt_action *a = &s->acts[r][i];
-      if (a->kind != ACT_BACKWARD && a->kind != ACT_BACKWARD_INPUT) continue;
-      bad = a->mb < last[a->chunk];
-      if (bad)
-        snprintf(err, errsz, "schedule %s: chunk %d runs the backward of micro-batch %d after "
-                 "%d; with train.activation_checkpoint_interval the weight gradients accumulate "
-                 "there and must come in ascending order (set the interval to 0, or pick "
-                 "another schedule)", s->name, a->chunk, a->mb, last[a->chunk]);
-      last[a->chunk] = a->mb;
-    }
-  free(last);
-  return bad ? -1 : 0;
-}
-
 static int build_plan(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz) {
   spec_errors e = {0};
   if (part_configure(&p->part, spec, err, errsz) != 0) return -1;
@@ -76,7 +54,7 @@ static int build_plan(pt_pipeline *p, const pt_spec *spec, char *err, size_t err
     pt_fatal("schedule %s: %s", spec->pipeline.schedule, err);
   check_same_placement(p);
   if (spec->train.activation_checkpoint_interval > 0 &&
-      check_checkpoint_order(&p->sched, err, errsz) != 0)
+      schedule_check_checkpoint_order(&p->sched, err, errsz) != 0)
     return -1;
   return check_tags(p, err, errsz);
 }

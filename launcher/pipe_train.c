@@ -10,9 +10,11 @@
 #include "core/signals.h"
 #include "device/gemm_rate.h"
 #include "device/placement.h"
+#include "engine/auto_plan.h"
 #include "engine/run.h"
 #include "observe/trace.h"
 #include "partition/plan.h"
+#include <cjson/cJSON.h>
 #include "schedule/schedule_sim.h"
 #include "schedule/schedule_svg.h"
 #include "spec/spec.h"
@@ -26,6 +28,8 @@ typedef struct {
   int plan, json, print_schedule;
   const char *svg_path;
   int actions_format; /* --format actions: the schedule as a schedule file */
+  auto_plan_options auto_opts; /* --from-trace, --layer-times */
+  int times_given;             /* either was given: --plan predicts the step */
   pt_run_options run;
 } cli_args;
 
@@ -40,7 +44,13 @@ static void usage(FILE *f) {
           "  --bind auto|none    bind each rank's threads to the cores nearest its GPU, or\n"
           "                      spread over cores and NUMA nodes (auto, the default); none\n"
           "                      keeps the binding it started with\n"
-          "  --plan [--json]     print the stage plan (layers, memory, time per stage) and exit\n"
+          "  --plan [--json]     print the stage plan (layers, memory, time per stage) and exit;\n"
+          "                      with `auto` in the spec also the planner's choice and runners-up\n"
+          "  --from-trace FILE   plan `auto` (and re-balance the split) from the layer times an\n"
+          "                      earlier run's --trace FILE measured\n"
+          "  --layer-times measure|flops\n"
+          "                      what `auto` plans from without a trace: times measured at\n"
+          "                      start-up and cached (measure, the default) or FLOP estimates\n"
           "  --print-schedule    print every stage's action list for one step and exit\n"
           "                      (--svg FILE also draws it as a picture; --format actions\n"
           "                      prints it as a schedule file for pipeline.schedule_file)\n"
@@ -82,6 +92,15 @@ static void parse_args(int argc, char **argv, cli_args *a) {
       if (strcmp(v, "auto") && strcmp(v, "none"))
         pt_fail_input("--bind '%s': expected auto or none", v);
       a->run.bind = !strcmp(v, "auto") ? PT_BIND_AUTO : PT_BIND_NONE;
+    } else if (!strcmp(s, "--from-trace")) {
+      a->auto_opts.from_trace = option_value(argc, argv, &i);
+      a->times_given = 1;
+    } else if (!strcmp(s, "--layer-times")) {
+      const char *v = option_value(argc, argv, &i);
+      if (strcmp(v, "measure") && strcmp(v, "flops"))
+        pt_fail_input("--layer-times '%s': expected measure or flops", v);
+      a->auto_opts.times = !strcmp(v, "flops") ? AUTO_TIMES_FLOPS : AUTO_TIMES_MEASURE;
+      a->times_given = 1;
     } else if (!strcmp(s, "--json")) {
       a->json = 1;
     } else if (!strcmp(s, "--metrics")) {
@@ -165,15 +184,54 @@ static void check_same_spec(const pt_spec *s) {
                        "must see the same spec file and the same --set options");
 }
 
+/* What `auto` chose, as --set values: the last n_pinned of the overrides. */
+typedef struct {
+  pt_auto_result search; /* n == 0: nothing was searched */
+  const char *const *pinned;
+  int n_pinned;
+  int predicted;         /* step_s, bubble and source are set */
+  double step_s, bubble;
+  char source[320];
+} auto_choice;
+
+static void print_auto(const auto_choice *ac) {
+  if (ac->predicted)
+    printf("simulated step: %.2f ms, bubble %.1f%% (layer times %s)\n", 1e3 * ac->step_s,
+           100 * ac->bubble, ac->source);
+  if (ac->search.n > 0) auto_print(stdout, &ac->search, 5);
+  if (ac->n_pinned == 0) return;
+  printf("to pin this plan:");
+  for (int i = 0; i < ac->n_pinned; i++) printf(" --set '%s'", ac->pinned[i]);
+  printf("\n");
+}
+
+static void print_plan_json(const pt_plan *p, const pt_model *m, double gflops,
+                            const auto_choice *ac) {
+  cJSON *o = plan_json(p, m, gflops);
+  if (ac->search.n > 0) cJSON_AddItemToObject(o, "auto", auto_json(&ac->search));
+  if (ac->predicted) {
+    cJSON_AddNumberToObject(o, "simulated_step_ms", 1e3 * ac->step_s);
+    cJSON_AddNumberToObject(o, "simulated_bubble", ac->bubble);
+    cJSON_AddStringToObject(o, "layer_times", ac->source);
+  }
+  cJSON *pins = cJSON_AddArrayToObject(o, "pinned");
+  for (int i = 0; i < ac->n_pinned; i++) cJSON_AddItemToArray(pins, cJSON_CreateString(ac->pinned[i]));
+  char *text = cJSON_Print(o);
+  if (!text) pt_fatal("out of memory printing the plan");
+  printf("%s\n", text);
+  free(text);
+  cJSON_Delete(o);
+}
+
 /* --plan: configure (no allocation), plan, print, exit. One rank, no MPI. */
-static int print_plan(const pt_spec *spec, int json) {
+static int print_plan(const pt_spec *spec, int json, const auto_choice *ac) {
   pt_model m;
   pt_plan p;
   spec_errors e = {0};
   if (model_configure(&m, spec, &e) != 0 || plan_build(&p, &m, &e) != 0) pt_fail_input("%s", e.msg);
   double gflops = gemm_measure_flops(512, 0.2) / 1e9;
-  if (json) plan_print_json(stdout, &p, &m, gflops);
-  else plan_print(stdout, &p, &m, gflops);
+  if (json) print_plan_json(&p, &m, gflops, ac);
+  else plan_print(stdout, &p, &m, gflops), print_auto(ac);
   plan_free(&p);
   model_free(&m);
   return 0;
@@ -195,6 +253,39 @@ static void print_schedule(const pt_spec *spec, const char *svg, int actions) {
   schedule_free(&sch);
 }
 
+/* `auto` in the spec (or --from-trace): the planner's choice appended to the overrides as --set
+ * values and the spec read again with them, so what ran is what checkpoints record. */
+static void resolve_auto(cli_args *a, pt_spec *spec, int launched, auto_choice *ac) {
+  static char over[16][AUTO_OVERRIDE_MAX];
+  memset(ac, 0, sizeof *ac);
+  a->auto_opts.launched = launched;
+  if (!auto_plan_needed(spec, &a->auto_opts)) return;
+  char err[2048];
+  int n = auto_plan_resolve(spec, &a->auto_opts, over, 16, a->plan ? &ac->search : NULL, err,
+                            sizeof err);
+  if (n < 0) fail_everywhere(launched, err);
+  if (a->n_overrides + n > MAX_OVERRIDES) fail_everywhere(launched, "too many --set options");
+  ac->pinned = a->overrides + a->n_overrides, ac->n_pinned = n;
+  for (int i = 0; i < n; i++) a->overrides[a->n_overrides++] = over[i];
+  a->run.src.n_overrides = a->n_overrides;
+  spec_free(spec);
+  spec_errors e = {0};
+  if (spec_load(a->spec_path, a->overrides, a->n_overrides, spec, &e) != 0)
+    fail_everywhere(launched, e.msg);
+}
+
+/* --plan with `auto` or with --layer-times / --from-trace: the plan's simulated step. */
+static void predict(const cli_args *a, const pt_spec *spec, auto_choice *ac) {
+  if (!a->times_given && ac->n_pinned == 0) return;
+  auto_plan_options o = a->auto_opts;
+  o.launched = 0;
+  char err[1024];
+  if (auto_plan_predict(spec, &o, &ac->step_s, &ac->bubble, ac->source, sizeof ac->source, err,
+                        sizeof err) != 0)
+    pt_fail_input("%s", err);
+  ac->predicted = 1;
+}
+
 /* Layer types of the program's own, registered before the spec is read. pipe_train has none; a
  * program that is pipe_train plus its own layers (bench/bench_schedules.c, docs/layers.md)
  * compiles this file with one more source that defines it. */
@@ -212,14 +303,16 @@ int main(int argc, char **argv) {
                                .overrides = a.overrides, .n_overrides = a.n_overrides};
   pt_spec spec;
   spec_errors e = {0};
-  if (spec_load(a.spec_path, a.overrides, a.n_overrides, &spec, &e) != 0 ||
-      !schedule_from_spec(&spec.pipeline, &e))
+  if (spec_load(a.spec_path, a.overrides, a.n_overrides, &spec, &e) != 0)
     fail_everywhere(launched, e.msg);
   if (launched) check_same_spec(&spec);
+  auto_choice ac;
+  resolve_auto(&a, &spec, launched, &ac);
+  if (!schedule_from_spec(&spec.pipeline, &e)) fail_everywhere(launched, e.msg);
   int world = launched ? comm_size(comm_world()) : 1, root = !launched || comm_rank(comm_world()) == 0;
   int64_t procs = spec.pipeline.stages * spec.pipeline.data_parallel;
   if (a.plan || a.print_schedule) {
-    if (root && a.plan) print_plan(&spec, a.json);
+    if (root && a.plan) predict(&a, &spec, &ac), print_plan(&spec, a.json, &ac);
     if (root && a.print_schedule) print_schedule(&spec, a.svg_path, a.actions_format);
   } else if (a.run.sequential || (procs == 1 && world == 1)) {
     if (world > 1) {
@@ -238,6 +331,7 @@ int main(int argc, char **argv) {
   } else {
     run_train(&spec, &a.run);
   }
+  auto_result_free(&ac.search);
   spec_free(&spec);
   free(spec_text);
   if (launched) comm_finalize();

@@ -480,6 +480,8 @@ int plan_build(pt_plan *p, const pt_model *m, spec_errors *e) {
   }
   if (rc == 0) {
     if (pl->boundaries) rc = explicit_boundaries(p, pl->boundaries, e);
+    if (pl->boundaries && rc == 0 && pl->partition == SPEC_PARTITION_AUTO)
+      snprintf(p->method, sizeof p->method, "auto");
     else if (pl->stage_layers) rc = explicit_stage_layers(p, pl->stage_layers, e);
     else rc = automatic(p, m, e);
   }
@@ -488,6 +490,44 @@ int plan_build(pt_plan *p, const pt_model *m, spec_errors *e) {
   if (rc == 0) plan_check_balance(p, m);
   if (rc != 0) plan_free(p);
   return rc;
+}
+
+int plan_build_layout(pt_plan *p, const pt_model *m, const pt_schedule *s, const int *bounds,
+                      spec_errors *e) {
+  const spec_pipeline *pl = &m->spec->pipeline;
+  memset(p, 0, sizeof *p);
+  p->n_stages = s->n_ranks;
+  p->data_parallel = pl->data_parallel > 0 ? (int)pl->data_parallel : 1;
+  p->micro_batches = s->n_micro;
+  p->n_layers = m->n_layers;
+  p->schedule = s->type ? s->type : &schedule_file_type;
+  p->n_chunks = s->n_chunks;
+  p->virtual_stages = s->n_chunks / s->n_ranks;
+  alloc_chunk_maps(p);
+  memcpy(p->chunk_stage, s->chunk_rank, sizeof(int) * (size_t)p->n_chunks);
+  memcpy(p->chunk_in_flight, s->n_slots, sizeof(int) * (size_t)p->n_chunks);
+  memcpy(p->chunk_w_pending, s->n_w_pending, sizeof(int) * (size_t)p->n_chunks);
+  plan_alloc(p);
+  memcpy(p->bounds, bounds, sizeof(int) * ((size_t)p->n_chunks + 1));
+  snprintf(p->method, sizeof p->method, "auto");
+  int rc = parse_caps(p, pl->max_memory, e);
+  if (rc == 0) rc = parse_devices(p, pl->devices, e);
+  if (rc == 0) plan_measure(p, m);
+  if (rc != 0) plan_free(p);
+  return rc;
+}
+
+int plan_over_cap(const pt_plan *p, int64_t *over) {
+  int worst = -1;
+  double most = 0;
+  *over = 0;
+  for (int s = 0; p->cap && s < p->n_stages; s++) {
+    double excess = p->cap[s] > 0 ? (double)p->mem[s].total - p->cap[s] : 0;
+    if (excess <= 0) continue;
+    *over += (int64_t)excess;
+    if (excess > most) most = excess, worst = s;
+  }
+  return worst;
 }
 
 void plan_free(pt_plan *p) {

@@ -18,6 +18,7 @@
 #include "partition/memory.h"
 #include "model/model.h"
 #include "schedule/registry.h"
+#include "schedule/schedule.h"
 
 #define PLAN_MAX_WARNINGS 8
 
@@ -51,6 +52,16 @@ typedef struct {
  * guarantees the stage fits but may miss a plan where one chunk needs more than its share. */
 int plan_build(pt_plan *p, const pt_model *m, spec_errors *e);
 void plan_free(pt_plan *p);
+/* A plan of a given layout, as the planner's search tries them (partition/auto.h): the stages,
+ * chunk placement and slots of the built schedule s, the chunk boundaries bounds[n_chunks + 1],
+ * the caps and devices of the spec, every measure filled, method "auto". The caps are not
+ * enforced (plan_over_cap says by how much a layout misses them). 0, or -1 with e set (bad
+ * caps or devices). */
+int plan_build_layout(pt_plan *p, const pt_model *m, const pt_schedule *s, const int *bounds,
+                      spec_errors *e);
+/* The stage furthest over its cap, or -1 when every stage fits; *over: the bytes over, summed
+ * over the stages. */
+int plan_over_cap(const pt_plan *p, int64_t *over);
 
 /* Per-layer measures, as the planner uses them. */
 double plan_layer_flops(const pt_model *m, int layer);
@@ -78,5 +89,7 @@ int plan_tie_stages(const pt_plan *p, const pt_model *m, const char *key, int *s
 /* gflops: the measured GEMM rate used to turn FLOPs into estimated milliseconds (0: omit). */
 void plan_print(FILE *f, const pt_plan *p, const pt_model *m, double gflops);
 void plan_print_json(FILE *f, const pt_plan *p, const pt_model *m, double gflops);
+/* The same as a cJSON object (the caller owns it), for a launcher that adds to it. */
+struct cJSON *plan_json(const pt_plan *p, const pt_model *m, double gflops);
 
 #endif

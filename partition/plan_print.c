@@ -178,7 +178,7 @@ static cJSON *chunk_json(const pt_plan *p, const pt_model *m, int c, double gflo
   return o;
 }
 
-void plan_print_json(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
+cJSON *plan_json(const pt_plan *p, const pt_model *m, double gflops) {
   cJSON *o = cJSON_CreateObject();
   if (!o) pt_fatal("out of memory printing the plan");
   cJSON_AddStringToObject(o, "spec", m->spec->path);
@@ -201,6 +201,11 @@ void plan_print_json(FILE *f, const pt_plan *p, const pt_model *m, double gflops
   }
   cJSON *warn = cJSON_AddArrayToObject(o, "warnings");
   for (int i = 0; i < p->n_warnings; i++) cJSON_AddItemToArray(warn, cJSON_CreateString(p->warnings[i]));
+  return o;
+}
+
+void plan_print_json(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
+  cJSON *o = plan_json(p, m, gflops);
   char *text = cJSON_Print(o);
   if (!text) pt_fatal("out of memory printing the plan");
   fprintf(f, "%s\n", text);

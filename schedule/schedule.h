@@ -123,6 +123,11 @@ int schedule_check_rendezvous(const pt_schedule *s, char *err, size_t errsz);
 int schedule_check_rendezvous_where(const pt_schedule *s, pt_sched_where *where, char *err,
                                     size_t errsz);
 
+/* Under activation checkpointing a split schedule's I runs the fused backward (engine/stage.h),
+ * so weight gradients accumulate at B and I, which must then come in ascending micro-batch order
+ * on every chunk. 0, or -1 with a one-line reason (which chunk, and the fix) in err. */
+int schedule_check_checkpoint_order(const pt_schedule *s, char *err, size_t errsz);
+
 /* One line per rank: "stage 0 (2 slots): rA0 L0 F0 sA0 ..." with one chunk per rank, else
  * "rank 0 (chunk 0: 8 slots; chunk 7: 1 slot): 0L0 0F0 0sA0 ..." (chunk before each code). */
 void schedule_print(FILE *f, const pt_schedule *s);

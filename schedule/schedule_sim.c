@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "schedule/check.h"
 
-const pt_sched_costs schedule_unit_costs = {1.0, 2.0, 1.0, 1.0};
+const pt_sched_costs schedule_unit_costs = {1.0, 2.0, 1.0, 1.0, 0.0, 0.0};
 
 typedef struct {
   const pt_schedule *s;
@@ -23,8 +23,12 @@ typedef struct {
   size_t errsz;
 } sim;
 
+static const pt_sched_costs *costs_of(const sim *x, int chunk) {
+  return &x->costs[x->n_costs > 1 ? chunk : 0];
+}
+
 static double cost_of(const sim *x, const pt_action *a) {
-  const pt_sched_costs *c = &x->costs[x->n_costs > 1 ? a->chunk : 0];
+  const pt_sched_costs *c = costs_of(x, a->chunk);
   switch (a->kind) {
   case ACT_FORWARD: return c->f;
   case ACT_BACKWARD: return c->b;
@@ -66,7 +70,8 @@ static int sim_compute(sim *x, int r, const pt_action *a) {
   return 1;
 }
 
-/* 1: done, 0: waits for a neighbour, -1: error. Receives, loads and reductions take no time. */
+/* 1: done, 0: waits for a neighbour, -1: error. A send delays its data by the chunk's transfer
+ * cost without holding the rank; receives, loads and reductions take no time. */
 static int sim_action(sim *x, int r, const pt_action *a) {
   int cell = a->chunk * x->s->n_micro + a->mb;
   switch (a->kind) {
@@ -74,8 +79,8 @@ static int sim_action(sim *x, int r, const pt_action *a) {
   case ACT_BACKWARD:
   case ACT_BACKWARD_INPUT:
   case ACT_BACKWARD_WEIGHT: return sim_compute(x, r, a);
-  case ACT_SEND_ACT: x->act_at[cell] = x->clock[r]; return 1;
-  case ACT_SEND_GRAD: x->grad_at[cell] = x->clock[r]; return 1;
+  case ACT_SEND_ACT: x->act_at[cell] = x->clock[r] + costs_of(x, a->chunk)->send_act; return 1;
+  case ACT_SEND_GRAD: x->grad_at[cell] = x->clock[r] + costs_of(x, a->chunk)->send_grad; return 1;
   default: return 1;
   }
 }

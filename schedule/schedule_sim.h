@@ -1,8 +1,8 @@
 /* schedule/schedule_sim.h: a schedule's action lists run in simulated time, for pictures
  * (schedule_svg.h), docs and the planner: step time and bubble per rank at given costs.
  *
- * A compute action (F, B, I, W) takes its chunk's cost for its kind; transfers, loads and
- * reductions take no time. An action starts when the previous action of its rank is done and
+ * A compute action (F, B, I, W) takes its chunk's cost for its kind; a transfer between ranks
+ * delays its data by the chunk's send cost; loads and reductions take no time. An action starts when the previous action of its rank is done and
  * its input is there: a FORWARD of chunk c the SEND_ACT of c - 1 (or, on the same rank, the
  * forward of c - 1), a B or I the SEND_GRAD of c + 1 (or the backward of c + 1 on the same
  * rank), a W its own I. With unit costs (F = I = W = 1, B = 2) GPipe and 1F1B idle
@@ -18,9 +18,14 @@
 #define SCHED_FORWARD_COST 1.0
 #define SCHED_BACKWARD_COST 2.0
 
-/* The time of a FORWARD, BACKWARD, BACKWARD_INPUT and BACKWARD_WEIGHT of one chunk. */
+/* The time of a FORWARD, BACKWARD, BACKWARD_INPUT and BACKWARD_WEIGHT of one chunk, and of its
+ * transfers to another rank: send_act its output to the next chunk, send_grad its input
+ * gradient to the previous one (the time from the send to the data being there; the sender
+ * goes on at once, as the engine's sends are asynchronous). A hand-off to a chunk on the same
+ * rank takes no time. */
 typedef struct {
   double f, b, i, w;
+  double send_act, send_grad;
 } pt_sched_costs;
 
 /* Unit costs: F = I = W = 1, B = 2 (backward = 2 x forward). */

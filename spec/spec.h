@@ -72,6 +72,12 @@ spec_node *spec_find(spec_node *map, const char *key);
 /* Typed reads of map[key]. A missing key gives the default (or an error if required != 0).
  * A present value of the wrong type or outside [lo, hi] is an error naming the expected type
  * and range. */
+/* A setting the planner chooses when the spec says `auto` (partition/auto.h resolves it before
+ * anything reads the value): data_parallel and activation_checkpoint_interval hold SPEC_AUTO. */
+#define SPEC_AUTO (-1)
+/* spec_get_int that also takes the word auto, returned as SPEC_AUTO. */
+int64_t spec_get_int_or_auto(spec_node *map, const char *key, int64_t def, int64_t lo, int64_t hi,
+                             spec_errors *e);
 int64_t spec_get_int(spec_node *map, const char *key, int required, int64_t def, int64_t lo,
                      int64_t hi, spec_errors *e);
 double spec_get_num(spec_node *map, const char *key, int required, double def, double lo,
@@ -113,6 +119,7 @@ typedef enum {
   SPEC_PARTITION_UNIFORM,
   SPEC_PARTITION_BALANCED,
   SPEC_PARTITION_TYPE,
+  SPEC_PARTITION_AUTO, /* the planner searches the split with the schedule (partition/auto.h) */
 } spec_partition;
 typedef enum {
   SPEC_DEVICE_AUTO,
@@ -154,7 +161,7 @@ typedef struct {
   double lr, beta1, beta2, eps, weight_decay, momentum;
   double grad_clip;         /* 0 = off */
   uint64_t seed;
-  int64_t activation_checkpoint_interval; /* 0 = off */
+  int64_t activation_checkpoint_interval; /* 0 = off; SPEC_AUTO until the planner picks */
   spec_lr_schedule lr_schedule;
   int64_t warmup_steps;
   double min_lr;            /* floor of the cosine decay */
@@ -165,11 +172,11 @@ typedef struct {
 } spec_train;
 
 typedef struct {
-  int64_t stages, data_parallel;
+  int64_t stages, data_parallel; /* data_parallel: SPEC_AUTO until resolved (world / stages) */
   spec_partition partition;
   char partition_types[256]; /* SPEC_PARTITION_TYPE: the REGEX of "type:REGEX" */
   /* A name in the schedule registry (schedule/registry.h), which this folder sits below: the
-   * registry checks it (schedule_from_spec). Default "1f1b". */
+   * registry checks it (schedule_from_spec). Default "1f1b"; "auto" until the planner picks. */
   char schedule[SPEC_NAME_MAX];
   /* pipeline.schedule_file: a file of per-rank action lists (docs/schedules.md) instead of a
    * registered schedule, resolved like data.path; "" when not given. Excludes schedule. */

@@ -201,6 +201,16 @@ int64_t spec_get_int(spec_node *map, const char *key, int required, int64_t def,
   return e->failed ? def : v;
 }
 
+int64_t spec_get_int_or_auto(spec_node *map, const char *key, int64_t def, int64_t lo, int64_t hi,
+                             spec_errors *e) {
+  spec_node *n = spec_lookup(map, key, 0, e);
+  if (n && n->kind == SPEC_SCALAR && spec_word_is(n->value, "auto")) {
+    n->used = 1;
+    return SPEC_AUTO;
+  }
+  return spec_get_int(map, key, 0, def, lo, hi, e);
+}
+
 double spec_get_num(spec_node *map, const char *key, int required, double def, double lo,
                     double hi, spec_errors *e) {
   spec_node *n = spec_lookup(map, key, required, e);

@@ -360,7 +360,7 @@ static void spec_load_train(pt_spec *s, spec_errors *e) {
   t->grad_clip = spec_get_num(m, "grad_clip", 0, 0.0, 0.0, DBL_MAX, e);
   t->seed = (uint64_t)spec_get_int(m, "seed", 0, 1234, 0, INT64_MAX, e);
   t->activation_checkpoint_interval =
-      spec_get_int(m, "activation_checkpoint_interval", 0, 0, 0, INT64_MAX, e);
+      spec_get_int_or_auto(m, "activation_checkpoint_interval", 0, 0, INT64_MAX, e);
   spec_load_schedule(t, m, e);
   spec_load_checkpoint(t, m, e);
   t->on_nonfinite =
@@ -393,7 +393,7 @@ static void spec_load_partition(spec_pipeline *p, spec_node *m, spec_errors *e) 
   if (i >= 0) p->partition = i;
   else
     spec_error(e, spec_find(m, "partition"), 0, "unknown pipeline.partition '%s'; use "
-               "parameters, uniform, balanced, type:REGEX, or give pipeline.boundaries", text);
+               "parameters, uniform, balanced, type:REGEX, auto, or give pipeline.boundaries", text);
 }
 
 /* pipeline.schedule_file replaces pipeline.schedule: naming both is an error. */
@@ -419,7 +419,7 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   spec_node *m = spec_section(s->root, "pipeline", "pipeline", e);
   p->node = m;
   p->stages = spec_get_int(m, "stages", 0, 1, 1, INT32_MAX, e);
-  p->data_parallel = spec_get_int(m, "data_parallel", 0, 1, 1, INT32_MAX, e);
+  p->data_parallel = spec_get_int_or_auto(m, "data_parallel", 1, 1, INT32_MAX, e);
   spec_load_partition(p, m, e);
   spec_get_str(m, "schedule", 0, "1f1b", p->schedule, sizeof p->schedule, e);
   spec_load_schedule_file(s, m, e);
