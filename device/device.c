@@ -16,6 +16,7 @@
 static void *host_alloc(pt_device *d, size_t bytes) { return pt_alloc_aligned(bytes); }
 static void host_free(pt_device *d, void *p) { pt_free_aligned(p); }
 static void host_zero(pt_device *d, void *p, size_t bytes) { memset(p, 0, bytes); }
+static void host_sync(pt_device *d) {} /* host kernels have finished when they return */
 
 /* cpu: a "transfer" between a buffer and itself is nothing; the emulated kind copies. */
 static void host_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
@@ -24,7 +25,8 @@ static void host_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
 
 static const pt_device_ops host_ops = {.alloc = host_alloc, .free = host_free,
                                        .upload = host_copy, .download = host_copy,
-                                       .zero = host_zero, .copy = host_copy};
+                                       .zero = host_zero, .copy = host_copy,
+                                       .sync = host_sync};
 
 static pt_device g_device = {DEV_CPU, &host_ops, &kernels_cpu, NULL};
 
@@ -113,6 +115,13 @@ const char *device_pci_bus_id(const pt_device *d) {
   return "";
 }
 
+const char *device_gpu_name(const pt_device *d) {
+#ifdef PT_HAVE_GPU
+  if (d->kind == DEV_GPU) return gpu_backend_name(d);
+#endif
+  return "";
+}
+
 void *device_stream(pt_device *d) {
 #ifdef PT_HAVE_GPU
   if (d->kind == DEV_GPU) return gpu_backend_stream(d);
@@ -131,6 +140,7 @@ void device_download(pt_device *d, void *dst, const void *src, size_t bytes) {
   d->ops->download(d, dst, src, bytes);
 }
 void device_zero(pt_device *d, void *p, size_t bytes) { d->ops->zero(d, p, bytes); }
+void device_sync(pt_device *d) { d->ops->sync(d); }
 void device_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
   d->ops->copy(d, dst, src, bytes);
 }

@@ -39,6 +39,7 @@ typedef struct {
   void (*download)(pt_device *d, void *dst, const void *src, size_t bytes);
   void (*zero)(pt_device *d, void *p, size_t bytes);
   void (*copy)(pt_device *d, void *dst, const void *src, size_t bytes); /* device to device */
+  void (*sync)(pt_device *d); /* waits for everything queued (device_sync) */
 } pt_device_ops;
 
 struct pt_device {
@@ -64,9 +65,11 @@ int device_select(spec_device kind, int gpu_id, char *err, size_t errsz);
 const char *device_name(const pt_device *d);
 /* The GPU's compute stream (cudaStream_t) for the device transport; NULL elsewhere. */
 void *device_stream(pt_device *d);
-/* The GPU's local id and PCI bus id ("0000:3b:00.0"); -1 and "" for other kinds. */
+/* The GPU's local id, PCI bus id ("0000:3b:00.0") and model name ("NVIDIA H100 80GB HBM3");
+ * -1, "" and "" for other kinds. */
 int device_gpu_id(const pt_device *d);
 const char *device_pci_bus_id(const pt_device *d);
+const char *device_gpu_name(const pt_device *d);
 /* The device's float32 GEMM rate (FLOP/s) on n x n x n over about `seconds`: OpenBLAS on the
  * cpu kinds (its current thread count), cuBLAS on a GPU. The yardstick for MFU. */
 double device_gemm_flops(pt_device *d, int n, double seconds);
@@ -85,6 +88,9 @@ void device_upload(pt_device *d, void *dst, const void *src, size_t bytes);
 void device_download(pt_device *d, void *dst, const void *src, size_t bytes);
 void device_zero(pt_device *d, void *p, size_t bytes);
 void device_copy(pt_device *d, void *dst, const void *src, size_t bytes); /* device to device */
+/* Returns once the work queued on d has run (a GPU's stream): what a timer must wait for, as
+ * kernels return before they finish there. Nothing to wait for on the host kinds. */
+void device_sync(pt_device *d);
 void device_add(pt_device *d, float *y, const float *x, int64_t n);   /* y = y + x */
 void device_scale(pt_device *d, float *x, float s, int64_t n);        /* x *= s */
 /* Sum of squares in double (cpu/emulated: element order, as grad_tensor_sumsq always did). */

@@ -13,6 +13,7 @@ int gpu_backend_open(pt_device *d, int gpu_id, char *err, size_t errsz);
 void *gpu_backend_stream(pt_device *d);          /* the compute stream (cudaStream_t) */
 int gpu_backend_ctx_id(const pt_device *d);      /* the local GPU id */
 const char *gpu_backend_bus_id(const pt_device *d);
+const char *gpu_backend_name(const pt_device *d); /* "NVIDIA H100 80GB HBM3" */
 size_t gpu_backend_memory(const pt_device *d);   /* bytes of device memory */
 double gpu_backend_gemm_flops(pt_device *d, int n, double seconds); /* cuBLAS sgemm FLOP/s */
 

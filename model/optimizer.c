@@ -44,25 +44,28 @@ void optimizer_to_device(pt_optimizer *o) {
 }
 
 /* The per-step factors, computed here once so every device applies the same update. */
-static device_update update_of(const pt_optimizer *o, double lr) {
-  const spec_train *c = &o->cfg;
-  double bc1 = 1.0 - pow(c->beta1, (double)o->t), bc2 = 1.0 - pow(c->beta2, (double)o->t);
+device_update optimizer_update(const spec_train *c, int64_t t, double lr) {
+  double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
   device_update u = {.adam = c->optimizer == SPEC_OPTIMIZER_ADAMW, .lr = lr, .beta1 = c->beta1,
                      .beta2 = c->beta2, .eps = c->eps, .weight_decay = c->weight_decay,
-                     .momentum = c->momentum, .t = o->t, .bc1 = bc1, .bc2 = bc2};
+                     .momentum = c->momentum, .t = t, .bc1 = bc1, .bc2 = bc2};
   u.step = (float)(lr / bc1);
   u.inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
   return u;
 }
 
+void optimizer_update_tensor(device_update *u, const spec_train *c, int decay) {
+  u->decay = decay;
+  u->keep = decay ? (float)(1.0 - u->lr * c->weight_decay) : 1.0f;
+}
+
 void optimizer_step(pt_optimizer *o, pt_model *m, double lr) {
   if (o->n_floats != m->n_floats) pt_fatal("optimizer state does not match the model's size");
   o->t++;
-  device_update u = update_of(o, lr);
+  device_update u = optimizer_update(&o->cfg, o->t, lr);
   for (int i = 0; i < m->n_tensors; i++) {
     const pt_tensor *t = &m->tensors[i];
-    u.decay = t->decay;
-    u.keep = t->decay ? (float)(1.0 - lr * o->cfg.weight_decay) : 1.0f;
+    optimizer_update_tensor(&u, &o->cfg, t->decay);
     device_optimizer(o->dev, &u, m->params + t->offset, m->grads + t->offset, o->m + t->offset,
                      o->v ? o->v + t->offset : NULL, t->numel);
   }

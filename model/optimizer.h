@@ -28,6 +28,11 @@ void optimizer_free(pt_optimizer *o);
 void optimizer_to_host(pt_optimizer *o);
 void optimizer_to_device(pt_optimizer *o);
 void optimizer_step(pt_optimizer *o, pt_model *m, double lr);
+/* The update optimizer_step applies at step t (1-based) with learning rate lr, and its
+ * per-tensor part (decay: the tensor's pt_tensor.decay): for callers that run the kernel
+ * themselves (profile/ times it). */
+device_update optimizer_update(const spec_train *cfg, int64_t t, double lr);
+void optimizer_update_tensor(device_update *u, const spec_train *cfg, int decay);
 
 /* Learning rate of step s (0-based): linear warm-up over warmup_steps, then constant or cosine
  * decay to min_lr at the last step. */

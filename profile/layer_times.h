@@ -39,10 +39,13 @@ void profile_times_free(pt_layer_times *t);
 /* Copies src into dst (dst allocated here; free with profile_times_free). */
 void profile_times_copy(pt_layer_times *dst, const pt_layer_times *src);
 
-/* Estimates from the layers' FLOP counts (layer_cost) at gflops GFLOP/s: F the forward FLOPs,
+/* Allocates t with estimates from the layers' FLOP counts (layer_cost) at gflops GFLOP/s
+ * (micro_batch_size samples of profile_tokens_per_sample tokens): F the forward FLOPs,
  * I and W half the backward FLOPs each (all of it in I without parameters); optimizer 10 flops
  * per parameter; transfers at the defaults below. */
 void profile_times_from_flops(pt_layer_times *t, const pt_model *m, double gflops);
+/* T of a micro-batch as these times count it: seq_len when the model reads tokens, else 1. */
+int profile_tokens_per_sample(const pt_model *m);
 
 /* Transfer defaults when nothing is measured: MPI between ranks of one node on the host. */
 #define PROFILE_P2P_LATENCY_S 20e-6

@@ -62,7 +62,10 @@ static void g_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx(d)->stream));
 }
 
-static const pt_device_ops gpu_ops = {g_alloc, g_free, g_upload, g_download, g_zero, g_copy};
+static void g_sync(pt_device *d) { gpu_sync(ctx(d)); }
+
+static const pt_device_ops gpu_ops = {g_alloc, g_free, g_upload, g_download, g_zero, g_copy,
+                                      g_sync};
 
 /* cuBLAS sgemm (the same pedantic float32 the kernels use) on n^3, timed with events: repeated
  * until `seconds` have passed, after one warm-up call. */
@@ -99,6 +102,7 @@ size_t gpu_backend_memory(const pt_device *d) { return ((const gpu_state *)d->im
 const char *gpu_backend_bus_id(const pt_device *d) {
   return ((const gpu_state *)d->impl)->g.pci_bus_id;
 }
+const char *gpu_backend_name(const pt_device *d) { return ((const gpu_state *)d->impl)->g.name; }
 
 int gpu_backend_open(pt_device *d, int gpu_id, char *err, size_t errsz) {
   char why[256] = "";
