@@ -110,8 +110,8 @@ static void pipelined_finish(pt_engine *e, int quiet) {
   const pt_spec *s = x->p.part.spec;
   watchdog_arm("the end-of-run exchange", -1, x->p.part.step);
   if (x->trace_path)
-    trace_write(&x->p.trace, comm_world(), x->p.P, s->pipeline.schedule,
-                (int)s->train.micro_batches, x->trace_path);
+    trace_write(&x->p.trace, comm_world(), &x->p.plan, &x->p.part.model, s->pipeline.schedule,
+                x->trace_path);
   watchdog_disarm();
   if (!quiet) report_stages(x);
 }

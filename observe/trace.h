@@ -4,12 +4,12 @@
  * Each rank records spans (name, category, start, duration, micro-batch, step) for the steps in
  * a window [first_step, last_step] (1-based, inclusive) into a growing buffer; at the end rank 0
  * gathers them and writes one JSON file: {"traceEvents": [...], "displayTimeUnit": "ms",
- * "metadata": {...}}. Every span is a complete event {"ph": "X", "name", "cat", "ts", "dur",
- * "pid": rank, "tid": 0, "args": {"mb", "step"}} (and "chunk" for a rank running several chunks)
- * in microseconds on rank 0's clock (each rank's
- * offset to rank 0 is measured at start-up with ping-pongs), plus "process_name" metadata
- * events naming each track "rank R (stage S, replica D)". Spans on a track nest properly:
- * waits are recorded inside the action that waited.
+ * "metadata": {...}} (the run's schedule and layout: trace_write.h, trace_layout.h). Every
+ * span is a complete event {"ph": "X", "name", "cat", "ts", "dur", "pid": rank, "tid": 0,
+ * "args": {"mb", "step"}} (and "chunk" for a rank running several chunks) in microseconds on
+ * rank 0's clock (each rank's offset to rank 0 is measured at start-up with ping-pongs), plus
+ * "process_name" metadata events naming each track "rank R (stage S, replica D)". Spans on a
+ * track nest properly: waits are recorded inside the action that waited.
  *
  * Span names and categories:
  *   F<mb>/forward, B<mb>/backward (backward_input and backward_weight of every layer, fused),

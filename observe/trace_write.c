@@ -7,6 +7,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "observe/trace_layout.h"
 #include "observe/trace_write.h"
 
 /* Spans travel as doubles; names and categories as indices into this table. The first
@@ -85,21 +86,24 @@ static cJSON *track_name(int rank, int stages) {
 }
 
 typedef struct {
-  int size, stages, micro_batches;
+  int size;
+  const pt_plan *plan;
+  const pt_model *model;
   const char *schedule;
   double origin;
 } trace_info;
 
 static void write_json(const char *path, const double *all, const int *counts,
                        const trace_info *info) {
-  int size = info->size, stages = info->stages;
+  int size = info->size, stages = info->plan->n_stages;
   double t_origin = info->origin;
   cJSON *root = cJSON_CreateObject(), *ev = cJSON_AddArrayToObject(root, "traceEvents");
   cJSON_AddStringToObject(root, "displayTimeUnit", "ms");
   cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
   cJSON_AddStringToObject(meta, "schedule", info->schedule);
   cJSON_AddNumberToObject(meta, "stages", stages);
-  cJSON_AddNumberToObject(meta, "micro_batches", info->micro_batches);
+  cJSON_AddNumberToObject(meta, "micro_batches", info->plan->micro_batches);
+  trace_layout_to_json(meta, info->plan, info->model);
   int off = 0;
   for (int r = 0; r < size; r++) {
     cJSON_AddItemToArray(ev, track_name(r, stages));
@@ -119,8 +123,8 @@ static void write_json(const char *path, const double *all, const int *counts,
   free(text);
 }
 
-void trace_write(const pt_trace *t, pt_comm *world, int stages, const char *schedule,
-                 int micro_batches, const char *path) {
+void trace_write(const pt_trace *t, pt_comm *world, const pt_plan *plan, const pt_model *m,
+                 const char *schedule, const char *path) {
   int size = comm_size(world), n = t->n * FIELDS;
   double *mine = pt_calloc((size_t)n + 1, sizeof(double));
   for (int i = 0; i < t->n; i++) {
@@ -136,7 +140,7 @@ void trace_write(const pt_trace *t, pt_comm *world, int stages, const char *sche
   double *all = pt_calloc((size_t)total + 1, sizeof(double)), origin = 1e300;
   comm_allgatherv_f64(world, mine, n, all, counts);
   for (int i = 0; i < total; i += FIELDS) origin = all[i + 4] < origin ? all[i + 4] : origin;
-  trace_info info = {size, stages, micro_batches, schedule, total ? origin : 0.0};
+  trace_info info = {size, plan, m, schedule, total ? origin : 0.0};
   if (comm_rank(world) == 0) write_json(path, all, counts, &info);
   free(mine), free(counts), free(all);
 }
