@@ -14,21 +14,6 @@
  * noisy trace must still give the planner a positive backward. */
 #define RECOMPUTE_KEEP 0.01
 
-/* profile_times_alloc's work, kept here until profile/ is linked in (then it replaces this). */
-static void times_alloc(pt_layer_times *t, int n_layers) {
-  memset(t, 0, sizeof *t);
-  t->n_layers = n_layers;
-  t->f = pt_calloc((size_t)n_layers, sizeof(double));
-  t->i = pt_calloc((size_t)n_layers, sizeof(double));
-  t->w = pt_calloc((size_t)n_layers, sizeof(double));
-  t->opt = pt_calloc((size_t)n_layers, sizeof(double));
-}
-
-static void times_free(pt_layer_times *t) {
-  free(t->f), free(t->i), free(t->w), free(t->opt);
-  memset(t, 0, sizeof *t);
-}
-
 typedef struct {
   double *f, *i, *w; /* [n_layers] each layer's share weights (see trace_times.h) */
 } layer_weights;
@@ -127,11 +112,11 @@ static int to_layers(const pt_trace_layout *l, const pt_trace_medians *med, cons
                      const char *path, pt_layer_times *out, char *err, size_t errsz) {
   layer_weights lw;
   weigh_layers(m, &lw);
-  times_alloc(out, m->n_layers);
+  profile_times_alloc(out, m->n_layers);
   int rc = spread_chunks(l, med, &lw, path, out, err, errsz);
   free(lw.f), free(lw.i), free(lw.w);
   if (rc != 0) {
-    times_free(out);
+    profile_times_free(out);
     return -1;
   }
   spread_optimizer(l, med, m, out);

@@ -73,10 +73,13 @@ static void print_ruled_out(FILE *f, const pt_auto_result *r) {
 }
 
 void auto_print(FILE *f, const pt_auto_result *r, int top) {
-  fprintf(f, "planner: searched%s%s%s; %d layouts simulated with layer times %s\n",
-          r->schedule_auto ? " schedule x chunks per stage," : "",
-          r->partition_auto ? " stage boundaries," : "",
-          r->ckpt_auto ? " checkpoint interval" : "", r->evaluations, r->times_source);
+  const char *what[3] = {r->schedule_auto ? "schedule x chunks per stage" : NULL,
+                        r->partition_auto ? "stage boundaries" : NULL,
+                        r->ckpt_auto ? "checkpoint interval" : NULL};
+  fprintf(f, "planner: searched");
+  for (int i = 0, n = 0; i < 3; i++)
+    if (what[i]) fprintf(f, "%s %s", n++ ? " x" : "", what[i]);
+  fprintf(f, "; %d layouts simulated with layer times %s\n", r->evaluations, r->times_source);
   fprintf(f, " %-3s %-17s %6s %5s %10s %7s  %-26s %s\n", "#", "schedule", "chunks", "ckpt",
           "step ms", "bubble", "boundaries", "memory per stage (/cap)");
   int shown = 0, over = 0, out = 0;

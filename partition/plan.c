@@ -480,10 +480,10 @@ int plan_build(pt_plan *p, const pt_model *m, spec_errors *e) {
   }
   if (rc == 0) {
     if (pl->boundaries) rc = explicit_boundaries(p, pl->boundaries, e);
-    if (pl->boundaries && rc == 0 && pl->partition == SPEC_PARTITION_AUTO)
-      snprintf(p->method, sizeof p->method, "auto");
     else if (pl->stage_layers) rc = explicit_stage_layers(p, pl->stage_layers, e);
     else rc = automatic(p, m, e);
+    if (pl->boundaries && rc == 0 && pl->partition == SPEC_PARTITION_AUTO)
+      snprintf(p->method, sizeof p->method, "auto"); /* the planner's split, pinned */
   }
   if (rc == 0) plan_measure(p, m);
   if (rc == 0) rc = check_fits(p, m, e);

@@ -56,10 +56,7 @@ static void unload(loaded *L) {
 
 /* F = a, I = a, W = w_share * a per layer; no optimizer; transfers free unless asked. */
 static void set_times(pt_layer_times *t, const double *a, double w_share, double p2p_s) {
-  memset(t, 0, sizeof *t);
-  t->n_layers = NL;
-  t->f = pt_calloc(4 * NL, sizeof(double));
-  t->i = t->f + NL, t->w = t->i + NL, t->opt = t->w + NL;
+  profile_times_alloc(t, NL);
   for (int l = 0; l < NL; l++) t->f[l] = a[l], t->i[l] = a[l], t->w[l] = w_share * a[l];
   t->p2p_latency_s = p2p_s, t->p2p_bytes_per_s = 1e30;
   snprintf(t->source, sizeof t->source, "set by the test");
@@ -163,7 +160,7 @@ static void check_optimum(const char *schedule, const char *v, const double *a, 
   }
   schedule_free(&s);
   auto_result_free(&r);
-  free(t.f);
+  profile_times_free(&t);
   unload(&L);
 }
 
@@ -215,7 +212,7 @@ static void test_caps(void) {
   }
   auto_result_free(&r);
   schedule_free(&s);
-  free(t.f);
+  profile_times_free(&t);
   unload(&L);
 }
 
@@ -242,7 +239,7 @@ static void test_ties(void) {
   }
   CHECK(rc == 0 && strcmp(r.c[0].schedule->name, "gpipe") != 0, "gpipe chosen over 1f1b");
   auto_result_free(&r);
-  free(t.f);
+  profile_times_free(&t);
   unload(&L);
 }
 
@@ -259,7 +256,7 @@ static void test_prefers_zero_bubble(void) {
   int rc = auto_search(&L.model, &t, 0, &r, &e);
   CHECK(rc == 0 && r.c[0].schedule->splits_backward, "choice %s", rc == 0 ? r.c[0].schedule->name : "-");
   auto_result_free(&r);
-  free(t.f);
+  profile_times_free(&t);
   unload(&L);
 }
 
@@ -299,7 +296,7 @@ static void expect_failure(const char *cap, const char *const *needles, int n) {
   CHECK(!strchr(e.msg, '\n'), "one line: %s", e.msg);
   for (int i = 0; i < n; i++) CHECK(strstr(e.msg, needles[i]), "'%s' not in: %s", needles[i], e.msg);
   auto_result_free(&r);
-  free(t.f);
+  profile_times_free(&t);
   unload(&L);
 }
 

@@ -320,7 +320,7 @@ static void test_enum_names(void) {
       {"train.optimizer.name", spec_optimizer_names, SPEC_OPTIMIZER_SGD + 1},
       {"train.lr_schedule.name", spec_lr_schedule_names, SPEC_LR_COSINE + 1},
       {"train.on_nonfinite", spec_nonfinite_names, SPEC_NONFINITE_SKIP + 1},
-      {"pipeline.partition", spec_partition_names, SPEC_PARTITION_TYPE + 1},
+      {"pipeline.partition", spec_partition_names, SPEC_PARTITION_AUTO + 1},
       {"pipeline.device", spec_device_names, SPEC_DEVICE_EMULATED + 1},
       {"comm.backend", spec_comm_backend_names, SPEC_COMM_MPI + 1},
   };
@@ -484,7 +484,7 @@ static const error_case g_text_errors[] = {
     {L, "layers: [gelu]\npipeline: {stages: 2, microbatches: 4}\n", NULL, "2:23",
      "unknown key 'microbatches' in pipeline"},
     {L, "layers: [gelu]\npipeline: {partition: layers}\n", NULL, "2:23",
-     "unknown pipeline.partition 'layers'; use parameters, uniform, balanced, type:REGEX, or "
+     "unknown pipeline.partition 'layers'; use parameters, uniform, balanced, type:REGEX, auto, or "
      "give pipeline.boundaries"},
     {L, "layers: [gelu]\npipeline: {schedule: [1f1b]}\n", NULL, "2:22",
      "pipeline.schedule: expected a string, got a sequence"},

@@ -127,9 +127,6 @@ static void check_chunks(const pt_layer_times *t, const pt_model *m, const expec
   }
 }
 
-static void free_times(pt_layer_times *t) { /* profile_times_free once profile/ is linked */
-  free(t->f), free(t->i), free(t->w), free(t->opt);
-}
 
 static void run_check(const pt_model *m, const char *trace, const char *expected_path) {
   expected x;
@@ -145,7 +142,7 @@ static void run_check(const pt_model *m, const char *trace, const char *expected
   snprintf(want, sizeof want, " (%d steps, %d micro-batches)", x.steps, x.micro_batches);
   CHECK(!strncmp(t.source, "trace ", 6) && strstr(t.source, trace) && strstr(t.source, want),
         "source '%s', want 'trace %s%s'", t.source, trace, want);
-  free_times(&t);
+  profile_times_free(&t);
 }
 
 static void run_refuse(const pt_model *m, const char *trace, const char *text) {
@@ -156,7 +153,7 @@ static void run_refuse(const pt_model *m, const char *trace, const char *text) {
         "trace_read_times(%s) returned %d with '%s', want a line naming it with '%s'", trace, rc,
         err, text);
   CHECK(!t.f && !t.i && !t.w && !t.opt, "a refused trace left arrays behind");
-  if (rc == 0) free_times(&t);
+  if (rc == 0) profile_times_free(&t);
 }
 
 int main(int argc, char **argv) {
