@@ -12,7 +12,8 @@
 static void describe(const pt_auto_candidate *c, char *out, size_t outsz) {
   char chunks[48] = "", ckpt[48] = "no checkpointing";
   if (c->v > 1) snprintf(chunks, sizeof chunks, "%d chunks per stage, ", c->v);
-  if (c->ckpt > 0) snprintf(ckpt, sizeof ckpt, "checkpoint every %d layers", c->ckpt);
+  if (c->ckpt == 1) snprintf(ckpt, sizeof ckpt, "checkpoint every layer");
+  else if (c->ckpt > 1) snprintf(ckpt, sizeof ckpt, "checkpoint every %d layers", c->ckpt);
   snprintf(out, outsz, "%s (%s%s)", c->schedule->name, chunks, ckpt);
 }
 
