@@ -253,6 +253,16 @@ static void print_schedule(const pt_spec *spec, const char *svg, int actions) {
   schedule_free(&sch);
 }
 
+/* A training run's one line on what `auto` chose. */
+static void print_chosen(const auto_choice *ac) {
+  printf("pipetrain: auto:");
+  for (int i = 0; i < ac->n_pinned; i++) printf(" %s", ac->pinned[i]);
+  if (ac->search.n > 0)
+    printf(" (simulated step %.1f ms; layer times %s)", 1e3 * ac->search.c[0].step_s,
+           ac->search.times_source);
+  printf("\n");
+}
+
 /* `auto` in the spec (or --from-trace): the planner's choice appended to the overrides as --set
  * values and the spec read again with them, so what ran is what checkpoints record. */
 static void resolve_auto(cli_args *a, pt_spec *spec, int launched, auto_choice *ac) {
@@ -261,12 +271,14 @@ static void resolve_auto(cli_args *a, pt_spec *spec, int launched, auto_choice *
   a->auto_opts.launched = launched;
   if (!auto_plan_needed(spec, &a->auto_opts)) return;
   char err[2048];
-  int n = auto_plan_resolve(spec, &a->auto_opts, over, 16, a->plan ? &ac->search : NULL, err,
+  int root = !launched || comm_rank(comm_world()) == 0;
+  int n = auto_plan_resolve(spec, &a->auto_opts, over, 16, root ? &ac->search : NULL, err,
                             sizeof err);
   if (n < 0) fail_everywhere(launched, err);
   if (a->n_overrides + n > MAX_OVERRIDES) fail_everywhere(launched, "too many --set options");
   ac->pinned = a->overrides + a->n_overrides, ac->n_pinned = n;
   for (int i = 0; i < n; i++) a->overrides[a->n_overrides++] = over[i];
+  if (root && !a->plan && !a->print_schedule && !a->run.quiet) print_chosen(ac);
   a->run.src.n_overrides = a->n_overrides;
   spec_free(spec);
   spec_errors e = {0};

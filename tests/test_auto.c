@@ -216,19 +216,29 @@ static void test_caps(void) {
   unload(&L);
 }
 
+/* Searches the model with every layer F = I = 1, W = w_share under the --set values over;
+ * returns auto_search's result code (r filled; free it with auto_result_free). */
+static int search_uniform(const char *const *over, int n_over, double w_share, pt_auto_result *r) {
+  const double a[NL] = {1, 1, 1, 1, 1, 1, 1, 1};
+  loaded L;
+  memset(r, 0, sizeof *r);
+  if (load(&L, over, n_over) != 0) return -1;
+  pt_layer_times t;
+  set_times(&t, a, w_share, 0);
+  spec_errors e = {0};
+  int rc = auto_search(&L.model, &t, 0, r, &e);
+  CHECK(rc == 0, "%s", e.msg);
+  profile_times_free(&t);
+  unload(&L);
+  return rc;
+}
+
 /* Equal steps: the one with less memory. With W = 0 and one chunk per stage GPipe, 1F1B and
  * ZB-H1 take the same time; 1F1B and ZB-H1 hold fewer micro-batches than GPipe. */
 static void test_ties(void) {
-  const double a[NL] = {1, 1, 1, 1, 1, 1, 1, 1};
   const char *over[] = {"pipeline.schedule=auto", "pipeline.virtual_stages=1"};
-  loaded L;
-  if (load(&L, over, 2) != 0) return;
-  pt_layer_times t;
-  set_times(&t, a, 0, 0);
   pt_auto_result r;
-  spec_errors e = {0};
-  int rc = auto_search(&L.model, &t, 0, &r, &e);
-  CHECK(rc == 0, "%s", e.msg);
+  int rc = search_uniform(over, 2, 0, &r);
   for (int i = 1; rc == 0 && i < r.n_fit; i++) {
     double d = r.c[i].step_s - r.c[0].step_s;
     CHECK(d > -1e-9 * r.c[0].step_s, "candidate %d (%s) is faster than the choice", i,
@@ -239,25 +249,15 @@ static void test_ties(void) {
   }
   CHECK(rc == 0 && strcmp(r.c[0].schedule->name, "gpipe") != 0, "gpipe chosen over 1f1b");
   auto_result_free(&r);
-  profile_times_free(&t);
-  unload(&L);
 }
 
 /* A zero-bubble schedule beats 1F1B when W is half the backward (the reason they exist). */
 static void test_prefers_zero_bubble(void) {
-  const double a[NL] = {1, 1, 1, 1, 1, 1, 1, 1};
   const char *over[] = {"pipeline.schedule=auto", "pipeline.partition=auto"};
-  loaded L;
-  if (load(&L, over, 2) != 0) return;
-  pt_layer_times t;
-  set_times(&t, a, 1, 0);
   pt_auto_result r;
-  spec_errors e = {0};
-  int rc = auto_search(&L.model, &t, 0, &r, &e);
+  int rc = search_uniform(over, 2, 1, &r);
   CHECK(rc == 0 && r.c[0].schedule->splits_backward, "choice %s", rc == 0 ? r.c[0].schedule->name : "-");
   auto_result_free(&r);
-  profile_times_free(&t);
-  unload(&L);
 }
 
 /* Least memory of any split with the interval fixed (the brute force the advice must match). */
