@@ -1,6 +1,7 @@
 /* partition/auto_fail.c: when no layout fits, the one error that says where and what would fit
  * (partition/auto.h). Each change is tried with the same search, smallest first: a checkpoint
- * interval, another schedule, a smaller micro-batch, more stages. */
+ * interval or another schedule (the faster of the two when both fit), then a smaller micro-batch,
+ * then more stages. */
 #include <stdio.h>
 #include <string.h>
 
@@ -34,25 +35,58 @@ static int uniform_cap(const spec_node *cap) {
   return cap && (cap->kind == SPEC_SCALAR || (cap->kind == SPEC_SEQ && cap->n_items == 1));
 }
 
+static void describe_checkpointing(const pt_auto_candidate *c, char *out, size_t outsz) {
+  char what[160];
+  describe(c, what, sizeof what);
+  snprintf(out, outsz, "set train.activation_checkpoint_interval: %d (%s fits)", c->ckpt, what);
+}
+
+/* The schedule that fits, and when it holds fewer micro-batches than the spec's, how many. */
+static void describe_schedule(const pt_model *m, const pt_spec *sp, const pt_auto_candidate *c,
+                              char *out, size_t outsz) {
+  char what[160], fewer[96] = "";
+  describe(c, what, sizeof what);
+  const pt_schedule_type *was = schedule_find(m->spec->pipeline.schedule);
+  int P = (int)sp->pipeline.stages, M = (int)sp->train.micro_batches;
+  if (was && c->v == 1 && was->in_flight(0, P, M) > c->schedule->in_flight(0, P, M))
+    snprintf(fewer, sizeof fewer, ", with %d micro-batches in flight on stage 0 instead of %d",
+             c->schedule->in_flight(0, P, M), was->in_flight(0, P, M));
+  snprintf(out, outsz, "use another schedule: %s fits%s (pipeline.schedule: auto finds it)", what,
+           fewer);
+}
+
 static void smallest_change(const pt_model *m, const pt_layer_times *t, int force,
                             const pt_auto_result *r, char *out, size_t outsz) {
   pt_spec sp = *m->spec;
-  pt_auto_candidate c;
-  char what[160];
-  sp.train.activation_checkpoint_interval = SPEC_AUTO;
-  if (!r->ckpt_auto && fits_with(m, t, force, &sp, &c)) {
-    describe(&c, what, sizeof what);
-    snprintf(out, outsz, "set train.activation_checkpoint_interval: %d (%s fits)", c.ckpt, what);
-    return;
+  pt_auto_candidate c, by_ckpt, by_schedule;
+  int ckpt_fits = 0, schedule_fits = 0;
+  if (!r->ckpt_auto) { /* one setting changed: the interval, or the schedule */
+    pt_spec k = sp;
+    k.train.activation_checkpoint_interval = SPEC_AUTO;
+    ckpt_fits = fits_with(m, t, force, &k, &by_ckpt);
   }
   if (!r->schedule_auto && !sp.pipeline.schedule_file[0]) {
+    pt_spec k = sp;
+    snprintf(k.pipeline.schedule, sizeof k.pipeline.schedule, "auto");
+    k.pipeline.virtual_stages = 0;
+    schedule_fits = fits_with(m, t, force, &k, &by_schedule);
+    if (!schedule_fits && !r->ckpt_auto) {
+      k.train.activation_checkpoint_interval = SPEC_AUTO;
+      schedule_fits = fits_with(m, t, force, &k, &by_schedule);
+    }
+  }
+  if (ckpt_fits && (!schedule_fits || by_ckpt.step_s <= by_schedule.step_s)) {
+    describe_checkpointing(&by_ckpt, out, outsz);
+    return;
+  }
+  if (schedule_fits) {
+    describe_schedule(m, &sp, &by_schedule, out, outsz);
+    return;
+  }
+  sp.train.activation_checkpoint_interval = SPEC_AUTO; /* the bigger changes search the rest */
+  if (!sp.pipeline.schedule_file[0]) {
     snprintf(sp.pipeline.schedule, sizeof sp.pipeline.schedule, "auto");
     sp.pipeline.virtual_stages = 0;
-    if (fits_with(m, t, force, &sp, &c)) {
-      describe(&c, what, sizeof what);
-      snprintf(out, outsz, "use another schedule: %s fits (pipeline.schedule: auto finds it)", what);
-      return;
-    }
   }
   int64_t B = sp.train.micro_batch_size, M = sp.train.micro_batches;
   for (sp.train.micro_batch_size = B / 2; sp.train.micro_batch_size >= 1; sp.train.micro_batch_size /= 2)
