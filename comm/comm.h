@@ -64,6 +64,13 @@ void comm_wait(pt_request *r);   /* no-op for an empty request */
 /* Grouping brackets for transports that need send/recv pairs issued together (NCCL); MPI: no-op. */
 void comm_group_start(pt_comm *c);
 void comm_group_end(pt_comm *c);
+/* Issues the sends a transport holds back, without waiting for them. The device transport over
+ * NCCL holds each send until the rank next waits for a transfer of the group (then issues them
+ * with that receive, as one NCCL group), so a rank about to block on something else, such as a
+ * reduction on another group, calls this first or its peers wait for those sends meanwhile (or
+ * forever, when a peer is in that reduction too). The schedule's FLUSH action. MPI, staged
+ * device buffers, and inside comm_group_start/end (the group goes out at its end): no-op. */
+void comm_flush(pt_comm *c);
 
 /* GPU builds: device buffers on the world group and every group split from it afterwards
  * travel over NCCL (nccl = 1) or staged through host memory over MPI (nccl = 0; ranks may share

@@ -35,6 +35,8 @@ void comm_device_recv(comm_device *d, void *buf, size_t bytes, int peer, int tag
 int comm_device_wait(pt_request *r);
 void comm_device_group_start(comm_device *d);
 void comm_device_group_end(comm_device *d);
+/* comm_flush: the held NCCL sends out as one group (staged, or inside a group: nothing). */
+void comm_device_flush(comm_device *d);
 void comm_device_sum_f32(comm_device *d, float *buf, size_t n);
 /* The host chain sum over an MPI communicator (comm_mpi.c), for the staged transport. */
 void comm_host_sum_f32(MPI_Comm mpi, float *buf, size_t n);

@@ -165,10 +165,17 @@ void comm_group_end(pt_comm *c) {
   (void)c;
 }
 
+void comm_flush(pt_comm *c) {
+#ifdef PT_HAVE_GPU
+  if (c->dev) comm_device_flush(c->dev);
+#endif
+  (void)c;
+}
+
 void comm_connect(pt_comm *c, const int *peers, int n) {
 #ifdef PT_HAVE_GPU
   if (!c->dev || n == 0) return;
-  void *buf = gpu_alloc(2 * (size_t)n); /* n bytes out, n bytes in */
+  void *buf = gpu_alloc(NULL, 2 * (size_t)n); /* n bytes out, n bytes in */
   pt_request *q = pt_calloc(2 * (size_t)n, sizeof *q);
   comm_group_start(c);
   for (int i = 0; i < n; i++) {

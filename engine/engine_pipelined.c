@@ -95,11 +95,16 @@ static void report_stages(pipelined *x) {
   double *all = pt_calloc(3 * (size_t)x->world, sizeof(double));
   comm_allgatherv_f64(comm_world(), mine, 3, all, counts);
   for (int s = 0; p->rank == 0 && s < p->P; s++) {
-    char est[32], got[32];
+    char est[32], got[32], comm[64] = "";
     memory_format_size(p->plan.mem[s].total, est, sizeof est);
     memory_format_size((int64_t)all[3 * s + 1], got, sizeof got);
-    printf("stage %d: peak %d micro-batches in flight, peak memory %s (planned %s), idle %.1f%%\n",
-           s, (int)all[3 * s], got, est, 100.0 * all[3 * s + 2]);
+    if (p->plan.mem[s].comm > 0) { /* NCCL's part: counted on both sides (partition/memory.h) */
+      char c[32];
+      memory_format_size(p->plan.mem[s].comm, c, sizeof c);
+      snprintf(comm, sizeof comm, ", of which comm %s", c);
+    }
+    printf("stage %d: peak %d micro-batches in flight, peak memory %s (planned %s%s), idle "
+           "%.1f%%\n", s, (int)all[3 * s], got, est, comm, 100.0 * all[3 * s + 2]);
   }
   free(counts);
   free(all);

@@ -86,6 +86,16 @@ static int refuse_nccl_chunks(const pt_pipeline *p, int nccl, char *err, size_t 
   return -1;
 }
 
+/* Over NCCL the schedule must finish under NCCL's rules with this layout's reductions (its tie
+ * groups and replicas), each a rendezvous on a communicator of its own. */
+static int check_nccl_schedule(const pt_pipeline *p, char *err, size_t errsz) {
+  unsigned char *tie = pt_calloc((size_t)p->part.model.n_layers * (size_t)p->P + 1, 1);
+  pt_sched_reductions red = {pipeline_tie_table(p, tie), tie, p->dp};
+  int rc = schedule_check_rendezvous_in(&p->sched, &red, NULL, err, errsz);
+  free(tie);
+  return rc;
+}
+
 /* This rank's device (pipeline.device; the GPU from local_gpu) and, on GPUs, the device
  * transport for activations and reductions (comm.backend), which the groups split afterwards
  * inherit. Collective. */
@@ -105,7 +115,7 @@ static int open_device(pt_pipeline *p, char *err, size_t errsz) {
   failed = refuse_nccl_chunks(p, nccl, err, errsz) != 0 ||
            comm_use_device(nccl, device_stream(d), err, errsz) != 0;
   if (!failed && nccl) /* every built-in schedule passes; a new one must too (tests) */
-    failed = schedule_check_rendezvous(&p->sched, err, errsz) != 0;
+    failed = check_nccl_schedule(p, err, errsz) != 0;
   return pipeline_agree_failure(p, failed, err);
 }
 

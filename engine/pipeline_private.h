@@ -13,6 +13,10 @@ int pipeline_agree_failure(pt_pipeline *p, int failed, char *err);
 /* The tie groups of this rank (one per tie key and replica whose copies are on more than one
  * stage), with each key's copies in layer order. Collective (comm_split). */
 void pipeline_make_ties(pt_pipeline *p);
+/* The tie groups pipeline_make_ties makes, in the order REDUCE_TIED sums them, as stage sets
+ * (schedule.h's pt_sched_reductions): tie[g * P + stage] = 1 for the stages of group g
+ * (tie: at least n_layers * P zeroed bytes). Returns the number of groups. Local. */
+int pipeline_tie_table(const pt_pipeline *p, unsigned char *tie);
 /* Every copy of a tied weight starts from its first owner's values. Collective per group. */
 void pipeline_broadcast_ties(pt_pipeline *p);
 /* REDUCE_TIED: every tied weight's gradient summed over its copies in layer order, on every

@@ -249,7 +249,8 @@ static void trace_action(pt_pipeline *p, const pt_action *a, double t0) {
       [ACT_SEND_GRAD] = {"send grad", "send"},
       [ACT_REDUCE_TIED] = {"tied grads", "allreduce"},
       [ACT_REDUCE_DP] = {"data-parallel grads", "allreduce"},
-      [ACT_OPTIMIZER] = {"optimizer", "optimizer"}};
+      [ACT_OPTIMIZER] = {"optimizer", "optimizer"},
+      [ACT_FLUSH] = {"flush", "send"}};
   int chunk = p->plan.virtual_stages > 1 ? a->chunk : -1;
   trace_add_chunk(&p->trace, span[a->kind].name, span[a->kind].cat, a->mb, chunk,
                   p->part.step + 1, t0, pt_now_s());
@@ -306,6 +307,7 @@ static void run_action(pt_pipeline *p, const pt_action *a, double *norm, double 
     break;
   case ACT_REDUCE_DP: reduce_dp(p); break;
   case ACT_OPTIMIZER: act_optimizer(p, norm, lr); break;
+  case ACT_FLUSH: comm_flush(p->pipe); break; /* the sends NCCL holds go out (comm.h) */
   }
 }
 

@@ -68,6 +68,19 @@ static void make_group(pt_pipeline *p, pt_comm *c, const char *key, const int *s
     g->partial = device_alloc(m->dev, sizeof(float) * (size_t)m->tensors[g->tensor].numel);
 }
 
+int pipeline_tie_table(const pt_pipeline *p, unsigned char *tie) {
+  const pt_model *m = &p->part.model;
+  int *stages = pt_calloc((size_t)p->P, sizeof(int)), n_groups = 0;
+  for (int li = 0; li < m->n_layers; li++) {
+    if (!m->layers[li].tie[0] || model_tie_owner(m, li) >= 0) continue; /* as make_ties */
+    int n = plan_tie_stages(&p->plan, m, m->layers[li].tie, stages, p->P);
+    for (int i = 0; n > 1 && i < n; i++) tie[(size_t)n_groups * (size_t)p->P + stages[i]] = 1;
+    n_groups += n > 1;
+  }
+  free(stages);
+  return n_groups;
+}
+
 void pipeline_make_ties(pt_pipeline *p) {
   const pt_model *m = &p->part.model;
   p->ties = pt_calloc((size_t)m->n_layers + 1, sizeof(pt_tie_group));

@@ -16,7 +16,8 @@
  *   I<mb>/backward_input and W<mb>/backward_weight (the two halves in split schedules),
  *   recv act<mb>, recv grad<mb>/receive (posting), send act<mb>, send grad<mb>/send (posting),
  *   wait/wait (blocked on a receive or on a send's completion, inside F/B/I/optimizer),
- *   load<mb>/load, tied grads/allreduce, data-parallel grads/allreduce, optimizer/optimizer.
+ *   load<mb>/load, tied grads/allreduce, data-parallel grads/allreduce, optimizer/optimizer,
+ *   flush/send (held sends issued: the schedule's FLUSH).
  */
 #ifndef PT_TRACE_H
 #define PT_TRACE_H

@@ -15,7 +15,7 @@
  * a space ("recv act 3"). */
 static const char *const NAMES[] = {"F", "B", "I", "W", "recv act", "recv grad", "send act",
                                     "send grad", "wait", "load", "tied grads",
-                                    "data-parallel grads", "optimizer"};
+                                    "data-parallel grads", "optimizer", "flush"};
 static const char *const CATS[] = {"forward", "backward", "backward_input", "backward_weight",
                                    "receive", "send", "wait", "load", "allreduce", "optimizer"};
 enum { N_NAMES = sizeof NAMES / sizeof NAMES[0], N_CATS = sizeof CATS / sizeof CATS[0], FIELDS = 7,

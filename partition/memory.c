@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "device/device.h"
+
 static int64_t tied_duplicate_bytes(const pt_model *m, int first, int last) {
   int64_t dup = 0;
   for (int li = first; li < last; li++) {
@@ -203,6 +205,29 @@ void memory_add_stash(const pt_model *m, int first, int last, int w_pending,
   out->total += out->stash;
 }
 
+int memory_uses_nccl(const pt_spec *s) {
+  return s->comm_backend != SPEC_COMM_MPI && device_wants_gpu(s->pipeline.device);
+}
+
+/* comm's bound: the data-parallel scratch as all the range's gradients, a tie scratch for every
+ * tied layer in it, and as peers two pipeline neighbours, two in the data-parallel ring and
+ * every other stage for each tied layer: sums over the range or constants, never growing when
+ * it shrinks (partition/plan_comm.c has the exact figure). */
+static int64_t comm_bound(const pt_model *m, int n_stages, int first, int last, int64_t sum_p) {
+  const pt_spec *s = m->spec;
+  if (!memory_uses_nccl(s)) return 0;
+  int dp = s->pipeline.data_parallel != 1, peers = (n_stages > 1 ? 2 : 0) + (dp ? 2 : 0);
+  int64_t scratch = dp ? sum_p : 0;
+  for (int li = first; li < last; li++) {
+    const pt_layer *L = &m->layers[li];
+    int t = L->tie[0] ? model_tied_param(L) : -1;
+    if (t < 0 || n_stages < 2) continue;
+    scratch += 4 * ((L->params[t].numel + 15) & ~(int64_t)15);
+    peers += n_stages - 1;
+  }
+  return scratch + peers * memory_nccl_peer_bytes();
+}
+
 /* Every term of the estimate replaced by one that cannot grow when the range shrinks at a fixed
  * stage index: maxima over the range instead of the values at its ends, sums without the tie
  * discount, ceil(n / k) times the largest output for the kept checkpoint outputs. Which buffers
@@ -231,7 +256,8 @@ int64_t memory_bound_stage(const pt_model *m, int n_stages, int stage, int first
   if (c.ckpt) ws += (int64_t)c.ckpt * (max_out + max_saved);
   if (is_last && !is_first) ws += bt4 * (m->input_dim + 1);
   if (is_first && !is_last) ws += bt4 * target_cols(m);
-  return (2 + optimizer_copies(m)) * sum_p + in_flight * slot + ws;
+  return (2 + optimizer_copies(m)) * sum_p + in_flight * slot + ws +
+         comm_bound(m, n_stages, first, last, sum_p);
 }
 
 int64_t memory_parse_size(const char *text) {

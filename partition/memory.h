@@ -16,20 +16,50 @@
  *               backward_weight reads later); times the schedule's n_w_pending for the stage.
  *               None under activation checkpointing, where I runs the fused backward.
  *               Counted in activations too (stash says how much of them it is).
+ *   comm        ranks on a GPU whose device buffers go over NCCL (memory_uses_nccl) only; 0
+ *               elsewhere. The device chain sums' scratch (comm/nccl/comm_nccl.c: each
+ *               communicator keeps a device copy of the largest buffer it summed: the rank's
+ *               gradients on the data-parallel group when there are replicas, the tied weight
+ *               on each tie group) and NCCL's own buffers, comm_peers x memory_nccl_peer_bytes():
+ *               a peer is a rank this one exchanges with over a NCCL communicator (its pipeline
+ *               neighbours; two ring neighbours in the data-parallel group; every other holder
+ *               of a tied weight, whom a tie chain may visit). The engine counts the same
+ *               figures in its measured peak as it makes them (the scratch when allocated, a
+ *               peer's buffers at the first transfer with it), since NCCL's own allocations
+ *               are not visible to it; what NCCL really takes per peer depends on its version,
+ *               transport and tuning (NCCL_NCHANNELS_PER_PEER, NCCL_BUFFSIZE, ...).
  * The in-flight count is the schedule's (schedule/registry.h: 1F1B min(P - s, M), GPipe M).
  * All sizes in bytes. */
 #ifndef PT_PARTITION_MEMORY_H
 #define PT_PARTITION_MEMORY_H
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "model/model.h"
 
 typedef struct {
-  int64_t params, grads, optimizer, activations, workspace, stash;
+  int64_t params, grads, optimizer, activations, workspace, stash, comm;
   int64_t total;
   int in_flight, w_pending;
+  int comm_peers; /* peers whose NCCL buffers comm counts */
 } pt_stage_memory;
+
+/* The assumption behind comm's NCCL part: NCCL keeps, for each peer and each of
+ * MEMORY_NCCL_CHANNELS channels, a send and a receive connection with a buffer of NCCL_BUFFSIZE
+ * bytes (NCCL's default 4 MiB; the environment's NCCL_BUFFSIZE when set, as NCCL reads it). */
+#define MEMORY_NCCL_CHANNELS 2
+#define MEMORY_NCCL_BUFFSIZE_DEFAULT ((int64_t)4 << 20)
+static inline int64_t memory_nccl_peer_bytes(void) {
+  const char *env = getenv("NCCL_BUFFSIZE");
+  char *end = NULL;
+  long long b = env && *env ? strtoll(env, &end, 0) : 0;
+  int64_t buf = b > 0 && end && !*end ? (int64_t)b : MEMORY_NCCL_BUFFSIZE_DEFAULT;
+  return 2 * MEMORY_NCCL_CHANNELS * buf;
+}
+/* Ranks of spec s keep device buffers that NCCL carries: pipeline.device resolves to a GPU and
+ * comm.backend is nccl or auto. */
+int memory_uses_nccl(const pt_spec *s);
 
 /* Estimate for layers [first, last) of a configured model (no storage needed). */
 void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight,
@@ -57,7 +87,8 @@ void memory_add_stash(const pt_model *m, int first, int last, int w_pending,
 int64_t memory_engine_bytes(const pt_model *m, int first, int last, int in_flight);
 /* An upper bound of the estimate's total that never grows when the range shrinks (the exact
  * estimate can: a later start may read a wider input, and checkpoint segments move with the
- * start). The partitioner fits caps against it, so any plan it picks fits exactly too. */
+ * start), comm included where the spec uses NCCL. The partitioner fits caps against it, so any
+ * plan it picks fits exactly too. */
 int64_t memory_bound_stage(const pt_model *m, int n_stages, int stage, int first, int last,
                            int in_flight);
 /* Physical memory of this machine in bytes (0 if unknown). */

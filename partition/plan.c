@@ -320,7 +320,8 @@ static int parse_devices(pt_plan *p, spec_node *n, spec_errors *e) {
 /* --- Result ------------------------------------------------------------------------------- */
 
 /* Each chunk alone, then each stage: its chunks' memory together (a chunk whose predecessor is
- * on the same stage takes its input gradient from there), time and parameters added. */
+ * on the same stage takes its input gradient from there), time and parameters added, and the
+ * stage's comm part where it uses NCCL. */
 static void plan_measure(pt_plan *p, const pt_model *m) {
   for (int c = 0; c < p->n_chunks; c++) {
     int a = p->bounds[c], b = p->bounds[c + 1];
@@ -348,6 +349,7 @@ static void plan_measure(pt_plan *p, const pt_model *m) {
     memory_estimate_rank(m, ranges, mem, local_prev, n, &p->mem[s]);
   }
   free(chunks), free(local_prev), free(mem), free(ranges);
+  plan_add_comm(p, m);
 }
 
 static void plan_check_balance(pt_plan *p, const pt_model *m) {

@@ -63,6 +63,10 @@ int plan_build_layout(pt_plan *p, const pt_model *m, const pt_schedule *s, const
  * over the stages. */
 int plan_over_cap(const pt_plan *p, int64_t *over);
 
+/* Adds each stage's comm part (memory.h) to its memory where the spec's device buffers go over
+ * NCCL (memory_uses_nccl); nothing elsewhere. plan_build and plan_build_layout call it. */
+void plan_add_comm(pt_plan *p, const pt_model *m);
+
 /* Per-layer measures, as the planner uses them. */
 double plan_layer_flops(const pt_model *m, int layer);
 

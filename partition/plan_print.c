@@ -98,6 +98,25 @@ static void print_chunks(FILE *f, const pt_plan *p, const pt_model *m, double gf
   }
 }
 
+/* Where device buffers go over NCCL: each stage's comm part, which its memory column includes. */
+static void print_comm(FILE *f, const pt_plan *p) {
+  int64_t any = 0;
+  for (int s = 0; s < p->n_stages; s++) any |= p->mem[s].comm;
+  if (!any) return;
+  char peer[32];
+  memory_format_size(memory_nccl_peer_bytes() / (2 * MEMORY_NCCL_CHANNELS), peer, sizeof peer);
+  fprintf(f, "comm (in memory; comm.backend nccl): the device chain sums' scratch and NCCL's "
+          "buffers, %s (NCCL_BUFFSIZE) x %d channels x send and receive per peer:",
+          peer, MEMORY_NCCL_CHANNELS);
+  for (int s = 0; s < p->n_stages; s++) {
+    char c[32];
+    memory_format_size(p->mem[s].comm, c, sizeof c);
+    fprintf(f, "%s stage %d %s (%d peer%s)", s ? "," : "", s, c, p->mem[s].comm_peers,
+            p->mem[s].comm_peers == 1 ? "" : "s");
+  }
+  fputc('\n', f);
+}
+
 void plan_print(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
   print_header(f, p, m);
   fprintf(f, "%-5s %-8s %-8s %-9s %12s %10s %10s %10s %10s %10s %10s %10s %9s  %s\n", "stage",
@@ -105,6 +124,7 @@ void plan_print(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
           "weights", "grads", "optim", "activ", "work", "cap", "est.ms", "types");
   for (int st = 0; st < p->n_stages; st++) print_stage(f, p, m, st, gflops);
   if (p->virtual_stages > 1) print_chunks(f, p, m, gflops);
+  print_comm(f, p);
   fprintf(f, "imbalance (slowest / mean stage time): %.3f; activations held for %s micro-batches "
           "in flight per stage (%s)\n", imbalance(p),
           p->schedule->in_flight_doc, p->schedule->name);
@@ -122,6 +142,7 @@ static cJSON *memory_json(const pt_stage_memory *mm) {
   cJSON_AddNumberToObject(mem, "optimizer", (double)mm->optimizer);
   cJSON_AddNumberToObject(mem, "activations", (double)mm->activations);
   cJSON_AddNumberToObject(mem, "workspace", (double)mm->workspace);
+  cJSON_AddNumberToObject(mem, "comm", (double)mm->comm);
   return mem;
 }
 

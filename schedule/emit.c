@@ -139,8 +139,10 @@ void schedule_lower(pt_schedule *s, schedule_gen *g, int transfers, int step_end
       if (transfers) expand_one(s, &full, l->a[i], l->src[i]);
       else schedule_list_push(&full, l->a[i], l->src[i]);
     int last = l->n ? l->src[l->n - 1] : -1;
-    static const pt_action_kind end[3] = {ACT_REDUCE_TIED, ACT_REDUCE_DP, ACT_OPTIMIZER};
-    for (int k = 0; step_end && k < 3; k++)
+    /* held sends go out before the reductions, which block on groups of their own */
+    static const pt_action_kind end[4] = {ACT_FLUSH, ACT_REDUCE_TIED, ACT_REDUCE_DP,
+                                          ACT_OPTIMIZER};
+    for (int k = 0; step_end && k < 4; k++)
       schedule_list_push(&full, (pt_action){end[k], -1, -1}, last);
     if (transfers) hoist_receives(s, &full);
     schedule_list_free(l);

@@ -62,8 +62,9 @@ void schedule_list_run(schedule_gen *g, const schedule_policy *p);
 void schedule_run_zero_bubble(schedule_gen *g, int (*warm)(int s, int P), int cap);
 
 /* Turns g's compute orders into s's full lists: with `transfers`, the receives, sends and
- * loads each action needs (none between chunks on one rank); with `step_end`, the reductions
- * and the optimizer; receives posted as early as their buffers allow. Fills n_slots and
+ * loads each action needs (none between chunks on one rank); with `step_end`, FLUSH (the held
+ * sends out), the reductions and the optimizer; receives posted as early as their buffers
+ * allow. Fills n_slots and
  * n_w_pending from the orders. Takes the lists from g. */
 void schedule_lower(pt_schedule *s, schedule_gen *g, int transfers, int step_end);
 /* Allocates s for P ranks, v chunks each, M micro-batches under a placement. */

@@ -28,8 +28,13 @@
  *   BACKWARD_INPUT mb   the same but backward_input only ("I"): d loss / d input, passed on
  *   BACKWARD_WEIGHT mb  backward_weight of every layer for mb ("W"), from what its I kept
  *   SEND_GRAD mb   start sending d loss / d input of mb to chunk c-1's rank
- *   REDUCE_TIED    sum tied-weight gradients over the ranks holding a copy
- *   REDUCE_DP      sum gradients over the data-parallel replicas of this rank
+ *   FLUSH          issue the sends the device transport holds back ("FLUSH"): over NCCL a send
+ *                  goes out only with the next receive the rank waits for (comm_flush), so a
+ *                  rank about to block on something else (a reduction on another group) must
+ *                  let its sends go first. Nothing on MPI. The builder puts one before the
+ *                  step's reductions; it may stand anywhere before OPTIMIZER.
+ *   REDUCE_TIED    sum tied-weight gradients over the ranks holding a copy (on the tie group)
+ *   REDUCE_DP      sum gradients over the data-parallel replicas of this rank (on its group)
  *   OPTIMIZER      global norm, clipping and the optimizer step
  *
  * Local hand-off. When chunks c and c+1 run on the same rank (the turn of a V, or one rank)
@@ -64,12 +69,13 @@ typedef enum {
   ACT_OPTIMIZER,
   ACT_BACKWARD_INPUT,
   ACT_BACKWARD_WEIGHT,
+  ACT_FLUSH,
 } pt_action_kind;
-#define ACT_KINDS 12
+#define ACT_KINDS 13
 
 typedef struct {
   pt_action_kind kind;
-  int mb;    /* micro-batch, -1 for step-wide actions */
+  int mb;    /* micro-batch, -1 for step-wide actions (FLUSH and the step end) */
   int chunk; /* the chunk it belongs to, -1 for step-wide actions */
 } pt_action;
 
@@ -104,8 +110,8 @@ int schedule_build_v(pt_schedule *s, const pt_schedule_type *t, int n_ranks, int
 int schedule_build_spec(pt_schedule *s, const pt_spec *spec, char *err, size_t errsz);
 /* Reads a schedule file (docs/schedules.md, "Schedule files") for n_ranks ranks and n_micro
  * micro-batches, v chunks per rank (0: as the file has them), inserts what it leaves implied
- * and runs every check (schedule_validate, schedule_check_rendezvous). Returns 0, or -1 with
- * one line: "FILE:LINE: rank R, action A: what is wrong". */
+ * and runs every check (schedule_validate, schedule_check_rendezvous with any layout's
+ * reductions). Returns 0, or -1 with one line: "FILE:LINE: rank R, action A: what is wrong". */
 int schedule_from_file(pt_schedule *s, const char *path, int n_ranks, int n_micro, int v,
                        char *err, size_t errsz);
 void schedule_free(pt_schedule *s);
@@ -117,11 +123,27 @@ void schedule_free(pt_schedule *s);
 int schedule_validate(const pt_schedule *s, char *err, size_t errsz);
 int schedule_validate_where(const pt_schedule *s, pt_sched_where *where, char *err,
                             size_t errsz);
+/* The reductions a layout runs at the step end, each on a communicator of its own: a rank
+ * blocked in one waits for the other ranks of that group, and its sends held back on the
+ * pipeline's communicator stay held (only a wait on them or a FLUSH issues them). */
+typedef struct {
+  int n_ties;               /* tie groups spanning more than one rank, in the engine's order */
+  const unsigned char *tie; /* [g * n_ranks + rank]: rank holds a copy of tie group g */
+  int dp;                   /* data-parallel replicas (1: REDUCE_DP exchanges nothing) */
+} pt_sched_reductions;
+
 /* The stricter condition for NCCL: each rank's transfers run in issue order on one stream and
- * a send finishes only with its receive (rendezvous). Returns 0, or -1 with the stuck state. */
+ * a send finishes only with its receive (rendezvous); the tie and data-parallel reductions are
+ * rendezvous of their own groups. A rank entering a reduction that exchanges anything with a
+ * send still held back fails too, deadlock or not: its peer would wait for the send until the
+ * reduction ends. red: the layout's reductions; NULL (and schedule_check_rendezvous): any
+ * layout, i.e. one tie group over every rank and data parallelism, which every layout's
+ * reductions pass if these do. Returns 0, or -1 with the stuck state. */
 int schedule_check_rendezvous(const pt_schedule *s, char *err, size_t errsz);
 int schedule_check_rendezvous_where(const pt_schedule *s, pt_sched_where *where, char *err,
                                     size_t errsz);
+int schedule_check_rendezvous_in(const pt_schedule *s, const pt_sched_reductions *red,
+                                 pt_sched_where *where, char *err, size_t errsz);
 
 /* Under activation checkpointing a split schedule's I runs the fused backward (engine/stage.h),
  * so weight gradients accumulate at B and I, which must then come in ascending micro-batch order
@@ -134,7 +156,8 @@ void schedule_print(FILE *f, const pt_schedule *s);
 /* The schedule in the file format schedule_from_file reads, every action written out. */
 void schedule_write_actions(FILE *f, const pt_schedule *s);
 const char *schedule_action_code(pt_action_kind k);
-/* "1W2" (chunk, code, micro-batch), "OPT" for step-wide actions, into buf. Returns buf. */
+/* "1W2" (chunk, code, micro-batch), "OPT" or "FLUSH" for step-wide actions, into buf. Returns
+ * buf. */
 const char *schedule_action_text(const pt_action *a, char *buf, size_t size);
 /* The chunk that c's activations go to (+1) or come from (-1) lives on the same rank. */
 int schedule_is_local(const pt_schedule *s, int chunk, int dir);

@@ -149,9 +149,10 @@ static int step_micro(sim *x, int r, int i, const pt_action *a) {
 }
 
 /* Reductions are collective: a rank passes one only when every rank has reached the same
- * reduction (the conservative reading: tie groups may span any ranks). */
+ * reduction (the conservative reading: tie groups may span any ranks). Under MPI's rules
+ * sends never block, so FLUSH (NCCL's held sends) changes nothing here. */
 static int step_collective(sim *x, int r, const pt_action *a) {
-  if (a->kind == ACT_OPTIMIZER || a->kind == ACT_REDUCE_DP) return 1;
+  if (a->kind == ACT_OPTIMIZER || a->kind == ACT_REDUCE_DP || a->kind == ACT_FLUSH) return 1;
   for (int o = 0; o < x->s->n_ranks; o++) {
     int pc = x->pc[o];
     if (o == r) continue;

@@ -30,14 +30,18 @@ static const struct {
     {"sA", ACT_SEND_ACT},      {"rG", ACT_RECV_GRAD},     {"sG", ACT_SEND_GRAD},
     {"RECV_F", ACT_RECV_ACT},  {"SEND_F", ACT_SEND_ACT},  {"RECV_B", ACT_RECV_GRAD},
     {"SEND_B", ACT_SEND_GRAD}, {"TIE", ACT_REDUCE_TIED},  {"DP", ACT_REDUCE_DP},
-    {"OPT", ACT_OPTIMIZER},
+    {"OPT", ACT_OPTIMIZER},    {"FLUSH", ACT_FLUSH},
 };
 
-static int step_wide(pt_action_kind k) {
+/* The step end's reductions: a file that writes one writes the step end itself. */
+static int step_end_kind(pt_action_kind k) {
   return k == ACT_REDUCE_TIED || k == ACT_REDUCE_DP || k == ACT_OPTIMIZER;
 }
 
-/* One token: CHUNK CODE MB (chunk and micro-batch in decimal), or TIE, DP, OPT alone. */
+/* Actions of no chunk and no micro-batch. */
+static int step_wide(pt_action_kind k) { return step_end_kind(k) || k == ACT_FLUSH; }
+
+/* One token: CHUNK CODE MB (chunk and micro-batch in decimal), or FLUSH, TIE, DP, OPT alone. */
 static int parse_action(const char *tok, pt_action *a) {
   const char *p = tok;
   char *end;
@@ -71,7 +75,7 @@ static int parse_rank_line(reader *x, char *text) {
     pt_action a;
     if (parse_action(tok, &a) != 0)
       return pt_errorf(x->err, x->errsz, "%s:%d: rank %ld: '%s' is not an action; write CHUNK "
-                       "CODE MB (0F3, 1I2, 1W2, 0sA3, or torch's 0SEND_F3) or TIE, DP, OPT",
+                       "CODE MB (0F3, 1I2, 1W2, 0sA3, or torch's 0SEND_F3) or FLUSH, TIE, DP, OPT",
                        x->path, x->line, r, tok);
     schedule_list_push(&x->ranks[r], a, x->line);
   }
@@ -170,7 +174,8 @@ static int check_layout(reader *x, const int *chunk_rank, int C, int M, int P, i
   return 0;
 }
 
-/* What the file leaves out, the builder adds: transfers and loads, the step-end reductions. */
+/* What the file leaves out, the builder adds: transfers and loads, the step end (FLUSH and the
+ * reductions). */
 static void implied(const reader *x, int *transfers, int *step_end) {
   *transfers = *step_end = 1;
   for (int r = 0; r < x->n_ranks; r++)
@@ -179,7 +184,7 @@ static void implied(const reader *x, int *transfers, int *step_end) {
       if (k == ACT_RECV_ACT || k == ACT_SEND_ACT || k == ACT_RECV_GRAD || k == ACT_SEND_GRAD ||
           k == ACT_LOAD)
         *transfers = 0;
-      if (step_wide(k)) *step_end = 0;
+      if (step_end_kind(k)) *step_end = 0;
     }
 }
 

@@ -10,9 +10,10 @@
  * and NCCL pairs a link's sends and receives in issue order, so both sides must issue the same
  * micro-batches in the same order. A transfer finishes when both sides have issued it. Hosts
  * block where the engine waits: a FORWARD, B or I for its receive and for the previous send
- * from its slot's buffer, a reduction for every send of the rank. This simulation runs every
- * rank under those rules and reports a pairing out of order or the first state where nothing
- * can move.
+ * from its slot's buffer, a reduction for every send of the rank, a tie reduction also for its
+ * tie groups (schedule_reduce.c). Nothing is held back, so FLUSH does nothing. This simulation
+ * runs every rank under those rules and reports a pairing out of order or the first state
+ * where nothing can move.
  */
 #include <stdlib.h>
 
@@ -29,6 +30,7 @@ typedef struct {
   const pt_schedule *s;
   link *links; /* [2c]: chunk c's activations to c + 1; [2c + 1]: c + 1's gradients to c */
   int *pc;     /* [rank] */
+  sched_reduce *red;
   pt_sched_where *where;
   char *err;
   size_t errsz;
@@ -102,7 +104,8 @@ static int step(void *ctx, int rk, int index, const pt_action *a) {
   case ACT_RECV_ACT:
   case ACT_SEND_GRAD:
   case ACT_RECV_GRAD: return issue(x, rk, index, a);
-  case ACT_REDUCE_TIED:
+  case ACT_FLUSH: return 1;
+  case ACT_REDUCE_TIED: return sends_done(x, rk) && sched_reduce_tie_met(x->red, x->pc, rk);
   case ACT_REDUCE_DP:
   case ACT_OPTIMIZER: return sends_done(x, rk);
   default: return inputs_ready(x, a);
@@ -120,10 +123,11 @@ static int run(links *x) {
   return rc;
 }
 
-int schedule_check_links(const pt_schedule *s, pt_sched_where *where, char *err, size_t errsz) {
+int schedule_check_links(const pt_schedule *s, sched_reduce *red, pt_sched_where *where,
+                         char *err, size_t errsz) {
   size_t n = 2 * (size_t)s->n_chunks, M = (size_t)s->n_micro;
-  links x = {s, pt_calloc(n, sizeof(link)), pt_calloc((size_t)s->n_ranks, sizeof(int)), where,
-             err, errsz};
+  links x = {s, pt_calloc(n, sizeof(link)), pt_calloc((size_t)s->n_ranks, sizeof(int)), red,
+             where, err, errsz};
   int *cells = pt_calloc(n * 4 * M + 1, sizeof(int));
   for (size_t i = 0; i < n; i++) {
     link *l = &x.links[i];

@@ -6,7 +6,7 @@
 
 const char *schedule_action_code(pt_action_kind k) {
   static const char *const codes[ACT_KINDS] = {"rA", "L", "F", "sA", "rG", "B", "sG", "TIE", "DP",
-                                               "OPT", "I", "W"};
+                                               "OPT", "I", "W", "FLUSH"};
   return k >= 0 && k < ACT_KINDS ? codes[k] : "?";
 }
 

@@ -6,10 +6,15 @@
  * finish together. The device transport (comm/nccl/comm_nccl.c) therefore holds sends back
  * and issues them, with the one receive the engine waits for, as one group when the engine
  * first waits for something not yet done; a receive posted early is issued only when waited
- * for, so it cannot hold up later sends. This simulation runs every rank's host (the action
- * list, blocking where the engine waits) and its stream under exactly those rules, and reports
- * the first state where nothing can move. It is conservative: NCCL may buffer small messages;
- * this never assumes it does.
+ * for, so it cannot hold up later sends. A FLUSH issues the held sends as a group of their
+ * own (comm_flush). The step end's reductions run on communicators of their own
+ * (schedule_reduce.c): entering one issues nothing held on the pipeline's, and a tie
+ * reduction waits for its group. OPTIMIZER first waits for every send of the rank. This
+ * simulation runs every rank's host (the action list, blocking where the engine waits) and its
+ * stream under exactly those rules, and reports the first state where nothing can move, or a
+ * rank that entered a reduction with sends still held (a peer waits for them until the
+ * reduction ends, or forever). It is conservative: NCCL may buffer small messages; this never
+ * assumes it does.
  *
  * That is the transport of one chunk per rank (the code keeps a stream per chunk, which is the
  * same). Schedules with several chunks per rank need a stream per link instead and are checked
@@ -39,6 +44,9 @@ typedef struct {
   pt_action **held;     /* [chunk][i]: sends held back until the next wait */
   int *n_held;
   unsigned char *state; /* [chunk][kind][mb]: DONE, ISSUED */
+  sched_reduce red;
+  pt_sched_where stall;  /* the first reduction entered with sends held (index -1: none) */
+  pt_action stall_held;  /* one of those sends */
 } rdv;
 
 static int kind_of(pt_action_kind k) {
@@ -70,8 +78,8 @@ static void issue_group(rdv *r, int c, const pt_action *recv) {
   if (recv && !(*state(r, recv) & ISSUED)) push(r, c, *recv, g);
 }
 
-/* A wait on rank rk: every chunk's held sends go out, the awaited receive (NULL: none) with
- * its chunk's. */
+/* A wait on rank rk, or a FLUSH: every chunk's held sends go out, the awaited receive (NULL:
+ * none) with its chunk's. */
 static void flush(rdv *r, int rk, const pt_action *recv) {
   for (int c = 0; c < r->s->n_chunks; c++)
     if (r->s->chunk_rank[c] == rk && (r->n_held[c] > 0 || (recv && recv->chunk == c)))
@@ -117,11 +125,8 @@ static int needs(const rdv *r, const pt_action *a, pt_action *need) {
   return n;
 }
 
-static int step_wide(pt_action_kind k) {
-  return k == ACT_REDUCE_TIED || k == ACT_REDUCE_DP || k == ACT_OPTIMIZER;
-}
-
-/* Rank rk's transfers all issued and finished (before a reduction). */
+/* Rank rk's transfers all issued and finished (before the optimizer, which waits for every
+ * send). */
 static int drained(rdv *r, int rk) {
   int busy = 0;
   for (int c = 0; c < r->s->n_chunks; c++)
@@ -130,27 +135,77 @@ static int drained(rdv *r, int rk) {
   return !busy;
 }
 
-static int progress_host(rdv *r, int rk) {
-  if (r->pc[rk] == r->s->n_acts[rk]) return 0;
-  const pt_action *a = &r->s->acts[rk][r->pc[rk]];
+/* A held send of rank rk, or NULL. */
+static const pt_action *held_send(const rdv *r, int rk) {
+  for (int c = 0; c < r->s->n_chunks; c++)
+    if (r->s->chunk_rank[c] == rk && r->n_held[c] > 0) return &r->held[c][0];
+  return NULL;
+}
+
+/* Rank rk enters a reduction: with a send held back and anything to exchange, its peer waits
+ * for the send until the reduction ends; the first such entry is reported. */
+static void enter_reduction(rdv *r, int rk, pt_action_kind k) {
+  const pt_action *h = held_send(r, rk);
+  if (!h || r->stall.index >= 0 || !sched_reduce_exchanges(&r->red, rk, k)) return;
+  r->stall = (pt_sched_where){rk, r->pc[rk]};
+  r->stall_held = *h;
+}
+
+/* A compute action's waits: 1 when all it needs is done; else what it waits for is issued. */
+static int inputs_done(rdv *r, int rk, const pt_action *a) {
   pt_action need[2];
-  int n = step_wide(a->kind) ? 0 : needs(r, a, need), ready = 1;
+  int n = needs(r, a, need), ready = 1;
   for (int i = 0; i < n; i++) {
     if (*state(r, &need[i]) & DONE) continue;
     ready = 0; /* a wait: what is held goes out, with the receive waited for */
     int is_recv = need[i].kind == ACT_RECV_ACT || need[i].kind == ACT_RECV_GRAD;
     flush(r, rk, is_recv ? &need[i] : NULL);
   }
-  if (step_wide(a->kind) && !drained(r, rk)) ready = 0;
-  if (!ready) return 0;
-  if (a->kind == ACT_SEND_ACT || a->kind == ACT_SEND_GRAD)
-    r->held[a->chunk][r->n_held[a->chunk]++] = *a;
+  return ready;
+}
+
+static int progress_host(rdv *r, int rk) {
+  if (r->pc[rk] == r->s->n_acts[rk]) return 0;
+  const pt_action *a = &r->s->acts[rk][r->pc[rk]];
+  switch (a->kind) {
+  case ACT_FLUSH: flush(r, rk, NULL); break;
+  case ACT_REDUCE_TIED:
+    enter_reduction(r, rk, a->kind);
+    if (!sched_reduce_tie_met(&r->red, r->pc, rk)) return 0;
+    break;
+  case ACT_REDUCE_DP: enter_reduction(r, rk, a->kind); break;
+  case ACT_OPTIMIZER:
+    if (!drained(r, rk)) return 0;
+    break;
+  default:
+    if (!inputs_done(r, rk, a)) return 0;
+    if (a->kind == ACT_SEND_ACT || a->kind == ACT_SEND_GRAD)
+      r->held[a->chunk][r->n_held[a->chunk]++] = *a;
+  }
   r->pc[rk]++;
   return 1;
 }
 
+/* " rank 1 waits in TIE for its tie group (ranks 0, 1) with 1sG3 held back;" for each rank
+ * stuck in a tie reduction (held sends go out only at a wait or a FLUSH; a reduction is
+ * neither). */
+static int describe_reductions(rdv *r, char *buf, size_t size) {
+  int n = 0;
+  for (int rk = 0; rk < r->s->n_ranks && n >= 0 && (size_t)n < size; rk++) {
+    char ranks[128], text[48] = "nothing";
+    if (r->pc[rk] == r->s->n_acts[rk] || r->s->acts[rk][r->pc[rk]].kind != ACT_REDUCE_TIED ||
+        !sched_reduce_waits_for(&r->red, r->pc, rk, ranks, sizeof ranks))
+      continue;
+    const pt_action *h = held_send(r, rk);
+    if (h) schedule_action_text(h, text, sizeof text);
+    n += snprintf(buf + n, size - (size_t)n, " rank %d waits in TIE for its tie group (ranks %s) "
+                  "with %s held back;", rk, ranks, text);
+  }
+  return n;
+}
+
 static int describe(rdv *r, pt_sched_where *where, char *err, size_t errsz) {
-  char all[512];
+  char all[768];
   int n = 0, first = -1;
   for (int c = 0; c < r->s->n_chunks && n >= 0 && (size_t)n < sizeof all; c++) {
     const pt_action *q = r->head[c] < r->tail[c] ? &r->stream[c][r->head[c]].op : NULL;
@@ -161,25 +216,59 @@ static int describe(rdv *r, pt_sched_where *where, char *err, size_t errsz) {
     n += snprintf(all + n, sizeof all - (size_t)n, " chunk %d (rank %d at action %d), stream %s;",
                   c, rk, r->pc[rk], text);
   }
+  if (n >= 0 && (size_t)n < sizeof all) describe_reductions(r, all + n, sizeof all - (size_t)n);
   if (first < 0) first = 0;
   int at = r->pc[first] < r->s->n_acts[first] ? r->pc[first] : -1;
   return schedule_fail_at(r->s, where, first, at, err, errsz, "%s, %d ranks, %d micro-batches: "
-                          "deadlock under NCCL's ordered transfers:%s", r->s->name,
-                          r->s->n_ranks, r->s->n_micro, all);
+                          "deadlock under NCCL's ordered transfers:%s held sends go out only at "
+                          "a wait or a FLUSH", r->s->name, r->s->n_ranks, r->s->n_micro, all);
+}
+
+/* A reduction entered with a send held: its peer waits for the send until the reduction ends. */
+static int describe_stall(rdv *r, pt_sched_where *where, char *err, size_t errsz) {
+  const pt_action *h = &r->stall_held;
+  int rk = r->stall.rank, peer = h->chunk + (h->kind == ACT_SEND_GRAD ? -1 : 1);
+  pt_action_kind k = r->s->acts[rk][r->stall.index].kind;
+  char text[48];
+  schedule_action_text(h, text, sizeof text);
+  return schedule_fail_at(r->s, where, rk, r->stall.index, err, errsz, "%s, %d ranks, %d "
+                          "micro-batches: enters the %s reduction with %s held back, so rank %d "
+                          "waits for it until the reduction ends (over NCCL a send goes out only "
+                          "at a wait or a FLUSH); put FLUSH before the step's reductions",
+                          r->s->name, r->s->n_ranks, r->s->n_micro,
+                          k == ACT_REDUCE_TIED ? "tied-weight" : "data-parallel", text,
+                          r->s->chunk_rank[peer]);
 }
 
 static void rdv_free(rdv *r) {
   for (int c = 0; c < r->s->n_chunks; c++) free(r->stream[c]), free(r->held[c]);
   free(r->stream), free(r->held), free(r->n_held), free(r->groups);
   free(r->pc), free(r->head), free(r->tail), free(r->state);
+  sched_reduce_free(&r->red);
 }
 
-int schedule_check_rendezvous_where(const pt_schedule *s, pt_sched_where *where, char *err,
-                                    size_t errsz) {
-  if (schedule_check_structure(s, where, err, errsz) != 0) return -1;
-  if (s->n_chunks > s->n_ranks) return schedule_check_links(s, where, err, errsz);
+/* Runs every host and stream until nothing moves; 0 when all finished, else the report. */
+static int run(rdv *r, pt_sched_where *where, char *err, size_t errsz) {
+  const pt_schedule *s = r->s;
+  for (int moved = 1; moved;) {
+    moved = 0;
+    for (int rk = 0; rk < s->n_ranks; rk++) {
+      moved |= progress_host(r, rk);
+      for (int c = 0; c < s->n_chunks; c++)
+        moved |= s->chunk_rank[c] == rk && progress_stream(r, c);
+    }
+  }
+  int ok = 1;
+  for (int rk = 0; rk < s->n_ranks; rk++) ok &= r->pc[rk] == s->n_acts[rk];
+  for (int c = 0; c < s->n_chunks; c++) ok &= r->head[c] == r->tail[c];
+  if (!ok) return describe(r, where, err, errsz);
+  return r->stall.index >= 0 ? describe_stall(r, where, err, errsz) : 0;
+}
+
+static int check_one_chunk(const pt_schedule *s, const pt_sched_reductions *red,
+                           pt_sched_where *where, char *err, size_t errsz) {
   size_t C = (size_t)s->n_chunks;
-  rdv r = {.s = s, .pc = pt_calloc((size_t)s->n_ranks, sizeof(int)),
+  rdv r = {.s = s, .stall = {0, -1}, .pc = pt_calloc((size_t)s->n_ranks, sizeof(int)),
            .head = pt_calloc(C, sizeof(int)), .tail = pt_calloc(C, sizeof(int)),
            .groups = pt_calloc(C, sizeof(int)), .n_held = pt_calloc(C, sizeof(int)),
            .stream = pt_calloc(C, sizeof(rdv_op *)), .held = pt_calloc(C, sizeof(pt_action *)),
@@ -189,20 +278,29 @@ int schedule_check_rendezvous_where(const pt_schedule *s, pt_sched_where *where,
     r.stream[c] = pt_calloc(n, sizeof(rdv_op));
     r.held[c] = pt_calloc(n, sizeof(pt_action));
   }
-  for (int moved = 1; moved;) {
-    moved = 0;
-    for (int rk = 0; rk < s->n_ranks; rk++) {
-      moved |= progress_host(&r, rk);
-      for (int c = 0; c < s->n_chunks; c++)
-        moved |= s->chunk_rank[c] == rk && progress_stream(&r, c);
-    }
-  }
-  int ok = 1;
-  for (int rk = 0; rk < s->n_ranks; rk++) ok &= r.pc[rk] == s->n_acts[rk];
-  for (int c = 0; c < s->n_chunks; c++) ok &= r.head[c] == r.tail[c];
-  if (!ok) describe(&r, where, err, errsz);
+  sched_reduce_init(&r.red, s, red);
+  int rc = run(&r, where, err, errsz);
   rdv_free(&r);
-  return ok ? 0 : -1;
+  return rc;
+}
+
+int schedule_check_rendezvous_in(const pt_schedule *s, const pt_sched_reductions *red,
+                                 pt_sched_where *where, char *err, size_t errsz) {
+  if (schedule_check_structure(s, where, err, errsz) != 0) return -1;
+  if (red && (red->dp < 1 || red->n_ties < 0 || (red->n_ties > 0 && !red->tie)))
+    return pt_errorf(err, errsz, "%s: reductions of %d tie groups and %d replicas make no "
+                     "layout", s->name, red->n_ties, red->dp);
+  if (s->n_chunks == s->n_ranks) return check_one_chunk(s, red, where, err, errsz);
+  sched_reduce x;
+  sched_reduce_init(&x, s, red);
+  int rc = schedule_check_links(s, &x, where, err, errsz);
+  sched_reduce_free(&x);
+  return rc;
+}
+
+int schedule_check_rendezvous_where(const pt_schedule *s, pt_sched_where *where, char *err,
+                                    size_t errsz) {
+  return schedule_check_rendezvous_in(s, NULL, where, err, errsz);
 }
 
 int schedule_check_rendezvous(const pt_schedule *s, char *err, size_t errsz) {

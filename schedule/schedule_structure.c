@@ -23,15 +23,24 @@ int schedule_fail_at(const pt_schedule *s, pt_sched_where *where, int r, int ind
 
 static const pt_action_kind step_end[3] = {ACT_REDUCE_TIED, ACT_REDUCE_DP, ACT_OPTIMIZER};
 
+static int is_step_end(pt_action_kind k) {
+  return k == ACT_REDUCE_TIED || k == ACT_REDUCE_DP || k == ACT_OPTIMIZER;
+}
+
+/* ends: how many of the step end's reductions came before action i. A FLUSH may stand
+ * anywhere before OPT (it only issues what is held). */
 static int check_action(const pt_schedule *s, pt_sched_where *where, int r, int i, int ends,
                         char *err, size_t errsz) {
   const pt_action *a = &s->acts[r][i];
   if (a->kind < 0 || a->kind >= ACT_KINDS)
     return schedule_fail_at(s, where, r, i, err, errsz, "unknown action kind %d", (int)a->kind);
-  if (a->kind == ACT_REDUCE_TIED || a->kind == ACT_REDUCE_DP || a->kind == ACT_OPTIMIZER)
+  if (is_step_end(a->kind))
     return a->kind == step_end[ends < 3 ? ends : 2] && ends < 3 ? 0
            : schedule_fail_at(s, where, r, i, err, errsz, "the step ends with TIE DP OPT, once "
                               "each and in that order");
+  if (a->kind == ACT_FLUSH)
+    return a->mb < 0 && a->chunk < 0 && ends < 3 ? 0
+           : schedule_fail_at(s, where, r, i, err, errsz, "FLUSH stands alone, before OPT");
   if (ends > 0)
     return schedule_fail_at(s, where, r, i, err, errsz, "comes after the step's reductions (TIE "
                             "DP OPT end the step)");
@@ -54,7 +63,7 @@ int schedule_check_structure(const pt_schedule *s, pt_sched_where *where, char *
     int ends = 0;
     for (int i = 0; i < s->n_acts[r]; i++) {
       if (check_action(s, where, r, i, ends, err, errsz) != 0) return -1;
-      ends += s->acts[r][i].mb < 0;
+      ends += is_step_end(s->acts[r][i].kind);
     }
     if (ends != 3)
       return schedule_fail_at(s, where, r, -1, err, errsz, "the step does not end with TIE DP OPT");

@@ -1238,6 +1238,56 @@ static void test_chunk_caps(void) {
   }
 }
 
+/* comm (partition/memory.h) of one stage on a GPU over NCCL: dp replicas' chain-sum scratch
+ * (the stage's gradients), the tied weight's, and NCCL's buffers for its peers. */
+static int64_t expected_comm(const pt_stage_memory *cpu, int64_t wte, int peers) {
+  return cpu->grads + 4 * wte + peers * memory_nccl_peer_bytes();
+}
+
+/* GPTPAD on 2 stages x 2 replicas, wte tied over both stages: on a GPU with comm.backend auto or
+ * nccl each stage adds the data-parallel scratch, the tie's, and 3 peers (its pipeline
+ * neighbour, its replica, the other holder of wte); on the CPU or over MPI staging nothing
+ * changes; NCCL_BUFFSIZE moves NCCL's part; the solver's bound covers it. */
+static void test_comm(void) {
+  const char *pipe = "pipeline: {stages: 2, data_parallel: 2, boundaries: [0, 3]}\n";
+  const char *pipe_mpi = "pipeline: {stages: 2, data_parallel: 2, boundaries: [0, 3]}\n"
+                         "comm: {backend: mpi}\n";
+  const int64_t wte = pad16(257 * 24);
+  loaded a, b, c;
+  pt_plan cpu, gpu, mpi;
+  spec_errors e;
+  CHECK(build_plan(&a, S_GPTPAD, pipe, "pipeline.device=cpu", &cpu, &e) == 0, "cpu: %s", e.msg);
+  CHECK(build_plan(&b, S_GPTPAD, pipe, "pipeline.device=gpu", &gpu, &e) == 0, "gpu: %s", e.msg);
+  CHECK(build_plan(&c, S_GPTPAD, pipe_mpi, "pipeline.device=gpu", &mpi, &e) == 0, "mpi: %s",
+        e.msg);
+  CHECK(memory_nccl_peer_bytes() == 16 << 20, "4 MiB x 2 channels x 2 sides: %lld",
+        (long long)memory_nccl_peer_bytes());
+  for (int s = 0; s < 2; s++) {
+    const pt_stage_memory *mc = &cpu.mem[s], *mg = &gpu.mem[s], *mm = &mpi.mem[s];
+    CHECK(mc->comm == 0 && mc->total == mc->params + mc->grads + mc->optimizer +
+              mc->activations + mc->workspace, "cpu stage %d: comm %lld, total %lld", s,
+          (long long)mc->comm, (long long)mc->total);
+    CHECK(mm->comm == 0 && mm->total == mc->total, "gpu over mpi staging, stage %d: comm %lld", s,
+          (long long)mm->comm);
+    CHECK(mg->comm_peers == 3 && mg->comm == expected_comm(mc, wte, 3) &&
+              mg->total == mc->total + mg->comm,
+          "gpu over nccl, stage %d: comm %lld (%d peers), expected %lld; total %lld, cpu %lld", s,
+          (long long)mg->comm, mg->comm_peers, (long long)expected_comm(mc, wte, 3),
+          (long long)mg->total, (long long)mc->total);
+    int k = schedule_find("1f1b")->in_flight(s, 2, 2);
+    CHECK(memory_bound_stage(&b.model, 2, s, gpu.bounds[s], gpu.bounds[s + 1], k) >= mg->total,
+          "gpu stage %d: the solver's bound misses comm", s);
+  }
+  plan_free(&gpu);
+  setenv("NCCL_BUFFSIZE", "1048576", 1);
+  CHECK(plan_build(&gpu, &b.model, &e) == 0 && gpu.mem[0].comm == expected_comm(&cpu.mem[0], wte, 3)
+        && memory_nccl_peer_bytes() == 4 << 20, "NCCL_BUFFSIZE=1 MiB: comm %lld",
+        (long long)gpu.mem[0].comm);
+  unsetenv("NCCL_BUFFSIZE");
+  plan_free(&cpu), plan_free(&gpu), plan_free(&mpi);
+  unload(&a), unload(&b), unload(&c);
+}
+
 int main(void) {
   FILE *tiny = fopen("examples/data/tiny.txt", "rb");
   if (!tiny) {
@@ -1254,6 +1304,7 @@ int main(void) {
   test_in_flight();
   test_chunks();
   test_chunk_caps();
+  test_comm();
   remove(g_f32_path);
   return test_summary("plan");
 }

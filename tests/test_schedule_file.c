@@ -124,6 +124,17 @@ static void test_hand_written(void) {
   expect_file("tests/schedule/v_local_send.txt", 1, 1, 0, "tests/schedule/v_local_send.txt:2: "
               "rank 0, action 0sA0: chunk 0 hands over to chunk 1 on this rank");
   expect_text("placement: v\nrank 0: 0F0 1F0 1B0 0B0\n", 1, 1, 2, NULL);
+  /* a step end written out needs its FLUSH: the file check assumes any layout (ties, DP) */
+  const char *held = "rank 0: 0L0 0F0 0sA0 0rG0 0B0 TIE DP OPT\n"
+                     "rank 1: 1rA0 1L0 1F0 1B0 1sG0 TIE DP OPT\n";
+  expect_text(held, 2, 1, 0, ":1: rank 0, action 0B0: file pipetrain_sched_");
+  expect_text(held, 2, 1, 0, "deadlock under NCCL's ordered transfers");
+  expect_text(held, 2, 1, 0, "rank 1 waits in TIE for its tie group (ranks 0, 1) with 1sG0 held "
+              "back; held sends go out only at a wait or a FLUSH");
+  expect_text("rank 0: 0L0 0F0 0sA0 0rG0 0B0 FLUSH TIE DP OPT\n"
+              "rank 1: 1rA0 1L0 1F0 1B0 1sG0 FLUSH TIE DP OPT\n", 2, 1, 0, NULL);
+  expect_text("rank 0: 0F0 0B0 TIE DP OPT FLUSH\nrank 1: 1F0 1B0 TIE DP OPT\n", 2, 1, 0,
+              "rank 0, action FLUSH: FLUSH stands alone, before OPT");
 }
 
 static void test_bad_files(void) {
@@ -139,6 +150,7 @@ static void test_bad_files(void) {
        "micro-batch 0's: on a chunk, weight gradients add up in ascending micro-batch order"},
       {"deadlock.txt", 2, 2, 0, "deadlock.txt:2: rank 0, action 0B0: deadlock: it waits forever"},
       {"bad_token.txt", 2, 1, 0, "bad_token.txt:2: rank 0: '0X1' is not an action"},
+      {"bad_token.txt", 2, 1, 0, "or FLUSH, TIE, DP, OPT"},
       {"zb_p2.txt", 3, 3, 0, "zb_p2.txt: 2 ranks, but pipeline.stages is 3"},
       {"zb_p2.txt", 2, 4, 0, "zb_p2.txt: micro-batches 0..2, but train.micro_batches is 4"},
       {"zb_p2.txt", 2, 3, 2, "zb_p2.txt: 1 chunk per rank, but pipeline.virtual_stages is 2"},
@@ -154,6 +166,7 @@ static void test_bad_files(void) {
   expect_text("placement: v\nrank 0: 0F0 0B0\nrank 1: 1F0 1B0\n", 2, 1, 0, "fit no 'placement: loop|v' line's");
   expect_text("rank 0: 0F0 2F0 2B0 0B0\nrank 1: 1F0 3F0 3B0 1B0\n", 2, 1, 0, NULL);
   expect_text("rank 0: 0F0 3F0 3B0 0B0\nrank 1: 1F0 2F0 2B0 1B0\n", 2, 1, 0, NULL);
+  expect_text("rank 0: 0F0 0FLUSH0 0B0\nrank 1: 1F0 1B0\n", 2, 1, 0, "'0FLUSH0' is not an action");
   expect_text("rank 0: 0F0 0B0 OPT\nrank 1: 1F0 1B0 TIE DP OPT\n", 2, 1, 0,
               "rank 0, action OPT: the step ends with TIE DP OPT");
   expect_text("rank 0: 0F0 0B0 0W0\nrank 1: 1F0 1B0\n", 2, 1, 0, ":1: rank 0, action 0W0: W of "

@@ -10,6 +10,7 @@
 #include "comm/comm_device.h"
 #include "core/error.h"
 #include "kernels/cuda/gpu.h"
+#include "partition/memory.h"
 
 /* The add kernels of the chain sums (kernels/cuda/comm_add.cu). */
 void comm_nccl_add_f32(float *y, const float *x, size_t n, cudaStream_t s);
@@ -23,6 +24,8 @@ struct comm_device {
   cudaStream_t stream;   /* NCCL's own, so transfers overlap compute */
   float *tmp;            /* device scratch of the chain sum */
   size_t tmp_floats;
+  unsigned char *peers;  /* [size]: ranks exchanged with, whose NCCL buffers are counted */
+  int64_t accounted;     /* bytes of NCCL's own buffers counted in the memory totals */
   int grouped;           /* inside comm_device_group_start/end */
   struct dev_req **held; /* NCCL transfers not issued yet (see below) */
   int n_held, cap_held;
@@ -34,7 +37,10 @@ struct comm_device {
  * after it. So sends are held back, and go out as one group, together with the receive waited
  * for, when the engine first waits for a transfer not yet issued; a receive goes out only when
  * waited for. Inside comm_device_group_start/end everything goes out together at the end.
- * schedule/schedule_rendezvous.c checks that the engine's schedules finish under these rules. */
+ * comm_device_flush (the schedule's FLUSH) issues the held sends alone: a rank about to block in
+ * a reduction on another communicator must, or its peers wait for them meanwhile. A reduction
+ * on this communicator issues them first itself (nccl_sum_f32). schedule/schedule_rendezvous.c
+ * checks that the engine's schedules finish under these rules. */
 typedef struct dev_req {
   comm_device *d;
   int peer, recv, issued;
@@ -74,27 +80,62 @@ int comm_device_owns(const void *buf) {
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
+/* The memory plan counts NCCL's buffers per peer (partition/memory.h: comm), which NCCL
+ * allocates out of sight; the same figure goes into the measured totals at the first transfer
+ * with each peer, so planned and measured peaks agree on it. */
+static void note_peer(comm_device *d, int peer) {
+  if (peer == d->rank || d->peers[peer]) return;
+  d->peers[peer] = 1;
+  int64_t b = memory_nccl_peer_bytes();
+  d->accounted += b;
+  pt_mem_account(b);
+}
+
 static comm_device *device_new(MPI_Comm mpi, int nccl, cudaStream_t compute) {
   comm_device *d = pt_calloc(1, sizeof *d);
   d->nccl = nccl, d->mpi = mpi, d->compute = compute;
   PT_CHECK_MPI(MPI_Comm_rank(mpi, &d->rank));
   PT_CHECK_MPI(MPI_Comm_size(mpi, &d->size));
+  d->peers = pt_calloc((size_t)d->size, 1);
   if (nccl) PT_CHECK_CUDA(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
   d->next_live = g_live;
   g_live = d;
   return d;
 }
 
+/* What rank 0 broadcasts: the unique id, or why it has none (status and NCCL's words), so
+ * that every rank fails with the same message instead of joining a zeroed id. */
+typedef struct {
+  ncclUniqueId id;
+  int status; /* ncclResult_t of ncclGetUniqueId */
+  char text[256];
+} shared_id;
+
+static void make_id(shared_id *s) {
+  ncclResult_t r = ncclGetUniqueId(&s->id);
+  s->status = (int)r;
+  if (r == ncclSuccess) return;
+  const char *last = ncclGetLastError(NULL);
+  snprintf(s->text, sizeof s->text, "%s%s%s", ncclGetErrorString(r), last && last[0] ? ": " : "",
+           last ? last : "");
+}
+
 comm_device *comm_device_create(MPI_Comm mpi, int nccl, void *stream, char *err, size_t errsz) {
   comm_device *d = device_new(mpi, nccl, (cudaStream_t)stream);
   if (!nccl) return d;
-  ncclUniqueId id;
-  if (d->rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) memset(&id, 0, sizeof id);
-  if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, mpi) != MPI_SUCCESS) {
-    snprintf(err, errsz, "sharing the NCCL unique id over MPI failed");
+  shared_id s;
+  memset(&s, 0, sizeof s);
+  if (d->rank == 0) make_id(&s);
+  if (MPI_Bcast(&s, (int)sizeof s, MPI_BYTE, 0, mpi) != MPI_SUCCESS || s.status != ncclSuccess) {
+    if (s.status != ncclSuccess) /* the same words on every rank */
+      snprintf(err, errsz, "ncclGetUniqueId failed on rank 0: %.255s (comm.backend: mpi stages "
+               "GPU buffers through host memory instead)", s.text);
+    else
+      snprintf(err, errsz, "sharing the NCCL unique id over MPI failed");
     comm_device_free(d);
     return NULL;
   }
+  ncclUniqueId id = s.id;
   ncclResult_t r = ncclCommInitRank(&d->comm, d->size, id, d->rank);
   if (r != ncclSuccess) {
     snprintf(err, errsz, "ncclCommInitRank (%d ranks): %s", d->size, ncclGetErrorString(r));
@@ -130,6 +171,8 @@ void comm_device_free(comm_device *d) {
   if (d->comm) ncclCommDestroy(d->comm);
   if (d->stream) cudaStreamDestroy(d->stream);
   if (d->tmp) cudaFree(d->tmp);
+  pt_mem_account(-(int64_t)(d->tmp_floats * sizeof(float)) - d->accounted);
+  free(d->peers);
   free(d->held);
   free(d);
 }
@@ -163,6 +206,7 @@ static void issue_group(comm_device *d, dev_req *extra) {
   PT_CHECK_NCCL(ncclGroupStart());
   for (int i = 0; i < d->n_held; i++) {
     dev_req *q = d->held[i];
+    note_peer(d, q->peer);
     if (q->recv) PT_CHECK_NCCL(ncclRecv(q->buf, q->bytes, ncclChar, q->peer, d->comm, d->stream));
     else PT_CHECK_NCCL(ncclSend(q->buf, q->bytes, ncclChar, q->peer, d->comm, d->stream));
   }
@@ -206,8 +250,11 @@ void comm_device_recv(comm_device *d, void *buf, size_t bytes, int peer, int tag
   PT_CHECK_MPI(MPI_Irecv(q->host, (int)bytes, MPI_BYTE, peer, tag, d->mpi, &q->mpi));
 }
 
-/* Polls the event and the communicator's asynchronous error: a peer that died turns into an
- * abort and an error naming it (the watchdog bounds a peer that hangs). */
+/* Polls the event and the communicator's asynchronous error. That error is what NCCL detects
+ * itself, e.g. a network connection to a peer on another node that broke: it turns into an
+ * abort and an error naming the peer. A dead peer over NVLink, PCIe or shared memory (one node)
+ * is not reported: the event never completes, and the watchdog (pipeline.timeout_s), armed by
+ * the engine around every wait, ends the job instead, as it does for a peer that hangs. */
 static void nccl_wait_event(comm_device *d, cudaEvent_t ev, int peer, size_t bytes) {
   struct timespec nap = {0, 20000};
   for (;;) {
@@ -259,14 +306,21 @@ void comm_device_group_end(comm_device *d) {
   issue_group(d, NULL);
 }
 
+void comm_device_flush(comm_device *d) {
+  if (d->nccl && !d->grouped) issue_group(d, NULL);
+}
+
 /* Chain sum on the device: receive the running sum from rank - 1, add this rank's values,
  * pass it on; the last rank broadcasts. The same order as the host path, so the same bits. */
 static void nccl_sum_f32(comm_device *d, float *buf, size_t n) {
-  if (d->tmp_floats < n) {
+  if (d->tmp_floats < n) { /* counted in the memory totals, as the plan counts it */
     if (d->tmp) PT_CHECK_CUDA(cudaFree(d->tmp));
     PT_CHECK_CUDA(cudaMalloc((void **)&d->tmp, n * sizeof(float)));
+    pt_mem_account((int64_t)((n - d->tmp_floats) * sizeof(float)));
     d->tmp_floats = n;
   }
+  note_peer(d, (d->rank + 1) % d->size); /* the chain's and the broadcast ring's neighbours */
+  note_peer(d, (d->rank + d->size - 1) % d->size);
   issue_group(d, NULL); /* transfers held on this group go first, in issue order */
   after_compute(d);
   if (d->rank > 0) {

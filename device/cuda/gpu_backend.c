@@ -22,7 +22,7 @@ static gpu_ctx *ctx(pt_device *d) { return &state(d)->g; }
 
 static void *g_alloc(pt_device *d, size_t bytes) {
   gpu_state *s = state(d);
-  void *p = gpu_alloc(bytes);
+  void *p = gpu_alloc(ctx(d), bytes);
   if (s->n_blocks == s->cap_blocks) {
     s->cap_blocks = s->cap_blocks ? 2 * s->cap_blocks : 64;
     s->blocks = realloc(s->blocks, sizeof *s->blocks * (size_t)s->cap_blocks);
@@ -72,7 +72,8 @@ static const pt_device_ops gpu_ops = {g_alloc, g_free, g_upload, g_download, g_z
 double gpu_backend_gemm_flops(pt_device *d, int n, double seconds) {
   gpu_ctx *g = ctx(d);
   size_t bytes = sizeof(float) * (size_t)n * n;
-  float *a = gpu_alloc(bytes), *b = gpu_alloc(bytes), *c = gpu_alloc(bytes), one = 1.0f, zero = 0.0f;
+  float *a = gpu_alloc(g, bytes), *b = gpu_alloc(g, bytes), *c = gpu_alloc(g, bytes);
+  float one = 1.0f, zero = 0.0f;
   cudaEvent_t t0, t1;
   CUDA_CHECK(cudaEventCreate(&t0));
   CUDA_CHECK(cudaEventCreate(&t1));

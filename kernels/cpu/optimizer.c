@@ -1,6 +1,8 @@
 /* The optimizer updates on the CPU (PyTorch's AdamW and SGD), elementwise. Not an ops_*.c
- * file: no reassociation or signed-zero shortcuts, so every element gets exactly the float
- * operations written here (the GPU's update, kernels/cuda/optimizer.cu, is the same formula). */
+ * file: no reassociation or signed-zero shortcuts, and built with -ffp-contract=off (no fused
+ * multiply-adds, CMakeLists.txt), so every element gets exactly the float operations written
+ * here; the GPU's update (kernels/cuda/optimizer.cu) does the same operations on the same
+ * factors (pt_update's, computed once on the host), so both give the same bits. */
 #include <math.h>
 
 #include "kernels/cpu/ops.h"

@@ -62,12 +62,20 @@ void gpu_close(gpu_ctx *g) {
 
 void gpu_sync(gpu_ctx *g) { CUDA_CHECK(cudaStreamSynchronize(g->stream)); }
 
-void *gpu_alloc(size_t bytes) {
+/* The zeroing goes on g's stream, in line with everything the rank does next: cudaMemset
+ * would run on the legacy default stream, which a non-blocking stream (the rank's) does not
+ * wait for, so a copy or kernel queued there next could run first and be zeroed after. */
+void *gpu_alloc(const gpu_ctx *g, size_t bytes) {
   void *p = NULL;
   cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
   if (e != cudaSuccess)
     pt_fatal("cannot allocate %zu bytes on the GPU: %s", bytes, cudaGetErrorString(e));
-  CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 1));
+  if (g) {
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, g->stream));
+  } else { /* no stream to order it on: done before anything else can see the memory */
+    CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 1));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
   return p;
 }
 

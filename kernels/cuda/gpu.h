@@ -35,8 +35,11 @@ void gpu_close(gpu_ctx *g);
 /* Waits for everything queued on g's stream; a kernel's failure is reported here. */
 void gpu_sync(gpu_ctx *g);
 
-/* Device memory (zeroed) and copies on g's stream. Failures end the job naming the rank. */
-void *gpu_alloc(size_t bytes);
+/* Device memory and copies on g's stream. Failures end the job naming the rank. gpu_alloc's
+ * memory is zeroed on g's stream: zero for everything queued there afterwards (and for other
+ * streams that wait for it, as the NCCL stream does for the compute stream); g NULL: zeroed
+ * before it returns (a synchronisation; for callers without a stream). */
+void *gpu_alloc(const gpu_ctx *g, size_t bytes);
 void gpu_free(void *p);
 void gpu_to_device(gpu_ctx *g, void *dst, const void *src, size_t bytes);
 void gpu_to_host(gpu_ctx *g, void *dst, const void *src, size_t bytes); /* synchronous */

@@ -132,7 +132,7 @@ static double loss(const pt_kernels *k, pt_loss_kind kind, const float *y, const
   loss_check_targets(kind, targets, N, F);
   if (kg->targets_bytes < target_bytes) {
     gpu_free(kg->targets);
-    kg->targets = gpu_alloc(target_bytes);
+    kg->targets = gpu_alloc(kg->g, target_bytes);
     kg->targets_bytes = target_bytes;
   }
   gpu_to_device(kg->g, kg->targets, targets, target_bytes);
@@ -145,13 +145,14 @@ static double loss(const pt_kernels *k, pt_loss_kind kind, const float *y, const
   return read_sum(k);
 }
 
-/* Tensor by tensor (u->decay says whether this one decays), so no decay mask. */
+/* Tensor by tensor (u->decay says whether this one decays), so no decay mask. AdamW gets the
+ * factors the CPU kernel uses, as they are (u->keep is 1 without decay). */
 static void optimizer(const pt_kernels *k, const pt_update *u, float *w, const float *g,
                       float *m, float *v, int64_t n) {
   float wd = u->decay ? (float)u->weight_decay : 0.0f;
   if (u->adam)
-    cuda_adamw_step(ctx(k), w, g, m, v, NULL, n, (float)u->lr, (float)u->beta1, (float)u->beta2,
-                    (float)u->eps, wd, (float)u->bc1, (float)u->bc2);
+    cuda_adamw_step(ctx(k), w, g, m, v, NULL, n, (float)u->beta1, (float)u->beta2, (float)u->eps,
+                    u->step, u->inv_sqrt_bc2, u->keep);
   else
     cuda_sgd_step(ctx(k), w, g, m, NULL, n, (float)u->lr, (float)u->momentum, wd, u->t == 1);
 }
@@ -174,7 +175,7 @@ static const pt_kernels gpu_table = {.name = "gpu", PT_KERNELS_ENTRIES(PT_KERNEL
 void kernels_gpu_open(kernels_gpu *kg, gpu_ctx *g) {
   *kg = (kernels_gpu){.table = gpu_table, .g = g};
   kg->table.ctx = kg;
-  kg->sum = gpu_alloc(sizeof(double));
-  kg->reduce = gpu_alloc(sizeof(double) * CUDA_REDUCE_SCRATCH_DOUBLES);
-  kg->flag = gpu_alloc(sizeof(int));
+  kg->sum = gpu_alloc(kg->g, sizeof(double));
+  kg->reduce = gpu_alloc(kg->g, sizeof(double) * CUDA_REDUCE_SCRATCH_DOUBLES);
+  kg->flag = gpu_alloc(kg->g, sizeof(int));
 }

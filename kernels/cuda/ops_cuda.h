@@ -85,14 +85,17 @@ void cuda_loss_cross_entropy(gpu_ctx *g, float *dy, double *loss_sum_dev, const 
 void cuda_loss_mse(gpu_ctx *g, float *dy, double *loss_sum_dev, const float *y,
                    const float *targets, int N, int F, float scale, double *scratch);
 
-/* AdamW / SGD updates over n floats, as model/optimizer.c (PyTorch semantics): decay_mask[i]
- * != 0 where weight decay applies; NULL: weight_decay applies to all n (a caller going tensor by
- * tensor passes weight_decay 0 for a tensor without decay, exactly the CPU's update then).
- * bias1/bias2 are 1 - beta^t. SGD: first_step is 1 on the optimizer's first step (t == 1:
- * momentum = d); momentum may be NULL when mu == 0. */
+/* AdamW / SGD updates over n floats, as kernels/cpu/optimizer.c (PyTorch semantics), bit for
+ * bit: decay_mask[i] != 0 where weight decay applies; NULL: it applies to all n (a caller going
+ * tensor by tensor passes keep 1 / weight_decay 0 for a tensor without decay, exactly the CPU's
+ * update then). AdamW takes the step's factors as the host computed them in double for every
+ * device (pt_update: step = lr / (1 - beta1^t), inv_sqrt_bc2 = 1 / sqrt(1 - beta2^t),
+ * keep = 1 - lr * weight_decay, each rounded to float once), never recomputed in float here.
+ * SGD: first_step is 1 on the optimizer's first step (t == 1: momentum = d); momentum may be
+ * NULL when mu == 0. */
 void cuda_adamw_step(gpu_ctx *g, float *w, const float *grad, float *m, float *v,
-                     const uint8_t *decay_mask, int64_t n, float lr, float beta1, float beta2,
-                     float eps, float weight_decay, float bias1, float bias2);
+                     const uint8_t *decay_mask, int64_t n, float beta1, float beta2, float eps,
+                     float step, float inv_sqrt_bc2, float keep);
 void cuda_sgd_step(gpu_ctx *g, float *w, const float *grad, float *momentum,
                    const uint8_t *decay_mask, int64_t n, float lr, float mu, float weight_decay,
                    int first_step);

@@ -1,12 +1,15 @@
 /* Optimizer updates and gradient checks on the GPU (model/optimizer.c): AdamW and SGD with
- * the CPU's float operations in the CPU's order, the step constants computed on the host in
- * double as there; the sum of squares in double with a fixed two-pass reduction. */
+ * the CPU's float operations in the CPU's order (kernels/cpu/optimizer.c), on the step's
+ * factors the host computed once for every device (model/optimizer.c: optimizer_update), so a
+ * step gives the CPU's bits; the sum of squares in double with a fixed two-pass reduction.
+ * Products and sums are written __fmul_rn/__fadd_rn where nvcc would otherwise fuse them into
+ * a multiply-add the CPU kernel (built without contraction) does not do. */
 #include <math.h>
 
 #include "kernels/cuda/common.cuh"
 
-/* CPU adamw_tensor, with keep = 1 - lr*wd where decay applies (everywhere when decay_mask is
- * NULL; 1 elsewhere: p * 1 == p, and wd = 0 gives keep = 1, the CPU's no-decay update):
+/* CPU op_adamw_step, with keep (1 - lr*wd, or 1) where decay applies (everywhere when
+ * decay_mask is NULL; elsewhere p is left as it is, which p * 1 also does):
  *   p *= keep;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g;
  *   p -= step * m / (sqrtf(v) * inv_sqrt_bc2 + eps). */
 static __global__ void __launch_bounds__(PT_THREADS)
@@ -16,11 +19,11 @@ static __global__ void __launch_bounds__(PT_THREADS)
   PT_GRID_LOOP(i, n) {
     float p = w[i], g = grad[i];
     if (!decay_mask || decay_mask[i]) p *= keep;
-    float mi = b1 * m[i] + (1.0f - b1) * g;
-    float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(1.0f - b1, g));
+    float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(1.0f - b2, g), g));
     m[i] = mi;
     v[i] = vi;
-    p -= step * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
+    p -= __fmul_rn(step, mi) / __fadd_rn(__fmul_rn(sqrtf(vi), inv_sqrt_bc2), eps);
     w[i] = p;
   }
 }
@@ -34,13 +37,13 @@ static __global__ void __launch_bounds__(PT_THREADS)
   PT_GRID_LOOP(i, n) {
     float p = w[i];
     float wd = (!decay_mask || decay_mask[i]) ? weight_decay : 0.0f;
-    float d = grad[i] + wd * p;
+    float d = __fadd_rn(grad[i], __fmul_rn(wd, p));
     float mi = d;
     if (momentum) {
-      if (!first_step) mi = mu * momentum[i] + d;
+      if (!first_step) mi = __fadd_rn(__fmul_rn(mu, momentum[i]), d);
       momentum[i] = mi;
     }
-    p -= lr * (mu > 0.0f ? mi : d);
+    p = __fsub_rn(p, __fmul_rn(lr, mu > 0.0f ? mi : d));
     w[i] = p;
   }
 }
@@ -78,14 +81,9 @@ static int sumsq_blocks(int64_t n) {
 }
 
 extern "C" void cuda_adamw_step(gpu_ctx *g, float *w, const float *grad, float *m, float *v,
-                                const uint8_t *decay_mask, int64_t n, float lr, float beta1,
-                                float beta2, float eps, float weight_decay, float bias1,
-                                float bias2) {
+                                const uint8_t *decay_mask, int64_t n, float beta1, float beta2,
+                                float eps, float step, float inv_sqrt_bc2, float keep) {
   if (n <= 0) return;
-  /* as the CPU: step = lr / bc1 and 1/sqrt(bc2) and 1 - lr*wd in double, then to float */
-  float step = (float)((double)lr / (double)bias1);
-  float inv_sqrt_bc2 = (float)(1.0 / sqrt((double)bias2));
-  float keep = (float)(1.0 - (double)lr * (double)weight_decay);
   adamw_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(w, grad, m, v, decay_mask, n, beta1,
                                                          beta2, eps, step, inv_sqrt_bc2, keep);
   PT_LAUNCH_CHECK();

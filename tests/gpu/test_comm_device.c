@@ -1,10 +1,16 @@
 /* test_comm_device MODE: comm.h with buffers in GPU memory, under mpirun (any rank count).
  * MODE nccl: NCCL between the ranks (one GPU each; with fewer GPUs than ranks the test skips);
- * MODE staged: MPI through pinned host copies (ranks may share one GPU).
+ * MODE staged: MPI through pinned host copies (ranks may share one GPU);
+ * MODE nccl_id_fail: ncclGetUniqueId fails on rank 0 (its NCCL_SOCKET_IFNAME names no
+ * interface, so NCCL's bootstrap finds none): every rank's comm_use_device fails, with the same
+ * one line naming it (none may go on to ncclCommInitRank with a zeroed id and hang).
  * Checks: a ring of grouped device sends/receives delivers every byte; the device chain sum
  * equals the host chain sum ((x0 + x1) + x2) + ... bit for bit, on the world and on a group
- * split from it; host buffers on the same groups still go over MPI; comm_connect works.
+ * split from it; host buffers on the same groups still go over MPI; comm_connect works; a send
+ * the transport holds back goes out at comm_flush while its rank sums on another group (the
+ * tied-weight deadlock of pipelined runs over NCCL: without the flush this test hangs).
  * Exit 77 (CTest skip) on every rank when there is no usable GPU. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +30,7 @@ static float chain_expect(const int *ranks, int n, size_t i) {
 
 static void check_sum(gpu_ctx *g, pt_comm *c, const int *ranks, int n_ranks, int me, size_t n,
                       const char *what) {
-  float *host = malloc(n * sizeof *host), *dev = gpu_alloc(n * sizeof *dev);
+  float *host = malloc(n * sizeof *host), *dev = gpu_alloc(g, n * sizeof *dev);
   for (size_t i = 0; i < n; i++) host[i] = value(me, i);
   gpu_to_device(g, dev, host, n * sizeof *host);
   comm_allreduce_sum_f32(c, dev, n);
@@ -39,7 +45,7 @@ static void check_sum(gpu_ctx *g, pt_comm *c, const int *ranks, int n_ranks, int
 static void check_ring(gpu_ctx *g, pt_comm *c, int rank, int size, size_t bytes) {
   unsigned char *out = malloc(bytes), *in = malloc(bytes);
   for (size_t i = 0; i < bytes; i++) out[i] = (unsigned char)(i * 31 + rank);
-  void *dout = gpu_alloc(bytes), *din = gpu_alloc(bytes);
+  void *dout = gpu_alloc(g, bytes), *din = gpu_alloc(g, bytes);
   gpu_to_device(g, dout, out, bytes);
   pt_request s = {0}, r = {0};
   comm_group_start(c); /* each send with the receive it pairs with: no deadlock in a ring */
@@ -56,7 +62,74 @@ static void check_ring(gpu_ctx *g, pt_comm *c, int rank, int size, size_t bytes)
   free(out), free(in);
 }
 
+/* The last rank sends to rank 0 on c and then, before anything waits for that send, joins a
+ * sum on another group (other) that rank 0 joins only once it has the message: the schedule's
+ * sG FLUSH TIE. Over NCCL the send is held until a wait on c, so only comm_flush lets it out;
+ * without it both ranks wait forever. */
+static void check_flush(gpu_ctx *g, pt_comm *c, pt_comm *other, int rank, int size) {
+  size_t bytes = 4099, n = 257;
+  unsigned char *msg = malloc(bytes);
+  float *sum = malloc(n * sizeof *sum);
+  for (size_t i = 0; i < bytes; i++) msg[i] = (unsigned char)(i * 13 + 5);
+  for (size_t i = 0; i < n; i++) sum[i] = value(rank, i);
+  void *dmsg = gpu_alloc(g, bytes);
+  float *dsum = gpu_alloc(g, n * sizeof *dsum);
+  gpu_to_device(g, dsum, sum, n * sizeof *sum);
+  pt_request q = {0};
+  if (rank == size - 1) {
+    gpu_to_device(g, dmsg, msg, bytes);
+    comm_send_async(c, dmsg, bytes, 0, 9, &q);
+    comm_flush(c);
+  } else if (rank == 0) {
+    comm_recv_async(c, dmsg, bytes, size - 1, 9, &q);
+    comm_wait(&q);
+  }
+  comm_allreduce_sum_f32(other, dsum, n);
+  comm_wait(&q); /* the sender's, now that rank 0 has it */
+  gpu_to_host(g, sum, dsum, n * sizeof *sum);
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    int all[64];
+    for (int r = 0; r < size && r < 64; r++) all[r] = r;
+    bad += memcmp(&sum[i], &(float){chain_expect(all, size < 64 ? size : 64, i)}, 4) != 0;
+  }
+  CHECK(bad == 0, "flush: %zu of %zu sums on the other group wrong", bad, n);
+  if (rank == 0) {
+    gpu_to_host(g, msg, dmsg, bytes);
+    for (size_t i = 0; i < bytes; i++) bad += msg[i] != (unsigned char)(i * 13 + 5);
+    CHECK(bad == 0, "flush: %zu bytes of the held send wrong", bad);
+  }
+  gpu_free(dmsg), gpu_free(dsum);
+  free(msg), free(sum);
+}
+
+static uint64_t text_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+/* MODE nccl_id_fail (see the top): 0 when every rank failed alike. */
+static int check_id_fail(gpu_ctx *g, pt_comm *world, int rank, int size) {
+  if (rank == 0) setenv("NCCL_SOCKET_IFNAME", "=pt_no_such_interface", 1);
+  char err[512] = "";
+  int rc = comm_use_device(1, g->stream, err, sizeof err);
+  CHECK(rc == -1 && strstr(err, "ncclGetUniqueId failed on rank 0") && !strchr(err, '\n'),
+        "rank %d: comm_use_device gave %d, '%s'", rank, rc, err);
+  uint64_t mine = text_hash(err), *all = calloc((size_t)size, sizeof *all);
+  comm_allgather_u64(world, &mine, 1, all);
+  for (int r = 1; r < size; r++)
+    CHECK(all[r] == all[0], "rank %d's message differs from rank 0's (rank %d: '%s')", r, rank,
+          err);
+  free(all);
+  gpu_close(g);
+  int failed = test_summary("comm_device (ncclGetUniqueId fails on rank 0)");
+  comm_finalize();
+  return failed;
+}
+
 int main(int argc, char **argv) {
+  int id_fail = argc > 1 && !strcmp(argv[1], "nccl_id_fail");
   int nccl = argc > 1 && !strcmp(argv[1], "nccl");
   comm_init(&argc, &argv);
   pt_comm *world = comm_world();
@@ -74,6 +147,13 @@ int main(int argc, char **argv) {
   }
   gpu_ctx g;
   char err[512];
+  if (id_fail) {
+    if (gpu_open(&g, comm_local_rank() % gpus, err, sizeof err) != 0) {
+      fprintf(stderr, "rank %d: %s\n", rank, err);
+      return 1;
+    }
+    return check_id_fail(&g, world, rank, size);
+  }
   if (gpu_open(&g, comm_local_rank() % gpus, err, sizeof err) != 0 ||
       comm_use_device(nccl, g.stream, err, sizeof err) != 0) {
     fprintf(stderr, "rank %d: %s\n", rank, err);
@@ -95,6 +175,11 @@ int main(int argc, char **argv) {
   for (int k = 0; k < n_sub; k++) expect += sub[k] + 0.5;
   CHECK(host == expect, "host sum on the split group: %g, expected %g", host, expect);
   comm_free(half);
+  if (size > 1) {
+    pt_comm *other = comm_split(world, 0, rank); /* every rank: a communicator of its own */
+    check_flush(&g, world, other, rank, size);
+    comm_free(other);
+  }
   free(everyone);
   gpu_close(&g);
   int rc = test_summary(nccl ? "comm_device (nccl)" : "comm_device (staged)");

@@ -32,6 +32,7 @@
 #include "kernels/kernels.h"
 #include "kernels/loss.h"
 #include "model/model.h"
+#include "model/optimizer.h"
 
 /* Tolerances (norm-wise relative, see above). The CPU and the GPU both compute in float32 but
  * add in different orders (OpenBLAS blocks vs cuBLAS tiles, a sequential loop vs a tree), so
@@ -83,7 +84,7 @@ static void *dnew(size_t bytes) {
     fprintf(stderr, "test_cuda_ops: out of device slots\n");
     exit(1);
   }
-  return g_dev[g_ndev++] = gpu_alloc(bytes);
+  return g_dev[g_ndev++] = gpu_alloc(&G, bytes);
 }
 
 static void scope_end(void) {
@@ -186,6 +187,30 @@ static void expect_close_d(const char *op, const char *shape, double gpu, double
   double e = fabs(gpu - cpu) / (fabs(cpu) > 1e-300 ? fabs(cpu) : 1e-300);
   CHECK(e <= tol, "%s [%s]: |gpu-cpu|/|cpu| = %.3g > %.1g (gpu %.17g, cpu %.17g)", op, shape, e,
         tol, gpu, cpu);
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+/* gpu_alloc's memory reads zero through the rank's stream, and a copy queued there right after
+ * the allocation is not zeroed over: the zeroing is ordered on that stream. (It once ran as
+ * cudaMemset on the legacy default stream, which the rank's non-blocking stream does not wait
+ * for; a GPU rarely shows the race, an emulation that runs streams in an adversarial order
+ * and returns cudaMalloc memory unzeroed does.) */
+static void test_alloc_zeroed(void) {
+  const size_t n = (1u << 16) + 3;
+  for (int round = 0; round < 4; round++) {
+    unsigned char *zero = dnew(n), *filled = dnew(n), *h = hnew(n), *back = hnew(n);
+    memset(h, 0xA5, n);
+    gpu_to_device(&G, filled, h, n);
+    gpu_to_host(&G, back, zero, n);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += back[i] != 0;
+    gpu_to_host(&G, back, filled, n);
+    for (size_t i = 0; i < n; i++) bad += back[i] != 0xA5;
+    CHECK(bad == 0, "gpu_alloc [round %d, %zu bytes]: %zu bytes not as written: the zeroing is "
+          "not ordered with the rank's stream", round, n, bad);
+    scope_end();
+  }
 }
 
 /* ---- linear ------------------------------------------------------------------------------- */
@@ -560,8 +585,10 @@ static void test_adamw(int64_t n, int64_t n_decay, int use_mask, float wd) {
     g[0] = 0.0f; /* a zero gradient: m, v stay small, eps matters */
     setf(d_g, g, n);
     double bc1 = 1.0 - pow((double)b1, t), bc2 = 1.0 - pow((double)b2, t);
-    cuda_adamw_step(&G, d_p, d_g, d_m, d_v, d_mask, n, lr, b1, b2, eps, wd, (float)bc1,
-                    (float)bc2);
+    /* the factors as the host computes them for every device (model/optimizer.c) */
+    float step = (float)((double)lr / bc1), inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
+    float keep = (float)(1.0 - (double)lr * (double)wd);
+    cuda_adamw_step(&G, d_p, d_g, d_m, d_v, d_mask, n, b1, b2, eps, step, inv_sqrt_bc2, keep);
     for (int64_t i = 0; i < n; i++) {
       if (mask[i]) rp[i] *= 1.0 - (double)lr * wd;
       rm[i] = b1 * rm[i] + (1.0 - b1) * g[i];
@@ -611,6 +638,55 @@ static void test_sgd(int64_t n, int64_t n_decay, float mu) {
     for (int64_t i = 0; i < n; i++) rmf[i] = (float)rm[i];
     expect_close("sgd_step momentum", shape, downf(d_m, n), rmf, n, TOL_OPTIM);
   }
+  scope_end();
+}
+
+/* The factors the GPU once computed itself, in float from float settings, where the host gives
+ * them in double rounded once (model/optimizer.c: optimizer_update). */
+static int factors_differ(const pt_update *u) {
+  float lr = (float)u->lr, bc1 = (float)u->bc1, bc2 = (float)u->bc2;
+  float wd = u->decay ? (float)u->weight_decay : 0.0f;
+  float step = (float)((double)lr / (double)bc1), inv = (float)(1.0 / sqrt((double)bc2));
+  float keep = (float)(1.0 - (double)lr * (double)wd);
+  return step != u->step || inv != u->inv_sqrt_bc2 || keep != u->keep;
+}
+
+/* Optimizer steps through the two kernel tables from the same pt_update (optimizer_update, as
+ * model/optimizer.c makes it for every device) must give the same bits: the CPU kernel's
+ * float operations on the host's factors. lr = 1e-3 at t = 1 and t = 3 (beta1 0.9) is where
+ * step = lr / (1 - beta1^t) rounds differently when recomputed in float from float lr and
+ * bias correction (the GPU's old way, an ulp off the CPU): checked below, so the inputs keep
+ * telling the two apart. AdamW with and without decay, and SGD with and without momentum. */
+static void test_optimizer_bits(kernels_gpu *kg, spec_optimizer kind, double mu, int decay) {
+  char shape[96];
+  snprintf(shape, sizeof shape, "%s mu=%g decay=%d n=4099", kind == SPEC_OPTIMIZER_SGD ? "sgd"
+           : "adamw", mu, decay);
+  const int64_t n = 4099;
+  spec_train c = {.optimizer = kind, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                  .weight_decay = 0.1, .momentum = mu};
+  float *w = hrand(n, -1, 1), *m = hnew(sizeof(float) * n), *v = hnew(sizeof(float) * n);
+  float *d_w = upf(w, n), *d_m = dnew(sizeof(float) * n), *d_v = dnew(sizeof(float) * n);
+  float *d_g = dnew(sizeof(float) * n);
+  int differ = 0;
+  for (int t = 1; t <= 3; t++) {
+    float *g = hrand(n, -1, 1);
+    g[0] = 0.0f;
+    setf(d_g, g, n);
+    device_update u = optimizer_update(&c, t, c.lr);
+    optimizer_update_tensor(&u, &c, decay);
+    differ |= factors_differ(&u);
+    kernels_cpu.optimizer(&kernels_cpu, &u, w, g, m, v, n);
+    kg->table.optimizer(&kg->table, &u, d_w, d_g, d_m, d_v, n);
+    char op[64];
+    snprintf(op, sizeof op, "optimizer step %d w (vs cpu)", t);
+    expect_same_bits(op, shape, downf(d_w, n), w, n);
+    snprintf(op, sizeof op, "optimizer step %d m (vs cpu)", t);
+    expect_same_bits(op, shape, downf(d_m, n), m, n);
+    snprintf(op, sizeof op, "optimizer step %d v (vs cpu)", t);
+    if (kind == SPEC_OPTIMIZER_ADAMW) expect_same_bits(op, shape, downf(d_v, n), v, n);
+  }
+  CHECK(kind != SPEC_OPTIMIZER_ADAMW || differ, "%s: no step whose factors differ in float; "
+        "the case no longer tells the host's factors from a recomputation", shape);
   scope_end();
 }
 
@@ -766,6 +842,7 @@ int main(void) {
   }
   printf("test_cuda_ops: %s\n", G.name);
 
+  test_alloc_zeroed();
   test_linear(7, 33, 17);
   test_linear(512, 256, 768);  /* B=4 T=128 d=256: qkv */
   test_linear(512, 1024, 256); /* mlp.proj */
@@ -801,6 +878,10 @@ int main(void) {
   kernels_gpu kg;
   kernels_gpu_open(&kg, &G);
   test_tables(&kg);
+  test_optimizer_bits(&kg, SPEC_OPTIMIZER_ADAMW, 0.0, 1);
+  test_optimizer_bits(&kg, SPEC_OPTIMIZER_ADAMW, 0.0, 0);
+  test_optimizer_bits(&kg, SPEC_OPTIMIZER_SGD, 0.9, 1);
+  test_optimizer_bits(&kg, SPEC_OPTIMIZER_SGD, 0.0, 0);
 
   gpu_close(&G);
   return test_summary("test_cuda_ops");

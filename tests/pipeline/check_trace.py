@@ -35,8 +35,9 @@ def check_nesting(spans, rank, errors):
 # --print-schedule's action codes and the span (category, or name for transfers) each becomes
 SPAN_OF = {"F": "forward", "B": "backward", "I": "backward_input", "W": "backward_weight",
            "rA": "recv act", "rG": "recv grad", "sA": "send act", "sG": "send grad",
-           "L": "load", "TIE": "allreduce", "DP": "allreduce", "OPT": "optimizer"}
-ACTION = re.compile(r"^\d*(rA|rG|sA|sG|TIE|DP|OPT|L|F|B|I|W)\d*$")
+           "L": "load", "TIE": "allreduce", "DP": "allreduce", "OPT": "optimizer",
+           "FLUSH": "flush"}
+ACTION = re.compile(r"^\d*(rA|rG|sA|sG|TIE|DP|OPT|FLUSH|L|F|B|I|W)\d*$")
 STAGE_LINE = re.compile(r"^(?:stage|rank) (\d+) \(([^)]*)\):(.*)$")
 
 
