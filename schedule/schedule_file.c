@@ -188,6 +188,25 @@ static void implied(const reader *x, int *transfers, int *step_end) {
     }
 }
 
+/* A rank that writes its own step end but no FLUSH gets one before its first step-wide action:
+ * files written before FLUSH existed (or by hand) keep working, and the NCCL check still holds
+ * a FLUSH placed anywhere else to its rule. */
+static void insert_flush(reader *x) {
+  for (int r = 0; r < x->n_ranks; r++) {
+    schedule_list *l = &x->ranks[r];
+    int first = -1, has = 0;
+    for (int i = 0; i < l->n; i++) {
+      has |= l->a[i].kind == ACT_FLUSH;
+      if (first < 0 && step_end_kind(l->a[i].kind)) first = i;
+    }
+    if (has || first < 0) continue;
+    schedule_list_push(l, l->a[l->n - 1], l->src[l->n - 1]); /* room for one more */
+    memmove(l->a + first + 1, l->a + first, sizeof *l->a * (size_t)(l->n - 2 - first));
+    memmove(l->src + first + 1, l->src + first, sizeof *l->src * (size_t)(l->n - 2 - first));
+    l->a[first] = (pt_action){ACT_FLUSH, -1, -1};
+  }
+}
+
 /* Runs the checks; a failure names the file and the line of the action it is about. */
 static int check_all(const pt_schedule *s, const reader *x, const schedule_list *lists) {
   pt_sched_where w = {0, -1};
@@ -211,6 +230,7 @@ static int build(pt_schedule *s, reader *x, int n_ranks, int n_micro, int v) {
   snprintf(s->name, sizeof s->name, "file %s", x->name);
   int transfers, step_end;
   implied(x, &transfers, &step_end);
+  if (!step_end) insert_flush(x);
   schedule_gen g = {n_ranks, C / n_ranks, C, M, s->chunk_rank, x->ranks};
   schedule_lower(s, &g, transfers, step_end);
   return check_all(s, x, x->ranks);

@@ -124,15 +124,20 @@ static void test_hand_written(void) {
   expect_file("tests/schedule/v_local_send.txt", 1, 1, 0, "tests/schedule/v_local_send.txt:2: "
               "rank 0, action 0sA0: chunk 0 hands over to chunk 1 on this rank");
   expect_text("placement: v\nrank 0: 0F0 1F0 1B0 0B0\n", 1, 1, 2, NULL);
-  /* a step end written out needs its FLUSH: the file check assumes any layout (ties, DP) */
-  const char *held = "rank 0: 0L0 0F0 0sA0 0rG0 0B0 TIE DP OPT\n"
-                     "rank 1: 1rA0 1L0 1F0 1B0 1sG0 TIE DP OPT\n";
+  /* a step end written out needs a FLUSH before its reductions: the file check assumes any
+   * layout (ties, DP); one after TIE comes too late */
+  const char *held = "rank 0: 0L0 0F0 0sA0 0rG0 0B0 TIE FLUSH DP OPT\n"
+                     "rank 1: 1rA0 1L0 1F0 1B0 1sG0 TIE FLUSH DP OPT\n";
   expect_text(held, 2, 1, 0, ":1: rank 0, action 0B0: file pipetrain_sched_");
   expect_text(held, 2, 1, 0, "deadlock under NCCL's ordered transfers");
   expect_text(held, 2, 1, 0, "rank 1 waits in TIE for its tie group (ranks 0, 1) with 1sG0 held "
               "back; held sends go out only at a wait or a FLUSH");
   expect_text("rank 0: 0L0 0F0 0sA0 0rG0 0B0 FLUSH TIE DP OPT\n"
               "rank 1: 1rA0 1L0 1F0 1B0 1sG0 FLUSH TIE DP OPT\n", 2, 1, 0, NULL);
+  /* a step end without any FLUSH (files from before it existed) gets one before its first
+   * reduction */
+  expect_text("rank 0: 0L0 0F0 0sA0 0rG0 0B0 TIE DP OPT\n"
+              "rank 1: 1rA0 1L0 1F0 1B0 1sG0 TIE DP OPT\n", 2, 1, 0, NULL);
   expect_text("rank 0: 0F0 0B0 TIE DP OPT FLUSH\nrank 1: 1F0 1B0 TIE DP OPT\n", 2, 1, 0,
               "rank 0, action FLUSH: FLUSH stands alone, before OPT");
 }
