@@ -11,7 +11,7 @@
 namespace pt_emu {
 
 namespace {
-bool g_config_ready;
+bool g_reading; /* inside read_config: fail() must not ask for the settings */
 uint64_t g_rng;
 
 const char *env_or(const char *name, const char *dflt) {
@@ -44,6 +44,7 @@ const char *const k_thread_orders[] = {"inorder", "reverse", "random", "warp", n
 const char *const k_stream_orders[] = {"order", "lazy", "random", nullptr};
 
 config read_config() {
+  g_reading = true;
   config c;
   c.threads = env_choice("PT_EMU_ORDER", k_thread_orders, thread_order::inorder);
   c.streams = env_choice("PT_EMU_STREAMS", k_stream_orders, stream_order::order);
@@ -59,13 +60,13 @@ config read_config() {
   c.counters = env_or("PT_EMU_COUNTERS", nullptr);
   if (c.counters && !std::strcmp(c.counters, "0")) c.counters = nullptr;
   g_rng = c.seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+  g_reading = false;
   return c;
 }
 } // namespace
 
 const config &cfg() {
   static const config c = read_config();
-  g_config_ready = true;
   return c;
 }
 
@@ -88,7 +89,7 @@ void fail(const char *fmt, ...) {
   va_start(ap, fmt);
   std::vfprintf(stderr, fmt, ap);
   va_end(ap);
-  if (g_config_ready) {
+  if (!g_reading) {
     const config &c = cfg();
     std::fprintf(stderr, "\n  (CUDA emulator, tests/gpu/emu: PT_EMU_ORDER=%s PT_EMU_STREAMS=%s "
                  "PT_EMU_SEED=%llu)", thread_order_name(c.threads), stream_order_name(c.streams),
