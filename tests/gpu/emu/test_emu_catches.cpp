@@ -183,7 +183,7 @@ static int cublas_checks() {
   float c[4], *A = dev_floats(4), *B = dev_floats(4), *C = dev_floats(4);
   CHECK_CUDA(cudaMemcpy(A, a, sizeof a, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(B, b, sizeof b, cudaMemcpyHostToDevice));
-  const cublasOperation_t N_ = CUBLAS_OP_N, bad = static_cast<cublasOperation_t>(7);
+  const cublasOperation_t N_ = CUBLAS_OP_N, bad = CUBLAS_OP_CONJG;
   const cublasStatus_t want = CUBLAS_STATUS_INVALID_VALUE;
   int fails = 0;
   fails += cublasSgemm(h, N_, N_, -1, 2, 2, &one, A, 2, B, 2, &zero, C, 2) != want;

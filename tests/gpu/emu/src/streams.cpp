@@ -4,8 +4,10 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <string>
 #include <unordered_set>
@@ -155,7 +157,7 @@ void step(const dep *target, const char *what, const char *file, int line) {
   if (!any_again()) stuck(what, file, line);
   g_round++;
   struct timespec nap = {0, 20000};
-  nanosleep(&nap, nullptr);
+  if (nanosleep(&nap, nullptr) != 0 && errno != EINTR) fail("nanosleep failed: %s", strerror(errno));
 }
 
 /* Communication must not wait for this process's next synchronisation: external operations
