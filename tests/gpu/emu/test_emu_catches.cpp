@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/launch.cuh"
+#include "tests/gpu/emu/emu.h"
 
 #define WRONG 3 /* the child's exit status for a wrong result */
 #define N 256   /* threads of the test kernels' one block */
@@ -212,6 +213,33 @@ static int cublas_extent() {
   return 0;
 }
 
+/* pt_emu_enqueue (for the NCCL fake): an operation that answers AGAIN twice holds back what is
+ * queued behind it on its stream; a stream carrying one progresses at any API call. */
+struct transfer {
+  int calls, finished;
+};
+static pt_emu_op_status transfer_step(void *p) {
+  return ++static_cast<transfer *>(p)->calls < 3 ? PT_EMU_OP_AGAIN : PT_EMU_OP_DONE;
+}
+static void transfer_after(void *p) { static_cast<transfer *>(p)->finished = 1; }
+
+static int external_op() {
+  cudaStream_t s;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  transfer t = {0, 0};
+  float back[N], *d = dev_floats(N);
+  PT_LAUNCH(fill, 1, N, 0, s, d, 1.0f);
+  pt_emu_enqueue(s, "a test transfer", transfer_step, transfer_after, &t);
+  PT_LAUNCH(fill, 1, N, 0, s, d, 2.0f); /* tried once at this call: the fill before it ran */
+  if (t.calls != 1) return std::fprintf(stderr, "%d tries, expected 1\n", t.calls), WRONG;
+  CHECK_CUDA(cudaMemcpyAsync(back, d, sizeof back, cudaMemcpyDeviceToHost, s));
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  if (t.calls != 3 || !t.finished) return WRONG;
+  for (float v : back)
+    if (v != 2.0f) return WRONG;
+  return 0;
+}
+
 /* ---- the table and the harness ------------------------------------------------------------ */
 
 #define ABORTS -1
@@ -251,6 +279,8 @@ static const std::vector<test_case> &cases() {
       {"with_event", with_event,
        {{"inorder", "lazy", 0, ""}, {"inorder", "random", 0, ""}, {"inorder", "order", 0, ""}}},
       {"cublas_checks", cublas_checks, {{"inorder", "order", 0, ""}}},
+      {"external_op", external_op,
+       {{"inorder", "order", 0, ""}, {"inorder", "lazy", 0, ""}, {"inorder", "random", 0, ""}}},
       {"cublas_extent", cublas_extent, {{"inorder", "order", ABORTS, "runs 8 bytes past the end"}}},
   };
   return all;

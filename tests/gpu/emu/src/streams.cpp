@@ -30,6 +30,7 @@ struct pt_emu_stream {
   std::deque<pt_emu::op> q;
   std::shared_ptr<pt_emu::completion> done;
   uint64_t issued;
+  int externals; /* queued external operations */
 };
 
 namespace pt_emu {
@@ -46,7 +47,7 @@ pthread_t g_thread;
 bool g_thread_known;
 
 pt_emu_stream *new_stream(int device, unsigned flags, bool legacy) {
-  pt_emu_stream *s = new pt_emu_stream{device, flags, legacy, false, {}, nullptr, 0};
+  pt_emu_stream *s = new pt_emu_stream{device, flags, legacy, false, {}, nullptr, 0, 0};
   s->done = std::make_shared<completion>();
   s->done->owner = s;
   g_streams.push_back(s);
@@ -122,7 +123,7 @@ bool run_one(pt_emu_stream *s) {
   }
   s->q.pop_front();
   s->done->count++;
-  if (spec.external) g_externals--;
+  if (spec.external) g_externals--, s->externals--;
   if (spec.after) spec.after(spec.arg);
   if (s->destroyed && s->q.empty()) free_stream(s);
   return true;
@@ -160,12 +161,20 @@ void step(const dep *target, const char *what, const char *file, int line) {
   if (nanosleep(&nap, nullptr) != 0 && errno != EINTR) fail("nanosleep failed: %s", strerror(errno));
 }
 
-/* Communication must not wait for this process's next synchronisation: external operations
- * at the head of their stream get a try at every API call. */
+/* Communication must not wait for this process's next synchronisation (a GPU runs it on its
+ * own): a stream carrying external operations runs what is ready at its head, up to and
+ * including them, at every API call. */
 void progress_externals() {
   for (size_t i = 0; i < g_streams.size(); i++) {
     pt_emu_stream *s = g_streams[i];
-    if (runnable_head(s) && s->q.front().spec.external && run_one(s)) i = static_cast<size_t>(-1);
+    bool ran = false;
+    while (s->externals > 0 && runnable_head(s)) {
+      bool destroyed = s->destroyed && s->q.size() == 1;
+      if (!run_one(s)) break;
+      ran = true;
+      if (destroyed) break; /* s is gone */
+    }
+    if (ran) i = static_cast<size_t>(-1); /* what ran may have readied another stream */
   }
   g_round++;
 }
@@ -206,7 +215,7 @@ dep enqueue(pt_emu_stream *s, const op_spec &o, const dep *extra) {
   }
   s->q.push_back(std::move(x));
   s->issued++;
-  if (o.external) g_externals++;
+  if (o.external) g_externals++, s->externals++;
   return stream_tail(s);
 }
 
