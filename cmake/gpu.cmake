@@ -2,10 +2,17 @@
 # root CMakeLists.txt adds the GPU sources (kernels/cuda, device/cuda, comm/nccl) to their
 # folders' libraries in one if(PT_HAVE_GPU) block. Built whenever they are found, even on
 # machines without a GPU (CI compiles and links it; GPU tests skip at run time).
-# -DPT_CUDA=OFF builds the CPU-only runtime.
+# -DPT_CUDA=OFF builds the CPU-only runtime. -DPT_GPU_EMULATION=ON builds the GPU backend
+# against the CUDA emulator in tests/gpu/emu instead (no CUDA needed; docs/gpu.md), never with
+# the real CUDA in the same build.
 option(PT_CUDA "Build the GPU backend when the CUDA toolkit and NCCL are found" ON)
+option(PT_GPU_EMULATION "Build the GPU backend against the CUDA emulator (tests/gpu/emu)" OFF)
 set(PT_HAVE_GPU OFF)
-if(PT_CUDA)
+if(PT_GPU_EMULATION)
+  set(PT_HAVE_GPU ON)
+  enable_language(CXX)
+  message(STATUS "GPU backend: the CUDA emulator (tests/gpu/emu), not real CUDA")
+elseif(PT_CUDA)
   find_package(CUDAToolkit)
   find_package(NCCL)
   include(CheckLanguage)
@@ -18,7 +25,7 @@ if(PT_CUDA)
   endif()
 endif()
 
-if(PT_HAVE_GPU)
+if(PT_HAVE_GPU AND NOT PT_GPU_EMULATION)
   # Hopper (H100/H200) and Ampere; override with -DCMAKE_CUDA_ARCHITECTURES=...
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 80 90)

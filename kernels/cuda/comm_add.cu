@@ -2,6 +2,8 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 
+#include "kernels/cuda/launch.cuh"
+
 __global__ static void add_f32(float *y, const float *x, size_t n) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
@@ -11,5 +13,5 @@ __global__ static void add_f32(float *y, const float *x, size_t n) {
 extern "C" void comm_nccl_add_f32(float *y, const float *x, size_t n, cudaStream_t s) {
   if (n == 0) return;
   size_t blocks = (n + 255) / 256;
-  add_f32<<<(unsigned)(blocks < 65535 ? blocks : 65535), 256, 0, s>>>(y, x, n);
+  PT_LAUNCH(add_f32, (unsigned)(blocks < 65535 ? blocks : 65535), 256, 0, s, y, x, n);
 }

@@ -15,6 +15,7 @@
 #include "kernels/cpu/fastmath.h"
 #include <stdint.h>
 
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops_cuda.h"
 
 /* Threads per block of the 1-D kernels (a multiple of 32: the block reductions need whole

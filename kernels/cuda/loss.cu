@@ -76,10 +76,11 @@ extern "C" void cuda_loss_cross_entropy(gpu_ctx *g, float *dy, double *loss_sum_
                                         float scale, double *scratch) {
   if (N <= 0 || V <= 0) return;
   unsigned blocks = row_blocks(N);
-  cross_entropy_kernel<<<blocks, PT_THREADS, 0, g->stream>>>(dy, scratch, logits, targets, N, V,
-                                                             scale);
+  PT_LAUNCH(cross_entropy_kernel, blocks, PT_THREADS, 0, g->stream, dy, scratch, logits, targets, N,
+            V, scale);
   PT_LAUNCH_CHECK();
-  pt_sum_partials_kernel<<<1, PT_THREADS, 0, g->stream>>>(loss_sum_dev, scratch, (int)blocks, 1);
+  PT_LAUNCH(pt_sum_partials_kernel, 1, PT_THREADS, 0, g->stream, loss_sum_dev, scratch, (int)blocks,
+            1);
   PT_LAUNCH_CHECK();
 }
 
@@ -87,8 +88,9 @@ extern "C" void cuda_loss_mse(gpu_ctx *g, float *dy, double *loss_sum_dev, const
                               const float *targets, int N, int F, float scale, double *scratch) {
   if (N <= 0 || F <= 0) return;
   unsigned blocks = row_blocks(N);
-  mse_kernel<<<blocks, PT_THREADS, 0, g->stream>>>(dy, scratch, y, targets, N, F, scale);
+  PT_LAUNCH(mse_kernel, blocks, PT_THREADS, 0, g->stream, dy, scratch, y, targets, N, F, scale);
   PT_LAUNCH_CHECK();
-  pt_sum_partials_kernel<<<1, PT_THREADS, 0, g->stream>>>(loss_sum_dev, scratch, (int)blocks, 1);
+  PT_LAUNCH(pt_sum_partials_kernel, 1, PT_THREADS, 0, g->stream, loss_sum_dev, scratch, (int)blocks,
+            1);
   PT_LAUNCH_CHECK();
 }

@@ -46,26 +46,26 @@ static __global__ void __launch_bounds__(PT_THREADS)
 
 extern "C" void cuda_op_gelu_forward(gpu_ctx *g, float *y, const float *x, int64_t n) {
   if (n <= 0) return;
-  gelu_forward_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(y, x, n);
+  PT_LAUNCH(gelu_forward_kernel, pt_grid(n), PT_THREADS, 0, g->stream, y, x, n);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_gelu_backward(gpu_ctx *g, float *dx, const float *dy, const float *x,
                                       int64_t n) {
   if (n <= 0) return;
-  gelu_backward_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(dx, dy, x, n);
+  PT_LAUNCH(gelu_backward_kernel, pt_grid(n), PT_THREADS, 0, g->stream, dx, dy, x, n);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_relu_forward(gpu_ctx *g, float *y, const float *x, int64_t n) {
   if (n <= 0) return;
-  relu_forward_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(y, x, n);
+  PT_LAUNCH(relu_forward_kernel, pt_grid(n), PT_THREADS, 0, g->stream, y, x, n);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_relu_backward(gpu_ctx *g, float *dx, const float *dy, const float *x,
                                       int64_t n) {
   if (n <= 0) return;
-  relu_backward_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(dx, dy, x, n);
+  PT_LAUNCH(relu_backward_kernel, pt_grid(n), PT_THREADS, 0, g->stream, dx, dy, x, n);
   PT_LAUNCH_CHECK();
 }

@@ -97,7 +97,7 @@ extern "C" void cuda_op_attention_forward(gpu_ctx *g, float *o, float *p, const 
     gemm_heads(g, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, k, ld, hd, q, ld, hd, pb, T, TT, H);
   }
   const int64_t rows = (int64_t)B * H * T;
-  softmax_causal_kernel<<<row_blocks(rows), PT_THREADS, 0, g->stream>>>(p, rows, T, scale);
+  PT_LAUNCH(softmax_causal_kernel, row_blocks(rows), PT_THREADS, 0, g->stream, p, rows, T, scale);
   PT_LAUNCH_CHECK();
   for (int b = 0; b < B; b++) {
     const float *v = qkv + (int64_t)b * T * ld + 2 * d;
@@ -134,8 +134,8 @@ extern "C" void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float 
      * C(s,t) = sum_i V[s][i] dO[t][i] = dP[t][s]. Heads: C +T*T in scratch. */
     gemm_heads(g, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, v, ld, hd, dob, d, hd, ds, T, TT, H);
     const int64_t rows = (int64_t)H * T;
-    softmax_causal_backward_kernel<<<row_blocks(rows), PT_THREADS, 0, g->stream>>>(ds, pb, rows,
-                                                                                    T, scale);
+    PT_LAUNCH(softmax_causal_backward_kernel, row_blocks(rows), PT_THREADS, 0, g->stream, ds, pb,
+              rows, T, scale);
     PT_LAUNCH_CHECK();
     /* dQ = dS K, i.e. dQ^T [hd,T] = K^T dS^T: m = hd, n = T (t), k = T (s).
      * A = k, column-major K^T, ld 3d, op N: A(i,s) = K[s][i].  B = ds, column-major dS^T, ld T,

@@ -87,8 +87,8 @@ extern "C" void cuda_op_embedding_forward(gpu_ctx *g, float *y, const int32_t *i
                                           const float *table, int N, int D, int V) {
   if (N <= 0 || D <= 0) return;
   int64_t total = (int64_t)N * D;
-  embedding_forward_kernel<<<pt_grid(total), PT_THREADS, 0, g->stream>>>(y, ids, table, total, D,
-                                                                         V);
+  PT_LAUNCH(embedding_forward_kernel, pt_grid(total), PT_THREADS, 0, g->stream, y, ids, table,
+            total, D, V);
   PT_LAUNCH_CHECK();
 }
 
@@ -96,7 +96,7 @@ extern "C" void cuda_op_embedding_backward(gpu_ctx *g, float *dtable, const int3
                                            const float *dy, int N, int D, int V) {
   if (N <= 0 || D <= 0) return;
   unsigned blocks = (unsigned)(N < PT_MAX_BLOCKS ? N : PT_MAX_BLOCKS);
-  embedding_backward_kernel<<<blocks, PT_THREADS, 0, g->stream>>>(dtable, ids, dy, N, D, V);
+  PT_LAUNCH(embedding_backward_kernel, blocks, PT_THREADS, 0, g->stream, dtable, ids, dy, N, D, V);
   PT_LAUNCH_CHECK();
 }
 
@@ -104,7 +104,7 @@ extern "C" void cuda_op_pos_forward(gpu_ctx *g, float *y, const float *x, const 
                                     int T, int D) {
   int64_t TD = (int64_t)T * D, total = (int64_t)B * TD;
   if (total <= 0) return;
-  pos_forward_kernel<<<pt_grid(total), PT_THREADS, 0, g->stream>>>(y, x, pos, total, TD);
+  PT_LAUNCH(pos_forward_kernel, pt_grid(total), PT_THREADS, 0, g->stream, y, x, pos, total, TD);
   PT_LAUNCH_CHECK();
 }
 
@@ -112,6 +112,6 @@ extern "C" void cuda_op_pos_backward_weight(gpu_ctx *g, float *dpos, const float
                                             int T, int D) {
   int64_t TD = (int64_t)T * D;
   if (B <= 0 || TD <= 0) return;
-  pos_backward_weight_kernel<<<pt_grid(TD), PT_THREADS, 0, g->stream>>>(dpos, dy, B, TD);
+  PT_LAUNCH(pos_backward_weight_kernel, pt_grid(TD), PT_THREADS, 0, g->stream, dpos, dy, B, TD);
   PT_LAUNCH_CHECK();
 }

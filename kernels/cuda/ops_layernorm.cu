@@ -95,8 +95,8 @@ extern "C" void cuda_op_layernorm_forward(gpu_ctx *g, float *y, float *mean, flo
                                           const float *x, const float *w, const float *b, int N,
                                           int D, float eps) {
   if (N <= 0 || D <= 0) return;
-  layernorm_forward_kernel<<<(unsigned)N, PT_THREADS, 0, g->stream>>>(y, mean, rstd, x, w, b, D,
-                                                                       eps);
+  PT_LAUNCH(layernorm_forward_kernel, (unsigned)N, PT_THREADS, 0, g->stream, y, mean, rstd, x, w, b,
+            D, eps);
   PT_LAUNCH_CHECK();
 }
 
@@ -105,8 +105,8 @@ extern "C" void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const fl
                                                  const float *mean, const float *rstd, int N,
                                                  int D, int acc) {
   if (N <= 0 || D <= 0) return;
-  layernorm_backward_input_kernel<<<(unsigned)N, PT_THREADS, 0, g->stream>>>(dx, dy, x, w, mean,
-                                                                              rstd, D, acc);
+  PT_LAUNCH(layernorm_backward_input_kernel, (unsigned)N, PT_THREADS, 0, g->stream, dx, dy, x, w,
+            mean, rstd, D, acc);
   PT_LAUNCH_CHECK();
 }
 
@@ -116,7 +116,7 @@ extern "C" void cuda_op_layernorm_backward_weight(gpu_ctx *g, float *dw, float *
                                                   int D) {
   if (N <= 0 || D <= 0) return;
   dim3 block(32, LN_LANES);
-  layernorm_backward_weight_kernel<<<(unsigned)(((int64_t)D + 31) / 32), block, 0, g->stream>>>(
-      dw, db, dy, x, mean, rstd, N, D);
+  PT_LAUNCH(layernorm_backward_weight_kernel, (unsigned)(((int64_t)D + 31) / 32), block, 0,
+            g->stream, dw, db, dy, x, mean, rstd, N, D);
   PT_LAUNCH_CHECK();
 }

@@ -41,7 +41,7 @@ extern "C" void cuda_op_linear_forward(gpu_ctx *g, float *y, const float *x, con
   float beta = 0.0f;
   if (b) {
     int64_t total = (int64_t)N * No;
-    fill_rows_kernel<<<pt_grid(total), PT_THREADS, 0, g->stream>>>(y, b, total, No);
+    PT_LAUNCH(fill_rows_kernel, pt_grid(total), PT_THREADS, 0, g->stream, y, b, total, No);
     PT_LAUNCH_CHECK();
     beta = 1.0f;
   }
@@ -53,7 +53,7 @@ extern "C" void cuda_op_linear_forward_residual(gpu_ctx *g, float *y, const floa
                                                 int N, int Ni, int No) {
   if (N <= 0 || No <= 0) return;
   int64_t total = (int64_t)N * No;
-  add_rows_kernel<<<pt_grid(total), PT_THREADS, 0, g->stream>>>(y, res, b, total, No);
+  PT_LAUNCH(add_rows_kernel, pt_grid(total), PT_THREADS, 0, g->stream, y, res, b, total, No);
   PT_LAUNCH_CHECK();
   linear_gemm(g, y, x, W, N, Ni, No, 1.0f);
 }

@@ -39,13 +39,13 @@ static __global__ void __launch_bounds__(32 * COLSUM_LANES)
 
 extern "C" void cuda_op_add(gpu_ctx *g, float *y, const float *a, const float *b, int64_t n) {
   if (n <= 0) return;
-  add_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(y, a, b, n);
+  PT_LAUNCH(add_kernel, pt_grid(n), PT_THREADS, 0, g->stream, y, a, b, n);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_add_inplace(gpu_ctx *g, float *y, const float *a, int64_t n) {
   if (n <= 0) return;
-  add_inplace_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(y, a, n);
+  PT_LAUNCH(add_inplace_kernel, pt_grid(n), PT_THREADS, 0, g->stream, y, a, n);
   PT_LAUNCH_CHECK();
 }
 
@@ -58,6 +58,7 @@ extern "C" void cuda_op_copy(gpu_ctx *g, float *y, const float *x, int64_t n) {
 extern "C" void cuda_op_colsum_acc(gpu_ctx *g, float *acc, const float *x, int N, int D) {
   if (N <= 0 || D <= 0) return;
   dim3 block(32, COLSUM_LANES);
-  colsum_acc_kernel<<<(unsigned)(((int64_t)D + 31) / 32), block, 0, g->stream>>>(acc, x, N, D);
+  PT_LAUNCH(colsum_acc_kernel, (unsigned)(((int64_t)D + 31) / 32), block, 0, g->stream, acc, x, N,
+            D);
   PT_LAUNCH_CHECK();
 }

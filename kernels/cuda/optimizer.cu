@@ -84,8 +84,8 @@ extern "C" void cuda_adamw_step(gpu_ctx *g, float *w, const float *grad, float *
                                 const uint8_t *decay_mask, int64_t n, float beta1, float beta2,
                                 float eps, float step, float inv_sqrt_bc2, float keep) {
   if (n <= 0) return;
-  adamw_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(w, grad, m, v, decay_mask, n, beta1,
-                                                         beta2, eps, step, inv_sqrt_bc2, keep);
+  PT_LAUNCH(adamw_kernel, pt_grid(n), PT_THREADS, 0, g->stream, w, grad, m, v, decay_mask, n, beta1,
+            beta2, eps, step, inv_sqrt_bc2, keep);
   PT_LAUNCH_CHECK();
 }
 
@@ -93,14 +93,14 @@ extern "C" void cuda_sgd_step(gpu_ctx *g, float *w, const float *grad, float *mo
                               const uint8_t *decay_mask, int64_t n, float lr, float mu,
                               float weight_decay, int first_step) {
   if (n <= 0) return;
-  sgd_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(w, grad, momentum, decay_mask, n, lr, mu,
-                                                       weight_decay, first_step);
+  PT_LAUNCH(sgd_kernel, pt_grid(n), PT_THREADS, 0, g->stream, w, grad, momentum, decay_mask, n, lr,
+            mu, weight_decay, first_step);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_scale(gpu_ctx *g, float *x, float s, int64_t n) {
   if (n <= 0) return;
-  scale_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(x, s, n);
+  PT_LAUNCH(scale_kernel, pt_grid(n), PT_THREADS, 0, g->stream, x, s, n);
   PT_LAUNCH_CHECK();
 }
 
@@ -111,14 +111,14 @@ extern "C" void cuda_sumsq(gpu_ctx *g, double *out_dev, const float *x, int64_t 
     return;
   }
   int blocks = sumsq_blocks(n);
-  sumsq_partial_kernel<<<(unsigned)blocks, PT_THREADS, 0, g->stream>>>(scratch, x, n);
+  PT_LAUNCH(sumsq_partial_kernel, (unsigned)blocks, PT_THREADS, 0, g->stream, scratch, x, n);
   PT_LAUNCH_CHECK();
-  pt_sum_partials_kernel<<<1, PT_THREADS, 0, g->stream>>>(out_dev, scratch, blocks, 0);
+  PT_LAUNCH(pt_sum_partials_kernel, 1, PT_THREADS, 0, g->stream, out_dev, scratch, blocks, 0);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_check_finite(gpu_ctx *g, int *flag_dev, const float *x, int64_t n) {
   if (n <= 0) return;
-  check_finite_kernel<<<pt_grid(n), PT_THREADS, 0, g->stream>>>(flag_dev, x, n);
+  PT_LAUNCH(check_finite_kernel, pt_grid(n), PT_THREADS, 0, g->stream, flag_dev, x, n);
   PT_LAUNCH_CHECK();
 }

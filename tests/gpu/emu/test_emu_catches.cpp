@@ -1,0 +1,336 @@
+/* tests/gpu/emu/test_emu_catches.cpp CASE: the CUDA emulator catches the bugs it is there for.
+ *
+ * Each case is a small deliberately broken (or, as a control, correct) piece of CUDA code, run
+ * in a child process under the thread and stream orders its table names; the child exits 0 when
+ * its result is right, 3 when it is wrong, or is aborted by the emulator with a message. The
+ * parent checks each outcome against the table, e.g. that a missing barrier gives a wrong
+ * result under the "warp" order (and goes unnoticed in order), and that a shuffle with a wrong
+ * mask is refused with a message naming it. Exit 0 when every outcome is the expected one.
+ */
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/launch.cuh"
+#include "tests/gpu/emu/emu.h"
+
+#define WRONG 3 /* the child's exit status for a wrong result */
+#define N 256   /* threads of the test kernels' one block */
+
+/* ---- the kernels ---------------------------------------------------------------------------- */
+
+/* pt_block_sum's shape (kernels/cuda/common.cuh); first_barrier 0 drops the barrier that keeps
+ * a second call from overwriting sh while slower warps still read the first call's sums. */
+__device__ float block_sum(float v, float *sh, int first_barrier) {
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (first_barrier) __syncthreads();
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  float t = 0.0f;
+  for (int i = 0; i < nw; i++) t += sh[i];
+  return t;
+}
+
+__global__ void two_sums(float *out, const float *x, int first_barrier) {
+  __shared__ float sh[32];
+  float a = block_sum(x[threadIdx.x], sh, first_barrier);
+  float b = block_sum(2.0f * x[threadIdx.x], sh, first_barrier);
+  out[threadIdx.x] = a + b;
+}
+
+/* A barrier only the first warp reaches. */
+__global__ void divergent_barrier(float *y) {
+  if (threadIdx.x < 32) __syncthreads();
+  y[threadIdx.x] = 1.0f;
+}
+
+/* A full-warp shuffle called by half the warp. */
+__global__ void half_warp_shuffle(float *y) {
+  float v = static_cast<float>(threadIdx.x);
+  if ((threadIdx.x & 31) < 16) v = __shfl_xor_sync(0xffffffffu, v, 1);
+  y[threadIdx.x] = v;
+}
+
+/* An offset as wide as the warp. */
+__global__ void shuffle_offset(float *y, int delta) {
+  y[threadIdx.x] = __shfl_down_sync(0xffffffffu, static_cast<float>(threadIdx.x), delta);
+}
+
+__global__ void fill(float *y, float v) { y[threadIdx.x] = v; }
+
+/* ---- the cases: 0 right, WRONG wrong, or the emulator aborts --------------------------------- */
+
+#define CHECK_CUDA(call)                                                             \
+  do {                                                                               \
+    cudaError_t e_ = (call);                                                         \
+    if (e_ != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+static float *dev_floats(int n) {
+  float *d = nullptr;
+  CHECK_CUDA(cudaMalloc(&d, sizeof(float) * static_cast<size_t>(n)));
+  return d;
+}
+
+static int sums(int first_barrier) {
+  float x[N], out[N];
+  float want = 0.0f;
+  for (int i = 0; i < N; i++) x[i] = static_cast<float>(i % 7), want += 3.0f * x[i];
+  float *dx = dev_floats(N), *dout = dev_floats(N);
+  CHECK_CUDA(cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice));
+  PT_LAUNCH(two_sums, 1, N, 0, 0, dout, dx, first_barrier);
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CUDA(cudaMemcpy(out, dout, sizeof out, cudaMemcpyDeviceToHost));
+  for (int i = 0; i < N; i++)
+    if (out[i] != want) {
+      std::fprintf(stderr, "thread %d: sum %g, expected %g\n", i, out[i], want);
+      return WRONG;
+    }
+  return 0;
+}
+static int block_sum_ok() { return sums(1); }
+static int missing_barrier() { return sums(0); }
+
+static int run_divergent_barrier() {
+  PT_LAUNCH(divergent_barrier, 1, N, 0, 0, dev_floats(N));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  return 0;
+}
+
+static int run_half_warp_shuffle() {
+  PT_LAUNCH(half_warp_shuffle, 1, 64, 0, 0, dev_floats(64));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  return 0;
+}
+
+static int run_shuffle_offset() {
+  PT_LAUNCH(shuffle_offset, 1, 32, 0, 0, dev_floats(32), 32);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  return 0;
+}
+
+/* The copy back says cudaMemcpyHostToDevice: its destination is a host buffer. */
+static int wrong_direction() {
+  float host[N] = {0};
+  float *d = dev_floats(N);
+  CHECK_CUDA(cudaMemcpy(host, d, sizeof host, cudaMemcpyHostToDevice));
+  return 0;
+}
+
+static int kernel_host_pointer() {
+  static float host[N];
+  PT_LAUNCH(fill, 1, N, 0, 0, host, 1.0f);
+  return 0;
+}
+
+/* gpu_alloc's pattern: zeroed with cudaMemset (legacy default stream), filled on a non-blocking
+ * stream, which does not wait for the legacy stream: the zeroing may land after the data. */
+static int memset_race() {
+  cudaStream_t s;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  float x[N], back[N];
+  for (int i = 0; i < N; i++) x[i] = 1.0f + static_cast<float>(i);
+  float *d = dev_floats(N);
+  CHECK_CUDA(cudaMemset(d, 0, sizeof x));
+  CHECK_CUDA(cudaMemcpyAsync(d, x, sizeof x, cudaMemcpyHostToDevice, s));
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  CHECK_CUDA(cudaDeviceSynchronize()); /* any later synchronisation that runs the memset */
+  CHECK_CUDA(cudaMemcpyAsync(back, d, sizeof back, cudaMemcpyDeviceToHost, s));
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  return std::memcmp(x, back, sizeof x) ? WRONG : 0;
+}
+
+/* Produced on stream a, read on stream b: correct only with the event between them. */
+static int two_streams(bool with_event) {
+  cudaStream_t a, b;
+  cudaEvent_t e;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  float back[N], *d = dev_floats(N);
+  PT_LAUNCH(fill, 1, N, 0, a, d, 7.0f);
+  if (with_event) {
+    CHECK_CUDA(cudaEventRecord(e, a));
+    CHECK_CUDA(cudaStreamWaitEvent(b, e, 0));
+  }
+  CHECK_CUDA(cudaMemcpyAsync(back, d, sizeof back, cudaMemcpyDeviceToHost, b));
+  CHECK_CUDA(cudaStreamSynchronize(b));
+  for (float v : back)
+    if (v != 7.0f) return WRONG;
+  return 0;
+}
+static int missing_event() { return two_streams(false); }
+static int with_event() { return two_streams(true); }
+
+/* cuBLAS's own argument checks, and a correct product (C = A B, 2x2). */
+static int cublas_checks() {
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return 1;
+  const float one = 1.0f, zero = 0.0f, a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+  float c[4], *A = dev_floats(4), *B = dev_floats(4), *C = dev_floats(4);
+  CHECK_CUDA(cudaMemcpy(A, a, sizeof a, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(B, b, sizeof b, cudaMemcpyHostToDevice));
+  const cublasOperation_t N_ = CUBLAS_OP_N, bad = CUBLAS_OP_CONJG;
+  const cublasStatus_t want = CUBLAS_STATUS_INVALID_VALUE;
+  int fails = 0;
+  fails += cublasSgemm(h, N_, N_, -1, 2, 2, &one, A, 2, B, 2, &zero, C, 2) != want;
+  fails += cublasSgemm(h, bad, N_, 2, 2, 2, &one, A, 2, B, 2, &zero, C, 2) != want;
+  fails += cublasSgemm(h, N_, N_, 2, 2, 2, &one, A, 1, B, 2, &zero, C, 2) != want; /* lda < m */
+  fails += cublasSgemm(h, N_, N_, 2, 2, 2, &one, A, 2, B, 1, &zero, C, 2) != want; /* ldb < k */
+  fails += cublasSgemm(h, N_, N_, 2, 2, 2, &one, A, 2, B, 2, &zero, C, 1) != want; /* ldc < m */
+  fails += cublasSgemm(h, N_, N_, 2, 2, 2, nullptr, A, 2, B, 2, &zero, C, 2) != want;
+  fails += cublasSgemmStridedBatched(h, N_, N_, 2, 2, 2, &one, A, 2, 0, B, 2, 0, &zero, C, 2, 0,
+                                     -1) != want;
+  fails += cublasSgemm(h, N_, N_, 2, 2, 2, &one, A, 2, B, 2, &zero, C, 2) != CUBLAS_STATUS_SUCCESS;
+  CHECK_CUDA(cudaMemcpy(c, C, sizeof c, cudaMemcpyDeviceToHost));
+  const float expect[4] = {23, 34, 31, 46}; /* column-major [1 3; 2 4] [5 7; 6 8] */
+  fails += std::memcmp(c, expect, sizeof c) != 0;
+  cublasDestroy(h);
+  return fails ? WRONG : 0;
+}
+
+/* A 2x2 operand passed with leading dimension 4: valid arguments, but past its allocation. */
+static int cublas_extent() {
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return 1;
+  const float one = 1.0f, zero = 0.0f;
+  float *A = dev_floats(4), *B = dev_floats(4), *C = dev_floats(4);
+  cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, A, 4, B, 2, &zero, C, 2);
+  return 0;
+}
+
+/* pt_emu_enqueue (for the NCCL fake): an operation that answers AGAIN twice holds back what is
+ * queued behind it on its stream; a stream carrying one progresses at any API call. */
+struct transfer {
+  int calls, finished;
+};
+static pt_emu_op_status transfer_step(void *p) {
+  return ++static_cast<transfer *>(p)->calls < 3 ? PT_EMU_OP_AGAIN : PT_EMU_OP_DONE;
+}
+static void transfer_after(void *p) { static_cast<transfer *>(p)->finished = 1; }
+
+static int external_op() {
+  cudaStream_t s;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  transfer t = {0, 0};
+  float back[N], *d = dev_floats(N);
+  PT_LAUNCH(fill, 1, N, 0, s, d, 1.0f);
+  pt_emu_enqueue(s, "a test transfer", transfer_step, transfer_after, &t);
+  PT_LAUNCH(fill, 1, N, 0, s, d, 2.0f); /* tried once at this call: the fill before it ran */
+  if (t.calls != 1) return std::fprintf(stderr, "%d tries, expected 1\n", t.calls), WRONG;
+  CHECK_CUDA(cudaMemcpyAsync(back, d, sizeof back, cudaMemcpyDeviceToHost, s));
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  if (t.calls != 3 || !t.finished) return WRONG;
+  for (float v : back)
+    if (v != 2.0f) return WRONG;
+  return 0;
+}
+
+/* ---- the table and the harness ------------------------------------------------------------ */
+
+#define ABORTS -1
+struct outcome {
+  const char *order, *streams; /* PT_EMU_ORDER, PT_EMU_STREAMS */
+  int status;                  /* 0, WRONG or ABORTS */
+  const char *text;            /* ABORTS: what the emulator's message must contain */
+};
+struct test_case {
+  const char *name;
+  int (*run)();
+  std::vector<outcome> outcomes;
+};
+
+static const std::vector<test_case> &cases() {
+  static const std::vector<test_case> all = {
+      {"block_sum", block_sum_ok,
+       {{"inorder", "order", 0, ""}, {"warp", "order", 0, ""}, {"random", "order", 0, ""}}},
+      /* invisible in order; the warp order runs one warp into the second call first */
+      {"missing_barrier", missing_barrier,
+       {{"inorder", "order", 0, ""}, {"warp", "order", WRONG, ""}}},
+      {"divergent_barrier", run_divergent_barrier,
+       {{"inorder", "order", ABORTS, "must reach every barrier"},
+        {"reverse", "order", ABORTS, "must reach every barrier"}}},
+      {"shuffle_mask", run_half_warp_shuffle,
+       {{"inorder", "order", ABORTS, "__shfl_xor_sync"},
+        {"random", "order", ABORTS, "__shfl_xor_sync"}}},
+      {"shuffle_offset", run_shuffle_offset,
+       {{"inorder", "order", ABORTS, "offset 32 out of range [0, 32)"}}},
+      {"copy_direction", wrong_direction,
+       {{"inorder", "order", ABORTS, "test_emu_catches.cpp:"}}},
+      {"kernel_host_pointer", kernel_host_pointer,
+       {{"inorder", "order", ABORTS, "argument 1"}}},
+      /* invisible in issue order; lazy streams run the legacy memset only when it is needed */
+      {"legacy_memset_race", memset_race, {{"inorder", "order", 0, ""}, {"inorder", "lazy", WRONG, ""}}},
+      {"missing_event", missing_event, {{"inorder", "order", 0, ""}, {"inorder", "lazy", WRONG, ""}}},
+      {"with_event", with_event,
+       {{"inorder", "lazy", 0, ""}, {"inorder", "random", 0, ""}, {"inorder", "order", 0, ""}}},
+      {"cublas_checks", cublas_checks, {{"inorder", "order", 0, ""}}},
+      {"external_op", external_op,
+       {{"inorder", "order", 0, ""}, {"inorder", "lazy", 0, ""}, {"inorder", "random", 0, ""}}},
+      {"cublas_extent", cublas_extent, {{"inorder", "order", ABORTS, "runs 8 bytes past the end"}}},
+  };
+  return all;
+}
+
+/* Runs c in a child under o's orders; its stderr into err. Returns 0, WRONG, ABORTS or other. */
+static int run_child(const test_case &c, const outcome &o, std::string &err) {
+  int fds[2];
+  if (pipe(fds) != 0) return std::perror("pipe"), 1;
+  std::fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) return std::perror("fork"), 1;
+  if (pid == 0) {
+    if (dup2(fds[1], 2) < 0 || close(fds[0]) != 0 || setenv("PT_EMU_ORDER", o.order, 1) != 0 ||
+        setenv("PT_EMU_STREAMS", o.streams, 1) != 0 || unsetenv("PT_EMU_SEED") != 0)
+      _exit(1);
+    _exit(c.run());
+  }
+  if (close(fds[1]) != 0) return std::perror("close"), 1;
+  char buf[4096];
+  ssize_t got;
+  while ((got = read(fds[0], buf, sizeof buf)) > 0) err.append(buf, static_cast<size_t>(got));
+  if (got < 0 || close(fds[0]) != 0) return std::perror("read"), 1;
+  int st;
+  if (waitpid(pid, &st, 0) != pid) return std::perror("waitpid"), 1;
+  if (WIFSIGNALED(st)) return WTERMSIG(st) == SIGABRT ? ABORTS : 1;
+  return WEXITSTATUS(st);
+}
+
+static const char *status_name(int s) {
+  return s == 0 ? "right result" : s == WRONG ? "wrong result" : s == ABORTS ? "aborted" : "failed";
+}
+
+int main(int argc, char **argv) {
+  for (const test_case &c : cases()) {
+    if (argc != 2 || std::strcmp(argv[1], c.name)) continue;
+    int bad = 0;
+    for (const outcome &o : c.outcomes) {
+      std::string err;
+      int got = run_child(c, o, err);
+      bool ok = got == o.status && (o.status != ABORTS || err.find(o.text) != std::string::npos);
+      std::printf("%s: PT_EMU_ORDER=%s PT_EMU_STREAMS=%s: %s (expected %s)%s\n%s", c.name,
+                  o.order, o.streams, status_name(got), status_name(o.status),
+                  ok ? "" : "  <-- NOT AS EXPECTED", err.c_str());
+      bad += !ok;
+    }
+    return bad ? 1 : 0;
+  }
+  std::fprintf(stderr, "usage: test_emu_catches CASE; cases:");
+  for (const test_case &c : cases()) std::fprintf(stderr, " %s", c.name);
+  std::fputc('\n', stderr);
+  return 2;
+}
