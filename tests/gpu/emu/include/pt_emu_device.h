@@ -216,6 +216,11 @@ inline float __logf(float x) { return std::log(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+/* One IEEE operation each, rounded to nearest and never fused with a neighbour (as nvcc keeps
+ * them): the volatile store forces the rounding whatever -ffp-contract the compiler uses. */
+inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
+inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
+inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
 template <class T> inline T __ldg(const T *p) { return *p; }
 
 /* ---- the launch (kernels/cuda/launch.cuh) --------------------------------------------------- */
