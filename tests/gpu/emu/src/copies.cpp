@@ -5,6 +5,7 @@
  * cudaMemset does not wait; both run on the legacy default stream. */
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "memory.h"
 #include "streams.h"
@@ -44,6 +45,15 @@ queued queue_copy(const char *api, void *dst, const void *src, size_t bytes, cud
   if (dst_dev && src_dev) g_counters.d2d_bytes += bytes;
   else if (dst_dev) g_counters.h2d_bytes += bytes;
   else if (src_dev) g_counters.d2h_bytes += bytes;
+  if (dst_dev && !src_dev && !find_block(src)) {
+    /* From pageable memory CUDA stages the source before the call returns, so the caller may
+     * reuse its buffer at once; only pinned memory (cudaMallocHost) is read when the copy runs. */
+    std::vector<unsigned char> staged(static_cast<const unsigned char *>(src),
+                                      static_cast<const unsigned char *>(src) + bytes);
+    return {enqueue_fn(s, api, file, line,
+                       [dst, staged] { std::memcpy(dst, staged.data(), staged.size()); }),
+            false};
+  }
   return {enqueue_fn(s, api, file, line, [dst, src, bytes] { std::memmove(dst, src, bytes); }),
           dst_dev && src_dev};
 }

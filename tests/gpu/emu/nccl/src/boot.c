@@ -5,6 +5,7 @@
  * the creator, one of the members, collects every member's world rank over MPI_COMM_WORLD (tags
  * near MPI_TAG_UB, derived from the serial), sends back the list in NCCL rank order, and the
  * members alone build their MPI communicator with MPI_Comm_create_group: MPI rank = NCCL rank. */
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,15 @@ static int injected_failure(int world) {
   return s[11] == '@' && atoi(s + 12) == world;
 }
 
+/* NCCL's bootstrap needs the socket interface NCCL_SOCKET_IFNAME names: "=NAME" asks for exactly
+ * NAME, and an interface that does not exist makes ncclGetUniqueId fail, as in real NCCL (the
+ * engine's shared-failure test relies on it). Other forms (prefixes, ^exclusions) always pass. */
+static const char *missing_interface(void) {
+  const char *s = getenv("NCCL_SOCKET_IFNAME");
+  if (!s || s[0] != '=' || strchr(s, ',')) return NULL;
+  return if_nametoindex(s + 1) == 0 ? s + 1 : NULL;
+}
+
 ncclResult_t ncclGetUniqueId(ncclUniqueId *out) {
   static uint64_t serial;
   if (!out) return emu_fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
@@ -52,6 +62,10 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *out) {
   if (injected_failure(world))
     return emu_fail(ncclSystemError, "ncclGetUniqueId failed on world rank %d (injected by "
                     "PT_EMU_NCCL_FAIL=%s)", world, getenv("PT_EMU_NCCL_FAIL"));
+  const char *ifname = missing_interface();
+  if (ifname)
+    return emu_fail(ncclSystemError, "ncclGetUniqueId: bootstrap: no socket interface named "
+                    "'%s' (NCCL_SOCKET_IFNAME)", ifname);
   emu_id id = {ID_MAGIC, world, ++serial};
   memset(out, 0, sizeof *out);
   memcpy(out->internal, &id, sizeof id);
