@@ -179,3 +179,11 @@ void kernels_gpu_open(kernels_gpu *kg, gpu_ctx *g) {
   kg->reduce = gpu_alloc(kg->g, sizeof(double) * CUDA_REDUCE_SCRATCH_DOUBLES);
   kg->flag = gpu_alloc(kg->g, sizeof(int));
 }
+
+void kernels_gpu_close(kernels_gpu *kg) {
+  gpu_free(kg->sum);
+  gpu_free(kg->reduce);
+  gpu_free(kg->flag);
+  if (kg->targets) gpu_free(kg->targets);
+  *kg = (kernels_gpu){0};
+}

@@ -26,5 +26,7 @@ typedef struct {
 
 /* Fills kg's table for g's device and allocates its device buffers. g must outlive kg. */
 void kernels_gpu_open(kernels_gpu *kg, gpu_ctx *g);
+/* Frees kg's device buffers (a device lives as long as its process, so only tests call it). */
+void kernels_gpu_close(kernels_gpu *kg);
 
 #endif

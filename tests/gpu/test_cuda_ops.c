@@ -883,6 +883,7 @@ int main(void) {
   test_optimizer_bits(&kg, SPEC_OPTIMIZER_SGD, 0.9, 1);
   test_optimizer_bits(&kg, SPEC_OPTIMIZER_SGD, 0.0, 0);
 
+  kernels_gpu_close(&kg);
   gpu_close(&G);
   return test_summary("test_cuda_ops");
 }

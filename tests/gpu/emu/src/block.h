@@ -77,7 +77,7 @@ struct block_state {
 };
 
 extern block_state g_block;
-extern std::vector<tfiber *> g_threads; /* g_threads[i]: thread i of the running block */
+extern std::vector<tfiber *> &g_threads; /* g_threads[i]: thread i of the running block */
 extern tfiber *g_cur;                   /* the running thread */
 
 /* The running thread, or the process ends: what was called from host code. */
