@@ -205,6 +205,12 @@ int main(void) {
   pt_layer_times t;
   char err[512] = "";
   CHECK(profile_measure(&t, &L.model, 1.0, err, sizeof err) == 0, "measure: %s", err);
+  /* a timing check on a shared machine: a burst of load (other tests run beside this one) can
+   * squeeze one measurement, so up to two more are taken before the ratio counts as wrong */
+  for (int again = 0; t.f && again < 2 && step_sum(&t, 6) <= 1.5 * step_sum(&t, 2); again++) {
+    profile_times_free(&t);
+    CHECK(profile_measure(&t, &L.model, 1.0, err, sizeof err) == 0, "measure: %s", err);
+  }
   if (t.f) {
     check_measured(&t, &L.model);
     check_cache(&t, &L);
