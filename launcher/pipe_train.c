@@ -289,13 +289,18 @@ static void resolve_auto(cli_args *a, pt_spec *spec, int launched, auto_choice *
 /* --plan with `auto` or with --layer-times / --from-trace: the plan's simulated step. */
 static void predict(const cli_args *a, const pt_spec *spec, auto_choice *ac) {
   if (!a->times_given && ac->n_pinned == 0) return;
+  ac->predicted = 1;
+  if (ac->search.n > 0) { /* the search simulated the chosen plan already, with these times */
+    ac->step_s = ac->search.c[0].step_s, ac->bubble = ac->search.c[0].bubble;
+    snprintf(ac->source, sizeof ac->source, "%s", ac->search.times_source);
+    return;
+  }
   auto_plan_options o = a->auto_opts;
   o.launched = 0;
   char err[1024];
   if (auto_plan_predict(spec, &o, &ac->step_s, &ac->bubble, ac->source, sizeof ac->source, err,
                         sizeof err) != 0)
     pt_fail_input("%s", err);
-  ac->predicted = 1;
 }
 
 /* Layer types of the program's own, registered before the spec is read. pipe_train has none; a
