@@ -28,13 +28,13 @@ static __global__ void __launch_bounds__(PT_THREADS)
 #define EMB_SORT_CHUNK 2048 /* keys a block sorts in shared memory: 16 KiB */
 #define EMB_PAD_KEY 0xffffffffffffffffull
 
-/* Compare-exchange of keys i < l = i + j of the bitonic network at stage k: ascending where
- * i & k is 0, descending elsewhere. */
-__device__ __forceinline__ void emb_cmp_swap(uint64_t *a, int64_t i, int64_t l, int64_t k) {
-  const uint64_t x = a[i], y = a[l];
-  if (((i & k) == 0) == (x > y)) {
-    a[i] = y;
-    a[l] = x;
+/* Compare-exchange of a[lo] and a[lo + j]: into ascending order where the network's stage k
+ * has (global index of lo) & k == 0, descending elsewhere. */
+__device__ __forceinline__ void emb_cmp_swap(uint64_t *a, int64_t lo, int64_t j, int ascending) {
+  const uint64_t x = a[lo], y = a[lo + j];
+  if (ascending == (x > y)) {
+    a[lo] = y;
+    a[lo + j] = x;
   }
 }
 
@@ -61,12 +61,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
     for (int64_t j = (k_only ? C : k) / 2; j > 0; j >>= 1) {
       for (int t = threadIdx.x; t < C / 2; t += blockDim.x) {
         const int64_t lo = emb_pair_lo(t, j);
-        /* the direction from the global index (k may exceed C); a shared copy at lo - base */
-        const uint64_t x = sh[lo], y = sh[lo + j];
-        if ((((base + lo) & k) == 0) == (x > y)) {
-          sh[lo] = y;
-          sh[lo + j] = x;
-        }
+        emb_cmp_swap(sh, lo, j, ((base + lo) & k) == 0); /* k may exceed C: the global index */
       }
       __syncthreads();
     }
@@ -78,7 +73,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
     emb_sort_step_kernel(uint64_t *keys, int64_t P, int64_t k, int64_t j) {
   PT_GRID_LOOP(t, P / 2) {
     const int64_t lo = emb_pair_lo(t, j);
-    emb_cmp_swap(keys, lo, lo + j, k);
+    emb_cmp_swap(keys, lo, j, (lo & k) == 0);
   }
 }
 
