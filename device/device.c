@@ -160,6 +160,10 @@ void device_optimizer(pt_device *d, const device_update *u, float *w, const floa
                       float *v, int64_t n) {
   d->k->optimizer(d->k, u, w, g, m, v, n);
 }
+void device_optimizer_chunks(pt_device *d, const device_update *u, float *w, const float *g,
+                             float *m, float *v, const pt_opt_chunk *chunks, int64_t n_chunks) {
+  d->k->optimizer_chunks(d->k, u, w, g, m, v, chunks, n_chunks);
+}
 
 size_t device_scratch_bytes(pt_device *d, const pt_layer *L, int B, int T) {
   return layer_scratch_bytes(L, d->k, B, T);

@@ -102,6 +102,10 @@ double device_loss(pt_device *d, pt_loss_kind kind, const float *y, const void *
 /* One optimizer update of n floats. */
 void device_optimizer(pt_device *d, const device_update *u, float *w, const float *g, float *m,
                       float *v, int64_t n);
+/* The same for many tensors at once: the pieces chunks[0..n_chunks) (device memory) of the
+ * flat buffers (kernels.h's optimizer_chunks; u with decay). */
+void device_optimizer_chunks(pt_device *d, const device_update *u, float *w, const float *g,
+                             float *m, float *v, const pt_opt_chunk *chunks, int64_t n_chunks);
 /* pt_io.scratch bytes a layer needs at B x T with d's kernels (attention's differ). */
 size_t device_scratch_bytes(pt_device *d, const pt_layer *L, int B, int T);
 /* 0, or -1 with err when some layer of [first, last) cannot run on d: on a gpu, a layer whose

@@ -41,6 +41,16 @@ typedef struct {
   float keep, step, inv_sqrt_bc2;  /* AdamW: 1 - lr*wd (or 1), lr / (1 - b1^t), 1/sqrt(1 - b2^t) */
 } pt_update;
 
+/* One piece of a multi-tensor optimizer update (optimizer_chunks): floats [offset, offset + n)
+ * of the flat buffers, all of one tensor, with that tensor's decay flag. The caller cuts its
+ * tensors into pieces of at most PT_OPT_CHUNK_FLOATS (one GPU block each); the gaps between
+ * tensors belong to no piece and are not touched. */
+typedef struct {
+  int64_t offset;
+  int32_t n, decay;
+} pt_opt_chunk;
+#define PT_OPT_CHUNK_FLOATS 4096
+
 typedef struct pt_kernels pt_kernels;
 
 struct pt_kernels {
@@ -117,6 +127,13 @@ struct pt_kernels {
   /* One optimizer update of n floats: w, m (and v for AdamW) updated from gradient g. */
   void (*optimizer)(const pt_kernels *k, const pt_update *u, float *w, const float *g, float *m,
                     float *v, int64_t n);
+  /* The same for many tensors at once (one launch on the GPU): chunks[0..n_chunks) of the
+   * flat buffers w, g, m, v (v NULL for SGD), each updated as a call of `optimizer` on its
+   * floats with u's factors for its decay flag: u is the update with decay (keep = 1 - lr*wd);
+   * a piece without decay gets keep 1 (AdamW) and weight decay 0 (SGD), exactly the factors
+   * optimizer_update_tensor gives such a tensor. chunks: memory of the table's device. */
+  void (*optimizer_chunks)(const pt_kernels *k, const pt_update *u, float *w, const float *g,
+                           float *m, float *v, const pt_opt_chunk *chunks, int64_t n_chunks);
   /* Sum of squares in double; 1 when every element is finite. */
   double (*sumsq)(const pt_kernels *k, const float *x, int64_t n);
   int (*all_finite)(const pt_kernels *k, const float *x, int64_t n);
@@ -131,7 +148,8 @@ struct pt_kernels {
   X(layernorm_backward_weight) X(attention_scratch_floats) X(attention_forward)                   \
   X(attention_backward) X(gelu_forward) X(gelu_backward) X(relu_forward) X(relu_backward)         \
   X(embedding_forward) X(embedding_backward) X(pos_forward) X(pos_backward_weight) X(copy)        \
-  X(add) X(add_inplace) X(colsum_acc) X(scale) X(loss) X(optimizer) X(sumsq) X(all_finite)
+  X(add) X(add_inplace) X(colsum_acc) X(scale) X(loss) X(optimizer) X(optimizer_chunks)           \
+  X(sumsq) X(all_finite)
 #define PT_KERNELS_INIT(entry) .entry = entry,
 
 /* The CPU's table (kernels/cpu/kernels_cpu.c): host memory, results bitwise reproducible for a

@@ -28,6 +28,7 @@ void optimizer_free(pt_optimizer *o) {
   if (o->host_m != o->m) free(o->host_m);
   if (o->host_v != o->v) free(o->host_v);
   if (o->dev) device_free(o->dev, o->m), device_free(o->dev, o->v);
+  if (o->dev && o->chunks) device_free(o->dev, o->chunks);
   memset(o, 0, sizeof *o);
 }
 
@@ -59,16 +60,35 @@ void optimizer_update_tensor(device_update *u, const spec_train *c, int decay) {
   u->keep = decay ? (float)(1.0 - u->lr * c->weight_decay) : 1.0f;
 }
 
-void optimizer_step(pt_optimizer *o, pt_model *m, double lr) {
-  if (o->n_floats != m->n_floats) pt_fatal("optimizer state does not match the model's size");
-  o->t++;
-  device_update u = optimizer_update(&o->cfg, o->t, lr);
+/* Every tensor the per-tensor loop would update (all of m->tensors, with their decay flags),
+ * cut into pieces of at most PT_OPT_CHUNK_FLOATS, uploaded once. */
+static void optimizer_build_chunks(pt_optimizer *o, const pt_model *m) {
+  int64_t n = 0;
+  for (int i = 0; i < m->n_tensors; i++)
+    n += (m->tensors[i].numel + PT_OPT_CHUNK_FLOATS - 1) / PT_OPT_CHUNK_FLOATS;
+  pt_opt_chunk *host = pt_calloc((size_t)n + 1, sizeof *host);
+  int64_t c = 0;
   for (int i = 0; i < m->n_tensors; i++) {
     const pt_tensor *t = &m->tensors[i];
-    optimizer_update_tensor(&u, &o->cfg, t->decay);
-    device_optimizer(o->dev, &u, m->params + t->offset, m->grads + t->offset, o->m + t->offset,
-                     o->v ? o->v + t->offset : NULL, t->numel);
+    for (int64_t at = 0; at < t->numel; at += PT_OPT_CHUNK_FLOATS) {
+      int64_t len = t->numel - at < PT_OPT_CHUNK_FLOATS ? t->numel - at : PT_OPT_CHUNK_FLOATS;
+      host[c++] = (pt_opt_chunk){.offset = t->offset + at, .n = (int32_t)len,
+                                 .decay = t->decay != 0};
+    }
   }
+  o->chunks = device_alloc(o->dev, sizeof *host * (size_t)(n + 1));
+  device_upload(o->dev, o->chunks, host, sizeof *host * (size_t)n);
+  o->n_chunks = n;
+  free(host);
+}
+
+void optimizer_step(pt_optimizer *o, pt_model *m, double lr) {
+  if (o->n_floats != m->n_floats) pt_fatal("optimizer state does not match the model's size");
+  if (!o->chunks) optimizer_build_chunks(o, m);
+  o->t++;
+  device_update u = optimizer_update(&o->cfg, o->t, lr);
+  optimizer_update_tensor(&u, &o->cfg, 1); /* the pieces without decay use keep 1, wd 0 */
+  device_optimizer_chunks(o->dev, &u, m->params, m->grads, o->m, o->v, o->chunks, o->n_chunks);
 }
 
 double lr_at(const spec_train *c, int64_t step) {

@@ -19,6 +19,10 @@ typedef struct {
   float *host_m, *host_v;  /* their host copies for checkpoints (the same on the cpu) */
   int64_t n_floats;
   int64_t t;     /* steps taken */
+  /* The model's tensors as the pieces of one multi-tensor update (kernels.h, pt_opt_chunk),
+   * device memory, built by the first optimizer_step from that model's tensors. */
+  pt_opt_chunk *chunks;
+  int64_t n_chunks;
 } pt_optimizer;
 
 /* State on the current device (device.h). */
@@ -27,6 +31,9 @@ void optimizer_free(pt_optimizer *o);
 /* host_m/host_v <- m/v, and back (see model_to_host). */
 void optimizer_to_host(pt_optimizer *o);
 void optimizer_to_device(pt_optimizer *o);
+/* One update of every tensor of m (always the same model for one o): one kernel call over all
+ * of them (device_optimizer_chunks), each tensor with its own decay flag, tied copies held
+ * here included; the gaps between tensors are not touched. */
 void optimizer_step(pt_optimizer *o, pt_model *m, double lr);
 /* The update optimizer_step applies at step t (1-based) with learning rate lr, and its
  * per-tensor part (decay: the tensor's pt_tensor.decay): for callers that run the kernel

@@ -130,6 +130,19 @@ static void optimizer(const pt_kernels *k, const pt_update *u, float *w, const f
   else op_sgd_step(u, w, g, m, n);
 }
 
+/* Piece by piece, each as the per-tensor entry with its tensor's factors: the same float
+ * operations on every element as the tensor-by-tensor loop, so the same bits. */
+static void optimizer_chunks(const pt_kernels *k, const pt_update *u, float *w, const float *g,
+                             float *m, float *v, const pt_opt_chunk *chunks, int64_t n_chunks) {
+  for (int64_t c = 0; c < n_chunks; c++) {
+    const int64_t o = chunks[c].offset;
+    pt_update r = *u;
+    r.decay = chunks[c].decay != 0;
+    if (!r.decay) r.keep = 1.0f;
+    optimizer(k, &r, w + o, g + o, m + o, v ? v + o : NULL, chunks[c].n);
+  }
+}
+
 static double sumsq(const pt_kernels *k, const float *x, int64_t n) { return op_sumsq(x, n); }
 
 static int all_finite(const pt_kernels *k, const float *x, int64_t n) {

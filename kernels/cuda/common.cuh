@@ -106,4 +106,41 @@ static __global__ void __launch_bounds__(PT_THREADS)
   if (threadIdx.x == 0) *out = accumulate ? *out + s : s;
 }
 
+/* Column reductions over x[N,D] (colsum_acc, LayerNorm's weight gradient) cut the rows into
+ * chunks so that a narrow D still fills the GPU: block (column group of 32, chunk) writes its
+ * chunk's column sums into scratch, and pt_chunk_sum_kernel adds the chunks in chunk order
+ * into the accumulator. The chunk count comes from N, D only (same tree, same bits, every run
+ * and every GPU): about PT_COL_BLOCKS blocks, at least PT_COL_MIN_ROWS rows a chunk, and
+ * `parts` partial arrays of chunks * D floats within GPU_COL_SCRATCH_FLOATS. 1: no split
+ * (the block adds its total straight into the accumulator, no scratch). */
+#define PT_COL_BLOCKS 528   /* four waves of 132 SMs at one 1024-thread block per SM */
+#define PT_COL_MIN_ROWS 128 /* 4 rows per row lane of a 32-lane block */
+static inline int pt_col_chunks(int N, int D, int parts) {
+  int64_t groups = ((int64_t)D + 31) / 32, r = (PT_COL_BLOCKS + groups - 1) / groups;
+  int64_t by_rows = N / PT_COL_MIN_ROWS;
+  int64_t by_scratch = GPU_COL_SCRATCH_FLOATS / ((int64_t)D * parts);
+  if (r > by_rows) r = by_rows;
+  if (r > by_scratch) r = by_scratch;
+  return r < 1 ? 1 : (int)r;
+}
+/* Rows per chunk for a chunk count from pt_col_chunks (the last chunk may be shorter). */
+static inline int pt_col_chunk_rows(int N, int chunks) { return (N + chunks - 1) / chunks; }
+
+/* acc0[c] += sum over chunks r in order of part[r D + c]; and acc1 (when not NULL) likewise
+ * from the second array, part + chunks D. Thread per column. */
+static __global__ void __launch_bounds__(PT_THREADS)
+    pt_chunk_sum_kernel(float *acc0, float *acc1, const float *part, int chunks, int D) {
+  PT_GRID_LOOP(c, D) {
+    float s = 0.0f;
+    for (int r = 0; r < chunks; r++) s += part[(int64_t)r * D + c];
+    acc0[c] += s;
+    if (acc1) {
+      const float *p1 = part + (int64_t)chunks * D;
+      float s1 = 0.0f;
+      for (int r = 0; r < chunks; r++) s1 += p1[(int64_t)r * D + c];
+      acc1[c] += s1;
+    }
+  }
+}
+
 #endif

@@ -51,10 +51,12 @@ int gpu_open(gpu_ctx *g, int device, char *err, size_t errsz) {
     snprintf(err, errsz, "GPU %d: cuBLAS: %s", device, cublasGetStatusString(s));
     return -1;
   }
+  g->col_scratch = gpu_alloc(g, sizeof(float) * GPU_COL_SCRATCH_FLOATS);
   return 0;
 }
 
 void gpu_close(gpu_ctx *g) {
+  gpu_free(g->col_scratch);
   if (g->blas) cublasDestroy(g->blas);
   if (g->stream) cudaStreamDestroy(g->stream);
   memset(g, 0, sizeof *g);

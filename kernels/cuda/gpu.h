@@ -23,7 +23,13 @@ typedef struct {
   char name[256];       /* "NVIDIA H100 80GB HBM3" */
   char pci_bus_id[32];  /* "0000:3b:00.0": where hwloc finds the cores nearest to it */
   size_t total_bytes;   /* device memory */
+  /* GPU_COL_SCRATCH_FLOATS device floats: the column reductions' per-chunk partial sums
+   * (kernels/cuda/common.cuh, pt_col_chunks), used between a call's two passes; the calls run
+   * in stream order, so one buffer serves them all. Allocated by gpu_open, once. */
+  float *col_scratch;
 } gpu_ctx;
+
+#define GPU_COL_SCRATCH_FLOATS (1 << 20)
 
 /* Devices this process can use: 0 when there is no driver, no device, or the driver is older
  * than the runtime (the reason goes to why, when not NULL). Never fails. */

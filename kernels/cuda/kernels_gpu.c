@@ -87,7 +87,14 @@ static void embedding_forward(const pt_kernels *k, float *y, const int32_t *ids,
 
 static void embedding_backward(const pt_kernels *k, float *dtable, const int32_t *ids,
                                const float *dy, int N, int D, int V) {
-  cuda_op_embedding_backward(ctx(k), dtable, ids, dy, N, D, V);
+  kernels_gpu *kg = state(k);
+  int64_t need = cuda_op_embedding_scratch_keys(N);
+  if (kg->sort_keys_n < need) { /* gpu_free waits for the work still using the old one */
+    if (kg->sort_keys) gpu_free(kg->sort_keys);
+    kg->sort_keys = gpu_alloc(kg->g, sizeof(uint64_t) * (size_t)need);
+    kg->sort_keys_n = need;
+  }
+  cuda_op_embedding_backward(ctx(k), dtable, ids, dy, N, D, V, kg->sort_keys);
 }
 
 static void pos_forward(const pt_kernels *k, float *y, const float *x, const float *pos, int B,
@@ -157,6 +164,17 @@ static void optimizer(const pt_kernels *k, const pt_update *u, float *w, const f
     cuda_sgd_step(ctx(k), w, g, m, NULL, n, (float)u->lr, (float)u->momentum, wd, u->t == 1);
 }
 
+/* One launch, a block per piece (ops_cuda.h). */
+static void optimizer_chunks(const pt_kernels *k, const pt_update *u, float *w, const float *g,
+                             float *m, float *v, const pt_opt_chunk *chunks, int64_t n_chunks) {
+  if (u->adam)
+    cuda_adamw_chunks(ctx(k), w, g, m, v, chunks, n_chunks, (float)u->beta1, (float)u->beta2,
+                      (float)u->eps, u->step, u->inv_sqrt_bc2, u->keep);
+  else
+    cuda_sgd_chunks(ctx(k), w, g, m, chunks, n_chunks, (float)u->lr, (float)u->momentum,
+                    (float)u->weight_decay, u->t == 1);
+}
+
 static double sumsq(const pt_kernels *k, const float *x, int64_t n) {
   cuda_sumsq(ctx(k), state(k)->sum, x, n, state(k)->reduce);
   return read_sum(k);
@@ -185,5 +203,6 @@ void kernels_gpu_close(kernels_gpu *kg) {
   gpu_free(kg->reduce);
   gpu_free(kg->flag);
   if (kg->targets) gpu_free(kg->targets);
+  if (kg->sort_keys) gpu_free(kg->sort_keys);
   *kg = (kernels_gpu){0};
 }

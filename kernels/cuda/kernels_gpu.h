@@ -22,6 +22,8 @@ typedef struct {
   int *flag;            /* device: one int, for finiteness */
   void *targets;        /* device copy of a micro-batch's loss targets */
   size_t targets_bytes;
+  uint64_t *sort_keys;  /* device: embedding backward's sort (grown on demand) */
+  int64_t sort_keys_n;
 } kernels_gpu;
 
 /* Fills kg's table for g's device and allocates its device buffers. g must outlive kg. */

@@ -21,6 +21,7 @@ extern "C" {
 #endif
 
 #include "kernels/cuda/gpu.h"
+#include "kernels/kernels.h" /* pt_opt_chunk */
 
 /* The kernels' names and arguments mirror kernels/cpu/ops.h with the context first; see there.
  * Elementwise kernels (gelu, relu, add, scale, the optimizers) let the output alias any input
@@ -56,15 +57,21 @@ void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float *dout, cons
 void cuda_op_add(gpu_ctx *g, float *y, const float *a, const float *b, int64_t n);
 void cuda_op_add_inplace(gpu_ctx *g, float *y, const float *a, int64_t n);
 void cuda_op_copy(gpu_ctx *g, float *y, const float *x, int64_t n);
+/* colsum_acc and layernorm_backward_weight keep their per-chunk partial column sums in g's
+ * col_scratch (gpu.h) between their two passes. */
 void cuda_op_colsum_acc(gpu_ctx *g, float *acc, const float *x, int N, int D);
 
 /* Embeddings: y[N,D] = table[ids[n]] (ids int32, checked < V on the host before upload; one
  * outside [0, V) reads nothing: forward writes NaN in its row, backward skips it);
- * backward: dtable[ids[n]] += dy[n], accumulated in token order (deterministic). */
+ * backward: dtable[ids[n]] += dy[n], accumulated in token order (the CPU's bits, every run).
+ * Backward sorts the tokens by id first: scratch is cuda_op_embedding_scratch_keys(N) device
+ * uint64s (the power of two >= N), owned by the caller, free again when the call's work ends
+ * (stream order). */
 void cuda_op_embedding_forward(gpu_ctx *g, float *y, const int32_t *ids, const float *table,
                                int N, int D, int V);
+int64_t cuda_op_embedding_scratch_keys(int N);
 void cuda_op_embedding_backward(gpu_ctx *g, float *dtable, const int32_t *ids, const float *dy,
-                                int N, int D, int V);
+                                int N, int D, int V, uint64_t *scratch);
 /* Positions: y[B,T,D] = x + pos[t]; dpos[t] += sum over b of dy[b,t]. */
 void cuda_op_pos_forward(gpu_ctx *g, float *y, const float *x, const float *pos, int B, int T,
                          int D);
@@ -86,7 +93,8 @@ void cuda_loss_mse(gpu_ctx *g, float *dy, double *loss_sum_dev, const float *y,
                    const float *targets, int N, int F, float scale, double *scratch);
 
 /* AdamW / SGD updates over n floats, as kernels/cpu/optimizer.c (PyTorch semantics), bit for
- * bit: decay_mask[i] != 0 where weight decay applies; NULL: it applies to all n (a caller going
+ * bit: decay_mask[i] & PT_OPT_DECAY where weight decay applies, decay_mask[i] & PT_OPT_SKIP
+ * where float i is left untouched (kernels.h); NULL: decay applies to all n (a caller going
  * tensor by tensor passes keep 1 / weight_decay 0 for a tensor without decay, exactly the CPU's
  * update then). AdamW takes the step's factors as the host computed them in double for every
  * device (pt_update: step = lr / (1 - beta1^t), inv_sqrt_bc2 = 1 / sqrt(1 - beta2^t),
@@ -99,6 +107,16 @@ void cuda_adamw_step(gpu_ctx *g, float *w, const float *grad, float *m, float *v
 void cuda_sgd_step(gpu_ctx *g, float *w, const float *grad, float *momentum,
                    const uint8_t *decay_mask, int64_t n, float lr, float mu, float weight_decay,
                    int first_step);
+/* The same updates over the pieces chunks[0..n_chunks) (kernels.h's pt_opt_chunk, device
+ * memory) of flat buffers, one launch, a block per piece: a piece's floats get exactly what
+ * the call above gives a tensor (keep / weight_decay where the piece's decay is set; keep 1 /
+ * 0 elsewhere). */
+void cuda_adamw_chunks(gpu_ctx *g, float *w, const float *grad, float *m, float *v,
+                       const pt_opt_chunk *chunks, int64_t n_chunks, float beta1, float beta2,
+                       float eps, float step, float inv_sqrt_bc2, float keep);
+void cuda_sgd_chunks(gpu_ctx *g, float *w, const float *grad, float *momentum,
+                     const pt_opt_chunk *chunks, int64_t n_chunks, float lr, float mu,
+                     float weight_decay, int first_step);
 void cuda_scale(gpu_ctx *g, float *x, float s, int64_t n);
 /* Sum of squares of x[0..n) in double, written to *out_dev (one device double); fixed order
  * (scratch: CUDA_REDUCE_SCRATCH_DOUBLES device doubles). */

@@ -1,6 +1,7 @@
 /* Token and position embeddings on the GPU (layers/embedding.c, layers/pos_embedding.c).
  * The backward passes add in token (resp. batch) order, exactly as the CPU loops do, so their
- * results are the CPU's bits, every run: no atomics. */
+ * results are the CPU's bits, every run: no atomics (the token backward sorts the tokens by id
+ * first, so its work is O(N log^2 N + N D), not O(N^2)). */
 #include "kernels/cuda/common.cuh"
 
 /* CPU: memcpy(y + n*D, table + ids[n]*D, D floats). Item i = n*D + c. An id outside [0, V) was
@@ -15,53 +16,83 @@ static __global__ void __launch_bounds__(PT_THREADS)
   }
 }
 
-/* CPU: for n in 0..N-1: dtable[ids[n]*D + c] += dy[n*D + c] for all c.
- * For one row of dtable that is: start from its value and add dy[m] of every m with
- * ids[m] == that id, in increasing m. Block n takes token n only if it is the first occurrence
- * of its id (no m < n holds the same id); it then owns the row ids[n]: it walks m = n..N-1 in
- * chunks of PT_THREADS, lists the matching m in order (ballot + prefix over the warps), and
- * thread j adds the listed dy rows into columns c = j, j + PT_THREADS, ... in list order. One
- * block per row, the CPU's order of additions: the same bits as the CPU, no atomics. */
+/* Backward in two steps, O(N log^2 N + N D), no atomics:
+ *  1. sort the keys id << 32 | n (n the token) ascending: the tokens grouped by id, each group
+ *     in token order. The keys are distinct, so any correct sort gives the same array: a
+ *     bitonic network over P = the power of two >= N keys (the P - N pads are all ones, last).
+ *  2. segment sums: the block at a group's first position owns the row ids[n] and adds the
+ *     group's dy rows into it in the group's (token) order, one column per thread: the CPU's
+ *     additions in the CPU's order (for n: dtable[ids[n]] += dy[n]), so the CPU's bits.
+ * The network's steps with a compare distance below EMB_SORT_CHUNK run inside one block in
+ * shared memory (one launch for all of them); the longer ones are one launch each. */
+#define EMB_SORT_CHUNK 2048 /* keys a block sorts in shared memory: 16 KiB */
+#define EMB_PAD_KEY 0xffffffffffffffffull
+
+/* Compare-exchange of a[lo] and a[lo + j]: into ascending order where the network's stage k
+ * has (global index of lo) & k == 0, descending elsewhere. */
+__device__ __forceinline__ void emb_cmp_swap(uint64_t *a, int64_t lo, int64_t j, int ascending) {
+  const uint64_t x = a[lo], y = a[lo + j];
+  if (ascending == (x > y)) {
+    a[lo] = y;
+    a[lo + j] = x;
+  }
+}
+
+/* Pair t of a step with distance j: its lower index. */
+__device__ __forceinline__ int64_t emb_pair_lo(int64_t t, int64_t j) {
+  return 2 * j * (t / j) + (t % j);
+}
+
+/* The steps of distance j < C (C keys per block, a power of two) in shared memory: with
+ * k_only 0, every stage k = 2..C from the keys built from ids (block b's chunk
+ * [b C, b C + C)); with k_only > C, the stage k_only's remaining steps j = C/2..1 of the keys
+ * in `keys`. Indices are global, so the directions are the whole network's. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    embedding_backward_kernel(float *dtable, const int32_t *ids, const float *dy, int N, int D,
-                              int V) {
-  __shared__ int list[PT_THREADS];
-  __shared__ int warp_hits[PT_THREADS / 32];
-  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) { /* the same n in every thread */
-    const int id = ids[n];
-    if (id < 0 || id >= V) continue;
-    int seen = 0;
-    for (int64_t m0 = 0; m0 < n; m0 += PT_THREADS) {
-      const int64_t m = m0 + tid;
-      if (__syncthreads_or(m < n && ids[m] == id)) {
-        seen = 1;
-        break;
+    emb_sort_local_kernel(uint64_t *keys, const int32_t *ids, int N, int C, int64_t k_only) {
+  __shared__ uint64_t sh[EMB_SORT_CHUNK];
+  const int64_t base = (int64_t)blockIdx.x * C;
+  for (int i = threadIdx.x; i < C; i += blockDim.x) {
+    const int64_t n = base + i;
+    if (k_only) sh[i] = keys[n];
+    else sh[i] = n < N ? ((uint64_t)(uint32_t)ids[n] << 32) | (uint64_t)n : EMB_PAD_KEY;
+  }
+  __syncthreads();
+  for (int64_t k = k_only ? k_only : 2; k_only ? k == k_only : k <= C; k <<= 1)
+    for (int64_t j = (k_only ? C : k) / 2; j > 0; j >>= 1) {
+      for (int t = threadIdx.x; t < C / 2; t += blockDim.x) {
+        const int64_t lo = emb_pair_lo(t, j);
+        emb_cmp_swap(sh, lo, j, ((base + lo) & k) == 0); /* k may exceed C: the global index */
       }
+      __syncthreads();
     }
-    if (seen) continue; /* an earlier token's block owns this row */
+  for (int i = threadIdx.x; i < C; i += blockDim.x) keys[base + i] = sh[i];
+}
+
+/* One step (k, j) of the network with j >= the chunk: P / 2 pairs over the grid. */
+static __global__ void __launch_bounds__(PT_THREADS)
+    emb_sort_step_kernel(uint64_t *keys, int64_t P, int64_t k, int64_t j) {
+  PT_GRID_LOOP(t, P / 2) {
+    const int64_t lo = emb_pair_lo(t, j);
+    emb_cmp_swap(keys, lo, j, (lo & k) == 0);
+  }
+}
+
+/* Block x takes the sorted positions s = x, x + gridDim.x, ... that start a group (an id other
+ * than the previous position's); thread t of block (x, y) adds column c = y PT_THREADS + t of
+ * the group's dy rows, in token order, into its row. Ids outside [0, V) are skipped. */
+static __global__ void __launch_bounds__(PT_THREADS)
+    emb_segment_sum_kernel(float *dtable, const uint64_t *keys, const float *dy, int N, int D,
+                           int V) {
+  const int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+  for (int64_t s = blockIdx.x; s < N; s += gridDim.x) {
+    const uint32_t id = (uint32_t)(keys[s] >> 32);
+    if (s > 0 && (uint32_t)(keys[s - 1] >> 32) == id) continue;
+    if (id >= (uint32_t)V || c >= D) continue;
     float *row = dtable + (int64_t)id * D;
-    for (int64_t m0 = n; m0 < N; m0 += PT_THREADS) {
-      const int64_t m = m0 + tid;
-      const int hit = m < N && ids[m] == id;
-      const unsigned mask = __ballot_sync(0xffffffffu, hit);
-      if (lane == 0) warp_hits[w] = __popc(mask);
-      __syncthreads();
-      int before = 0, total = 0;
-      for (int i = 0; i < PT_THREADS / 32; i++) {
-        if (i < w) before += warp_hits[i];
-        total += warp_hits[i];
-      }
-      if (hit) list[before + __popc(mask & ((1u << lane) - 1u))] = (int)m;
-      __syncthreads();
-      if (total > 0) /* the same in every thread */
-        for (int c = tid; c < D; c += PT_THREADS) {
-          float a = row[c];
-          for (int j = 0; j < total; j++) a += dy[(int64_t)list[j] * D + c];
-          row[c] = a;
-        }
-      __syncthreads(); /* list and warp_hits are rewritten by the next chunk */
-    }
+    float a = row[c];
+    for (int64_t e = s; e < N && (uint32_t)(keys[e] >> 32) == id; e++)
+      a += dy[(int64_t)(uint32_t)keys[e] * D + c];
+    row[c] = a;
   }
 }
 
@@ -92,11 +123,35 @@ extern "C" void cuda_op_embedding_forward(gpu_ctx *g, float *y, const int32_t *i
   PT_LAUNCH_CHECK();
 }
 
+/* The sort's length: the power of two >= N (at least 2). */
+static int64_t emb_sort_len(int N) {
+  int64_t P = 2;
+  while (P < N) P <<= 1;
+  return P;
+}
+
+extern "C" int64_t cuda_op_embedding_scratch_keys(int N) { return N > 0 ? emb_sort_len(N) : 0; }
+
 extern "C" void cuda_op_embedding_backward(gpu_ctx *g, float *dtable, const int32_t *ids,
-                                           const float *dy, int N, int D, int V) {
+                                           const float *dy, int N, int D, int V,
+                                           uint64_t *scratch) {
   if (N <= 0 || D <= 0) return;
-  unsigned blocks = (unsigned)(N < PT_MAX_BLOCKS ? N : PT_MAX_BLOCKS);
-  PT_LAUNCH(embedding_backward_kernel, blocks, PT_THREADS, 0, g->stream, dtable, ids, dy, N, D, V);
+  const int64_t P = emb_sort_len(N), C = P < EMB_SORT_CHUNK ? P : EMB_SORT_CHUNK;
+  const unsigned chunks = (unsigned)(P / C);
+  PT_LAUNCH(emb_sort_local_kernel, chunks, PT_THREADS, 0, g->stream, scratch, ids, N, (int)C,
+            (int64_t)0);
+  PT_LAUNCH_CHECK();
+  for (int64_t k = 2 * C; k <= P; k <<= 1) {
+    for (int64_t j = k / 2; j >= C; j >>= 1) {
+      PT_LAUNCH(emb_sort_step_kernel, pt_grid(P / 2), PT_THREADS, 0, g->stream, scratch, P, k, j);
+      PT_LAUNCH_CHECK();
+    }
+    PT_LAUNCH(emb_sort_local_kernel, chunks, PT_THREADS, 0, g->stream, scratch, ids, N, (int)C, k);
+    PT_LAUNCH_CHECK();
+  }
+  dim3 grid((unsigned)(N < PT_MAX_BLOCKS ? N : PT_MAX_BLOCKS),
+            (unsigned)(((int64_t)D + PT_THREADS - 1) / PT_THREADS));
+  PT_LAUNCH(emb_segment_sum_kernel, grid, PT_THREADS, 0, g->stream, dtable, scratch, dy, N, D, V);
   PT_LAUNCH_CHECK();
 }
 

@@ -1,6 +1,6 @@
 /* LayerNorm on the GPU (kernels/cpu/ops_layernorm.c): one block per row for forward and
- * backward_input (block sums as fixed trees, common.cuh), and a column-tiled kernel for
- * backward_weight whose sums over the rows have a fixed order too. */
+ * backward_input (block sums as fixed trees, common.cuh), and a column-tiled kernel over row
+ * chunks for backward_weight whose sums over the rows have a fixed order too. */
 #include "kernels/cuda/common.cuh"
 
 /* Block n does row n; thread t the elements i = t, t + PT_THREADS, ... of it.
@@ -56,21 +56,25 @@ static __global__ void __launch_bounds__(PT_THREADS)
   }
 }
 
-/* dw[c] += sum_n dy[n,c] * (x[n,c] - mean[n]) * rstd[n];  db[c] += sum_n dy[n,c].
- * Block (32, LN_LANES) owns columns c = blockIdx.x * 32 + threadIdx.x; row lane threadIdx.y adds
- * rows ty, ty + LN_LANES, ... in order; the lanes' partial sums are added by a fixed tree. One
- * block per column group: no atomics, no scratch, same bits every run. */
+/* dw[c] += sum_n dy[n,c] * (x[n,c] - mean[n]) * rstd[n];  db[c] += sum_n dy[n,c], over the rows
+ * [r0, r0 + rows) of chunk blockIdx.y. Block (32, LN_LANES) owns columns
+ * c = blockIdx.x * 32 + threadIdx.x; row lane threadIdx.y adds the chunk's rows ty, ty + LN_LANES,
+ * ... in order; the lanes' partial sums are added by a fixed tree. One chunk: the totals go
+ * into dw, db; several: into the partials part[blockIdx.y * D + c] and the same at
+ * part + chunks * D for db (pt_chunk_sum_kernel adds them). No atomics, same bits every run. */
 #define LN_LANES 32
 static __global__ void __launch_bounds__(32 * LN_LANES)
-    layernorm_backward_weight_kernel(float *dw, float *db, const float *dy, const float *x,
-                                     const float *mean, const float *rstd, int N, int D) {
+    layernorm_backward_weight_kernel(float *dw, float *db, float *part, const float *dy,
+                                     const float *x, const float *mean, const float *rstd, int N,
+                                     int D, int rows) {
   __shared__ float pw[LN_LANES][33], pb[LN_LANES][33];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int c = blockIdx.x * 32 + tx;
+  const int64_t r0 = (int64_t)blockIdx.y * rows, r1 = r0 + rows < N ? r0 + rows : N;
   float sw = 0.0f, sb = 0.0f;
   if (c < D)
-    for (int n = ty; n < N; n += LN_LANES) {
-      int64_t o = (int64_t)n * D + c;
+    for (int64_t n = r0 + ty; n < r1; n += LN_LANES) {
+      int64_t o = n * D + c;
       float d = dy[o];
       sw += d * (x[o] - mean[n]) * rstd[n];
       sb += d;
@@ -86,8 +90,13 @@ static __global__ void __launch_bounds__(32 * LN_LANES)
     __syncthreads();
   }
   if (ty == 0 && c < D) {
-    dw[c] += pw[0][tx];
-    db[c] += pb[0][tx];
+    if (!part) {
+      dw[c] += pw[0][tx];
+      db[c] += pb[0][tx];
+    } else {
+      part[(int64_t)blockIdx.y * D + c] = pw[0][tx];
+      part[((int64_t)gridDim.y + blockIdx.y) * D + c] = pb[0][tx];
+    }
   }
 }
 
@@ -115,8 +124,14 @@ extern "C" void cuda_op_layernorm_backward_weight(gpu_ctx *g, float *dw, float *
                                                   const float *mean, const float *rstd, int N,
                                                   int D) {
   if (N <= 0 || D <= 0) return;
-  dim3 block(32, LN_LANES);
-  PT_LAUNCH(layernorm_backward_weight_kernel, (unsigned)(((int64_t)D + 31) / 32), block, 0,
-            g->stream, dw, db, dy, x, mean, rstd, N, D);
+  const int chunks = pt_col_chunks(N, D, 2), rows = pt_col_chunk_rows(N, chunks);
+  float *part = chunks == 1 ? NULL : g->col_scratch;
+  dim3 block(32, LN_LANES), grid((unsigned)(((int64_t)D + 31) / 32), (unsigned)chunks);
+  PT_LAUNCH(layernorm_backward_weight_kernel, grid, block, 0, g->stream, dw, db, part, dy, x, mean,
+            rstd, N, D, rows);
+  PT_LAUNCH_CHECK();
+  if (!part) return;
+  PT_LAUNCH(pt_chunk_sum_kernel, pt_grid(D), PT_THREADS, 0, g->stream, dw, db,
+            (const float *)part, chunks, D);
   PT_LAUNCH_CHECK();
 }

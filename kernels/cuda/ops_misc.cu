@@ -14,27 +14,33 @@ static __global__ void __launch_bounds__(PT_THREADS)
   PT_GRID_LOOP(i, n) y[i] += a[i];
 }
 
-/* Column sums of x[N,D] added to acc[D]. Block (32, COLSUM_LANES): threadIdx.x picks the column
- * c = blockIdx.x * 32 + threadIdx.x (a warp reads 32 consecutive floats of a row), threadIdx.y
- * the row lane: lane r adds rows r, r + LANES, r + 2 LANES, ... in order; the LANES partial sums
- * of a column are then added by a fixed tree in shared memory, and the total goes into acc[c].
- * One block owns each column: no atomics, same bits every run. */
+/* Column sums of rows [r0, r0 + rows) of x[N,D], r0 = blockIdx.y * rows. Block (32, COLSUM_LANES):
+ * threadIdx.x picks the column c = blockIdx.x * 32 + threadIdx.x (a warp reads 32 consecutive
+ * floats of a row), threadIdx.y the row lane: lane r adds the chunk's rows r, r + LANES, ... in
+ * order; the LANES partial sums of a column are then added by a fixed tree in shared memory.
+ * The total is added into out[c] (one chunk: out is the accumulator) or written to
+ * out[blockIdx.y * D + c] (a chunk's partial, pt_chunk_sum_kernel adds them). One block owns each
+ * (column, chunk): no atomics, same bits every run. */
 #define COLSUM_LANES 32
 static __global__ void __launch_bounds__(32 * COLSUM_LANES)
-    colsum_acc_kernel(float *acc, const float *x, int N, int D) {
+    colsum_acc_kernel(float *out, const float *x, int N, int D, int rows, int accumulate) {
   __shared__ float part[COLSUM_LANES][33];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int c = blockIdx.x * 32 + tx;
+  const int64_t r0 = (int64_t)blockIdx.y * rows, r1 = r0 + rows < N ? r0 + rows : N;
   float s = 0.0f;
   if (c < D)
-    for (int n = ty; n < N; n += COLSUM_LANES) s += x[(int64_t)n * D + c];
+    for (int64_t n = r0 + ty; n < r1; n += COLSUM_LANES) s += x[n * D + c];
   part[ty][tx] = s;
   __syncthreads();
   for (int h = COLSUM_LANES / 2; h > 0; h >>= 1) {
     if (ty < h) part[ty][tx] += part[ty + h][tx];
     __syncthreads();
   }
-  if (ty == 0 && c < D) acc[c] += part[0][tx];
+  if (ty == 0 && c < D) {
+    if (accumulate) out[c] += part[0][tx];
+    else out[(int64_t)blockIdx.y * D + c] = part[0][tx];
+  }
 }
 
 extern "C" void cuda_op_add(gpu_ctx *g, float *y, const float *a, const float *b, int64_t n) {
@@ -56,9 +62,15 @@ extern "C" void cuda_op_copy(gpu_ctx *g, float *y, const float *x, int64_t n) {
 }
 
 extern "C" void cuda_op_colsum_acc(gpu_ctx *g, float *acc, const float *x, int N, int D) {
+  float *scratch = g->col_scratch;
   if (N <= 0 || D <= 0) return;
-  dim3 block(32, COLSUM_LANES);
-  PT_LAUNCH(colsum_acc_kernel, (unsigned)(((int64_t)D + 31) / 32), block, 0, g->stream, acc, x, N,
-            D);
+  const int chunks = pt_col_chunks(N, D, 1), rows = pt_col_chunk_rows(N, chunks);
+  dim3 block(32, COLSUM_LANES), grid((unsigned)(((int64_t)D + 31) / 32), (unsigned)chunks);
+  PT_LAUNCH(colsum_acc_kernel, grid, block, 0, g->stream, chunks == 1 ? acc : scratch, x, N, D,
+            rows, chunks == 1);
+  PT_LAUNCH_CHECK();
+  if (chunks == 1) return;
+  PT_LAUNCH(pt_chunk_sum_kernel, pt_grid(D), PT_THREADS, 0, g->stream, acc, (float *)NULL,
+            (const float *)scratch, chunks, D);
   PT_LAUNCH_CHECK();
 }

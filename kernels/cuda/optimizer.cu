@@ -12,40 +12,72 @@
  * decay_mask is NULL; elsewhere p is left as it is, which p * 1 also does):
  *   p *= keep;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g;
  *   p -= step * m / (sqrtf(v) * inv_sqrt_bc2 + eps). */
+__device__ __forceinline__ void adamw_one(float *w, const float *grad, float *m, float *v,
+                                          int64_t i, int decay, float b1, float b2, float eps,
+                                          float step, float inv_sqrt_bc2, float keep) {
+  float p = w[i], g = grad[i];
+  if (decay) p *= keep;
+  float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(1.0f - b1, g));
+  float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(1.0f - b2, g), g));
+  m[i] = mi;
+  v[i] = vi;
+  p -= __fmul_rn(step, mi) / __fadd_rn(__fmul_rn(sqrtf(vi), inv_sqrt_bc2), eps);
+  w[i] = p;
+}
+
 static __global__ void __launch_bounds__(PT_THREADS)
     adamw_kernel(float *w, const float *grad, float *m, float *v, const uint8_t *decay_mask,
                  int64_t n, float b1, float b2, float eps, float step, float inv_sqrt_bc2,
                  float keep) {
   PT_GRID_LOOP(i, n) {
-    float p = w[i], g = grad[i];
-    if (!decay_mask || decay_mask[i]) p *= keep;
-    float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(1.0f - b1, g));
-    float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(1.0f - b2, g), g));
-    m[i] = mi;
-    v[i] = vi;
-    p -= __fmul_rn(step, mi) / __fadd_rn(__fmul_rn(sqrtf(vi), inv_sqrt_bc2), eps);
-    w[i] = p;
+    adamw_one(w, grad, m, v, i, !decay_mask || decay_mask[i], b1, b2, eps, step, inv_sqrt_bc2,
+              keep);
   }
+}
+
+/* Block b updates piece chunks[b] (the same operations on each float as adamw_kernel). */
+static __global__ void __launch_bounds__(PT_THREADS)
+    adamw_chunks_kernel(float *w, const float *grad, float *m, float *v,
+                        const pt_opt_chunk *chunks, float b1, float b2, float eps, float step,
+                        float inv_sqrt_bc2, float keep) {
+  const pt_opt_chunk c = chunks[blockIdx.x];
+  for (int64_t i = c.offset + threadIdx.x; i < c.offset + c.n; i += blockDim.x)
+    adamw_one(w, grad, m, v, i, c.decay, b1, b2, eps, step, inv_sqrt_bc2, keep);
 }
 
 /* CPU sgd_tensor, wd = weight_decay where decay applies (everywhere when decay_mask is NULL),
  * 0 elsewhere:
  *   d = g + wd p;  m = t > 1 ? mu m + d : d;  p -= lr * (mu > 0 ? m : d). */
+__device__ __forceinline__ void sgd_one(float *w, const float *grad, float *momentum, int64_t i,
+                                        float wd, float lr, float mu, int first_step) {
+  float p = w[i];
+  float d = __fadd_rn(grad[i], __fmul_rn(wd, p));
+  float mi = d;
+  if (momentum) {
+    if (!first_step) mi = __fadd_rn(__fmul_rn(mu, momentum[i]), d);
+    momentum[i] = mi;
+  }
+  p = __fsub_rn(p, __fmul_rn(lr, mu > 0.0f ? mi : d));
+  w[i] = p;
+}
+
 static __global__ void __launch_bounds__(PT_THREADS)
     sgd_kernel(float *w, const float *grad, float *momentum, const uint8_t *decay_mask, int64_t n,
                float lr, float mu, float weight_decay, int first_step) {
   PT_GRID_LOOP(i, n) {
-    float p = w[i];
     float wd = (!decay_mask || decay_mask[i]) ? weight_decay : 0.0f;
-    float d = __fadd_rn(grad[i], __fmul_rn(wd, p));
-    float mi = d;
-    if (momentum) {
-      if (!first_step) mi = __fadd_rn(__fmul_rn(mu, momentum[i]), d);
-      momentum[i] = mi;
-    }
-    p = __fsub_rn(p, __fmul_rn(lr, mu > 0.0f ? mi : d));
-    w[i] = p;
+    sgd_one(w, grad, momentum, i, wd, lr, mu, first_step);
   }
+}
+
+/* Block b updates piece chunks[b] (the same operations on each float as sgd_kernel). */
+static __global__ void __launch_bounds__(PT_THREADS)
+    sgd_chunks_kernel(float *w, const float *grad, float *momentum, const pt_opt_chunk *chunks,
+                      float lr, float mu, float weight_decay, int first_step) {
+  const pt_opt_chunk c = chunks[blockIdx.x];
+  const float wd = c.decay ? weight_decay : 0.0f;
+  for (int64_t i = c.offset + threadIdx.x; i < c.offset + c.n; i += blockDim.x)
+    sgd_one(w, grad, momentum, i, wd, lr, mu, first_step);
 }
 
 static __global__ void __launch_bounds__(PT_THREADS) scale_kernel(float *x, float s, int64_t n) {
@@ -95,6 +127,32 @@ extern "C" void cuda_sgd_step(gpu_ctx *g, float *w, const float *grad, float *mo
   if (n <= 0) return;
   PT_LAUNCH(sgd_kernel, pt_grid(n), PT_THREADS, 0, g->stream, w, grad, momentum, decay_mask, n, lr,
             mu, weight_decay, first_step);
+  PT_LAUNCH_CHECK();
+}
+
+/* One block per piece: the grid's x dimension takes up to 2^31 - 1 of them. */
+static unsigned chunk_grid(int64_t n_chunks) {
+  if (n_chunks > 0x7fffffff) pt_fatal("optimizer: %lld pieces, more than one launch takes",
+                                      (long long)n_chunks);
+  return (unsigned)n_chunks;
+}
+
+extern "C" void cuda_adamw_chunks(gpu_ctx *g, float *w, const float *grad, float *m, float *v,
+                                  const pt_opt_chunk *chunks, int64_t n_chunks, float beta1,
+                                  float beta2, float eps, float step, float inv_sqrt_bc2,
+                                  float keep) {
+  if (n_chunks <= 0) return;
+  PT_LAUNCH(adamw_chunks_kernel, chunk_grid(n_chunks), PT_THREADS, 0, g->stream, w, grad, m, v,
+            chunks, beta1, beta2, eps, step, inv_sqrt_bc2, keep);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_sgd_chunks(gpu_ctx *g, float *w, const float *grad, float *momentum,
+                                const pt_opt_chunk *chunks, int64_t n_chunks, float lr, float mu,
+                                float weight_decay, int first_step) {
+  if (n_chunks <= 0) return;
+  PT_LAUNCH(sgd_chunks_kernel, chunk_grid(n_chunks), PT_THREADS, 0, g->stream, w, grad, momentum,
+            chunks, lr, mu, weight_decay, first_step);
   PT_LAUNCH_CHECK();
 }
 

@@ -477,16 +477,50 @@ static void test_embedding(int N, int D, int V, int id_range, int pad) {
   int32_t *d_ids = up(ids, sizeof(int32_t) * N);
   float *d_table = upf(table, nt), *d_dy = upf(dy, n), *d_y = dnew(sizeof(float) * n);
   float *d_dt = dnew(sizeof(float) * nt);
+  uint64_t *d_keys = dnew(sizeof(uint64_t) * (size_t)cuda_op_embedding_scratch_keys(N));
   cuda_op_embedding_forward(&G, d_y, d_ids, d_table, N, D, V);
   expect_same_bits("embedding_forward (vs cpu)", shape, downf(d_y, n), yc, n);
   float *g[2];
   for (int run = 0; run < 2; run++) {
     setf(d_dt, dtable0, nt);
-    cuda_op_embedding_backward(&G, d_dt, d_ids, d_dy, N, D, V);
+    cuda_op_embedding_backward(&G, d_dt, d_ids, d_dy, N, D, V, d_keys);
     g[run] = downf(d_dt, nt);
   }
   expect_same_bits("embedding_backward (vs cpu, token order)", shape, g[0], dtc, nt);
   expect_same_bits("embedding_backward", shape, g[1], g[0], nt);
+  scope_end();
+}
+
+/* The sorted backward (a bitonic sort of the tokens by id, then per-id sums in token order) at
+ * lengths around and above the sort's in-block chunk (2048 keys: 2048 is one block, 2049 and
+ * 5000 need the steps across blocks), with skewed ids (a few ids take most tokens, as common
+ * words do), the first and last ids of the table at both ends of the batch, through the GPU
+ * table (whose sort scratch grows from the short call to the long one): the CPU's bits, and
+ * the same bits on a second run. */
+static void test_embedding_sorted(kernels_gpu *kg, int N, int D, int V) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "N=%d D=%d V=%d skewed", N, D, V);
+  int64_t n = (int64_t)N * D, nt = (int64_t)V * D;
+  int32_t *ids = hnew(sizeof(int32_t) * (size_t)N);
+  for (int i = 0; i < N; i++) {
+    double u = urand();
+    ids[i] = (int32_t)(u * u * u * V); /* id 0 about V^(-1/3) of the tokens */
+  }
+  ids[0] = V - 1, ids[N - 1] = V - 1, ids[N / 2] = 0, ids[1] = 0;
+  float *dy = hrand(n, -1, 1), *dtable0 = hrand(nt, -1, 1), *dtc = hcopy(dtable0, nt);
+  op_embedding_backward(dtc, ids, dy, N, D);
+  int32_t *d_ids = up(ids, sizeof(int32_t) * (size_t)N);
+  float *d_dy = upf(dy, n), *d_dt = dnew(sizeof(float) * nt), *g[2];
+  for (int run = 0; run < 2; run++) {
+    setf(d_dt, dtable0, nt);
+    if (run == 0) /* a short call first: the table's scratch then has to grow */
+      kg->table.embedding_backward(&kg->table, d_dt, d_ids, d_dy, 3, D, V);
+    setf(d_dt, dtable0, nt);
+    kg->table.embedding_backward(&kg->table, d_dt, d_ids, d_dy, N, D, V);
+    g[run] = downf(d_dt, nt);
+  }
+  expect_same_bits("embedding_backward sorted (vs cpu, token order)", shape, g[0], dtc, nt);
+  expect_same_bits("embedding_backward sorted", shape, g[1], g[0], nt);
   scope_end();
 }
 
@@ -690,6 +724,57 @@ static void test_optimizer_bits(kernels_gpu *kg, spec_optimizer kind, double mu,
   scope_end();
 }
 
+/* The multi-tensor update (optimizer_chunks, what optimizer_step runs) against the per-tensor
+ * loop it replaced (kernels_cpu.optimizer per tensor, optimizer_update_tensor's factors), bit
+ * for bit, through both tables: tensors with and without decay, one longer than a piece
+ * (several pieces), one of a single float, gaps between them (64-byte alignment) holding junk
+ * that must stay as it is. Three steps. */
+static void test_optimizer_chunks(kernels_gpu *kg, spec_optimizer kind, double mu) {
+  char shape[96];
+  snprintf(shape, sizeof shape, "%s mu=%g, 5 tensors", kind == SPEC_OPTIMIZER_SGD ? "sgd"
+           : "adamw", mu);
+  enum { NT = 5 };
+  const int64_t numel[NT] = {4099, 33, 3 * PT_OPT_CHUNK_FLOATS + 5, 1, 768};
+  const int decay[NT] = {1, 0, 1, 0, 1};
+  int64_t offset[NT], n = 0;
+  for (int i = 0; i < NT; i++) offset[i] = n, n = (n + numel[i] + 15) / 16 * 16 + 16;
+  spec_train c = {.optimizer = kind, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                  .weight_decay = 0.1, .momentum = mu};
+  pt_opt_chunk chunks[64];
+  int64_t nc = 0;
+  for (int i = 0; i < NT; i++)
+    for (int64_t at = 0; at < numel[i]; at += PT_OPT_CHUNK_FLOATS)
+      chunks[nc++] = (pt_opt_chunk){.offset = offset[i] + at, .decay = decay[i],
+                                    .n = (int32_t)(numel[i] - at < PT_OPT_CHUNK_FLOATS
+                                                       ? numel[i] - at : PT_OPT_CHUNK_FLOATS)};
+  float *w = hrand(n, -1, 1), *m = hrand(n, -1, 1), *v = hrand(n, 0, 1);
+  float *w1 = hcopy(w, n), *m1 = hcopy(m, n), *v1 = hcopy(v, n); /* the CPU table's chunks */
+  float *d_w = upf(w, n), *d_m = upf(m, n), *d_v = upf(v, n), *d_g = dnew(sizeof(float) * n);
+  pt_opt_chunk *d_chunks = up(chunks, sizeof chunks);
+  for (int t = 1; t <= 3; t++) {
+    float *g = hrand(n, -1, 1);
+    setf(d_g, g, n);
+    device_update u = optimizer_update(&c, t, c.lr);
+    for (int i = 0; i < NT; i++) { /* the reference: the loop optimizer_step used to run */
+      optimizer_update_tensor(&u, &c, decay[i]);
+      kernels_cpu.optimizer(&kernels_cpu, &u, w + offset[i], g + offset[i], m + offset[i],
+                            v + offset[i], numel[i]);
+    }
+    optimizer_update_tensor(&u, &c, 1);
+    kernels_cpu.optimizer_chunks(&kernels_cpu, &u, w1, g, m1, v1, chunks, nc);
+    kg->table.optimizer_chunks(&kg->table, &u, d_w, d_g, d_m, d_v, d_chunks, nc);
+  }
+  expect_same_bits("optimizer_chunks cpu w (vs per tensor)", shape, w1, w, n);
+  expect_same_bits("optimizer_chunks cpu m (vs per tensor)", shape, m1, m, n);
+  expect_same_bits("optimizer_chunks gpu w (vs per tensor)", shape, downf(d_w, n), w, n);
+  expect_same_bits("optimizer_chunks gpu m (vs per tensor)", shape, downf(d_m, n), m, n);
+  if (kind == SPEC_OPTIMIZER_ADAMW) {
+    expect_same_bits("optimizer_chunks cpu v (vs per tensor)", shape, v1, v, n);
+    expect_same_bits("optimizer_chunks gpu v (vs per tensor)", shape, downf(d_v, n), v, n);
+  }
+  scope_end();
+}
+
 /* scale (one multiply: exact), sumsq (double, fixed order), check_finite. */
 static void test_reductions(int64_t n) {
   char shape[64];
@@ -849,6 +934,7 @@ int main(void) {
   test_layernorm(7, 33);
   test_layernorm(512, 256);
   test_layernorm(3, 4099); /* rows longer than a block */
+  test_layernorm(4000, 16); /* weight gradient: many row chunks of one column group */
   test_activations(7 * 33);
   test_activations(512 * 1024);
   test_attention(2, 7, 33, 3);
@@ -856,7 +942,9 @@ int main(void) {
   test_attention(1, 130, 96, 3);
   test_attention(1, 1024, 512, 2); /* T = 1024, hd = 256 */
   test_misc(7, 33);
-  test_misc(512, 768);
+  test_misc(512, 768);  /* colsum: 4 row chunks */
+  test_misc(6000, 8);   /* colsum: 46 row chunks of one column group */
+  test_misc(300, 3000); /* colsum: 2 row chunks of 94 column groups */
   test_embedding(7, 33, 50, 50, 0);
   test_embedding(512, 256, 1000, 64, 100); /* many repeats, id 0 about 100 times */
   test_embedding(2000, 40, 10, 1, 0);      /* one id everywhere */
@@ -882,6 +970,12 @@ int main(void) {
   test_optimizer_bits(&kg, SPEC_OPTIMIZER_ADAMW, 0.0, 0);
   test_optimizer_bits(&kg, SPEC_OPTIMIZER_SGD, 0.9, 1);
   test_optimizer_bits(&kg, SPEC_OPTIMIZER_SGD, 0.0, 0);
+  test_optimizer_chunks(&kg, SPEC_OPTIMIZER_ADAMW, 0.0);
+  test_optimizer_chunks(&kg, SPEC_OPTIMIZER_SGD, 0.9);
+  test_optimizer_chunks(&kg, SPEC_OPTIMIZER_SGD, 0.0);
+  test_embedding_sorted(&kg, 2048, 24, 300);
+  test_embedding_sorted(&kg, 2049, 24, 300);
+  test_embedding_sorted(&kg, 5000, 40, 1000);
 
   kernels_gpu_close(&kg);
   gpu_close(&G);
