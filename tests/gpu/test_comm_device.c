@@ -9,9 +9,10 @@
  * split from it; host buffers on the same groups still go over MPI; comm_connect works; a send
  * the transport holds back goes out at comm_flush while its rank sums on another group (the
  * tied-weight deadlock of pipelined runs over NCCL: without the flush this test hangs); buffers
- * rewritten on the compute stream right after comm_wait, round after round, never reach the
- * peer early or late (the stream ordering of docs/gpu.md "Overlap"), and the staged transport
- * reuses its pinned buffers instead of allocating one per message.
+ * rewritten on the compute stream right after comm_wait, round after round, and received ones
+ * read only at the end, carry exactly each round's bytes (the stream ordering of docs/gpu.md
+ * "Overlap"; PT_EMU_COMM_UNORDERED breaks it on purpose), and the staged transport reuses its
+ * pinned buffers instead of allocating one per message, each only once its copy ran.
  * Exit 77 (CTest skip) on every rank when there is no usable GPU. */
 #include <stdint.h>
 #include <stdio.h>
