@@ -3,8 +3,9 @@
 # both present and needed. tests/pipeline/gate.yaml in 2 stages over the fake NCCL, 2 steps,
 # against the sequential run on one emulated GPU:
 #   - with the ordering, under stream interleavings where the transfers' stream and the compute
-#     stream run in any order their dependencies allow (PT_EMU_STREAMS=random; lazy:
-#     a stream runs only when something waits for it): bit for bit equal;
+#     stream run in any order their dependencies allow (PT_EMU_STREAMS=random, each block's
+#     threads in random order too; lazy: a stream runs only when something waits for it): bit
+#     for bit equal;
 #   - with the communication stream's wait for the buffers' producers dropped
 #     (PT_EMU_COMM_UNORDERED=ready, emulated builds only), and with the compute stream's wait
 #     for the transfers dropped (=done): NOT equal. The emulator then runs a send before the
@@ -30,7 +31,7 @@ run() { # NAME ENV...: 2 stages over NCCL under ENV; 0 when bit for bit equal to
     "$work/$name" 2 --exact >"$work/$name.cmp" 2>&1
 }
 failed=0
-for order in "PT_EMU_STREAMS=random PT_EMU_SEED=3" "PT_EMU_STREAMS=lazy"; do
+for order in "PT_EMU_STREAMS=random PT_EMU_ORDER=random PT_EMU_SEED=3" "PT_EMU_STREAMS=lazy"; do
   # shellcheck disable=SC2086 # the words are separate settings
   if run ordered $order; then
     echo "ordered, $order: bit for bit equal to sequential"
