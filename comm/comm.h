@@ -2,7 +2,11 @@
  *
  * A pt_comm is a group of ranks (the world, a pipeline, a data-parallel group, a tie group).
  * Point-to-point calls are asynchronous: they return at once with a request that comm_wait()
- * completes; the buffer must stay untouched until then. Reductions here are deterministic:
+ * completes; the buffer must stay untouched until then. For device buffers over NCCL,
+ * "completes" is in stream order: comm_wait returns at once, and work queued on the rank's
+ * compute stream afterwards runs after the transfer (which waited for the work queued before
+ * the send or receive call); the host touches such buffers only after synchronising the
+ * compute stream. Reductions here are deterministic:
  * floats are summed in group-rank order ((x0 + x1) + x2) + ..., so results do not depend on
  * the transport's reduction tree, and a pipelined run can match the sequential one bit for bit.
  * Every failing call aborts the whole job with the rank and the call in the message.
@@ -85,6 +89,12 @@ void comm_connect(pt_comm *c, const int *peers, int n);
 /* In-place deterministic sum over the group (group-rank order). */
 void comm_allreduce_sum_f32(pt_comm *c, float *buf, size_t n);
 void comm_allreduce_sum_f64(pt_comm *c, double *buf, size_t n);
+/* In-place sum over the group by the transport's own reduction (comm.dp_reduce: allreduce):
+ * ncclAllReduce for device buffers on an NCCL group, else MPI_Allreduce (staged device buffers
+ * on a host copy). O(log size) or ring latency instead of the chain's O(size), but the order of
+ * additions is the library's: NOT bitwise equal to comm_allreduce_sum_f32 or a sequential run,
+ * and it may change with the group size, the message size or the library's version. */
+void comm_allreduce_sum_f32_unordered(pt_comm *c, float *buf, size_t n);
 void comm_allreduce_max_u64(pt_comm *c, uint64_t *buf, size_t n);
 void comm_allreduce_min_u64(pt_comm *c, uint64_t *buf, size_t n);
 /* Concatenates each rank's `counts[rank]` doubles in group-rank order into out (all ranks). */

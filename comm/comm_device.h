@@ -5,7 +5,8 @@
  * statistics) and its activations can share one group. Two device transports:
  *   NCCL    a NCCL communicator per group (the world's from a unique id broadcast over MPI,
  *           the others by ncclCommSplit), its own stream, sends grouped with their receives;
- *   staged  MPI on pinned host copies: works wherever MPI does, several ranks may share a GPU.
+ *   staged  MPI on pinned host copies (a pool per group, reused): works wherever MPI does,
+ *           several ranks may share a GPU.
  * Float sums keep comm.h's fixed order ((x0 + x1) + x2) + ... on both, so results match the
  * host path bit for bit.
  */
@@ -31,14 +32,21 @@ int comm_device_owns(const void *buf); /* buf is GPU memory */
 void comm_device_send(comm_device *d, const void *buf, size_t bytes, int peer, int tag,
                       pt_request *r);
 void comm_device_recv(comm_device *d, void *buf, size_t bytes, int peer, int tag, pt_request *r);
-/* Completes r when it is a device request (returns 1), else returns 0. */
+/* Completes r when it is a device request (returns 1), else returns 0. NCCL: the compute stream
+ * waits for the transfer, the host does not (comm_nccl.c, dev_req); staged: the host waits for
+ * MPI, the copy to the device is queued on the compute stream. */
 int comm_device_wait(pt_request *r);
 void comm_device_group_start(comm_device *d);
 void comm_device_group_end(comm_device *d);
 /* comm_flush: the held NCCL sends out as one group (staged, or inside a group: nothing). */
 void comm_device_flush(comm_device *d);
 void comm_device_sum_f32(comm_device *d, float *buf, size_t n);
+/* comm_allreduce_sum_f32_unordered: ncclAllReduce (NCCL), MPI_Allreduce on a host copy
+ * (staged). */
+void comm_device_allreduce_f32(comm_device *d, float *buf, size_t n);
 /* The host chain sum over an MPI communicator (comm_mpi.c), for the staged transport. */
 void comm_host_sum_f32(MPI_Comm mpi, float *buf, size_t n);
+/* MPI_Allreduce's sum in place (comm_mpi.c), for the staged transport. */
+void comm_host_allreduce_f32(MPI_Comm mpi, float *buf, size_t n);
 
 #endif

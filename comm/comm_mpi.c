@@ -221,11 +221,26 @@ void comm_allreduce_sum_f32(pt_comm *c, float *buf, size_t n) {
   chain_sum_f32(c, buf, n);
 }
 
+static void host_allreduce_f32(MPI_Comm mpi, float *buf, size_t n) {
+  if (n > (size_t)INT32_MAX) pt_fatal("reduction of %zu elements is too large", n);
+  PT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, mpi));
+}
+
+void comm_allreduce_sum_f32_unordered(pt_comm *c, float *buf, size_t n) {
+  if (n == 0) return;
+#ifdef PT_HAVE_GPU
+  if (ON_DEVICE(c, buf)) return comm_device_allreduce_f32(c->dev, buf, n);
+#endif
+  host_allreduce_f32(c->mpi, buf, n);
+}
+
 #ifdef PT_HAVE_GPU
 void comm_host_sum_f32(MPI_Comm mpi, float *buf, size_t n) {
   pt_comm c = {.mpi = mpi};
   chain_sum_f32(&c, buf, n);
 }
+
+void comm_host_allreduce_f32(MPI_Comm mpi, float *buf, size_t n) { host_allreduce_f32(mpi, buf, n); }
 #endif
 
 void comm_allreduce_max_u64(pt_comm *c, uint64_t *buf, size_t n) {

@@ -258,8 +258,12 @@ static void trace_action(pt_pipeline *p, const pt_action *a, double t0) {
 
 static void reduce_dp(pt_pipeline *p) {
   watchdog_arm("the data-parallel gradient reduction", -1, p->part.step + 1);
-  if (p->dp > 1)
-    comm_allreduce_sum_f32(p->dp_comm, p->part.model.grads, (size_t)p->part.model.n_floats);
+  float *g = p->part.model.grads;
+  size_t n = (size_t)p->part.model.n_floats;
+  if (p->dp > 1 && p->part.spec->dp_reduce == SPEC_DP_REDUCE_ALLREDUCE)
+    comm_allreduce_sum_f32_unordered(p->dp_comm, g, n); /* faster, not bitwise (comm.h) */
+  else if (p->dp > 1)
+    comm_allreduce_sum_f32(p->dp_comm, g, n);
   watchdog_disarm();
 }
 

@@ -128,6 +128,7 @@ typedef enum {
   SPEC_DEVICE_EMULATED,
 } spec_device;
 typedef enum { SPEC_COMM_AUTO, SPEC_COMM_NCCL, SPEC_COMM_MPI } spec_comm_backend;
+typedef enum { SPEC_DP_REDUCE_CHAIN, SPEC_DP_REDUCE_ALLREDUCE } spec_dp_reduce;
 
 extern const char *const spec_loss_names[];
 extern const char *const spec_data_format_names[];
@@ -137,6 +138,7 @@ extern const char *const spec_nonfinite_names[];
 extern const char *const spec_partition_names[]; /* "type:" for SPEC_PARTITION_TYPE */
 extern const char *const spec_device_names[];
 extern const char *const spec_comm_backend_names[];
+extern const char *const spec_dp_reduce_names[];
 
 typedef struct {
   char type[SPEC_NAME_MAX];  /* layer type name, e.g. "transformer_block" */
@@ -206,6 +208,7 @@ typedef struct {
   spec_train train;
   spec_pipeline pipeline;
   spec_comm_backend comm_backend; /* comm.backend: auto (NCCL for GPU buffers), nccl, mpi */
+  spec_dp_reduce dp_reduce; /* comm.dp_reduce: chain (bitwise, ordered) or allreduce (faster) */
   int64_t log_every;
   uint64_t hash;        /* FNV-1a of the canonical tree after overrides: same spec => same hash */
 } pt_spec;

@@ -436,9 +436,10 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
 }
 
 static void spec_load_comm(pt_spec *s, spec_errors *e) {
-  static const char *const keys[] = {"backend", NULL};
+  static const char *const keys[] = {"backend", "dp_reduce", NULL};
   spec_node *m = spec_section(s->root, "comm", "comm", e);
   s->comm_backend = spec_get_enum(m, "backend", SPEC_COMM_AUTO, spec_comm_backend_names, e);
+  s->dp_reduce = spec_get_enum(m, "dp_reduce", SPEC_DP_REDUCE_CHAIN, spec_dp_reduce_names, e);
   spec_check_unused(m, "comm", keys, e);
 }
 

@@ -11,3 +11,4 @@ const char *const spec_partition_names[] = {"parameters", "uniform", "balanced",
                                             NULL};
 const char *const spec_device_names[] = {"auto", "cpu", "gpu", "emulated", NULL};
 const char *const spec_comm_backend_names[] = {"auto", "nccl", "mpi", NULL};
+const char *const spec_dp_reduce_names[] = {"chain", "allreduce", NULL};

@@ -309,6 +309,7 @@ static int enum_field(const pt_spec *s, const char *key) {
   if (!strcmp(key, "train.on_nonfinite")) return (int)s->train.on_nonfinite;
   if (!strcmp(key, "pipeline.partition")) return (int)s->pipeline.partition;
   if (!strcmp(key, "pipeline.device")) return (int)s->pipeline.device;
+  if (!strcmp(key, "comm.dp_reduce")) return (int)s->dp_reduce;
   return (int)s->comm_backend;
 }
 
@@ -323,6 +324,7 @@ static void test_enum_names(void) {
       {"pipeline.partition", spec_partition_names, SPEC_PARTITION_AUTO + 1},
       {"pipeline.device", spec_device_names, SPEC_DEVICE_EMULATED + 1},
       {"comm.backend", spec_comm_backend_names, SPEC_COMM_MPI + 1},
+      {"comm.dp_reduce", spec_dp_reduce_names, SPEC_DP_REDUCE_ALLREDUCE + 1},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     const enum_case *k = &cases[c];
@@ -496,6 +498,8 @@ static const error_case g_text_errors[] = {
      "pipeline.device: expected one of auto, cpu, gpu, emulated, got 'tpu'"},
     {L, "layers: [gelu]\ncomm: {backend: gloo}\n", NULL, "2:17",
      "comm.backend: expected one of auto, nccl, mpi, got 'gloo'"},
+    {L, "layers: [gelu]\ncomm: {dp_reduce: ring}\n", NULL, "2:19",
+     "comm.dp_reduce: expected one of chain, allreduce, got 'ring'"},
     {L, "layers: [gelu]\ntrain: {on_nonfinite: carry_on_regardless}\n", NULL, "2:23",
      "train.on_nonfinite: expected one of abort, skip, got 'carry_on_regardless'"},
     {L, "layers: [gelu]\nloss: {name: mse}\n", NULL, "2:7",

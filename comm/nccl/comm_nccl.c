@@ -8,6 +8,7 @@
 
 #include "comm/comm_check.h"
 #include "comm/comm_device.h"
+#include "comm/nccl/comm_pinned.h"
 #include "core/error.h"
 #include "kernels/cuda/gpu.h"
 #include "partition/memory.h"
@@ -22,6 +23,7 @@ struct comm_device {
   ncclComm_t comm;
   cudaStream_t compute;  /* where the buffers are produced and consumed */
   cudaStream_t stream;   /* NCCL's own, so transfers overlap compute */
+  pinned_pool pool;      /* staged: the host copies' buffers, reused */
   float *tmp;            /* device scratch of the chain sum */
   size_t tmp_floats;
   unsigned char *peers;  /* [size]: ranks exchanged with, whose NCCL buffers are counted */
@@ -40,16 +42,42 @@ struct comm_device {
  * comm_device_flush (the schedule's FLUSH) issues the held sends alone: a rank about to block in
  * a reduction on another communicator must, or its peers wait for them meanwhile. A reduction
  * on this communicator issues them first itself (nccl_sum_f32). schedule/schedule_rendezvous.c
- * checks that the engine's schedules finish under these rules. */
+ * checks that the engine's schedules finish under these rules. Holding costs no overlap: a
+ * held send is issued at the latest when something waits for it or for a later transfer.
+ *
+ * Ordering against compute (docs/gpu.md, "Overlap"): the host never waits for a transfer.
+ *   - At the send or receive call, an event (ready) is recorded on the compute stream: what is
+ *     queued there so far produces the send's buffer, or is the last to read the buffer a
+ *     receive overwrites (the engine posts a receive only once the buffer is free, as MPI
+ *     requires). The group's stream waits for each member's ready event, not for all compute.
+ *   - After the group, an event (done) is recorded on the group's stream. comm_device_wait
+ *     makes the compute stream wait for it: a receive's consumers, and whatever the engine
+ *     queues after waiting for a send (it overwrites the buffer only after that wait), run
+ *     after the transfer; the host goes on queuing work at once. */
 typedef struct dev_req {
   comm_device *d;
   int peer, recv, issued;
   void *buf;
   size_t bytes;
+  cudaEvent_t ready;     /* NCCL: on the compute stream at the call (see above) */
   cudaEvent_t done;      /* NCCL: recorded on d->stream after the transfer's group */
   MPI_Request mpi;       /* staged */
-  void *host;
+  int slab;              /* staged: the pinned host copy (d->pool) */
 } dev_req;
+
+/* Tests on the emulated NCCL only (its nccl.h defines PT_NCCL_EMULATION): PT_EMU_COMM_UNORDERED
+ * =ready drops the group stream's wait for the buffers' producers, =done the compute stream's
+ * wait for the transfer, so tests/gpu/overlap_order.sh can show the emulator catches either
+ * missing ordering. Never set in a build for real NCCL: there it is always 0. */
+static int unordered(const char *which) {
+#ifdef PT_NCCL_EMULATION
+  const char *v = getenv("PT_EMU_COMM_UNORDERED");
+  return v && !strcmp(v, which);
+#else
+  (void)which;
+  return 0;
+#endif
+}
 
 /* Every live communicator of this process (see nccl_failure_text). */
 static comm_device *g_live;
@@ -171,6 +199,7 @@ void comm_device_free(comm_device *d) {
   if (d->comm) ncclCommDestroy(d->comm);
   if (d->stream) cudaStreamDestroy(d->stream);
   if (d->tmp) cudaFree(d->tmp);
+  pinned_free(&d->pool);
   pt_mem_account(-(int64_t)(d->tmp_floats * sizeof(float)) - d->accounted);
   free(d->peers);
   free(d->held);
@@ -202,7 +231,11 @@ static void issue_group(comm_device *d, dev_req *extra) {
   for (int i = 0; extra && i < d->n_held; i++) held |= d->held[i] == extra;
   if (extra && !extra->issued && !held) hold(d, extra);
   if (d->n_held == 0) return;
-  after_compute(d);
+  for (int i = 0; i < d->n_held; i++) { /* each buffer's producers or last readers, no more */
+    dev_req *q = d->held[i];
+    if (!unordered("ready")) PT_CHECK_CUDA(cudaStreamWaitEvent(d->stream, q->ready, 0));
+    PT_CHECK_CUDA(cudaEventDestroy(q->ready));
+  }
   PT_CHECK_NCCL(ncclGroupStart());
   for (int i = 0; i < d->n_held; i++) {
     dev_req *q = d->held[i];
@@ -230,24 +263,36 @@ static dev_req *req_new(comm_device *d, void *buf, size_t bytes, int peer, int r
   return q;
 }
 
+/* The compute stream's position now: the buffer's producers or last readers (see dev_req). */
+static void mark_ready(comm_device *d, dev_req *q) {
+  PT_CHECK_CUDA(cudaEventCreateWithFlags(&q->ready, cudaEventDisableTiming));
+  PT_CHECK_CUDA(cudaEventRecord(q->ready, d->compute));
+}
+
 void comm_device_send(comm_device *d, const void *buf, size_t bytes, int peer, int tag,
                       pt_request *r) {
   dev_req *q = req_new(d, (void *)buf, bytes, peer, 0, r);
-  if (d->nccl) return hold(d, q);
-  PT_CHECK_CUDA(cudaMallocHost(&q->host, bytes ? bytes : 1));
-  PT_CHECK_CUDA(cudaMemcpyAsync(q->host, buf, bytes, cudaMemcpyDeviceToHost, d->compute));
-  PT_CHECK_CUDA(cudaStreamSynchronize(d->compute));
-  PT_CHECK_MPI(MPI_Isend(q->host, (int)bytes, MPI_BYTE, peer, tag, d->mpi, &q->mpi));
+  if (d->nccl) {
+    mark_ready(d, q);
+    return hold(d, q);
+  }
+  q->slab = pinned_take(&d->pool, bytes);
+  void *host = pinned_host(&d->pool, q->slab);
+  PT_CHECK_CUDA(cudaMemcpyAsync(host, buf, bytes, cudaMemcpyDeviceToHost, d->compute));
+  PT_CHECK_CUDA(cudaStreamSynchronize(d->compute)); /* MPI reads the host copy */
+  PT_CHECK_MPI(MPI_Isend(host, (int)bytes, MPI_BYTE, peer, tag, d->mpi, &q->mpi));
 }
 
 void comm_device_recv(comm_device *d, void *buf, size_t bytes, int peer, int tag, pt_request *r) {
   dev_req *q = req_new(d, buf, bytes, peer, 1, r);
   if (d->nccl) {
+    mark_ready(d, q);
     if (d->grouped) hold(d, q); /* an explicit group goes out whole at its end */
     return;
   }
-  PT_CHECK_CUDA(cudaMallocHost(&q->host, bytes ? bytes : 1));
-  PT_CHECK_MPI(MPI_Irecv(q->host, (int)bytes, MPI_BYTE, peer, tag, d->mpi, &q->mpi));
+  q->slab = pinned_take(&d->pool, bytes);
+  PT_CHECK_MPI(MPI_Irecv(pinned_host(&d->pool, q->slab), (int)bytes, MPI_BYTE, peer, tag, d->mpi,
+                         &q->mpi));
 }
 
 /* Polls the event and the communicator's asynchronous error. That error is what NCCL detects
@@ -272,24 +317,38 @@ static void nccl_wait_event(comm_device *d, cudaEvent_t ev, int peer, size_t byt
   }
 }
 
+/* The compute stream waits for the transfer; the host does not (see dev_req). An error NCCL
+ * has already detected on the communicator is reported here, without waiting for one. */
 static void nccl_wait(dev_req *q) {
-  if (!q->issued) issue_group(q->d, q);
-  nccl_wait_event(q->d, q->done, q->peer, q->bytes);
-  PT_CHECK_CUDA(cudaEventDestroy(q->done));
+  comm_device *d = q->d;
+  if (!q->issued) issue_group(d, q);
+  if (!unordered("done")) PT_CHECK_CUDA(cudaStreamWaitEvent(d->compute, q->done, 0));
+  PT_CHECK_CUDA(cudaEventDestroy(q->done)); /* the queued wait keeps what it needs */
+  ncclResult_t async = ncclSuccess;
+  ncclCommGetAsyncError(d->comm, &async);
+  if (async != ncclSuccess && async != ncclInProgress) {
+    ncclCommAbort(d->comm);
+    pt_fatal("NCCL failed while exchanging %zu bytes with rank %d: %s (that rank may have "
+             "died)", q->bytes, q->peer, ncclGetErrorString(async));
+  }
+}
+
+/* MPI has the host copy (the host waits for the peer here, as MPI must); a receive's copy to
+ * the device is queued on the compute stream, and its buffer reused once that copy ran. */
+static void staged_wait(dev_req *q) {
+  comm_device *d = q->d;
+  PT_CHECK_MPI(MPI_Wait(&q->mpi, MPI_STATUS_IGNORE));
+  if (q->recv)
+    PT_CHECK_CUDA(cudaMemcpyAsync(q->buf, pinned_host(&d->pool, q->slab), q->bytes,
+                                  cudaMemcpyHostToDevice, d->compute));
+  pinned_give(&d->pool, q->slab, q->recv ? d->compute : NULL);
 }
 
 int comm_device_wait(pt_request *r) {
   if (!r->device) return 0;
   dev_req *q = r->impl;
-  if (q->d->nccl) {
-    nccl_wait(q);
-  } else {
-    PT_CHECK_MPI(MPI_Wait(&q->mpi, MPI_STATUS_IGNORE));
-    if (q->recv)
-      PT_CHECK_CUDA(cudaMemcpyAsync(q->buf, q->host, q->bytes, cudaMemcpyHostToDevice, q->d->compute));
-    PT_CHECK_CUDA(cudaStreamSynchronize(q->d->compute)); /* the pinned copy is freed next */
-    PT_CHECK_CUDA(cudaFreeHost(q->host));
-  }
+  if (q->d->nccl) nccl_wait(q);
+  else staged_wait(q);
   free(q);
   r->impl = NULL;
   r->device = 0;
@@ -308,6 +367,29 @@ void comm_device_group_end(comm_device *d) {
 
 void comm_device_flush(comm_device *d) {
   if (d->nccl && !d->grouped) issue_group(d, NULL);
+}
+
+/* The host waits for what the group's stream queued so far (a reduction's end: the engine's
+ * watchdog is armed around it, and NCCL's asynchronous errors are polled meanwhile). */
+static void nccl_finish(comm_device *d, int peer, size_t bytes) {
+  cudaEvent_t ev;
+  PT_CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  PT_CHECK_CUDA(cudaEventRecord(ev, d->stream));
+  nccl_wait_event(d, ev, peer, bytes);
+  PT_CHECK_CUDA(cudaEventDestroy(ev));
+}
+
+/* A staged reduction: a pinned host copy of buf, summed over MPI by sum, copied back (queued on
+ * the compute stream; the copy's buffer is reused once it ran). */
+static void staged_sum_f32(comm_device *d, float *buf, size_t n,
+                           void (*sum)(MPI_Comm, float *, size_t)) {
+  int slab = pinned_take(&d->pool, n * sizeof(float));
+  float *host = pinned_host(&d->pool, slab);
+  PT_CHECK_CUDA(cudaMemcpyAsync(host, buf, n * sizeof(float), cudaMemcpyDeviceToHost, d->compute));
+  PT_CHECK_CUDA(cudaStreamSynchronize(d->compute));
+  sum(d->mpi, host, n);
+  PT_CHECK_CUDA(cudaMemcpyAsync(buf, host, n * sizeof(float), cudaMemcpyHostToDevice, d->compute));
+  pinned_give(&d->pool, slab, d->compute);
 }
 
 /* Chain sum on the device: receive the running sum from rank - 1, add this rank's values,
@@ -330,22 +412,24 @@ static void nccl_sum_f32(comm_device *d, float *buf, size_t n) {
   }
   if (d->rank < d->size - 1) PT_CHECK_NCCL(ncclSend(buf, n, ncclFloat, d->rank + 1, d->comm, d->stream));
   PT_CHECK_NCCL(ncclBroadcast(buf, buf, n, ncclFloat, d->size - 1, d->comm, d->stream));
-  cudaEvent_t ev;
-  PT_CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-  PT_CHECK_CUDA(cudaEventRecord(ev, d->stream));
-  nccl_wait_event(d, ev, d->rank > 0 ? d->rank - 1 : d->rank + 1, n * sizeof(float));
-  PT_CHECK_CUDA(cudaEventDestroy(ev));
+  nccl_finish(d, d->rank > 0 ? d->rank - 1 : d->rank + 1, n * sizeof(float));
 }
 
 void comm_device_sum_f32(comm_device *d, float *buf, size_t n) {
   if (d->size == 1 || n == 0) return;
   if (d->nccl) return nccl_sum_f32(d, buf, n);
-  float *host;
-  PT_CHECK_CUDA(cudaMallocHost((void **)&host, n * sizeof(float)));
-  PT_CHECK_CUDA(cudaMemcpyAsync(host, buf, n * sizeof(float), cudaMemcpyDeviceToHost, d->compute));
-  PT_CHECK_CUDA(cudaStreamSynchronize(d->compute));
-  comm_host_sum_f32(d->mpi, host, n);
-  PT_CHECK_CUDA(cudaMemcpyAsync(buf, host, n * sizeof(float), cudaMemcpyHostToDevice, d->compute));
-  PT_CHECK_CUDA(cudaStreamSynchronize(d->compute));
-  PT_CHECK_CUDA(cudaFreeHost(host));
+  staged_sum_f32(d, buf, n, comm_host_sum_f32);
+}
+
+/* comm.dp_reduce: allreduce. NCCL's own reduction (ring or tree, chosen by NCCL): one call,
+ * bandwidth-optimal, but its order of additions is NCCL's, not the chain's. */
+void comm_device_allreduce_f32(comm_device *d, float *buf, size_t n) {
+  if (d->size == 1 || n == 0) return;
+  if (!d->nccl) return staged_sum_f32(d, buf, n, comm_host_allreduce_f32);
+  note_peer(d, (d->rank + 1) % d->size); /* the ring's neighbours, as the plan counts them */
+  note_peer(d, (d->rank + d->size - 1) % d->size);
+  issue_group(d, NULL); /* transfers held on this group go first, in issue order */
+  after_compute(d);
+  PT_CHECK_NCCL(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, d->comm, d->stream));
+  nccl_finish(d, (d->rank + 1) % d->size, n * sizeof(float));
 }

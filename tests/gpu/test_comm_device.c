@@ -8,7 +8,11 @@
  * equals the host chain sum ((x0 + x1) + x2) + ... bit for bit, on the world and on a group
  * split from it; host buffers on the same groups still go over MPI; comm_connect works; a send
  * the transport holds back goes out at comm_flush while its rank sums on another group (the
- * tied-weight deadlock of pipelined runs over NCCL: without the flush this test hangs).
+ * tied-weight deadlock of pipelined runs over NCCL: without the flush this test hangs); buffers
+ * rewritten on the compute stream right after comm_wait, round after round, and received ones
+ * read only at the end, carry exactly each round's bytes (the stream ordering of docs/gpu.md
+ * "Overlap"; PT_EMU_COMM_UNORDERED breaks it on purpose), and the staged transport reuses its
+ * pinned buffers instead of allocating one per message, each only once its copy ran.
  * Exit 77 (CTest skip) on every rank when there is no usable GPU. */
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +20,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "comm/nccl/comm_pinned.h"
 #include "kernels/cuda/gpu.h"
 #include "test_util.h"
 
@@ -58,6 +63,70 @@ static void check_ring(gpu_ctx *g, pt_comm *c, int rank, int size, size_t bytes)
   size_t bad = 0;
   for (size_t i = 0; i < bytes; i++) bad += in[i] != (unsigned char)(i * 31 + from);
   CHECK(bad == 0, "ring of %zu bytes: %zu bytes wrong from rank %d", bytes, bad, from);
+  gpu_free(dout), gpu_free(din);
+  free(out), free(in);
+}
+
+/* Rank 0 sends rounds messages to rank 1, which receives each into its own part of din and
+ * reads them once at the end: receives back to back, with no send between them whose copy
+ * would synchronise the stream, so a staged receive's pinned buffer reused before its copy to
+ * the device ran shows as wrong bytes. Returns rank 1's count of wrong bytes. */
+static size_t one_way(gpu_ctx *g, pt_comm *c, int rank, unsigned char *dout, unsigned char *din,
+                      size_t bytes, int rounds) {
+  unsigned char *buf = malloc(bytes * (size_t)rounds);
+  size_t bad = 0;
+  for (int round = 0; round < rounds && rank < 2; round++) {
+    pt_request q = {0};
+    if (rank == 0) {
+      for (size_t i = 0; i < bytes; i++) buf[i] = (unsigned char)(i * 5 + round);
+      gpu_to_device(g, dout, buf, bytes);
+      comm_send_async(c, dout, bytes, 1, 7, &q);
+    } else {
+      comm_recv_async(c, din + (size_t)round * bytes, bytes, 0, 7, &q);
+    }
+    comm_wait(&q);
+  }
+  if (rank == 1) {
+    gpu_to_host(g, buf, din, bytes * (size_t)rounds);
+    for (int round = 0; round < rounds; round++)
+      for (size_t i = 0; i < bytes; i++)
+        bad += buf[(size_t)round * bytes + i] != (unsigned char)(i * 5 + round);
+  }
+  free(buf);
+  return bad;
+}
+
+/* Rounds of a ring exchange where the compute stream rewrites the send buffer right after
+ * comm_wait on the send; each round lands in its own part of one receive buffer, read once at
+ * the end, so nothing synchronises the host between rounds: the peer must get each round's
+ * bytes exactly. Staged: the pinned buffers are reused, each only once its copy to the device
+ * ran (rounds faster than the copies would overwrite one still to be copied). */
+static void check_reuse(gpu_ctx *g, pt_comm *c, int rank, int size, int staged) {
+  enum { ROUNDS = 12 };
+  size_t bytes = 65536 + 3;
+  unsigned char *out = malloc(bytes), *in = malloc(bytes * ROUNDS);
+  unsigned char *dout = gpu_alloc(g, bytes), *din = gpu_alloc(g, bytes * ROUNDS);
+  int from = (rank + size - 1) % size;
+  long before = pinned_allocations();
+  for (int round = 0; round < ROUNDS; round++) {
+    for (size_t i = 0; i < bytes; i++) out[i] = (unsigned char)(i * 7 + rank * 3 + round);
+    gpu_to_device(g, dout, out, bytes); /* queued behind the previous round's send wait */
+    pt_request s = {0}, r = {0};
+    comm_group_start(c);
+    comm_send_async(c, dout, bytes, (rank + 1) % size, 6, &s);
+    comm_recv_async(c, din + (size_t)round * bytes, bytes, from, 6, &r);
+    comm_group_end(c);
+    comm_wait(&s), comm_wait(&r);
+  }
+  gpu_to_host(g, in, din, bytes * ROUNDS);
+  long made = pinned_allocations() - before;
+  size_t bad = one_way(g, c, rank, dout, din, bytes, ROUNDS);
+  for (int round = 0; round < ROUNDS; round++)
+    for (size_t i = 0; i < bytes; i++)
+      bad += in[(size_t)round * bytes + i] != (unsigned char)(i * 7 + from * 3 + round);
+  CHECK(bad == 0, "reuse: %zu bytes wrong over %d rounds from rank %d", bad, ROUNDS, from);
+  if (staged) /* the ring's: bounded by the copies in flight, never one per message */
+    CHECK(made <= ROUNDS / 2, "staged: %ld pinned allocations for %d rounds", made, ROUNDS);
   gpu_free(dout), gpu_free(din);
   free(out), free(in);
 }
@@ -163,6 +232,7 @@ int main(int argc, char **argv) {
   comm_connect(world, ring, size > 2 ? 2 : size - 1);
   check_ring(&g, world, rank, size, 1);
   check_ring(&g, world, rank, size, (3u << 20) + 5);
+  if (size > 1) check_reuse(&g, world, rank, size, !nccl);
   int *everyone = malloc((size_t)size * sizeof(int)), n_sub = 0, sub[64] = {0};
   for (int r = 0; r < size; r++) everyone[r] = r;
   check_sum(&g, world, everyone, size, rank, 1000003, "world");
