@@ -11,6 +11,7 @@
 
 #ifdef PT_HAVE_GPU
 #include "device/gpu_backend.h"
+#include "kernels/cuda/kernels_gpu.h"
 #endif
 
 static void *host_alloc(pt_device *d, size_t bytes) { return pt_alloc_aligned(bytes); }
@@ -159,6 +160,15 @@ double device_loss(pt_device *d, pt_loss_kind kind, const float *y, const void *
 void device_optimizer(pt_device *d, const device_update *u, float *w, const float *g, float *m,
                       float *v, int64_t n) {
   d->k->optimizer(d->k, u, w, g, m, v, n);
+}
+
+const pt_kernels *device_kernels_for(spec_device kind) {
+#ifdef PT_HAVE_GPU
+  if (device_resolve(kind) == SPEC_DEVICE_GPU) return &kernels_gpu_sizing;
+#else
+  (void)kind;
+#endif
+  return &kernels_cpu;
 }
 
 size_t device_scratch_bytes(pt_device *d, const pt_layer *L, int B, int T) {
