@@ -134,7 +134,8 @@ struct pt_kernels {
   X(linear_forward) X(linear_forward_residual) X(linear_backward_input)                           \
   X(linear_backward_weight) X(layernorm_forward) X(layernorm_backward_input)                      \
   X(layernorm_backward_weight) X(attention_saved_floats) X(attention_scratch_floats)              \
-  X(attention_forward) X(attention_backward) X(gelu_forward) X(gelu_backward) X(relu_forward) X(relu_backward)         \
+  X(attention_forward) X(attention_backward) X(gelu_forward) X(gelu_backward) X(relu_forward)    \
+  X(relu_backward)                                                                                \
   X(embedding_forward) X(embedding_backward) X(pos_forward) X(pos_backward_weight) X(copy)        \
   X(add) X(add_inplace) X(colsum_acc) X(scale) X(loss) X(optimizer) X(sumsq) X(all_finite)
 #define PT_KERNELS_INIT(entry) .entry = entry,

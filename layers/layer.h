@@ -92,8 +92,8 @@ typedef struct pt_layer_type {
   /* Optional (NULL = 0 bytes): memory for pt_io.saved and pt_io.scratch at this B x T. Both may
    * depend on the kernel table the steps run with: saved on layer_kernels(L) (the attention's
    * saved state, attention_saved_floats), scratch on k (attention_scratch_floats). A saved area
-   * is therefore only valid for the table that wrote it. Callers size saved through
-   * layer_saved_bytes. */
+   * is therefore only valid for the table that wrote it. The engine asks the model's layers
+   * (L->k: the model's device); asking for another table goes through layer_saved_bytes. */
   size_t (*saved_bytes)(const pt_layer *L, int B, int T);
   size_t (*scratch_bytes)(const pt_layer *L, const pt_kernels *k, int B, int T);
   /* Optional (NULL: parameters start at zero). Fills the parameters that this layer owns
@@ -117,10 +117,10 @@ struct pt_layer {
   float *g[PT_MAX_PARAMS];
   int borrowed[PT_MAX_PARAMS]; /* storage belongs to an earlier tied layer: do not init */
   int64_t iarg[8];           /* type-specific integer settings, set by configure */
+  double farg[4];            /* type-specific real settings */
   /* The kernel table the layer's steps run with, for the sizes that depend on it (saved_bytes):
    * model_alloc_ranges sets its device's; NULL (the CPU's) before. Read it with layer_kernels. */
   const pt_kernels *k;
-  double farg[4];            /* type-specific real settings */
 };
 
 /* --- Registry ----------------------------------------------------------------------------- */
