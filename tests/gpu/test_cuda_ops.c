@@ -888,7 +888,8 @@ int main(void) {
   test_attention(2, 7, 33, 3);
   test_attention(4, 128, 256, 8);
   test_attention(1, 130, 96, 3);
-  test_attention(1, 1024, 512, 2); /* T = 1024, hd = 256 */
+  test_attention(1, 1024, 128, 2); /* T = 1024 (32 tiles of 32 rows) */
+  test_attention(1, 203, 512, 2);  /* hd = 256, the largest the fused kernels take */
   /* the fused kernels' tiles (32 rows up to hd 64, 16 up to 128, 8 up to 256) cut partially */
   test_attention(1, 1, 8, 2);     /* one row */
   test_attention(2, 37, 4, 1);    /* hd = 4 */
