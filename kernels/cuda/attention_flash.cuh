@@ -59,14 +59,28 @@ __device__ __forceinline__ void flash_load_tile(float (*tile)[LD], const float *
   }
 }
 
-/* a[r] . b[c] over hd, i in order: the score S = q . k (unscaled, as the CPU's GEMM gives it)
- * and dP = dO . v. */
-template <int LD>
-__device__ __forceinline__ float flash_dot(const float (*a)[LD], int r, const float (*b)[LD],
-                                           int c, int hd) {
-  float s = 0.0f;
-  for (int i = 0; i < hd; i++) s += a[r][i] * b[c][i];
-  return s;
+/* The rows of a score tile one thread computes: thread tid takes key j = tid % BT and query
+ * rows tid / BT + RS*k, k < R (for BT = 32: 4 rows, so a k value read from shared memory
+ * serves 4 products); with BT = 8 only the first BT*BT threads have one. */
+template <int BT> struct flash_rows {
+  enum { RS = PT_THREADS / BT, R = BT > RS ? BT / RS : 1 };
+};
+
+/* S = q . k (unscaled, as the CPU's GEMM gives it) of every entry of the tile, each a sum over
+ * i in order, into Ps. Every thread calls it. */
+template <int BT, int LD>
+__device__ __forceinline__ void flash_scores(float (*Ps)[BT + 1], const float (*Qs)[LD],
+                                             const float (*Ks)[LD], int hd) {
+  typedef flash_rows<BT> W;
+  const int j = threadIdx.x % BT, tb = threadIdx.x / BT;
+  if (tb >= BT) return;
+  float s[W::R];
+  for (int k = 0; k < W::R; k++) s[k] = 0.0f;
+  for (int i = 0; i < hd; i++) {
+    const float kj = Ks[j][i];
+    for (int k = 0; k < W::R; k++) s[k] += Qs[tb + W::RS * k][i] * kj;
+  }
+  for (int k = 0; k < W::R; k++) Ps[tb + W::RS * k][j] = s[k];
 }
 
 /* Query t0 + t may see key k0 + j: causal, and a real row. */
@@ -75,20 +89,33 @@ __device__ __forceinline__ int flash_visible(int t0, int t, int k0, int j, int T
 }
 
 /* The backward's tile: recomputed probabilities P = exp(S*scale - lse) and dS = P (dP - D)
- * scale (D = rowsum(dO * O) of the query row), both 0 where masked. Reads Qs, dOs (query rows),
- * Ks, Vs (key rows), Ls, Ds (per query row); writes Ps, dSs. Every thread calls it. */
+ * scale (dP = dO . v, D = rowsum(dO * O) of the query row), both 0 where masked. Reads Qs, dOs
+ * (query rows), Ks, Vs (key rows), Ls, Ds (per query row); writes Ps, dSs. Rows per thread as in
+ * flash_scores. Every thread calls it. */
 template <int BT, int LD>
 __device__ __forceinline__ void flash_dscores(float (*Ps)[BT + 1], float (*dSs)[BT + 1],
                                               const float (*Qs)[LD], const float (*dOs)[LD],
                                               const float (*Ks)[LD], const float (*Vs)[LD],
                                               const float *Ls, const float *Ds, int t0, int k0,
                                               int T, int hd, float scale) {
-  for (int e = threadIdx.x; e < BT * BT; e += PT_THREADS) {
-    const int t = e / BT, j = e % BT;
+  typedef flash_rows<BT> W;
+  const int j = threadIdx.x % BT, tb = threadIdx.x / BT;
+  if (tb >= BT) return;
+  float s[W::R], dp[W::R];
+  for (int k = 0; k < W::R; k++) s[k] = dp[k] = 0.0f;
+  for (int i = 0; i < hd; i++) {
+    const float kj = Ks[j][i], vj = Vs[j][i];
+    for (int k = 0; k < W::R; k++) {
+      s[k] += Qs[tb + W::RS * k][i] * kj;
+      dp[k] += dOs[tb + W::RS * k][i] * vj;
+    }
+  }
+  for (int k = 0; k < W::R; k++) {
+    const int t = tb + W::RS * k;
     float p = 0.0f, ds = 0.0f;
     if (flash_visible(t0, t, k0, j, T)) {
-      p = pt_dev_expf(flash_dot<LD>(Qs, t, Ks, j, hd) * scale - Ls[t]);
-      ds = p * (flash_dot<LD>(dOs, t, Vs, j, hd) - Ds[t]) * scale;
+      p = pt_dev_expf(s[k] * scale - Ls[t]);
+      ds = p * (dp[k] - Ds[t]) * scale;
     }
     Ps[t][j] = p;
     dSs[t][j] = ds;

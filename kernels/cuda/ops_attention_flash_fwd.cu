@@ -65,8 +65,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
     flash_load_tile<BT, C::LD>(Ks, k, ld, k0, T, hd);
     flash_load_tile<BT, C::LD>(Vs, v, ld, k0, T, hd);
     __syncthreads();
-    for (int e = threadIdx.x; e < BT * BT; e += PT_THREADS)
-      Ps[e / BT][e % BT] = flash_dot<C::LD>(Qs, e / BT, Ks, e % BT, hd);
+    flash_scores<BT, C::LD>(Ps, Qs, Ks, hd);
     __syncthreads();
     flash_online_softmax<BT>(Ps, row_m, row_l, row_c, t0, k0, T, scale);
     __syncthreads();
