@@ -11,6 +11,7 @@
 
 #ifdef PT_HAVE_GPU
 #include "device/gpu_backend.h"
+#include "kernels/cuda/kernels_gpu.h"
 #endif
 
 static void *host_alloc(pt_device *d, size_t bytes) { return pt_alloc_aligned(bytes); }
@@ -163,6 +164,15 @@ void device_optimizer(pt_device *d, const device_update *u, float *w, const floa
 void device_optimizer_chunks(pt_device *d, const device_update *u, float *w, const float *g,
                              float *m, float *v, const pt_opt_chunk *chunks, int64_t n_chunks) {
   d->k->optimizer_chunks(d->k, u, w, g, m, v, chunks, n_chunks);
+}
+
+const pt_kernels *device_kernels_for(spec_device kind) {
+#ifdef PT_HAVE_GPU
+  if (device_resolve(kind) == SPEC_DEVICE_GPU) return &kernels_gpu_sizing;
+#else
+  (void)kind;
+#endif
+  return &kernels_cpu;
 }
 
 size_t device_scratch_bytes(pt_device *d, const pt_layer *L, int B, int T) {

@@ -106,6 +106,10 @@ void device_optimizer(pt_device *d, const device_update *u, float *w, const floa
  * flat buffers (kernels.h's optimizer_chunks; u with decay). */
 void device_optimizer_chunks(pt_device *d, const device_update *u, float *w, const float *g,
                              float *m, float *v, const pt_opt_chunk *chunks, int64_t n_chunks);
+/* The kernel table a device of this kind computes with, for sizes only, before (or without) one
+ * being opened: in GPU builds, when kind resolves to gpu, the GPU table's size entries
+ * (kernels_gpu_sizing: call nothing else on it); the CPU's otherwise. */
+const pt_kernels *device_kernels_for(spec_device kind);
 /* pt_io.scratch bytes a layer needs at B x T with d's kernels (attention's differ). */
 size_t device_scratch_bytes(pt_device *d, const pt_layer *L, int B, int T);
 /* 0, or -1 with err when some layer of [first, last) cannot run on d: on a gpu, a layer whose

@@ -83,14 +83,19 @@ struct pt_kernels {
                                     int D);
 
   /* Causal multi-head attention: qkv[B,T,3d] (q | k | v, head j in columns j*d/H..), output
-   * o[B,T,d], probabilities p[B,H,T,T] saved for backward (zero above the diagonal).
-   * scratch: attention_scratch_floats(B, T, d, H) floats, which differs between tables. */
+   * o[B,T,d]. Forward writes into `saved` what its backward needs, attention_saved_floats(B, T,
+   * d, H) floats whose meaning is the table's own: the CPU keeps the probabilities [B,H,T,T]
+   * (zero above the diagonal), the GPU's fused kernels the log-sum-exp of each row [B,H,T] and
+   * recompute the probabilities in backward. backward reads the same `saved` and forward's o.
+   * A micro-batch's saved state is only valid for the table that wrote it.
+   * scratch: attention_scratch_floats(B, T, d, H) floats (0: scratch may be NULL). */
+  int64_t (*attention_saved_floats)(const pt_kernels *k, int B, int T, int d, int H);
   int64_t (*attention_scratch_floats)(const pt_kernels *k, int B, int T, int d, int H);
-  void (*attention_forward)(const pt_kernels *k, float *o, float *p, const float *qkv, int B,
+  void (*attention_forward)(const pt_kernels *k, float *o, float *saved, const float *qkv, int B,
                             int T, int d, int H, float *scratch);
   void (*attention_backward)(const pt_kernels *k, float *dqkv, const float *dout,
-                             const float *qkv, const float *p, int B, int T, int d, int H,
-                             float *scratch);
+                             const float *qkv, const float *o, const float *saved, int B, int T,
+                             int d, int H, float *scratch);
 
   /* GELU (tanh approximation) and ReLU over n elements; backward: dx = dy * f'(x). */
   void (*gelu_forward)(const pt_kernels *k, float *y, const float *x, int64_t n);
@@ -145,8 +150,9 @@ struct pt_kernels {
 #define PT_KERNELS_ENTRIES(X)                                                                     \
   X(linear_forward) X(linear_forward_residual) X(linear_backward_input)                           \
   X(linear_backward_weight) X(layernorm_forward) X(layernorm_backward_input)                      \
-  X(layernorm_backward_weight) X(attention_scratch_floats) X(attention_forward)                   \
-  X(attention_backward) X(gelu_forward) X(gelu_backward) X(relu_forward) X(relu_backward)         \
+  X(layernorm_backward_weight) X(attention_saved_floats) X(attention_scratch_floats)              \
+  X(attention_forward) X(attention_backward) X(gelu_forward) X(gelu_backward) X(relu_forward)    \
+  X(relu_backward)                                                                                \
   X(embedding_forward) X(embedding_backward) X(pos_forward) X(pos_backward_weight) X(copy)        \
   X(add) X(add_inplace) X(colsum_acc) X(scale) X(loss) X(optimizer) X(optimizer_chunks)           \
   X(sumsq) X(all_finite)

@@ -18,8 +18,9 @@
  *   k       the kernel table of the device the buffers below live on
  *   in      input of this micro-batch (read-only)
  *   out     output (written by forward; read-only afterwards)
- *   saved   saved_bytes(B, T) bytes, 64-byte aligned, private to this (layer, micro-batch); forward
- *           writes what backward needs, backward_input may stash there what backward_weight needs
+ *   saved   layer_saved_bytes(L, k, B, T) bytes, 64-byte aligned, private to this (layer,
+ *           micro-batch); forward writes what backward needs, backward_input may stash there what
+ *           backward_weight needs
  *   scratch scratch_bytes(k, B, T) bytes of temporaries, clobbered between calls
  *   dout    gradient of the loss w.r.t. out (backward only)
  *   din     gradient w.r.t. in, written (not accumulated) by backward_input; NULL when nobody
@@ -88,9 +89,11 @@ typedef struct pt_layer_type {
   /* Reads arguments (marking them used; unknown ones are reported by the caller), sets out_dim
    * and declares parameters with layer_add_param(). Errors go to e with the node's position. */
   void (*configure)(pt_layer *L, const pt_layer_setup *s, spec_errors *e);
-  /* Optional (NULL = 0 bytes): memory for pt_io.saved and pt_io.scratch at this B x T. saved is
-   * the same on every device (a micro-batch's state can move between them); scratch may depend
-   * on the table's kernels (attention_scratch_floats). */
+  /* Optional (NULL = 0 bytes): memory for pt_io.saved and pt_io.scratch at this B x T. Both may
+   * depend on the kernel table the steps run with: saved on layer_kernels(L) (the attention's
+   * saved state, attention_saved_floats), scratch on k (attention_scratch_floats). A saved area
+   * is therefore only valid for the table that wrote it. The engine asks the model's layers
+   * (L->k: the model's device); asking for another table goes through layer_saved_bytes. */
   size_t (*saved_bytes)(const pt_layer *L, int B, int T);
   size_t (*scratch_bytes)(const pt_layer *L, const pt_kernels *k, int B, int T);
   /* Optional (NULL: parameters start at zero). Fills the parameters that this layer owns
@@ -115,6 +118,9 @@ struct pt_layer {
   int borrowed[PT_MAX_PARAMS]; /* storage belongs to an earlier tied layer: do not init */
   int64_t iarg[8];           /* type-specific integer settings, set by configure */
   double farg[4];            /* type-specific real settings */
+  /* The kernel table the layer's steps run with, for the sizes that depend on it (saved_bytes):
+   * model_alloc_ranges sets its device's; NULL (the CPU's) before. Read it with layer_kernels. */
+  const pt_kernels *k;
 };
 
 /* --- Registry ----------------------------------------------------------------------------- */
@@ -135,6 +141,11 @@ int layer_add_param(pt_layer *L, const char *name, int ndim, int64_t d0, int64_t
 int layer_param_owned(const pt_layer *L, int p);
 /* The type's init, or nothing when it has none (the storage is zeroed when allocated). */
 void layer_init_params(pt_layer *L, uint64_t seed);
+/* L->k, or the CPU's table when it is NULL. */
+const pt_kernels *layer_kernels(const pt_layer *L);
+/* pt_io.saved bytes at B x T for steps run with kernel table k (NULL: the CPU's), whatever L->k
+ * says (L is not changed), 0 without saved_bytes. */
+size_t layer_saved_bytes(const pt_layer *L, const pt_kernels *k, int B, int T);
 /* pt_io.scratch bytes at B x T with kernel table k (NULL: the CPU's), 0 without scratch_bytes. */
 size_t layer_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T);
 /* Deterministic init of parameter p from (seed, L->index, p): normal(0, std) or a constant. */

@@ -29,6 +29,17 @@ void layer_init_params(pt_layer *L, uint64_t seed) {
   if (L->type->init) L->type->init(L, seed);
 }
 
+const pt_kernels *layer_kernels(const pt_layer *L) { return L->k ? L->k : &kernels_cpu; }
+
+/* saved_bytes reads the table from the layer itself (the engine sizes saved areas with it), so
+ * asking about another table means asking a copy bound to that one. */
+size_t layer_saved_bytes(const pt_layer *L, const pt_kernels *k, int B, int T) {
+  if (!L->type->saved_bytes) return 0;
+  pt_layer bound = *L;
+  bound.k = k ? k : &kernels_cpu;
+  return L->type->saved_bytes(&bound, B, T);
+}
+
 size_t layer_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T) {
   if (!L->type->scratch_bytes) return 0;
   return L->type->scratch_bytes(L, k ? k : &kernels_cpu, B, T);
@@ -69,7 +80,7 @@ void layer_cost_default(const pt_layer *L, int T, pt_layer_cost *c) {
   for (int p = 0; p < L->n_params; p++) n += L->params[p].numel;
   c->param_bytes = n * (int64_t)sizeof(float);
   c->saved_bytes = L->type->saved_bytes ? (int64_t)L->type->saved_bytes(L, 1, T) : 0;
-  c->scratch_bytes = (int64_t)layer_scratch_bytes(L, NULL, 1, T);
+  c->scratch_bytes = (int64_t)layer_scratch_bytes(L, L->k, 1, T);
   c->out_bytes = (int64_t)T * L->out_dim * (int64_t)sizeof(float);
   c->fwd_flops = 2.0 * (double)n * T;
   c->bwd_flops = 2.0 * c->fwd_flops;

@@ -10,33 +10,37 @@
 enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, MP_W, MP_B };
 
 /* Views into the saved area. The first group is written by forward; the stash by
- * backward_input for backward_weight (which may run later in zero-bubble schedules). */
+ * backward_input for backward_weight (which may run later in zero-bubble schedules). attn is the
+ * attention's own saved state, attention_saved_floats of the table (the CPU's probabilities
+ * [B,H,T,T], the GPU's log-sum-exps [B,H,T]), so the area's size depends on the table. */
 typedef struct {
-  float *mean1, *rstd1, *xln1, *qkv, *probs, *atty, *x1, *mean2, *rstd2, *xln2, *h, *g;
+  float *mean1, *rstd1, *xln1, *qkv, *attn, *atty, *x1, *mean2, *rstd2, *xln2, *h, *g;
   float *dx1, *dxln2, *dqkv, *dxln1; /* stash; h holds d(fc output) after backward_input */
 } block_saved;
 
 enum { N_SAVED = 16 };
 
 /* Floats of each saved view, in the order of block_saved's fields. */
-static void block_saved_sizes(int64_t N, int64_t d, int64_t BHTT, int64_t sizes[N_SAVED]) {
-  const int64_t s[N_SAVED] = {N,     N,     N * d,     3 * N * d, BHTT,  N * d,
+static void block_saved_sizes(int64_t N, int64_t d, int64_t attn, int64_t sizes[N_SAVED]) {
+  const int64_t s[N_SAVED] = {N,     N,     N * d,     3 * N * d, attn,  N * d,
                               N * d, N,     N,         N * d,     4 * N * d, 4 * N * d,
                               N * d, N * d, 3 * N * d, N * d};
   /* round each up to 16 floats so every view stays 64-byte aligned */
   for (int i = 0; i < N_SAVED; i++) sizes[i] = (s[i] + 15) & ~(int64_t)15;
 }
 
-static int64_t block_bhtt(const pt_layer *L, int B, int T) {
-  return (int64_t)B * L->iarg[0] * T * (int64_t)T;
+static int64_t block_attn_floats(const pt_layer *L, const pt_kernels *k, int B, int T) {
+  return k->attention_saved_floats(k, B, T, L->out_dim, (int)L->iarg[0]);
 }
 
-/* Points v's fields into saved (saved_bytes(B, T) bytes) for a micro-batch of B x T. */
-static void block_views(const pt_layer *L, int B, int T, void *saved, block_saved *v) {
+/* Points v's fields into saved (layer_saved_bytes(L, k, B, T) bytes) for a micro-batch of
+ * B x T run with table k. */
+static void block_views(const pt_layer *L, const pt_kernels *k, int B, int T, void *saved,
+                        block_saved *v) {
   int64_t sizes[N_SAVED];
-  block_saved_sizes((int64_t)B * T, L->out_dim, block_bhtt(L, B, T), sizes);
-  float **slots[N_SAVED] = {&v->mean1, &v->rstd1, &v->xln1, &v->qkv,  &v->probs, &v->atty,
-                            &v->x1,    &v->mean2, &v->rstd2, &v->xln2, &v->h,     &v->g,
+  block_saved_sizes((int64_t)B * T, L->out_dim, block_attn_floats(L, k, B, T), sizes);
+  float **slots[N_SAVED] = {&v->mean1, &v->rstd1, &v->xln1, &v->qkv,  &v->attn, &v->atty,
+                            &v->x1,    &v->mean2, &v->rstd2, &v->xln2, &v->h,    &v->g,
                             &v->dx1,   &v->dxln2, &v->dqkv, &v->dxln1};
   float *p = saved;
   for (int i = 0; i < N_SAVED; i++) {
@@ -47,7 +51,8 @@ static void block_views(const pt_layer *L, int B, int T, void *saved, block_save
 
 static size_t block_saved_bytes(const pt_layer *L, int B, int T) {
   int64_t sizes[N_SAVED], total = 0;
-  block_saved_sizes((int64_t)B * T, L->out_dim, block_bhtt(L, B, T), sizes);
+  block_saved_sizes((int64_t)B * T, L->out_dim, block_attn_floats(L, layer_kernels(L), B, T),
+                    sizes);
   for (int i = 0; i < N_SAVED; i++) total += sizes[i];
   return sizeof(float) * (size_t)total;
 }
@@ -97,10 +102,10 @@ static void block_forward(pt_layer *L, const pt_io *io) {
   float *const *w = L->w;
   const float *x = io->in;
   block_saved s;
-  block_views(L, B, T, io->saved, &s);
+  block_views(L, k, B, T, io->saved, &s);
   k->layernorm_forward(k, s.xln1, s.mean1, s.rstd1, x, w[LN1_W], w[LN1_B], N, d, 1e-5f);
   k->linear_forward(k, s.qkv, s.xln1, w[QKV_W], w[QKV_B], N, d, 3 * d);
-  k->attention_forward(k, s.atty, s.probs, s.qkv, B, T, d, H, io->scratch);
+  k->attention_forward(k, s.atty, s.attn, s.qkv, B, T, d, H, io->scratch);
   k->linear_forward_residual(k, s.x1, x, s.atty, w[PROJ_W], w[PROJ_B], N, d, d);
   k->layernorm_forward(k, s.xln2, s.mean2, s.rstd2, s.x1, w[LN2_W], w[LN2_B], N, d, 1e-5f);
   k->linear_forward(k, s.h, s.xln2, w[FC_W], w[FC_B], N, d, 4 * d);
@@ -114,7 +119,7 @@ static void block_backward_input(pt_layer *L, const pt_io *io) {
   float *const *w = L->w;
   const float *dy = io->dout;
   block_saved s;
-  block_views(L, B, T, io->saved, &s);
+  block_views(L, k, B, T, io->saved, &s);
   float *dg = io->scratch, *datty = dg + (int64_t)N * 4 * d, *attn_scratch = datty + (int64_t)N * d;
   k->linear_backward_input(k, dg, dy, w[MP_W], N, 4 * d, d, 0);
   k->gelu_backward(k, s.h, dg, s.h, (int64_t)N * 4 * d); /* h now holds d(fc output) */
@@ -122,7 +127,7 @@ static void block_backward_input(pt_layer *L, const pt_io *io) {
   k->copy(k, s.dx1, dy, (int64_t)N * d);
   k->layernorm_backward_input(k, s.dx1, s.dxln2, s.x1, w[LN2_W], s.mean2, s.rstd2, N, d, 1);
   k->linear_backward_input(k, datty, s.dx1, w[PROJ_W], N, d, d, 0);
-  k->attention_backward(k, s.dqkv, datty, s.qkv, s.probs, B, T, d, H, attn_scratch);
+  k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, B, T, d, H, attn_scratch);
   k->linear_backward_input(k, s.dxln1, s.dqkv, w[QKV_W], N, d, 3 * d, 0);
   if (!io->din) return;
   k->copy(k, io->din, s.dx1, (int64_t)N * d);
@@ -134,7 +139,7 @@ static void block_backward_weight(pt_layer *L, const pt_io *io) {
   const pt_kernels *k = io->k;
   float *const *g = L->g;
   block_saved s;
-  block_views(L, io->B, io->T, io->saved, &s);
+  block_views(L, k, io->B, io->T, io->saved, &s);
   k->linear_backward_weight(k, g[MP_W], g[MP_B], io->dout, s.g, N, 4 * d, d);
   k->linear_backward_weight(k, g[FC_W], g[FC_B], s.h, s.xln2, N, d, 4 * d);
   k->layernorm_backward_weight(k, g[LN2_W], g[LN2_B], s.dxln2, s.x1, s.mean2, s.rstd2, N, d);

@@ -241,6 +241,7 @@ void model_alloc_ranges(pt_model *m, const pt_range *ranges, int n, pt_device *d
   m->first = ranges[0].first;
   m->last = ranges[n - 1].last;
   m->dev = dev;
+  for (int li = 0; li < m->n_layers; li++) m->layers[li].k = dev->k; /* sizes saved areas */
   plan_storage(m);
   size_t pbytes = sizeof(float) * (size_t)m->n_floats;
   m->params = device_alloc(m->dev, pbytes);

@@ -41,9 +41,14 @@ static int64_t out_b(const pt_model *m, const shape_ctx *c, int li) {
   return 4 * (int64_t)c->B * c->T * m->layers[li].out_dim;
 }
 
+/* The kernel table whose sizes the stage will have (saved areas and scratch depend on it, e.g.
+ * the attention's): the model's device once allocated, else the spec's device kind's. */
+static const pt_kernels *table_of(const pt_model *m) {
+  return m->dev ? m->dev->k : device_kernels_for(m->spec->pipeline.device);
+}
+
 static int64_t saved_b(const pt_model *m, const shape_ctx *c, int li) {
-  const pt_layer *L = &m->layers[li];
-  return L->type->saved_bytes ? (int64_t)L->type->saved_bytes(L, c->B, c->T) : 0;
+  return (int64_t)layer_saved_bytes(&m->layers[li], table_of(m), c->B, c->T);
 }
 
 /* Same rule as the engine: with checkpointing, only segment ends and the last layer are kept. */
@@ -91,8 +96,7 @@ static int64_t per_slot_bytes(const pt_model *m, const shape_ctx *c, int first, 
 }
 
 static int64_t scratch_b(const pt_model *m, const shape_ctx *c, int li) {
-  const pt_layer *L = &m->layers[li];
-  return (int64_t)layer_scratch_bytes(L, NULL, c->B, c->T);
+  return (int64_t)layer_scratch_bytes(&m->layers[li], table_of(m), c->B, c->T);
 }
 
 static int64_t workspace_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {

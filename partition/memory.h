@@ -28,6 +28,9 @@
  *               peer's buffers at the first transfer with it), since NCCL's own allocations
  *               are not visible to it; what NCCL really takes per peer depends on its version,
  *               transport and tuning (NCCL_NCHANNELS_PER_PEER, NCCL_BUFFSIZE, ...).
+ * Saved areas and scratch are sized for the kernel table the stage will run with (the model's
+ * device once allocated, else device_kernels_for(pipeline.device)): on a GPU the attention keeps
+ * B*H*T log-sum-exps where the CPU keeps its B*H*T*T probabilities.
  * The in-flight count is the schedule's (schedule/registry.h: 1F1B min(P - s, M), GPipe M).
  * All sizes in bytes. */
 #ifndef PT_PARTITION_MEMORY_H

@@ -41,13 +41,14 @@ static void *alloc_or_null(pt_device *d, size_t bytes) {
 static void rig_open(layer_rig *r, pt_device *d, const pt_layer *L, int B, int T, int with_din) {
   r->d = d;
   r->L = *L;
+  r->L.k = d->k;
   rig_params(r);
   size_t rows = (size_t)B * (size_t)T, in_n = rows * (size_t)L->in_dim;
   size_t out_n = rows * (size_t)L->out_dim;
   /* token id 0 is valid for every vocabulary; zeroed memory holds just that */
   const void *in = L->in_tokens ? device_alloc(d, sizeof(int32_t) * rows)
                                 : (const void *)bench_alloc_random(d, in_n, 2);
-  size_t saved = L->type->saved_bytes ? L->type->saved_bytes(L, B, T) : 0;
+  size_t saved = layer_saved_bytes(L, d->k, B, T);
   r->io = (pt_io){.k = d->k, .B = B, .T = T, .in = in,
                   .out = device_alloc(d, sizeof(float) * out_n),
                   .saved = alloc_or_null(d, saved),

@@ -44,6 +44,11 @@ static void layernorm_backward_weight(const pt_kernels *k, float *dw, float *db,
   op_layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, D);
 }
 
+/* The probabilities [B,H,T,T]: backward reads them instead of recomputing. */
+static int64_t attention_saved_floats(const pt_kernels *k, int B, int T, int d, int H) {
+  return (int64_t)B * H * T * (int64_t)T;
+}
+
 /* One head's T x T score block at a time: the CPU reuses it across heads and sequences. */
 static int64_t attention_scratch_floats(const pt_kernels *k, int B, int T, int d, int H) {
   return op_attention_scratch_floats(T, d / H);
@@ -55,8 +60,9 @@ static void attention_forward(const pt_kernels *k, float *o, float *p, const flo
 }
 
 static void attention_backward(const pt_kernels *k, float *dqkv, const float *dout,
-                               const float *qkv, const float *p, int B, int T, int d, int H,
-                               float *scratch) {
+                               const float *qkv, const float *o, const float *p, int B, int T,
+                               int d, int H, float *scratch) {
+  (void)o; /* the saved probabilities give everything */
   op_attention_backward(dqkv, dout, qkv, p, B, T, d, H, scratch);
 }
 

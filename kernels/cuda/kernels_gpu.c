@@ -46,20 +46,24 @@ static void layernorm_backward_weight(const pt_kernels *k, float *dw, float *db,
   cuda_op_layernorm_backward_weight(ctx(k), dw, db, dy, x, mean, rstd, N, D);
 }
 
-/* All of a sequence's heads at once (batched products): H score blocks. */
+/* The fused kernels keep one log-sum-exp per row and need no scratch. */
+static int64_t attention_saved_floats(const pt_kernels *k, int B, int T, int d, int H) {
+  return cuda_op_attention_saved_floats(B, T, d, H);
+}
+
 static int64_t attention_scratch_floats(const pt_kernels *k, int B, int T, int d, int H) {
   return cuda_op_attention_scratch_floats(B, T, d, H);
 }
 
-static void attention_forward(const pt_kernels *k, float *o, float *p, const float *qkv, int B,
+static void attention_forward(const pt_kernels *k, float *o, float *lse, const float *qkv, int B,
                               int T, int d, int H, float *scratch) {
-  cuda_op_attention_forward(ctx(k), o, p, qkv, B, T, d, H, scratch);
+  cuda_op_attention_forward(ctx(k), o, lse, qkv, B, T, d, H, scratch);
 }
 
 static void attention_backward(const pt_kernels *k, float *dqkv, const float *dout,
-                               const float *qkv, const float *p, int B, int T, int d, int H,
-                               float *scratch) {
-  cuda_op_attention_backward(ctx(k), dqkv, dout, qkv, p, B, T, d, H, scratch);
+                               const float *qkv, const float *o, const float *lse, int B, int T,
+                               int d, int H, float *scratch) {
+  cuda_op_attention_backward(ctx(k), dqkv, dout, qkv, o, lse, B, T, d, H, scratch);
 }
 
 static void gelu_forward(const pt_kernels *k, float *y, const float *x, int64_t n) {
@@ -189,6 +193,7 @@ static int all_finite(const pt_kernels *k, const float *x, int64_t n) {
 }
 
 static const pt_kernels gpu_table = {.name = "gpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)};
+const pt_kernels kernels_gpu_sizing = {.name = "gpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)};
 
 void kernels_gpu_open(kernels_gpu *kg, gpu_ctx *g) {
   *kg = (kernels_gpu){.table = gpu_table, .g = g};

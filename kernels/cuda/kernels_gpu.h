@@ -26,6 +26,10 @@ typedef struct {
   int64_t sort_keys_n;
 } kernels_gpu;
 
+/* The GPU table's sizes without an open GPU (the planner's memory estimate): only its size
+ * entries, attention_saved_floats and attention_scratch_floats, may be called (ctx is NULL). */
+extern const pt_kernels kernels_gpu_sizing;
+
 /* Fills kg's table for g's device and allocates its device buffers. g must outlive kg. */
 void kernels_gpu_open(kernels_gpu *kg, gpu_ctx *g);
 /* Frees kg's device buffers (a device lives as long as its process, so only tests call it). */

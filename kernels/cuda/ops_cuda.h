@@ -46,14 +46,18 @@ void cuda_op_gelu_forward(gpu_ctx *g, float *y, const float *x, int64_t n);
 void cuda_op_gelu_backward(gpu_ctx *g, float *dx, const float *dy, const float *x, int64_t n);
 void cuda_op_relu_forward(gpu_ctx *g, float *y, const float *x, int64_t n);
 void cuda_op_relu_backward(gpu_ctx *g, float *dx, const float *dy, const float *x, int64_t n);
-/* Causal attention; probs p[B,H,T,T] saved (upper triangle zero). scratch: device floats,
- * cuda_op_attention_scratch_floats(B, T, d, H) of them (H*T*T, used by backward; forward
- * needs none and takes NULL too). */
+/* Causal attention, fused (ops_attention_flash_fwd.cu, _bwd.cu): the T x T scores live only
+ * tile by tile in shared memory. Forward writes o and saves lse[B,H,T], each row's log-sum-exp
+ * of the scaled scores (cuda_op_attention_saved_floats: B*H*T); backward recomputes the
+ * probabilities from qkv and lse and also reads forward's o. scratch: none
+ * (cuda_op_attention_scratch_floats is 0; NULL is fine). Head dims up to 256 (pt_fatal above). */
+int64_t cuda_op_attention_saved_floats(int B, int T, int d, int H);
 int64_t cuda_op_attention_scratch_floats(int B, int T, int d, int H);
-void cuda_op_attention_forward(gpu_ctx *g, float *o, float *p, const float *qkv, int B, int T,
+void cuda_op_attention_forward(gpu_ctx *g, float *o, float *lse, const float *qkv, int B, int T,
                                int d, int H, float *scratch);
 void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float *dout, const float *qkv,
-                                const float *p, int B, int T, int d, int H, float *scratch);
+                                const float *o, const float *lse, int B, int T, int d, int H,
+                                float *scratch);
 void cuda_op_add(gpu_ctx *g, float *y, const float *a, const float *b, int64_t n);
 void cuda_op_add_inplace(gpu_ctx *g, float *y, const float *a, int64_t n);
 void cuda_op_copy(gpu_ctx *g, float *y, const float *x, int64_t n);

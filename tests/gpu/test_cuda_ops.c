@@ -389,41 +389,72 @@ static void test_activations(int64_t n) {
 
 /* ---- attention ---------------------------------------------------------------------------- */
 
+/* Each row's log-sum-exp of the scaled causal scores, in double from qkv: the reference for
+ * what the fused forward saves (and the input its backward is tested on). */
+static float *attention_lse_reference(const float *qkv, int B, int T, int d, int H) {
+  const int hd = d / H, ld = 3 * d;
+  const double scale = 1.0 / sqrt((double)hd);
+  float *lse = hnew(sizeof(float) * (size_t)B * H * T);
+  double *s = malloc(sizeof(double) * (size_t)T);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++)
+      for (int t = 0; t < T; t++) {
+        const float *q = qkv + ((int64_t)b * T + t) * ld + h * hd;
+        double mx = -INFINITY, sum = 0.0;
+        for (int j = 0; j <= t; j++) {
+          const float *k = qkv + ((int64_t)b * T + j) * ld + d + h * hd;
+          double dot = 0.0;
+          for (int i = 0; i < hd; i++) dot += (double)q[i] * k[i];
+          s[j] = dot * scale;
+          mx = s[j] > mx ? s[j] : mx;
+        }
+        for (int j = 0; j <= t; j++) sum += exp(s[j] - mx);
+        lse[((int64_t)b * H + h) * T + t] = (float)(mx + log(sum));
+      }
+  free(s);
+  return lse;
+}
+
+/* The fused GPU attention (it saves lse[B,H,T], not the probabilities) against the CPU's:
+ * forward o against the CPU's o and lse against the double reference; backward dqkv, from the
+ * CPU's o and the reference lse (each op on the same inputs), against the CPU's dqkv. Outputs
+ * start as garbage and every call runs twice: the same bits (no atomics, fixed orders). */
 static void test_attention(int B, int T, int d, int H) {
   char shape[96];
   snprintf(shape, sizeof shape, "B=%d T=%d d=%d H=%d (hd=%d)", B, T, d, H, d / H);
   int64_t nqkv = (int64_t)B * T * 3 * d, no = (int64_t)B * T * d, np = (int64_t)B * H * T * T;
+  int64_t nl = (int64_t)B * H * T;
+  CHECK(cuda_op_attention_saved_floats(B, T, d, H) == nl, "attention saved [%s]: %lld floats, "
+        "expected B*H*T = %lld", shape, (long long)cuda_op_attention_saved_floats(B, T, d, H),
+        (long long)nl);
+  CHECK(cuda_op_attention_scratch_floats(B, T, d, H) == 0, "attention scratch [%s]: not 0", shape);
   float *qkv = hrand(nqkv, -2, 2), *dout = hrand(no, -1, 1);
   float *oc = hnew(sizeof(float) * no), *pc = hnew(sizeof(float) * np);
   float *dqkvc = hnew(sizeof(float) * nqkv);
   float *scr = hnew(sizeof(float) * (size_t)op_attention_scratch_floats(T, d / H));
   op_attention_forward(oc, pc, qkv, B, T, d, H, scr);
   op_attention_backward(dqkvc, dout, qkv, pc, B, T, d, H, scr);
+  float *lse_ref = attention_lse_reference(qkv, B, T, d, H);
 
-  float *garbage_p = hrand(np, 5, 6), *garbage_qkv = hrand(nqkv, 5, 6);
-  float *d_qkv = upf(qkv, nqkv), *d_dout = upf(dout, no), *d_o = dnew(sizeof(float) * no);
-  float *d_p = upf(garbage_p, np), *d_dqkv = upf(garbage_qkv, nqkv);
-  float *d_scr = dnew(sizeof(float) * (size_t)cuda_op_attention_scratch_floats(B, T, d, H));
-  cuda_op_attention_forward(&G, d_o, d_p, d_qkv, B, T, d, H, d_scr);
-  float *o1 = downf(d_o, no), *p1 = downf(d_p, np);
-  setf(d_p, garbage_p, np);
-  cuda_op_attention_forward(&G, d_o, d_p, d_qkv, B, T, d, H, d_scr);
+  float *garbage_o = hrand(no, 5, 6), *garbage_l = hrand(nl, 5, 6), *garbage_qkv = hrand(nqkv, 5, 6);
+  float *d_qkv = upf(qkv, nqkv), *d_dout = upf(dout, no), *d_o = upf(garbage_o, no);
+  float *d_lse = upf(garbage_l, nl), *d_dqkv = upf(garbage_qkv, nqkv);
+  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, NULL);
+  float *o1 = downf(d_o, no), *l1 = downf(d_lse, nl);
+  setf(d_o, garbage_o, no);
+  setf(d_lse, garbage_l, nl);
+  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, NULL);
   expect_close("attention_forward o", shape, o1, oc, no, TOL_DEFAULT);
-  expect_close("attention_forward p", shape, p1, pc, np, TOL_DEFAULT);
-  int64_t upper = 0; /* above the diagonal: exactly 0 (the garbage overwritten) */
-  for (int64_t r = 0; r < (int64_t)B * H * T; r++)
-    for (int j = (int)(r % T) + 1; j < T; j++) upper += p1[r * T + j] != 0.0f;
-  CHECK(upper == 0, "attention_forward p [%s]: %lld elements above the diagonal are not 0", shape,
-        (long long)upper);
+  expect_close("attention_forward lse", shape, l1, lse_ref, nl, TOL_DEFAULT);
   expect_same_bits("attention_forward o", shape, downf(d_o, no), o1, no);
-  expect_same_bits("attention_forward p", shape, downf(d_p, np), p1, np);
+  expect_same_bits("attention_forward lse", shape, downf(d_lse, nl), l1, nl);
 
-  /* backward from the CPU's probabilities (each op compared on the same inputs) */
-  setf(d_p, pc, np);
-  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_p, B, T, d, H, d_scr);
+  setf(d_o, oc, no);
+  setf(d_lse, lse_ref, nl);
+  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, NULL);
   float *g1 = downf(d_dqkv, nqkv);
   setf(d_dqkv, garbage_qkv, nqkv);
-  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_p, B, T, d, H, d_scr);
+  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, NULL);
   expect_close("attention_backward dqkv", shape, g1, dqkvc, nqkv, TOL_DEFAULT);
   expect_same_bits("attention_backward dqkv", shape, downf(d_dqkv, nqkv), g1, nqkv);
   scope_end();
@@ -837,17 +868,20 @@ static void test_layer_tables(kernels_gpu *kg, const pt_layer *L, int B, int T, 
   void *in = L->in_tokens ? (void *)hids(n_in, 0, vocab) : (void *)hrand(n_in, -1, 1);
   size_t in_bytes = (size_t)n_in * (L->in_tokens ? sizeof(int32_t) : sizeof(float));
   float *dout = hrand(n_out, -1, 1);
-  size_t saved = L->type->saved_bytes ? L->type->saved_bytes(L, B, T) : 0;
   pt_layer Lc = *L, Lg = *L;
+  Lc.k = &kernels_cpu;
+  Lg.k = &kg->table;
   for (int p = 0; p < L->n_params; p++) {
     Lc.g[p] = hnew(sizeof(float) * (size_t)L->params[p].numel);
     Lg.w[p] = upf(L->w[p], L->params[p].numel);
     Lg.g[p] = dnew(sizeof(float) * (size_t)L->params[p].numel);
   }
-  pt_io c = {&kernels_cpu, B, T, in, hnew(sizeof(float) * n_out), hnew(saved),
+  pt_io c = {&kernels_cpu, B, T, in, hnew(sizeof(float) * n_out),
+             hnew(layer_saved_bytes(L, &kernels_cpu, B, T)),
              hnew(layer_scratch_bytes(L, &kernels_cpu, B, T)), dout,
              L->in_tokens ? NULL : hnew(in_bytes)};
-  pt_io g = {&kg->table, B, T, up(in, in_bytes), dnew(sizeof(float) * n_out), dnew(saved),
+  pt_io g = {&kg->table, B, T, up(in, in_bytes), dnew(sizeof(float) * n_out),
+             dnew(layer_saved_bytes(L, &kg->table, B, T)),
              dnew(layer_scratch_bytes(L, &kg->table, B, T)), upf(dout, n_out),
              L->in_tokens ? NULL : dnew(in_bytes)};
   const pt_io *io[2] = {&c, &g};
@@ -940,7 +974,16 @@ int main(void) {
   test_attention(2, 7, 33, 3);
   test_attention(4, 128, 256, 8);
   test_attention(1, 130, 96, 3);
-  test_attention(1, 1024, 512, 2); /* T = 1024, hd = 256 */
+  test_attention(1, 1024, 128, 2); /* T = 1024 (32 tiles of 32 rows) */
+  test_attention(1, 203, 512, 2);  /* hd = 256, the largest the fused kernels take */
+  /* the fused kernels' tiles (32 rows up to hd 64, 16 up to 128, 8 up to 256) cut partially */
+  test_attention(1, 1, 8, 2);     /* one row */
+  test_attention(2, 37, 4, 1);    /* hd = 4 */
+  test_attention(3, 50, 16, 2);   /* hd = 8 */
+  test_attention(2, 45, 48, 3);   /* hd = 16 */
+  test_attention(2, 100, 128, 2); /* hd = 64 */
+  test_attention(1, 75, 360, 3);  /* hd = 120 */
+  test_attention(1, 29, 200, 1);  /* hd = 200 */
   test_misc(7, 33);
   test_misc(512, 768);  /* colsum: 4 row chunks */
   test_misc(6000, 8);   /* colsum: 46 row chunks of one column group */

@@ -1,0 +1,125 @@
+/* kernels/cuda/attention_flash.cuh: what the fused causal attention's forward
+ * (ops_attention_flash_fwd.cu) and backward (ops_attention_flash_bwd.cu) share.
+ *
+ * The T x T square is cut in BT x BT tiles: query tile qt (rows t0 = qt*BT ..) against key tile
+ * kt (keys k0 = kt*BT ..). Tiles with kt > qt lie entirely above the diagonal and are never
+ * visited; on the diagonal tile the entries with key > query are masked (probability exactly
+ * 0). A block of PT_THREADS threads works on one (b, h) and one tile row or column, with the
+ * tiles of q, k, v, dO it needs in shared memory, each row padded to MAXHD + 1 floats (so a
+ * warp reading one column of a tile hits 32 different banks).
+ *
+ * Per-row accumulators ([BT rows] x [hd dims]): thread tid owns row tid / TPR and the dims
+ * tid % TPR + TPR*c, c < NC; the configurations below all give NC = 8 registers.
+ *
+ * Configurations by head dim (static shared memory under the 48 KiB every GPU grants):
+ *   hd <= 64: BT = 32,  hd <= 128: BT = 16,  hd <= 256: BT = 8.
+ * Larger head dims are refused (pt_fatal) before anything is queued.
+ *
+ * Layouts as in ops_cuda.h: qkv [B,T,3d] with head h of q, k, v at columns h*hd, d + h*hd,
+ * 2d + h*hd; o, dout [B,T,d]; the log-sum-exps lse [B,H,T] (row (b*H + h)*T + t).
+ */
+#ifndef PT_ATTENTION_FLASH_CUH
+#define PT_ATTENTION_FLASH_CUH
+
+#include "kernels/cuda/common.cuh"
+
+#define FLASH_MAX_HD 256
+
+template <int BT, int MAXHD> struct flash_cfg {
+  static_assert(PT_THREADS % BT == 0 && BT <= 32, "a tile row is handled by one warp");
+  enum { TPR = PT_THREADS / BT, NC = MAXHD / TPR, LD = MAXHD + 1 };
+  static_assert(NC * TPR == MAXHD, "the dims of a row split evenly over its threads");
+};
+
+/* Refuses head dims above FLASH_MAX_HD, before anything is queued. */
+static inline void flash_check_head_dim(int d, int H) {
+  if (d / H > FLASH_MAX_HD)
+    pt_fatal("attention on the GPU: head dim %d (dim %d / heads %d) is above the %d the fused "
+             "kernels support; use more heads", d / H, d, H, FLASH_MAX_HD);
+}
+
+/* The grid of a pass over tiles of BT rows: x the B*H heads, y the tiles. */
+static inline dim3 flash_grid(int B, int T, int H, int BT) {
+  const int64_t tiles = (T + BT - 1) / BT;
+  if ((int64_t)B * H > 2147483647 || tiles > 65535)
+    pt_fatal("attention on the GPU: B*heads = %lld or %lld tiles of %d rows is beyond a launch "
+             "grid", (long long)B * H, (long long)tiles, BT);
+  return dim3((unsigned)(B * H), (unsigned)tiles);
+}
+
+/* Rows r0 .. r0 + BT - 1 of a [*, ld] matrix, columns col .. col + hd - 1, into tile[BT][LD];
+ * rows at or past T read as 0 (so a partial tile multiplies zeros). Every thread of the block
+ * calls it; the caller synchronises before reading the tile. */
+template <int BT, int LD>
+__device__ __forceinline__ void flash_load_tile(float (*tile)[LD], const float *x, int64_t ld,
+                                                int r0, int T, int hd) {
+  for (int e = threadIdx.x; e < BT * hd; e += PT_THREADS) {
+    const int r = e / hd, i = e % hd;
+    tile[r][i] = r0 + r < T ? x[(int64_t)(r0 + r) * ld + i] : 0.0f;
+  }
+}
+
+/* The rows of a score tile one thread computes: thread tid takes key j = tid % BT and query
+ * rows tid / BT + RS*k, k < R (for BT = 32: 4 rows, so a k value read from shared memory
+ * serves 4 products); with BT = 8 only the first BT*BT threads have one. */
+template <int BT> struct flash_rows {
+  enum { RS = PT_THREADS / BT, R = BT > RS ? BT / RS : 1 };
+};
+
+/* S = q . k (unscaled, as the CPU's GEMM gives it) of every entry of the tile, each a sum over
+ * i in order, into Ps. Every thread calls it. */
+template <int BT, int LD>
+__device__ __forceinline__ void flash_scores(float (*Ps)[BT + 1], const float (*Qs)[LD],
+                                             const float (*Ks)[LD], int hd) {
+  typedef flash_rows<BT> W;
+  const int j = threadIdx.x % BT, tb = threadIdx.x / BT;
+  if (tb >= BT) return;
+  float s[W::R];
+  for (int k = 0; k < W::R; k++) s[k] = 0.0f;
+  for (int i = 0; i < hd; i++) {
+    const float kj = Ks[j][i];
+    for (int k = 0; k < W::R; k++) s[k] += Qs[tb + W::RS * k][i] * kj;
+  }
+  for (int k = 0; k < W::R; k++) Ps[tb + W::RS * k][j] = s[k];
+}
+
+/* Query t0 + t may see key k0 + j: causal, and a real row. */
+__device__ __forceinline__ int flash_visible(int t0, int t, int k0, int j, int T) {
+  return t0 + t < T && k0 + j <= t0 + t;
+}
+
+/* The backward's tile: recomputed probabilities P = exp(S*scale - lse) and dS = P (dP - D)
+ * scale (dP = dO . v, D = rowsum(dO * O) of the query row), both 0 where masked. Reads Qs, dOs
+ * (query rows), Ks, Vs (key rows), Ls, Ds (per query row); writes Ps, dSs. Rows per thread as in
+ * flash_scores. Every thread calls it. */
+template <int BT, int LD>
+__device__ __forceinline__ void flash_dscores(float (*Ps)[BT + 1], float (*dSs)[BT + 1],
+                                              const float (*Qs)[LD], const float (*dOs)[LD],
+                                              const float (*Ks)[LD], const float (*Vs)[LD],
+                                              const float *Ls, const float *Ds, int t0, int k0,
+                                              int T, int hd, float scale) {
+  typedef flash_rows<BT> W;
+  const int j = threadIdx.x % BT, tb = threadIdx.x / BT;
+  if (tb >= BT) return;
+  float s[W::R], dp[W::R];
+  for (int k = 0; k < W::R; k++) s[k] = dp[k] = 0.0f;
+  for (int i = 0; i < hd; i++) {
+    const float kj = Ks[j][i], vj = Vs[j][i];
+    for (int k = 0; k < W::R; k++) {
+      s[k] += Qs[tb + W::RS * k][i] * kj;
+      dp[k] += dOs[tb + W::RS * k][i] * vj;
+    }
+  }
+  for (int k = 0; k < W::R; k++) {
+    const int t = tb + W::RS * k;
+    float p = 0.0f, ds = 0.0f;
+    if (flash_visible(t0, t, k0, j, T)) {
+      p = pt_dev_expf(s[k] * scale - Ls[t]);
+      ds = p * (dp[k] - Ds[t]) * scale;
+    }
+    Ps[t][j] = p;
+    dSs[t][j] = ds;
+  }
+}
+
+#endif
