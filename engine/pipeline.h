@@ -59,6 +59,11 @@ typedef struct {
   float *dlogits;      /* the loss gradient (last chunk) */
   pt_request *recv_act, *recv_grad, *send_act, *send_grad; /* [slot] */
   size_t in_bytes, out_bytes;
+  /* train.precision bf16: what crosses to a remote neighbour goes as packed bf16, half the
+   * bytes, through these [slot] buffers (NULL otherwise): the activation received and the
+   * input gradient sent (remote previous chunk), the activation sent and the output gradient
+   * received (remote next chunk). The float buffers above are unpacked into / packed from. */
+  uint16_t **wire_act_in, **wire_grad_out, **wire_act_out, **wire_grad_in;
 } pt_chunk;
 
 typedef struct {

@@ -58,6 +58,16 @@ static int64_t input_bytes(const pt_model *m, const shape_ctx *c, int first) {
   return L->in_tokens ? 4 * (int64_t)c->B * c->T : 4 * (int64_t)c->B * c->T * L->in_dim;
 }
 
+/* train.precision bf16: the packed bf16 messages to and from the neighbour stages, two of half
+ * a float buffer each way (engine/pipeline.h's wire buffers). */
+static int64_t wire_slot_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {
+  if (!m->spec || m->spec->train.precision != SPEC_PRECISION_BF16) return 0;
+  int64_t b = 0;
+  if (last < m->n_layers) b += out_b(m, c, last - 1);
+  if (first > 0) b += 4 * (int64_t)c->B * c->T * m->layers[first].in_dim;
+  return b;
+}
+
 /* Buffers the pipeline engine keeps per micro-batch in flight beside the layers' own: the
  * received output gradient (all but the last stage), the input gradient to send (all but the
  * first) and the targets (last stage). */
@@ -66,7 +76,7 @@ static int64_t engine_slot_bytes(const pt_model *m, const shape_ctx *c, int firs
   if (last < m->n_layers) b += out_b(m, c, last - 1);
   if (first > 0) b += 4 * (int64_t)c->B * c->T * m->layers[first].in_dim;
   if (last == m->n_layers) b += 4 * (int64_t)c->B * c->T * target_cols(m);
-  return b;
+  return b + wire_slot_bytes(m, c, first, last);
 }
 
 /* The engine's buffers besides the stage's, for all in-flight micro-batches: the slot buffers
