@@ -5,7 +5,8 @@
  * every step, each action on the chunk it names. Every chunk has its own stage executor, slots,
  * buffers and requests; the parameters of all of them share one buffer (model_alloc_ranges).
  * Activations arrive directly in a chunk's input slots and leave from its output slots (no
- * copies); each send completes in the background and its buffer is reused only after it has.
+ * copies; under train.precision bf16 they travel packed, through the chunk's wire buffers);
+ * each send completes in the background and its buffer is reused only after it has.
  * Between two chunks on the same rank nothing is sent: the forward of the later one copies the
  * earlier one's output, and its backward writes the input gradient straight into the earlier
  * one's gradient slot. Groups: the pipeline of this replica, the data-parallel group of this
