@@ -157,7 +157,11 @@ struct pt_kernels {
 extern const pt_kernels kernels_cpu;
 /* The CPU's table for a precision (kernels/cpu/kernels_cpu_precision.c): kernels_cpu itself for
  * fp32; for tf32 and bf16, kernels_cpu with the linear entries taking their products' inputs
- * rounded (into host scratch of the calling thread) and, for bf16, the round/pack entries. */
+ * rounded (into host scratch of the calling thread, kept for the process) and, for bf16, the
+ * round/pack entries. */
 const pt_kernels *kernels_cpu_for(pt_precision p);
+/* Those tables round a product's activation operands this many rows at a time, so their scratch
+ * is at most a weight [No, Ni] plus PT_PRECISION_BLOCK_ROWS * (Ni + No) floats. */
+#define PT_PRECISION_BLOCK_ROWS 256
 
 #endif

@@ -4,6 +4,7 @@
  * infinities, NaN) and random bit patterns; the CPU bf16 table's pack/unpack round trip; and the
  * CPU tf32/bf16 tables' linear kernels against double products of the rounded inputs. */
 #include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -98,10 +99,12 @@ static void test_pack_table(void) {
 }
 
 /* y = x W^T + b by each table against double sums of the rounded operands; dW and dx too. */
-static void test_linear(pt_precision p) {
-  enum { N = 7, NI = 33, NO = 5 };
+static void test_linear(pt_precision p, int N) {
+  enum { NI = 33, NO = 5 };
   const pt_kernels *k = kernels_cpu_for(p);
-  float x[N * NI], W[NO * NI], b[NO], y[N * NO], dy[N * NO], dx[N * NI], dW[NO * NI] = {0};
+  float *x = calloc((size_t)N * NI, sizeof(float)), W[NO * NI], b[NO];
+  float *y = calloc((size_t)N * NO, sizeof(float)), *dy = calloc((size_t)N * NO, sizeof(float));
+  float *dx = calloc((size_t)N * NI, sizeof(float)), dW[NO * NI] = {0};
   float (*r)(float) = p == PT_PRECISION_BF16 ? pt_round_bf16 : pt_round_tf32;
   for (int i = 0; i < N * NI; i++) x[i] = cosf((float)i * 1.3f) * 1.7f;
   for (int i = 0; i < NO * NI; i++) W[i] = sinf((float)i * 0.71f + 0.1f);
@@ -135,12 +138,16 @@ static void test_linear(pt_precision p) {
       for (int n = 0; n < N; n++) want += (double)r(dy[n * NO + o]) * r(x[n * NI + i]);
       CHECK(fabs(dW[o * NI + i] - want) <= 1e-5 * (1 + fabs(want)), "dW[%d,%d]", o, i);
     }
+  free(x), free(y), free(dy), free(dx);
 }
 
 int main(void) {
   test_roundings();
   test_pack_table();
-  test_linear(PT_PRECISION_TF32);
-  test_linear(PT_PRECISION_BF16);
+  /* 7 rows: one block; 600: three blocks of PT_PRECISION_BLOCK_ROWS, the last partial */
+  for (int N = 7; N <= 600; N += 593) {
+    test_linear(PT_PRECISION_TF32, N);
+    test_linear(PT_PRECISION_BF16, N);
+  }
   return test_summary("precision");
 }

@@ -1,15 +1,16 @@
 /* The CPU's tf32 and bf16 tables (kernels.h, kernels_cpu_for): the float32 kernels of ops.h on
  * copies of the products' inputs rounded to the mode's format, which is what a tensor-core
  * product with float32 accumulation computes, up to the order of the sums. The rounded copies
- * live in scratch of the calling thread, grown as needed and kept for the process (counted by
- * the memory tracker: up to the two largest operands of a product; not in partition/memory.h's
- * estimate). */
+ * live in scratch of the calling thread, grown as needed and kept for the process, counted by
+ * the memory tracker and by partition/memory.c's estimate: the weight, and the activation
+ * operands PT_PRECISION_BLOCK_ROWS rows at a time (a product of N rows is done in blocks, so
+ * the scratch does not grow with the micro-batch). */
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/kernels.h"
 #include "kernels/precision.h"
 
-enum { SCRATCH_A, SCRATCH_B, N_SCRATCH };
+enum { SCRATCH_W, SCRATCH_X, SCRATCH_Y, N_SCRATCH };
 
 static _Thread_local float *g_scratch[N_SCRATCH];
 static _Thread_local size_t g_cap[N_SCRATCH];
@@ -29,30 +30,57 @@ static const float *rounded(const pt_kernels *k, int which, const float *x, int6
   return r;
 }
 
+/* The rows of the block of a product over N rows that starts at row n0. */
+static int block_rows(int N, int n0) {
+  return N - n0 < PT_PRECISION_BLOCK_ROWS ? N - n0 : PT_PRECISION_BLOCK_ROWS;
+}
+
+/* Rows [n0, n0 + rows) of an activation operand of `cols` columns, rounded, in scratch `which`. */
+static const float *block(const pt_kernels *k, int which, const float *x, int n0, int rows,
+                          int cols) {
+  return rounded(k, which, x + (int64_t)n0 * cols, (int64_t)rows * cols);
+}
+
 static void linear_forward(const pt_kernels *k, float *y, const float *x, const float *W,
                            const float *b, int N, int Ni, int No) {
-  op_linear_forward(y, rounded(k, SCRATCH_A, x, (int64_t)N * Ni),
-                    rounded(k, SCRATCH_B, W, (int64_t)No * Ni), b, N, Ni, No);
+  const float *w = rounded(k, SCRATCH_W, W, (int64_t)No * Ni);
+  for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
+    int rows = block_rows(N, n0);
+    op_linear_forward(y + (int64_t)n0 * No, block(k, SCRATCH_X, x, n0, rows, Ni), w, b, rows, Ni,
+                      No);
+  }
 }
 
 static void linear_forward_residual(const pt_kernels *k, float *y, const float *res,
                                     const float *x, const float *W, const float *b, int N, int Ni,
                                     int No) {
-  op_linear_forward_residual(y, res, rounded(k, SCRATCH_A, x, (int64_t)N * Ni),
-                             rounded(k, SCRATCH_B, W, (int64_t)No * Ni), b, N, Ni, No);
+  const float *w = rounded(k, SCRATCH_W, W, (int64_t)No * Ni);
+  for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
+    int rows = block_rows(N, n0);
+    op_linear_forward_residual(y + (int64_t)n0 * No, res + (int64_t)n0 * No,
+                               block(k, SCRATCH_X, x, n0, rows, Ni), w, b, rows, Ni, No);
+  }
 }
 
 static void linear_backward_input(const pt_kernels *k, float *dx, const float *dy, const float *W,
                                   int N, int Ni, int No, int acc) {
-  op_linear_backward_input(dx, rounded(k, SCRATCH_A, dy, (int64_t)N * No),
-                           rounded(k, SCRATCH_B, W, (int64_t)No * Ni), N, Ni, No, acc);
+  const float *w = rounded(k, SCRATCH_W, W, (int64_t)No * Ni);
+  for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
+    int rows = block_rows(N, n0);
+    op_linear_backward_input(dx + (int64_t)n0 * Ni, block(k, SCRATCH_Y, dy, n0, rows, No), w,
+                             rows, Ni, No, acc);
+  }
 }
 
-/* The bias gradient sums the float32 dy: only the product's inputs are rounded. */
+/* dW += the blocks' products in row order. The bias gradient sums the float32 dy: only the
+ * product's inputs are rounded. */
 static void linear_backward_weight(const pt_kernels *k, float *dW, float *db, const float *dy,
                                    const float *x, int N, int Ni, int No) {
-  op_linear_backward_weight(dW, NULL, rounded(k, SCRATCH_A, dy, (int64_t)N * No),
-                            rounded(k, SCRATCH_B, x, (int64_t)N * Ni), N, Ni, No);
+  for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
+    int rows = block_rows(N, n0);
+    op_linear_backward_weight(dW, NULL, block(k, SCRATCH_Y, dy, n0, rows, No),
+                              block(k, SCRATCH_X, x, n0, rows, Ni), rows, Ni, No);
+  }
   if (db) op_colsum_acc(db, dy, N, No);
 }
 
