@@ -77,6 +77,21 @@ const char *device_name(const pt_device *d) {
 
 int device_is_host(const pt_device *d) { return d->kind == DEV_CPU; }
 
+_Static_assert((int)SPEC_PRECISION_FP32 == (int)PT_PRECISION_FP32 &&
+                   (int)SPEC_PRECISION_TF32 == (int)PT_PRECISION_TF32 &&
+                   (int)SPEC_PRECISION_BF16 == (int)PT_PRECISION_BF16,
+               "spec_precision and pt_precision name the modes in one order");
+
+void device_set_precision(pt_device *d, spec_precision p) {
+#ifdef PT_HAVE_GPU
+  if (d->kind == DEV_GPU) {
+    gpu_backend_set_precision(d, (pt_precision)p);
+    return;
+  }
+#endif
+  d->k = kernels_cpu_for((pt_precision)p);
+}
+
 
 double device_gemm_flops(pt_device *d, int n, double seconds) {
 #ifdef PT_HAVE_GPU

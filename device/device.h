@@ -63,6 +63,10 @@ spec_device device_resolve(spec_device kind);
  * opens local GPU `gpu_id`. 0, or -1 with err (no GPU backend in this build, no such GPU). */
 int device_select(spec_device kind, int gpu_id, char *err, size_t errsz);
 const char *device_name(const pt_device *d);
+/* Makes d compute in precision p (train.precision, resolved once at load): its kernel table
+ * becomes the table for p (kernels/kernels.h's pt_precision; the CPU's kernels_cpu_for, the
+ * GPU's kernels_gpu_set_precision). Call after device_select, before any kernel runs. */
+void device_set_precision(pt_device *d, spec_precision p);
 /* The GPU's compute stream (cudaStream_t) for the device transport; NULL elsewhere. */
 void *device_stream(pt_device *d);
 /* The GPU's local id, PCI bus id ("0000:3b:00.0") and model name ("NVIDIA H100 80GB HBM3");

@@ -15,6 +15,8 @@ int gpu_backend_ctx_id(const pt_device *d);      /* the local GPU id */
 const char *gpu_backend_bus_id(const pt_device *d);
 const char *gpu_backend_name(const pt_device *d); /* "NVIDIA H100 80GB HBM3" */
 size_t gpu_backend_memory(const pt_device *d);   /* bytes of device memory */
+/* The kernel table computes in precision p from now on (kernels_gpu_set_precision). */
+void gpu_backend_set_precision(pt_device *d, pt_precision p);
 double gpu_backend_gemm_flops(pt_device *d, int n, double seconds); /* cuBLAS sgemm FLOP/s */
 
 #endif

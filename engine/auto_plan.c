@@ -54,8 +54,10 @@ static int read_times(const pt_model *m, const auto_plan_options *o, pt_layer_ti
   if (o->from_trace) return trace_read_times(o->from_trace, m, t, err, errsz);
   spec_device kind = device_resolve(m->spec->pipeline.device);
   if (o->times == AUTO_TIMES_MEASURE &&
-      device_select(kind, o->launched ? comm_local_rank() : 0, err, errsz) == 0)
+      device_select(kind, o->launched ? comm_local_rank() : 0, err, errsz) == 0) {
+    device_set_precision(device_current(), m->spec->train.precision); /* times as trained */
     return measure_as_a_rank(m, o, t, err, errsz);
+  }
   double gflops = gemm_measure_flops(512, 0.2) / 1e9;
   profile_times_from_flops(t, m, gflops);
   char why[160] = "";

@@ -31,6 +31,7 @@ spec_device part_resolve_device(const pt_part *p) {
 int part_open_device(pt_part *p, spec_device kind, int gpu, const pt_range *ranges, int n,
                      char *err, size_t errsz) {
   if (device_select(kind, gpu, err, errsz) != 0) return -1;
+  device_set_precision(device_current(), p->spec->train.precision);
   for (int i = 0; i < n; i++)
     if (device_check_layers(device_current(), p->model.layers, ranges[i].first, ranges[i].last,
                             err, errsz) != 0)

@@ -187,6 +187,31 @@ static void layout_chunks(pt_pipeline *p) {
   free(ids);
 }
 
+/* bf16: the packed messages of each slot, to and from the chunk's remote neighbours. */
+static void alloc_wire_buffers(pt_pipeline *p, pt_chunk *k) {
+  pt_device *d = p->part.model.dev;
+  size_t S = (size_t)k->slots;
+  if (k->prev_stage >= 0) {
+    k->wire_act_in = pt_calloc(S, sizeof(uint16_t *));
+    k->wire_grad_out = pt_calloc(S, sizeof(uint16_t *));
+  }
+  if (k->next_stage >= 0) {
+    k->wire_act_out = pt_calloc(S, sizeof(uint16_t *));
+    k->wire_grad_in = pt_calloc(S, sizeof(uint16_t *));
+  }
+  for (size_t s = 0; s < S; s++) {
+    if (k->wire_act_in) k->wire_act_in[s] = device_alloc(d, k->in_bytes / 2);
+    if (k->wire_grad_out) k->wire_grad_out[s] = device_alloc(d, k->in_bytes / 2);
+    if (k->wire_act_out) k->wire_act_out[s] = device_alloc(d, k->out_bytes / 2);
+    if (k->wire_grad_in) k->wire_grad_in[s] = device_alloc(d, k->out_bytes / 2);
+  }
+}
+
+static void free_wire(pt_device *d, uint16_t **w, int slots) {
+  for (int s = 0; w && s < slots; s++) device_free(d, w[s]);
+  free(w);
+}
+
 /* A chunk's transfer buffers: gradient slots, targets and the loss gradient at the end, and the
  * half of a sample data_fill writes that this chunk does not use. */
 static void alloc_chunk_buffers(pt_pipeline *p, pt_chunk *k) {
@@ -209,6 +234,7 @@ static void alloc_chunk_buffers(pt_pipeline *p, pt_chunk *k) {
     if (k->is_last) k->targets[s] = pt_alloc_aligned(q->target_bytes); /* host */
   }
   if (k->is_last) k->dlogits = device_alloc(q->model.dev, k->out_bytes);
+  if (q->model.dev->k->pack_bf16) alloc_wire_buffers(p, k);
   if (!k->is_first && k->is_last)
     k->scratch_in = pt_alloc_aligned(4 * BT * (q->model.input_dim + 1));
   if (k->is_first && !k->is_last) k->scratch_tg = pt_alloc_aligned(q->target_bytes);
@@ -262,6 +288,8 @@ static void free_chunk(pt_pipeline *p, pt_chunk *k) {
     pt_free_aligned(k->targets[s]);
   }
   free(k->dout), free(k->din), free(k->targets);
+  free_wire(d, k->wire_act_in, k->slots), free_wire(d, k->wire_grad_out, k->slots);
+  free_wire(d, k->wire_act_out, k->slots), free_wire(d, k->wire_grad_in, k->slots);
   free(k->recv_act), free(k->recv_grad), free(k->send_act), free(k->send_grad);
   if (d) device_free(d, k->dlogits);
   pt_free_aligned(k->scratch_in);

@@ -5,7 +5,8 @@
  * every step, each action on the chunk it names. Every chunk has its own stage executor, slots,
  * buffers and requests; the parameters of all of them share one buffer (model_alloc_ranges).
  * Activations arrive directly in a chunk's input slots and leave from its output slots (no
- * copies); each send completes in the background and its buffer is reused only after it has.
+ * copies; under train.precision bf16 they travel packed, through the chunk's wire buffers);
+ * each send completes in the background and its buffer is reused only after it has.
  * Between two chunks on the same rank nothing is sent: the forward of the later one copies the
  * earlier one's output, and its backward writes the input gradient straight into the earlier
  * one's gradient slot. Groups: the pipeline of this replica, the data-parallel group of this
@@ -59,6 +60,11 @@ typedef struct {
   float *dlogits;      /* the loss gradient (last chunk) */
   pt_request *recv_act, *recv_grad, *send_act, *send_grad; /* [slot] */
   size_t in_bytes, out_bytes;
+  /* train.precision bf16: what crosses to a remote neighbour goes as packed bf16, half the
+   * bytes, through these [slot] buffers (NULL otherwise): the activation received and the
+   * input gradient sent (remote previous chunk), the activation sent and the output gradient
+   * received (remote next chunk). The float buffers above are unpacked into / packed from. */
+  uint16_t **wire_act_in, **wire_grad_out, **wire_act_out, **wire_grad_in;
 } pt_chunk;
 
 typedef struct {

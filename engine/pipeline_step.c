@@ -65,6 +65,19 @@ static void wait_for(pt_pipeline *p, pt_request *r, int mb) {
   if (tracing(p)) trace_add(&p->trace, "wait", "wait", mb, p->part.step + 1, t0, pt_now_s());
 }
 
+/* train.precision bf16: a message of `bytes` float bytes travels as bf16 in half of them
+ * (lossless: the stage stored bf16 values, engine/stage.c). */
+static void unpack(pt_pipeline *p, void *dst, const uint16_t *wire, size_t bytes) {
+  const pt_kernels *kt = p->part.model.dev->k;
+  kt->unpack_bf16(kt, dst, wire, (int64_t)(bytes / sizeof(float)));
+}
+
+static const void *pack(pt_pipeline *p, uint16_t *wire, const float *src, size_t bytes) {
+  const pt_kernels *kt = p->part.model.dev->k;
+  kt->pack_bf16(kt, wire, src, (int64_t)(bytes / sizeof(float)));
+  return wire;
+}
+
 /* Chunk 0 reads the inputs, the last chunk the targets; a rank running both reads once for
  * each (data_fill writes both halves; the unused one lands in scratch). */
 static void act_load(pt_pipeline *p, pt_chunk *k, int mb) {
@@ -81,6 +94,7 @@ static void act_forward(pt_pipeline *p, pt_chunk *k, int mb) {
   wait_for(p, &k->recv_act[s], mb);
   wait_for(p, &k->send_act[s], mb); /* the slot's output still leaving for the next chunk */
   double t0 = pt_now_s();
+  if (k->wire_act_in) unpack(p, stage_input(&k->stage, s), k->wire_act_in[s], k->in_bytes);
   if (k->prev >= 0) { /* the previous chunk's output, still held in its slot */
     pt_chunk *q = &p->chunks[k->prev];
     device_copy(p->part.model.dev, stage_input(&k->stage, s),
@@ -111,6 +125,7 @@ static void act_backward(pt_pipeline *p, pt_chunk *k, int mb, int split) {
   if (!k->is_last) wait_for(p, &k->recv_grad[s], mb);
   float *din = input_grad(p, k, mb);
   double t0 = pt_now_s();
+  if (k->wire_grad_in) unpack(p, k->dout[s], k->wire_grad_in[s], k->out_bytes);
   if (k->is_last) {
     p->loss += part_compute_loss(&p->part, stage_output(&k->stage, s), k->targets[s], k->dlogits);
     dy = k->dlogits;
@@ -270,22 +285,32 @@ static void reduce_dp(pt_pipeline *p) {
 /* A transfer of chunk k: post the receive or start the send of mb's slot. */
 static void transfer(pt_pipeline *p, pt_chunk *k, pt_action_kind kind, int mb) {
   int s = slot_of(k, mb);
+  size_t in = k->wire_act_in ? k->in_bytes / 2 : k->in_bytes;
+  size_t out = k->wire_act_out ? k->out_bytes / 2 : k->out_bytes;
   switch (kind) {
-  case ACT_RECV_ACT:
-    comm_recv_async(p->pipe, stage_input(&k->stage, s), k->in_bytes, k->prev_stage,
-                    tag_of(p, k->id - 1, mb, 0), &k->recv_act[s]);
+  case ACT_RECV_ACT: {
+    void *dst = k->wire_act_in ? (void *)k->wire_act_in[s] : stage_input(&k->stage, s);
+    comm_recv_async(p->pipe, dst, in, k->prev_stage, tag_of(p, k->id - 1, mb, 0),
+                    &k->recv_act[s]);
     break;
-  case ACT_SEND_ACT:
-    comm_send_async(p->pipe, stage_output(&k->stage, s), k->out_bytes, k->next_stage,
-                    tag_of(p, k->id, mb, 0), &k->send_act[s]);
+  }
+  case ACT_SEND_ACT: {
+    const void *src = stage_output(&k->stage, s);
+    if (k->wire_act_out) src = pack(p, k->wire_act_out[s], src, k->out_bytes);
+    comm_send_async(p->pipe, src, out, k->next_stage, tag_of(p, k->id, mb, 0), &k->send_act[s]);
     break;
-  case ACT_RECV_GRAD:
-    comm_recv_async(p->pipe, k->dout[s], k->out_bytes, k->next_stage, tag_of(p, k->id, mb, 1),
-                    &k->recv_grad[s]);
+  }
+  case ACT_RECV_GRAD: {
+    void *dst = k->wire_grad_in ? (void *)k->wire_grad_in[s] : k->dout[s];
+    comm_recv_async(p->pipe, dst, out, k->next_stage, tag_of(p, k->id, mb, 1), &k->recv_grad[s]);
     break;
-  default: /* ACT_SEND_GRAD */
-    comm_send_async(p->pipe, k->din[s], k->in_bytes, k->prev_stage, tag_of(p, k->id - 1, mb, 1),
+  }
+  default: { /* ACT_SEND_GRAD */
+    const void *src = k->din[s];
+    if (k->wire_grad_out) src = pack(p, k->wire_grad_out[s], src, k->in_bytes);
+    comm_send_async(p->pipe, src, in, k->prev_stage, tag_of(p, k->id - 1, mb, 1),
                     &k->send_grad[s]);
+  }
   }
 }
 

@@ -86,8 +86,11 @@ static void place_rank(run_state *r) {
   } else {
     threads = out.threads;
     if (r->launched) snprintf(who, sizeof who, "pipetrain[rank %d]", comm_rank(comm_world()));
-    snprintf(r->placement, sizeof r->placement, "%s: %s device, %s\n", who, device_name(d),
-             out.text);
+    char prec[16] = ""; /* train.precision, when not the default */
+    if (r->spec->train.precision != SPEC_PRECISION_FP32)
+      snprintf(prec, sizeof prec, " (%s)", spec_precision_names[r->spec->train.precision]);
+    snprintf(r->placement, sizeof r->placement, "%s: %s device%s, %s\n", who, device_name(d),
+             prec, out.text);
   }
   if (!getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(threads);
   free(ids);

@@ -153,11 +153,19 @@ static pt_io layer_io(pt_stage *st, int slot, int li, const float *dout, float *
                  .din = din};
 }
 
+/* train.precision bf16: what one layer hands the next (its output forward, its input gradient
+ * backward) is stored as bf16 values, so a stage boundary carries them losslessly as packed
+ * bf16 and the pipelined run keeps the sequential run's bits. Other precisions: nothing. */
+static void store_bf16(const pt_io *io, float *x, int features) {
+  if (x && io->k->round_bf16) io->k->round_bf16(io->k, x, (int64_t)io->B * io->T * features);
+}
+
 static void forward_range(pt_stage *st, int slot, int lo, int hi) {
   for (int li = lo; li < hi; li++) {
     pt_layer *L = &st->m->layers[st->first + li];
     pt_io io = layer_io(st, slot, li, NULL, NULL);
     L->type->forward(L, &io);
+    store_bf16(&io, io.out, L->out_dim);
     if (st->check_finite && st->bad_layer < 0 &&
         !device_all_finite(st->m->dev, io.out, (int64_t)io.B * io.T * L->out_dim))
       st->bad_layer = st->first + li;
@@ -188,6 +196,7 @@ static float *backward_range(pt_stage *st, int slot, int lo, int hi, const float
     if (want && li == 0 && din_out) din = din_out;
     pt_io io = layer_io(st, slot, li, dout, din);
     L->type->backward_input(L, &io);
+    store_bf16(&io, din, L->in_dim);
     L->type->backward_weight(L, &io);
     dout = din;
   }
@@ -268,6 +277,7 @@ const float *stage_backward_input(pt_stage *st, int slot, const float *dout, int
     din = want ? input_grad_buffer(st, keep, li, dout, din_out) : NULL;
     pt_io io = layer_io(st, slot, li, dout, din);
     L->type->backward_input(L, &io);
+    store_bf16(&io, din, L->in_dim);
     if (!keep[li]) L->type->backward_weight(L, &io); /* no parameters: nothing to defer */
     dout = din;
   }

@@ -53,6 +53,16 @@ typedef struct {
 
 typedef struct pt_kernels pt_kernels;
 
+/* train.precision (spec_precision, same order): what a table's matrix products compute.
+ *   fp32  float32 products (cuBLAS pedantic math): the bitwise reference
+ *   tf32  the products' inputs rounded to tf32 (kernels/precision.h), float32 accumulation
+ *   bf16  the products' inputs rounded to bf16, float32 accumulation; the stage rounds every
+ *         layer's output and input gradient to bf16 (round_bf16), and activations and
+ *         gradients cross stages as packed bf16 (pack_bf16 / unpack_bf16)
+ * Everything else (LayerNorm, softmax, attention, losses, norms, the optimizer, the master
+ * weights and gradients) stays float32 in every mode. docs/gpu.md, "Precision". */
+typedef enum { PT_PRECISION_FP32, PT_PRECISION_TF32, PT_PRECISION_BF16 } pt_precision;
+
 struct pt_kernels {
   const char *name; /* "cpu" | "gpu" */
   void *ctx;        /* the implementation's state (GPU: its stream, handles, staging) */
@@ -142,6 +152,14 @@ struct pt_kernels {
   /* Sum of squares in double; 1 when every element is finite. */
   double (*sumsq)(const pt_kernels *k, const float *x, int64_t n);
   int (*all_finite)(const pt_kernels *k, const float *x, int64_t n);
+
+  /* --- Precision: not in PT_KERNELS_ENTRIES; a table made for a precision sets them. ------ */
+  pt_precision precision; /* PT_PRECISION_FP32 (0) in the plain tables */
+  /* bf16 tables only (NULL elsewhere): x rounded in place to bf16 values; n floats packed into
+   * n bf16 (lossless on bf16 values, else rounded) and back (exact). Elementwise. */
+  void (*round_bf16)(const pt_kernels *k, float *x, int64_t n);
+  void (*pack_bf16)(const pt_kernels *k, uint16_t *dst, const float *src, int64_t n);
+  void (*unpack_bf16)(const pt_kernels *k, float *dst, const uint16_t *src, int64_t n);
 };
 
 /* Every entry, for the implementations' initialisers: a table is
@@ -161,5 +179,13 @@ struct pt_kernels {
 /* The CPU's table (kernels/cpu/kernels_cpu.c): host memory, results bitwise reproducible for a
  * given binary. Every build has it. */
 extern const pt_kernels kernels_cpu;
+/* The CPU's table for a precision (kernels/cpu/kernels_cpu_precision.c): kernels_cpu itself for
+ * fp32; for tf32 and bf16, kernels_cpu with the linear entries taking their products' inputs
+ * rounded (into host scratch of the calling thread, kept for the process) and, for bf16, the
+ * round/pack entries. */
+const pt_kernels *kernels_cpu_for(pt_precision p);
+/* Those tables round a product's activation operands this many rows at a time, so their scratch
+ * is at most a weight [No, Ni] plus PT_PRECISION_BLOCK_ROWS * (Ni + No) floats. */
+#define PT_PRECISION_BLOCK_ROWS 256
 
 #endif

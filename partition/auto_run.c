@@ -38,6 +38,7 @@ static void chunk_costs(evaluator *ev, const int *b) {
   const pt_spec *sp = ev->m.spec;
   double elems = (double)sp->train.micro_batch_size * (ev->m.input_tokens ? (double)sp->seq_len : 1);
   double per_byte = 1.0 / t->p2p_bytes_per_s;
+  double word = sp->train.precision == SPEC_PRECISION_BF16 ? 2 : 4; /* bf16 travels packed */
   for (int c = 0; c < ev->C; c++) {
     double f = 0, i = 0, w = 0;
     for (int l = b[c]; l < b[c + 1]; l++) f += t->f[l], i += t->i[l], w += t->w[l];
@@ -46,8 +47,8 @@ static void chunk_costs(evaluator *ev, const int *b) {
     k->f = f, k->b = re + i + w;
     k->i = ev->ckpt ? re + i + w : i, k->w = ev->ckpt ? 0 : w;
     int out = ev->m.layers[b[c + 1] - 1].out_dim, in = ev->m.layers[b[c]].in_dim;
-    k->send_act = c + 1 < ev->C ? t->p2p_latency_s + elems * out * 4 * per_byte : 0;
-    k->send_grad = c > 0 ? t->p2p_latency_s + elems * in * 4 * per_byte : 0;
+    k->send_act = c + 1 < ev->C ? t->p2p_latency_s + elems * out * word * per_byte : 0;
+    k->send_grad = c > 0 ? t->p2p_latency_s + elems * in * word * per_byte : 0;
   }
 }
 

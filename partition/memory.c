@@ -63,6 +63,16 @@ static int64_t input_bytes(const pt_model *m, const shape_ctx *c, int first) {
   return L->in_tokens ? 4 * (int64_t)c->B * c->T : 4 * (int64_t)c->B * c->T * L->in_dim;
 }
 
+/* train.precision bf16: the packed bf16 messages to and from the neighbour stages, two of half
+ * a float buffer each way (engine/pipeline.h's wire buffers). */
+static int64_t wire_slot_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {
+  if (!m->spec || m->spec->train.precision != SPEC_PRECISION_BF16) return 0;
+  int64_t b = 0;
+  if (last < m->n_layers) b += out_b(m, c, last - 1);
+  if (first > 0) b += 4 * (int64_t)c->B * c->T * m->layers[first].in_dim;
+  return b;
+}
+
 /* Buffers the pipeline engine keeps per micro-batch in flight beside the layers' own: the
  * received output gradient (all but the last stage), the input gradient to send (all but the
  * first) and the targets (last stage). */
@@ -71,7 +81,7 @@ static int64_t engine_slot_bytes(const pt_model *m, const shape_ctx *c, int firs
   if (last < m->n_layers) b += out_b(m, c, last - 1);
   if (first > 0) b += 4 * (int64_t)c->B * c->T * m->layers[first].in_dim;
   if (last == m->n_layers) b += 4 * (int64_t)c->B * c->T * target_cols(m);
-  return b;
+  return b + wire_slot_bytes(m, c, first, last);
 }
 
 /* The engine's buffers besides the stage's, for all in-flight micro-batches: the slot buffers
@@ -99,6 +109,33 @@ static int64_t scratch_b(const pt_model *m, const shape_ctx *c, int li) {
   return (int64_t)layer_scratch_bytes(&m->layers[li], table_of(m), c->B, c->T);
 }
 
+/* train.precision tf32/bf16: the rounded operand copies of the largest product, bounded from
+ * the 2-d parameters (a product's operand widths are its weight's dimensions). The CPU tables
+ * (kernels/cpu/kernels_cpu_precision.c) keep the weight and PT_PRECISION_BLOCK_ROWS rows of
+ * each activation operand as floats; the GPU's bf16 products (ops_linear.cu) keep both operands
+ * whole, as bf16: a weight or B*T rows of the wider side, each. GPU tf32 needs none. Per process,
+ * whatever the stage count: bounded here by the range's parameters. */
+static int64_t precision_scratch_bytes(const pt_model *m, const shape_ctx *c, int first,
+                                       int last) {
+  spec_precision p = m->spec ? m->spec->train.precision : SPEC_PRECISION_FP32;
+  int gpu = m->spec && device_wants_gpu(m->spec->pipeline.device);
+  if (p == SPEC_PRECISION_FP32 || (gpu && p == SPEC_PRECISION_TF32)) return 0;
+  int64_t most = 0, BT = (int64_t)c->B * c->T;
+  int64_t rows = BT < PT_PRECISION_BLOCK_ROWS ? BT : PT_PRECISION_BLOCK_ROWS;
+  for (int li = first; li < last; li++) {
+    const pt_layer *L = &m->layers[li];
+    for (int q = 0; q < L->n_params; q++) {
+      const pt_param_desc *d = &L->params[q];
+      if (d->ndim != 2) continue;
+      int64_t wide = d->shape[0] > d->shape[1] ? d->shape[0] : d->shape[1], b;
+      if (gpu) b = 2 * 2 * (d->numel > BT * wide ? d->numel : BT * wide);
+      else b = 4 * (d->numel + rows * (d->shape[0] + d->shape[1]));
+      if (b > most) most = b;
+    }
+  }
+  return most;
+}
+
 static int64_t workspace_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {
   int64_t max_out = 0, max_scratch = 0, ws = 0;
   for (int li = first; li < last; li++) {
@@ -115,7 +152,8 @@ static int64_t workspace_bytes(const pt_model *m, const shape_ctx *c, int first,
     }
     ws += o + s;
   }
-  return ws + engine_bytes(m, c, first, last, 1) - engine_slot_bytes(m, c, first, last);
+  return ws + engine_bytes(m, c, first, last, 1) - engine_slot_bytes(m, c, first, last) +
+         precision_scratch_bytes(m, c, first, last);
 }
 
 static shape_ctx shape_of(const pt_model *m, int first, int last) {

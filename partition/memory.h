@@ -8,7 +8,9 @@
  *   optimizer   AdamW: 2 x params (m, v); SGD: 1 x params
  *   activations per micro-batch in flight: the stage input, the kept layer outputs and (without
  *               activation checkpointing) every layer's saved state, plus the engine's
- *               gradient buffers (received, to send) and targets; times the in-flight count
+ *               gradient buffers (received, to send) and targets (train.precision bf16: and
+ *               the packed bf16 messages to and from other ranks, half a float buffer each,
+ *               two each way); times the in-flight count
  *   workspace   checkpoint recompute buffers, the largest layer scratch, two gradient buffers,
  *               on the last stage the loss gradient, and the data buffers of the end stages
  *   stash       split-backward schedules only (memory_add_stash): per micro-batch between its

@@ -42,6 +42,8 @@ uint64_t profile_times_key(const pt_model *m) {
   uint64_t h = fnv(FNV_OFFSET, run, sizeof run);
   int threads = openblas_get_num_threads();
   h = fnv(h, &threads, sizeof threads);
+  int precision = s->train.precision; /* fp32 keeps the keys it always had */
+  if (precision != SPEC_PRECISION_FP32) h = fnv(h, &precision, sizeof precision);
   for (int l = 0; l < m->n_layers; l++) h = hash_layer(h, &m->layers[l]);
   return h;
 }

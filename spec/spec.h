@@ -113,6 +113,8 @@ typedef enum { SPEC_DATA_BYTES, SPEC_DATA_U16, SPEC_DATA_F32 } spec_data_format;
 typedef enum { SPEC_OPTIMIZER_ADAMW, SPEC_OPTIMIZER_SGD } spec_optimizer;
 typedef enum { SPEC_LR_CONSTANT, SPEC_LR_COSINE } spec_lr_schedule;
 typedef enum { SPEC_NONFINITE_ABORT, SPEC_NONFINITE_SKIP } spec_nonfinite;
+/* train.precision: the GEMMs' arithmetic (kernels/kernels.h's pt_precision, same order). */
+typedef enum { SPEC_PRECISION_FP32, SPEC_PRECISION_TF32, SPEC_PRECISION_BF16 } spec_precision;
 /* SPEC_PARTITION_TYPE: "type:REGEX", the regex in spec_pipeline.partition_types */
 typedef enum {
   SPEC_PARTITION_PARAMETERS,
@@ -135,6 +137,7 @@ extern const char *const spec_data_format_names[];
 extern const char *const spec_optimizer_names[];
 extern const char *const spec_lr_schedule_names[];
 extern const char *const spec_nonfinite_names[];
+extern const char *const spec_precision_names[];
 extern const char *const spec_partition_names[]; /* "type:" for SPEC_PARTITION_TYPE */
 extern const char *const spec_device_names[];
 extern const char *const spec_comm_backend_names[];
@@ -171,6 +174,7 @@ typedef struct {
   int64_t ckpt_every;       /* save every N steps (0: only with --save) */
   int64_t ckpt_keep;        /* keep the K newest step-N checkpoints (default 3) */
   spec_nonfinite on_nonfinite; /* a step whose gradients are not finite: abort (default) or skip */
+  spec_precision precision;    /* fp32 (default, the bitwise reference), tf32 or bf16 */
 } spec_train;
 
 typedef struct {

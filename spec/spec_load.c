@@ -350,7 +350,8 @@ static void spec_load_checkpoint(spec_train *t, spec_node *train, spec_errors *e
 static void spec_load_train(pt_spec *s, spec_errors *e) {
   static const char *const keys[] = {"steps", "micro_batch_size", "micro_batches", "optimizer",
                                      "grad_clip", "seed", "activation_checkpoint_interval",
-                                     "lr_schedule", "checkpoint", "on_nonfinite", NULL};
+                                     "lr_schedule", "checkpoint", "on_nonfinite", "precision",
+                                     NULL};
   spec_train *t = &s->train;
   spec_node *m = spec_section(s->root, "train", "train", e);
   t->steps = spec_get_int(m, "steps", 0, 100, 0, INT64_MAX, e);
@@ -365,6 +366,7 @@ static void spec_load_train(pt_spec *s, spec_errors *e) {
   spec_load_checkpoint(t, m, e);
   t->on_nonfinite =
       spec_get_enum(m, "on_nonfinite", SPEC_NONFINITE_ABORT, spec_nonfinite_names, e);
+  t->precision = spec_get_enum(m, "precision", SPEC_PRECISION_FP32, spec_precision_names, e);
   spec_check_unused(m, "train", keys, e);
 }
 

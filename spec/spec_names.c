@@ -7,6 +7,7 @@ const char *const spec_data_format_names[] = {"bytes", "u16", "f32", NULL};
 const char *const spec_optimizer_names[] = {"adamw", "sgd", NULL};
 const char *const spec_lr_schedule_names[] = {"constant", "cosine", NULL};
 const char *const spec_nonfinite_names[] = {"abort", "skip", NULL};
+const char *const spec_precision_names[] = {"fp32", "tf32", "bf16", NULL};
 const char *const spec_partition_names[] = {"parameters", "uniform", "balanced", "type:", "auto",
                                             NULL};
 const char *const spec_device_names[] = {"auto", "cpu", "gpu", "emulated", NULL};

@@ -117,16 +117,11 @@ static int register_quietly(const pt_layer_type *t, char *msg, size_t msgsz) {
 
 /* --- The checks ------------------------------------------------------------------------------ */
 
-/* Every entry after ctx is a function pointer (kernels.h): none may be missing. */
-static void check_cpu_table_complete(void) {
-  const unsigned char *p = (const unsigned char *)&kernels_cpu;
-  for (size_t off = offsetof(pt_kernels, linear_forward); off < sizeof kernels_cpu;
-       off += sizeof(void (*)(void))) {
-    void (*f)(void);
-    memcpy(&f, p + off, sizeof f);
-    CHECK(f != NULL, "kernels_cpu: entry at byte %zu is NULL", off);
-  }
-}
+/* Every entry of PT_KERNELS_ENTRIES (kernels.h) is set: none may be missing (the precision
+ * entries after them are optional, tests/test_precision.c checks those). */
+#define PT_EXPECT_ENTRY(entry) \
+  CHECK(kernels_cpu.entry != NULL, "kernels_cpu: entry %s is NULL", #entry);
+static void check_cpu_table_complete(void) { PT_KERNELS_ENTRIES(PT_EXPECT_ENTRY) }
 
 static void check_registry(void) {
   char msg[512];

@@ -307,6 +307,7 @@ static int enum_field(const pt_spec *s, const char *key) {
   if (!strcmp(key, "train.optimizer.name")) return (int)s->train.optimizer;
   if (!strcmp(key, "train.lr_schedule.name")) return (int)s->train.lr_schedule;
   if (!strcmp(key, "train.on_nonfinite")) return (int)s->train.on_nonfinite;
+  if (!strcmp(key, "train.precision")) return (int)s->train.precision;
   if (!strcmp(key, "pipeline.partition")) return (int)s->pipeline.partition;
   if (!strcmp(key, "pipeline.device")) return (int)s->pipeline.device;
   if (!strcmp(key, "comm.dp_reduce")) return (int)s->dp_reduce;
@@ -321,6 +322,7 @@ static void test_enum_names(void) {
       {"train.optimizer.name", spec_optimizer_names, SPEC_OPTIMIZER_SGD + 1},
       {"train.lr_schedule.name", spec_lr_schedule_names, SPEC_LR_COSINE + 1},
       {"train.on_nonfinite", spec_nonfinite_names, SPEC_NONFINITE_SKIP + 1},
+      {"train.precision", spec_precision_names, SPEC_PRECISION_BF16 + 1},
       {"pipeline.partition", spec_partition_names, SPEC_PARTITION_AUTO + 1},
       {"pipeline.device", spec_device_names, SPEC_DEVICE_EMULATED + 1},
       {"comm.backend", spec_comm_backend_names, SPEC_COMM_MPI + 1},
@@ -455,7 +457,7 @@ static const error_case g_text_errors[] = {
      "pipeline, comm, log"},
     {L, "layers: [gelu]\ntrain: {micro_batch: 4}\n", NULL, "2:9",
      "unknown key 'micro_batch' in train; known keys: steps, micro_batch_size, micro_batches, "
-     "optimizer, grad_clip, seed, activation_checkpoint_interval, lr_schedule, checkpoint, on_nonfinite; did you mean "
+     "optimizer, grad_clip, seed, activation_checkpoint_interval, lr_schedule, checkpoint, on_nonfinite, precision; did you mean "
      "'micro_batches'?"},
     {L, "model: {dim: 256, heads: 7}\nlayers: [gelu]\n", NULL, "1:26",
      "model.dim (256) is not divisible by model.heads (7); choose heads that divide dim"},
@@ -502,6 +504,8 @@ static const error_case g_text_errors[] = {
      "comm.dp_reduce: expected one of chain, allreduce, got 'ring'"},
     {L, "layers: [gelu]\ntrain: {on_nonfinite: carry_on_regardless}\n", NULL, "2:23",
      "train.on_nonfinite: expected one of abort, skip, got 'carry_on_regardless'"},
+    {L, "layers: [gelu]\ntrain: {precision: fp16}\n", NULL, "2:20",
+     "train.precision: expected one of fp32, tf32, bf16, got 'fp16'"},
     {L, "layers: [gelu]\nloss: {name: mse}\n", NULL, "2:7",
      "loss: expected one of cross_entropy, mse, got a mapping"},
     /* data */

@@ -123,3 +123,7 @@ int gpu_backend_open(pt_device *d, int gpu_id, char *err, size_t errsz) {
   *d = (pt_device){DEV_GPU, &gpu_ops, &s->kernels.table, s};
   return 0;
 }
+
+void gpu_backend_set_precision(pt_device *d, pt_precision p) {
+  kernels_gpu_set_precision(&((gpu_state *)d->impl)->kernels, p);
+}

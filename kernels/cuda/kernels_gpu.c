@@ -7,25 +7,35 @@
 static kernels_gpu *state(const pt_kernels *k) { return k->ctx; }
 static gpu_ctx *ctx(const pt_kernels *k) { return state(k)->g; }
 
+/* train.precision bf16: the products take bf16 copies of their operands (the table's scratch). */
+static cuda_bf16_scratch *bf16(const pt_kernels *k) {
+  return k->precision == PT_PRECISION_BF16 ? &state(k)->bf16 : NULL;
+}
+
 static void linear_forward(const pt_kernels *k, float *y, const float *x, const float *W,
                            const float *b, int N, int Ni, int No) {
-  cuda_op_linear_forward(ctx(k), y, x, W, b, N, Ni, No);
+  if (bf16(k)) cuda_op_linear_forward_bf16(ctx(k), bf16(k), y, x, W, b, N, Ni, No);
+  else cuda_op_linear_forward(ctx(k), y, x, W, b, N, Ni, No);
 }
 
 static void linear_forward_residual(const pt_kernels *k, float *y, const float *res,
                                     const float *x, const float *W, const float *b, int N, int Ni,
                                     int No) {
-  cuda_op_linear_forward_residual(ctx(k), y, res, x, W, b, N, Ni, No);
+  if (bf16(k))
+    cuda_op_linear_forward_residual_bf16(ctx(k), bf16(k), y, res, x, W, b, N, Ni, No);
+  else cuda_op_linear_forward_residual(ctx(k), y, res, x, W, b, N, Ni, No);
 }
 
 static void linear_backward_input(const pt_kernels *k, float *dx, const float *dy, const float *W,
                                   int N, int Ni, int No, int acc) {
-  cuda_op_linear_backward_input(ctx(k), dx, dy, W, N, Ni, No, acc);
+  if (bf16(k)) cuda_op_linear_backward_input_bf16(ctx(k), bf16(k), dx, dy, W, N, Ni, No, acc);
+  else cuda_op_linear_backward_input(ctx(k), dx, dy, W, N, Ni, No, acc);
 }
 
 static void linear_backward_weight(const pt_kernels *k, float *dW, float *db, const float *dy,
                                    const float *x, int N, int Ni, int No) {
-  cuda_op_linear_backward_weight(ctx(k), dW, db, dy, x, N, Ni, No);
+  if (bf16(k)) cuda_op_linear_backward_weight_bf16(ctx(k), bf16(k), dW, db, dy, x, N, Ni, No);
+  else cuda_op_linear_backward_weight(ctx(k), dW, db, dy, x, N, Ni, No);
 }
 
 static void layernorm_forward(const pt_kernels *k, float *y, float *mean, float *rstd,
@@ -192,6 +202,16 @@ static int all_finite(const pt_kernels *k, const float *x, int64_t n) {
   return !bad;
 }
 
+static void round_bf16(const pt_kernels *k, float *x, int64_t n) { cuda_round_bf16(ctx(k), x, n); }
+
+static void pack_bf16(const pt_kernels *k, uint16_t *dst, const float *src, int64_t n) {
+  cuda_pack_bf16(ctx(k), dst, src, n);
+}
+
+static void unpack_bf16(const pt_kernels *k, float *dst, const uint16_t *src, int64_t n) {
+  cuda_unpack_bf16(ctx(k), dst, src, n);
+}
+
 static const pt_kernels gpu_table = {.name = "gpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)};
 const pt_kernels kernels_gpu_sizing = {.name = "gpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)};
 
@@ -203,7 +223,21 @@ void kernels_gpu_open(kernels_gpu *kg, gpu_ctx *g) {
   kg->flag = gpu_alloc(kg->g, sizeof(int));
 }
 
+void kernels_gpu_set_precision(kernels_gpu *kg, pt_precision p) {
+  static const cublasMath_t math[] = {[PT_PRECISION_FP32] = CUBLAS_PEDANTIC_MATH,
+                                      [PT_PRECISION_TF32] = CUBLAS_TF32_TENSOR_OP_MATH,
+                                      [PT_PRECISION_BF16] = CUBLAS_DEFAULT_MATH};
+  if (p < PT_PRECISION_FP32 || p > PT_PRECISION_BF16) pt_fatal("unknown precision %d", (int)p);
+  CUBLAS_CHECK(cublasSetMathMode(kg->g->blas, math[p]));
+  int b = p == PT_PRECISION_BF16;
+  kg->table.precision = p;
+  kg->table.round_bf16 = b ? round_bf16 : NULL;
+  kg->table.pack_bf16 = b ? pack_bf16 : NULL;
+  kg->table.unpack_bf16 = b ? unpack_bf16 : NULL;
+}
+
 void kernels_gpu_close(kernels_gpu *kg) {
+  cuda_bf16_scratch_free(&kg->bf16);
   gpu_free(kg->sum);
   gpu_free(kg->reduce);
   gpu_free(kg->flag);

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "kernels/cuda/gpu.h"
+#include "kernels/cuda/ops_cuda.h"
 #include "kernels/kernels.h"
 
 typedef struct {
@@ -24,6 +25,7 @@ typedef struct {
   size_t targets_bytes;
   uint64_t *sort_keys;  /* device: embedding backward's sort (grown on demand) */
   int64_t sort_keys_n;
+  cuda_bf16_scratch bf16; /* train.precision bf16: the products' operands as bf16 */
 } kernels_gpu;
 
 /* The GPU table's sizes without an open GPU (the planner's memory estimate): only its size
@@ -32,6 +34,12 @@ extern const pt_kernels kernels_gpu_sizing;
 
 /* Fills kg's table for g's device and allocates its device buffers. g must outlive kg. */
 void kernels_gpu_open(kernels_gpu *kg, gpu_ctx *g);
+/* The table computes in precision p from now on (kernels/kernels.h's pt_precision): fp32 sets
+ * the cuBLAS handle's pedantic math, tf32 its TF32 tensor-op math (every float32 product of the
+ * handle, attention's batched ones included), bf16 default math (no TF32 for the float32
+ * products) with the linear entries multiplying bf16 copies of their operands and the
+ * round/pack entries set. */
+void kernels_gpu_set_precision(kernels_gpu *kg, pt_precision p);
 /* Frees kg's device buffers (a device lives as long as its process, so only tests call it). */
 void kernels_gpu_close(kernels_gpu *kg);
 

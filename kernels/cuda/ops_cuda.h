@@ -128,6 +128,32 @@ void cuda_sumsq(gpu_ctx *g, double *out_dev, const float *x, int64_t n, double *
 /* 1 in *flag_dev (device int) when x holds a NaN or an infinity; flag left alone otherwise. */
 void cuda_check_finite(gpu_ctx *g, int *flag_dev, const float *x, int64_t n);
 
+/* --- train.precision bf16 (ops_linear.cu) ------------------------------------------------ */
+/* Device bf16 copies of a product's two operands, grown as needed (the old ones freed after a
+ * synchronisation: work still queued may read them). Zeroed struct: none yet. */
+typedef struct {
+  uint16_t *a, *b;
+  size_t cap_a, cap_b; /* elements */
+} cuda_bf16_scratch;
+/* The linear kernels above with the products' operands converted to bf16 (round to nearest
+ * even, kernels/precision.h) into s, then cublasGemmEx: bf16 inputs, float32 accumulation and
+ * output. Bias sums and everything else as the float32 kernels. */
+void cuda_op_linear_forward_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float *x,
+                                 const float *W, const float *b, int N, int Ni, int No);
+void cuda_op_linear_forward_residual_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *y,
+                                          const float *res, const float *x, const float *W,
+                                          const float *b, int N, int Ni, int No);
+void cuda_op_linear_backward_input_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *dx,
+                                        const float *dy, const float *W, int N, int Ni, int No,
+                                        int acc);
+void cuda_op_linear_backward_weight_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *dW, float *db,
+                                         const float *dy, const float *x, int N, int Ni, int No);
+void cuda_bf16_scratch_free(cuda_bf16_scratch *s);
+/* Elementwise: x rounded to bf16 values in place; n floats to n bf16 and back. */
+void cuda_round_bf16(gpu_ctx *g, float *x, int64_t n);
+void cuda_pack_bf16(gpu_ctx *g, uint16_t *dst, const float *src, int64_t n);
+void cuda_unpack_bf16(gpu_ctx *g, float *dst, const uint16_t *src, int64_t n);
+
 #ifdef __cplusplus
 }
 #endif

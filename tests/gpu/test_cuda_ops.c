@@ -847,16 +847,11 @@ static void test_reductions(int64_t n) {
 
 /* ---- the kernel tables: every built-in layer written once, run with each -------------------- */
 
-/* Every entry after ctx is a function pointer (kernels/kernels.h): none may be missing. */
-static void expect_table_complete(const pt_kernels *k) {
-  const unsigned char *p = (const unsigned char *)k;
-  for (size_t off = offsetof(pt_kernels, linear_forward); off < sizeof *k;
-       off += sizeof(void (*)(void))) {
-    void (*f)(void);
-    memcpy(&f, p + off, sizeof f);
-    CHECK(f != NULL, "kernel table %s: entry at byte %zu is NULL", k->name, off);
-  }
-}
+/* Every entry of PT_KERNELS_ENTRIES (kernels/kernels.h) is set: none may be missing. (The
+ * precision entries after them are optional: test_precision_table checks those.) */
+#define PT_EXPECT_ENTRY(entry) \
+  CHECK(k->entry != NULL, "kernel table %s: entry %s is NULL", k->name, #entry);
+static void expect_table_complete(const pt_kernels *k) { PT_KERNELS_ENTRIES(PT_EXPECT_ENTRY) }
 
 /* Layer L's three steps on the host with kernels_cpu and on the GPU with kg, from the same
  * input, parameters and output gradient; out, din and every gradient compared. */
@@ -948,6 +943,61 @@ static void test_tables(kernels_gpu *kg) {
   spec_free(&s);
 }
 
+/* ---- train.precision ---------------------------------------------------------------------- */
+
+/* The GPU table set to tf32 or bf16 against the CPU's table for the same precision: the same
+ * products of rounded operands (CPU: rounded copies and sgemm; GPU: cublasGemmEx on bf16, or
+ * the handle's TF32 math), so they agree as float32 products do (TOL_DEFAULT); the bf16 entries
+ * round, pack and unpack bit for bit as the CPU does (one formula, kernels/precision.h). */
+static void test_precision_table(kernels_gpu *kg, pt_precision p, int N, int Ni, int No) {
+  char shape[96];
+  snprintf(shape, sizeof shape, "%s N=%d Ni=%d No=%d", p == PT_PRECISION_BF16 ? "bf16" : "tf32",
+           N, Ni, No);
+  kernels_gpu_set_precision(kg, p);
+  const pt_kernels *gk = &kg->table, *ck = kernels_cpu_for(p);
+  int64_t nx = (int64_t)N * Ni, ny = (int64_t)N * No, nw = (int64_t)No * Ni;
+  float *x = hrand(nx, -1, 1), *W = hrand(nw, -1, 1), *b = hrand(No, -1, 1);
+  float *res = hrand(ny, -1, 1), *dy = hrand(ny, -1, 1);
+  float *d_x = upf(x, nx), *d_W = upf(W, nw), *d_b = upf(b, No), *d_res = upf(res, ny);
+  float *d_dy = upf(dy, ny), *d_y = dnew(sizeof(float) * ny), *d_dx = dnew(sizeof(float) * nx);
+  float *d_dW = dnew(sizeof(float) * nw), *d_db = dnew(sizeof(float) * No);
+  float *yc = hnew(sizeof(float) * ny), *dxc = hnew(sizeof(float) * nx);
+  float *dWc = hnew(sizeof(float) * nw), *dbc = hnew(sizeof(float) * No);
+  ck->linear_forward(ck, yc, x, W, b, N, Ni, No);
+  gk->linear_forward(gk, d_y, d_x, d_W, d_b, N, Ni, No);
+  expect_close("precision linear_forward", shape, downf(d_y, ny), yc, ny, TOL_DEFAULT);
+  ck->linear_forward_residual(ck, yc, res, x, W, b, N, Ni, No);
+  gk->linear_forward_residual(gk, d_y, d_res, d_x, d_W, d_b, N, Ni, No);
+  expect_close("precision linear_forward_residual", shape, downf(d_y, ny), yc, ny, TOL_DEFAULT);
+  ck->linear_backward_input(ck, dxc, dy, W, N, Ni, No, 0);
+  gk->linear_backward_input(gk, d_dx, d_dy, d_W, N, Ni, No, 0);
+  expect_close("precision linear_backward_input", shape, downf(d_dx, nx), dxc, nx, TOL_DEFAULT);
+  ck->linear_backward_weight(ck, dWc, dbc, dy, x, N, Ni, No);
+  gk->linear_backward_weight(gk, d_dW, d_db, d_dy, d_x, N, Ni, No);
+  expect_close("precision linear_backward_weight", shape, downf(d_dW, nw), dWc, nw, TOL_DEFAULT);
+  expect_close("precision linear_backward_weight db", shape, downf(d_db, No), dbc, No,
+               TOL_DEFAULT);
+  /* the products differ from float32 ones: the mode is on */
+  float *plain = hnew(sizeof(float) * ny);
+  kernels_cpu.linear_forward(&kernels_cpu, plain, x, W, b, N, Ni, No);
+  int64_t at;
+  CHECK(rel_err(yc, plain, ny, &at) > 1e-6, "%s: the products equal float32's", shape);
+  if (p == PT_PRECISION_BF16) {
+    gk->round_bf16(gk, d_x, nx);
+    float *xr = hcopy(x, nx);
+    ck->round_bf16(ck, xr, nx);
+    expect_same_bits("round_bf16", shape, downf(d_x, nx), xr, nx);
+    uint16_t *d_w16 = dnew(sizeof(uint16_t) * (size_t)nx);
+    gk->pack_bf16(gk, d_w16, d_y, ny < nx ? ny : nx);
+    gk->unpack_bf16(gk, d_dx, d_w16, ny < nx ? ny : nx);
+    float *yr = downf(d_y, ny), *back = downf(d_dx, nx);
+    ck->round_bf16(ck, yr, ny);
+    expect_same_bits("pack_bf16 + unpack_bf16", shape, back, yr, ny < nx ? ny : nx);
+  }
+  kernels_gpu_set_precision(kg, PT_PRECISION_FP32);
+  scope_end();
+}
+
 int main(void) {
   char why[256] = "";
   if (gpu_count(why, sizeof why) == 0) {
@@ -1019,6 +1069,10 @@ int main(void) {
   test_embedding_sorted(&kg, 2048, 24, 300);
   test_embedding_sorted(&kg, 2049, 24, 300);
   test_embedding_sorted(&kg, 5000, 40, 1000);
+  for (pt_precision p = PT_PRECISION_TF32; p <= PT_PRECISION_BF16; p++) {
+    test_precision_table(&kg, p, 7, 33, 17);
+    test_precision_table(&kg, p, 128, 96, 64);
+  }
 
   kernels_gpu_close(&kg);
   gpu_close(&G);

@@ -203,6 +203,74 @@ static int cublas_checks() {
   return fails ? WRONG : 0;
 }
 
+/* cublasGemmEx: bf16 operands widened exactly (C = A B with A, B given as bf16 bit patterns,
+ * one of them 1 + 2^-7, which only bf16 holds exactly among the short formats), the
+ * combinations pipetrain does not use refused, and TF32: 1 + 2^-12 times 1 is 1 + 2^-12 in
+ * float32 but 1 under the handle's TF32 math or COMPUTE_32F_FAST_TF32, while
+ * COMPUTE_32F_PEDANTIC keeps float32 whatever the handle says. */
+static int cublas_gemm_ex() {
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return 1;
+  const float one = 1.0f, zero = 0.0f;
+  const uint16_t a16[4] = {0x3f81, 0x4000, 0x4040, 0x4080}; /* 1 + 2^-7, 2, 3, 4 */
+  const uint16_t b16[4] = {0x40a0, 0x40c0, 0x40e0, 0x4100}; /* 5, 6, 7, 8 */
+  uint16_t *A16, *B16;
+  CHECK_CUDA(cudaMalloc(&A16, sizeof a16));
+  CHECK_CUDA(cudaMalloc(&B16, sizeof b16));
+  CHECK_CUDA(cudaMemcpy(A16, a16, sizeof a16, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(B16, b16, sizeof b16, cudaMemcpyHostToDevice));
+  float c[4], *C = dev_floats(4), *X = dev_floats(1), *Y = dev_floats(1), *Z = dev_floats(1);
+  const cublasOperation_t N_ = CUBLAS_OP_N;
+  int fails = 0;
+  fails += cublasGemmEx(h, N_, N_, 2, 2, 2, &one, A16, CUDA_R_16BF, 2, B16, CUDA_R_16BF, 2, &zero,
+                        C, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) !=
+           CUBLAS_STATUS_SUCCESS;
+  CHECK_CUDA(cudaMemcpy(c, C, sizeof c, cudaMemcpyDeviceToHost));
+  const float a0 = 1.0f + 1.0f / 128; /* column-major [a0 3; 2 4] [5 7; 6 8] */
+  const float expect[4] = {a0 * 5 + 18, 34, a0 * 7 + 24, 46};
+  fails += std::memcmp(c, expect, sizeof c) != 0;
+  const cublasStatus_t no = CUBLAS_STATUS_NOT_SUPPORTED;
+  fails += cublasGemmEx(h, N_, N_, 2, 2, 2, &one, A16, CUDA_R_16BF, 2, C, CUDA_R_32F, 2, &zero,
+                        C, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != no;
+  fails += cublasGemmEx(h, N_, N_, 2, 2, 2, &one, A16, CUDA_R_16BF, 2, B16, CUDA_R_16BF, 2, &zero,
+                        C, CUDA_R_16BF, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != no;
+  fails += cublasGemmEx(h, N_, N_, 2, 2, 2, &one, A16, CUDA_R_16BF, 2, B16, CUDA_R_16BF, 2, &zero,
+                        C, CUDA_R_32F, 2, CUBLAS_COMPUTE_16F, CUBLAS_GEMM_DEFAULT) != no;
+  const float x = 1.0f + 1.0f / 4096;
+  float got[4];
+  CHECK_CUDA(cudaMemcpy(X, &x, sizeof x, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(Y, &one, sizeof one, cudaMemcpyHostToDevice));
+  fails += cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS;
+  cublasSgemm(h, N_, N_, 1, 1, 1, &one, X, 1, Y, 1, &zero, Z, 1);
+  CHECK_CUDA(cudaMemcpy(&got[0], Z, sizeof x, cudaMemcpyDeviceToHost));
+  cublasGemmEx(h, N_, N_, 1, 1, 1, &one, X, CUDA_R_32F, 1, Y, CUDA_R_32F, 1, &zero, Z,
+               CUDA_R_32F, 1, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
+  CHECK_CUDA(cudaMemcpy(&got[1], Z, sizeof x, cudaMemcpyDeviceToHost));
+  fails += cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH) != CUBLAS_STATUS_SUCCESS;
+  cublasSgemm(h, N_, N_, 1, 1, 1, &one, X, 1, Y, 1, &zero, Z, 1);
+  CHECK_CUDA(cudaMemcpy(&got[2], Z, sizeof x, cudaMemcpyDeviceToHost));
+  cublasGemmEx(h, N_, N_, 1, 1, 1, &one, X, CUDA_R_32F, 1, Y, CUDA_R_32F, 1, &zero, Z,
+               CUDA_R_32F, 1, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT);
+  CHECK_CUDA(cudaMemcpy(&got[3], Z, sizeof x, cudaMemcpyDeviceToHost));
+  fails += got[0] != x || got[1] != 1.0f || got[2] != 1.0f || got[3] != x;
+  cublasDestroy(h);
+  return fails ? WRONG : 0;
+}
+
+/* A bf16 2x2 operand with leading dimension 4: its extent counts 2-byte elements. */
+static int gemm_ex_extent() {
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return 1;
+  const float one = 1.0f, zero = 0.0f;
+  uint16_t *A, *B;
+  CHECK_CUDA(cudaMalloc(&A, 4 * sizeof(uint16_t)));
+  CHECK_CUDA(cudaMalloc(&B, 4 * sizeof(uint16_t)));
+  float *C = dev_floats(4);
+  cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, A, CUDA_R_16BF, 4, B, CUDA_R_16BF, 2,
+               &zero, C, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  return 0;
+}
+
 /* A 2x2 operand passed with leading dimension 4: valid arguments, but past its allocation. */
 static int cublas_extent() {
   cublasHandle_t h;
@@ -279,6 +347,8 @@ static const std::vector<test_case> &cases() {
       {"with_event", with_event,
        {{"inorder", "lazy", 0, ""}, {"inorder", "random", 0, ""}, {"inorder", "order", 0, ""}}},
       {"cublas_checks", cublas_checks, {{"inorder", "order", 0, ""}}},
+      {"cublas_gemm_ex", cublas_gemm_ex, {{"inorder", "order", 0, ""}}},
+      {"gemm_ex_extent", gemm_ex_extent, {{"inorder", "order", ABORTS, "runs 4 bytes past the end"}}},
       {"external_op", external_op,
        {{"inorder", "order", 0, ""}, {"inorder", "lazy", 0, ""}, {"inorder", "random", 0, ""}}},
       {"cublas_extent", cublas_extent, {{"inorder", "order", ABORTS, "runs 8 bytes past the end"}}},

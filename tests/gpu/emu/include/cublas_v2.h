@@ -40,6 +40,20 @@ typedef enum {
   CUBLAS_TF32_TENSOR_OP_MATH = 3
 } cublasMath_t;
 
+/* library_types.h's and cublas_api.h's values for the types cublasGemmEx takes (the emulator
+ * implements bf16 and float32 operands with float32 accumulation). */
+typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType_t;
+typedef cudaDataType_t cudaDataType;
+typedef enum {
+  CUBLAS_COMPUTE_16F = 64,
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_32F_PEDANTIC = 69,
+  CUBLAS_COMPUTE_32F_FAST_16F = 74,
+  CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77
+} cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+
 typedef struct pt_emu_cublas *cublasHandle_t;
 
 const char *cublasGetStatusString(cublasStatus_t status);
@@ -60,6 +74,15 @@ cublasStatus_t pt_emu_cublasSgemmStridedBatched(
     int n, int k, const float *alpha, const float *A, int lda, long long strideA, const float *B,
     int ldb, long long strideB, const float *beta, float *C, int ldc, long long strideC,
     int batchCount);
+/* Float32 output and accumulation only: A and B both CUDA_R_16BF (converted exactly to float,
+ * as a bf16 tensor-core product reads them) or both CUDA_R_32F (TF32 inputs under
+ * CUBLAS_COMPUTE_32F_FAST_TF32 or the handle's TF32 math); anything else NOT_SUPPORTED. */
+cublasStatus_t pt_emu_cublasGemmEx(PT_EMU_AT, cublasHandle_t handle, cublasOperation_t transa,
+                                   cublasOperation_t transb, int m, int n, int k,
+                                   const void *alpha, const void *A, cudaDataType_t Atype,
+                                   int lda, const void *B, cudaDataType_t Btype, int ldb,
+                                   const void *beta, void *C, cudaDataType_t Ctype, int ldc,
+                                   cublasComputeType_t computeType, cublasGemmAlgo_t algo);
 #undef PT_EMU_AT
 
 #define cublasCreate(h) pt_emu_cublasCreate(PT_EMU_HERE, h)
@@ -68,6 +91,7 @@ cublasStatus_t pt_emu_cublasSgemmStridedBatched(
 #define cublasGetStream(h, s) pt_emu_cublasGetStream(PT_EMU_HERE, h, s)
 #define cublasSetMathMode(h, m) pt_emu_cublasSetMathMode(PT_EMU_HERE, h, m)
 #define cublasSgemm(...) pt_emu_cublasSgemm(PT_EMU_HERE, __VA_ARGS__)
+#define cublasGemmEx(...) pt_emu_cublasGemmEx(PT_EMU_HERE, __VA_ARGS__)
 #define cublasSgemmStridedBatched(...) pt_emu_cublasSgemmStridedBatched(PT_EMU_HERE, __VA_ARGS__)
 
 #ifdef __cplusplus

@@ -4,7 +4,10 @@
  * the product queued on the handle's stream: cblas_sgemm, column-major, when it runs. */
 #include <cblas.h>
 
+#include <cstdint>
+#include <cstring>
 #include <unordered_set>
+#include <vector>
 
 #include "cublas_v2.h"
 #include "memory.h"
@@ -26,10 +29,42 @@ struct gemm {
   cublasOperation_t ta, tb;
   int m, n, k, lda, ldb, ldc, batch;
   float alpha, beta;
-  const float *A, *B;
+  const void *A, *B; /* float, or bf16 (uint16_t) when bf16 */
   float *C;
   long long sa, sb, sc;
+  bool bf16 = false; /* A and B are bf16: widened exactly to float before the product */
+  bool tf32 = false; /* A and B float rounded to TF32 (10 mantissa bits) before the product */
+  bool pedantic = false; /* float32 whatever the handle's math mode */
 };
+
+/* The TF32 a tensor core reads: the top 10 mantissa bits, rounded to nearest even (NaN, inf
+ * kept). Hardware may round the last place differently: tf32 is compared with tolerances. */
+float tf32_round(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/* An operand of `count` elements as floats: bf16 widened (exact), TF32 rounded, else copied. */
+std::vector<float> widen(const void *p, size_t count, bool bf16, bool tf32) {
+  std::vector<float> out(count);
+  for (size_t i = 0; i < count; i++) {
+    if (bf16) {
+      uint32_t u = static_cast<uint32_t>(static_cast<const uint16_t *>(p)[i]) << 16;
+      std::memcpy(&out[i], &u, sizeof u);
+    } else {
+      out[i] = static_cast<const float *>(p)[i];
+      if (tf32) out[i] = tf32_round(out[i]);
+    }
+  }
+  return out;
+}
+
+size_t span(int rows, int cols, int ld) {
+  return static_cast<size_t>(cols - 1) * static_cast<size_t>(ld) + static_cast<size_t>(rows);
+}
 
 /* cuBLAS's checks, in its order (CUBLAS_STATUS_INVALID_VALUE cases of cublas<t>gemm). */
 cublasStatus_t check_args(const pt_emu_cublas *h, const gemm &g, const float *alpha,
@@ -44,12 +79,14 @@ cublasStatus_t check_args(const pt_emu_cublas *h, const gemm &g, const float *al
   return CUBLAS_STATUS_SUCCESS;
 }
 
-/* Every batch's rows x cols column-major matrix at p + i * stride must be device memory. */
-void check_matrix(const char *what, const float *p, int rows, int cols, int ld, long long stride,
-                  int batch, const char *file, int line) {
-  size_t bytes = sizeof(float) * (static_cast<size_t>(cols - 1) * static_cast<size_t>(ld) +
-                                  static_cast<size_t>(rows));
-  for (int i = 0; i < batch; i++) require_device(what, p + i * stride, bytes, file, line);
+/* Every batch's rows x cols column-major matrix of `elem`-byte elements at p + i * stride must
+ * be device memory. */
+void check_matrix(const char *what, const void *p, int rows, int cols, int ld, long long stride,
+                  int batch, const char *file, int line, size_t elem = sizeof(float)) {
+  size_t bytes = elem * span(rows, cols, ld);
+  for (int i = 0; i < batch; i++)
+    require_device(what, static_cast<const char *>(p) + i * stride * static_cast<long long>(elem),
+                   bytes, file, line);
 }
 
 void run_products(const gemm &g) {
@@ -65,8 +102,21 @@ void run_products(const gemm &g) {
         }
       continue;
     }
-    cblas_sgemm(CblasColMajor, ta, tb, g.m, g.n, g.k, g.alpha, g.A + i * g.sa, g.lda,
-                g.B + i * g.sb, g.ldb, g.beta, C, g.ldc);
+    if (g.bf16 || g.tf32) {
+      size_t elem = g.bf16 ? 2 : 4;
+      const char *a = static_cast<const char *>(g.A) + i * g.sa * static_cast<long long>(elem);
+      const char *b = static_cast<const char *>(g.B) + i * g.sb * static_cast<long long>(elem);
+      std::vector<float> wa = widen(a, g.ta == CUBLAS_OP_N ? span(g.m, g.k, g.lda)
+                                                           : span(g.k, g.m, g.lda), g.bf16, g.tf32);
+      std::vector<float> wb = widen(b, g.tb == CUBLAS_OP_N ? span(g.k, g.n, g.ldb)
+                                                           : span(g.n, g.k, g.ldb), g.bf16, g.tf32);
+      cblas_sgemm(CblasColMajor, ta, tb, g.m, g.n, g.k, g.alpha, wa.data(), g.lda, wb.data(),
+                  g.ldb, g.beta, C, g.ldc);
+      continue;
+    }
+    cblas_sgemm(CblasColMajor, ta, tb, g.m, g.n, g.k, g.alpha,
+                static_cast<const float *>(g.A) + i * g.sa, g.lda,
+                static_cast<const float *>(g.B) + i * g.sb, g.ldb, g.beta, C, g.ldc);
   }
 }
 
@@ -85,11 +135,14 @@ cublasStatus_t queue_gemm(const char *what, const char *file, int line, pt_emu_c
   cublasStatus_t st = check_args(h, g, alpha, beta);
   if (st != CUBLAS_STATUS_SUCCESS || g.m == 0 || g.n == 0 || g.batch == 0) return st;
   g.alpha = *alpha, g.beta = *beta; /* host pointer mode: read when called */
+  if (!g.bf16 && !g.pedantic && g_handles.count(h) && h->math == CUBLAS_TF32_TENSOR_OP_MATH)
+    g.tf32 = true; /* the handle's math mode, read when called */
+  size_t elem = g.bf16 ? 2 : sizeof(float);
   if (g.k > 0 && g.alpha != 0.0f) {
     check_matrix("cuBLAS matrix A", g.A, g.ta == CUBLAS_OP_N ? g.m : g.k,
-                 g.ta == CUBLAS_OP_N ? g.k : g.m, g.lda, g.sa, g.batch, file, line);
+                 g.ta == CUBLAS_OP_N ? g.k : g.m, g.lda, g.sa, g.batch, file, line, elem);
     check_matrix("cuBLAS matrix B", g.B, g.tb == CUBLAS_OP_N ? g.k : g.n,
-                 g.tb == CUBLAS_OP_N ? g.n : g.k, g.ldb, g.sb, g.batch, file, line);
+                 g.tb == CUBLAS_OP_N ? g.n : g.k, g.ldb, g.sb, g.batch, file, line, elem);
   }
   check_matrix("cuBLAS matrix C", g.C, g.m, g.n, g.ldc, g.sc, g.batch, file, line);
   g_counters.blas_calls++;
@@ -141,7 +194,7 @@ cublasStatus_t pt_emu_cublasSetMathMode(const char *file, int line, cublasHandle
   api_enter("cublasSetMathMode", file, line);
   if (!g_handles.count(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (mode < CUBLAS_DEFAULT_MATH || mode > CUBLAS_TF32_TENSOR_OP_MATH) return CUBLAS_STATUS_INVALID_VALUE;
-  handle->math = mode; /* float32 either way here: OpenBLAS has no TF32 */
+  handle->math = mode; /* TF32: the float32 products' inputs rounded to TF32 (queue_gemm) */
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -161,6 +214,32 @@ cublasStatus_t pt_emu_cublasSgemmStridedBatched(
   gemm g{transa, transb, m, n, k, lda, ldb, ldc, batchCount, 0.0f, 0.0f, A, B, C, strideA,
          strideB, strideC};
   return queue_gemm("cublasSgemmStridedBatched", file, line, handle, g, alpha, beta);
+}
+
+cublasStatus_t pt_emu_cublasGemmEx(const char *file, int line, cublasHandle_t handle,
+                                   cublasOperation_t transa, cublasOperation_t transb, int m,
+                                   int n, int k, const void *alpha, const void *A,
+                                   cudaDataType_t Atype, int lda, const void *B,
+                                   cudaDataType_t Btype, int ldb, const void *beta, void *C,
+                                   cudaDataType_t Ctype, int ldc, cublasComputeType_t computeType,
+                                   cublasGemmAlgo_t algo) {
+  const bool bf16 = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF;
+  const bool f32 = Atype == CUDA_R_32F && Btype == CUDA_R_32F;
+  const bool compute32 = computeType == CUBLAS_COMPUTE_32F ||
+                         computeType == CUBLAS_COMPUTE_32F_PEDANTIC ||
+                         computeType == CUBLAS_COMPUTE_32F_FAST_TF32;
+  if (algo != CUBLAS_GEMM_DEFAULT || Ctype != CUDA_R_32F || !(bf16 || f32) || !compute32 ||
+      (bf16 && computeType == CUBLAS_COMPUTE_32F_FAST_TF32)) {
+    api_enter("cublasGemmEx", file, line);
+    return CUBLAS_STATUS_NOT_SUPPORTED; /* combinations pipetrain does not use */
+  }
+  gemm g{transa, transb, m, n, k, lda, ldb, ldc, 1, 0.0f, 0.0f, A, B, static_cast<float *>(C),
+         0, 0, 0};
+  g.bf16 = bf16;
+  g.tf32 = f32 && computeType == CUBLAS_COMPUTE_32F_FAST_TF32;
+  g.pedantic = computeType == CUBLAS_COMPUTE_32F_PEDANTIC; /* wins over the handle's TF32 */
+  return queue_gemm("cublasGemmEx", file, line, handle, g, static_cast<const float *>(alpha),
+                    static_cast<const float *>(beta));
 }
 
 const char *cublasGetStatusName(cublasStatus_t s) {
