@@ -5,6 +5,8 @@
  * entries that return a value to the host (loss, sumsq, all_finite) reduce into a device
  * double or flag kept here and wait for it; loss uploads the host targets into a staging
  * buffer kept here, after checking class ids on the host (where the error can name them).
+ * The step statistics' entries (loss_acc, sumsq_into, finite_check) never wait: loss_acc sends
+ * the host targets through a ring of pinned buffers kept here (staging.h).
  */
 #ifndef PT_KERNELS_GPU_H
 #define PT_KERNELS_GPU_H
@@ -12,6 +14,7 @@
 #include <stddef.h>
 
 #include "kernels/cuda/gpu.h"
+#include "kernels/cuda/staging.h"
 #include "kernels/kernels.h"
 
 typedef struct {
@@ -22,6 +25,7 @@ typedef struct {
   int *flag;            /* device: one int, for finiteness */
   void *targets;        /* device copy of a micro-batch's loss targets */
   size_t targets_bytes;
+  gpu_staging staging;  /* loss_acc's targets on their way to the device (staging.h) */
 } kernels_gpu;
 
 /* Fills kg's table for g's device and allocates its device buffers. g must outlive kg. */
