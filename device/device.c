@@ -27,7 +27,7 @@ static void host_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
 static const pt_device_ops host_ops = {.alloc = host_alloc, .free = host_free,
                                        .upload = host_copy, .download = host_copy,
                                        .zero = host_zero, .copy = host_copy,
-                                       .sync = host_sync};
+                                       .sync = host_sync, .upload_nowait = host_copy};
 
 static pt_device g_device = {DEV_CPU, &host_ops, &kernels_cpu, NULL};
 
@@ -151,6 +151,9 @@ void device_free(pt_device *d, void *p) {
 }
 void device_upload(pt_device *d, void *dst, const void *src, size_t bytes) {
   d->ops->upload(d, dst, src, bytes);
+}
+void device_upload_nowait(pt_device *d, void *dst, const void *src, size_t bytes) {
+  d->ops->upload_nowait(d, dst, src, bytes);
 }
 void device_download(pt_device *d, void *dst, const void *src, size_t bytes) {
   d->ops->download(d, dst, src, bytes);

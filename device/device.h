@@ -40,6 +40,7 @@ typedef struct {
   void (*zero)(pt_device *d, void *p, size_t bytes);
   void (*copy)(pt_device *d, void *dst, const void *src, size_t bytes); /* device to device */
   void (*sync)(pt_device *d); /* waits for everything queued (device_sync) */
+  void (*upload_nowait)(pt_device *d, void *dst, const void *src, size_t bytes);
 } pt_device_ops;
 
 struct pt_device {
@@ -90,6 +91,9 @@ void *device_alloc(pt_device *d, size_t bytes); /* zeroed, 64-byte aligned, memo
 void device_free(pt_device *d, void *p);
 void device_upload(pt_device *d, void *dst, const void *src, size_t bytes);
 void device_download(pt_device *d, void *dst, const void *src, size_t bytes);
+/* device_upload without waiting for the device: for small per-micro-batch copies (a GPU stages
+ * them in pinned memory of its own, kernels/cuda/staging.h); src may be reused at once too. */
+void device_upload_nowait(pt_device *d, void *dst, const void *src, size_t bytes);
 void device_zero(pt_device *d, void *p, size_t bytes);
 void device_copy(pt_device *d, void *dst, const void *src, size_t bytes); /* device to device */
 /* Returns once the work queued on d has run (a GPU's stream): what a timer must wait for, as

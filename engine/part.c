@@ -6,6 +6,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "core/clock.h"
+#include "core/error.h"
 #include "partition/memory.h"
 
 int part_configure(pt_part *p, const pt_spec *spec, char *err, size_t errsz) {
@@ -46,9 +47,19 @@ int part_check_memory(const pt_part *p, int64_t need, int sharers, const char *w
                        : memory_check_fits(need, sharers, what, err, errsz);
 }
 
+/* Slots for every tensor's sum of squares and every micro-batch a step computes the loss of
+ * here (at most all replicas' when one process runs them all), a mark per executor. */
+static void alloc_stats(pt_part *p, int n_executors) {
+  const spec_train *c = &p->spec->train;
+  p->n_loss_slots = (int)(p->spec->pipeline.data_parallel * c->micro_batches);
+  device_stats_init(&p->stats, device_current(), p->model.n_tensors + p->n_loss_slots,
+                    n_executors);
+}
+
 void part_alloc_ranges(pt_part *p, const pt_range *ranges, int n) {
   model_alloc_ranges(&p->model, ranges, n, device_current());
   optimizer_init(&p->opt, &p->spec->train, p->model.n_floats);
+  alloc_stats(p, n);
 }
 
 void part_stage_init(pt_part *p, pt_stage *st, int first, int last, int slots) {
@@ -56,16 +67,19 @@ void part_stage_init(pt_part *p, pt_stage *st, int first, int last, int slots) {
   stage_init(st, &p->model, first, last, p->B, p->T, slots,
              (int)c->activation_checkpoint_interval);
   st->check_finite = c->on_nonfinite == SPEC_NONFINITE_ABORT;
+  st->finite_mark = device_stats_mark(&p->stats, p->n_marks++);
 }
 
 void part_alloc(pt_part *p, int first, int last, int slots) {
   pt_range r = {first, last};
   model_alloc_ranges(&p->model, &r, 1, device_current());
+  alloc_stats(p, 1);
   part_stage_init(p, &p->stage, first, last, slots);
   optimizer_init(&p->opt, &p->spec->train, p->model.n_floats);
 }
 
 void part_free(pt_part *p) {
+  device_stats_free(&p->stats);
   stage_free(&p->stage);
   optimizer_free(&p->opt);
   model_free(&p->model);
@@ -80,11 +94,38 @@ void part_fill(pt_part *p, int64_t replica, int64_t mb, void *inputs, void *targ
             p->model.loss == LOSS_CROSS_ENTROPY);
 }
 
-double part_compute_loss(pt_part *p, const float *y, const void *targets, float *dlogits) {
+static float loss_scale(const pt_part *p) { return (float)(1.0 / ((double)p->G * p->T)); }
+
+void part_begin_step(pt_part *p) {
+  device_stats_reset(&p->stats);
+  p->n_losses = 0;
+}
+
+void part_compute_loss(pt_part *p, const float *y, const void *targets, float *dlogits) {
   int F = p->model.layers[p->model.n_layers - 1].out_dim;
-  float scale = (float)(1.0 / ((double)p->G * p->T));
-  return device_loss(p->model.dev, p->model.loss, y, targets, p->target_bytes, p->B * p->T, F,
-                     scale, dlogits) * scale;
+  if (p->n_losses >= p->n_loss_slots)
+    pt_fatal("a step computed more than %d losses on one process", p->n_loss_slots);
+  double *sum = device_stats_double(&p->stats, p->model.n_tensors + p->n_losses++);
+  device_loss_acc(p->model.dev, p->model.loss, y, targets, p->target_bytes, p->B * p->T, F,
+                  loss_scale(p), dlogits, sum);
+}
+
+double part_losses(pt_part *p, int from, int to) {
+  device_stats_read(&p->stats);
+  double loss = 0.0, scale = loss_scale(p);
+  for (int i = from; i < to; i++)
+    loss += device_stats_double_value(&p->stats, p->model.n_tensors + i) * scale;
+  return loss;
+}
+
+void part_read_step(pt_part *p, pt_stage *const *stages, int n_stages, double *out) {
+  grad_tensor_sumsq_into(&p->model, device_stats_double(&p->stats, 0));
+  device_stats_read(&p->stats);
+  for (int i = 0; i < p->model.n_tensors; i++) out[i] = device_stats_double_value(&p->stats, i);
+  const int32_t *marks = (const int32_t *)((const double *)p->stats.dev + p->stats.n_doubles);
+  for (int i = 0; i < n_stages; i++) /* the executor's mark is its own slot of the buffer */
+    stage_take_mark(stages[i], device_stats_mark_value(&p->stats,
+                                                       (int)(stages[i]->finite_mark - marks)));
 }
 
 int part_update(pt_part *p, double norm, double lr) {

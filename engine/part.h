@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "engine/data.h"
+#include "device/stats.h"
 #include "engine/stage.h"
 #include "model/model.h"
 #include "model/optimizer.h"
@@ -34,6 +35,12 @@ typedef struct {
   size_t target_bytes;  /* one micro-batch of targets (host) */
   int64_t step;         /* steps done */
   int64_t skipped;      /* steps skipped for non-finite gradients */
+  device_stats stats;   /* the step's numbers on the device: per-tensor gradient sums of squares
+                           [n_tensors], then the micro-batches' loss sums [n_loss_slots]; a mark
+                           per executor (device/stats.h), read once a step */
+  int n_loss_slots;     /* micro-batches a step of this part can compute the loss of */
+  int n_losses;         /* computed this step (part_compute_loss) */
+  int n_marks;          /* executors given a mark (part_stage_init) */
   char error[512];      /* why the run must stop (a step returned -1) */
 } pt_part;
 
@@ -61,9 +68,20 @@ void part_free(pt_part *p);
 /* Writes micro-batch mb of replica `replica` of the current step: inputs (the stage's input
  * layout) and targets (target_bytes); either may be scratch the caller does not use. */
 void part_fill(pt_part *p, int64_t replica, int64_t mb, void *inputs, void *targets);
+/* A step begins: the step statistics zeroed (no wait), no loss computed yet. */
+void part_begin_step(pt_part *p);
 /* One micro-batch's loss of the last layer's output y [B, T, F] against targets, scaled by
- * 1 / (G T) (the only scaling anywhere); its gradient goes to dlogits [B, T, F]. */
-double part_compute_loss(pt_part *p, const float *y, const void *targets, float *dlogits);
+ * 1 / (G T) (the only scaling anywhere); its gradient goes to dlogits [B, T, F]. The loss is
+ * kept on the device (the step's next slot) until part_losses reads it; targets may be reused
+ * when this returns. */
+void part_compute_loss(pt_part *p, const float *y, const void *targets, float *dlogits);
+/* The scaled losses of this step's part_compute_loss calls [from, to), added in call order
+ * (0.0 + l_from + ...): reads the step statistics (one wait, unless already read). */
+double part_losses(pt_part *p, int from, int to);
+/* The per-tensor sums of squares of the gradients into out[n_tensors] (grad_tensor_sumsq's),
+ * and each executor's first non-finite layer into its bad_layer: queues the sums, then reads
+ * the step statistics (one wait for the step). Call after the step's backward passes. */
+void part_read_step(pt_part *p, pt_stage *const *stages, int n_stages, double *out);
 /* Applies the step's gradients (global norm `norm`, clipped per train.grad_clip) at learning
  * rate lr: 0. A non-finite norm changes nothing (weights, optimizer state): 1 when the step is
  * skipped (train.on_nonfinite: skip, counted), -1 when the run must stop. */

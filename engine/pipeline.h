@@ -80,7 +80,6 @@ typedef struct {
   pt_tie_group *ties;
   int n_ties;
   char wait_text[96];  /* what the watchdog says a wait is for, with the chunk */
-  double loss;         /* this replica's loss of the current step (last chunk) */
   int in_flight, peak_in_flight;
   double compute_s, total_s; /* over all steps: time computing, and wall time of the steps */
   double step_compute_s;     /* time computing in the last step */

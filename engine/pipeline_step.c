@@ -127,7 +127,7 @@ static void act_backward(pt_pipeline *p, pt_chunk *k, int mb, int split) {
   double t0 = pt_now_s();
   if (k->wire_grad_in) unpack(p, k->dout[s], k->wire_grad_in[s], k->out_bytes);
   if (k->is_last) {
-    p->loss += part_compute_loss(&p->part, stage_output(&k->stage, s), k->targets[s], k->dlogits);
+    part_compute_loss(&p->part, stage_output(&k->stage, s), k->targets[s], k->dlogits);
     dy = k->dlogits;
   }
   if (split) stage_backward_input(&k->stage, s, dy, !k->is_first, din);
@@ -200,6 +200,15 @@ static double gather_norm(pt_pipeline *p, double *mine, int *my_hdr) {
   return s;
 }
 
+/* The step's one wait for the device: this rank's per-tensor sums of squares into mine, the
+ * losses and every chunk's first non-finite layer (its bad_layer) read with them. */
+static void pipeline_read_step(pt_pipeline *p, double *mine) {
+  pt_stage **stages = pt_calloc((size_t)p->n_chunks, sizeof(pt_stage *));
+  for (int i = 0; i < p->n_chunks; i++) stages[i] = &p->chunks[i].stage;
+  part_read_step(&p->part, stages, p->n_chunks, mine);
+  free(stages);
+}
+
 /* Global gradient norm: per-tensor sums of squares, gathered on stage 0 and added in global
  * tensor order (tied copies count once, on their first owner's chunk: the others give 0); stage
  * 0 broadcasts the result. */
@@ -207,7 +216,7 @@ static double global_norm(pt_pipeline *p) {
   int n = p->part.model.n_tensors, tag = PT_TAG_GRAD_NORM, v = p->plan.virtual_stages;
   double *mine = pt_calloc((size_t)n + 1, sizeof(double)), s = 0.0;
   int *hdr = pt_calloc((size_t)v + 1, sizeof(int));
-  grad_tensor_sumsq(&p->part.model, mine);
+  pipeline_read_step(p, mine);
   tensor_runs(p, hdr);
   int root = plan_rank(&p->plan, p->replica, 0);
   if (p->stage_id == 0) {
@@ -366,7 +375,8 @@ void pipeline_gather_root(pt_pipeline *p, const double *mine, int n, double *all
 /* The step's loss: each replica's last chunk holds its sum; rank 0 adds them in replica order. */
 static double gather_loss(pt_pipeline *p) {
   int world = p->P * p->dp, last = p->plan.chunk_stage[p->plan.n_chunks - 1];
-  double *all = pt_calloc((size_t)world, sizeof(double)), mine = p->holds_last ? p->loss : 0.0;
+  double *all = pt_calloc((size_t)world, sizeof(double));
+  double mine = p->holds_last ? part_losses(&p->part, 0, p->part.n_losses) : 0.0;
   pipeline_gather_root(p, &mine, 1, all, "the end-of-step loss");
   double loss = 0.0;
   for (int r = 0; r < p->dp; r++) loss += all[plan_rank(&p->plan, r, last)];
@@ -377,9 +387,9 @@ static double gather_loss(pt_pipeline *p) {
 int pipeline_step(pt_pipeline *p, pt_step_metrics *out) {
   double t0 = pt_now_s(), norm = 0.0, lr = 0.0;
   p->nonfinite = 0;
-  for (int i = 0; i < p->n_chunks; i++) p->chunks[i].stage.bad_layer = -1;
+  part_begin_step(&p->part);
+  for (int i = 0; i < p->n_chunks; i++) stage_begin_step(&p->chunks[i].stage);
   model_zero_grads(&p->part.model);
-  p->loss = 0.0;
   p->step_compute_s = 0.0;
   const pt_action *acts = p->sched.acts[p->stage_id];
   for (int i = 0; i < p->sched.n_acts[p->stage_id]; i++) {

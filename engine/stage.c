@@ -1,10 +1,12 @@
 #include "engine/stage.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "device/stats.h"
 
 static size_t out_bytes(const pt_stage *st, int li) {
   return sizeof(float) * (size_t)st->B * st->T * st->m->layers[st->first + li].out_dim;
@@ -129,7 +131,8 @@ void *stage_input_host(pt_stage *st, int slot) {
 }
 
 void stage_input_commit(pt_stage *st, int slot) {
-  if (st->input_host) device_upload(st->m->dev, st->input[slot], st->input_host, st->in_bytes);
+  if (st->input_host) /* no wait: the loader may refill input_host at once */
+    device_upload_nowait(st->m->dev, st->input[slot], st->input_host, st->in_bytes);
 }
 
 static float *layer_out(pt_stage *st, int slot, int li) {
@@ -160,16 +163,34 @@ static void store_bf16(const pt_io *io, float *x, int features) {
   if (x && io->k->round_bf16) io->k->round_bf16(io->k, x, (int64_t)io->B * io->T * features);
 }
 
+/* Check k of the step (k = pass * n + li, increasing in time) raises the mark to
+ * INT32_MAX - k: the largest mark is the earliest failure. Past INT32_MAX / n passes (never in
+ * practice) the last pass's numbers are reused: a tie then names the lower layer. */
+static int32_t check_value(const pt_stage *st, int li) {
+  int64_t pass = st->check_seq, cap = (INT32_MAX - 1) / st->n - 1;
+  return (int32_t)(INT32_MAX - ((pass < cap ? pass : cap) * st->n + li));
+}
+
 static void forward_range(pt_stage *st, int slot, int lo, int hi) {
   for (int li = lo; li < hi; li++) {
     pt_layer *L = &st->m->layers[st->first + li];
     pt_io io = layer_io(st, slot, li, NULL, NULL);
     L->type->forward(L, &io);
     store_bf16(&io, io.out, L->out_dim);
-    if (st->check_finite && st->bad_layer < 0 &&
-        !device_all_finite(st->m->dev, io.out, (int64_t)io.B * io.T * L->out_dim))
-      st->bad_layer = st->first + li;
+    if (st->check_finite)
+      device_finite_check(st->m->dev, st->finite_mark, check_value(st, li), io.out,
+                          (int64_t)io.B * io.T * L->out_dim);
   }
+  st->check_seq++;
+}
+
+void stage_begin_step(pt_stage *st) {
+  st->bad_layer = -1;
+  st->check_seq = 0;
+}
+
+void stage_take_mark(pt_stage *st, int32_t mark) {
+  st->bad_layer = mark > 0 ? st->first + (int)((INT32_MAX - mark) % st->n) : -1;
 }
 
 const float *stage_forward(pt_stage *st, int slot, int B, int T) {

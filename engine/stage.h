@@ -28,6 +28,7 @@
 #define PT_STAGE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "model/model.h"
 
@@ -54,6 +55,8 @@ typedef struct {
   int *stash_of;        /* [slot]: the set holding the slot's douts between I and W, or -1 */
   char *stash_used;     /* [set] */
   int check_finite;     /* scan every layer output for inf/nan (train.on_nonfinite: abort) */
+  int32_t *finite_mark; /* device mark the checks raise (device/stats.h), when check_finite */
+  int check_seq;        /* forward passes over layers this step: orders the checks in time */
   int bad_layer;        /* global index of the first layer whose output was not finite, -1 */
 } pt_stage;
 
@@ -87,6 +90,13 @@ const float *stage_backward_input(pt_stage *st, int slot, const float *dout, int
  * weight gradients are to accumulate in (ascending micro-batch for exactness). No-op under
  * checkpointing. */
 void stage_backward_weight(pt_stage *st, int slot);
+/* A step begins: no layer is known bad, the checks count from 0. */
+void stage_begin_step(pt_stage *st);
+/* The step's finiteness checks ran on the device without waiting: each failed check raised
+ * *finite_mark to a value that is larger for earlier checks (this step's first forward pass
+ * over a layer, in time order). Given the mark as read back, sets bad_layer to the layer of the
+ * earliest failed check, the one the check made the step's first failure (-1: none failed). */
+void stage_take_mark(pt_stage *st, int32_t mark);
 /* The stage output of the micro-batch in slot (valid after its stage_forward). */
 float *stage_output(pt_stage *st, int slot);
 

@@ -49,44 +49,57 @@ void trainer_free(pt_trainer *t) {
 
 /* One replica's micro-batches: gradients accumulate into the model's buffers, tied copies
  * are folded into their owners; returns the replica's loss (micro-batches summed in order). */
-static double accumulate_replica(pt_trainer *t, int64_t replica) {
+static void accumulate_replica(pt_trainer *t, int64_t replica) {
   pt_part *p = &t->part;
-  double loss = 0.0;
   model_zero_grads(&p->model);
   for (int64_t mb = 0; mb < p->spec->train.micro_batches; mb++) {
     part_fill(p, replica, mb, stage_input_host(&p->stage, 0), t->targets);
     stage_input_commit(&p->stage, 0);
     const float *y = stage_forward(&p->stage, 0, p->B, p->T);
-    loss += part_compute_loss(p, y, t->targets, t->dlogits);
+    part_compute_loss(p, y, t->targets, t->dlogits);
     stage_backward(&p->stage, 0, t->dlogits, 0, NULL);
   }
   model_tie_reduce_local(&p->model);
-  return loss;
 }
 
 /* The whole global batch. Replicas are reduced exactly as the pipeline reduces them: each
  * replica's gradient separately, then summed in replica order ((g0 + g1) + g2) ... */
-static double accumulate_step(pt_trainer *t) {
+static void accumulate_step(pt_trainer *t) {
   pt_model *m = &t->part.model;
   int64_t dp = t->part.spec->pipeline.data_parallel;
   size_t bytes = sizeof(float) * (size_t)m->n_floats;
-  double loss = 0.0;
   for (int64_t r = 0; r < dp; r++) {
-    loss += accumulate_replica(t, r);
+    accumulate_replica(t, r);
     if (dp == 1) break;
     if (r == 0) device_copy(m->dev, t->grad_total, m->grads, bytes);
     else device_add(m->dev, t->grad_total, m->grads, m->n_floats);
   }
   if (dp > 1) device_copy(m->dev, m->grads, t->grad_total, bytes);
+}
+
+/* The step's loss: each replica's micro-batches summed in order, then the replicas in order
+ * (the sums the pipeline makes). Its norm: the per-tensor sums added in tensor order
+ * (grad_sumsq's). One wait for the device, here, for both and the finiteness marks. */
+static double step_numbers(pt_trainer *t, double *norm) {
+  pt_part *p = &t->part;
+  int64_t dp = p->spec->pipeline.data_parallel, M = p->spec->train.micro_batches;
+  double *per = pt_calloc((size_t)p->model.n_tensors + 1, sizeof(double)), s = 0.0, loss = 0.0;
+  pt_stage *stage = &p->stage;
+  part_read_step(p, &stage, 1, per);
+  for (int i = 0; i < p->model.n_tensors; i++) s += per[i];
+  free(per);
+  *norm = sqrt(s);
+  for (int64_t r = 0; r < dp; r++) loss += part_losses(p, (int)(r * M), (int)((r + 1) * M));
   return loss;
 }
 
 int trainer_step(pt_trainer *t, pt_step_metrics *out) {
   pt_part *p = &t->part;
-  double t0 = pt_now_s();
-  p->stage.bad_layer = -1;
-  double loss = accumulate_step(t);
-  double norm = sqrt(grad_sumsq(&p->model));
+  double t0 = pt_now_s(), norm = 0.0;
+  part_begin_step(p);
+  stage_begin_step(&p->stage);
+  accumulate_step(t);
+  double loss = step_numbers(t, &norm);
   double lr = lr_at(&p->spec->train, p->step);
   int status = part_update(p, norm, lr);
   if (status < 0)

@@ -20,7 +20,8 @@
  *     forward and relies on it. The CPU and GPU tables agree to 1e-5 relative, not bit for bit
  *     (tests/gpu/test_cuda_ops.c).
  *   - Calls run in issue order (the GPU's stream) and return without waiting, except the ones
- *     that return a value to the host (loss, sumsq, all_finite), which wait for it.
+ *     that return a value to the host (loss, sumsq, all_finite), which wait for it; a training
+ *     step uses their non-waiting forms (loss_acc, sumsq_into, finite_check) instead.
  *   - Failures (a CUDA error, a token id or class id out of range) end the job (core/error.h).
  */
 #ifndef PT_KERNELS_H
@@ -160,6 +161,20 @@ struct pt_kernels {
   void (*round_bf16)(const pt_kernels *k, float *x, int64_t n);
   void (*pack_bf16)(const pt_kernels *k, uint16_t *dst, const float *src, int64_t n);
   void (*unpack_bf16)(const pt_kernels *k, float *dst, const uint16_t *src, int64_t n);
+  /* Step statistics kept on the device until the caller reads them once (device/stats.h), so a
+   * step need not wait for the device: these return without waiting. `sum`, `out` and `mark`
+   * are device memory (host memory for the CPU table, where the result is there at once).
+   * loss_acc: as loss, the rows' loss sum added to *sum (one double); the host targets are
+   * taken before it returns (the caller may reuse them at once; the GPU stages them in pinned
+   * memory of its own, no wait). sumsq_into: *out = sumsq(x) (one double). finite_check:
+   * *mark = max(*mark, value) when x holds a NaN or an infinity (one int32; value > 0, so a
+   * zeroed mark means "all finite" and the largest value of the checks that failed is left,
+   * whatever the order the device ran them in). */
+  void (*loss_acc)(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
+                   size_t target_bytes, int N, int F, float scale, float *dy, double *sum);
+  void (*sumsq_into)(const pt_kernels *k, double *out, const float *x, int64_t n);
+  void (*finite_check)(const pt_kernels *k, int32_t *mark, int32_t value, const float *x,
+                       int64_t n);
 };
 
 /* Every entry, for the implementations' initialisers: a table is
@@ -173,7 +188,8 @@ struct pt_kernels {
   X(relu_backward)                                                                                \
   X(embedding_forward) X(embedding_backward) X(pos_forward) X(pos_backward_weight) X(copy)        \
   X(add) X(add_inplace) X(colsum_acc) X(scale) X(loss) X(optimizer) X(optimizer_chunks)           \
-  X(sumsq) X(all_finite)
+  X(sumsq) X(all_finite)                                                                          \
+  X(loss_acc) X(sumsq_into) X(finite_check)
 #define PT_KERNELS_INIT(entry) .entry = entry,
 
 /* The CPU's table (kernels/cpu/kernels_cpu.c): host memory, results bitwise reproducible for a

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "device/stats.h"
 
 /* A device buffer of n floats and its host copy (the same buffer on the cpu). */
 static float *state_alloc(pt_device *d, int64_t n, float **host) {
@@ -104,6 +105,13 @@ void grad_tensor_sumsq(const pt_model *m, double *out) {
   for (int i = 0; i < m->n_tensors; i++) {
     const pt_tensor *t = &m->tensors[i];
     out[i] = t->tied_copy ? 0.0 : device_sumsq(m->dev, m->grads + t->offset, t->numel);
+  }
+}
+
+void grad_tensor_sumsq_into(const pt_model *m, double *out_dev) {
+  for (int i = 0; i < m->n_tensors; i++) {
+    const pt_tensor *t = &m->tensors[i];
+    if (!t->tied_copy) device_sumsq_into(m->dev, out_dev + i, m->grads + t->offset, t->numel);
   }
 }
 

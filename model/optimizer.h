@@ -48,6 +48,10 @@ double lr_at(const spec_train *cfg, int64_t step);
 /* Sum of squares of each tensor's gradient, in double, into out[m->n_tensors]; tied copies
  * whose owner is in another slice get 0 (the owner counts the weight once). */
 void grad_tensor_sumsq(const pt_model *m, double *out);
+/* The same sums written on the device into out_dev[m->n_tensors] (device doubles, e.g. the
+ * step statistics' slots, device/stats.h) without waiting; tied copies' slots are left alone
+ * (the caller zeroed them). */
+void grad_tensor_sumsq_into(const pt_model *m, double *out_dev);
 /* Sum of squares of the model's gradients: the per-tensor sums added in tensor order (the order
  * a pipeline adds the stages' per-tensor sums in, so both paths get the same bits). */
 double grad_sumsq(const pt_model *m);

@@ -9,10 +9,12 @@
 #include "device/gpu_backend.h"
 #include "kernels/cuda/gpu.h"
 #include "kernels/cuda/kernels_gpu.h"
+#include "kernels/cuda/staging.h"
 
 typedef struct {
   gpu_ctx g;
   kernels_gpu kernels; /* the device's kernel table, on g */
+  gpu_staging staging; /* device_upload_nowait's pinned buffers (staging.h) */
   struct { void *p; size_t bytes; } *blocks; /* live allocations, for the memory totals */
   int n_blocks, cap_blocks;
 } gpu_state;
@@ -50,6 +52,10 @@ static void g_upload(pt_device *d, void *dst, const void *src, size_t bytes) {
   gpu_sync(ctx(d));
 }
 
+static void g_upload_nowait(pt_device *d, void *dst, const void *src, size_t bytes) {
+  gpu_staged_to_device(ctx(d), &state(d)->staging, dst, src, bytes);
+}
+
 static void g_download(pt_device *d, void *dst, const void *src, size_t bytes) {
   gpu_to_host(ctx(d), dst, src, bytes);
 }
@@ -65,7 +71,7 @@ static void g_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
 static void g_sync(pt_device *d) { gpu_sync(ctx(d)); }
 
 static const pt_device_ops gpu_ops = {g_alloc, g_free, g_upload, g_download, g_zero, g_copy,
-                                      g_sync};
+                                      g_sync, g_upload_nowait};
 
 /* cuBLAS sgemm (the same pedantic float32 the kernels use) on n^3, timed with events: repeated
  * until `seconds` have passed, after one warm-up call. */

@@ -155,4 +155,20 @@ static int all_finite(const pt_kernels *k, const float *x, int64_t n) {
   return op_all_finite(x, n);
 }
 
+/* The step statistics' forms: host memory, so the value is there when they return; the same
+ * arithmetic as loss and sumsq, so the bits do not change. */
+static void loss_acc(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
+                     size_t target_bytes, int N, int F, float s, float *dy, double *sum) {
+  *sum += loss(k, kind, y, targets, target_bytes, N, F, s, dy);
+}
+
+static void sumsq_into(const pt_kernels *k, double *out, const float *x, int64_t n) {
+  *out = op_sumsq(x, n);
+}
+
+static void finite_check(const pt_kernels *k, int32_t *mark, int32_t value, const float *x,
+                         int64_t n) {
+  if (value > *mark && !op_all_finite(x, n)) *mark = value;
+}
+
 const pt_kernels kernels_cpu = {.name = "cpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)};

@@ -156,8 +156,7 @@ static double loss(const pt_kernels *k, pt_loss_kind kind, const float *y, const
     kg->targets = gpu_alloc(kg->g, target_bytes);
     kg->targets_bytes = target_bytes;
   }
-  gpu_to_device(kg->g, kg->targets, targets, target_bytes);
-  gpu_sync(kg->g); /* the caller may reuse its host targets as soon as this returns */
+  gpu_staged_to_device(kg->g, &kg->staging, kg->targets, targets, target_bytes); /* no wait */
   CUDA_CHECK(cudaMemsetAsync(kg->sum, 0, sizeof(double), kg->g->stream));
   if (kind == LOSS_CROSS_ENTROPY)
     cuda_loss_cross_entropy(kg->g, dy, kg->sum, y, kg->targets, N, F, s, kg->reduce);
@@ -212,6 +211,37 @@ static void unpack_bf16(const pt_kernels *k, float *dst, const uint16_t *src, in
   cuda_unpack_bf16(ctx(k), dst, src, n);
 }
 
+/* The device targets buffer (reused by every micro-batch in stream order), grown when needed. */
+static void *device_targets(kernels_gpu *kg, size_t bytes) {
+  if (kg->targets_bytes < bytes) {
+    if (kg->targets) gpu_free(kg->targets);
+    kg->targets = gpu_alloc(kg->g, bytes);
+    kg->targets_bytes = bytes;
+  }
+  return kg->targets;
+}
+
+static void loss_acc(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
+                     size_t target_bytes, int N, int F, float s, float *dy, double *sum) {
+  kernels_gpu *kg = state(k);
+  loss_check_targets(kind, targets, N, F);
+  void *dev = device_targets(kg, target_bytes);
+  gpu_staged_to_device(kg->g, &kg->staging, dev, targets, target_bytes); /* no wait */
+  if (kind == LOSS_CROSS_ENTROPY)
+    cuda_loss_cross_entropy(kg->g, dy, sum, y, dev, N, F, s, kg->reduce);
+  else
+    cuda_loss_mse(kg->g, dy, sum, y, dev, N, F, s, kg->reduce);
+}
+
+static void sumsq_into(const pt_kernels *k, double *out, const float *x, int64_t n) {
+  cuda_sumsq(ctx(k), out, x, n, state(k)->reduce);
+}
+
+static void finite_check(const pt_kernels *k, int32_t *mark, int32_t value, const float *x,
+                         int64_t n) {
+  cuda_finite_mark(ctx(k), mark, value, x, n);
+}
+
 static const pt_kernels gpu_table = {.name = "gpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)};
 const pt_kernels kernels_gpu_sizing = {.name = "gpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)};
 
@@ -243,5 +273,6 @@ void kernels_gpu_close(kernels_gpu *kg) {
   gpu_free(kg->flag);
   if (kg->targets) gpu_free(kg->targets);
   if (kg->sort_keys) gpu_free(kg->sort_keys);
+  gpu_staging_free(&kg->staging);
   *kg = (kernels_gpu){0};
 }

@@ -5,6 +5,8 @@
  * entries that return a value to the host (loss, sumsq, all_finite) reduce into a device
  * double or flag kept here and wait for it; loss uploads the host targets into a staging
  * buffer kept here, after checking class ids on the host (where the error can name them).
+ * The step statistics' entries (loss_acc, sumsq_into, finite_check) never wait: loss_acc sends
+ * the host targets through a ring of pinned buffers kept here (staging.h).
  */
 #ifndef PT_KERNELS_GPU_H
 #define PT_KERNELS_GPU_H
@@ -13,6 +15,7 @@
 
 #include "kernels/cuda/gpu.h"
 #include "kernels/cuda/ops_cuda.h"
+#include "kernels/cuda/staging.h"
 #include "kernels/kernels.h"
 
 typedef struct {
@@ -26,6 +29,7 @@ typedef struct {
   uint64_t *sort_keys;  /* device: embedding backward's sort (grown on demand) */
   int64_t sort_keys_n;
   cuda_bf16_scratch bf16; /* train.precision bf16: the products' operands as bf16 */
+  gpu_staging staging;  /* loss_acc's targets on their way to the device (staging.h) */
 } kernels_gpu;
 
 /* The GPU table's sizes without an open GPU (the planner's memory estimate): only its size

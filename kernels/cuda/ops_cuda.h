@@ -127,6 +127,9 @@ void cuda_scale(gpu_ctx *g, float *x, float s, int64_t n);
 void cuda_sumsq(gpu_ctx *g, double *out_dev, const float *x, int64_t n, double *scratch);
 /* 1 in *flag_dev (device int) when x holds a NaN or an infinity; flag left alone otherwise. */
 void cuda_check_finite(gpu_ctx *g, int *flag_dev, const float *x, int64_t n);
+/* *mark_dev (device int) = max(*mark_dev, value) when x holds a NaN or an infinity; left alone
+ * otherwise (stats.cu). */
+void cuda_finite_mark(gpu_ctx *g, int *mark_dev, int value, const float *x, int64_t n);
 
 /* --- train.precision bf16 (ops_linear.cu) ------------------------------------------------ */
 /* Device bf16 copies of a product's two operands, grown as needed (the old ones freed after a

@@ -938,6 +938,40 @@ static void test_tables(kernels_gpu *kg) {
   expect_close_d("table loss", "N=37 F=11", lg, lc, TOL_CE_LOSS);
   expect_close("table loss dy", "N=37 F=11", downf(d_dy, (int64_t)N * F), dyc, (int64_t)N * F,
                TOL_DEFAULT);
+
+  /* The step statistics' entries (no wait): the same kernels as above, so the same bits, left
+   * in device slots read once at the end. loss_acc is called more times than the pinned ring
+   * has buffers, the host targets overwritten after each call (the copy must have been taken). */
+  enum { CALLS = GPU_STAGING_SLOTS + 9 };
+  float *d_x2 = upf(x, n);
+  double *d_sum = dnew(2 * sizeof(double)), stats[2], want = 0.0;
+  int32_t *d_mark = dnew(sizeof(int32_t)), mark = -1;
+  kg->table.sumsq_into(&kg->table, d_sum, d_x2, n);
+  kg->table.finite_check(&kg->table, d_mark, 5, d_x2, n); /* finite: no mark */
+  kg->table.finite_check(&kg->table, d_mark, 3, d_x, n);  /* the infinity: 3 */
+  kg->table.finite_check(&kg->table, d_mark, 9, d_x, n);  /* a larger value wins */
+  kg->table.finite_check(&kg->table, d_mark, 4, d_x, n);  /* a smaller one does not */
+  int32_t *kept = hnew(sizeof(int32_t) * N);
+  memcpy(kept, ids, sizeof(int32_t) * N);
+  double lgs[CALLS]; /* each call's targets differ: the waiting entry's losses of them */
+  for (int c = 0; c < CALLS; c++) {
+    for (int i = 0; i < N; i++) ids[i] = (kept[i] + c) % F;
+    lgs[c] = kg->table.loss(&kg->table, LOSS_CROSS_ENTROPY, d_y, ids, sizeof(int32_t) * N, N, F,
+                            0.5f, d_dy);
+  }
+  for (int c = 0; c < CALLS; c++) {
+    for (int i = 0; i < N; i++) ids[i] = (kept[i] + c) % F;
+    kg->table.loss_acc(&kg->table, LOSS_CROSS_ENTROPY, d_y, ids, sizeof(int32_t) * N, N, F, 0.5f,
+                       d_dy, d_sum + 1);
+    memset(ids, 0, sizeof(int32_t) * N); /* the caller reuses its buffer at once */
+    want += lgs[c];
+  }
+  gpu_to_host(&G, stats, d_sum, sizeof stats);
+  gpu_to_host(&G, &mark, d_mark, sizeof mark);
+  CHECK(stats[0] == sg, "table sumsq_into: %.17g, sumsq gave %.17g", stats[0], sg);
+  CHECK(mark == 9, "table finite_check: mark %d, expected 9 (the largest failed check's)", mark);
+  CHECK(stats[1] == want, "table loss_acc: %d calls added %.17g, expected %.17g", CALLS, stats[1],
+        want);
   scope_end();
   model_free(&m);
   spec_free(&s);

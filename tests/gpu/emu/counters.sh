@@ -4,7 +4,15 @@
 # host-device synchronisations and bytes copied each way, per step and per stage, for
 # tests/pipeline/gate.yaml sequential and in 2 stages (comm.backend: mpi). A step's counts are
 # the difference between runs of 4 and 2 steps, halved: start-up and the end are left out.
-# Later work compares its numbers with these. Fails only if a run fails or a step does nothing.
+#
+# The target it checks (issue 16): at most 3 host-device synchronisations per step, sequential
+# and on each pipeline stage, outside the transport. The emulator says where each wait was
+# called from ("pt_emu sync site" lines); the waits of comm/ (the staged MPI path copies every
+# device send and receive through pinned host memory, waiting for the stream around each: a
+# transport's business, reworked apart from the step) are shown in a column of their own and
+# not counted against the target. Everything else a step waits for (the engine, the kernel
+# table, the device) counts. Fails when a run fails, a step does nothing, or the target is
+# missed.
 set -euo pipefail
 pipe_train=$(realpath "$1")
 cd "$(dirname "$0")/../../.."
@@ -30,14 +38,24 @@ done
 python3 - "$work" <<'PY'
 import re, sys
 work = sys.argv[1]
-def read(path):  # {rank: {counter: value}}
-    out = {}
+LIMIT = 3  # host-device synchronisations per step and stage, outside comm/
+def read(path):  # {rank: {counter: value}}, "comm_syncs" from the sync sites under comm/
+    out, comm = {}, {}
     for line in open(path):
-        fields = dict(re.findall(r"(\w+)=(-?\d+)", line))
-        out[int(fields.pop("rank"))] = {k: int(v) for k, v in fields.items() if k != "pid"}
+        fields = dict(re.findall(r"(\w+)=(\S+)", line))
+        rank = int(fields["rank"])
+        if line.startswith("pt_emu counters:"):
+            out[rank] = {k: int(v) for k, v in fields.items() if k not in ("rank", "pid")}
+        elif line.startswith("pt_emu sync site:") and "/comm/" in fields["at"]:
+            comm[rank] = comm.get(rank, 0) + int(fields["n"])
+    for rank in out:
+        out[rank]["comm_syncs"] = comm.get(rank, 0)
+        out[rank]["own_syncs"] = out[rank]["syncs"] - out[rank]["comm_syncs"]
     return out
-cols = ["launches", "blas", "syncs", "queries", "h2d_bytes", "d2h_bytes", "d2d_bytes", "memset_bytes"]
-print("per training step of tests/pipeline/gate.yaml (4 micro-batches), on the emulated GPU:")
+cols = ["launches", "blas", "syncs", "comm_syncs", "own_syncs", "queries", "h2d_bytes",
+        "d2h_bytes", "d2d_bytes", "memset_bytes"]
+print("per training step of tests/pipeline/gate.yaml (4 micro-batches), on the emulated GPU "
+      f"(own_syncs: syncs outside comm/, at most {LIMIT}):")
 print(f"{'run':<12} {'stage':>5} " + " ".join(f"{c:>12}" for c in cols))
 ok = True
 for name in ["sequential", "stages2"]:
@@ -46,5 +64,9 @@ for name in ["sequential", "stages2"]:
         step = {c: (four[rank][c] - two[rank][c]) / 2 for c in cols}
         print(f"{name:<12} {max(rank, 0):>5} " + " ".join(f"{step[c]:>12.10g}" for c in cols))
         ok &= step["launches"] > 0 and step["syncs"] > 0
+        if step["own_syncs"] > LIMIT:
+            print(f"FAIL: {name} stage {max(rank, 0)}: {step['own_syncs']:g} host-device "
+                  f"synchronisations per step outside comm/ (at most {LIMIT})", file=sys.stderr)
+            ok = False
 sys.exit(0 if ok else 1)
 PY

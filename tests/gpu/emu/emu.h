@@ -3,7 +3,9 @@
  *
  * Counters: what the process asked of the device since start (or the last reset). With
  * PT_EMU_COUNTERS=1 the totals are printed on stderr at exit, one line; PT_EMU_COUNTERS=FILE
- * appends the same line to FILE (one per process, so every rank of an mpirun writes one).
+ * appends the same line to FILE (one per process, so every rank of an mpirun writes one), then
+ * a "pt_emu sync site: rank=R pid=P n=N at=FILE:LINE" line per place the process waited for the
+ * device from (the caller of the CUDA function), so a report can say whose waits they are.
  *
  * Streams: an operation queued with pt_emu_enqueue runs when a synchronisation point drains its
  * stream, in stream order after everything queued there before it (and after what the legacy

@@ -84,7 +84,7 @@ cudaError_t pt_emu_cudaMemcpy(const char *file, int line, void *dst, const void 
   pt_emu_stream *legacy = resolve_stream(nullptr, "cudaMemcpy", file, line);
   queued q = queue_copy("cudaMemcpy", dst, src, bytes, kind, legacy, file, line);
   if (q.on_device) return cudaSuccess; /* device to device: no host wait */
-  g_counters.syncs++;
+  count_sync(file, line);
   drain(q.done, "cudaMemcpy", file, line);
   return cudaSuccess;
 }

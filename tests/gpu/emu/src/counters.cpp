@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <cstring>
+#include <map>
+#include <string>
 #include <unistd.h>
 
 #include "internal.h"
@@ -13,6 +15,13 @@ namespace pt_emu {
 pt_emu_counters g_counters;
 
 namespace {
+/* Host waits per call site ("FILE:LINE"), so a report can say whose waits they are. Never
+ * destroyed: the report runs at exit, after the destructors of statics made since atexit. */
+std::map<std::string, unsigned long long> &sync_sites() {
+  static auto *sites = new std::map<std::string, unsigned long long>;
+  return *sites;
+}
+
 /* The MPI rank from the launcher's environment (Open MPI, MPICH, PMIx), or -1. */
 int launcher_rank() {
   for (const char *name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
@@ -31,11 +40,21 @@ void report() {
     return;
   }
   FILE *f = std::fopen(to, "a");
-  if (!f || std::fputs(line, f) < 0 || std::fclose(f) != 0)
+  bool ok = f && std::fputs(line, f) >= 0;
+  for (const auto &site : sync_sites()) /* a file only: stderr gets the one line */
+    ok = ok && std::fprintf(f, "pt_emu sync site: rank=%d pid=%ld n=%llu at=%s\n",
+                            launcher_rank(), static_cast<long>(getpid()), site.second,
+                            site.first.c_str()) >= 0;
+  if (!f || !ok || std::fclose(f) != 0)
     std::fprintf(stderr, "pt_emu: cannot append the counters to %s (PT_EMU_COUNTERS): %s\n", to,
                  std::strerror(errno));
 }
 } // namespace
+
+void count_sync(const char *file, int line) {
+  g_counters.syncs++;
+  sync_sites()[std::string(file ? file : "?") + ":" + std::to_string(line)]++;
+}
 
 void counters_at_exit_once() {
   static bool registered;

@@ -78,7 +78,7 @@ cudaError_t pt_emu_cudaStreamWaitEvent(const char *file, int line, cudaStream_t 
 cudaError_t pt_emu_cudaEventSynchronize(const char *file, int line, cudaEvent_t event) {
   api_enter_wait("cudaEventSynchronize", file, line);
   pt_emu_event *e = check(event, "cudaEventSynchronize", file, line);
-  g_counters.syncs++;
+  count_sync(file, line);
   if (e->recorded) drain(e->at, "cudaEventSynchronize", file, line);
   return cudaSuccess;
 }

@@ -42,6 +42,9 @@ void api_enter_wait(const char *what, const char *file, int line);
 
 extern pt_emu_counters g_counters;
 void counters_at_exit_once(); /* registers the PT_EMU_COUNTERS report (first API call) */
+/* One host wait, called from file:line (the caller of the CUDA function): counted in
+ * g_counters.syncs and, per call site, in the PT_EMU_COUNTERS file's "pt_emu sync site" lines. */
+void count_sync(const char *file, int line);
 
 void set_last_error(cudaError_t e);
 

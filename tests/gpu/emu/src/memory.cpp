@@ -98,7 +98,7 @@ cudaError_t pt_emu_cudaFree(const char *file, int line, void *ptr) {
   if (!ptr) return cudaSuccess;
   auto it = g_blocks.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == g_blocks.end() || it->second.device < 0) return cudaErrorInvalidValue;
-  g_counters.syncs++;
+  count_sync(file, line);
   drain_device(-1, "cudaFree", file, line);
   used(it->second.device) -= it->second.bytes;
   g_blocks.erase(it);
@@ -127,7 +127,7 @@ cudaError_t pt_emu_cudaFreeHost(const char *file, int line, void *ptr) {
   if (!ptr) return cudaSuccess;
   auto it = g_blocks.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == g_blocks.end() || it->second.device >= 0) return cudaErrorInvalidValue;
-  g_counters.syncs++;
+  count_sync(file, line);
   drain_device(-1, "cudaFreeHost", file, line);
   g_blocks.erase(it);
   std::free(ptr);

@@ -295,7 +295,7 @@ cudaError_t pt_emu_cudaStreamDestroy(const char *file, int line, cudaStream_t st
 
 cudaError_t pt_emu_cudaStreamSynchronize(const char *file, int line, cudaStream_t stream) {
   api_enter_wait("cudaStreamSynchronize", file, line);
-  g_counters.syncs++;
+  count_sync(file, line);
   drain(stream_tail(resolve_stream(stream, "cudaStreamSynchronize", file, line)),
         "cudaStreamSynchronize", file, line);
   return cudaSuccess;
@@ -310,7 +310,7 @@ cudaError_t pt_emu_cudaStreamQuery(const char *file, int line, cudaStream_t stre
 
 cudaError_t pt_emu_cudaDeviceSynchronize(const char *file, int line) {
   api_enter_wait("cudaDeviceSynchronize", file, line);
-  g_counters.syncs++;
+  count_sync(file, line);
   drain_device(g_device, "cudaDeviceSynchronize", file, line);
   return cudaSuccess;
 }
