@@ -130,8 +130,10 @@ static void read_rope(cfg_reader *r, hf_config *c) {
       ok = ok || ((!strcmp(it->string, "rope_type") || !strcmp(it->string, "type")) &&
                   cJSON_IsString(it) && !strcmp(it->valuestring, "default"));
       if (!ok) {
-        cfg_fail(r, keys[k], "'%s' is not supported: llama_block implements only the default "
-                 "RoPE (rope_type default, one rope_theta)", it->string);
+        cfg_fail(r, keys[k], "%s %s%s%s is not supported: llama_block implements only the default "
+                 "RoPE (rope_type default, one rope_theta)", it->string,
+                 cJSON_IsString(it) ? "'" : "", cJSON_IsString(it) ? it->valuestring : "",
+                 cJSON_IsString(it) ? "'" : "");
         return;
       }
       if (!strcmp(it->string, "rope_theta")) c->rope_theta = it->valuedouble;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""hf_models.py FAMILY BUILD_DIR: pipe_convert's Hugging Face import and export, checked against
+"""hf_models.py FAMILY PIPE_TRAIN PIPE_CONVERT: pipe_convert's Hugging Face import and export, checked against
 transformers itself on a tiny random model it makes on the spot (FAMILY gpt2 or llama).
 
   1. import; pipetrain's loss on step 0's batch equals transformers' to 1e-5 relative
@@ -30,8 +30,7 @@ except ImportError as exc:
           "installs torch, transformers, safetensors, numpy)")
     sys.exit(SKIP)
 
-FAMILY, BUILD = sys.argv[1], sys.argv[2]
-PIPE_TRAIN, PIPE_CONVERT = os.path.join(BUILD, "pipe_train"), os.path.join(BUILD, "pipe_convert")
+FAMILY, PIPE_TRAIN, PIPE_CONVERT = sys.argv[1:4]
 VOCAB, T, MBS, MB = 101, 16, 2, 4
 G = MBS * MB
 RTOL = 1e-5
