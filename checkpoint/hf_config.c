@@ -232,6 +232,10 @@ int hf_config_read(const char *dir, int64_t seq_len, hf_config *c, char *err, si
 
 /* Shortest text that reads back as the same double. */
 static const char *fmt_num(double v, char *buf, size_t n) {
+  if (v == floor(v) && fabs(v) < 1e15) {
+    snprintf(buf, n, "%.1f", v);
+    return buf;
+  }
   for (int prec = 1; prec <= 17; prec++) {
     snprintf(buf, n, "%.*g", prec, v);
     if (strtod(buf, NULL) == v) break;
@@ -283,6 +287,9 @@ static cJSON *gpt2_json(const hf_config *c) {
   cJSON_AddNumberToObject(o, "n_head", (double)c->heads);
   cJSON_AddNullToObject(o, "n_inner");
   cJSON_AddStringToObject(o, "activation_function", "gelu_new");
+  /* GPT2Config's defaults (50256) lie outside other vocabularies; pipetrain knows no such ids */
+  cJSON_AddNullToObject(o, "bos_token_id");
+  cJSON_AddNullToObject(o, "eos_token_id");
   cJSON_AddNumberToObject(o, "layer_norm_epsilon", c->eps);
   /* pipetrain trains without dropout */
   cJSON_AddNumberToObject(o, "resid_pdrop", 0.0);

@@ -183,7 +183,15 @@ def steps(work):
     run([PIPE_CONVERT, ck, "--to-hf", back])
     same_tensors(back, orig, "HF -> pipetrain -> HF is bitwise for fp32 weights")
     load_checked(back, "round trip")
-    # 5. half-precision weights
+    # 5. shards (model.safetensors.index.json) and half-precision weights
+    sharded = os.path.join(work, "hf-sharded")
+    model.save_pretrained(sharded, max_shard_size="20KB")
+    n_shards = len([f for f in os.listdir(sharded) if f.endswith(".safetensors")])
+    ck3, back3 = os.path.join(work, "ck-sharded"), os.path.join(work, "back-sharded")
+    run([PIPE_CONVERT, "--from-hf", sharded, "--out", ck3, "--spec-out",
+         os.path.join(work, "sharded.yaml")])
+    run([PIPE_CONVERT, ck3, "--to-hf", back3])
+    same_tensors(back3, orig, f"{n_shards} shards import bitwise")
     for dt in (torch.bfloat16, torch.float16):
         low = os.path.join(work, f"hf-{dt}")
         model.to(dt).save_pretrained(low)
