@@ -36,6 +36,23 @@ def safetensors(path, tensors):
         f.write(struct.pack("<Q", len(h)) + h + data)
 
 
+def gpt2_tensors():
+    """Every tensor of GPT2 above (1 block, n_embd 8), zeros."""
+    shapes = {"wte.weight": [11, 8], "wpe.weight": [8, 8], "ln_f.weight": [8], "ln_f.bias": [8]}
+    for k, v in {"ln_1.weight": [8], "ln_1.bias": [8], "attn.c_attn.weight": [8, 24],
+                 "attn.c_attn.bias": [24], "attn.c_proj.weight": [8, 8], "attn.c_proj.bias": [8],
+                 "ln_2.weight": [8], "ln_2.bias": [8], "mlp.c_fc.weight": [8, 32],
+                 "mlp.c_fc.bias": [32], "mlp.c_proj.weight": [32, 8], "mlp.c_proj.bias": [8]}.items():
+        shapes["h.0." + k] = v
+    out = {}
+    for k, shape in shapes.items():
+        n = 1
+        for d in shape:
+            n *= d
+        out["transformer." + k] = (shape, [0.0] * n)
+    return out
+
+
 def model_dir(root, name, config, tensors=None):
     d = os.path.join(root, name)
     os.makedirs(d)
@@ -97,6 +114,14 @@ def main():
     expect("truncated safetensors", from_hf(d, root), path)
     d = model_dir(root, "shape", GPT2, {"transformer.wte.weight": ([8, 11], [0.0] * 88)})
     expect("wrong shape", from_hf(d, root), f"{d}/model.safetensors", "transformer.wte.weight")
+    d = model_dir(root, "extra", GPT2, {**gpt2_tensors(),
+                                        "transformer.h.0.attn.q_norm.weight": ([8], [0.0] * 8)})
+    expect("a tensor with no place", from_hf(d, root), f"{d}/model.safetensors",
+           "transformer.h.0.attn.q_norm.weight")
+    full = gpt2_tensors()
+    del full["transformer.ln_f.bias"]
+    d = model_dir(root, "missing", GPT2, full)
+    expect("a missing tensor", from_hf(d, root), d, "transformer.ln_f.bias")
     d = model_dir(root, "nojson", GPT2)
     expect("no weights", from_hf(d, root), d, "model.safetensors")
     # --to-hf of a model that is neither GPT-2 nor Llama shaped
