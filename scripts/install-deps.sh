@@ -21,8 +21,12 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Without PyPI (offline) the build and every other test still work: the Hugging Face tests
+# then report themselves skipped, so a failure here is a warning.
 python_deps() {
-  [ "${PIPETRAIN_SKIP_PYTHON:-0}" = 1 ] || "$(dirname "$0")/install-python.sh"
+  [ "${PIPETRAIN_SKIP_PYTHON:-0}" = 1 ] && return 0
+  bash "$(dirname "$0")/install-python.sh" ||
+    echo "install-deps: warning: scripts/install-python.sh failed; the Hugging Face tests will be skipped" >&2
 }
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all packages present"
