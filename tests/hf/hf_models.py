@@ -113,7 +113,7 @@ def same_tensors(a_dir, b, what, exact_from=None):
 
 def load_checked(d, what):
     model, info = transformers.AutoModelForCausalLM.from_pretrained(
-        d, output_loading_info=True, dtype=torch.float32)
+        d, output_loading_info=True)
     bad = {k: v for k, v in info.items() if v}
     check(not bad, f"{what}: transformers loads it with no missing/unexpected keys {bad or ''}")
     return model
