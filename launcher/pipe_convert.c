@@ -181,7 +181,9 @@ int main(int argc, char **argv) {
   if (checkpoint_load(&c, &m, need_opt ? &o : NULL, err, sizeof err) != 0) pt_fail_input("%s", err);
   if (a.to_hf) {
     model_to_host(&m);
-    if (hf_export(&m, a.to_hf, err, sizeof err) != 0) pt_fail_input("%s", err);
+    hf_config hc; /* a model of another shape is bad input (2); a failed write is not (1) */
+    if (hf_config_from_model(&m, &hc, err, sizeof err) != 0) pt_fail_input("%s", err);
+    if (hf_export(&m, a.to_hf, err, sizeof err) != 0) pt_fatal("%s", err);
     printf("pipe_convert: wrote %s (config.json, model.safetensors; step %lld)\n", a.to_hf,
            (long long)c.step);
   } else if (a.out_file) {
