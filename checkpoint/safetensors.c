@@ -584,6 +584,63 @@ int st_read_f32(const st_file *f, const st_tensor *t, int ndim, const int64_t *s
   return 0;
 }
 
+/* IEEE half to float: every half is exactly a float (subnormals, infinities and NaNs too). */
+static float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112u) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else { /* subnormal: normalise */
+    int e = -1;
+    do {
+      man <<= 1;
+      e++;
+    } while (!(man & 0x400u));
+    bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
+  }
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+int st_read_as_f32(const st_file *f, const st_tensor *t, int ndim, const int64_t *shape,
+                   float *dst, char *err, size_t errsz) {
+  ctx_t c = {f->path, err, errsz};
+  if (!t) return fail(&c, NULL, "st_read_as_f32: no tensor given");
+  int half = !strcmp(t->dtype, "F16"), bf16 = !strcmp(t->dtype, "BF16");
+  if (!half && !bf16) return st_read_f32(f, t, ndim, shape, dst, err, errsz);
+  char have[256], want[256];
+  fmt_shape(have, sizeof have, t->ndim, t->shape);
+  fmt_shape(want, sizeof want, ndim, shape);
+  int same = ndim == t->ndim;
+  for (int i = 0; same && i < ndim; i++) same = shape[i] == t->shape[i];
+  if (!same) return fail(&c, t->name, "shape %s in the file, expected %s", have, want);
+  uint64_t bytes = t->end - t->begin;
+  if (bytes == 0) return 0;
+  if (f->fd < 0) return fail(&c, t->name, "the file is not open");
+  if (bytes > SIZE_MAX / 2) return fail(&c, t->name, "%" PRIu64 " bytes do not fit in memory", bytes);
+  /* the 16-bit values go into the back half of dst, then widen front to back: element i is read
+   * (at byte 2n + 2i) before float i (bytes 4i..4i+3 <= 2n + 2i) overwrites it */
+  uint16_t *src = (uint16_t *)dst + t->numel;
+  int64_t got = pread_full(f->fd, src, (size_t)bytes, f->data_start + t->begin);
+  if (got < 0) return fail(&c, t->name, "read failed: %s", strerror(errno));
+  if ((uint64_t)got != bytes)
+    return fail(&c, t->name, "truncated: read %" PRId64 " of %" PRIu64 " bytes", got, bytes);
+  for (int64_t i = 0; i < t->numel; i++) {
+    uint16_t v = src[i];
+    if (half) {
+      dst[i] = half_to_float(v);
+    } else {
+      uint32_t bits = (uint32_t)v << 16;
+      memcpy(&dst[i], &bits, sizeof bits);
+    }
+  }
+  return 0;
+}
+
 /* ---- writing ----------------------------------------------------------------------------- */
 
 static cJSON *json_uint(uint64_t v) {

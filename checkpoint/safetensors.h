@@ -52,6 +52,11 @@ const char *st_meta(const st_file *f, const char *key);
 int st_read_f32(const st_file *f, const st_tensor *t, int ndim, const int64_t *shape, float *dst,
                 char *err, size_t errsz);
 
+/* As st_read_f32, also from F16 and BF16 tensors, widened to float32 exactly (every half and
+ * bfloat16 value is a float32). dst holds numel floats. */
+int st_read_as_f32(const st_file *f, const st_tensor *t, int ndim, const int64_t *shape,
+                   float *dst, char *err, size_t errsz);
+
 typedef struct {
   const char *name;
   const float *data; /* F32 only: that is all pipetrain writes */

@@ -31,6 +31,14 @@ static int map_file(pt_data *d, const char *path, char *err, size_t errsz) {
   return 0;
 }
 
+static int64_t token_at(const pt_data *d, int64_t i) {
+  const uint8_t *p = d->map;
+  if (d->format == DATA_BYTES) return p[i];
+  if (d->format == DATA_U16) return p[2 * i] | (p[2 * i + 1] << 8);
+  return (int64_t)((uint32_t)p[4 * i] | ((uint32_t)p[4 * i + 1] << 8) |
+                   ((uint32_t)p[4 * i + 2] << 16) | ((uint32_t)p[4 * i + 3] << 24));
+}
+
 static int check_tokens(const pt_data *d, const pt_spec *spec, char *err, size_t errsz) {
   int64_t T = spec->seq_len, vocab = spec->vocab;
   if (d->n_tokens < T + 2) {
@@ -39,7 +47,7 @@ static int check_tokens(const pt_data *d, const pt_spec *spec, char *err, size_t
     return -1;
   }
   for (int64_t i = 0; i < d->n_tokens; i++) {
-    int64_t t = d->format == DATA_BYTES ? d->map[i] : (d->map[2 * i] | (d->map[2 * i + 1] << 8));
+    int64_t t = token_at(d, i);
     if (t >= vocab) {
       snprintf(err, errsz, "%s: token %lld at position %lld is >= model.vocab %lld; raise vocab "
                "or check data.format", spec->data.path, (long long)t, (long long)i,
@@ -70,14 +78,23 @@ static int open_layout(pt_data *d, const pt_spec *spec, char *err, size_t errsz)
              spec->data.path, d->map_bytes);
     return -1;
   }
-  d->n_tokens = (int64_t)(d->format == DATA_U16 ? d->map_bytes / 2 : d->map_bytes);
+  if (d->format == DATA_U32 && d->map_bytes % 4 != 0) {
+    snprintf(err, errsz, "%s: u32 token file's byte count (%zu) is not a multiple of 4; is it "
+             "really u32?", spec->data.path, d->map_bytes);
+    return -1;
+  }
+  size_t width = d->format == DATA_U32 ? 4 : d->format == DATA_U16 ? 2 : 1;
+  d->n_tokens = (int64_t)(d->map_bytes / width);
   return check_tokens(d, spec, err, errsz);
 }
 
 int data_open(pt_data *d, const pt_spec *spec, char *err, size_t errsz) {
   memset(d, 0, sizeof *d);
   spec_data_format f = spec->data.format;
-  d->format = f == SPEC_DATA_U16 ? DATA_U16 : f == SPEC_DATA_F32 ? DATA_F32 : DATA_BYTES;
+  d->format = f == SPEC_DATA_U16   ? DATA_U16
+              : f == SPEC_DATA_U32 ? DATA_U32
+              : f == SPEC_DATA_F32 ? DATA_F32
+                                   : DATA_BYTES;
   d->inputs = spec->data.inputs;
   d->targets = spec->data.targets;
   if (!spec->data.path[0]) {
@@ -95,11 +112,6 @@ int data_open(pt_data *d, const pt_spec *spec, char *err, size_t errsz) {
 void data_close(pt_data *d) {
   if (d->map) munmap((void *)d->map, d->map_bytes);
   memset(d, 0, sizeof *d);
-}
-
-static int32_t token_at(const pt_data *d, int64_t i) {
-  if (d->format == DATA_BYTES) return d->map[i];
-  return (int32_t)(d->map[2 * i] | (d->map[2 * i + 1] << 8));
 }
 
 /* (a * b + c) mod m without overflow for any int64 step counts. */
@@ -128,8 +140,8 @@ void data_fill(const pt_data *d, int64_t step, int64_t G, int64_t j0, int B, int
     int64_t o = mulmod_add(mulmod_add(step, G, j, d->n_tokens - T), T, 0, d->n_tokens - T);
     int32_t *in = (int32_t *)inputs + (int64_t)r * T, *tg = (int32_t *)targets + (int64_t)r * T;
     for (int t = 0; t < T; t++) {
-      in[t] = token_at(d, o + t);
-      tg[t] = token_at(d, o + t + 1);
+      in[t] = (int32_t)token_at(d, o + t); /* check_tokens: every id < vocab <= INT32_MAX */
+      tg[t] = (int32_t)token_at(d, o + t + 1);
     }
   }
 }

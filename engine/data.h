@@ -1,6 +1,7 @@
 /* engine/data.h: training data and which sample each step reads.
  *
- * Token data (format bytes: one token per byte; u16: little-endian uint16 per token), N tokens:
+ * Token data (format bytes: one token per byte; u16 / u32: little-endian uint16 / uint32 per
+ * token), N tokens:
  * sequence j of step s starts at o = ((s*G + j) * T) mod (N - T); inputs tokens[o, o+T),
  * targets tokens[o+1, o+T+1). Record data (f32: records of `inputs` then `targets` float32):
  * sample j of step s is record (s*G + j) mod R, with T = 1.
@@ -16,7 +17,7 @@
 
 #include "spec/spec.h"
 
-typedef enum { DATA_BYTES, DATA_U16, DATA_F32 } pt_data_format;
+typedef enum { DATA_BYTES, DATA_U16, DATA_F32, DATA_U32 } pt_data_format;
 
 typedef struct {
   pt_data_format format;

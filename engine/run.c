@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint/hf.h"
 #include "comm/comm.h"
 #include "core/error.h"
 #include "device/gemm_rate.h"
@@ -56,6 +57,9 @@ static void check_outputs(const run_state *r) {
   bad = bad || (o->save_dir && checkpoint_check_writable(o->save_dir, 0, "--save", err, sizeof err));
   bad = bad || (o->gather_path &&
                 checkpoint_check_writable(o->gather_path, 1, "--gather", err, sizeof err));
+  bad = bad || (o->gather_hf_dir &&
+                (checkpoint_check_writable(o->gather_hf_dir, 0, "--gather-hf", err, sizeof err) ||
+                 hf_check_spec(s, err, sizeof err)));
   int first_bad = r->launched ? comm_first_failed(comm_world(), bad) : (bad ? 0 : -1);
   if (first_bad < 0) return;
   run_exit(PT_EXIT_INPUT,
@@ -222,11 +226,24 @@ static void run_steps(run_state *r) {
   }
 }
 
+/* --gather-hf: the --gather file next to the directory, converted by rank 0, then removed. */
+static void gather_hf(run_state *r) {
+  pt_engine *e = &r->e;
+  char tmp[4200], err[1024];
+  snprintf(tmp, sizeof tmp, "%s.gather.safetensors", r->o->gather_hf_dir);
+  e->ops->gather(e, tmp);
+  if (e->rank != 0) return;
+  int rc = hf_export_sequential_file(r->spec, tmp, r->o->gather_hf_dir, err, sizeof err);
+  remove(tmp);
+  if (rc != 0) pt_fatal("--gather-hf: %s", err);
+}
+
 static void run_finish(run_state *r) {
   pt_engine *e = &r->e;
   const pt_run_options *o = r->o;
   if (o->save_dir) save_or_exit(r, o->save_dir);
   if (o->gather_path) e->ops->gather(e, o->gather_path);
+  if (o->gather_hf_dir) gather_hf(r);
   e->ops->finish(e, o->quiet);
   model_to_host(&e->part->model);
   if (o->dump_prefix) param_dump_write(&e->part->model, o->dump_prefix, e->rank);

@@ -21,6 +21,7 @@ typedef struct {
   const char *metrics_path;            /* one JSON line per step (rank 0), or NULL */
   const char *load_path;               /* a checkpoint to continue from, or NULL */
   const char *save_dir, *gather_path;  /* written at the end, or NULL */
+  const char *gather_hf_dir;           /* a transformers directory written at the end, or NULL */
   const char *dump_prefix;             /* each rank's parameters to PREFIX.<rank>.bin, or NULL */
   const char *trace_path, *trace_steps; /* pipelined only; trace_steps "A:B" or NULL */
   pt_spec_source src;                  /* what checkpoints record of the spec */

@@ -4,6 +4,10 @@
  *       --with-optimizer also OUT.optimizer.safetensors
  *   pipe_convert CKPT --stages N --out DIR [--set KEY=VALUE ...]
  *       the same checkpoint re-split for N stages (loadable with pipe_train --load DIR)
+ *   pipe_convert --from-hf HFDIR --out CKPT --spec-out SPEC.yaml [--seq-len N]
+ *       a transformers model directory as a checkpoint and the spec of its model
+ *   pipe_convert CKPT --to-hf HFDIR
+ *       the checkpoint as a transformers model directory (config.json, model.safetensors)
  * Exit codes: 0 success, 2 bad input, 1 other failures. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,11 +15,19 @@
 
 #include "partition/plan.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/hf.h"
 #include "core/error.h"
 #include "checkpoint/safetensors.h"
 
+#define USAGE                                                                                    \
+  "pipe_convert CKPT OUT.safetensors [--with-optimizer] | pipe_convert CKPT --stages N --out DIR "   \
+  "| pipe_convert --from-hf HFDIR --out CKPT --spec-out SPEC.yaml [--seq-len N] | pipe_convert "   \
+  "CKPT --to-hf HFDIR"
+
 typedef struct {
   const char *ckpt, *out_file, *out_dir;
+  const char *from_hf, *to_hf, *spec_out;
+  int64_t seq_len;
   int stages, with_optimizer;
   const char *sets[64];
   int n_sets;
@@ -30,15 +42,30 @@ static void parse(int argc, char **argv, convert_args *a) {
     else if (!strcmp(s, "--stages") && has_value) a->stages = atoi(argv[++i]);
     else if (!strcmp(s, "--out") && has_value) a->out_dir = argv[++i];
     else if (!strcmp(s, "--set") && has_value && a->n_sets < 63) a->sets[a->n_sets++] = argv[++i];
-    else if (s[0] == '-') pt_fail_input("unknown or incomplete option '%s'; usage: pipe_convert "
-                                        "CKPT OUT.safetensors [--with-optimizer] | pipe_convert "
-                                        "CKPT --stages N --out DIR", s);
+    else if (!strcmp(s, "--from-hf") && has_value) a->from_hf = argv[++i];
+    else if (!strcmp(s, "--to-hf") && has_value) a->to_hf = argv[++i];
+    else if (!strcmp(s, "--spec-out") && has_value) a->spec_out = argv[++i];
+    else if (!strcmp(s, "--seq-len") && has_value) {
+      a->seq_len = atoll(argv[++i]);
+      if (a->seq_len < 1) pt_fail_input("--seq-len '%s': expected a positive integer", argv[i]);
+    } else if (s[0] == '-') pt_fail_input("unknown or incomplete option '%s'; usage: %s", s, USAGE);
     else if (!a->ckpt) a->ckpt = s;
     else if (!a->out_file) a->out_file = s;
     else pt_fail_input("unexpected argument '%s'", s);
   }
-  if (!a->ckpt) pt_fail_input("usage: pipe_convert CKPT OUT.safetensors [--with-optimizer] | "
-                              "pipe_convert CKPT --stages N --out DIR");
+  if (a->from_hf) {
+    if (!a->out_dir || !a->spec_out || a->ckpt || a->stages || a->to_hf)
+      pt_fail_input("usage: pipe_convert --from-hf HFDIR --out CKPT --spec-out SPEC.yaml "
+                    "[--seq-len N]");
+    return;
+  }
+  if (a->seq_len || a->spec_out) pt_fail_input("--seq-len and --spec-out go with --from-hf");
+  if (!a->ckpt) pt_fail_input("usage: %s", USAGE);
+  if (a->to_hf) {
+    if (a->out_file || a->out_dir || a->with_optimizer)
+      pt_fail_input("usage: pipe_convert CKPT --to-hf HFDIR");
+    return;
+  }
   if (!!a->out_file == !!a->out_dir)
     pt_fail_input("give either OUT.safetensors or --stages N --out DIR");
   if (a->out_dir && a->stages < 1) pt_fail_input("--out needs --stages N (N >= 1)");
@@ -50,7 +77,7 @@ static void load_spec(pt_checkpoint *c, const convert_args *a, pt_spec *spec, pt
   int n = checkpoint_spec_overrides(c, over, 128);
   static char stages[64];
   for (int i = 0; i < a->n_sets && n < 190; i++) over[n++] = a->sets[i];
-  if (a->out_dir) {
+  if (a->out_dir && a->stages) {
     snprintf(stages, sizeof stages, "pipeline.stages=%d", a->stages);
     over[n++] = stages;
   }
@@ -89,9 +116,54 @@ static void write_resplit(const pt_model *m, const pt_optimizer *o, const pt_spe
   plan_free(&plan);
 }
 
+/* The spec text to path, atomically (temporary, rename). */
+static void write_text(const char *path, const char *text) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "wb");
+  int ok = f && fputs(text, f) >= 0;
+  if (f && fclose(f) != 0) ok = 0;
+  if (!ok || rename(tmp, path) != 0) {
+    remove(tmp);
+    pt_fatal("%s: cannot write the spec", path);
+  }
+}
+
+static int from_hf(const convert_args *a) {
+  hf_config c;
+  char err[1024];
+  if (hf_config_read(a->from_hf, a->seq_len, &c, err, sizeof err) != 0) pt_fail_input("%s", err);
+  char *text = hf_spec_text(&c, a->from_hf);
+  pt_spec spec;
+  spec_errors e = {0};
+  spec_set_resolve_data(0);
+  if (spec_load_text(text, strlen(text), a->spec_out, NULL, 0, &spec, &e) != 0)
+    pt_fail_input("%s", e.msg);
+  pt_model m;
+  if (model_configure(&m, &spec, &e) != 0)
+    pt_fail_input("%s (the spec pipe_convert made for %s; is its layer type in this build?)",
+                  e.msg, c.arch->architecture);
+  model_alloc(&m, 0, m.n_layers);
+  if (hf_import_weights(a->from_hf, &c, &m, err, sizeof err) != 0) pt_fail_input("%s", err);
+  model_to_device(&m);
+  pt_optimizer o; /* a fresh optimizer: the checkpoint starts training at step 0 */
+  optimizer_init(&o, &spec.train, m.n_floats);
+  pt_spec_source src = {text, a->spec_out, NULL, 0};
+  write_resplit(&m, &o, &src, a->out_dir, 0);
+  write_text(a->spec_out, text);
+  printf("pipe_convert: wrote %s (%s, %d tensors); fill in data.path in %s\n", a->spec_out,
+         c.arch->architecture, m.n_tensors, a->spec_out);
+  optimizer_free(&o);
+  model_free(&m);
+  spec_free(&spec);
+  free(text);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   convert_args a;
   parse(argc, argv, &a);
+  if (a.from_hf) return from_hf(&a);
   pt_checkpoint c;
   char err[1024];
   if (checkpoint_open(&c, a.ckpt, err, sizeof err) != 0) pt_fail_input("%s", err);
@@ -107,7 +179,14 @@ int main(int argc, char **argv) {
   int need_opt = a.with_optimizer || a.out_dir;
   if (need_opt) optimizer_init(&o, &spec.train, m.n_floats);
   if (checkpoint_load(&c, &m, need_opt ? &o : NULL, err, sizeof err) != 0) pt_fail_input("%s", err);
-  if (a.out_file) {
+  if (a.to_hf) {
+    model_to_host(&m);
+    hf_config hc; /* a model of another shape is bad input (2); a failed write is not (1) */
+    if (hf_config_from_model(&m, &hc, err, sizeof err) != 0) pt_fail_input("%s", err);
+    if (hf_export(&m, a.to_hf, err, sizeof err) != 0) pt_fatal("%s", err);
+    printf("pipe_convert: wrote %s (config.json, model.safetensors; step %lld)\n", a.to_hf,
+           (long long)c.step);
+  } else if (a.out_file) {
     if (checkpoint_write_sequential(&m, need_opt ? &o : NULL, a.out_file, c.step, err,
                                     sizeof err) != 0)
       pt_fatal("%s", err);

@@ -59,6 +59,8 @@ static void usage(FILE *f) {
           "  --load CKPT         start from a checkpoint (written under any layout) at its step\n"
           "  --save DIR          write a checkpoint to DIR at the end of the run\n"
           "  --gather FILE       at the end, write the whole model to one safetensors FILE\n"
+          "  --gather-hf DIR     at the end, write the whole model as a Hugging Face transformers\n"
+          "                      directory (GPT-2 or Llama layer order; docs/checkpoint.md)\n"
           "  --dump-params PRE   after training, each rank writes its parameters to PRE.<rank>.bin\n"
           "  --help, --version\n");
 }
@@ -118,6 +120,8 @@ static void parse_args(int argc, char **argv, cli_args *a) {
       a->actions_format = !strcmp(v, "actions");
     } else if (!strcmp(s, "--svg")) {
       a->svg_path = option_value(argc, argv, &i);
+    } else if (!strcmp(s, "--gather-hf")) {
+      a->run.gather_hf_dir = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--gather")) {
       a->run.gather_path = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--load")) {

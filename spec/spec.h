@@ -109,7 +109,7 @@ void spec_check_unused(spec_node *map, const char *what, const char *const *know
  * spec_*_names tables give each value's spelling (indexed by the enum, NULL-terminated) for
  * messages, manifests and APIs that take the name. */
 typedef enum { SPEC_LOSS_CROSS_ENTROPY, SPEC_LOSS_MSE } spec_loss;
-typedef enum { SPEC_DATA_BYTES, SPEC_DATA_U16, SPEC_DATA_F32 } spec_data_format;
+typedef enum { SPEC_DATA_BYTES, SPEC_DATA_U16, SPEC_DATA_F32, SPEC_DATA_U32 } spec_data_format;
 typedef enum { SPEC_OPTIMIZER_ADAMW, SPEC_OPTIMIZER_SGD } spec_optimizer;
 typedef enum { SPEC_LR_CONSTANT, SPEC_LR_COSINE } spec_lr_schedule;
 typedef enum { SPEC_NONFINITE_ABORT, SPEC_NONFINITE_SKIP } spec_nonfinite;

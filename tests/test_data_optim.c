@@ -78,6 +78,36 @@ static void test_data_errors(void) {
   expect_open_error("vocab.bin", big, 100, "bytes", 100, ">= model.vocab");
   expect_open_error("odd.u16", big, 41, "u16", 256, "odd byte count");
   expect_open_error("empty.bin", "", 0, "bytes", 256, "empty");
+  expect_open_error("odd.u32", big, 42, "u32", 256, "not a multiple of 4");
+  uint32_t ids[40];
+  for (int i = 0; i < 40; i++) ids[i] = 70000u + (uint32_t)i;
+  expect_open_error("vocab.u32", ids, sizeof ids, "u32", 70020, ">= model.vocab");
+}
+
+/* u32 ids above 16 bits (and up to the vocabulary) come back exactly, little-endian. */
+static void test_u32(void) {
+  enum { N = 64, T = 8 };
+  uint8_t bytes[4 * N];
+  for (int i = 0; i < N; i++) {
+    uint32_t id = 100000u + (uint32_t)i * 4099u;
+    for (int b = 0; b < 4; b++) bytes[4 * i + b] = (uint8_t)(id >> (8 * b));
+  }
+  char path[128], err[512];
+  snprintf(path, sizeof path, "%s/tok.u32", g_dir);
+  write_file(path, bytes, sizeof bytes);
+  pt_spec s;
+  spec_for(&s, path, "u32", 100000 + 4099 * N, T);
+  pt_data d;
+  CHECK(data_open(&d, &s, err, sizeof err) == 0, "%s", err);
+  CHECK(d.n_tokens == N, "u32: %lld tokens, expected %d", (long long)d.n_tokens, N);
+  int32_t in[T], tg[T];
+  data_fill(&d, 3, 2, 1, 1, T, in, tg, 1);
+  int64_t o = ((3 * 2 + 1) * T) % (N - T);
+  for (int t = 0; t < T; t++) {
+    CHECK(in[t] == (int32_t)(100000 + (o + t) * 4099), "u32 input %d: %d", t, in[t]);
+    CHECK(tg[t] == (int32_t)(100000 + (o + t + 1) * 4099), "u32 target %d: %d", t, tg[t]);
+  }
+  data_close(&d);
 }
 
 /* AdamW with PyTorch's formula evaluated in double for 3 steps. */
@@ -138,6 +168,7 @@ int main(void) {
   if (!mkdtemp(g_dir)) pt_fatal("mkdtemp");
   test_offsets();
   test_data_errors();
+  test_u32();
   test_adamw();
   test_lr_schedule();
   test_clip();

@@ -318,7 +318,7 @@ static int enum_field(const pt_spec *s, const char *key) {
 static void test_enum_names(void) {
   static const enum_case cases[] = {
       {"loss", spec_loss_names, SPEC_LOSS_MSE + 1},
-      {"data.format", spec_data_format_names, SPEC_DATA_F32 + 1},
+      {"data.format", spec_data_format_names, SPEC_DATA_U32 + 1},
       {"train.optimizer.name", spec_optimizer_names, SPEC_OPTIMIZER_SGD + 1},
       {"train.lr_schedule.name", spec_lr_schedule_names, SPEC_LR_COSINE + 1},
       {"train.on_nonfinite", spec_nonfinite_names, SPEC_NONFINITE_SKIP + 1},
@@ -510,7 +510,7 @@ static const error_case g_text_errors[] = {
      "loss: expected one of cross_entropy, mse, got a mapping"},
     /* data */
     {L, "layers: [gelu]\ndata: {path: /dev/null, format: u8}\n", NULL, "2:33",
-     "data.format: expected one of bytes, u16, f32, got 'u8'"},
+     "data.format: expected one of bytes, u16, f32, u32, got 'u8'"},
     {L, "layers: [gelu]\ndata: {format: bytes}\n", NULL, "2:7",
      "data: missing required key 'path'"},
     {L, "layers: [gelu]\ndata: {path: /dev/null, format: f32}\n", NULL, "2:7",

@@ -1,0 +1,88 @@
+/* checkpoint/hf.h: Hugging Face transformers model directories in and out.
+ *
+ * A transformers directory is config.json plus model.safetensors (or shards listed by
+ * model.safetensors.index.json). Supported: GPT2LMHeadModel (pipetrain's GPT-2 layers) and the
+ * Llama family (LlamaForCausalLM; MistralForCausalLM and Qwen2ForCausalLM where their blocks are
+ * Llama's) as llama_block layers. Everything the layers cannot represent is refused with one
+ * line naming the file and the config key or tensor. The name mapping per architecture is data
+ * (hf_arch.c); import and export walk the same table.
+ *
+ * Layer order of a converted spec (what export accepts, too):
+ *   GPT-2:  embedding, pos_embedding, transformer_block x n, layernorm, lm_head
+ *   Llama:  embedding, llama_block x n, rmsnorm, lm_head
+ * with the head tied to the embedding (tie: wte) when the model ties them.
+ */
+#ifndef PT_HF_H
+#define PT_HF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/model.h"
+
+typedef enum { HF_GPT2, HF_LLAMA } hf_family;
+
+/* Where a mapped tensor lives in pipetrain's layer list. */
+typedef enum { HF_ROLE_EMBED, HF_ROLE_POS, HF_ROLE_BLOCK, HF_ROLE_NORM, HF_ROLE_HEAD } hf_role;
+
+/* One tensor: pipetrain's "<layer>.<pt>" is transformers' `hf` (%d: the block index), stored
+ * transposed there when `transpose` (GPT-2's Conv1D keeps [in, out]). */
+typedef struct {
+  hf_role role;
+  const char *pt, *hf;
+  int transpose;
+} hf_name;
+
+typedef struct {
+  const char *architecture; /* config.json architectures[0] */
+  hf_family family;
+  const hf_name *names;
+  int n_names;
+  const char *const *ignored; /* tensor-name suffixes a file may hold that carry no weights */
+} hf_arch;
+
+/* The registry entry for an architecture name, or NULL. */
+const hf_arch *hf_arch_find(const char *architecture);
+/* The names of every registered architecture, ", "-separated (for messages). */
+const char *hf_arch_list(void);
+/* Index in the layer list of the layer holding role (block b for HF_ROLE_BLOCK). */
+int hf_role_layer(hf_family f, hf_role role, int b, int n_blocks);
+
+/* The model of a config.json, as pipetrain's layers see it. */
+typedef struct {
+  const hf_arch *arch;
+  int64_t vocab, seq_len, dim, heads, kv_heads, layers, ffn;
+  double eps, rope_theta;
+  int tied;
+} hf_config;
+
+/* Reads DIR/config.json. seq_len: 0 for the default (GPT-2: n_positions, which its learned
+ * position table needs; Llama family: max_position_embeddings capped at 2048), or a value to
+ * use. 0, or -1 with one line in err naming the file and the key. */
+int hf_config_read(const char *dir, int64_t seq_len, hf_config *c, char *err, size_t errsz);
+/* The spec text of c's model (model, layers, loss, train defaults, a data section to fill in);
+ * `source` is named in its first comment. Returns a malloc'd string. */
+char *hf_spec_text(const hf_config *c, const char *source);
+/* Fills every parameter of m (configured from hf_spec_text's spec, storage for all layers on the
+ * host) from DIR's safetensors, F32/F16/BF16 widened to float32. Every tensor of the files must
+ * be used (or be a known non-weight buffer). 0, or -1 with err naming the file and tensor. */
+int hf_import_weights(const char *dir, const hf_config *c, pt_model *m, char *err, size_t errsz);
+
+/* The config of a model m if it has one of the convertible shapes (layer order above, every
+ * block alike), else -1 with err naming the layer that does not fit. */
+int hf_config_from_model(const pt_model *m, hf_config *c, char *err, size_t errsz);
+/* Whether spec's model converts (hf_config_from_model), before a run that will export it. */
+int hf_check_spec(const pt_spec *spec, char *err, size_t errsz);
+/* Writes config.json (per c) to path atomically. 0 or -1 with err. */
+int hf_config_write(const hf_config *c, const char *path, char *err, size_t errsz);
+/* Writes DIR/config.json and DIR/model.safetensors (F32) of m (host storage for every layer),
+ * loadable by transformers' AutoModelForCausalLM.from_pretrained(DIR). The files are written in
+ * DIR.tmp.<pid> and renamed into DIR (created if needed); other files in DIR (a tokenizer) stay.
+ * 0 or -1 with err. */
+int hf_export(const pt_model *m, const char *dir, char *err, size_t errsz);
+/* hf_export of the whole model in a sequential safetensors file (checkpoint_write_sequential's
+ * output, e.g. --gather's) of spec's model. 0 or -1 with err. */
+int hf_export_sequential_file(const pt_spec *spec, const char *file, const char *dir, char *err,
+                              size_t errsz);
+
+#endif

@@ -1,0 +1,346 @@
+/* checkpoint/hf_config.c: config.json in (with everything pipetrain cannot represent refused,
+ * naming the key) and out, and the spec of a converted model. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint/hf.h"
+#include "core/error.h"
+
+#define LLAMA_SEQ_CAP 2048 /* default seq_len of an imported Llama-family model */
+
+typedef struct {
+  const char *path;
+  cJSON *root;
+  char *err;
+  size_t errsz;
+  int failed;
+} cfg_reader;
+
+static void cfg_fail(cfg_reader *r, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void cfg_fail(cfg_reader *r, const char *key, const char *fmt, ...) {
+  if (r->failed) return;
+  r->failed = 1;
+  int n = snprintf(r->err, r->errsz, "%s: %s: ", r->path, key);
+  va_list ap;
+  va_start(ap, fmt);
+  if (n >= 0 && (size_t)n < r->errsz) vsnprintf(r->err + n, r->errsz - (size_t)n, fmt, ap);
+  va_end(ap);
+}
+
+static const cJSON *cfg_item(const cfg_reader *r, const char *key) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, key);
+  return it && !cJSON_IsNull(it) ? it : NULL;
+}
+
+/* An integer in [lo, hi]; def when absent or null (required: an error then). */
+static int64_t cfg_int(cfg_reader *r, const char *key, int required, int64_t def, int64_t lo,
+                       int64_t hi) {
+  const cJSON *it = cfg_item(r, key);
+  if (!it) {
+    if (required) cfg_fail(r, key, "missing; a %s config needs it", "model");
+    return def;
+  }
+  double v = it->valuedouble;
+  if (!cJSON_IsNumber(it) || v != floor(v) || v < (double)lo || v > (double)hi) {
+    cfg_fail(r, key, "expected an integer in [%lld, %lld]", (long long)lo, (long long)hi);
+    return def;
+  }
+  return (int64_t)v;
+}
+
+static double cfg_num(cfg_reader *r, const char *key, double def) {
+  const cJSON *it = cfg_item(r, key);
+  if (!it) return def;
+  if (!cJSON_IsNumber(it) || !(it->valuedouble > 0) || !isfinite(it->valuedouble)) {
+    cfg_fail(r, key, "expected a positive number");
+    return def;
+  }
+  return it->valuedouble;
+}
+
+static int cfg_bool(cfg_reader *r, const char *key, int def) {
+  const cJSON *it = cfg_item(r, key);
+  if (!it) return def;
+  if (!cJSON_IsBool(it)) cfg_fail(r, key, "expected true or false");
+  return cJSON_IsTrue(it);
+}
+
+static const char *cfg_str(cfg_reader *r, const char *key, const char *def) {
+  const cJSON *it = cfg_item(r, key);
+  if (!it) return def;
+  if (!cJSON_IsString(it)) cfg_fail(r, key, "expected a string");
+  return cJSON_IsString(it) ? it->valuestring : def;
+}
+
+/* A setting that must have the value pipetrain's layer computes with. */
+static void cfg_require_bool(cfg_reader *r, const char *key, int def, int want, const char *why) {
+  if (cfg_bool(r, key, def) != want) cfg_fail(r, key, "%s is not supported: %s", want ? "false" : "true", why);
+}
+
+static void read_gpt2(cfg_reader *r, hf_config *c, int64_t seq_len) {
+  c->vocab = cfg_int(r, "vocab_size", 1, 0, 1, INT32_MAX);
+  int64_t n_pos = cfg_int(r, "n_positions", 1, 0, 1, INT32_MAX);
+  c->dim = cfg_int(r, "n_embd", 1, 0, 1, 1 << 20);
+  c->layers = cfg_int(r, "n_layer", 1, 0, 1, 100000);
+  c->heads = cfg_int(r, "n_head", 1, 0, 1, 1 << 16);
+  c->kv_heads = c->heads;
+  c->ffn = cfg_int(r, "n_inner", 0, 4 * c->dim, 1, INT32_MAX);
+  if (!r->failed && c->ffn != 4 * c->dim)
+    cfg_fail(r, "n_inner", "%lld is not supported: transformer_block's MLP is 4 * n_embd = %lld",
+             (long long)c->ffn, (long long)(4 * c->dim));
+  if (!r->failed && c->dim % c->heads != 0)
+    cfg_fail(r, "n_head", "%lld does not divide n_embd %lld", (long long)c->heads, (long long)c->dim);
+  const char *act = cfg_str(r, "activation_function", "gelu_new");
+  if (strcmp(act, "gelu_new") && strcmp(act, "gelu_pytorch_tanh"))
+    cfg_fail(r, "activation_function", "'%s' is not supported: transformer_block uses the tanh "
+             "GELU (gelu_new)", act);
+  c->eps = cfg_num(r, "layer_norm_epsilon", 1e-5);
+  if (!r->failed && c->eps != 1e-5)
+    cfg_fail(r, "layer_norm_epsilon", "%g is not supported: transformer_block's LayerNorm uses "
+             "1e-05", c->eps);
+  cfg_require_bool(r, "scale_attn_weights", 1, 1, "attention is scaled by 1/sqrt(head_dim)");
+  cfg_require_bool(r, "scale_attn_by_inverse_layer_idx", 0, 0, "no per-layer attention scale");
+  cfg_require_bool(r, "add_cross_attention", 0, 0, "decoder-only blocks have no cross-attention");
+  c->tied = cfg_bool(r, "tie_word_embeddings", 1);
+  c->seq_len = seq_len ? seq_len : n_pos;
+  if (!r->failed && c->seq_len != n_pos)
+    cfg_fail(r, "n_positions", "%lld, but the spec's seq_len is %lld: pos_embedding holds exactly "
+             "seq_len positions", (long long)n_pos, (long long)c->seq_len);
+}
+
+/* RoPE: rope_theta and rope_scaling (transformers 4), or rope_parameters (5); only the default
+ * rotary embedding with one theta. */
+static void read_rope(cfg_reader *r, hf_config *c) {
+  const char *keys[] = {"rope_scaling", "rope_parameters"};
+  for (int k = 0; k < 2; k++) {
+    const cJSON *p = cfg_item(r, keys[k]), *it;
+    if (!p) continue;
+    if (!cJSON_IsObject(p)) {
+      cfg_fail(r, keys[k], "expected an object or null");
+      return;
+    }
+    cJSON_ArrayForEach(it, p) {
+      int ok = !strcmp(it->string, "rope_theta") && cJSON_IsNumber(it) && it->valuedouble > 0;
+      ok = ok || ((!strcmp(it->string, "rope_type") || !strcmp(it->string, "type")) &&
+                  cJSON_IsString(it) && !strcmp(it->valuestring, "default"));
+      if (!ok) {
+        cfg_fail(r, keys[k], "%s %s%s%s is not supported: llama_block implements only the default "
+                 "RoPE (rope_type default, one rope_theta)", it->string,
+                 cJSON_IsString(it) ? "'" : "", cJSON_IsString(it) ? it->valuestring : "",
+                 cJSON_IsString(it) ? "'" : "");
+        return;
+      }
+      if (!strcmp(it->string, "rope_theta")) c->rope_theta = it->valuedouble;
+    }
+  }
+}
+
+static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
+  c->vocab = cfg_int(r, "vocab_size", 1, 0, 1, INT32_MAX);
+  c->dim = cfg_int(r, "hidden_size", 1, 0, 1, 1 << 20);
+  c->ffn = cfg_int(r, "intermediate_size", 1, 0, 1, INT32_MAX);
+  c->layers = cfg_int(r, "num_hidden_layers", 1, 0, 1, 100000);
+  c->heads = cfg_int(r, "num_attention_heads", 1, 0, 1, 1 << 16);
+  c->kv_heads = cfg_int(r, "num_key_value_heads", 0, c->heads, 1, 1 << 16);
+  int64_t max_pos = cfg_int(r, "max_position_embeddings", 0, LLAMA_SEQ_CAP, 1, INT32_MAX);
+  c->eps = cfg_num(r, "rms_norm_eps", 1e-6);
+  c->rope_theta = cfg_num(r, "rope_theta", 10000.0);
+  c->tied = cfg_bool(r, "tie_word_embeddings", 0);
+  if (r->failed) return;
+  if (c->dim % c->heads != 0)
+    cfg_fail(r, "num_attention_heads", "%lld does not divide hidden_size %lld",
+             (long long)c->heads, (long long)c->dim);
+  if (c->heads % c->kv_heads != 0)
+    cfg_fail(r, "num_key_value_heads", "%lld does not divide num_attention_heads %lld",
+             (long long)c->kv_heads, (long long)c->heads);
+  int64_t hd = cfg_int(r, "head_dim", 0, c->dim / c->heads, 1, 1 << 20);
+  if (!r->failed && hd != c->dim / c->heads)
+    cfg_fail(r, "head_dim", "%lld is not supported: llama_block's head_dim is hidden_size / "
+             "num_attention_heads = %lld", (long long)hd, (long long)(c->dim / c->heads));
+  const char *act = cfg_str(r, "hidden_act", "silu");
+  if (strcmp(act, "silu"))
+    cfg_fail(r, "hidden_act", "'%s' is not supported: llama_block's MLP is SwiGLU (silu)", act);
+  read_rope(r, c);
+  cfg_require_bool(r, "attention_bias", 0, 0, "llama_block's projections have no biases");
+  cfg_require_bool(r, "mlp_bias", 0, 0, "llama_block's MLP has no biases");
+  cfg_require_bool(r, "use_sliding_window", 0, 0, "llama_block attends to the whole sequence");
+  c->seq_len = seq_len ? seq_len : (max_pos < LLAMA_SEQ_CAP ? max_pos : LLAMA_SEQ_CAP);
+  int64_t window = cfg_int(r, "sliding_window", 0, 0, 0, INT64_MAX / 2);
+  if (!r->failed && window > 0 && window < c->seq_len &&
+      !strcmp(c->arch->architecture, "MistralForCausalLM"))
+    cfg_fail(r, "sliding_window", "%lld is shorter than seq_len %lld: llama_block attends to the "
+             "whole sequence; convert with --seq-len %lld", (long long)window,
+             (long long)c->seq_len, (long long)window);
+}
+
+static char *read_text(const char *path, char *err, size_t errsz) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, errsz, "%s: cannot open: %s", path, strerror(errno));
+    return NULL;
+  }
+  size_t cap = 1 << 16, n = 0;
+  char *buf = pt_calloc(cap, 1);
+  size_t got;
+  while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+    n += got;
+    if (n + 1 == cap) {
+      char *bigger = pt_calloc(cap * 2, 1);
+      memcpy(bigger, buf, n);
+      free(buf);
+      buf = bigger;
+      cap *= 2;
+    }
+  }
+  fclose(f);
+  buf[n] = '\0';
+  return buf;
+}
+
+int hf_config_read(const char *dir, int64_t seq_len, hf_config *c, char *err, size_t errsz) {
+  memset(c, 0, sizeof *c);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  char *text = read_text(path, err, errsz);
+  if (!text) return -1;
+  cfg_reader r = {path, cJSON_Parse(text), err, errsz, 0};
+  free(text);
+  if (!r.root || !cJSON_IsObject(r.root)) {
+    snprintf(err, errsz, "%s: not a JSON object", path);
+    cJSON_Delete(r.root);
+    return -1;
+  }
+  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(r.root, "architectures");
+  const cJSON *a0 = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
+  if (!cJSON_IsString(a0))
+    cfg_fail(&r, "architectures", "missing or not a list of names; expected one of %s",
+             hf_arch_list());
+  else if (!(c->arch = hf_arch_find(a0->valuestring)))
+    cfg_fail(&r, "architectures", "'%s' is not supported; pipe_convert converts %s",
+             a0->valuestring, hf_arch_list());
+  if (!r.failed && c->arch->family == HF_GPT2) read_gpt2(&r, c, seq_len);
+  else if (!r.failed) read_llama(&r, c, seq_len);
+  cJSON_Delete(r.root);
+  return r.failed ? -1 : 0;
+}
+
+/* Shortest text that reads back as the same double. */
+static const char *fmt_num(double v, char *buf, size_t n) {
+  if (v == floor(v) && fabs(v) < 1e15) {
+    snprintf(buf, n, "%.1f", v);
+    return buf;
+  }
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, n, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) break;
+  }
+  if (!strpbrk(buf, ".eEn")) strncat(buf, ".0", n - strlen(buf) - 1);
+  return buf;
+}
+
+char *hf_spec_text(const hf_config *c, const char *source) {
+  size_t cap = 4096;
+  char *s = pt_calloc(cap, 1), eps[40], theta[40];
+  const char *tie = c->tied ? "{tie: wte}" : "{}";
+  int n = snprintf(s, cap, "# %s (%s) converted by pipe_convert --from-hf.\n"
+                   "model: {vocab: %lld, seq_len: %lld, dim: %lld, heads: %lld}\nlayers:\n"
+                   "  - embedding: %s\n",
+                   c->arch->architecture, source, (long long)c->vocab, (long long)c->seq_len,
+                   (long long)c->dim, (long long)c->heads, tie);
+  fmt_num(c->eps, eps, sizeof eps);
+  if (c->arch->family == HF_GPT2)
+    n += snprintf(s + n, cap - (size_t)n, "  - pos_embedding: {}\n"
+                  "  - transformer_block: {repeat: %lld}\n  - layernorm: {eps: %s}\n",
+                  (long long)c->layers, eps);
+  else
+    n += snprintf(s + n, cap - (size_t)n, "  - llama_block: {repeat: %lld, kv_heads: %lld, "
+                  "ffn_dim: %lld, rope_theta: %s, eps: %s}\n  - rmsnorm: {eps: %s}\n",
+                  (long long)c->layers, (long long)c->kv_heads, (long long)c->ffn,
+                  fmt_num(c->rope_theta, theta, sizeof theta), eps, eps);
+  snprintf(s + n, cap - (size_t)n,
+           "  - lm_head: %s\nloss: cross_entropy\n"
+           "# CHANGE_ME: point data.path at your token file (scripts/tokenize.py writes one with\n"
+           "# the model's tokenizer); format %s holds this vocabulary's ids.\n"
+           "data: {path: CHANGE_ME.bin, format: %s}\n"
+           "train:\n  steps: 100\n  micro_batch_size: 4\n  micro_batches: 8\n"
+           "  optimizer: {name: adamw, lr: 1.0e-5, betas: [0.9, 0.95], eps: 1.0e-8, "
+           "weight_decay: 0.1}\n  grad_clip: 1.0\n  seed: 1234\n"
+           "pipeline: {stages: 2, schedule: 1f1b}\n",
+           tie, c->vocab <= 65536 ? "u16" : "u32", c->vocab <= 65536 ? "u16" : "u32");
+  return s;
+}
+
+static cJSON *gpt2_json(const hf_config *c) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "model_type", "gpt2");
+  cJSON_AddNumberToObject(o, "vocab_size", (double)c->vocab);
+  cJSON_AddNumberToObject(o, "n_positions", (double)c->seq_len);
+  cJSON_AddNumberToObject(o, "n_ctx", (double)c->seq_len);
+  cJSON_AddNumberToObject(o, "n_embd", (double)c->dim);
+  cJSON_AddNumberToObject(o, "n_layer", (double)c->layers);
+  cJSON_AddNumberToObject(o, "n_head", (double)c->heads);
+  cJSON_AddNullToObject(o, "n_inner");
+  cJSON_AddStringToObject(o, "activation_function", "gelu_new");
+  /* GPT2Config's defaults (50256) lie outside other vocabularies; pipetrain knows no such ids */
+  cJSON_AddNullToObject(o, "bos_token_id");
+  cJSON_AddNullToObject(o, "eos_token_id");
+  cJSON_AddNumberToObject(o, "layer_norm_epsilon", c->eps);
+  /* pipetrain trains without dropout */
+  cJSON_AddNumberToObject(o, "resid_pdrop", 0.0);
+  cJSON_AddNumberToObject(o, "embd_pdrop", 0.0);
+  cJSON_AddNumberToObject(o, "attn_pdrop", 0.0);
+  return o;
+}
+
+static cJSON *llama_json(const hf_config *c) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "model_type", "llama");
+  cJSON_AddNumberToObject(o, "vocab_size", (double)c->vocab);
+  cJSON_AddNumberToObject(o, "hidden_size", (double)c->dim);
+  cJSON_AddNumberToObject(o, "intermediate_size", (double)c->ffn);
+  cJSON_AddNumberToObject(o, "num_hidden_layers", (double)c->layers);
+  cJSON_AddNumberToObject(o, "num_attention_heads", (double)c->heads);
+  cJSON_AddNumberToObject(o, "num_key_value_heads", (double)c->kv_heads);
+  cJSON_AddNumberToObject(o, "head_dim", (double)(c->dim / c->heads));
+  cJSON_AddStringToObject(o, "hidden_act", "silu");
+  cJSON_AddNumberToObject(o, "max_position_embeddings", (double)c->seq_len);
+  cJSON_AddNumberToObject(o, "rms_norm_eps", c->eps);
+  cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta); /* transformers 4 */
+  cJSON *rope = cJSON_AddObjectToObject(o, "rope_parameters"); /* transformers 5 */
+  cJSON_AddStringToObject(rope, "rope_type", "default");
+  cJSON_AddNumberToObject(rope, "rope_theta", c->rope_theta);
+  cJSON_AddFalseToObject(o, "attention_bias");
+  cJSON_AddFalseToObject(o, "mlp_bias");
+  cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
+  return o;
+}
+
+int hf_config_write(const hf_config *c, const char *path, char *err, size_t errsz) {
+  cJSON *o = c->arch->family == HF_GPT2 ? gpt2_json(c) : llama_json(c);
+  cJSON *archs = cJSON_AddArrayToObject(o, "architectures");
+  cJSON_AddItemToArray(archs, cJSON_CreateString(c->arch->architecture));
+  cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tied);
+  cJSON_AddStringToObject(o, "torch_dtype", "float32");
+  char *text = cJSON_Print(o);
+  cJSON_Delete(o);
+  if (!text) pt_fatal("out of memory writing %s", path);
+  char tmp[4300];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "wb");
+  int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+  ok = f && fflush(f) == 0 && ok;
+  if (f && fclose(f) != 0) ok = 0;
+  free(text);
+  if (!ok || rename(tmp, path) != 0) {
+    snprintf(err, errsz, "%s: cannot write: %s", path, strerror(errno));
+    remove(tmp);
+    return -1;
+  }
+  return 0;
+}

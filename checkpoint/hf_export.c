@@ -1,0 +1,253 @@
+/* checkpoint/hf_export.c: a pipetrain model of a convertible shape as a transformers directory. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/hf.h"
+#include "checkpoint/safetensors.h"
+#include "core/error.h"
+
+static int layer_is(const pt_model *m, int li, const char *type) {
+  return li < m->n_layers && !strcmp(m->spec->layers[li].type, type);
+}
+
+static int refuse(const pt_model *m, int li, char *err, size_t errsz, const char *why) {
+  if (li < m->n_layers)
+    snprintf(err, errsz, "%s: layer %d (%s): %s", m->spec->path, li, m->spec->layers[li].type, why);
+  else
+    snprintf(err, errsz, "%s: the layers end after layer %d: %s", m->spec->path, li - 1, why);
+  return -1;
+}
+
+static double arg_num(const pt_model *m, int li, const char *key, double def) {
+  spec_errors e = {0};
+  return spec_get_num(m->spec->layers[li].args, key, 0, def, 0, 1e300, &e);
+}
+
+/* A block's settings, all blocks alike. */
+typedef struct {
+  int64_t heads, kv_heads, ffn;
+  double eps, theta;
+} block_shape;
+
+static block_shape read_block(const pt_model *m, int li) {
+  const pt_layer *L = &m->layers[li];
+  spec_errors e = {0};
+  block_shape b = {0};
+  b.heads = spec_get_int(m->spec->layers[li].args, "heads", 0, m->spec->heads, 1, 1 << 16, &e);
+  if (!strcmp(m->spec->layers[li].type, "llama_block") && L->n_params == 9 && b.heads > 0) {
+    int64_t hd = m->spec->dim / b.heads;
+    b.kv_heads = hd > 0 ? L->params[2].shape[0] / hd : 0;
+    b.ffn = L->params[6].shape[0];
+    b.eps = arg_num(m, li, "eps", 1e-6);
+    b.theta = arg_num(m, li, "rope_theta", 10000.0);
+  }
+  return b;
+}
+
+static int check_blocks(const pt_model *m, int first, int end, hf_config *c, char *err,
+                        size_t errsz) {
+  block_shape b0 = read_block(m, first);
+  for (int li = first + 1; li < end; li++) {
+    block_shape b = read_block(m, li);
+    if (memcmp(&b, &b0, sizeof b) != 0)
+      return refuse(m, li, err, errsz, "its settings differ from the first block's; a "
+                    "transformers config has one set for all blocks");
+  }
+  c->heads = b0.heads, c->kv_heads = b0.kv_heads ? b0.kv_heads : b0.heads, c->ffn = b0.ffn;
+  c->eps = b0.eps, c->rope_theta = b0.theta;
+  c->layers = end - first;
+  return 0;
+}
+
+int hf_config_from_model(const pt_model *m, hf_config *c, char *err, size_t errsz) {
+  memset(c, 0, sizeof *c);
+  const pt_spec *s = m->spec;
+  if (!layer_is(m, 0, "embedding"))
+    return refuse(m, 0, err, errsz, "expected an embedding first (GPT-2 or Llama layer order)");
+  int gpt2 = layer_is(m, 1, "pos_embedding");
+  const char *block = gpt2 ? "transformer_block" : "llama_block";
+  const char *norm = gpt2 ? "layernorm" : "rmsnorm";
+  c->arch = hf_arch_find(gpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM");
+  int first = gpt2 ? 2 : 1, li = first;
+  while (layer_is(m, li, block)) li++;
+  if (li == first) return refuse(m, li, err, errsz, gpt2 ? "expected transformer_block layers" :
+                                 "expected llama_block layers (or pos_embedding for GPT-2)");
+  if (check_blocks(m, first, li, c, err, errsz) != 0) return -1;
+  if (!layer_is(m, li, norm)) return refuse(m, li, err, errsz, gpt2 ? "expected layernorm" :
+                                            "expected rmsnorm");
+  double norm_eps = arg_num(m, li, "eps", gpt2 ? 1e-5 : 1e-6);
+  if (gpt2 && norm_eps != 1e-5)
+    return refuse(m, li, err, errsz, "GPT-2's config has one layer_norm_epsilon: eps must be 1e-5");
+  if (!gpt2 && norm_eps != c->eps)
+    return refuse(m, li, err, errsz, "Llama's config has one rms_norm_eps: eps must be the blocks'");
+  c->eps = norm_eps;
+  if (!layer_is(m, ++li, "lm_head")) return refuse(m, li, err, errsz, "expected lm_head");
+  const char *t0 = s->layers[0].tie, *th = s->layers[li].tie;
+  if (th[0] && strcmp(th, t0))
+    return refuse(m, li, err, errsz, "its tie is not the embedding's: only a head tied to the "
+                  "embedding converts");
+  c->tied = th[0] != '\0';
+  if (++li != m->n_layers) return refuse(m, li, err, errsz, "nothing may follow lm_head");
+  if (s->loss != SPEC_LOSS_CROSS_ENTROPY)
+    return refuse(m, li - 1, err, errsz, "the loss must be cross_entropy");
+  c->vocab = s->vocab, c->seq_len = s->seq_len, c->dim = s->dim;
+  return 0;
+}
+
+int hf_check_spec(const pt_spec *spec, char *err, size_t errsz) {
+  pt_model m;
+  spec_errors e = {0};
+  if (model_configure(&m, spec, &e) != 0) {
+    snprintf(err, errsz, "%s", e.msg);
+    return -1;
+  }
+  hf_config c;
+  int rc = hf_config_from_model(&m, &c, err, errsz);
+  model_free(&m);
+  return rc;
+}
+
+static int find_pt_tensor(const pt_model *m, const char *name) {
+  for (int i = 0; i < m->n_tensors; i++)
+    if (!strcmp(m->tensors[i].name, name)) return i;
+  return -1;
+}
+
+/* The entries of model.safetensors in the table's order; transposed ones in buffers of their own
+ * (bufs[k], freed by the caller). */
+static int build_entries(const pt_model *m, const hf_config *c, st_entry *e, float **bufs,
+                         char (*names)[256], int max, char *err, size_t errsz) {
+  int n = 0;
+  for (int k = 0; k < c->arch->n_names; k++) {
+    const hf_name *nm = &c->arch->names[k];
+    int reps = nm->role == HF_ROLE_BLOCK ? (int)c->layers : 1;
+    for (int b = 0; b < reps; b++) {
+      int li = hf_role_layer(c->arch->family, nm->role, b, (int)c->layers);
+      char pt[256];
+      snprintf(pt, sizeof pt, "%d.%s", li, nm->pt);
+      int ti = find_pt_tensor(m, pt);
+      if (ti < 0 && nm->role == HF_ROLE_HEAD && c->tied) continue; /* transformers re-ties it */
+      if (ti < 0 || n == max)
+        return refuse(m, li, err, errsz, "no tensor of the expected name (see docs/checkpoint.md)");
+      const pt_tensor *t = &m->tensors[ti];
+      const pt_param_desc *d = &m->layers[t->layer].params[t->param];
+      const float *src = m->host_params + t->offset;
+      snprintf(names[n], 256, nm->hf, b);
+      e[n] = (st_entry){.name = names[n], .data = src, .ndim = d->ndim};
+      for (int i = 0; i < d->ndim; i++) e[n].shape[i] = d->shape[i];
+      if (nm->transpose) {
+        int64_t rows = d->shape[0], cols = d->shape[1];
+        float *tr = bufs[n] = pt_calloc((size_t)(rows * cols), sizeof *tr);
+        for (int64_t i = 0; i < rows; i++)
+          for (int64_t j = 0; j < cols; j++) tr[j * rows + i] = src[i * cols + j];
+        e[n].data = tr, e[n].shape[0] = cols, e[n].shape[1] = rows;
+      }
+      n++;
+    }
+  }
+  return n;
+}
+
+static int write_files(const pt_model *m, const hf_config *c, const char *tmp, char *err,
+                       size_t errsz) {
+  int max = c->arch->n_names * (int)c->layers + 8;
+  st_entry *e = pt_calloc((size_t)max, sizeof *e);
+  float **bufs = pt_calloc((size_t)max, sizeof *bufs);
+  char(*names)[256] = pt_calloc((size_t)max, sizeof *names);
+  int n = build_entries(m, c, e, bufs, names, max, err, errsz);
+  char path[4400];
+  snprintf(path, sizeof path, "%s/model.safetensors", tmp);
+  const char *keys[] = {"format"}, *vals[] = {"pt"}; /* transformers requires format: pt */
+  int rc = n < 0 ? -1 : st_write(path, e, n, keys, vals, 1, NULL, err, errsz);
+  snprintf(path, sizeof path, "%s/config.json", tmp);
+  if (rc == 0) rc = hf_config_write(c, path, err, errsz);
+  for (int i = 0; i < max; i++) free(bufs[i]);
+  free(bufs), free(e), free(names);
+  return rc;
+}
+
+/* tmp's files into dir: dir itself when it does not exist, else file by file (each rename
+ * atomic), weights before the config, so files of dir's other than these two stay. */
+static int move_into(const char *tmp, const char *dir, char *err, size_t errsz) {
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    if (rename(tmp, dir) == 0) return 0;
+    snprintf(err, errsz, "%s: cannot create: %s", dir, strerror(errno));
+    return -1;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    snprintf(err, errsz, "%s: exists and is not a directory; give a directory for --to-hf", dir);
+    return -1;
+  }
+  const char *files[] = {"model.safetensors", "config.json"};
+  for (int i = 0; i < 2; i++) {
+    char from[4400], to[4400];
+    snprintf(from, sizeof from, "%s/%s", tmp, files[i]);
+    snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+    if (rename(from, to) != 0) {
+      snprintf(err, errsz, "%s: cannot write: %s", to, strerror(errno));
+      return -1;
+    }
+  }
+  /* a shard index there would make transformers look for the old shards first */
+  char index[4400];
+  snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
+  if (access(index, F_OK) == 0) {
+    char old[4500];
+    snprintf(old, sizeof old, "%s.replaced", index);
+    if (rename(index, old) == 0)
+      fprintf(stderr, "pipe_convert: moved the old shard index aside to %s\n", old);
+  }
+  rmdir(tmp);
+  return 0;
+}
+
+int hf_export(const pt_model *m, const char *dir, char *err, size_t errsz) {
+  hf_config c;
+  if (hf_config_from_model(m, &c, err, errsz) != 0) return -1;
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
+  if (checkpoint_make_dir(tmp, err, errsz) != 0) return -1;
+  int rc = write_files(m, &c, tmp, err, errsz);
+  if (rc == 0) rc = move_into(tmp, dir, err, errsz);
+  if (rc != 0) { /* what is left in tmp is ours */
+    char p[4400];
+    snprintf(p, sizeof p, "%s/model.safetensors", tmp), remove(p);
+    snprintf(p, sizeof p, "%s/config.json", tmp), remove(p);
+    rmdir(tmp);
+  }
+  return rc;
+}
+
+int hf_export_sequential_file(const pt_spec *spec, const char *file, const char *dir, char *err,
+                              size_t errsz) {
+  pt_model m;
+  spec_errors e = {0};
+  if (model_configure(&m, spec, &e) != 0) {
+    snprintf(err, errsz, "%s", e.msg);
+    return -1;
+  }
+  model_alloc_on(&m, 0, m.n_layers, device_host());
+  st_file f;
+  int rc = st_open(&f, file, err, errsz), opened = rc == 0;
+  for (int i = 0; rc == 0 && i < m.n_tensors; i++) {
+    const pt_tensor *t = &m.tensors[i];
+    const pt_param_desc *d = &m.layers[t->layer].params[t->param];
+    const st_tensor *st = st_find(&f, t->name);
+    if (!st) {
+      snprintf(err, errsz, "%s: tensor '%s' is missing", file, t->name);
+      rc = -1;
+    } else {
+      rc = st_read_f32(&f, st, d->ndim, d->shape, m.host_params + t->offset, err, errsz);
+    }
+  }
+  if (opened) st_close(&f);
+  if (rc == 0) rc = hf_export(&m, dir, err, errsz);
+  model_free(&m);
+  return rc;
+}

@@ -1,0 +1,179 @@
+/* checkpoint/hf_import.c: a transformers directory's weights into a pipetrain model. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checkpoint/hf.h"
+#include "checkpoint/safetensors.h"
+#include "core/error.h"
+
+/* The safetensors files of a directory, and which of their tensors the mapping used. */
+typedef struct {
+  st_file *files;
+  char **used;
+  int n;
+} hf_source;
+
+static void source_close(hf_source *s) {
+  for (int i = 0; i < s->n; i++) {
+    st_close(&s->files[i]);
+    free(s->used[i]);
+  }
+  free(s->files);
+  free(s->used);
+}
+
+static int source_add(hf_source *s, const char *path, char *err, size_t errsz) {
+  for (int i = 0; i < s->n; i++)
+    if (!strcmp(s->files[i].path, path)) return 0;
+  s->files = realloc(s->files, sizeof *s->files * (size_t)(s->n + 1));
+  s->used = realloc(s->used, sizeof *s->used * (size_t)(s->n + 1));
+  if (!s->files || !s->used) pt_fatal("out of memory opening %s", path);
+  if (st_open(&s->files[s->n], path, err, errsz) != 0) return -1;
+  s->used[s->n] = pt_calloc((size_t)s->files[s->n].n_tensors + 1, 1);
+  s->n++;
+  return 0;
+}
+
+/* Every shard model.safetensors.index.json's weight_map names. */
+static int source_open_index(hf_source *s, const char *dir, const char *index, char *err,
+                             size_t errsz) {
+  FILE *f = fopen(index, "rb");
+  char *text = NULL;
+  long len = -1;
+  if (f && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+    text = pt_calloc((size_t)len + 1, 1);
+    if (fread(text, 1, (size_t)len, f) != (size_t)len) len = -1;
+  }
+  if (f) fclose(f);
+  cJSON *root = len >= 0 ? cJSON_Parse(text) : NULL;
+  free(text);
+  const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+  int rc = 0;
+  if (!cJSON_IsObject(map)) {
+    snprintf(err, errsz, "%s: weight_map: missing or not an object (is the index complete?)", index);
+    rc = -1;
+  }
+  const cJSON *it;
+  cJSON_ArrayForEach(it, map) {
+    if (rc != 0) break;
+    if (!cJSON_IsString(it) || strchr(it->valuestring, '/')) {
+      snprintf(err, errsz, "%s: weight_map: '%s' does not name a shard file in %s", index,
+               it->string, dir);
+      rc = -1;
+      break;
+    }
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, it->valuestring);
+    rc = source_add(s, path, err, errsz);
+  }
+  cJSON_Delete(root);
+  return rc;
+}
+
+static int source_open(hf_source *s, const char *dir, char *err, size_t errsz) {
+  memset(s, 0, sizeof *s);
+  char one[4200], index[4200];
+  snprintf(one, sizeof one, "%s/model.safetensors", dir);
+  snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
+  if (access(one, F_OK) == 0) return source_add(s, one, err, errsz);
+  if (access(index, F_OK) == 0) return source_open_index(s, dir, index, err, errsz);
+  snprintf(err, errsz, "%s: no model.safetensors nor model.safetensors.index.json (only "
+           "safetensors weights are read; save the model with safe_serialization=True)", dir);
+  return -1;
+}
+
+/* The tensor `name` (GPT-2 files saved without the "transformer." prefix also match). */
+static const st_tensor *source_find(hf_source *s, const char *name, int *file) {
+  for (int pass = 0; pass < 2; pass++) {
+    const char *n = name;
+    if (pass == 1 && strncmp(name, "transformer.", 12) != 0) break;
+    if (pass == 1) n = name + 12;
+    for (int i = 0; i < s->n; i++) {
+      const st_tensor *t = st_find(&s->files[i], n);
+      if (t) {
+        *file = i;
+        s->used[i][t - s->files[i].tensors] = 1;
+        return t;
+      }
+    }
+  }
+  return NULL;
+}
+
+static int find_pt_tensor(const pt_model *m, const char *name) {
+  for (int i = 0; i < m->n_tensors; i++)
+    if (!strcmp(m->tensors[i].name, name)) return i;
+  return -1;
+}
+
+static int import_one(hf_source *s, const hf_config *c, pt_model *m, const hf_name *nm, int b,
+                      const char *dir, char *err, size_t errsz) {
+  int li = hf_role_layer(c->arch->family, nm->role, b, (int)c->layers);
+  char pt[256], hf[256];
+  snprintf(pt, sizeof pt, "%d.%s", li, nm->pt);
+  snprintf(hf, sizeof hf, nm->hf, b);
+  int ti = find_pt_tensor(m, pt);
+  if (ti < 0) {
+    if (nm->role == HF_ROLE_HEAD && c->tied) return 0; /* stored once, as the embedding */
+    snprintf(err, errsz, "%s: pipetrain's %s layer %d has no tensor '%s' for '%s' (does this build's "
+             "layer match docs/checkpoint.md?)", dir, m->spec->layers[li].type, li, pt, hf);
+    return -1;
+  }
+  int fi = -1;
+  const st_tensor *t = source_find(s, hf, &fi);
+  if (!t) {
+    snprintf(err, errsz, "%s: tensor '%s' is missing from the model's safetensors", dir, hf);
+    return -1;
+  }
+  const pt_tensor *pt_t = &m->tensors[ti];
+  const pt_param_desc *d = &m->layers[pt_t->layer].params[pt_t->param];
+  float *dst = m->host_params + pt_t->offset;
+  if (!nm->transpose) return st_read_as_f32(&s->files[fi], t, d->ndim, d->shape, dst, err, errsz);
+  int64_t rows = d->shape[0], cols = d->shape[1], shape[2] = {cols, rows};
+  float *tmp = pt_calloc((size_t)(rows * cols), sizeof *tmp);
+  int rc = st_read_as_f32(&s->files[fi], t, 2, shape, tmp, err, errsz);
+  for (int64_t i = 0; rc == 0 && i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) dst[i * cols + j] = tmp[j * rows + i];
+  free(tmp);
+  return rc;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* A tensor nothing used is a weight pipetrain's layers have no place for (a bias, a layer
+ * beyond num_hidden_layers): refused rather than silently dropped. */
+static int check_all_used(const hf_source *s, const hf_config *c, char *err, size_t errsz) {
+  for (int i = 0; i < s->n; i++)
+    for (int k = 0; k < s->files[i].n_tensors; k++) {
+      const char *name = s->files[i].tensors[k].name;
+      int ok = s->used[i][k] || (c->tied && !strcmp(name, "lm_head.weight"));
+      for (const char *const *ig = c->arch->ignored; !ok && *ig; ig++) ok = ends_with(name, *ig);
+      if (!ok) {
+        snprintf(err, errsz, "%s: tensor '%s' has no place in pipetrain's %s layers (%s)",
+                 s->files[i].path, name, c->arch->family == HF_GPT2 ? "GPT-2" : "llama_block",
+                 c->arch->family == HF_LLAMA && strstr(name, "bias") ? "llama_block has no biases"
+                                                                     : "not in the mapping");
+        return -1;
+      }
+    }
+  return 0;
+}
+
+int hf_import_weights(const char *dir, const hf_config *c, pt_model *m, char *err, size_t errsz) {
+  hf_source s;
+  int rc = source_open(&s, dir, err, errsz);
+  for (int k = 0; rc == 0 && k < c->arch->n_names; k++) {
+    const hf_name *nm = &c->arch->names[k];
+    int n = nm->role == HF_ROLE_BLOCK ? (int)c->layers : 1;
+    for (int b = 0; rc == 0 && b < n; b++) rc = import_one(&s, c, m, nm, b, dir, err, errsz);
+  }
+  if (rc == 0) rc = check_all_used(&s, c, err, errsz);
+  source_close(&s);
+  return rc;
+}

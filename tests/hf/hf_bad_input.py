@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""hf_bad_input.py PIPE_CONVERT PIPE_TRAIN SPEC: what pipe_convert --from-hf / --to-hf cannot
+convert is refused with exit 2 and one line naming the file and the config key or tensor.
+Needs only Python's standard library (the safetensors files are written by hand here)."""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+PIPE_CONVERT, PIPE_TRAIN, MLP_SPEC = sys.argv[1:4]
+failures = []
+
+GPT2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 11,
+        "n_positions": 8, "n_embd": 8, "n_layer": 1, "n_head": 2, "n_inner": None,
+        "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+        "tie_word_embeddings": True}
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 11,
+         "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+         "num_attention_heads": 2, "num_key_value_heads": 1, "hidden_act": "silu",
+         "max_position_embeddings": 8, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+         "rope_scaling": None, "attention_bias": False, "tie_word_embeddings": False}
+
+
+def safetensors(path, tensors):
+    """tensors: {name: (shape, float list)} as F32."""
+    header, data = {}, b""
+    for name, (shape, values) in tensors.items():
+        raw = struct.pack(f"<{len(values)}f", *values)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+
+
+def gpt2_tensors():
+    """Every tensor of GPT2 above (1 block, n_embd 8), zeros."""
+    shapes = {"wte.weight": [11, 8], "wpe.weight": [8, 8], "ln_f.weight": [8], "ln_f.bias": [8]}
+    for k, v in {"ln_1.weight": [8], "ln_1.bias": [8], "attn.c_attn.weight": [8, 24],
+                 "attn.c_attn.bias": [24], "attn.c_proj.weight": [8, 8], "attn.c_proj.bias": [8],
+                 "ln_2.weight": [8], "ln_2.bias": [8], "mlp.c_fc.weight": [8, 32],
+                 "mlp.c_fc.bias": [32], "mlp.c_proj.weight": [32, 8], "mlp.c_proj.bias": [8]}.items():
+        shapes["h.0." + k] = v
+    out = {}
+    for k, shape in shapes.items():
+        n = 1
+        for d in shape:
+            n *= d
+        out["transformer." + k] = (shape, [0.0] * n)
+    return out
+
+
+def model_dir(root, name, config, tensors=None):
+    d = os.path.join(root, name)
+    os.makedirs(d)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config, f)
+    if tensors is not None:
+        safetensors(os.path.join(d, "model.safetensors"), tensors)
+    return d
+
+
+def expect(what, cmd, *needles):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    lines = r.stderr.strip().splitlines()
+    ok = r.returncode == 2 and len(lines) == 1 and all(n in lines[0] for n in needles)
+    print(("ok    " if ok else "FAIL  ") + f"{what}: exit {r.returncode}: {r.stderr.strip()}")
+    if not ok:
+        failures.append(what)
+        print(f"      expected exit 2 and one line containing {needles}")
+
+
+def from_hf(d, root):
+    return [PIPE_CONVERT, "--from-hf", d, "--out", os.path.join(root, "ck"), "--spec-out",
+            os.path.join(root, "s.yaml")]
+
+
+def main():
+    root = tempfile.mkdtemp(prefix="hf_bad_")
+    wte = {"transformer.wte.weight": ([11, 8], [0.0] * 88)}
+    d = model_dir(root, "bert", {**GPT2, "architectures": ["BertForMaskedLM"]}, wte)
+    expect("unknown architecture", from_hf(d, root), f"{d}/config.json", "architectures",
+           "BertForMaskedLM")
+    d = model_dir(root, "rope", {**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": 2.0}})
+    expect("rope_scaling set", from_hf(d, root), f"{d}/config.json", "rope_scaling")
+    d = model_dir(root, "rope5", {**LLAMA, "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}})
+    expect("rope_parameters not default", from_hf(d, root), f"{d}/config.json", "rope_parameters")
+    d = model_dir(root, "bias", {**LLAMA, "attention_bias": True})
+    expect("attention_bias true", from_hf(d, root), f"{d}/config.json", "attention_bias")
+    d = model_dir(root, "act", {**LLAMA, "hidden_act": "gelu"})
+    expect("hidden_act not silu", from_hf(d, root), f"{d}/config.json", "hidden_act")
+    d = model_dir(root, "hd", {**LLAMA, "head_dim": 8})
+    expect("head_dim != hidden/heads", from_hf(d, root), f"{d}/config.json", "head_dim")
+    d = model_dir(root, "mistral", {**LLAMA, "architectures": ["MistralForCausalLM"],
+                                    "sliding_window": 4})
+    expect("Mistral sliding_window < seq_len", from_hf(d, root), f"{d}/config.json",
+           "sliding_window")
+    d = model_dir(root, "eps", {**GPT2, "layer_norm_epsilon": 1e-6})
+    expect("GPT-2 layer_norm_epsilon", from_hf(d, root), f"{d}/config.json", "layer_norm_epsilon")
+    d = model_dir(root, "inner", {**GPT2, "n_inner": 16})
+    expect("GPT-2 n_inner", from_hf(d, root), f"{d}/config.json", "n_inner")
+    d = model_dir(root, "shard", GPT2)
+    safetensors(os.path.join(d, "model-00001-of-00002.safetensors"), wte)
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"weight_map": {"transformer.wte.weight": "model-00001-of-00002.safetensors",
+                                  "transformer.wpe.weight": "model-00002-of-00002.safetensors"}}, f)
+    expect("missing shard", from_hf(d, root), f"{d}/model-00002-of-00002.safetensors")
+    d = model_dir(root, "trunc", GPT2, wte)
+    path = os.path.join(d, "model.safetensors")
+    os.truncate(path, os.path.getsize(path) - 10)
+    expect("truncated safetensors", from_hf(d, root), path)
+    d = model_dir(root, "shape", GPT2, {"transformer.wte.weight": ([8, 11], [0.0] * 88)})
+    expect("wrong shape", from_hf(d, root), f"{d}/model.safetensors", "transformer.wte.weight")
+    d = model_dir(root, "extra", GPT2, {**gpt2_tensors(),
+                                        "transformer.h.0.attn.q_norm.weight": ([8], [0.0] * 8)})
+    expect("a tensor with no place", from_hf(d, root), f"{d}/model.safetensors",
+           "transformer.h.0.attn.q_norm.weight")
+    full = gpt2_tensors()
+    del full["transformer.ln_f.bias"]
+    d = model_dir(root, "missing", GPT2, full)
+    expect("a missing tensor", from_hf(d, root), d, "transformer.ln_f.bias")
+    d = model_dir(root, "nojson", GPT2)
+    expect("no weights", from_hf(d, root), d, "model.safetensors")
+    # --to-hf of a model that is neither GPT-2 nor Llama shaped
+    ck = os.path.join(root, "mlp-ck")
+    r = subprocess.run([PIPE_TRAIN, MLP_SPEC, "--sequential", "--quiet", "--set",
+                        "train.steps=1", "--save", ck], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stdout, r.stderr)
+        failures.append("saving the MLP checkpoint")
+    else:
+        expect("--to-hf of an MLP", [PIPE_CONVERT, ck, "--to-hf", os.path.join(root, "out")],
+               "layer 0 (linear)")
+        expect("--gather-hf of an MLP", [PIPE_TRAIN, MLP_SPEC, "--sequential", "--quiet",
+                                         "--set", "train.steps=1", "--gather-hf",
+                                         os.path.join(root, "out")], "layer 0 (linear)")
+    subprocess.run(["rm", "-rf", root])
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        sys.exit(1)
+    print("hf_bad_input: every bad input refused with one line")
+
+
+main()

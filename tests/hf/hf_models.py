@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""hf_models.py FAMILY PIPE_TRAIN PIPE_CONVERT: pipe_convert's Hugging Face import and export, checked against
+transformers itself on a tiny random model it makes on the spot (FAMILY gpt2 or llama).
+
+  1. import; pipetrain's loss on step 0's batch equals transformers' to 1e-5 relative
+  2. 10 steps pipelined (2 stages, mpirun) and sequential: --gather files equal byte for byte,
+     --gather-hf directories too
+  3. export (pipe_convert --to-hf); transformers loads it with no missing, unexpected or
+     mismatched keys, and its loss on step 10's batch equals pipetrain's to 1e-5 relative;
+     the export equals --gather-hf's byte for byte
+  4. HF -> pipetrain -> HF without training is bitwise for fp32 weights
+  5. bf16 and fp16 weights import as exactly their float32 values
+Exit 77 (skipped) when torch or transformers is missing, or (llama) when this build has no
+llama_block layer."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+try:
+    import numpy as np
+    import torch
+    import transformers
+    from safetensors.torch import load_file
+except ImportError as exc:
+    print(f"SKIP: {exc.name} is not importable by {sys.executable} (scripts/install-python.sh "
+          "installs torch, transformers, safetensors, numpy)")
+    sys.exit(SKIP)
+
+FAMILY, PIPE_TRAIN, PIPE_CONVERT = sys.argv[1:4]
+VOCAB, T, MBS, MB = 101, 16, 2, 4
+G = MBS * MB
+RTOL = 1e-5
+failures = []
+
+
+def check(ok, what):
+    print(("ok    " if ok else "FAIL  ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        print("command failed:", " ".join(cmd), "\n", r.stdout, r.stderr)
+        sys.exit(1)
+    return r
+
+
+def make_model(out):
+    torch.manual_seed(1234)
+    if FAMILY == "gpt2":
+        cfg = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB,
+                                      n_positions=T, bos_token_id=0, eos_token_id=0)
+        model = transformers.GPT2LMHeadModel(cfg)
+    else:
+        cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                       num_hidden_layers=2, num_attention_heads=4,
+                                       num_key_value_heads=2, max_position_embeddings=T,
+                                       rope_theta=10000.0, tie_word_embeddings=False,
+                                       bos_token_id=0, eos_token_id=0)
+        model = transformers.LlamaForCausalLM(cfg)
+    with torch.no_grad():  # LayerNorm / RMSNorm weights away from 1, biases away from 0
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    model.save_pretrained(out)
+    return model
+
+
+def batch(tokens, step):
+    """The rows pipetrain's data reader gives step `step` (engine/data.h)."""
+    n = len(tokens)
+    rows = [((step * G + j) * T) % (n - T) for j in range(G)]
+    x = np.stack([tokens[o:o + T] for o in rows]).astype(np.int64)
+    y = np.stack([tokens[o + 1:o + T + 1] for o in rows]).astype(np.int64)
+    return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def hf_loss(model, tokens, step):
+    x, y = batch(tokens, step)
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=x).logits.double()
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1)).item()
+
+
+def pt_loss(spec, sets, ckpt, step, work):
+    """pipetrain's loss of step `step` continuing from ckpt (sequential, lr irrelevant)."""
+    metrics = os.path.join(work, f"m{step}.jsonl")
+    run([PIPE_TRAIN, spec, "--sequential", "--quiet", "--load", ckpt, "--metrics", metrics,
+         *sets, "--set", f"train.steps={step + 1}"])
+    lines = [json.loads(l) for l in open(metrics)]
+    return lines[-1]["loss"]
+
+
+def close(a, b):
+    return abs(a - b) <= RTOL * abs(b)
+
+
+def same_tensors(a_dir, b, what, exact_from=None):
+    a = load_file(os.path.join(a_dir, "model.safetensors"))
+    ok = set(a) == set(b)
+    for k in b:
+        want = b[k].float() if exact_from else b[k]
+        ok = ok and k in a and a[k].dtype == torch.float32 and torch.equal(a[k], want)
+    check(ok, what)
+
+
+def load_checked(d, what):
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(
+        d, output_loading_info=True)
+    bad = {k: v for k, v in info.items() if v}
+    check(not bad, f"{what}: transformers loads it with no missing/unexpected keys {bad or ''}")
+    return model
+
+
+def main():
+    work = tempfile.mkdtemp(prefix=f"hf_{FAMILY}_")
+    try:
+        steps(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        sys.exit(1)
+    print(f"hf_models {FAMILY}: all checks passed")
+
+
+def steps(work):
+    hf = os.path.join(work, "hf")
+    model = make_model(hf)
+    orig = load_file(os.path.join(hf, "model.safetensors"))
+    rng = np.random.default_rng(7)
+    tokens = rng.integers(0, VOCAB, size=3000, dtype=np.uint16)
+    data = os.path.join(work, "tokens.u16")
+    tokens.tofile(data)
+    spec, ck = os.path.join(work, "model.yaml"), os.path.join(work, "ck")
+    r = subprocess.run([PIPE_CONVERT, "--from-hf", hf, "--out", ck, "--spec-out", spec],
+                       capture_output=True, text=True)
+    if r.returncode != 0 and "unknown layer type 'llama_block'" in r.stderr:
+        print(f"SKIP: layer type llama_block not in this build ({r.stderr.strip()})")
+        sys.exit(SKIP)
+    check(r.returncode == 0, f"pipe_convert --from-hf: {r.stderr.strip()}")
+    if r.returncode != 0:
+        return
+    sets = ["--set", f"data.path={data}", "--set", f"train.micro_batch_size={MBS}",
+            "--set", f"train.micro_batches={MB}", "--set", "train.optimizer.lr=3.0e-3",
+            "--set", "pipeline.stages=2"]
+    # 1. the imported model's loss
+    a, b = pt_loss(spec, sets, ck, 0, work), hf_loss(model, tokens, 0)
+    check(close(a, b), f"import: pipetrain loss {a:.9g} vs transformers {b:.9g} (rtol {RTOL})")
+    # 2. 10 steps, pipelined and sequential
+    outs = {}
+    for mode in ("seq", "p2"):
+        pre = [] if mode == "seq" else ["timeout", "300", "mpirun", "-np", "2", "--oversubscribe"]
+        flag = ["--sequential"] if mode == "seq" else []
+        g, ghf, save = (os.path.join(work, f"{x}-{mode}") for x in ("gather", "hf", "ck10"))
+        run(pre + [PIPE_TRAIN, spec, *flag, "--quiet", "--load", ck, *sets, "--set",
+                   "train.steps=10", "--gather", g, "--gather-hf", ghf, "--save", save])
+        outs[mode] = (g, ghf, save)
+    same = lambda f1, f2: open(f1, "rb").read() == open(f2, "rb").read()
+    check(same(outs["seq"][0], outs["p2"][0]), "10 steps: pipelined --gather == sequential")
+    check(same(os.path.join(outs["seq"][1], "model.safetensors"),
+               os.path.join(outs["p2"][1], "model.safetensors")),
+          "10 steps: pipelined --gather-hf == sequential")
+    # 3. export and transformers' loss on the next batch
+    out = os.path.join(work, "export")
+    run([PIPE_CONVERT, outs["p2"][2], "--to-hf", out])
+    check(same(os.path.join(out, "model.safetensors"),
+               os.path.join(outs["seq"][1], "model.safetensors")),
+          "--to-hf of the trained checkpoint == --gather-hf")
+    trained = load_checked(out, "export")
+    a, b = pt_loss(spec, sets, outs["p2"][2], 10, work), hf_loss(trained, tokens, 10)
+    check(close(a, b), f"export: pipetrain loss {a:.9g} vs transformers {b:.9g} at step 10")
+    check(not close(a, hf_loss(model, tokens, 10)), "training changed the loss")
+    # 4. HF -> pipetrain -> HF
+    back = os.path.join(work, "back")
+    run([PIPE_CONVERT, ck, "--to-hf", back])
+    same_tensors(back, orig, "HF -> pipetrain -> HF is bitwise for fp32 weights")
+    load_checked(back, "round trip")
+    # 5. shards (model.safetensors.index.json) and half-precision weights
+    sharded = os.path.join(work, "hf-sharded")
+    model.save_pretrained(sharded, max_shard_size="20KB")
+    n_shards = len([f for f in os.listdir(sharded) if f.endswith(".safetensors")])
+    ck3, back3 = os.path.join(work, "ck-sharded"), os.path.join(work, "back-sharded")
+    run([PIPE_CONVERT, "--from-hf", sharded, "--out", ck3, "--spec-out",
+         os.path.join(work, "sharded.yaml")])
+    run([PIPE_CONVERT, ck3, "--to-hf", back3])
+    same_tensors(back3, orig, f"{n_shards} shards import bitwise")
+    for dt in (torch.bfloat16, torch.float16):
+        low = os.path.join(work, f"hf-{dt}")
+        model.to(dt).save_pretrained(low)
+        lowt = load_file(os.path.join(low, "model.safetensors"))
+        ck2, back2 = os.path.join(work, f"ck-{dt}"), os.path.join(work, f"back-{dt}")
+        run([PIPE_CONVERT, "--from-hf", low, "--out", ck2, "--spec-out",
+             os.path.join(work, "low.yaml")])
+        run([PIPE_CONVERT, ck2, "--to-hf", back2])
+        same_tensors(back2, lowt, f"{dt} weights import as their exact float32 values", True)
+        model.float()
+
+
+main()
