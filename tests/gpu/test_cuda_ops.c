@@ -964,10 +964,18 @@ static void test_layer_tables(kernels_gpu *kg, const pt_layer *L, int B, int T, 
   pt_layer Lc = *L, Lg = *L;
   Lc.k = &kernels_cpu;
   Lg.k = &kg->table;
+  /* the layer's tensors in one block each, in order, 16-float aligned: the model's layout
+   * (llama_block multiplies by its stacked q|k|v and gate|up tensors) */
+  int64_t total = 0, off = 0;
+  for (int p = 0; p < L->n_params; p++) total += (L->params[p].numel + 15) & ~(int64_t)15;
+  float *cg = hnew(sizeof(float) * (size_t)total), *gw = dnew(sizeof(float) * (size_t)total);
+  float *gg = dnew(sizeof(float) * (size_t)total);
   for (int p = 0; p < L->n_params; p++) {
-    Lc.g[p] = hnew(sizeof(float) * (size_t)L->params[p].numel);
-    Lg.w[p] = upf(L->w[p], L->params[p].numel);
-    Lg.g[p] = dnew(sizeof(float) * (size_t)L->params[p].numel);
+    Lc.g[p] = cg + off;
+    Lg.w[p] = gw + off;
+    Lg.g[p] = gg + off;
+    setf(Lg.w[p], L->w[p], L->params[p].numel);
+    off += (L->params[p].numel + 15) & ~(int64_t)15;
   }
   pt_io c = {&kernels_cpu, B, T, in, hnew(sizeof(float) * n_out),
              hnew(layer_saved_bytes(L, &kernels_cpu, B, T)),
@@ -997,14 +1005,8 @@ static void test_layer_tables(kernels_gpu *kg, const pt_layer *L, int B, int T, 
   scope_end();
 }
 
-static void test_tables(kernels_gpu *kg) {
-  expect_table_complete(&kernels_cpu);
-  expect_table_complete(&kg->table);
-  static const char yaml[] =
-      "model: {vocab: 97, seq_len: 64, dim: 96, heads: 3}\n"
-      "layers:\n  - embedding: {}\n  - pos_embedding: {}\n  - transformer_block: {}\n"
-      "  - layernorm: {}\n  - linear: {out: 160}\n  - relu: {}\n  - linear: {bias: false}\n"
-      "  - gelu: {}\n  - lm_head: {}\n";
+/* Every layer of the model yaml describes, through both tables. */
+static void test_model_tables(kernels_gpu *kg, const char *yaml) {
   pt_spec s;
   pt_model m;
   spec_errors e = {0};
@@ -1015,6 +1017,22 @@ static void test_tables(kernels_gpu *kg) {
   }
   model_alloc_on(&m, 0, m.n_layers, device_host()); /* initialised parameters, on the host */
   for (int li = 0; li < m.n_layers; li++) test_layer_tables(kg, &m.layers[li], 3, 64, 97);
+  model_free(&m);
+  spec_free(&s);
+}
+
+static void test_tables(kernels_gpu *kg) {
+  expect_table_complete(&kernels_cpu);
+  expect_table_complete(&kg->table);
+  test_model_tables(kg,
+      "model: {vocab: 97, seq_len: 64, dim: 96, heads: 3}\n"
+      "layers:\n  - embedding: {}\n  - pos_embedding: {}\n  - transformer_block: {}\n"
+      "  - layernorm: {}\n  - linear: {out: 160}\n  - relu: {}\n  - linear: {bias: false}\n"
+      "  - gelu: {}\n  - lm_head: {}\n");
+  test_model_tables(kg,
+      "model: {vocab: 97, seq_len: 64, dim: 96, heads: 6}\n"
+      "layers:\n  - embedding: {}\n  - llama_block: {kv_heads: 2, ffn_dim: 160}\n"
+      "  - rmsnorm: {}\n  - lm_head: {}\n");
 
   /* the entries that bring a result back through the table's own device buffers */
   int64_t n = 100003;
@@ -1037,8 +1055,6 @@ static void test_tables(kernels_gpu *kg) {
   expect_close("table loss dy", "N=37 F=11", downf(d_dy, (int64_t)N * F), dyc, (int64_t)N * F,
                TOL_DEFAULT);
   scope_end();
-  model_free(&m);
-  spec_free(&s);
 }
 
 int main(void) {
