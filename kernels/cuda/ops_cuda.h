@@ -46,10 +46,11 @@ void cuda_op_gelu_forward(gpu_ctx *g, float *y, const float *x, int64_t n);
 void cuda_op_gelu_backward(gpu_ctx *g, float *dx, const float *dy, const float *x, int64_t n);
 void cuda_op_relu_forward(gpu_ctx *g, float *y, const float *x, int64_t n);
 void cuda_op_relu_backward(gpu_ctx *g, float *dx, const float *dy, const float *x, int64_t n);
-/* Causal attention, fused (ops_attention_flash_fwd.cu, _bwd.cu): the T x T scores live only
- * tile by tile in shared memory. Forward writes o and saves lse[B,H,T], each row's log-sum-exp
- * of the scaled scores (cuda_op_attention_saved_floats: B*H*T); backward recomputes the
- * probabilities from qkv and lse and also reads forward's o. scratch: none
+/* Causal grouped-query attention (kernels.h: qkv [B,T,d + 2*KVH*hd], H query heads over KVH
+ * kv heads; KVH == H is multi-head), fused (ops_attention_flash_fwd.cu, _bwd.cu): the T x T
+ * scores live only tile by tile in shared memory. Forward writes o and saves lse[B,H,T], each
+ * row's log-sum-exp of the scaled scores (cuda_op_attention_saved_floats: B*H*T); backward
+ * recomputes the probabilities from qkv and lse and also reads forward's o. scratch: none
  * (cuda_op_attention_scratch_floats is 0; NULL is fine). Head dims up to 256 (pt_fatal above). */
 int64_t cuda_op_attention_saved_floats(int B, int T, int d, int H, int KVH);
 int64_t cuda_op_attention_scratch_floats(int B, int T, int d, int H, int KVH);
