@@ -3,7 +3,7 @@
  * Two types, the two ways a layer can be written:
  *   residual_linear  y = x + x W^T + b, written only against the kernel table io->k
  *                    (kernels_only): runs on every device, GPUs included;
- *   rmsnorm          y = x / sqrt(mean(x^2) + eps) * weight, with loops of its own on the
+ *   my_rmsnorm       y = x / sqrt(mean(x^2) + eps) * weight, with loops of its own on the
  *                    host: runs on pipeline.device cpu (and emulated), refused on a gpu.
  * Registers both and trains examples/custom_layer.yaml, which uses them.
  *   custom_layer [SPEC] [--set KEY=VALUE ...]
@@ -55,11 +55,11 @@ static const pt_layer_type residual_linear_type = {
     .backward_weight = rl_backward_weight,
 };
 
-/* --- rmsnorm: host loops over io's buffers (kernels_only stays 0: cpu and emulated only) -- */
+/* --- my_rmsnorm: host loops over io's buffers (kernels_only stays 0: cpu and emulated only) */
 
 /* saved: rstd[N], written by forward and read by both backward halves */
 static void rms_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
-  if (s->in_tokens) spec_error(e, s->args, 0, "rmsnorm needs float features");
+  if (s->in_tokens) spec_error(e, s->args, 0, "my_rmsnorm needs float features");
   L->farg[0] = spec_get_num(s->args, "eps", 0, 1e-6, 0.0, 1.0, e);
   L->out_dim = s->in_dim;
   layer_add_param(L, "weight", 1, s->in_dim, 0, 0, 0);
@@ -104,7 +104,7 @@ static void rms_backward_weight(pt_layer *L, const pt_io *io) {
 }
 
 static const pt_layer_type rmsnorm_type = {
-    .name = "rmsnorm",
+    .name = "my_rmsnorm",
     .kernels_only = 0, /* the loops above read io's buffers on the host */
     .configure = rms_configure,
     .saved_bytes = rms_saved,
@@ -138,7 +138,7 @@ int main(int argc, char **argv) {
   trainer_step(&t, &first);
   last = first;
   while (t.part.step < spec.train.steps) trainer_step(&t, &last);
-  printf("custom_layer: residual_linear + rmsnorm model, loss %.4f -> %.4f over %lld steps\n",
+  printf("custom_layer: residual_linear + my_rmsnorm model, loss %.4f -> %.4f over %lld steps\n",
          first.loss, last.loss, (long long)t.part.step);
   int ok = last.loss < first.loss - 0.5;
   trainer_free(&t);

@@ -93,20 +93,46 @@ struct pt_kernels {
                                     const float *x, const float *mean, const float *rstd, int N,
                                     int D);
 
-  /* Causal multi-head attention: qkv[B,T,3d] (q | k | v, head j in columns j*d/H..), output
-   * o[B,T,d]. Forward writes into `saved` what its backward needs, attention_saved_floats(B, T,
-   * d, H) floats whose meaning is the table's own: the CPU keeps the probabilities [B,H,T,T]
+  /* Causal grouped-query attention, H query heads of hd = d/H dims and KVH kv heads (KVH
+   * divides H; KVH == H is multi-head attention): qkv[B,T,d + 2*KVH*hd] = q (H*hd) | k (KVH*hd)
+   * | v (KVH*hd), query head h in columns h*hd.. reading kv head h / (H/KVH); output o[B,T,d];
+   * scores scaled by 1/sqrt(hd). dK, dV of a kv head sum its query heads in head order.
+   * Forward writes into `saved` what its backward needs, attention_saved_floats(B, T, d, H, KVH)
+   * floats whose meaning is the table's own: the CPU keeps the probabilities [B,H,T,T]
    * (zero above the diagonal), the GPU's fused kernels the log-sum-exp of each row [B,H,T] and
    * recompute the probabilities in backward. backward reads the same `saved` and forward's o.
    * A micro-batch's saved state is only valid for the table that wrote it.
-   * scratch: attention_scratch_floats(B, T, d, H) floats (0: scratch may be NULL). */
-  int64_t (*attention_saved_floats)(const pt_kernels *k, int B, int T, int d, int H);
-  int64_t (*attention_scratch_floats)(const pt_kernels *k, int B, int T, int d, int H);
+   * scratch: attention_scratch_floats(B, T, d, H, KVH) floats (0: scratch may be NULL). */
+  int64_t (*attention_saved_floats)(const pt_kernels *k, int B, int T, int d, int H, int KVH);
+  int64_t (*attention_scratch_floats)(const pt_kernels *k, int B, int T, int d, int H, int KVH);
   void (*attention_forward)(const pt_kernels *k, float *o, float *saved, const float *qkv, int B,
-                            int T, int d, int H, float *scratch);
+                            int T, int d, int H, int KVH, float *scratch);
   void (*attention_backward)(const pt_kernels *k, float *dqkv, const float *dout,
                              const float *qkv, const float *o, const float *saved, int B, int T,
-                             int d, int H, float *scratch);
+                             int d, int H, int KVH, float *scratch);
+
+  /* RMSNorm over rows of D (Llama): y = x * rstd * w, rstd = 1/sqrt(sum(x^2)/D + eps), rstd[N]
+   * written for backward; backward_input: dx (=|+=) rstd * (dy*w - xhat * mean(dy*w*xhat)),
+   * xhat = x * rstd; backward_weight: dw += sum_n dy * xhat (rows in order). */
+  void (*rmsnorm_forward)(const pt_kernels *k, float *y, float *rstd, const float *x,
+                          const float *w, int N, int D, float eps);
+  void (*rmsnorm_backward_input)(const pt_kernels *k, float *dx, const float *dy, const float *x,
+                                 const float *w, const float *rstd, int N, int D, int acc);
+  void (*rmsnorm_backward_weight)(const pt_kernels *k, float *dw, const float *dy,
+                                  const float *x, const float *rstd, int N, int D);
+  /* Rotary position embedding in place on the q and k parts of qkv[B,T,(H + 2*KVH)*hd] (the
+   * attention's layout; v untouched), Hugging Face's rotate-half convention: position t of the
+   * sequence, pair (j, j + hd/2) of each head, j < hd/2, angle a = t * inv_freq[j] in float with
+   * inv_freq[j] = 1 / theta^(2j/hd) (float); c = cos a, s = sin a (rounded from double);
+   * dir = 1: x'[j] = x[j] c - x[j+hd/2] s,  x'[j+hd/2] = x[j+hd/2] c + x[j] s;
+   * dir = -1: the transpose (angle -a), which backward applies to a gradient. hd even. */
+  void (*rope)(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, int hd,
+               float theta, int dir);
+  /* SwiGLU: gu[N,2F] = gate (F) | up (F) per row; y[N,F] = silu(gate) * up, silu(g) = g /
+   * (1 + exp(-g)); backward: dgu[N,2F] = d/dgate | d/dup given dy[N,F]. */
+  void (*swiglu_forward)(const pt_kernels *k, float *y, const float *gu, int N, int F);
+  void (*swiglu_backward)(const pt_kernels *k, float *dgu, const float *dy, const float *gu,
+                          int N, int F);
 
   /* GELU (tanh approximation) and ReLU over n elements; backward: dx = dy * f'(x). */
   void (*gelu_forward)(const pt_kernels *k, float *y, const float *x, int64_t n);
@@ -184,8 +210,9 @@ struct pt_kernels {
   X(linear_forward) X(linear_forward_residual) X(linear_backward_input)                           \
   X(linear_backward_weight) X(layernorm_forward) X(layernorm_backward_input)                      \
   X(layernorm_backward_weight) X(attention_saved_floats) X(attention_scratch_floats)              \
-  X(attention_forward) X(attention_backward) X(gelu_forward) X(gelu_backward) X(relu_forward)    \
-  X(relu_backward)                                                                                \
+  X(attention_forward) X(attention_backward) X(rmsnorm_forward) X(rmsnorm_backward_input)         \
+  X(rmsnorm_backward_weight) X(rope) X(swiglu_forward) X(swiglu_backward)                        \
+  X(gelu_forward) X(gelu_backward) X(relu_forward) X(relu_backward)                               \
   X(embedding_forward) X(embedding_backward) X(pos_forward) X(pos_backward_weight) X(copy)        \
   X(add) X(add_inplace) X(colsum_acc) X(scale) X(loss) X(optimizer) X(optimizer_chunks)           \
   X(sumsq) X(all_finite)                                                                          \

@@ -12,6 +12,8 @@ extern const pt_layer_type layer_type_linear;
 extern const pt_layer_type layer_type_gelu;
 extern const pt_layer_type layer_type_relu;
 extern const pt_layer_type layer_type_lm_head;
+extern const pt_layer_type layer_type_rmsnorm;
+extern const pt_layer_type layer_type_llama_block;
 
 /* Shared by configure functions: the model's `dim`, or an error naming the layer when unset. */
 int64_t layer_require_model_int(const pt_layer_setup *s, int64_t value, const char *key,

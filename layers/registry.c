@@ -66,7 +66,8 @@ void layer_register_builtins(void) {
   static const pt_layer_type *const builtins[] = {
       &layer_type_embedding, &layer_type_pos_embedding, &layer_type_transformer_block,
       &layer_type_layernorm, &layer_type_linear,        &layer_type_gelu,
-      &layer_type_relu,      &layer_type_lm_head,
+      &layer_type_relu,      &layer_type_lm_head,      &layer_type_rmsnorm,
+      &layer_type_llama_block,
   };
   /* Only fill in what is missing, so a user's registered override of a built-in survives. */
   for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)

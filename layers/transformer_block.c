@@ -30,7 +30,7 @@ static void block_saved_sizes(int64_t N, int64_t d, int64_t attn, int64_t sizes[
 }
 
 static int64_t block_attn_floats(const pt_layer *L, const pt_kernels *k, int B, int T) {
-  return k->attention_saved_floats(k, B, T, L->out_dim, (int)L->iarg[0]);
+  return k->attention_saved_floats(k, B, T, L->out_dim, (int)L->iarg[0], (int)L->iarg[0]);
 }
 
 /* Points v's fields into saved (layer_saved_bytes(L, k, B, T) bytes) for a micro-batch of
@@ -60,7 +60,7 @@ static size_t block_saved_bytes(const pt_layer *L, int B, int T) {
 /* backward_input's dg[N,4d] and datty[N,d], then the attention's scratch (forward's at 0). */
 static size_t block_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T) {
   int64_t N = (int64_t)B * T, d = L->out_dim;
-  int64_t attn = k->attention_scratch_floats(k, B, T, (int)d, (int)L->iarg[0]);
+  int64_t attn = k->attention_scratch_floats(k, B, T, (int)d, (int)L->iarg[0], (int)L->iarg[0]);
   return sizeof(float) * (size_t)(4 * N * d + N * d + attn + 64);
 }
 
@@ -105,7 +105,7 @@ static void block_forward(pt_layer *L, const pt_io *io) {
   block_views(L, k, B, T, io->saved, &s);
   k->layernorm_forward(k, s.xln1, s.mean1, s.rstd1, x, w[LN1_W], w[LN1_B], N, d, 1e-5f);
   k->linear_forward(k, s.qkv, s.xln1, w[QKV_W], w[QKV_B], N, d, 3 * d);
-  k->attention_forward(k, s.atty, s.attn, s.qkv, B, T, d, H, io->scratch);
+  k->attention_forward(k, s.atty, s.attn, s.qkv, B, T, d, H, H, io->scratch);
   k->linear_forward_residual(k, s.x1, x, s.atty, w[PROJ_W], w[PROJ_B], N, d, d);
   k->layernorm_forward(k, s.xln2, s.mean2, s.rstd2, s.x1, w[LN2_W], w[LN2_B], N, d, 1e-5f);
   k->linear_forward(k, s.h, s.xln2, w[FC_W], w[FC_B], N, d, 4 * d);
@@ -127,7 +127,7 @@ static void block_backward_input(pt_layer *L, const pt_io *io) {
   k->copy(k, s.dx1, dy, (int64_t)N * d);
   k->layernorm_backward_input(k, s.dx1, s.dxln2, s.x1, w[LN2_W], s.mean2, s.rstd2, N, d, 1);
   k->linear_backward_input(k, datty, s.dx1, w[PROJ_W], N, d, d, 0);
-  k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, B, T, d, H, attn_scratch);
+  k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, B, T, d, H, H, attn_scratch);
   k->linear_backward_input(k, s.dxln1, s.dqkv, w[QKV_W], N, d, 3 * d, 0);
   if (!io->din) return;
   k->copy(k, io->din, s.dx1, (int64_t)N * d);

@@ -54,6 +54,8 @@ learns mlp 40 60 "$pipe_train" examples/mlp.yaml --set train.steps=40
 learns uneven 30 120 mpirun -np 3 --oversubscribe "$pipe_train" examples/uneven.yaml
 learns gpt 2 120 "$pipe_train" examples/gpt.yaml --sequential --set train.steps=2 \
   --set train.micro_batches=1
+learns llama 10 120 mpirun -np 2 --oversubscribe "$pipe_train" examples/llama.yaml \
+  --set train.steps=10 --set train.micro_batch_size=4
 
 # The custom layer example has its own main: no --metrics; it prints "loss A -> B".
 t0=$SECONDS

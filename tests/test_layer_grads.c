@@ -105,10 +105,16 @@ typedef struct {
   ref_shape s;   /* model settings, input features and arguments, as the reference sees them */
   int out_arg;   /* linear: write `out:` (else the default, model.dim) */
   int bias_arg;  /* linear: -1 leave the default, else write `bias: true/false` */
-  int eps_arg;   /* layernorm: write `eps:` (else the default 1e-5) */
+  int eps_arg;   /* layernorm: write `eps:` (else the default 1e-5); rmsnorm, llama_block: write
+                    `eps:` from s.rms_eps (else the default 1e-6) */
   uint64_t seed; /* inputs, parameters, R and FD subsets */
-  char desc[160];
+  char desc[224];
 } lcase;
+
+/* The types whose `eps` is an RMSNorm's (ref_shape.rms_eps). */
+static int is_rms(const lcase *c) {
+  return !strcmp(c->type, "rmsnorm") || !strcmp(c->type, "llama_block");
+}
 
 static void describe(lcase *c) {
   char in[16] = "tokens";
@@ -118,7 +124,11 @@ static void describe(lcase *c) {
   size_t n = strlen(c->desc);
   if (c->out_arg) n += snprintf(c->desc + n, sizeof c->desc - n, " out=%d", c->s.out_dim);
   if (c->bias_arg >= 0) n += snprintf(c->desc + n, sizeof c->desc - n, " bias=%d", c->bias_arg);
-  if (c->eps_arg) snprintf(c->desc + n, sizeof c->desc - n, " eps=%g", c->s.eps);
+  if (c->eps_arg)
+    n += snprintf(c->desc + n, sizeof c->desc - n, " eps=%g", is_rms(c) ? c->s.rms_eps : c->s.eps);
+  if (!strcmp(c->type, "llama_block"))
+    snprintf(c->desc + n, sizeof c->desc - n, " kv_heads=%d ffn_dim=%d rope_theta=%g",
+             c->s.kv_heads, c->s.ffn_dim, c->s.rope_theta);
 }
 
 /* A random case of type: B 1..3, T 1..7 (seq_len T..T+3), dim 4..24 with heads | dim,
@@ -134,6 +144,7 @@ static lcase random_case(const char *type, uint64_t *rng) {
   c.s = ref_shape_default(rng_int(rng, 5, 13), c.T + rng_int(rng, 0, 3), dim, heads);
   c.bias_arg = -1;
   int free_in = !strcmp(type, "linear") || !strcmp(type, "layernorm") ||
+                !strcmp(type, "rmsnorm") ||
                 !strcmp(type, "gelu") || !strcmp(type, "relu");
   if (free_in) c.s.in_dim = rng_int(rng, 3, 20);
   if (!strcmp(type, "linear")) { /* explicit or default `out`, with or without bias */
@@ -145,6 +156,10 @@ static lcase random_case(const char *type, uint64_t *rng) {
   if (!strcmp(type, "layernorm") && rng_int(rng, 0, 1)) { /* a large eps changes the gradient */
     c.eps_arg = 1;
     c.s.eps = 0.1 * rng_unit(rng) + 1e-6;
+  }
+  if (!strcmp(type, "rmsnorm") && rng_int(rng, 0, 1)) {
+    c.eps_arg = 1;
+    c.s.rms_eps = 0.1 * rng_unit(rng) + 1e-6;
   }
   c.seed = rng_next(rng);
   return c;
@@ -164,6 +179,17 @@ static lcase edge_case(const char *type, int B, int T, int seq_len, int dim, int
   return c;
 }
 
+static lcase llama_case(int B, int T, int dim, int heads, int kv_heads, int ffn_dim,
+                        double theta, double eps, uint64_t *rng) {
+  lcase c = edge_case("llama_block", B, T, T + 1, dim, heads, 7, 0, rng);
+  c.s.kv_heads = kv_heads;
+  c.s.ffn_dim = ffn_dim;
+  c.s.rope_theta = theta;
+  c.eps_arg = eps > 0;
+  c.s.rms_eps = eps;
+  return c;
+}
+
 static int add(lcase *cases, int n, lcase c) {
   if (n >= MAX_CASES) return n;
   describe(&c);
@@ -174,7 +200,7 @@ static int add(lcase *cases, int n, lcase c) {
 /* Hand-picked cases that random shapes rarely hit, then random ones for every type. */
 static int make_cases(lcase *cases, uint64_t *rng) {
   static const char *const types[] = {"embedding", "pos_embedding", "layernorm", "linear", "gelu",
-                                      "relu", "lm_head", "transformer_block"};
+                                      "relu", "lm_head", "transformer_block", "rmsnorm"};
   int n = 0;
   lcase c;
   /* Attention: a single token (softmax over one key), one head, hd = 1, T = 64 and T > 64
@@ -204,6 +230,17 @@ static int make_cases(lcase *cases, uint64_t *rng) {
   n = add(cases, n, edge_case("embedding", 3, 7, 7, 5, 1, 5, 0, rng));
   n = add(cases, n, edge_case("pos_embedding", 2, 2, 9, 6, 1, 7, 0, rng));
   n = add(cases, n, edge_case("lm_head", 1, 1, 1, 4, 1, 13, 0, rng));
+  /* llama_block: grouped-query (heads 4, kv_heads 2), heads == kv_heads, multi-query, odd T,
+   * one token, T > 64 (the CPU attention's row blocks), a large eps and another theta. */
+  n = add(cases, n, llama_case(2, 5, 8, 4, 2, 6, 10000.0, 0.0, rng));
+  n = add(cases, n, llama_case(1, 7, 16, 4, 4, 12, 500.0, 0.0, rng));
+  n = add(cases, n, llama_case(2, 3, 16, 2, 1, 10, 10000.0, 1e-2, rng));
+  n = add(cases, n, llama_case(2, 1, 8, 2, 2, 2, 10000.0, 0.0, rng));
+  n = add(cases, n, llama_case(1, 70, 8, 2, 1, 4, 100.0, 0.0, rng));
+  c = edge_case("rmsnorm", 2, 4, 4, 8, 1, 7, 0, rng);
+  c.eps_arg = 1;
+  c.s.rms_eps = 1e-3;
+  n = add(cases, n, c);
   for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
     for (int k = 0; k < 4; k++) n = add(cases, n, random_case(types[t], rng));
   return n;
@@ -218,7 +255,13 @@ static void case_yaml(const lcase *c, char *buf, size_t sz) {
   if (c->out_arg) n += (size_t)snprintf(args + n, sizeof args - n, "out: %d, ", c->s.out_dim);
   if (c->bias_arg >= 0)
     n += (size_t)snprintf(args + n, sizeof args - n, "bias: %s, ", c->bias_arg ? "true" : "false");
-  if (c->eps_arg) n += (size_t)snprintf(args + n, sizeof args - n, "eps: %.17g, ", c->s.eps);
+  if (c->eps_arg)
+    n += (size_t)snprintf(args + n, sizeof args - n, "eps: %.17g, ",
+                          is_rms(c) ? c->s.rms_eps : c->s.eps);
+  if (!strcmp(c->type, "llama_block"))
+    n += (size_t)snprintf(args + n, sizeof args - n,
+                          "kv_heads: %d, ffn_dim: %d, rope_theta: %.17g, ", c->s.kv_heads,
+                          c->s.ffn_dim, c->s.rope_theta);
   if (n >= 2) args[n - 2] = '\0'; /* drop the last ", " */
   snprintf(buf, sz,
            "model: {vocab: %d, seq_len: %d, dim: %d, heads: %d}\n"
@@ -328,10 +371,17 @@ static void alloc_run(lrun *r) {
   r->scratch_sz = layer_scratch_bytes(&r->L, &kernels_cpu, c->B, c->T);
   r->saved = alloc64(r->saved_sz);
   r->scratch = alloc64(r->scratch_sz);
+  /* The layer's tensors in one block each for values and gradients, in order, each padded to
+   * 16 floats: the model's layout (model/model.c), which llama_block's stacked q|k|v and
+   * gate|up matrices rely on. */
+  int64_t total = 0, off = 0;
+  for (int p = 0; p < r->L.n_params; p++) total += (r->L.params[p].numel + 15) & ~(int64_t)15;
+  float *w = alloc64(sizeof(float) * total), *g = alloc64(sizeof(float) * total);
   for (int p = 0; p < r->L.n_params; p++) {
     int64_t n = r->L.params[p].numel;
-    r->L.w[p] = alloc64(sizeof(float) * n);
-    r->L.g[p] = alloc64(sizeof(float) * n);
+    r->L.w[p] = w + off;
+    r->L.g[p] = g + off;
+    off += (n + 15) & ~(int64_t)15;
     r->wd[p] = alloc64(sizeof(double) * n);
   }
 }
@@ -346,11 +396,11 @@ static void free_run(lrun *r) {
   free(r->R);
   free(r->saved);
   free(r->scratch);
-  for (int p = 0; p < r->L.n_params; p++) {
-    free(r->L.w[p]);
-    free(r->L.g[p]);
-    free(r->wd[p]);
+  if (r->L.n_params > 0) {
+    free(r->L.w[0]);
+    free(r->L.g[0]);
   }
+  for (int p = 0; p < r->L.n_params; p++) free(r->wd[p]);
 }
 
 /* Random values of a scale that keeps every layer in its interesting range: matrices with

@@ -45,25 +45,56 @@ static void layernorm_backward_weight(const pt_kernels *k, float *dw, float *db,
 }
 
 /* The probabilities [B,H,T,T]: backward reads them instead of recomputing. */
-static int64_t attention_saved_floats(const pt_kernels *k, int B, int T, int d, int H) {
+static int64_t attention_saved_floats(const pt_kernels *k, int B, int T, int d, int H, int KVH) {
   return (int64_t)B * H * T * (int64_t)T;
 }
 
 /* One head's T x T score block at a time: the CPU reuses it across heads and sequences. */
-static int64_t attention_scratch_floats(const pt_kernels *k, int B, int T, int d, int H) {
+static int64_t attention_scratch_floats(const pt_kernels *k, int B, int T, int d, int H,
+                                        int KVH) {
   return op_attention_scratch_floats(T, d / H);
 }
 
 static void attention_forward(const pt_kernels *k, float *o, float *p, const float *qkv, int B,
-                              int T, int d, int H, float *scratch) {
-  op_attention_forward(o, p, qkv, B, T, d, H, scratch);
+                              int T, int d, int H, int KVH, float *scratch) {
+  op_attention_forward(o, p, qkv, B, T, d, H, KVH, scratch);
 }
 
 static void attention_backward(const pt_kernels *k, float *dqkv, const float *dout,
                                const float *qkv, const float *o, const float *p, int B, int T,
-                               int d, int H, float *scratch) {
+                               int d, int H, int KVH, float *scratch) {
   (void)o; /* the saved probabilities give everything */
-  op_attention_backward(dqkv, dout, qkv, p, B, T, d, H, scratch);
+  op_attention_backward(dqkv, dout, qkv, p, B, T, d, H, KVH, scratch);
+}
+
+static void rmsnorm_forward(const pt_kernels *k, float *y, float *rstd, const float *x,
+                            const float *w, int N, int D, float eps) {
+  op_rmsnorm_forward(y, rstd, x, w, N, D, eps);
+}
+
+static void rmsnorm_backward_input(const pt_kernels *k, float *dx, const float *dy,
+                                   const float *x, const float *w, const float *rstd, int N, int D,
+                                   int acc) {
+  op_rmsnorm_backward_input(dx, dy, x, w, rstd, N, D, acc);
+}
+
+static void rmsnorm_backward_weight(const pt_kernels *k, float *dw, const float *dy,
+                                    const float *x, const float *rstd, int N, int D) {
+  op_rmsnorm_backward_weight(dw, dy, x, rstd, N, D);
+}
+
+static void rope(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, int hd,
+                 float theta, int dir) {
+  op_rope(qkv, B, T, H, KVH, hd, theta, dir);
+}
+
+static void swiglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
+  op_swiglu_forward(y, gu, N, F);
+}
+
+static void swiglu_backward(const pt_kernels *k, float *dgu, const float *dy, const float *gu,
+                            int N, int F) {
+  op_swiglu_backward(dgu, dy, gu, N, F);
 }
 
 static void gelu_forward(const pt_kernels *k, float *y, const float *x, int64_t n) {

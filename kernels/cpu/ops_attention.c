@@ -26,10 +26,16 @@ static void softmax_causal_row(float *p, const float *s, int t, int T, float sca
  * at the diagonal and skip about a quarter of the work at T = 128 (more for longer T). */
 #define ATTN_BLOCK 64
 
+/* C = A B (beta 0) or C += A B (beta 1), A and B optionally transposed. */
+static void gemm_beta(int ta, int tb, int M, int N, int K, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+              K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+
 static void gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                  int ldb, float *C, int ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
-              K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+  gemm_beta(ta, tb, M, N, K, A, lda, B, ldb, 0.0f, C, ldc);
 }
 
 static void attention_head_forward(float *o, int ldo, float *p, const float *q, const float *k,
@@ -46,15 +52,16 @@ static void attention_head_forward(float *o, int ldo, float *p, const float *q, 
 }
 
 void op_attention_forward(float *o, float *p, const float *qkv, int B, int T, int d, int H,
-                          float *scratch) {
-  int hd = d / H, ld = 3 * d;
+                          int KVH, float *scratch) {
+  int hd = d / H, ld = d + 2 * KVH * hd, R = H / KVH;
   float scale = 1.0f / sqrtf((float)hd);
   for (int b = 0; b < B; b++) {
     const float *base = qkv + (int64_t)b * T * ld;
-    for (int h = 0; h < H; h++)
+    for (int h = 0; h < H; h++) {
+      const float *kh = base + d + (h / R) * hd;
       attention_head_forward(o + (int64_t)b * T * d + h * hd, d, p + ((int64_t)b * H + h) * T * T,
-                             base + h * hd, base + d + h * hd, base + 2 * d + h * hd, ld, T, hd,
-                             scale, scratch);
+                             base + h * hd, kh, kh + KVH * hd, ld, T, hd, scale, scratch);
+    }
   }
 }
 
@@ -74,11 +81,12 @@ static void softmax_backward_rows(float *dp, const float *p, int T, float scale)
  * dV = P^T dO and dK = dS^T Q over rows [c0, T) (the rows that attend to those keys). */
 static void attention_head_backward(float *dq, float *dk, float *dv, int ld, const float *dout,
                                     int ldo, const float *q, const float *k, const float *v,
-                                    const float *p, int T, int hd, float scale, float *ds) {
+                                    const float *p, int T, int hd, float scale, float *ds,
+                                    float beta) {
   for (int c0 = 0; c0 < T; c0 += ATTN_BLOCK) {
     int c1 = c0 + ATTN_BLOCK < T ? c0 + ATTN_BLOCK : T;
-    gemm(1, 0, c1 - c0, hd, T - c0, p + (int64_t)c0 * T + c0, T, dout + (int64_t)c0 * ldo, ldo,
-         dv + (int64_t)c0 * ld, ld);
+    gemm_beta(1, 0, c1 - c0, hd, T - c0, p + (int64_t)c0 * T + c0, T, dout + (int64_t)c0 * ldo,
+              ldo, beta, dv + (int64_t)c0 * ld, ld);
   }
   for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
     int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
@@ -91,24 +99,25 @@ static void attention_head_backward(float *dq, float *dk, float *dv, int ld, con
   }
   for (int c0 = 0; c0 < T; c0 += ATTN_BLOCK) {
     int c1 = c0 + ATTN_BLOCK < T ? c0 + ATTN_BLOCK : T;
-    gemm(1, 0, c1 - c0, hd, T - c0, ds + (int64_t)c0 * T + c0, T, q + (int64_t)c0 * ld, ld,
-         dk + (int64_t)c0 * ld, ld);
+    gemm_beta(1, 0, c1 - c0, hd, T - c0, ds + (int64_t)c0 * T + c0, T, q + (int64_t)c0 * ld, ld,
+              beta, dk + (int64_t)c0 * ld, ld);
   }
 }
 
+/* A kv head's dK, dV: its first query head writes them (beta 0), the others add in head order. */
 void op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *p,
-                           int B, int T, int d, int H, float *scratch) {
-  int hd = d / H, ld = 3 * d;
+                           int B, int T, int d, int H, int KVH, float *scratch) {
+  int hd = d / H, ld = d + 2 * KVH * hd, R = H / KVH;
   float scale = 1.0f / sqrtf((float)hd);
   for (int b = 0; b < B; b++) {
     const float *base = qkv + (int64_t)b * T * ld;
     float *dbase = dqkv + (int64_t)b * T * ld;
     for (int h = 0; h < H; h++) {
-      int c = h * hd;
-      attention_head_backward(dbase + c, dbase + d + c, dbase + 2 * d + c, ld,
-                              dout + (int64_t)b * T * d + c, d, base + c, base + d + c,
-                              base + 2 * d + c, p + ((int64_t)b * H + h) * T * T, T, hd, scale,
-                              scratch);
+      int c = h * hd, kc = d + (h / R) * hd;
+      attention_head_backward(dbase + c, dbase + kc, dbase + kc + KVH * hd, ld,
+                              dout + (int64_t)b * T * d + c, d, base + c, base + kc,
+                              base + kc + KVH * hd, p + ((int64_t)b * H + h) * T * T, T, hd,
+                              scale, scratch, h % R ? 1.0f : 0.0f);
     }
   }
 }

@@ -15,8 +15,10 @@
  *   hd <= 64: BT = 32,  hd <= 128: BT = 16,  hd <= 256: BT = 8.
  * Larger head dims are refused (pt_fatal) before anything is queued.
  *
- * Layouts as in ops_cuda.h: qkv [B,T,3d] with head h of q, k, v at columns h*hd, d + h*hd,
- * 2d + h*hd; o, dout [B,T,d]; the log-sum-exps lse [B,H,T] (row (b*H + h)*T + t).
+ * Layouts as in ops_cuda.h: qkv [B,T,d + 2*KVH*hd] (grouped-query: KVH kv heads; KVH == H is
+ * GPT-2's [B,T,3d]) with query head h at column h*hd and its kv head g = h / (H/KVH) at columns
+ * d + g*hd (k) and d + KVH*hd + g*hd (v); o, dout [B,T,d]; the log-sum-exps lse [B,H,T] (row
+ * (b*H + h)*T + t).
  */
 #ifndef PT_ATTENTION_FLASH_CUH
 #define PT_ATTENTION_FLASH_CUH
@@ -36,6 +38,12 @@ static inline void flash_check_head_dim(int d, int H) {
   if (d / H > FLASH_MAX_HD)
     pt_fatal("attention on the GPU: head dim %d (dim %d / heads %d) is above the %d the fused "
              "kernels support; use more heads", d / H, d, H, FLASH_MAX_HD);
+}
+
+/* Refuses a kv head count that does not divide the heads (grouped-query attention). */
+static inline void flash_check_kv_heads(int H, int KVH) {
+  if (KVH <= 0 || H % KVH != 0)
+    pt_fatal("attention on the GPU: kv heads %d do not divide heads %d", KVH, H);
 }
 
 /* The grid of a pass over tiles of BT rows: x the B*H heads, y the tiles. */

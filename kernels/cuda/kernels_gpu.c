@@ -57,23 +57,54 @@ static void layernorm_backward_weight(const pt_kernels *k, float *dw, float *db,
 }
 
 /* The fused kernels keep one log-sum-exp per row and need no scratch. */
-static int64_t attention_saved_floats(const pt_kernels *k, int B, int T, int d, int H) {
-  return cuda_op_attention_saved_floats(B, T, d, H);
+static int64_t attention_saved_floats(const pt_kernels *k, int B, int T, int d, int H, int KVH) {
+  return cuda_op_attention_saved_floats(B, T, d, H, KVH);
 }
 
-static int64_t attention_scratch_floats(const pt_kernels *k, int B, int T, int d, int H) {
-  return cuda_op_attention_scratch_floats(B, T, d, H);
+static int64_t attention_scratch_floats(const pt_kernels *k, int B, int T, int d, int H,
+                                        int KVH) {
+  return cuda_op_attention_scratch_floats(B, T, d, H, KVH);
 }
 
 static void attention_forward(const pt_kernels *k, float *o, float *lse, const float *qkv, int B,
-                              int T, int d, int H, float *scratch) {
-  cuda_op_attention_forward(ctx(k), o, lse, qkv, B, T, d, H, scratch);
+                              int T, int d, int H, int KVH, float *scratch) {
+  cuda_op_attention_forward(ctx(k), o, lse, qkv, B, T, d, H, KVH, scratch);
 }
 
 static void attention_backward(const pt_kernels *k, float *dqkv, const float *dout,
                                const float *qkv, const float *o, const float *lse, int B, int T,
-                               int d, int H, float *scratch) {
-  cuda_op_attention_backward(ctx(k), dqkv, dout, qkv, o, lse, B, T, d, H, scratch);
+                               int d, int H, int KVH, float *scratch) {
+  cuda_op_attention_backward(ctx(k), dqkv, dout, qkv, o, lse, B, T, d, H, KVH, scratch);
+}
+
+static void rmsnorm_forward(const pt_kernels *k, float *y, float *rstd, const float *x,
+                            const float *w, int N, int D, float eps) {
+  cuda_op_rmsnorm_forward(ctx(k), y, rstd, x, w, N, D, eps);
+}
+
+static void rmsnorm_backward_input(const pt_kernels *k, float *dx, const float *dy,
+                                   const float *x, const float *w, const float *rstd, int N, int D,
+                                   int acc) {
+  cuda_op_rmsnorm_backward_input(ctx(k), dx, dy, x, w, rstd, N, D, acc);
+}
+
+static void rmsnorm_backward_weight(const pt_kernels *k, float *dw, const float *dy,
+                                    const float *x, const float *rstd, int N, int D) {
+  cuda_op_rmsnorm_backward_weight(ctx(k), dw, dy, x, rstd, N, D);
+}
+
+static void rope(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, int hd,
+                 float theta, int dir) {
+  cuda_op_rope(ctx(k), qkv, B, T, H, KVH, hd, theta, dir);
+}
+
+static void swiglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
+  cuda_op_swiglu_forward(ctx(k), y, gu, N, F);
+}
+
+static void swiglu_backward(const pt_kernels *k, float *dgu, const float *dy, const float *gu,
+                            int N, int F) {
+  cuda_op_swiglu_backward(ctx(k), dgu, dy, gu, N, F);
 }
 
 static void gelu_forward(const pt_kernels *k, float *y, const float *x, int64_t n) {

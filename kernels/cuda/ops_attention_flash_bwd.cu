@@ -4,8 +4,10 @@
  *   1. D = rowsum(dO * O) per (b, h, t): a warp per row. D is parked in dq's first column of
  *      the head (dqkv[b, t, h*hd]), which nothing else reads until pass 3 writes dq, so the
  *      backward needs no scratch (cuda_op_attention_scratch_floats is 0).
- *   2. dK, dV: a block per (b, h) and key tile kt walks the query tiles kt .. last in order:
- *      dV_j = sum_t P_tj dO_t,  dK_j = sum_t dS_tj q_t,  dS = P (dP - D) scale,  dP = dO v^T.
+ *   2. dK, dV: a block per (b, kv head g) and key tile kt walks the query heads of g in order
+ *      (h = g*R .. g*R + R-1, R = H/KVH; one head when KVH == H), each over the query tiles
+ *      kt .. last in order: dV_j = sum_h sum_t P_tj dO_t,  dK_j = sum_h sum_t dS_tj q_t,
+ *      dS = P (dP - D) scale,  dP = dO v^T.
  *   3. dQ: a block per (b, h) and query tile qt walks the key tiles 0 .. qt in order:
  *      dQ_t = sum_j dS_tj k_j (it reads its rows' D from dq first, then overwrites them).
  * Each output element is summed by one thread in a fixed order (tiles, then rows or keys in
@@ -19,7 +21,7 @@
 /* Pass 1: row = (b*H + h)*T + t; lanes take dims l, l + 32, ... then the warp butterfly. */
 static __global__ void __launch_bounds__(PT_THREADS)
     flash_rowdot_kernel(float *dqkv, const float *dout, const float *o, int64_t rows, int T,
-                        int d, int H) {
+                        int d, int H, int ld) {
   const int64_t row = (int64_t)blockIdx.x * (PT_THREADS / 32) + (threadIdx.x >> 5);
   if (row >= rows) return; /* the whole warp leaves: row is the same in all its lanes */
   const int lane = threadIdx.x & 31, hd = d / H;
@@ -28,7 +30,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
   float s = 0.0f;
   for (int i = lane; i < hd; i += 32) s += dout[at + i] * o[at + i];
   s = pt_warp_sum(s);
-  if (lane == 0) dqkv[(b * T + t) * 3 * d + h * hd] = s;
+  if (lane == 0) dqkv[(b * T + t) * ld + h * hd] = s;
 }
 
 /* A query tile's rows of q, dO and their lse and D (D from dq's parking place). */
@@ -37,13 +39,13 @@ __device__ __forceinline__ void flash_load_query_tile(float (*Qs)[LD], float (*d
                                                       float *Ls, float *Ds, const float *q,
                                                       const float *dq, const float *dob,
                                                       const float *lse_bh, int t0, int T, int d,
-                                                      int hd) {
-  flash_load_tile<BT, LD>(Qs, q, 3 * d, t0, T, hd);
+                                                      int hd, int ld) {
+  flash_load_tile<BT, LD>(Qs, q, ld, t0, T, hd);
   flash_load_tile<BT, LD>(dOs, dob, d, t0, T, hd);
   if (threadIdx.x < BT) {
     const int t = t0 + threadIdx.x;
     Ls[threadIdx.x] = t < T ? lse_bh[t] : 0.0f;
-    Ds[threadIdx.x] = t < T ? dq[(int64_t)t * 3 * d] : 0.0f;
+    Ds[threadIdx.x] = t < T ? dq[(int64_t)t * ld] : 0.0f;
   }
 }
 
@@ -51,24 +53,30 @@ __device__ __forceinline__ void flash_load_query_tile(float (*Qs)[LD], float (*d
 template <int BT, int MAXHD>
 static __global__ void __launch_bounds__(PT_THREADS)
     flash_dkdv_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse, int T,
-                      int d, int H, float scale) {
+                      int d, int H, int KVH, float scale) {
   typedef flash_cfg<BT, MAXHD> C;
   __shared__ float Qs[BT][C::LD], dOs[BT][C::LD], Ks[BT][C::LD], Vs[BT][C::LD];
   __shared__ float Ps[BT][BT + 1], dSs[BT][BT + 1], Ls[BT], Ds[BT];
-  const int bh = blockIdx.x, b = bh / H, h = bh % H, hd = d / H, ld = 3 * d;
+  const int bg = blockIdx.x, b = bg / KVH, kvh = bg % KVH, hd = d / H, ld = d + 2 * KVH * hd;
+  const int R = H / KVH; /* query heads per kv head */
   const int n_tiles = (T + BT - 1) / BT, kt = blockIdx.y, k0 = kt * BT; /* long columns first */
-  const float *q = qkv + (int64_t)b * T * ld + h * hd, *k = q + d, *v = q + 2 * d;
-  float *dq = dqkv + (int64_t)b * T * ld + h * hd, *dk = dq + d, *dv = dq + 2 * d;
-  const float *dob = dout + (int64_t)b * T * d + h * hd, *lse_bh = lse + (int64_t)bh * T;
+  const float *k = qkv + (int64_t)b * T * ld + d + kvh * hd, *v = k + KVH * hd;
+  float *dk = dqkv + (int64_t)b * T * ld + d + kvh * hd, *dv = dk + KVH * hd;
   const int j = threadIdx.x / C::TPR, il = threadIdx.x % C::TPR;
   float ak[C::NC], av[C::NC];
   for (int n = 0; n < C::NC; n++) ak[n] = av[n] = 0.0f;
   flash_load_tile<BT, C::LD>(Ks, k, ld, k0, T, hd);
   flash_load_tile<BT, C::LD>(Vs, v, ld, k0, T, hd);
-  for (int qt = kt; qt < n_tiles; qt++) {
+  for (int qi = 0; qi < n_tiles * R; qi++) { /* heads of the group in order, tiles in order */
+    const int h = kvh * R + qi / n_tiles, qt = qi % n_tiles;
+    if (qt < kt) continue; /* above the diagonal (uniform over the block) */
     const int t0 = qt * BT;
+    const float *q = qkv + (int64_t)b * T * ld + h * hd;
+    const float *dq = dqkv + (int64_t)b * T * ld + h * hd;
+    const float *dob = dout + (int64_t)b * T * d + h * hd;
+    const float *lse_bh = lse + ((int64_t)b * H + h) * T;
     __syncthreads(); /* the previous tile's Qs, dOs, Ps, dSs are no longer read */
-    flash_load_query_tile<BT, C::LD>(Qs, dOs, Ls, Ds, q, dq, dob, lse_bh, t0, T, d, hd);
+    flash_load_query_tile<BT, C::LD>(Qs, dOs, Ls, Ds, q, dq, dob, lse_bh, t0, T, d, hd, ld);
     __syncthreads();
     flash_dscores<BT, C::LD>(Ps, dSs, Qs, dOs, Ks, Vs, Ls, Ds, t0, k0, T, hd, scale);
     __syncthreads();
@@ -98,20 +106,21 @@ static __global__ void __launch_bounds__(PT_THREADS)
 template <int BT, int MAXHD>
 static __global__ void __launch_bounds__(PT_THREADS)
     flash_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse, int T,
-                    int d, int H, float scale) {
+                    int d, int H, int KVH, float scale) {
   typedef flash_cfg<BT, MAXHD> C;
   __shared__ float Qs[BT][C::LD], dOs[BT][C::LD], Ks[BT][C::LD], Vs[BT][C::LD];
   __shared__ float Ps[BT][BT + 1], dSs[BT][BT + 1], Ls[BT], Ds[BT];
-  const int bh = blockIdx.x, b = bh / H, h = bh % H, hd = d / H, ld = 3 * d;
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, hd = d / H, ld = d + 2 * KVH * hd;
   const int n_tiles = (T + BT - 1) / BT, qt = n_tiles - 1 - (int)blockIdx.y; /* long rows first */
-  const int t0 = qt * BT;
-  const float *q = qkv + (int64_t)b * T * ld + h * hd, *k = q + d, *v = q + 2 * d;
+  const int t0 = qt * BT, kvh = h / (H / KVH);
+  const float *q = qkv + (int64_t)b * T * ld + h * hd;
+  const float *k = qkv + (int64_t)b * T * ld + d + kvh * hd, *v = k + KVH * hd;
   float *dq = dqkv + (int64_t)b * T * ld + h * hd;
   const float *dob = dout + (int64_t)b * T * d + h * hd, *lse_bh = lse + (int64_t)bh * T;
   const int r = threadIdx.x / C::TPR, il = threadIdx.x % C::TPR;
   float aq[C::NC];
   for (int n = 0; n < C::NC; n++) aq[n] = 0.0f;
-  flash_load_query_tile<BT, C::LD>(Qs, dOs, Ls, Ds, q, dq, dob, lse_bh, t0, T, d, hd);
+  flash_load_query_tile<BT, C::LD>(Qs, dOs, Ls, Ds, q, dq, dob, lse_bh, t0, T, d, hd, ld);
   for (int kt = 0; kt <= qt; kt++) {
     const int k0 = kt * BT;
     __syncthreads(); /* the previous tile's Ks, Vs, dSs are no longer read */
@@ -138,34 +147,36 @@ static __global__ void __launch_bounds__(PT_THREADS)
 
 template <int BT, int MAXHD>
 static void flash_backward(gpu_ctx *g, float *dqkv, const float *dout, const float *qkv,
-                           const float *lse, int B, int T, int d, int H, float scale) {
-  void (*dkdv)(float *, const float *, const float *, const float *, int, int, int, float) =
+                           const float *lse, int B, int T, int d, int H, int KVH, float scale) {
+  void (*dkdv)(float *, const float *, const float *, const float *, int, int, int, int, float) =
       flash_dkdv_kernel<BT, MAXHD>;
-  void (*dq)(float *, const float *, const float *, const float *, int, int, int, float) =
+  void (*dq)(float *, const float *, const float *, const float *, int, int, int, int, float) =
       flash_dq_kernel<BT, MAXHD>;
-  const dim3 grid = flash_grid(B, T, H, BT);
-  PT_LAUNCH(dkdv, grid, PT_THREADS, 0, g->stream, dqkv, dout, qkv, lse, T, d, H, scale);
+  PT_LAUNCH(dkdv, flash_grid(B, T, KVH, BT), PT_THREADS, 0, g->stream, dqkv, dout, qkv, lse, T,
+            d, H, KVH, scale);
   PT_LAUNCH_CHECK();
-  PT_LAUNCH(dq, grid, PT_THREADS, 0, g->stream, dqkv, dout, qkv, lse, T, d, H, scale);
+  PT_LAUNCH(dq, flash_grid(B, T, H, BT), PT_THREADS, 0, g->stream, dqkv, dout, qkv, lse, T, d, H,
+            KVH, scale);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float *dout,
                                            const float *qkv, const float *o, const float *lse,
-                                           int B, int T, int d, int H, float *scratch) {
+                                           int B, int T, int d, int H, int KVH, float *scratch) {
   (void)scratch;
   if (B <= 0 || T <= 0 || d <= 0 || H <= 0) return;
   flash_check_head_dim(d, H);
+  flash_check_kv_heads(H, KVH);
   const int hd = d / H;
   const float scale = 1.0f / sqrtf((float)hd);
   const int64_t rows = (int64_t)B * H * T, per_block = PT_THREADS / 32;
   PT_LAUNCH(flash_rowdot_kernel, (unsigned)((rows + per_block - 1) / per_block), PT_THREADS, 0,
-            g->stream, dqkv, dout, o, rows, T, d, H);
+            g->stream, dqkv, dout, o, rows, T, d, H, d + 2 * KVH * hd);
   PT_LAUNCH_CHECK();
   if (hd <= 64)
-    flash_backward<32, 64>(g, dqkv, dout, qkv, lse, B, T, d, H, scale);
+    flash_backward<32, 64>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale);
   else if (hd <= 128)
-    flash_backward<16, 128>(g, dqkv, dout, qkv, lse, B, T, d, H, scale);
+    flash_backward<16, 128>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale);
   else
-    flash_backward<8, 256>(g, dqkv, dout, qkv, lse, B, T, d, H, scale);
+    flash_backward<8, 256>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale);
 }

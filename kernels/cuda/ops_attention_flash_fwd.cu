@@ -42,15 +42,16 @@ __device__ __forceinline__ void flash_online_softmax(float (*Ps)[BT + 1], float 
 
 template <int BT, int MAXHD>
 static __global__ void __launch_bounds__(PT_THREADS)
-    flash_forward_kernel(float *o, float *lse, const float *qkv, int T, int d, int H,
+    flash_forward_kernel(float *o, float *lse, const float *qkv, int T, int d, int H, int KVH,
                          float scale) {
   typedef flash_cfg<BT, MAXHD> C;
   __shared__ float Qs[BT][C::LD], Ks[BT][C::LD], Vs[BT][C::LD], Ps[BT][BT + 1];
   __shared__ float row_m[BT], row_l[BT], row_c[BT];
-  const int bh = blockIdx.x, b = bh / H, h = bh % H, hd = d / H, ld = 3 * d;
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, hd = d / H, ld = d + 2 * KVH * hd;
   const int n_tiles = (T + BT - 1) / BT, qt = n_tiles - 1 - (int)blockIdx.y; /* long rows first */
-  const int t0 = qt * BT;
-  const float *q = qkv + (int64_t)b * T * ld + h * hd, *k = q + d, *v = q + 2 * d;
+  const int t0 = qt * BT, kvh = h / (H / KVH);
+  const float *q = qkv + (int64_t)b * T * ld + h * hd;
+  const float *k = qkv + (int64_t)b * T * ld + d + kvh * hd, *v = k + KVH * hd;
   const int r = threadIdx.x / C::TPR, il = threadIdx.x % C::TPR;
   float acc[C::NC];
   for (int c = 0; c < C::NC; c++) acc[c] = 0.0f;
@@ -94,35 +95,36 @@ static __global__ void __launch_bounds__(PT_THREADS)
 
 template <int BT, int MAXHD>
 static void flash_forward(gpu_ctx *g, float *o, float *lse, const float *qkv, int B, int T, int d,
-                          int H, float scale) {
-  void (*kernel)(float *, float *, const float *, int, int, int, float) =
+                          int H, int KVH, float scale) {
+  void (*kernel)(float *, float *, const float *, int, int, int, int, float) =
       flash_forward_kernel<BT, MAXHD>;
   PT_LAUNCH(kernel, flash_grid(B, T, H, BT), PT_THREADS, 0, g->stream, o, lse, qkv, T, d, H,
-            scale);
+            KVH, scale);
   PT_LAUNCH_CHECK();
 }
 
-extern "C" int64_t cuda_op_attention_saved_floats(int B, int T, int d, int H) {
-  (void)d;
+extern "C" int64_t cuda_op_attention_saved_floats(int B, int T, int d, int H, int KVH) {
+  (void)d, (void)KVH;
   return (int64_t)B * H * T;
 }
 
-extern "C" int64_t cuda_op_attention_scratch_floats(int B, int T, int d, int H) {
-  (void)B, (void)T, (void)d, (void)H;
+extern "C" int64_t cuda_op_attention_scratch_floats(int B, int T, int d, int H, int KVH) {
+  (void)B, (void)T, (void)d, (void)H, (void)KVH;
   return 0; /* backward parks D in dq until it writes dq (ops_attention_flash_bwd.cu) */
 }
 
 extern "C" void cuda_op_attention_forward(gpu_ctx *g, float *o, float *lse, const float *qkv,
-                                          int B, int T, int d, int H, float *scratch) {
+                                          int B, int T, int d, int H, int KVH, float *scratch) {
   (void)scratch;
   if (B <= 0 || T <= 0 || d <= 0 || H <= 0) return;
   flash_check_head_dim(d, H);
+  flash_check_kv_heads(H, KVH);
   const int hd = d / H;
   const float scale = 1.0f / sqrtf((float)hd);
   if (hd <= 64)
-    flash_forward<32, 64>(g, o, lse, qkv, B, T, d, H, scale);
+    flash_forward<32, 64>(g, o, lse, qkv, B, T, d, H, KVH, scale);
   else if (hd <= 128)
-    flash_forward<16, 128>(g, o, lse, qkv, B, T, d, H, scale);
+    flash_forward<16, 128>(g, o, lse, qkv, B, T, d, H, KVH, scale);
   else
-    flash_forward<8, 256>(g, o, lse, qkv, B, T, d, H, scale);
+    flash_forward<8, 256>(g, o, lse, qkv, B, T, d, H, KVH, scale);
 }

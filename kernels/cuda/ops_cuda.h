@@ -46,18 +46,32 @@ void cuda_op_gelu_forward(gpu_ctx *g, float *y, const float *x, int64_t n);
 void cuda_op_gelu_backward(gpu_ctx *g, float *dx, const float *dy, const float *x, int64_t n);
 void cuda_op_relu_forward(gpu_ctx *g, float *y, const float *x, int64_t n);
 void cuda_op_relu_backward(gpu_ctx *g, float *dx, const float *dy, const float *x, int64_t n);
-/* Causal attention, fused (ops_attention_flash_fwd.cu, _bwd.cu): the T x T scores live only
- * tile by tile in shared memory. Forward writes o and saves lse[B,H,T], each row's log-sum-exp
- * of the scaled scores (cuda_op_attention_saved_floats: B*H*T); backward recomputes the
- * probabilities from qkv and lse and also reads forward's o. scratch: none
+/* Causal grouped-query attention (kernels.h: qkv [B,T,d + 2*KVH*hd], H query heads over KVH
+ * kv heads; KVH == H is multi-head), fused (ops_attention_flash_fwd.cu, _bwd.cu): the T x T
+ * scores live only tile by tile in shared memory. Forward writes o and saves lse[B,H,T], each
+ * row's log-sum-exp of the scaled scores (cuda_op_attention_saved_floats: B*H*T); backward
+ * recomputes the probabilities from qkv and lse and also reads forward's o. scratch: none
  * (cuda_op_attention_scratch_floats is 0; NULL is fine). Head dims up to 256 (pt_fatal above). */
-int64_t cuda_op_attention_saved_floats(int B, int T, int d, int H);
-int64_t cuda_op_attention_scratch_floats(int B, int T, int d, int H);
+int64_t cuda_op_attention_saved_floats(int B, int T, int d, int H, int KVH);
+int64_t cuda_op_attention_scratch_floats(int B, int T, int d, int H, int KVH);
 void cuda_op_attention_forward(gpu_ctx *g, float *o, float *lse, const float *qkv, int B, int T,
-                               int d, int H, float *scratch);
+                               int d, int H, int KVH, float *scratch);
 void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float *dout, const float *qkv,
                                 const float *o, const float *lse, int B, int T, int d, int H,
-                                float *scratch);
+                                int KVH, float *scratch);
+/* ops_llama.cu: kernels.h's rmsnorm_*, rope, swiglu_* (rmsnorm_backward_weight keeps its
+ * per-chunk partial column sums in g's col_scratch, as layernorm_backward_weight does). */
+void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, float *rstd, const float *x, const float *w,
+                             int N, int D, float eps);
+void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy, const float *x,
+                                    const float *w, const float *rstd, int N, int D, int acc);
+void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const float *dy, const float *x,
+                                     const float *rstd, int N, int D);
+void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KVH, int hd, float theta,
+                  int dir);
+void cuda_op_swiglu_forward(gpu_ctx *g, float *y, const float *gu, int N, int F);
+void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu, int N,
+                             int F);
 void cuda_op_add(gpu_ctx *g, float *y, const float *a, const float *b, int64_t n);
 void cuda_op_add_inplace(gpu_ctx *g, float *y, const float *a, int64_t n);
 void cuda_op_copy(gpu_ctx *g, float *y, const float *x, int64_t n);

@@ -391,8 +391,8 @@ static void test_activations(int64_t n) {
 
 /* Each row's log-sum-exp of the scaled causal scores, in double from qkv: the reference for
  * what the fused forward saves (and the input its backward is tested on). */
-static float *attention_lse_reference(const float *qkv, int B, int T, int d, int H) {
-  const int hd = d / H, ld = 3 * d;
+static float *attention_lse_reference(const float *qkv, int B, int T, int d, int H, int KVH) {
+  const int hd = d / H, ld = d + 2 * KVH * hd, R = H / KVH;
   const double scale = 1.0 / sqrt((double)hd);
   float *lse = hnew(sizeof(float) * (size_t)B * H * T);
   double *s = malloc(sizeof(double) * (size_t)T);
@@ -402,7 +402,7 @@ static float *attention_lse_reference(const float *qkv, int B, int T, int d, int
         const float *q = qkv + ((int64_t)b * T + t) * ld + h * hd;
         double mx = -INFINITY, sum = 0.0;
         for (int j = 0; j <= t; j++) {
-          const float *k = qkv + ((int64_t)b * T + j) * ld + d + h * hd;
+          const float *k = qkv + ((int64_t)b * T + j) * ld + d + (h / R) * hd;
           double dot = 0.0;
           for (int i = 0; i < hd; i++) dot += (double)q[i] * k[i];
           s[j] = dot * scale;
@@ -419,31 +419,32 @@ static float *attention_lse_reference(const float *qkv, int B, int T, int d, int
  * forward o against the CPU's o and lse against the double reference; backward dqkv, from the
  * CPU's o and the reference lse (each op on the same inputs), against the CPU's dqkv. Outputs
  * start as garbage and every call runs twice: the same bits (no atomics, fixed orders). */
-static void test_attention(int B, int T, int d, int H) {
-  char shape[96];
-  snprintf(shape, sizeof shape, "B=%d T=%d d=%d H=%d (hd=%d)", B, T, d, H, d / H);
-  int64_t nqkv = (int64_t)B * T * 3 * d, no = (int64_t)B * T * d, np = (int64_t)B * H * T * T;
-  int64_t nl = (int64_t)B * H * T;
-  CHECK(cuda_op_attention_saved_floats(B, T, d, H) == nl, "attention saved [%s]: %lld floats, "
-        "expected B*H*T = %lld", shape, (long long)cuda_op_attention_saved_floats(B, T, d, H),
-        (long long)nl);
-  CHECK(cuda_op_attention_scratch_floats(B, T, d, H) == 0, "attention scratch [%s]: not 0", shape);
+static void test_attention_gqa(int B, int T, int d, int H, int KVH) {
+  char shape[112];
+  snprintf(shape, sizeof shape, "B=%d T=%d d=%d H=%d KVH=%d (hd=%d)", B, T, d, H, KVH, d / H);
+  int64_t nqkv = (int64_t)B * T * (d + 2 * KVH * (d / H)), no = (int64_t)B * T * d;
+  int64_t np = (int64_t)B * H * T * T, nl = (int64_t)B * H * T;
+  CHECK(cuda_op_attention_saved_floats(B, T, d, H, KVH) == nl, "attention saved [%s]: %lld "
+        "floats, expected B*H*T = %lld", shape,
+        (long long)cuda_op_attention_saved_floats(B, T, d, H, KVH), (long long)nl);
+  CHECK(cuda_op_attention_scratch_floats(B, T, d, H, KVH) == 0, "attention scratch [%s]: not 0",
+        shape);
   float *qkv = hrand(nqkv, -2, 2), *dout = hrand(no, -1, 1);
   float *oc = hnew(sizeof(float) * no), *pc = hnew(sizeof(float) * np);
   float *dqkvc = hnew(sizeof(float) * nqkv);
   float *scr = hnew(sizeof(float) * (size_t)op_attention_scratch_floats(T, d / H));
-  op_attention_forward(oc, pc, qkv, B, T, d, H, scr);
-  op_attention_backward(dqkvc, dout, qkv, pc, B, T, d, H, scr);
-  float *lse_ref = attention_lse_reference(qkv, B, T, d, H);
+  op_attention_forward(oc, pc, qkv, B, T, d, H, KVH, scr);
+  op_attention_backward(dqkvc, dout, qkv, pc, B, T, d, H, KVH, scr);
+  float *lse_ref = attention_lse_reference(qkv, B, T, d, H, KVH);
 
   float *garbage_o = hrand(no, 5, 6), *garbage_l = hrand(nl, 5, 6), *garbage_qkv = hrand(nqkv, 5, 6);
   float *d_qkv = upf(qkv, nqkv), *d_dout = upf(dout, no), *d_o = upf(garbage_o, no);
   float *d_lse = upf(garbage_l, nl), *d_dqkv = upf(garbage_qkv, nqkv);
-  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, NULL);
+  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, KVH, NULL);
   float *o1 = downf(d_o, no), *l1 = downf(d_lse, nl);
   setf(d_o, garbage_o, no);
   setf(d_lse, garbage_l, nl);
-  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, NULL);
+  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, KVH, NULL);
   expect_close("attention_forward o", shape, o1, oc, no, TOL_DEFAULT);
   expect_close("attention_forward lse", shape, l1, lse_ref, nl, TOL_DEFAULT);
   expect_same_bits("attention_forward o", shape, downf(d_o, no), o1, no);
@@ -451,12 +452,104 @@ static void test_attention(int B, int T, int d, int H) {
 
   setf(d_o, oc, no);
   setf(d_lse, lse_ref, nl);
-  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, NULL);
+  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, KVH, NULL);
   float *g1 = downf(d_dqkv, nqkv);
   setf(d_dqkv, garbage_qkv, nqkv);
-  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, NULL);
+  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, KVH, NULL);
   expect_close("attention_backward dqkv", shape, g1, dqkvc, nqkv, TOL_DEFAULT);
   expect_same_bits("attention_backward dqkv", shape, downf(d_dqkv, nqkv), g1, nqkv);
+  scope_end();
+}
+
+static void test_attention(int B, int T, int d, int H) { test_attention_gqa(B, T, d, H, H); }
+
+/* ---- the Llama block's kernels: rmsnorm, rope, swiglu ------------------------------------- */
+
+static void test_rmsnorm(int N, int D) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "N=%d D=%d", N, D);
+  int64_t n = (int64_t)N * D;
+  const float eps = 1e-6f;
+  float *x = hrand(n, -2, 2), *w = hrand(D, 0.5f, 1.5f), *dy = hrand(n, -1, 1);
+  float *dx0 = hrand(n, -1, 1), *dw0 = hrand(D, -1, 1);
+  float *yc = hnew(sizeof(float) * n), *rc = hnew(sizeof(float) * N);
+  op_rmsnorm_forward(yc, rc, x, w, N, D, eps);
+  float *d_x = upf(x, n), *d_w = upf(w, D), *d_dy = upf(dy, n);
+  float *d_y = dnew(sizeof(float) * n), *d_r = dnew(sizeof(float) * N);
+  cuda_op_rmsnorm_forward(&G, d_y, d_r, d_x, d_w, N, D, eps);
+  float *y1 = downf(d_y, n), *r1 = downf(d_r, N);
+  cuda_op_rmsnorm_forward(&G, d_y, d_r, d_x, d_w, N, D, eps);
+  expect_close("rmsnorm_forward y", shape, y1, yc, n, TOL_DEFAULT);
+  expect_close("rmsnorm_forward rstd", shape, r1, rc, N, TOL_DEFAULT);
+  expect_same_bits("rmsnorm_forward y", shape, downf(d_y, n), y1, n);
+  expect_same_bits("rmsnorm_forward rstd", shape, downf(d_r, N), r1, N);
+  setf(d_r, rc, N); /* the backward ops get the CPU's rstd */
+  float *d_dx = dnew(sizeof(float) * n);
+  for (int acc = 0; acc <= 1; acc++) {
+    const char *op = acc ? "rmsnorm_backward_input acc=1" : "rmsnorm_backward_input acc=0";
+    float *dxc = hcopy(dx0, n);
+    op_rmsnorm_backward_input(dxc, dy, x, w, rc, N, D, acc);
+    setf(d_dx, dx0, n);
+    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, d_x, d_w, d_r, N, D, acc);
+    float *g1 = downf(d_dx, n);
+    setf(d_dx, dx0, n);
+    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, d_x, d_w, d_r, N, D, acc);
+    expect_close(op, shape, g1, dxc, n, TOL_DEFAULT);
+    expect_same_bits(op, shape, downf(d_dx, n), g1, n);
+  }
+  float *dwc = hcopy(dw0, D), *d_dw = upf(dw0, D);
+  op_rmsnorm_backward_weight(dwc, dy, x, rc, N, D);
+  cuda_op_rmsnorm_backward_weight(&G, d_dw, d_dy, d_x, d_r, N, D);
+  float *g1 = downf(d_dw, D);
+  setf(d_dw, dw0, D);
+  cuda_op_rmsnorm_backward_weight(&G, d_dw, d_dy, d_x, d_r, N, D);
+  expect_close("rmsnorm_backward_weight (acc)", shape, g1, dwc, D, TOL_DEFAULT);
+  expect_same_bits("rmsnorm_backward_weight", shape, downf(d_dw, D), g1, D);
+  scope_end();
+}
+
+/* rope forward, then backward (the transpose: a rotation's inverse, so it must give back x). */
+static void test_rope(int B, int T, int H, int KVH, int hd, float theta) {
+  char shape[96];
+  snprintf(shape, sizeof shape, "B=%d T=%d H=%d KVH=%d hd=%d theta=%g", B, T, H, KVH, hd, theta);
+  int64_t n = (int64_t)B * T * (H + 2 * KVH) * hd;
+  float *x = hrand(n, -2, 2), *xc = hcopy(x, n);
+  op_rope(xc, B, T, H, KVH, hd, theta, 1);
+  float *d_x = upf(x, n);
+  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, 1);
+  float *y1 = downf(d_x, n);
+  setf(d_x, x, n);
+  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, 1);
+  expect_close("rope dir=1", shape, y1, xc, n, TOL_DEFAULT);
+  expect_same_bits("rope dir=1", shape, downf(d_x, n), y1, n);
+  op_rope(xc, B, T, H, KVH, hd, theta, -1);
+  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, -1);
+  float *x1 = downf(d_x, n);
+  expect_close("rope dir=-1 (vs cpu)", shape, x1, xc, n, TOL_DEFAULT);
+  expect_close("rope dir=-1 after dir=1 (vs x)", shape, x1, x, n, TOL_DEFAULT);
+  scope_end();
+}
+
+static void test_swiglu(int N, int F) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "N=%d F=%d", N, F);
+  int64_t n = (int64_t)N * F;
+  float *gu = hrand(2 * n, -4, 4), *dy = hrand(n, -1, 1);
+  float *yc = hnew(sizeof(float) * n), *dguc = hnew(sizeof(float) * 2 * n);
+  op_swiglu_forward(yc, gu, N, F);
+  op_swiglu_backward(dguc, dy, gu, N, F);
+  float *d_gu = upf(gu, 2 * n), *d_dy = upf(dy, n), *d_y = dnew(sizeof(float) * n);
+  float *d_dgu = dnew(sizeof(float) * 2 * n);
+  cuda_op_swiglu_forward(&G, d_y, d_gu, N, F);
+  float *y1 = downf(d_y, n);
+  cuda_op_swiglu_forward(&G, d_y, d_gu, N, F);
+  expect_close("swiglu_forward", shape, y1, yc, n, TOL_DEFAULT);
+  expect_same_bits("swiglu_forward", shape, downf(d_y, n), y1, n);
+  cuda_op_swiglu_backward(&G, d_dgu, d_dy, d_gu, N, F);
+  float *g1 = downf(d_dgu, 2 * n);
+  cuda_op_swiglu_backward(&G, d_dgu, d_dy, d_gu, N, F);
+  expect_close("swiglu_backward", shape, g1, dguc, 2 * n, TOL_DEFAULT);
+  expect_same_bits("swiglu_backward", shape, downf(d_dgu, 2 * n), g1, 2 * n);
   scope_end();
 }
 
@@ -866,10 +959,18 @@ static void test_layer_tables(kernels_gpu *kg, const pt_layer *L, int B, int T, 
   pt_layer Lc = *L, Lg = *L;
   Lc.k = &kernels_cpu;
   Lg.k = &kg->table;
+  /* the layer's tensors in one block each, in order, 16-float aligned: the model's layout
+   * (llama_block multiplies by its stacked q|k|v and gate|up tensors) */
+  int64_t total = 0, off = 0;
+  for (int p = 0; p < L->n_params; p++) total += (L->params[p].numel + 15) & ~(int64_t)15;
+  float *cg = hnew(sizeof(float) * (size_t)total), *gw = dnew(sizeof(float) * (size_t)total);
+  float *gg = dnew(sizeof(float) * (size_t)total);
   for (int p = 0; p < L->n_params; p++) {
-    Lc.g[p] = hnew(sizeof(float) * (size_t)L->params[p].numel);
-    Lg.w[p] = upf(L->w[p], L->params[p].numel);
-    Lg.g[p] = dnew(sizeof(float) * (size_t)L->params[p].numel);
+    Lc.g[p] = cg + off;
+    Lg.w[p] = gw + off;
+    Lg.g[p] = gg + off;
+    setf(Lg.w[p], L->w[p], L->params[p].numel);
+    off += (L->params[p].numel + 15) & ~(int64_t)15;
   }
   pt_io c = {&kernels_cpu, B, T, in, hnew(sizeof(float) * n_out),
              hnew(layer_saved_bytes(L, &kernels_cpu, B, T)),
@@ -899,14 +1000,8 @@ static void test_layer_tables(kernels_gpu *kg, const pt_layer *L, int B, int T, 
   scope_end();
 }
 
-static void test_tables(kernels_gpu *kg) {
-  expect_table_complete(&kernels_cpu);
-  expect_table_complete(&kg->table);
-  static const char yaml[] =
-      "model: {vocab: 97, seq_len: 64, dim: 96, heads: 3}\n"
-      "layers:\n  - embedding: {}\n  - pos_embedding: {}\n  - transformer_block: {}\n"
-      "  - layernorm: {}\n  - linear: {out: 160}\n  - relu: {}\n  - linear: {bias: false}\n"
-      "  - gelu: {}\n  - lm_head: {}\n";
+/* Every layer of the model yaml describes, through both tables. */
+static void test_model_tables(kernels_gpu *kg, const char *yaml) {
   pt_spec s;
   pt_model m;
   spec_errors e = {0};
@@ -917,6 +1012,22 @@ static void test_tables(kernels_gpu *kg) {
   }
   model_alloc_on(&m, 0, m.n_layers, device_host()); /* initialised parameters, on the host */
   for (int li = 0; li < m.n_layers; li++) test_layer_tables(kg, &m.layers[li], 3, 64, 97);
+  model_free(&m);
+  spec_free(&s);
+}
+
+static void test_tables(kernels_gpu *kg) {
+  expect_table_complete(&kernels_cpu);
+  expect_table_complete(&kg->table);
+  test_model_tables(kg,
+      "model: {vocab: 97, seq_len: 64, dim: 96, heads: 3}\n"
+      "layers:\n  - embedding: {}\n  - pos_embedding: {}\n  - transformer_block: {}\n"
+      "  - layernorm: {}\n  - linear: {out: 160}\n  - relu: {}\n  - linear: {bias: false}\n"
+      "  - gelu: {}\n  - lm_head: {}\n");
+  test_model_tables(kg,
+      "model: {vocab: 97, seq_len: 64, dim: 96, heads: 6}\n"
+      "layers:\n  - embedding: {}\n  - llama_block: {kv_heads: 2, ffn_dim: 160}\n"
+      "  - rmsnorm: {}\n  - lm_head: {}\n");
 
   /* the entries that bring a result back through the table's own device buffers */
   int64_t n = 100003;
@@ -973,8 +1084,6 @@ static void test_tables(kernels_gpu *kg) {
   CHECK(stats[1] == want, "table loss_acc: %d calls added %.17g, expected %.17g", CALLS, stats[1],
         want);
   scope_end();
-  model_free(&m);
-  spec_free(&s);
 }
 
 /* ---- train.precision ---------------------------------------------------------------------- */
@@ -1068,6 +1177,18 @@ int main(void) {
   test_attention(2, 100, 128, 2); /* hd = 64 */
   test_attention(1, 75, 360, 3);  /* hd = 120 */
   test_attention(1, 29, 200, 1);  /* hd = 200 */
+  /* grouped-query attention: dK, dV of a kv head summed over its query heads */
+  test_attention_gqa(2, 37, 32, 4, 2);    /* hd = 8, 2 query heads per kv head */
+  test_attention_gqa(1, 130, 128, 8, 2);  /* hd = 16, 4 per kv head, partial tiles */
+  test_attention_gqa(2, 45, 256, 4, 1);   /* hd = 64, multi-query */
+  test_attention_gqa(1, 70, 768, 6, 3);   /* hd = 128 */
+  test_rmsnorm(7, 33);
+  test_rmsnorm(512, 256);
+  test_rmsnorm(4000, 16); /* weight gradient: many row chunks */
+  test_rope(2, 7, 4, 2, 8, 10000.0f);
+  test_rope(1, 1024, 2, 1, 64, 500000.0f); /* long positions, Llama 3's theta */
+  test_swiglu(7, 33);
+  test_swiglu(512, 344);
   test_misc(7, 33);
   test_misc(512, 768);  /* colsum: 4 row chunks */
   test_misc(6000, 8);   /* colsum: 46 row chunks of one column group */

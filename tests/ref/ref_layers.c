@@ -30,9 +30,10 @@ static int linear_out(const ref_shape *s) { return s->out_dim > 0 ? s->out_dim :
 
 int ref_out_features(const char *type, const ref_shape *s) {
   if (!strcmp(type, "embedding") || !strcmp(type, "pos_embedding") ||
-      !strcmp(type, "transformer_block"))
+      !strcmp(type, "transformer_block") || !strcmp(type, "llama_block"))
     return s->dim;
-  if (!strcmp(type, "layernorm") || !strcmp(type, "gelu") || !strcmp(type, "relu"))
+  if (!strcmp(type, "layernorm") || !strcmp(type, "gelu") || !strcmp(type, "relu") ||
+      !strcmp(type, "rmsnorm"))
     return s->in_dim;
   if (!strcmp(type, "linear")) return linear_out(s);
   if (!strcmp(type, "lm_head")) return s->vocab;
@@ -66,6 +67,22 @@ static int block_params(int64_t d, ref_param *out) {
   return n;
 }
 
+static int llama_kv_heads(const ref_shape *s) { return s->kv_heads > 0 ? s->kv_heads : s->heads; }
+
+static int llama_params(const ref_shape *s, ref_param *out) {
+  int n = 0, d = s->dim, hd = d / s->heads, K = llama_kv_heads(s), F = s->ffn_dim;
+  add_param(out, &n, "attn_norm.weight", d, 0);
+  add_param(out, &n, "attn.q.weight", (int64_t)s->heads * hd, d);
+  add_param(out, &n, "attn.k.weight", (int64_t)K * hd, d);
+  add_param(out, &n, "attn.v.weight", (int64_t)K * hd, d);
+  add_param(out, &n, "attn.o.weight", d, (int64_t)s->heads * hd);
+  add_param(out, &n, "mlp_norm.weight", d, 0);
+  add_param(out, &n, "mlp.gate.weight", F, d);
+  add_param(out, &n, "mlp.up.weight", F, d);
+  add_param(out, &n, "mlp.down.weight", d, F);
+  return n;
+}
+
 int ref_params(const char *type, const ref_shape *s, ref_param out[REF_MAX_PARAMS]) {
   int n = 0;
   if (!strcmp(type, "embedding") || !strcmp(type, "lm_head")) {
@@ -80,6 +97,10 @@ int ref_params(const char *type, const ref_shape *s, ref_param out[REF_MAX_PARAM
     if (s->has_bias) add_param(out, &n, "bias", linear_out(s), 0);
   } else if (!strcmp(type, "transformer_block")) {
     n = block_params(s->dim, out);
+  } else if (!strcmp(type, "rmsnorm")) {
+    add_param(out, &n, "weight", s->in_dim, 0);
+  } else if (!strcmp(type, "llama_block")) {
+    n = llama_params(s, out);
   } else if (strcmp(type, "gelu") != 0 && strcmp(type, "relu") != 0) {
     return -1;
   }
@@ -252,6 +273,103 @@ static int fwd_block(const ref_shape *s, double *const *p, const double *in, int
   return 0;
 }
 
+/* --- Llama ------------------------------------------------------------------------------- */
+
+#define REF_RMS_EPS 1e-6
+#define REF_ROPE_THETA 10000.0
+
+/* RMSNorm of one row: x / sqrt(mean(x^2) + eps) * w. */
+static void ref_rms(const double *x, const double *w, int n, double eps, double *y) {
+  double ms = 0.0;
+  for (int i = 0; i < n; i++) ms += x[i] * x[i];
+  double r = 1.0 / sqrt(ms / n + eps);
+  for (int i = 0; i < n; i++) y[i] = x[i] * r * w[i];
+}
+
+static double rms_eps(const ref_shape *s) { return s->rms_eps > 0 ? s->rms_eps : REF_RMS_EPS; }
+
+static void fwd_rmsnorm(const ref_shape *s, double *const *p, const double *in, int64_t rows,
+                        double *out) {
+  for (int64_t r = 0; r < rows; r++)
+    ref_rms(in + r * s->in_dim, p[0], s->in_dim, rms_eps(s), out + r * s->in_dim);
+}
+
+/* Rotates one head x[hd] at position t in place (rotate-half pairs i, i + hd/2). */
+static void ref_rope_head(double *x, int hd, int t, double theta) {
+  int half = hd / 2;
+  for (int i = 0; i < half; i++) {
+    /* the angle exactly as float32 arithmetic defines it (Hugging Face's convention) */
+    float inv = (float)(1.0 / (double)(float)pow(theta, (double)((float)(2 * i) / (float)hd)));
+    float ang = (float)t * inv;
+    double c = cos((double)ang), sn = sin((double)ang), a = x[i], b = x[i + half];
+    x[i] = a * c - b * sn;
+    x[i + half] = b * c + a * sn;
+  }
+}
+
+static double ref_silu(double g) { return g / (1.0 + exp(-g)); }
+
+/* One sequence x [T, d] -> y [T, d]. */
+static int llama_sequence(const ref_shape *s, double *const *p, const double *x, int T,
+                          double *y) {
+  int d = s->dim, H = s->heads, hd = d / H, K = llama_kv_heads(s), F = s->ffn_dim;
+  double theta = s->rope_theta > 0 ? s->rope_theta : REF_ROPE_THETA, eps = rms_eps(s);
+  double *n = malloc(sizeof(double) * d), *q = malloc(sizeof(double) * T * H * hd);
+  double *k = malloc(sizeof(double) * T * K * hd), *v = malloc(sizeof(double) * T * K * hd);
+  double *att = malloc(sizeof(double) * H * hd), *h = malloc(sizeof(double) * T * d);
+  double *sc = malloc(sizeof(double) * T), *g = malloc(sizeof(double) * F);
+  double *u = malloc(sizeof(double) * F), *o = malloc(sizeof(double) * d);
+  int ok = n && q && k && v && att && h && sc && g && u && o;
+  for (int t = 0; ok && t < T; t++) {
+    ref_rms(x + (int64_t)t * d, p[0], d, eps, n);
+    ref_affine(p[1], NULL, n, d, H * hd, q + (int64_t)t * H * hd);
+    ref_affine(p[2], NULL, n, d, K * hd, k + (int64_t)t * K * hd);
+    ref_affine(p[3], NULL, n, d, K * hd, v + (int64_t)t * K * hd);
+    for (int j = 0; j < H; j++) ref_rope_head(q + (int64_t)t * H * hd + j * hd, hd, t, theta);
+    for (int j = 0; j < K; j++) ref_rope_head(k + (int64_t)t * K * hd + j * hd, hd, t, theta);
+  }
+  for (int t = 0; ok && t < T; t++) {
+    for (int j = 0; j < H; j++) {
+      const double *qt = q + (int64_t)t * H * hd + j * hd;
+      int kv = j / (H / K);
+      double mx = -INFINITY, sum = 0.0;
+      for (int u2 = 0; u2 <= t; u2++) {
+        const double *ku = k + (int64_t)u2 * K * hd + kv * hd;
+        double dot = 0.0;
+        for (int i = 0; i < hd; i++) dot += qt[i] * ku[i];
+        sc[u2] = dot / sqrt((double)hd);
+        if (sc[u2] > mx) mx = sc[u2];
+      }
+      for (int u2 = 0; u2 <= t; u2++) sum += (sc[u2] = exp(sc[u2] - mx));
+      for (int i = 0; i < hd; i++) {
+        double acc = 0.0;
+        for (int u2 = 0; u2 <= t; u2++) acc += sc[u2] / sum * v[(int64_t)u2 * K * hd + kv * hd + i];
+        att[j * hd + i] = acc;
+      }
+    }
+    ref_affine(p[4], NULL, att, H * hd, d, o);
+    for (int i = 0; i < d; i++) h[(int64_t)t * d + i] = x[(int64_t)t * d + i] + o[i];
+    ref_rms(h + (int64_t)t * d, p[5], d, eps, n);
+    ref_affine(p[6], NULL, n, d, F, g);
+    ref_affine(p[7], NULL, n, d, F, u);
+    for (int i = 0; i < F; i++) g[i] = ref_silu(g[i]) * u[i];
+    ref_affine(p[8], NULL, g, F, d, o);
+    for (int i = 0; i < d; i++) y[(int64_t)t * d + i] = h[(int64_t)t * d + i] + o[i];
+  }
+  free(n), free(q), free(k), free(v), free(att), free(h), free(sc), free(g), free(u), free(o);
+  return ok ? 0 : -1;
+}
+
+static int fwd_llama(const ref_shape *s, double *const *p, const double *in, int B, int T,
+                     double *out) {
+  int d = s->dim, K = llama_kv_heads(s);
+  if (s->heads <= 0 || d % s->heads != 0 || s->heads % K != 0 || s->ffn_dim <= 0) return -1;
+  for (int b = 0; b < B; b++)
+    if (llama_sequence(s, p, in + (int64_t)b * T * d, T, out + (int64_t)b * T * d) != 0)
+      return -1;
+  return 0;
+}
+
 int ref_forward(const char *type, const ref_shape *s, double *const *params, const double *in,
                 const int32_t *tokens, int B, int T, double *out) {
   int64_t rows = (int64_t)B * T;
@@ -263,6 +381,8 @@ int ref_forward(const char *type, const ref_shape *s, double *const *params, con
   else if (!strcmp(type, "relu")) fwd_pointwise(0, in, rows * s->in_dim, out);
   else if (!strcmp(type, "lm_head")) fwd_lm_head(s, params, in, rows, out);
   else if (!strcmp(type, "transformer_block")) return fwd_block(s, params, in, B, T, out);
+  else if (!strcmp(type, "rmsnorm")) fwd_rmsnorm(s, params, in, rows, out);
+  else if (!strcmp(type, "llama_block")) return fwd_llama(s, params, in, B, T, out);
   else return -1;
   return 0;
 }

@@ -25,6 +25,18 @@
  *                      x1 = x + proj(causal_attn(ln1(x))); y = x1 + mlp.proj(gelu(mlp.fc(ln2(x1))))
  *                      (q/k/v = columns [0,d), [d,2d), [2d,3d) of qkv; head j uses columns
  *                      j*hd..(j+1)*hd-1 of each; scores scaled by 1/sqrt(hd); LayerNorm eps 1e-5)
+ *   rmsnorm            weight [in]                          x / sqrt(mean(x^2) + eps) * w
+ *   llama_block        Llama decoder layer, 9 params in this order (H heads, K kv_heads,
+ *                      hd = dim/H, F ffn_dim): attn_norm.weight [d], attn.q.weight [H hd, d],
+ *                      attn.k.weight [K hd, d], attn.v.weight [K hd, d], attn.o.weight [d, H hd],
+ *                      mlp_norm.weight [d], mlp.gate.weight [F, d], mlp.up.weight [F, d],
+ *                      mlp.down.weight [d, F]
+ *                      h = x + o(attn(rope(q(n1 x)), rope(k(n1 x)), v(n1 x)));
+ *                      y = h + down(silu(gate(n2 h)) * up(n2 h)), n1, n2 RMSNorms with eps;
+ *                      query head j reads kv head j / (H/K); causal, scale 1/sqrt(hd); rope
+ *                      rotates pairs (i, i + hd/2) of each q and k head at position t by the
+ *                      angle t * inv_freq[i], inv_freq[i] = 1 / theta^(2i/hd), that angle as
+ *                      float32 computes it (the convention's definition), cos/sin in double
  *
  * Batches are independent in every layer: ref_forward(B=1) on the slice of batch b gives the
  * rows of batch b, which lets finite-difference loops recompute only the batch they perturb.
@@ -42,6 +54,10 @@ typedef struct {
   int out_dim;  /* linear only: output features; 0 means dim (the default of `out`) */
   int has_bias; /* linear only: 1 when the layer has a bias (the default) */
   double eps;   /* layernorm only: its `eps` (1e-5 by default); 0 means 1e-5 */
+  /* rmsnorm and llama_block: eps of the RMSNorms (0 means 1e-6); llama_block: kv heads (0 means
+   * heads), ffn_dim, rope_theta (0 means 10000). */
+  double rms_eps, rope_theta;
+  int kv_heads, ffn_dim;
 } ref_shape;
 
 /* A shape with every argument at its default: in_dim = dim, linear out = dim with bias,

@@ -1,0 +1,169 @@
+/* The Llama block's kernels on the GPU (kernels/cpu/ops_llama.c; kernels.h: rmsnorm_*, rope,
+ * swiglu_*). RMSNorm: one block per row for forward and backward_input (block sums as fixed
+ * trees), and for backward_weight the column-tiled chunks of layernorm_backward_weight
+ * (ops_layernorm.cu) with pt_chunk_sum_kernel adding the chunks in order: no atomics, the same
+ * bits every run. rope and swiglu are elementwise; rope's cos and sin are the CPU's
+ * (rope_angle.h). */
+#include "kernels/cpu/rope_angle.h"
+#include "kernels/cuda/common.cuh"
+
+/* y = x * r * w, r = 1 / sqrtf(sum x^2 / D + eps); rstd[n] = r. */
+static __global__ void __launch_bounds__(PT_THREADS)
+    rmsnorm_forward_kernel(float *y, float *rstd, const float *x, const float *w, int D,
+                           float eps) {
+  __shared__ float sh[32];
+  const int64_t n = blockIdx.x;
+  const float *xr = x + n * D;
+  float *yr = y + n * D;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = pt_block_sum(ss, sh);
+  const float r = 1.0f / sqrtf(ss / D + eps);
+  for (int i = threadIdx.x; i < D; i += blockDim.x) yr[i] = xr[i] * r * w[i];
+  if (threadIdx.x == 0) rstd[n] = r;
+}
+
+/* dx (=|+=) r * (dy * w - x * r * sgx), sgx = sum(dy * w * x * r) / D. */
+static __global__ void __launch_bounds__(PT_THREADS)
+    rmsnorm_backward_input_kernel(float *dx, const float *dy, const float *x, const float *w,
+                                  const float *rstd, int D, int acc) {
+  __shared__ float sh[32];
+  const int64_t n = blockIdx.x;
+  const float *xr = x + n * D, *dyr = dy + n * D;
+  float *dxr = dx + n * D;
+  const float r = rstd[n];
+  float sgx = 0.0f;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) sgx += dyr[i] * w[i] * xr[i] * r;
+  sgx = pt_block_sum(sgx, sh) / D;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    const float v = r * (dyr[i] * w[i] - xr[i] * r * sgx);
+    dxr[i] = acc ? dxr[i] + v : v;
+  }
+}
+
+/* dw[c] += sum_n dy[n,c] * (x[n,c] * rstd[n]) over the rows of chunk blockIdx.y, as
+ * layernorm_backward_weight_kernel: block (32, RMS_LANES) owns 32 columns, row lane ty adds rows
+ * ty, ty + RMS_LANES, ... in order, the lanes' sums meet in a fixed tree; one chunk adds into
+ * dw, several write part[blockIdx.y * D + c] for pt_chunk_sum_kernel. */
+#define RMS_LANES 32
+static __global__ void __launch_bounds__(32 * RMS_LANES)
+    rmsnorm_backward_weight_kernel(float *dw, float *part, const float *dy, const float *x,
+                                   const float *rstd, int N, int D, int rows) {
+  __shared__ float pw[RMS_LANES][33];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int c = blockIdx.x * 32 + tx;
+  const int64_t r0 = (int64_t)blockIdx.y * rows, r1 = r0 + rows < N ? r0 + rows : N;
+  float sw = 0.0f;
+  if (c < D)
+    for (int64_t n = r0 + ty; n < r1; n += RMS_LANES) {
+      const int64_t o = n * D + c;
+      sw += dy[o] * (x[o] * rstd[n]);
+    }
+  pw[ty][tx] = sw;
+  __syncthreads();
+  for (int h = RMS_LANES / 2; h > 0; h >>= 1) {
+    if (ty < h) pw[ty][tx] += pw[ty + h][tx];
+    __syncthreads();
+  }
+  if (ty == 0 && c < D) {
+    if (!part)
+      dw[c] += pw[0][tx];
+    else
+      part[(int64_t)blockIdx.y * D + c] = pw[0][tx];
+  }
+}
+
+/* Element e = ((row * heads + h) * half + j) of the rotated pairs, row = b*T + t, heads the
+ * H + KVH rotated heads (q's then k's, contiguous in the row). */
+static __global__ void __launch_bounds__(PT_THREADS)
+    rope_kernel(float *qkv, int64_t n, int T, int heads, int ld, int hd, float theta, int dir) {
+  const int half = hd / 2;
+  PT_GRID_LOOP(e, n) {
+    const int j = (int)(e % half);
+    const int64_t rh = e / half, row = rh / heads;
+    const int h = (int)(rh % heads), t = (int)(row % T);
+    float c, s;
+    rope_cos_sin(t, j, hd, theta, &c, &s);
+    if (dir < 0) s = -s;
+    float *xh = qkv + row * ld + (int64_t)h * hd;
+    const float x0 = xh[j], x1 = xh[j + half];
+    xh[j] = x0 * c - x1 * s;
+    xh[j + half] = x1 * c + x0 * s;
+  }
+}
+
+/* e = n*F + i: y = g / (1 + exp(-g)) * u. */
+static __global__ void __launch_bounds__(PT_THREADS)
+    swiglu_forward_kernel(float *y, const float *gu, int64_t n, int F) {
+  PT_GRID_LOOP(e, n) {
+    const int64_t r = e / F, i = e % F;
+    const float g = gu[r * 2 * F + i], u = gu[r * 2 * F + F + i];
+    y[e] = g / (1.0f + pt_dev_expf(-g)) * u;
+  }
+}
+
+static __global__ void __launch_bounds__(PT_THREADS)
+    swiglu_backward_kernel(float *dgu, const float *dy, const float *gu, int64_t n, int F) {
+  PT_GRID_LOOP(e, n) {
+    const int64_t r = e / F, i = e % F;
+    const float g = gu[r * 2 * F + i], u = gu[r * 2 * F + F + i], d = dy[e];
+    const float sg = 1.0f / (1.0f + pt_dev_expf(-g));
+    dgu[r * 2 * F + i] = d * u * (sg * (1.0f + g * (1.0f - sg)));
+    dgu[r * 2 * F + F + i] = d * (g * sg);
+  }
+}
+
+extern "C" void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, float *rstd, const float *x,
+                                        const float *w, int N, int D, float eps) {
+  if (N <= 0 || D <= 0) return;
+  PT_LAUNCH(rmsnorm_forward_kernel, (unsigned)N, PT_THREADS, 0, g->stream, y, rstd, x, w, D, eps);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy,
+                                               const float *x, const float *w, const float *rstd,
+                                               int N, int D, int acc) {
+  if (N <= 0 || D <= 0) return;
+  PT_LAUNCH(rmsnorm_backward_input_kernel, (unsigned)N, PT_THREADS, 0, g->stream, dx, dy, x, w,
+            rstd, D, acc);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const float *dy,
+                                                const float *x, const float *rstd, int N, int D) {
+  if (N <= 0 || D <= 0) return;
+  const int chunks = pt_col_chunks(N, D, 1), rows = pt_col_chunk_rows(N, chunks);
+  float *part = chunks == 1 ? NULL : g->col_scratch;
+  dim3 block(32, RMS_LANES), grid((unsigned)(((int64_t)D + 31) / 32), (unsigned)chunks);
+  PT_LAUNCH(rmsnorm_backward_weight_kernel, grid, block, 0, g->stream, dw, part, dy, x, rstd, N,
+            D, rows);
+  PT_LAUNCH_CHECK();
+  if (!part) return;
+  PT_LAUNCH(pt_chunk_sum_kernel, pt_grid(D), PT_THREADS, 0, g->stream, dw, (float *)NULL,
+            (const float *)part, chunks, D);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KVH, int hd,
+                             float theta, int dir) {
+  const int64_t n = (int64_t)B * T * (H + KVH) * (hd / 2);
+  if (n <= 0) return;
+  PT_LAUNCH(rope_kernel, pt_grid(n), PT_THREADS, 0, g->stream, qkv, n, T, H + KVH,
+            (H + 2 * KVH) * hd, hd, theta, dir);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_op_swiglu_forward(gpu_ctx *g, float *y, const float *gu, int N, int F) {
+  const int64_t n = (int64_t)N * F;
+  if (n <= 0) return;
+  PT_LAUNCH(swiglu_forward_kernel, pt_grid(n), PT_THREADS, 0, g->stream, y, gu, n, F);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu,
+                                        int N, int F) {
+  const int64_t n = (int64_t)N * F;
+  if (n <= 0) return;
+  PT_LAUNCH(swiglu_backward_kernel, pt_grid(n), PT_THREADS, 0, g->stream, dgu, dy, gu, n, F);
+  PT_LAUNCH_CHECK();
+}

@@ -1,0 +1,51 @@
+/* rmsnorm over the feature dim (Llama's, Hugging Face's LlamaRMSNorm): param weight [D], no
+ * bias; arg eps (default 1e-6). y = x / sqrt(mean(x^2) + eps) * w. saved: rstd[N]. */
+#include "layers/builtin.h"
+
+static void rmsnorm_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
+  if (s->in_tokens)
+    spec_error(e, s->args, 0, "rmsnorm takes float features; put an embedding before it");
+  L->farg[0] = spec_get_num(s->args, "eps", 0, 1e-6, 1e-12, 1.0, e);
+  L->out_dim = s->in_dim;
+  layer_add_param(L, "weight", 1, s->in_dim, 0, 0, 0);
+}
+
+static size_t rmsnorm_saved(const pt_layer *L, int B, int T) {
+  return sizeof(float) * (size_t)B * T;
+}
+
+static void rmsnorm_init(pt_layer *L, uint64_t seed) { layer_init_const(L, 0, 1.0f); }
+
+static void rmsnorm_forward(pt_layer *L, const pt_io *io) {
+  io->k->rmsnorm_forward(io->k, io->out, io->saved, io->in, L->w[0], io->B * io->T, L->out_dim,
+                         (float)L->farg[0]);
+}
+
+static void rmsnorm_backward_input(pt_layer *L, const pt_io *io) {
+  if (!io->din) return;
+  io->k->rmsnorm_backward_input(io->k, io->din, io->dout, io->in, L->w[0], io->saved,
+                                io->B * io->T, L->out_dim, 0);
+}
+
+static void rmsnorm_backward_weight(pt_layer *L, const pt_io *io) {
+  io->k->rmsnorm_backward_weight(io->k, L->g[0], io->dout, io->in, io->saved, io->B * io->T,
+                                 L->out_dim);
+}
+
+static void rmsnorm_cost(const pt_layer *L, int T, pt_layer_cost *c) {
+  layer_cost_default(L, T, c);
+  c->fwd_flops = 4.0 * T * L->out_dim;
+  c->bwd_flops = 8.0 * T * L->out_dim;
+}
+
+const pt_layer_type layer_type_rmsnorm = {
+    .name = "rmsnorm",
+    .kernels_only = 1,
+    .configure = rmsnorm_configure,
+    .saved_bytes = rmsnorm_saved,
+    .init = rmsnorm_init,
+    .forward = rmsnorm_forward,
+    .backward_input = rmsnorm_backward_input,
+    .backward_weight = rmsnorm_backward_weight,
+    .cost = rmsnorm_cost,
+};
