@@ -350,6 +350,7 @@ typedef struct {
   double *xd, *R, *wd[PT_MAX_PARAMS];
   void *saved, *scratch;
   size_t saved_sz, scratch_sz;
+  float *wblock, *gblock; /* the tensors' values and gradients (also for layers with none) */
 } lrun;
 
 static void alloc_run(lrun *r) {
@@ -376,7 +377,8 @@ static void alloc_run(lrun *r) {
    * gate|up matrices rely on. */
   int64_t total = 0, off = 0;
   for (int p = 0; p < r->L.n_params; p++) total += (r->L.params[p].numel + 15) & ~(int64_t)15;
-  float *w = alloc64(sizeof(float) * total), *g = alloc64(sizeof(float) * total);
+  float *w = r->wblock = alloc64(sizeof(float) * total);
+  float *g = r->gblock = alloc64(sizeof(float) * total);
   for (int p = 0; p < r->L.n_params; p++) {
     int64_t n = r->L.params[p].numel;
     r->L.w[p] = w + off;
@@ -396,10 +398,8 @@ static void free_run(lrun *r) {
   free(r->R);
   free(r->saved);
   free(r->scratch);
-  if (r->L.n_params > 0) {
-    free(r->L.w[0]);
-    free(r->L.g[0]);
-  }
+  free(r->wblock);
+  free(r->gblock);
   for (int p = 0; p < r->L.n_params; p++) free(r->wd[p]);
 }
 
