@@ -9,6 +9,8 @@ G = 2 sequences a step, weights left in place by SGD at lr 1e-30) and checks:
     documented position rule names: o = ((s G + j) 32) mod (N - 32), tokens[o, o + T_s + 1).
     That run knows nothing of schedules: it reads its one sequence from offset 0 of its file.
 Tolerance 2e-6 relative (float loss scales 1/(G T) vs 1/T; lr 1e-30 moves no weight visibly).
+  * a run resumed (--load) in the middle of the schedule continues with the lengths and losses,
+    bit for bit, of the run that went through (the length comes from the restored step).
 Exits 1 on a mismatch."""
 import json
 import os
@@ -21,18 +23,31 @@ DATA = "examples/data/tiny.txt"
 T_MAX, START, WARMUP, MULT, G, STEPS = 32, 8, 3, 8, 2, 4
 
 
-def run(pipe, work, name, *sets):
+def run(pipe, work, name, *sets, extra=()):
     out = os.path.join(work, name + ".jsonl")
-    args = [pipe, SPEC, "--sequential", "--quiet", "--metrics", out]
+    args = [pipe, SPEC, "--sequential", "--quiet", "--metrics", out, *extra]
     for s in sets:
         args += ["--set", s]
-    subprocess.run(args, check=True)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")  # one GEMM code path for every run
+    subprocess.run(args, check=True, env=env)
     return [json.loads(line) for line in open(out)]
 
 
 def expected_T(s):
     t = START + (T_MAX - START) * s // WARMUP
     return min(T_MAX, t - t % MULT) if s < WARMUP else T_MAX
+
+
+def check_resume(pipe, work):
+    lr = "train.optimizer.lr=1.0e-2"  # weights that move, so a wrong step would show
+    whole = run(pipe, work, "whole", lr, "train.steps=4")
+    ck = os.path.join(work, "ck")
+    run(pipe, work, "first", lr, "train.steps=2", extra=("--save", ck))
+    rest = run(pipe, work, "rest", lr, "train.steps=4", extra=("--load", ck))
+    got = [(r["step"], r["seq_len"], r["loss"]) for r in rest]
+    want = [(r["step"], r["seq_len"], r["loss"]) for r in whole[2:]]
+    print("resumed at step 2:", "ok" if got == want else "DIFFERS")
+    return [] if got == want else [f"resumed {got} vs whole run {want}"]
 
 
 def main():
@@ -63,6 +78,7 @@ def main():
             print(f"step {s}: T {T}, loss {loss:.9f}, reference {ref:.9f} {'ok' if ok else 'DIFFERS'}")
             if not ok:
                 errors.append(f"step {s}: loss {loss!r} vs reference {ref!r}")
+        errors += check_resume(pipe, work)
     for e in errors:
         print("error:", e)
     return 1 if errors else 0
