@@ -122,6 +122,11 @@ static int64_t mulmod_add(int64_t a, int64_t b, int64_t c, int64_t m) {
 
 void data_fill(const pt_data *d, int64_t step, int64_t G, int64_t j0, int B, int T, void *inputs,
                void *targets, int as_class) {
+  data_fill_prefix(d, step, G, j0, B, T, T, inputs, targets, as_class);
+}
+
+void data_fill_prefix(const pt_data *d, int64_t step, int64_t G, int64_t j0, int B, int T,
+                      int span, void *inputs, void *targets, int as_class) {
   for (int r = 0; r < B; r++) {
     int64_t j = j0 + r;
     if (d->format == DATA_F32) {
@@ -137,7 +142,8 @@ void data_fill(const pt_data *d, int64_t step, int64_t G, int64_t j0, int B, int
       }
       continue;
     }
-    int64_t o = mulmod_add(mulmod_add(step, G, j, d->n_tokens - T), T, 0, d->n_tokens - T);
+    int64_t o = mulmod_add(mulmod_add(step, G, j, d->n_tokens - span), span, 0,
+                           d->n_tokens - span);
     int32_t *in = (int32_t *)inputs + (int64_t)r * T, *tg = (int32_t *)targets + (int64_t)r * T;
     for (int t = 0; t < T; t++) {
       in[t] = (int32_t)token_at(d, o + t); /* check_tokens: every id < vocab <= INT32_MAX */

@@ -37,5 +37,11 @@ void data_close(pt_data *d);
  * as_class is set). */
 void data_fill(const pt_data *d, int64_t step, int64_t G, int64_t j0, int B, int T, void *inputs,
                void *targets, int as_class);
+/* data_fill with sequences of T tokens placed as if they had `span` (>= T): token sequence j of
+ * step s starts at o = ((s*G + j) * span) mod (N - span) and takes the first T tokens (inputs
+ * [B*T], targets [B*T]). train.seq_len_schedule reads the step's T_s at model.seq_len spacing.
+ * Record data: as data_fill. */
+void data_fill_prefix(const pt_data *d, int64_t step, int64_t G, int64_t j0, int B, int T,
+                      int span, void *inputs, void *targets, int as_class);
 
 #endif

@@ -19,6 +19,7 @@ int part_configure(pt_part *p, const pt_spec *spec, char *err, size_t errsz) {
   }
   p->B = (int)spec->train.micro_batch_size;
   p->T = p->model.input_tokens ? (int)spec->seq_len : 1;
+  p->cur_T = p->T;
   p->G = spec->pipeline.data_parallel * spec->train.micro_batches * p->B;
   int tcols = p->model.input_tokens ? 1 : spec->data.targets;
   p->target_bytes = sizeof(float) * (size_t)p->B * p->T * tcols;
@@ -90,14 +91,15 @@ void part_free(pt_part *p) {
 /* Replica d's micro-batch m is rows (d M + m) B ... of the global batch (docs/training.md). */
 void part_fill(pt_part *p, int64_t replica, int64_t mb, void *inputs, void *targets) {
   int64_t j0 = (replica * p->spec->train.micro_batches + mb) * p->B;
-  data_fill(&p->data, p->step, p->G, j0, p->B, p->T, inputs, targets,
-            p->model.loss == LOSS_CROSS_ENTROPY);
+  data_fill_prefix(&p->data, p->step, p->G, j0, p->B, p->cur_T, p->T, inputs, targets,
+                   p->model.loss == LOSS_CROSS_ENTROPY);
 }
 
-static float loss_scale(const pt_part *p) { return (float)(1.0 / ((double)p->G * p->T)); }
+static float loss_scale(const pt_part *p) { return (float)(1.0 / ((double)p->G * p->cur_T)); }
 
 void part_begin_step(pt_part *p) {
   device_stats_reset(&p->stats);
+  p->cur_T = p->model.input_tokens ? (int)spec_seq_len_at(p->spec, p->step) : 1;
   p->n_losses = 0;
 }
 
@@ -106,7 +108,8 @@ void part_compute_loss(pt_part *p, const float *y, const void *targets, float *d
   if (p->n_losses >= p->n_loss_slots)
     pt_fatal("a step computed more than %d losses on one process", p->n_loss_slots);
   double *sum = device_stats_double(&p->stats, p->model.n_tensors + p->n_losses++);
-  device_loss_acc(p->model.dev, p->model.loss, y, targets, p->target_bytes, p->B * p->T, F,
+  size_t bytes = p->target_bytes / (size_t)p->T * (size_t)p->cur_T; /* [B, cur_T] of them */
+  device_loss_acc(p->model.dev, p->model.loss, y, targets, bytes, p->B * p->cur_T, F,
                   loss_scale(p), dlogits, sum);
 }
 
@@ -145,8 +148,9 @@ double part_end_step(pt_part *p, double t0, double loss, double lr, double norm,
   p->step++;
   double dt = pt_now_s() - t0;
   *out = (pt_step_metrics){.step = p->step, .steps = p->spec->train.steps, .loss = loss,
-                           .lr = lr, .grad_norm = norm, .tokens_per_s = (double)(p->G * p->T) / dt,
-                           .step_ms = dt * 1e3, .mfu = -1.0, .skipped_steps = p->skipped};
+                           .lr = lr, .grad_norm = norm, .tokens_per_s = (double)(p->G * p->cur_T) / dt,
+                           .step_ms = dt * 1e3, .mfu = -1.0, .skipped_steps = p->skipped,
+                           .seq_len = p->spec->train.seq_start > 0 ? p->cur_T : 0};
   return dt;
 }
 

@@ -30,7 +30,9 @@ typedef struct {
   pt_stage stage;       /* part_alloc's executor (unused by part_alloc_ranges) */
   pt_optimizer opt;
   pt_data data;         /* zeroed where this part reads no data */
-  int B, T;             /* micro-batch: sequences, tokens per sequence */
+  int B, T;             /* micro-batch: sequences, tokens per sequence (the most: buffers) */
+  int cur_T;            /* tokens per sequence this step (train.seq_len_schedule, <= T); set by
+                           part_begin_step from the step alone, so every stage agrees */
   int64_t G;            /* sequences per step over all replicas */
   size_t target_bytes;  /* one micro-batch of targets (host) */
   int64_t step;         /* steps done */
@@ -68,10 +70,11 @@ void part_free(pt_part *p);
 /* Writes micro-batch mb of replica `replica` of the current step: inputs (the stage's input
  * layout) and targets (target_bytes); either may be scratch the caller does not use. */
 void part_fill(pt_part *p, int64_t replica, int64_t mb, void *inputs, void *targets);
-/* A step begins: the step statistics zeroed (no wait), no loss computed yet. */
+/* A step begins: the step statistics zeroed (no wait), no loss computed yet, cur_T set to the
+ * step's sequence length (spec_seq_len_at; 1 for record data). */
 void part_begin_step(pt_part *p);
 /* One micro-batch's loss of the last layer's output y [B, T, F] against targets, scaled by
- * 1 / (G T) (the only scaling anywhere); its gradient goes to dlogits [B, T, F]. The loss is
+ * 1 / (G cur_T) (the only scaling anywhere); its gradient goes to dlogits [B, T, F]. The loss is
  * kept on the device (the step's next slot) until part_losses reads it; targets may be reused
  * when this returns. */
 void part_compute_loss(pt_part *p, const float *y, const void *targets, float *dlogits);

@@ -19,6 +19,13 @@ static int tag_of(const pt_pipeline *p, int boundary, int mb, int grad) {
 
 static int slot_of(const pt_chunk *k, int mb) { return mb % k->slots; }
 
+/* A chunk's message of `bytes` at model.seq_len (in_bytes, out_bytes) cut to this step's tokens
+ * per sequence (train.seq_len_schedule): sender and receiver both compute cur_T from the step,
+ * so the sizes agree with no shape message. */
+static size_t step_bytes(const pt_pipeline *p, size_t bytes) {
+  return bytes / (size_t)p->part.T * (size_t)p->part.cur_T;
+}
+
 static int tracing(const pt_pipeline *p) { return trace_active(&p->trace, p->part.step + 1); }
 
 /* A request of this rank: its chunk and what it carries (0 activation in, 1 gradient in,
@@ -94,13 +101,14 @@ static void act_forward(pt_pipeline *p, pt_chunk *k, int mb) {
   wait_for(p, &k->recv_act[s], mb);
   wait_for(p, &k->send_act[s], mb); /* the slot's output still leaving for the next chunk */
   double t0 = pt_now_s();
-  if (k->wire_act_in) unpack(p, stage_input(&k->stage, s), k->wire_act_in[s], k->in_bytes);
+  size_t in_bytes = step_bytes(p, k->in_bytes);
+  if (k->wire_act_in) unpack(p, stage_input(&k->stage, s), k->wire_act_in[s], in_bytes);
   if (k->prev >= 0) { /* the previous chunk's output, still held in its slot */
     pt_chunk *q = &p->chunks[k->prev];
     device_copy(p->part.model.dev, stage_input(&k->stage, s),
-                stage_output(&q->stage, slot_of(q, mb)), k->in_bytes);
+                stage_output(&q->stage, slot_of(q, mb)), in_bytes);
   }
-  stage_forward(&k->stage, s, p->part.B, p->part.T);
+  stage_forward(&k->stage, s, p->part.B, p->part.cur_T);
   p->step_compute_s += pt_now_s() - t0;
   if (++p->in_flight > p->peak_in_flight) p->peak_in_flight = p->in_flight;
 }
@@ -125,7 +133,7 @@ static void act_backward(pt_pipeline *p, pt_chunk *k, int mb, int split) {
   if (!k->is_last) wait_for(p, &k->recv_grad[s], mb);
   float *din = input_grad(p, k, mb);
   double t0 = pt_now_s();
-  if (k->wire_grad_in) unpack(p, k->dout[s], k->wire_grad_in[s], k->out_bytes);
+  if (k->wire_grad_in) unpack(p, k->dout[s], k->wire_grad_in[s], step_bytes(p, k->out_bytes));
   if (k->is_last) {
     part_compute_loss(&p->part, stage_output(&k->stage, s), k->targets[s], k->dlogits);
     dy = k->dlogits;
@@ -294,8 +302,9 @@ static void reduce_dp(pt_pipeline *p) {
 /* A transfer of chunk k: post the receive or start the send of mb's slot. */
 static void transfer(pt_pipeline *p, pt_chunk *k, pt_action_kind kind, int mb) {
   int s = slot_of(k, mb);
-  size_t in = k->wire_act_in ? k->in_bytes / 2 : k->in_bytes;
-  size_t out = k->wire_act_out ? k->out_bytes / 2 : k->out_bytes;
+  size_t in_bytes = step_bytes(p, k->in_bytes), out_bytes = step_bytes(p, k->out_bytes);
+  size_t in = k->wire_act_in ? in_bytes / 2 : in_bytes;
+  size_t out = k->wire_act_out ? out_bytes / 2 : out_bytes;
   switch (kind) {
   case ACT_RECV_ACT: {
     void *dst = k->wire_act_in ? (void *)k->wire_act_in[s] : stage_input(&k->stage, s);
@@ -305,7 +314,7 @@ static void transfer(pt_pipeline *p, pt_chunk *k, pt_action_kind kind, int mb) {
   }
   case ACT_SEND_ACT: {
     const void *src = stage_output(&k->stage, s);
-    if (k->wire_act_out) src = pack(p, k->wire_act_out[s], src, k->out_bytes);
+    if (k->wire_act_out) src = pack(p, k->wire_act_out[s], src, out_bytes);
     comm_send_async(p->pipe, src, out, k->next_stage, tag_of(p, k->id, mb, 0), &k->send_act[s]);
     break;
   }
@@ -316,7 +325,7 @@ static void transfer(pt_pipeline *p, pt_chunk *k, pt_action_kind kind, int mb) {
   }
   default: { /* ACT_SEND_GRAD */
     const void *src = k->din[s];
-    if (k->wire_grad_out) src = pack(p, k->wire_grad_out[s], src, k->in_bytes);
+    if (k->wire_grad_out) src = pack(p, k->wire_grad_out[s], src, in_bytes);
     comm_send_async(p->pipe, src, in, k->prev_stage, tag_of(p, k->id - 1, mb, 1),
                     &k->send_grad[s]);
   }

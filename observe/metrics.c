@@ -25,6 +25,7 @@ void metrics_write_json(FILE *f, const pt_step_metrics *s) {
   }
   if (s->mfu >= 0) cJSON_AddNumberToObject(o, "mfu", s->mfu);
   cJSON_AddNumberToObject(o, "skipped_steps", (double)s->skipped_steps);
+  if (s->seq_len > 0) cJSON_AddNumberToObject(o, "seq_len", (double)s->seq_len);
   char *text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   if (!text) pt_fatal("out of memory writing metrics");

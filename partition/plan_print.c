@@ -117,6 +117,17 @@ static void print_comm(FILE *f, const pt_plan *p) {
   fputc('\n', f);
 }
 
+/* train.seq_len_schedule: buffers, memory and times above are at model.seq_len, the most any
+ * step uses; say so with the range the steps go through. */
+static void print_seq_schedule(FILE *f, const pt_model *m) {
+  const pt_spec *s = m->spec;
+  if (s->train.seq_start <= 0) return;
+  fprintf(f, "seq_len_schedule: %lld to %lld tokens per sequence over %lld steps (multiple of "
+          "%lld); memory and est.ms are at the longest, model.seq_len %lld\n",
+          (long long)spec_seq_len_at(s, 0), (long long)s->seq_len, (long long)s->train.seq_warmup,
+          (long long)s->train.seq_multiple, (long long)s->seq_len);
+}
+
 void plan_print(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
   print_header(f, p, m);
   fprintf(f, "%-5s %-8s %-8s %-9s %12s %10s %10s %10s %10s %10s %10s %10s %9s  %s\n", "stage",
@@ -131,6 +142,7 @@ void plan_print(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
   if (gflops > 0)
     fprintf(f, "est.ms: forward + backward FLOPs of one step at the measured %.1f GFLOP/s\n",
             gflops);
+  print_seq_schedule(f, m);
   for (int i = 0; i < p->n_warnings; i++) fprintf(f, "warning: %s\n", p->warnings[i]);
 }
 

@@ -175,6 +175,9 @@ typedef struct {
   int64_t ckpt_keep;        /* keep the K newest step-N checkpoints (default 3) */
   spec_nonfinite on_nonfinite; /* a step whose gradients are not finite: abort (default) or skip */
   spec_precision precision;    /* fp32 (default, the bitwise reference), tf32 or bf16 */
+  /* train.seq_len_schedule {start, warmup_steps, multiple}: tokens per sequence grow from start
+   * to model.seq_len over warmup_steps (spec_seq_len_at); seq_start 0 when absent. */
+  int64_t seq_start, seq_warmup, seq_multiple;
 } spec_train;
 
 typedef struct {
@@ -232,4 +235,9 @@ void spec_free(pt_spec *s);
  * error (for tools that only need the model, e.g. pipe_convert on a checkpoint's spec). */
 void spec_set_resolve_data(int on);
 
+/* Tokens per sequence of step `step` (0-based) under train.seq_len_schedule: model.seq_len
+ * without a schedule, else min(seq_len, round_down(start + (seq_len - start) * step /
+ * warmup_steps, multiple)) (integer division; never below start). A pure function of the spec
+ * and the step: every stage computes it alone, so no shape crosses the pipeline. */
+int64_t spec_seq_len_at(const pt_spec *s, int64_t step);
 #endif

@@ -20,6 +20,7 @@ spec_node *spec_node_new(spec_kind kind, const char *own_origin);
 void spec_node_push(spec_node *parent, spec_node *child);
 const char *spec_node_path(const spec_node *n, char *buf, size_t size);
 void spec_fail_expected(spec_errors *e, spec_node *n, const char *want);
+void spec_load_seq_schedule(pt_spec *s, spec_node *train, spec_errors *e); /* spec_seq_schedule.c */
 
 #define SPEC_PATH_MAX 256
 
@@ -351,7 +352,7 @@ static void spec_load_train(pt_spec *s, spec_errors *e) {
   static const char *const keys[] = {"steps", "micro_batch_size", "micro_batches", "optimizer",
                                      "grad_clip", "seed", "activation_checkpoint_interval",
                                      "lr_schedule", "checkpoint", "on_nonfinite", "precision",
-                                     NULL};
+                                     "seq_len_schedule", NULL};
   spec_train *t = &s->train;
   spec_node *m = spec_section(s->root, "train", "train", e);
   t->steps = spec_get_int(m, "steps", 0, 100, 0, INT64_MAX, e);
@@ -367,6 +368,7 @@ static void spec_load_train(pt_spec *s, spec_errors *e) {
   t->on_nonfinite =
       spec_get_enum(m, "on_nonfinite", SPEC_NONFINITE_ABORT, spec_nonfinite_names, e);
   t->precision = spec_get_enum(m, "precision", SPEC_PRECISION_FP32, spec_precision_names, e);
+  spec_load_seq_schedule(s, m, e);
   spec_check_unused(m, "train", keys, e);
 }
 

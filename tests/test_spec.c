@@ -235,6 +235,24 @@ static void test_defaults(void) {
   spec_free(&s);
 }
 
+/* train.seq_len_schedule: the documented ramp, its end at model.seq_len (not a multiple of 8
+ * here), huge steps and warm-ups without overflow; no schedule: model.seq_len every step. */
+static void test_seq_len_schedule(void) {
+  spec_errors e = {0, ""};
+  pt_spec s;
+  CHECK_INT(load_text("model: {seq_len: 30}\nlayers: [gelu]\ntrain: {seq_len_schedule: {start: 8, "
+                      "warmup_steps: 4, multiple: 8}}\ndata:\n", NULL, 0, &s, &e), 0);
+  if (e.failed) return;
+  const int64_t want[] = {8, 8, 16, 24, 30, 30};
+  for (int i = 0; i < 6; i++) CHECK_INT(spec_seq_len_at(&s, i), want[i]);
+  CHECK_INT(spec_seq_len_at(&s, INT64_MAX), 30);
+  s.train.seq_warmup = INT64_MAX; /* 8 + 22 (2^63 - 2) / (2^63 - 1) = 29, rounded down to 24 */
+  CHECK_INT(spec_seq_len_at(&s, INT64_MAX - 1), 24);
+  s.train.seq_start = 0;
+  CHECK_INT(spec_seq_len_at(&s, 0), 30);
+  spec_free(&s);
+}
+
 static void test_absolute_data_path(void) {
   spec_errors e = {0, ""};
   pt_spec s;
@@ -457,7 +475,7 @@ static const error_case g_text_errors[] = {
      "pipeline, comm, log"},
     {L, "layers: [gelu]\ntrain: {micro_batch: 4}\n", NULL, "2:9",
      "unknown key 'micro_batch' in train; known keys: steps, micro_batch_size, micro_batches, "
-     "optimizer, grad_clip, seed, activation_checkpoint_interval, lr_schedule, checkpoint, on_nonfinite, precision; did you mean "
+     "optimizer, grad_clip, seed, activation_checkpoint_interval, lr_schedule, checkpoint, on_nonfinite, precision, seq_len_schedule; did you mean "
      "'micro_batches'?"},
     {L, "model: {dim: 256, heads: 7}\nlayers: [gelu]\n", NULL, "1:26",
      "model.dim (256) is not divisible by model.heads (7); choose heads that divide dim"},
@@ -748,6 +766,7 @@ int main(int argc, char **argv) {
   test_layer_forms();
   test_defaults();
   test_absolute_data_path();
+  test_seq_len_schedule();
   test_override_values();
   test_override_map_value();
   test_enum_names();
