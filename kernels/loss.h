@@ -11,7 +11,11 @@
 
 typedef enum { LOSS_CROSS_ENTROPY, LOSS_MSE } pt_loss_kind;
 
-/* Ends the job (bad input) when a cross_entropy target is outside [0, F): the data holds a class
+/* A cross_entropy target of LOSS_IGNORE is no prediction (packed documents' padding and
+ * boundaries, engine/data_pack.h): the row adds 0 to the sum and gets dy = 0. */
+#define LOSS_IGNORE (-1)
+
+/* Ends the job (bad input) when a cross_entropy target is outside [0, F) and not LOSS_IGNORE: the data holds a class
  * the last layer has no output for. Host targets; nothing to check for mse. */
 void loss_check_targets(pt_loss_kind kind, const void *targets, int N, int F);
 double loss_forward_backward(pt_loss_kind kind, const float *y, const void *targets, int N, int F,

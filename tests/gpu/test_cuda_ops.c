@@ -433,18 +433,18 @@ static void test_attention_gqa(int B, int T, int d, int H, int KVH) {
   float *oc = hnew(sizeof(float) * no), *pc = hnew(sizeof(float) * np);
   float *dqkvc = hnew(sizeof(float) * nqkv);
   float *scr = hnew(sizeof(float) * (size_t)op_attention_scratch_floats(T, d / H));
-  op_attention_forward(oc, pc, qkv, B, T, d, H, KVH, scr);
-  op_attention_backward(dqkvc, dout, qkv, pc, B, T, d, H, KVH, scr);
+  op_attention_forward(oc, pc, qkv, B, T, d, H, KVH, NULL, scr);
+  op_attention_backward(dqkvc, dout, qkv, pc, B, T, d, H, KVH, NULL, scr);
   float *lse_ref = attention_lse_reference(qkv, B, T, d, H, KVH);
 
   float *garbage_o = hrand(no, 5, 6), *garbage_l = hrand(nl, 5, 6), *garbage_qkv = hrand(nqkv, 5, 6);
   float *d_qkv = upf(qkv, nqkv), *d_dout = upf(dout, no), *d_o = upf(garbage_o, no);
   float *d_lse = upf(garbage_l, nl), *d_dqkv = upf(garbage_qkv, nqkv);
-  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, KVH, NULL);
+  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, KVH, NULL, NULL);
   float *o1 = downf(d_o, no), *l1 = downf(d_lse, nl);
   setf(d_o, garbage_o, no);
   setf(d_lse, garbage_l, nl);
-  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, KVH, NULL);
+  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, KVH, NULL, NULL);
   expect_close("attention_forward o", shape, o1, oc, no, TOL_DEFAULT);
   expect_close("attention_forward lse", shape, l1, lse_ref, nl, TOL_DEFAULT);
   expect_same_bits("attention_forward o", shape, downf(d_o, no), o1, no);
@@ -452,10 +452,10 @@ static void test_attention_gqa(int B, int T, int d, int H, int KVH) {
 
   setf(d_o, oc, no);
   setf(d_lse, lse_ref, nl);
-  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, KVH, NULL);
+  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, KVH, NULL, NULL);
   float *g1 = downf(d_dqkv, nqkv);
   setf(d_dqkv, garbage_qkv, nqkv);
-  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, KVH, NULL);
+  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, KVH, NULL, NULL);
   expect_close("attention_backward dqkv", shape, g1, dqkvc, nqkv, TOL_DEFAULT);
   expect_same_bits("attention_backward dqkv", shape, downf(d_dqkv, nqkv), g1, nqkv);
   scope_end();
@@ -514,16 +514,16 @@ static void test_rope(int B, int T, int H, int KVH, int hd, float theta) {
   snprintf(shape, sizeof shape, "B=%d T=%d H=%d KVH=%d hd=%d theta=%g", B, T, H, KVH, hd, theta);
   int64_t n = (int64_t)B * T * (H + 2 * KVH) * hd;
   float *x = hrand(n, -2, 2), *xc = hcopy(x, n);
-  op_rope(xc, B, T, H, KVH, hd, theta, 1);
+  op_rope(xc, B, T, H, KVH, hd, theta, 1, NULL);
   float *d_x = upf(x, n);
-  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, 1);
+  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, 1, NULL);
   float *y1 = downf(d_x, n);
   setf(d_x, x, n);
-  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, 1);
+  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, 1, NULL);
   expect_close("rope dir=1", shape, y1, xc, n, TOL_DEFAULT);
   expect_same_bits("rope dir=1", shape, downf(d_x, n), y1, n);
-  op_rope(xc, B, T, H, KVH, hd, theta, -1);
-  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, -1);
+  op_rope(xc, B, T, H, KVH, hd, theta, -1, NULL);
+  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, -1, NULL);
   float *x1 = downf(d_x, n);
   expect_close("rope dir=-1 (vs cpu)", shape, x1, xc, n, TOL_DEFAULT);
   expect_close("rope dir=-1 after dir=1 (vs x)", shape, x1, x, n, TOL_DEFAULT);
@@ -656,15 +656,15 @@ static void test_pos(int B, int T, int D) {
   float *x = hrand(n, -1, 1), *pos = hrand(TD, -1, 1), *dy = hrand(n, -1, 1);
   float *dpos0 = hrand(TD, -1, 1);
   float *yc = hnew(sizeof(float) * n), *dpc = hcopy(dpos0, TD);
-  kernels_cpu.pos_forward(&kernels_cpu, yc, x, pos, B, T, D);
-  kernels_cpu.pos_backward_weight(&kernels_cpu, dpc, dy, B, T, D);
+  kernels_cpu.pos_forward(&kernels_cpu, yc, x, pos, B, T, D, NULL);
+  kernels_cpu.pos_backward_weight(&kernels_cpu, dpc, dy, B, T, D, NULL);
   float *d_x = upf(x, n), *d_pos = upf(pos, TD), *d_dy = upf(dy, n);
   float *d_y = dnew(sizeof(float) * n), *d_dp = dnew(sizeof(float) * TD), *g[2];
-  cuda_op_pos_forward(&G, d_y, d_x, d_pos, B, T, D);
+  cuda_op_pos_forward(&G, d_y, d_x, d_pos, B, T, D, NULL);
   expect_same_bits("pos_forward (vs cpu)", shape, downf(d_y, n), yc, n);
   for (int run = 0; run < 2; run++) {
     setf(d_dp, dpos0, TD);
-    cuda_op_pos_backward_weight(&G, d_dp, d_dy, B, T, D);
+    cuda_op_pos_backward_weight(&G, d_dp, d_dy, B, T, D, NULL);
     g[run] = downf(d_dp, TD);
   }
   expect_same_bits("pos_backward_weight (vs cpu, batch order)", shape, g[0], dpc, TD);
@@ -975,11 +975,11 @@ static void test_layer_tables(kernels_gpu *kg, const pt_layer *L, int B, int T, 
   pt_io c = {&kernels_cpu, B, T, in, hnew(sizeof(float) * n_out),
              hnew(layer_saved_bytes(L, &kernels_cpu, B, T)),
              hnew(layer_scratch_bytes(L, &kernels_cpu, B, T)), dout,
-             L->in_tokens ? NULL : hnew(in_bytes)};
+             L->in_tokens ? NULL : hnew(in_bytes), NULL, NULL};
   pt_io g = {&kg->table, B, T, up(in, in_bytes), dnew(sizeof(float) * n_out),
              dnew(layer_saved_bytes(L, &kg->table, B, T)),
              dnew(layer_scratch_bytes(L, &kg->table, B, T)), upf(dout, n_out),
-             L->in_tokens ? NULL : dnew(in_bytes)};
+             L->in_tokens ? NULL : dnew(in_bytes), NULL, NULL};
   const pt_io *io[2] = {&c, &g};
   pt_layer *ls[2] = {&Lc, &Lg};
   for (int side = 0; side < 2; side++) {
