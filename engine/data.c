@@ -105,9 +105,14 @@ int data_open(pt_data *d, const pt_spec *spec, char *err, size_t errsz) {
     return -1;
   }
   if (map_file(d, spec->data.path, err, errsz) != 0) return -1;
-  if (open_layout(d, spec, err, errsz) != 0 ||
-      (spec->data.documents &&
-       data_pack_build(d, spec->data.doc_eos, (int)spec->seq_len, err, errsz) != 0)) {
+  if (open_layout(d, spec, err, errsz) != 0) {
+    data_close(d);
+    return -1;
+  }
+  char why[400];
+  if (spec->data.documents &&
+      data_pack_build(d, spec->data.doc_eos, (int)spec->seq_len, why, sizeof why) != 0) {
+    snprintf(err, errsz, "%s: %s", spec->data.path, why);
     data_close(d);
     return -1;
   }

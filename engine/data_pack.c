@@ -18,13 +18,14 @@ static void push_start(pt_data *d, int64_t *cap, int64_t i) {
 /* One scan over the documents [a, b): greedy whole documents, long ones cut into pieces of C.
  * fill is what the current sequence (started at seq_start[n_seqs-1]) holds so far. */
 int data_pack_build(pt_data *d, int64_t eos, int T, char *err, size_t errsz) {
-  int64_t C = (int64_t)T + 1, cap = 0, fill = 0, N = d->n_tokens;
+  int64_t C = (int64_t)T + 1, cap = 0, fill = 0, N = d->n_tokens, longest = 0;
   d->doc_eos = eos;
   d->n_seqs = 0;
   for (int64_t a = 0; a < N;) {
     int64_t b = a;
     while (b < N && data_token(d, b) != eos) b++;
     b = b < N ? b + 1 : N; /* the document [a, b) with its EOS */
+    longest = b - a > longest ? b - a : longest;
     for (int64_t len = b - a; len > 0;) {
       if (d->n_seqs == 0 || fill + len > C) { /* does not fit: a new sequence at a */
         push_start(d, &cap, a);
@@ -34,8 +35,9 @@ int data_pack_build(pt_data *d, int64_t eos, int T, char *err, size_t errsz) {
       fill += piece, a += piece, len -= piece;
     }
   }
-  if (d->n_seqs == 0) {
-    snprintf(err, errsz, "data file has no documents");
+  if (longest < 2) { /* a lone EOS predicts nothing: no step could have a loss */
+    snprintf(err, errsz, "every document is a lone EOS token (%lld), so nothing is left to "
+             "predict; check data.documents.eos", (long long)eos);
     return -1;
   }
   d->seq_start[d->n_seqs] = N;

@@ -27,7 +27,8 @@
 #define DATA_TARGET_IGNORE LOSS_IGNORE
 
 /* Builds d->seq_start (d->n_seqs packed sequences) for sequences of T tokens; 0, or -1 with a
- * one-line message (out of memory is fatal). Called by data_open when spec->data.documents. */
+ * one-line message (no document of two tokens or more: nothing to predict; the caller adds the
+ * file name; out of memory is fatal). Called by data_open when spec->data.documents. */
 int data_pack_build(pt_data *d, int64_t eos, int T, char *err, size_t errsz);
 /* The packed sequence that row j of step s reads: k mod n_seqs for the global sequence index
  * k = s*G + j (computed without overflow). A pure function of k: a permutation of k
