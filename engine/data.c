@@ -149,8 +149,8 @@ void data_fill(const pt_data *d, int64_t step, int64_t G, int64_t j0, int B, int
       continue;
     }
     if (d->n_seqs > 0) {
-      data_pack_fill_row(d, data_pack_sequence(d, step, G, j), T, (int32_t *)inputs + (int64_t)r * T,
-                         (int32_t *)targets + (int64_t)r * T);
+      int32_t *in = (int32_t *)inputs + (int64_t)r * T, *tg = (int32_t *)targets + (int64_t)r * T;
+      data_pack_fill_row(d, data_pack_sequence(d, step, G, j), T, in, tg);
       continue;
     }
     int64_t o = mulmod_add(mulmod_add(step, G, j, d->n_tokens - T), T, 0, d->n_tokens - T);

@@ -8,8 +8,8 @@
  * is packed sequence (s*G + j) mod n_seqs instead (engine/data_pack.h).
  * G is the global batch (data_parallel * micro_batches * micro_batch_size). The file is mapped
  * read-only; a pt_data is immutable after data_open and may be shared. Per process, nothing
- * collective: a pipelined run opens it on its first and last stages only; the opener owns it
- * (data_close). */
+ * collective: a pipelined run opens it on its first and last stages only (every stage with
+ * data.documents); the opener owns it (data_close). */
 #ifndef PT_DATA_H
 #define PT_DATA_H
 

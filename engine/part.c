@@ -24,6 +24,7 @@ int part_configure(pt_part *p, const pt_spec *spec, char *err, size_t errsz) {
   p->G = spec->pipeline.data_parallel * spec->train.micro_batches * p->B;
   int tcols = p->model.input_tokens ? 1 : spec->data.targets;
   p->target_bytes = sizeof(float) * (size_t)p->B * p->T * tcols;
+  p->loss_scale = (float)(1.0 / ((double)p->G * p->T)); /* part_begin_step sets each step's */
   return 0;
 }
 

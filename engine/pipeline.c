@@ -143,7 +143,8 @@ static void make_groups(pt_pipeline *p) {
 
 /* A stage this machine cannot hold is refused from the plan, not by the allocator; only the
  * ranks running an end chunk read data (every rank with data.documents: each stage computes its
- * micro-batches' document starts and positions from it). All ranks agree on any failure, or the rest would hang. */
+ * micro-batches' document starts and positions from it). All ranks agree on any failure, or
+ * the rest would hang. */
 static int check_stage(pt_pipeline *p, char *err, size_t errsz) {
   char what[4200];
   snprintf(what, sizeof what, "%s: stage %d", p->part.spec->path, p->stage_id);

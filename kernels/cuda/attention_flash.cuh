@@ -6,9 +6,10 @@
  * visited; on the diagonal tile the entries with key > query are masked (probability exactly
  * 0). With packed documents (doc_start, kernels.h) an entry is also masked when the key lies
  * before the query's document start, and tiles wholly before it are skipped (a skipped tile
- * would add exact zeros: skipping changes no bit). A block of PT_THREADS threads works on one (b, h) and one tile row or column, with the
- * tiles of q, k, v, dO it needs in shared memory, each row padded to MAXHD + 1 floats (so a
- * warp reading one column of a tile hits 32 different banks).
+ * would add exact zeros: skipping changes no bit). A block of PT_THREADS threads works on one
+ * (b, h) and one tile row or column, with the tiles of q, k, v, dO it needs in shared memory,
+ * each row padded to MAXHD + 1 floats (so a warp reading one column of a tile hits 32 different
+ * banks).
  *
  * Per-row accumulators ([BT rows] x [hd dims]): thread tid owns row tid / TPR and the dims
  * tid % TPR + TPR*c, c < NC; the configurations below all give NC = 8 registers.
