@@ -3,10 +3,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "engine/data_pack.h"
 
 static int map_file(pt_data *d, const char *path, char *err, size_t errsz) {
   int fd = open(path, O_RDONLY);
@@ -31,7 +34,7 @@ static int map_file(pt_data *d, const char *path, char *err, size_t errsz) {
   return 0;
 }
 
-static int64_t token_at(const pt_data *d, int64_t i) {
+int64_t data_token(const pt_data *d, int64_t i) {
   const uint8_t *p = d->map;
   if (d->format == DATA_BYTES) return p[i];
   if (d->format == DATA_U16) return p[2 * i] | (p[2 * i + 1] << 8);
@@ -47,7 +50,7 @@ static int check_tokens(const pt_data *d, const pt_spec *spec, char *err, size_t
     return -1;
   }
   for (int64_t i = 0; i < d->n_tokens; i++) {
-    int64_t t = token_at(d, i);
+    int64_t t = data_token(d, i);
     if (t >= vocab) {
       snprintf(err, errsz, "%s: token %lld at position %lld is >= model.vocab %lld; raise vocab "
                "or check data.format", spec->data.path, (long long)t, (long long)i,
@@ -106,11 +109,19 @@ int data_open(pt_data *d, const pt_spec *spec, char *err, size_t errsz) {
     data_close(d);
     return -1;
   }
+  char why[400];
+  if (spec->data.documents &&
+      data_pack_build(d, spec->data.doc_eos, (int)spec->seq_len, why, sizeof why) != 0) {
+    snprintf(err, errsz, "%s: %s", spec->data.path, why);
+    data_close(d);
+    return -1;
+  }
   return 0;
 }
 
 void data_close(pt_data *d) {
   if (d->map) munmap((void *)d->map, d->map_bytes);
+  free(d->seq_start);
   memset(d, 0, sizeof *d);
 }
 
@@ -142,12 +153,17 @@ void data_fill_prefix(const pt_data *d, int64_t step, int64_t G, int64_t j0, int
       }
       continue;
     }
+    if (d->n_seqs > 0) {
+      int32_t *in = (int32_t *)inputs + (int64_t)r * T, *tg = (int32_t *)targets + (int64_t)r * T;
+      data_pack_fill_row(d, data_pack_sequence(d, step, G, j), T, in, tg);
+      continue;
+    }
     int64_t o = mulmod_add(mulmod_add(step, G, j, d->n_tokens - span), span, 0,
                            d->n_tokens - span);
     int32_t *in = (int32_t *)inputs + (int64_t)r * T, *tg = (int32_t *)targets + (int64_t)r * T;
     for (int t = 0; t < T; t++) {
-      in[t] = (int32_t)token_at(d, o + t); /* check_tokens: every id < vocab <= INT32_MAX */
-      tg[t] = (int32_t)token_at(d, o + t + 1);
+      in[t] = (int32_t)data_token(d, o + t); /* check_tokens: every id < vocab <= INT32_MAX */
+      tg[t] = (int32_t)data_token(d, o + t + 1);
     }
   }
 }

@@ -4,11 +4,12 @@
  * token), N tokens:
  * sequence j of step s starts at o = ((s*G + j) * T) mod (N - T); inputs tokens[o, o+T),
  * targets tokens[o+1, o+T+1). Record data (f32: records of `inputs` then `targets` float32):
- * sample j of step s is record (s*G + j) mod R, with T = 1.
+ * sample j of step s is record (s*G + j) mod R, with T = 1. With data.documents, row j of step s
+ * is packed sequence (s*G + j) mod n_seqs instead (engine/data_pack.h).
  * G is the global batch (data_parallel * micro_batches * micro_batch_size). The file is mapped
  * read-only; a pt_data is immutable after data_open and may be shared. Per process, nothing
- * collective: a pipelined run opens it on its first and last stages only; the opener owns it
- * (data_close). */
+ * collective: a pipelined run opens it on its first and last stages only (every stage with
+ * data.documents); the opener owns it (data_close). */
 #ifndef PT_DATA_H
 #define PT_DATA_H
 
@@ -26,15 +27,22 @@ typedef struct {
   int64_t n_tokens;  /* token formats */
   int64_t n_records; /* f32 */
   int inputs, targets;
+  /* data.documents (engine/data_pack.h): n_seqs packed sequences, seq_start[n_seqs + 1] (owned);
+   * n_seqs 0 without documents */
+  int64_t n_seqs, doc_eos;
+  int64_t *seq_start;
 } pt_data;
 
 /* Opens spec->data; checks length (at least T+1 tokens / 1 record) and token ids < vocab.
  * Returns 0, or -1 with a one-line message in err naming the file and the fix. */
 int data_open(pt_data *d, const pt_spec *spec, char *err, size_t errsz);
 void data_close(pt_data *d);
+/* Token i of token data (i < n_tokens). */
+int64_t data_token(const pt_data *d, int64_t i);
 /* Writes rows j0 .. j0+B-1 of step s: tokens -> int32 inputs[B*T] and targets[B*T];
  * f32 -> float inputs[B*inputs] and targets (float [B*targets], or int32 class ids when
- * as_class is set). */
+ * as_class is set). With data.documents, tokens come from the packing (engine/data_pack.h):
+ * ignored targets are DATA_TARGET_IGNORE. */
 void data_fill(const pt_data *d, int64_t step, int64_t G, int64_t j0, int B, int T, void *inputs,
                void *targets, int as_class);
 /* data_fill with sequences of T tokens placed as if they had `span` (>= T): token sequence j of

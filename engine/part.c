@@ -2,9 +2,11 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "checkpoint/checkpoint.h"
+#include "engine/data_pack.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "partition/memory.h"
@@ -23,6 +25,7 @@ int part_configure(pt_part *p, const pt_spec *spec, char *err, size_t errsz) {
   p->G = spec->pipeline.data_parallel * spec->train.micro_batches * p->B;
   int tcols = p->model.input_tokens ? 1 : spec->data.targets;
   p->target_bytes = sizeof(float) * (size_t)p->B * p->T * tcols;
+  p->loss_scale = (float)(1.0 / ((double)p->G * p->T)); /* part_begin_step sets each step's */
   return 0;
 }
 
@@ -69,6 +72,7 @@ void part_stage_init(pt_part *p, pt_stage *st, int first, int last, int slots) {
              (int)c->activation_checkpoint_interval);
   st->check_finite = c->on_nonfinite == SPEC_NONFINITE_ABORT;
   st->finite_mark = device_stats_mark(&p->stats, p->n_marks++);
+  part_enable_docs(p, st);
 }
 
 void part_alloc(pt_part *p, int first, int last, int slots) {
@@ -85,6 +89,7 @@ void part_free(pt_part *p) {
   optimizer_free(&p->opt);
   model_free(&p->model);
   data_close(&p->data);
+  free(p->doc_host);
   memset(p, 0, sizeof *p);
 }
 
@@ -95,12 +100,38 @@ void part_fill(pt_part *p, int64_t replica, int64_t mb, void *inputs, void *targ
                    p->model.loss == LOSS_CROSS_ENTROPY);
 }
 
-static float loss_scale(const pt_part *p) { return (float)(1.0 / ((double)p->G * p->cur_T)); }
+static float loss_scale(const pt_part *p) { return p->loss_scale; }
+
+/* The global batch's real targets are a function of the data and the step only, so every rank
+ * (and the sequential run) divides by the same count. */
+static float step_loss_scale(const pt_part *p) {
+  if (!p->data.n_seqs) return (float)(1.0 / ((double)p->G * p->cur_T));
+  int64_t real = data_pack_real_targets(&p->data, p->step, p->G, 0, p->G, p->T);
+  if (real == 0)
+    pt_fail_input("%s: step %lld's global batch of packed documents has no target to predict "
+                  "(only padding and document ends); use longer documents or a larger batch",
+                  p->spec->data.path, (long long)p->step + 1);
+  return (float)(1.0 / (double)real);
+}
 
 void part_begin_step(pt_part *p) {
   device_stats_reset(&p->stats);
   p->cur_T = p->model.input_tokens ? (int)spec_seq_len_at(p->spec, p->step) : 1;
   p->n_losses = 0;
+  p->loss_scale = step_loss_scale(p);
+}
+
+void part_enable_docs(pt_part *p, pt_stage *st) {
+  if (!p->spec->data.documents || !p->model.input_tokens) return;
+  if (!p->doc_host) p->doc_host = pt_calloc(2 * (size_t)p->B * p->T, sizeof(int32_t));
+  stage_enable_docs(st);
+}
+
+void part_set_docs(pt_part *p, pt_stage *st, int slot, int64_t replica, int64_t mb) {
+  if (!st->docs) return;
+  int64_t j0 = (replica * p->spec->train.micro_batches + mb) * p->B, n = (int64_t)p->B * p->T;
+  data_pack_fill_docs(&p->data, p->step, p->G, j0, p->B, p->T, p->doc_host, p->doc_host + n);
+  stage_set_docs(st, slot, p->doc_host, p->doc_host + n, p->B, p->T);
 }
 
 void part_compute_loss(pt_part *p, const float *y, const void *targets, float *dlogits) {

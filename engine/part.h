@@ -44,6 +44,8 @@ typedef struct {
   int n_losses;         /* computed this step (part_compute_loss) */
   int n_marks;          /* executors given a mark (part_stage_init) */
   char error[512];      /* why the run must stop (a step returned -1) */
+  float loss_scale;     /* this step's: 1 / (G T), or 1 / real targets with data.documents */
+  int32_t *doc_host;    /* data.documents: a micro-batch's doc_start and positions (host) */
 } pt_part;
 
 /* Configures the model (no allocation) and the batch sizes; 0, or -1 with err (bad input). */
@@ -70,11 +72,19 @@ void part_free(pt_part *p);
 /* Writes micro-batch mb of replica `replica` of the current step: inputs (the stage's input
  * layout) and targets (target_bytes); either may be scratch the caller does not use. */
 void part_fill(pt_part *p, int64_t replica, int64_t mb, void *inputs, void *targets);
+/* data.documents (the data opened on every rank then): gives the executor's slots room for
+ * documents (stage_enable_docs); nothing without documents. */
+void part_enable_docs(pt_part *p, pt_stage *st);
+/* data.documents: hands micro-batch mb of replica `replica` of the current step its doc_start
+ * and positions, computed from the data (stage_set_docs into slot); nothing without. */
+void part_set_docs(pt_part *p, pt_stage *st, int slot, int64_t replica, int64_t mb);
 /* A step begins: the step statistics zeroed (no wait), no loss computed yet, cur_T set to the
- * step's sequence length (spec_seq_len_at; 1 for record data). */
+ * step's sequence length (spec_seq_len_at; 1 for record data), the loss scale set (1 / (G cur_T),
+ * or with data.documents 1 / the global batch's real targets: bad input when it has none). */
 void part_begin_step(pt_part *p);
 /* One micro-batch's loss of the last layer's output y [B, T, F] against targets, scaled by
- * 1 / (G cur_T) (the only scaling anywhere); its gradient goes to dlogits [B, T, F]. The loss is
+ * loss_scale: 1 / (G T), or 1 / (the real targets of the global batch) with data.documents
+ * (the only scaling anywhere); its gradient goes to dlogits [B, T, F]. The loss is
  * kept on the device (the step's next slot) until part_losses reads it; targets may be reused
  * when this returns. */
 void part_compute_loss(pt_part *p, const float *y, const void *targets, float *dlogits);

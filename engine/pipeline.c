@@ -142,13 +142,15 @@ static void make_groups(pt_pipeline *p) {
 }
 
 /* A stage this machine cannot hold is refused from the plan, not by the allocator; only the
- * ranks running an end chunk read data. All ranks agree on any failure, or the rest would hang. */
+ * ranks running an end chunk read data (every rank with data.documents: each stage computes its
+ * micro-batches' document starts and positions from it). All ranks agree on any failure, or
+ * the rest would hang. */
 static int check_stage(pt_pipeline *p, char *err, size_t errsz) {
   char what[4200];
   snprintf(what, sizeof what, "%s: stage %d", p->part.spec->path, p->stage_id);
   int failed = part_check_memory(&p->part, p->plan.mem[p->stage_id].total, comm_local_size(),
                                  what, err, errsz) != 0;
-  if (!failed && (p->holds_first || p->holds_last))
+  if (!failed && (p->holds_first || p->holds_last || p->part.spec->data.documents))
     failed = data_open(&p->part.data, p->part.spec, err, errsz) != 0;
   return pipeline_agree_failure(p, failed, err);
 }

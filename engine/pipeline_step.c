@@ -108,6 +108,7 @@ static void act_forward(pt_pipeline *p, pt_chunk *k, int mb) {
     device_copy(p->part.model.dev, stage_input(&k->stage, s),
                 stage_output(&q->stage, slot_of(q, mb)), in_bytes);
   }
+  part_set_docs(&p->part, &k->stage, s, p->replica, mb);
   stage_forward(&k->stage, s, p->part.B, p->part.cur_T);
   p->step_compute_s += pt_now_s() - t0;
   if (++p->in_flight > p->peak_in_flight) p->peak_in_flight = p->in_flight;

@@ -117,6 +117,8 @@ void stage_free(pt_stage *st) {
   stage_release(st, st->scratch);
   stage_release(st, st->grad[0]);
   stage_release(st, st->grad[1]);
+  for (int i = 0; st->docs && i < st->n_slots; i++) stage_release(st, st->docs[i]);
+  free(st->docs);
   free(st->input);
   free(st->input_host);
   free(st->out);
@@ -150,10 +152,27 @@ static const void *layer_in(pt_stage *st, int slot, int li) {
 
 /* What layer li sees for the micro-batch in slot; dout and din only in backward. */
 static pt_io layer_io(pt_stage *st, int slot, int li, const float *dout, float *din) {
+  const int32_t *docs = st->docs ? st->docs[slot] : NULL;
   return (pt_io){.k = st->m->dev->k, .B = st->cur_B, .T = st->cur_T,
                  .in = layer_in(st, slot, li), .out = layer_out(st, slot, li),
                  .saved = layer_saved(st, slot, li), .scratch = st->scratch, .dout = dout,
-                 .din = din};
+                 .din = din, .doc_start = docs,
+                 .positions = docs ? docs + (int64_t)st->B * st->T : NULL};
+}
+
+void stage_enable_docs(pt_stage *st) {
+  st->docs = pt_calloc((size_t)st->n_slots, sizeof(int32_t *));
+  for (int s = 0; s < st->n_slots; s++)
+    st->docs[s] = stage_alloc(st, sizeof(int32_t) * 2 * (size_t)st->B * st->T);
+}
+
+void stage_set_docs(pt_stage *st, int slot, const int32_t *doc_start, const int32_t *positions,
+                    int B, int T) {
+  size_t bytes = sizeof(int32_t) * (size_t)B * T;
+  if (B > st->B || T > st->T)
+    pt_fatal("documents of %dx%d exceed the stage's allocation %dx%d", B, T, st->B, st->T);
+  device_upload_nowait(st->m->dev, st->docs[slot], doc_start, bytes);
+  device_upload_nowait(st->m->dev, st->docs[slot] + (int64_t)st->B * st->T, positions, bytes);
 }
 
 /* train.precision bf16: what one layer hands the next (its output forward, its input gradient

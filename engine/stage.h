@@ -58,6 +58,8 @@ typedef struct {
   int32_t *finite_mark; /* device mark the checks raise (device/stats.h), when check_finite */
   int check_seq;        /* forward passes over layers this step: orders the checks in time */
   int bad_layer;        /* global index of the first layer whose output was not finite, -1 */
+  int32_t **docs;       /* [slot]: data.documents' doc_start then positions, 2*B*T int32 on the
+                           device (stage_enable_docs); NULL without documents */
 } pt_stage;
 
 void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, int n_slots,
@@ -97,6 +99,13 @@ void stage_begin_step(pt_stage *st);
  * over a layer, in time order). Given the mark as read back, sets bad_layer to the layer of the
  * earliest failed check, the one the check made the step's first failure (-1: none failed). */
 void stage_take_mark(pt_stage *st, int32_t mark);
+/* data.documents: gives every slot device room for its micro-batch's doc_start and positions,
+ * which every layer then sees (pt_io.doc_start, positions). Call once after stage_init. */
+void stage_enable_docs(pt_stage *st);
+/* The micro-batch in slot (B x T, before its stage_forward) has these doc_start and positions
+ * (host int32 [B*T] each, reusable at once: uploaded without waiting). */
+void stage_set_docs(pt_stage *st, int slot, const int32_t *doc_start, const int32_t *positions,
+                    int B, int T);
 /* The stage output of the micro-batch in slot (valid after its stage_forward). */
 float *stage_output(pt_stage *st, int slot);
 

@@ -55,6 +55,7 @@ static void accumulate_replica(pt_trainer *t, int64_t replica) {
   for (int64_t mb = 0; mb < p->spec->train.micro_batches; mb++) {
     part_fill(p, replica, mb, stage_input_host(&p->stage, 0), t->targets);
     stage_input_commit(&p->stage, 0);
+    part_set_docs(p, &p->stage, 0, replica, mb);
     const float *y = stage_forward(&p->stage, 0, p->B, p->cur_T);
     part_compute_loss(p, y, t->targets, t->dlogits);
     stage_backward(&p->stage, 0, t->dlogits, 0, NULL);

@@ -102,14 +102,18 @@ struct pt_kernels {
    * (zero above the diagonal), the GPU's fused kernels the log-sum-exp of each row [B,H,T] and
    * recompute the probabilities in backward. backward reads the same `saved` and forward's o.
    * A micro-batch's saved state is only valid for the table that wrote it.
-   * scratch: attention_scratch_floats(B, T, d, H, KVH) floats (0: scratch may be NULL). */
+   * scratch: attention_scratch_floats(B, T, d, H, KVH) floats (0: scratch may be NULL).
+   * doc_start (packed documents, engine/data_pack.h): NULL is plain causal; else int32 [B,T]
+   * device memory, nondecreasing along a row with doc_start[t] <= t, and query t attends only
+   * keys s with doc_start[t] <= s <= t (block-diagonal causal; masked probabilities exactly 0). */
   int64_t (*attention_saved_floats)(const pt_kernels *k, int B, int T, int d, int H, int KVH);
   int64_t (*attention_scratch_floats)(const pt_kernels *k, int B, int T, int d, int H, int KVH);
   void (*attention_forward)(const pt_kernels *k, float *o, float *saved, const float *qkv, int B,
-                            int T, int d, int H, int KVH, float *scratch);
+                            int T, int d, int H, int KVH, const int32_t *doc_start,
+                            float *scratch);
   void (*attention_backward)(const pt_kernels *k, float *dqkv, const float *dout,
                              const float *qkv, const float *o, const float *saved, int B, int T,
-                             int d, int H, int KVH, float *scratch);
+                             int d, int H, int KVH, const int32_t *doc_start, float *scratch);
 
   /* RMSNorm over rows of D (Llama): y = x * rstd * w, rstd = 1/sqrt(sum(x^2)/D + eps), rstd[N]
    * written for backward; backward_input: dx (=|+=) rstd * (dy*w - xhat * mean(dy*w*xhat)),
@@ -125,9 +129,11 @@ struct pt_kernels {
    * sequence, pair (j, j + hd/2) of each head, j < hd/2, angle a = t * inv_freq[j] in float with
    * inv_freq[j] = 1 / theta^(2j/hd) (float); c = cos a, s = sin a (rounded from double);
    * dir = 1: x'[j] = x[j] c - x[j+hd/2] s,  x'[j+hd/2] = x[j+hd/2] c + x[j] s;
-   * dir = -1: the transpose (angle -a), which backward applies to a gradient. hd even. */
+   * dir = -1: the transpose (angle -a), which backward applies to a gradient. hd even.
+   * positions: NULL (token t is at position t), or int32 [B,T] device memory: token (b, t) is at
+   * positions[b*T + t] (< T; packed documents restart them at each document). */
   void (*rope)(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, int hd,
-               float theta, int dir);
+               float theta, int dir, const int32_t *positions);
   /* SwiGLU: gu[N,2F] = gate (F) | up (F) per row; y[N,F] = silu(gate) * up, silu(g) = g /
    * (1 + exp(-g)); backward: dgu[N,2F] = d/dgate | d/dup given dy[N,F]. */
   void (*swiglu_forward)(const pt_kernels *k, float *y, const float *gu, int N, int F);
@@ -148,11 +154,13 @@ struct pt_kernels {
                             int N, int D, int V);
   void (*embedding_backward)(const pt_kernels *k, float *dtable, const int32_t *ids,
                              const float *dy, int N, int D, int V);
-  /* Positions: y[B,T,D] = x + pos[t]; dpos[T,D] += dy[b] for b in order. */
+  /* Positions: y[B,T,D] = x + pos[t]; dpos[T,D] += dy[b] for b in order. With positions (int32
+   * [B,T] device memory, each < T; NULL: p = t): y[b,t] = x + pos[p(b,t)], and dpos[p] adds the
+   * dy[b,t] with p(b,t) = p in (b, t) order. */
   void (*pos_forward)(const pt_kernels *k, float *y, const float *x, const float *pos, int B,
-                      int T, int D);
+                      int T, int D, const int32_t *positions);
   void (*pos_backward_weight)(const pt_kernels *k, float *dpos, const float *dy, int B, int T,
-                              int D);
+                              int D, const int32_t *positions);
 
   /* y = x; y = a + b; y += a; acc[D] += sum over the N rows of x; x *= s. */
   void (*copy)(const pt_kernels *k, float *y, const float *x, int64_t n);

@@ -2,8 +2,9 @@
  *   cross_entropy: targets int32 [N] class/token ids in [0, F); per row -log softmax(y)[target]
  *   mse:           targets float [N, F]; per row sum_f (y - t)^2 / F
  * loss_forward_backward returns the SUM of the per-row losses (double) and writes
- * dy = scale * d(sum)/dy. The trainer passes scale = 1 / (G*T): the one place where the loss is
- * scaled, so accumulating micro-batches (or data-parallel replicas) is a plain sum. */
+ * dy = scale * d(sum)/dy. The trainer passes scale = 1 / (G*T) (1 / the global batch's real
+ * targets with data.documents): the one place where the loss is scaled, so accumulating
+ * micro-batches (or data-parallel replicas) is a plain sum. */
 #ifndef PT_LOSS_H
 #define PT_LOSS_H
 
@@ -11,8 +12,12 @@
 
 typedef enum { LOSS_CROSS_ENTROPY, LOSS_MSE } pt_loss_kind;
 
-/* Ends the job (bad input) when a cross_entropy target is outside [0, F): the data holds a class
- * the last layer has no output for. Host targets; nothing to check for mse. */
+/* A cross_entropy target of LOSS_IGNORE is no prediction (packed documents' padding and
+ * boundaries, engine/data_pack.h): the row adds 0 to the sum and gets dy = 0. */
+#define LOSS_IGNORE (-1)
+
+/* Ends the job (bad input) when a cross_entropy target is outside [0, F) and not LOSS_IGNORE:
+ * the data holds a class the last layer has no output for. Host targets; nothing to check for mse. */
 void loss_check_targets(pt_loss_kind kind, const void *targets, int N, int F);
 double loss_forward_backward(pt_loss_kind kind, const float *y, const void *targets, int N, int F,
                              float scale, float *dy);

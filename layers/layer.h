@@ -25,6 +25,10 @@
  *   dout    gradient of the loss w.r.t. out (backward only)
  *   din     gradient w.r.t. in, written (not accumulated) by backward_input; NULL when nobody
  *           needs it (token input, or the first layer of the model)
+ *   doc_start, positions  with data.documents (engine/data_pack.h), this micro-batch's document
+ *           start and position of each token, [B,T] int32 on the device; NULL without: the
+ *           attention masks across documents with doc_start, position embeddings and RoPE use
+ *           positions
  * Order per micro-batch: forward, then backward_input, then backward_weight. The engine keeps in,
  * out, saved and dout intact from backward_input until backward_weight of the same micro-batch,
  * so zero-bubble schedules may run backward_weight later. forward must be deterministic: the
@@ -68,6 +72,8 @@ typedef struct {
   void *scratch;
   const float *dout;
   float *din;
+  const int32_t *doc_start; /* packed documents: [B,T] device int32, or NULL (plain causal) */
+  const int32_t *positions; /* packed documents: [B,T] position in its document, or NULL (t) */
 } pt_io;
 
 typedef struct pt_layer pt_layer;

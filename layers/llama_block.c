@@ -165,8 +165,9 @@ static void llama_forward(pt_layer *L, const pt_io *io) {
   views(L, k, io->B, io->T, io->saved, &s);
   k->rmsnorm_forward(k, s.xn1, s.rstd1, x, w[ATTN_NORM], N, d, (float)L->farg[1]);
   k->linear_forward(k, s.qkv, s.xn1, w[Q_W], NULL, N, d, (int)m.W);
-  k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, (float)L->farg[0], 1);
-  k->attention_forward(k, s.atty, s.attn, s.qkv, io->B, io->T, d, H, KVH, io->scratch);
+  k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, (float)L->farg[0], 1, io->positions);
+  k->attention_forward(k, s.atty, s.attn, s.qkv, io->B, io->T, d, H, KVH, io->doc_start,
+                       io->scratch);
   k->linear_forward(k, s.h, s.atty, w[O_W], NULL, N, d, d);
   k->add_inplace(k, s.h, x, m.N * d);
   k->rmsnorm_forward(k, s.xn2, s.rstd2, s.h, w[MLP_NORM], N, d, (float)L->farg[1]);
@@ -193,8 +194,8 @@ static void llama_backward_input(pt_layer *L, const pt_io *io) {
   k->rmsnorm_backward_input(k, s.dh, s.dxn2, s.h, w[MLP_NORM], s.rstd2, N, d, 1);
   k->linear_backward_input(k, datty, s.dh, w[O_W], N, d, d, 0);
   k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, io->B, io->T, d, H, KVH,
-                        attn_scratch);
-  k->rope(k, s.dqkv, io->B, io->T, H, KVH, (int)m.hd, (float)L->farg[0], -1);
+                        io->doc_start, attn_scratch);
+  k->rope(k, s.dqkv, io->B, io->T, H, KVH, (int)m.hd, (float)L->farg[0], -1, io->positions);
   k->linear_backward_input(k, s.dxn1, s.dqkv, w[Q_W], N, d, (int)m.W, 0);
   if (!io->din) return;
   k->copy(k, io->din, s.dh, m.N * d);

@@ -12,7 +12,7 @@ static void pos_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) 
 static void pos_init(pt_layer *L, uint64_t seed) { layer_init_normal(L, 0, seed, 0.02f); }
 
 static void pos_forward(pt_layer *L, const pt_io *io) {
-  io->k->pos_forward(io->k, io->out, io->in, L->w[0], io->B, io->T, L->out_dim);
+  io->k->pos_forward(io->k, io->out, io->in, L->w[0], io->B, io->T, L->out_dim, io->positions);
 }
 
 static void pos_backward_input(pt_layer *L, const pt_io *io) {
@@ -20,7 +20,8 @@ static void pos_backward_input(pt_layer *L, const pt_io *io) {
 }
 
 static void pos_backward_weight(pt_layer *L, const pt_io *io) {
-  io->k->pos_backward_weight(io->k, L->g[0], io->dout, io->B, io->T, L->out_dim);
+  io->k->pos_backward_weight(io->k, L->g[0], io->dout, io->B, io->T, L->out_dim,
+                             io->positions);
 }
 
 static void pos_cost(const pt_layer *L, int T, pt_layer_cost *c) {

@@ -155,6 +155,8 @@ typedef struct {
   char path[4096];
   spec_data_format format;
   int inputs, targets; /* f32 only: floats per record that are inputs / targets */
+  int documents;       /* data.documents given: token data packed into documents */
+  int64_t doc_eos;     /* data.documents.eos: the token ending a document */
   spec_node *node;     /* the data map (NULL when absent), for positions in later errors */
 } spec_data;
 

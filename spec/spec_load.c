@@ -275,8 +275,26 @@ static void spec_load_data_shape(spec_data *d, spec_node *m, spec_errors *e) {
                  "of floats); remove it or set format: f32", f32_only[i]);
 }
 
+/* data.documents: {eos: TOKEN}: token data packed into whole documents (engine/data_pack.h). */
+static void spec_load_documents(pt_spec *s, spec_node *m, spec_errors *e) {
+  static const char *const keys[] = {"eos", NULL};
+  spec_node *d = spec_find(m, "documents");
+  if (e->failed || !d || spec_node_is_null(d) || !spec_expect_map(d, "data.documents", e)) return;
+  if (s->data.format == SPEC_DATA_F32) {
+    spec_error(e, d, 1, "data.documents applies to token data, not format f32; remove it");
+    return;
+  }
+  int64_t vocab = s->vocab > 0 ? s->vocab : INT32_MAX;
+  int64_t eos = spec_get_int(d, "eos", 1, 0, 0, INT64_MAX, e);
+  if (!e->failed && eos >= vocab)
+    spec_error(e, spec_find(d, "eos"), 1, "data.documents.eos %lld is outside the vocabulary "
+               "[0, %lld); use a token id below model.vocab", (long long)eos, (long long)vocab);
+  spec_check_unused(d, "data.documents", keys, e);
+  if (!e->failed) s->data.documents = 1, s->data.doc_eos = eos;
+}
+
 static void spec_load_data(pt_spec *s, spec_errors *e) {
-  static const char *const keys[] = {"path", "format", "inputs", "targets", NULL};
+  static const char *const keys[] = {"path", "format", "inputs", "targets", "documents", NULL};
   spec_data *d = &s->data;
   d->format = SPEC_DATA_BYTES;
   spec_node *m = spec_section(s->root, "data", "data", e);
@@ -286,6 +304,7 @@ static void spec_load_data(pt_spec *s, spec_errors *e) {
   spec_get_str(m, "path", 1, "", rel, sizeof rel, e);
   d->format = spec_get_enum(m, "format", SPEC_DATA_BYTES, spec_data_format_names, e);
   spec_load_data_shape(d, m, e);
+  spec_load_documents(s, m, e);
   spec_check_unused(m, "data", keys, e);
   if (!e->failed && !*rel) spec_fail_expected(e, spec_find(m, "path"), "a file path");
   if (!e->failed)

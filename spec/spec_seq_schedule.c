@@ -22,6 +22,9 @@ void spec_load_seq_schedule(pt_spec *s, spec_node *train, spec_errors *e) {
   if (s->seq_len <= 0 || s->data.format == SPEC_DATA_F32)
     spec_error(e, m, 1, "train.seq_len_schedule needs token data and model.seq_len; remove the "
                "schedule or set model.seq_len");
+  else if (s->data.documents) /* the documents are packed once, into rows of seq_len */
+    spec_error(e, m, 1, "train.seq_len_schedule does not combine with data.documents (documents "
+               "are packed into rows of model.seq_len); remove one of them");
   else if (t->seq_start > s->seq_len)
     spec_error(e, spec_find(m, "start"), 0, "train.seq_len_schedule.start %lld is above "
                "model.seq_len %lld; use a start <= seq_len", (long long)t->seq_start,

@@ -56,15 +56,16 @@ static int64_t attention_scratch_floats(const pt_kernels *k, int B, int T, int d
 }
 
 static void attention_forward(const pt_kernels *k, float *o, float *p, const float *qkv, int B,
-                              int T, int d, int H, int KVH, float *scratch) {
-  op_attention_forward(o, p, qkv, B, T, d, H, KVH, scratch);
+                              int T, int d, int H, int KVH, const int32_t *doc_start,
+                              float *scratch) {
+  op_attention_forward(o, p, qkv, B, T, d, H, KVH, doc_start, scratch);
 }
 
 static void attention_backward(const pt_kernels *k, float *dqkv, const float *dout,
                                const float *qkv, const float *o, const float *p, int B, int T,
-                               int d, int H, int KVH, float *scratch) {
+                               int d, int H, int KVH, const int32_t *doc_start, float *scratch) {
   (void)o; /* the saved probabilities give everything */
-  op_attention_backward(dqkv, dout, qkv, p, B, T, d, H, KVH, scratch);
+  op_attention_backward(dqkv, dout, qkv, p, B, T, d, H, KVH, doc_start, scratch);
 }
 
 static void rmsnorm_forward(const pt_kernels *k, float *y, float *rstd, const float *x,
@@ -84,8 +85,8 @@ static void rmsnorm_backward_weight(const pt_kernels *k, float *dw, const float 
 }
 
 static void rope(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, int hd,
-                 float theta, int dir) {
-  op_rope(qkv, B, T, H, KVH, hd, theta, dir);
+                 float theta, int dir, const int32_t *positions) {
+  op_rope(qkv, B, T, H, KVH, hd, theta, dir, positions);
 }
 
 static void swiglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
@@ -127,14 +128,24 @@ static void embedding_backward(const pt_kernels *k, float *dtable, const int32_t
 
 /* Sequence by sequence, so the positions' gradient adds the batch in order. */
 static void pos_forward(const pt_kernels *k, float *y, const float *x, const float *pos, int B,
-                        int T, int D) {
+                        int T, int D, const int32_t *positions) {
   int64_t TD = (int64_t)T * D;
+  if (positions) {
+    for (int64_t n = 0; n < (int64_t)B * T; n++)
+      op_add(y + n * D, x + n * D, pos + (int64_t)positions[n] * D, D);
+    return;
+  }
   for (int b = 0; b < B; b++) op_add(y + b * TD, x + b * TD, pos, TD);
 }
 
 static void pos_backward_weight(const pt_kernels *k, float *dpos, const float *dy, int B, int T,
-                                int D) {
+                                int D, const int32_t *positions) {
   int64_t TD = (int64_t)T * D;
+  if (positions) { /* (b, t) order: what the GPU's per-position loop adds */
+    for (int64_t n = 0; n < (int64_t)B * T; n++)
+      op_add_inplace(dpos + (int64_t)positions[n] * D, dy + n * D, D);
+    return;
+  }
   for (int b = 0; b < B; b++) op_add_inplace(dpos, dy + b * TD, TD);
 }
 

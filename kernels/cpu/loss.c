@@ -22,7 +22,7 @@ static double cross_entropy_row(const float *y, int target, int F, float scale, 
 void loss_check_targets(pt_loss_kind kind, const void *targets, int N, int F) {
   for (int n = 0; kind == LOSS_CROSS_ENTROPY && n < N; n++) {
     int32_t target = ((const int32_t *)targets)[n];
-    if (target < 0 || target >= F)
+    if ((target < 0 && target != LOSS_IGNORE) || target >= F)
       pt_fail_input("cross_entropy: target %d outside [0, %d): the data holds a class or "
                     "token id the last layer has no output for", target, F);
   }
@@ -35,7 +35,9 @@ double loss_forward_backward(pt_loss_kind kind, const float *y, const void *targ
   for (int n = 0; n < N; n++) {
     const float *yr = y + (int64_t)n * F;
     float *dr = dy + (int64_t)n * F;
-    if (kind == LOSS_CROSS_ENTROPY) {
+    if (kind == LOSS_CROSS_ENTROPY && ((const int32_t *)targets)[n] == LOSS_IGNORE) {
+      for (int f = 0; f < F; f++) dr[f] = 0.0f;
+    } else if (kind == LOSS_CROSS_ENTROPY) {
       total += cross_entropy_row(yr, ((const int32_t *)targets)[n], F, scale, dr);
     } else {
       const float *t = (const float *)targets + (int64_t)n * F;

@@ -41,13 +41,15 @@ void op_gelu_backward(float *dx, const float *dy, const float *x, int64_t n);
 
 /* Causal grouped-query attention (kernels.h). qkv[B,T,d + 2*KVH*hd] (q | k | v, query head h in
  * columns h*hd.., its kv head h/(H/KVH)), out o[B,T,d], probs p[B,H,T,T] saved for backward
- * (upper triangle left zero). scratch: attn_scratch_floats. */
+ * (upper triangle left zero). scratch: attn_scratch_floats. doc_start [B,T] or NULL: query t sees
+ * keys doc_start[t] .. t only (kernels.h). */
 int64_t op_attention_scratch_floats(int T, int hd);
 void op_attention_forward(float *o, float *p, const float *qkv, int B, int T, int d, int H,
-                          int KVH, float *scratch);
+                          int KVH, const int32_t *doc_start, float *scratch);
 /* dqkv = d/dqkv given do[B,T,d]; uses qkv and p from forward. */
 void op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *p,
-                           int B, int T, int d, int H, int KVH, float *scratch);
+                           int B, int T, int d, int H, int KVH, const int32_t *doc_start,
+                           float *scratch);
 
 /* ops_llama.c: kernels.h's rmsnorm_*, rope and swiglu_*. */
 void op_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int N, int D,
@@ -56,7 +58,8 @@ void op_rmsnorm_backward_input(float *dx, const float *dy, const float *x, const
                                const float *rstd, int N, int D, int acc);
 void op_rmsnorm_backward_weight(float *dw, const float *dy, const float *x, const float *rstd,
                                 int N, int D);
-void op_rope(float *qkv, int B, int T, int H, int KVH, int hd, float theta, int dir);
+void op_rope(float *qkv, int B, int T, int H, int KVH, int hd, float theta, int dir,
+             const int32_t *positions);
 void op_swiglu_forward(float *y, const float *gu, int N, int F);
 void op_swiglu_backward(float *dgu, const float *dy, const float *gu, int N, int F);
 

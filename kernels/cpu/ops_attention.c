@@ -7,18 +7,20 @@
 
 int64_t op_attention_scratch_floats(int T, int hd) { return (int64_t)T * T; }
 
-/* Softmax of row t over the causal prefix s <= t of scores*scale; the rest of the row is 0. */
-static void softmax_causal_row(float *p, const float *s, int t, int T, float scale) {
+/* Softmax of row t over the keys lo <= s <= t (lo: its document's start, 0 without documents)
+ * of scores*scale; the rest of the row is 0. */
+static void softmax_causal_row(float *p, const float *s, int lo, int t, int T, float scale) {
   float mx = -INFINITY;
-  for (int j = 0; j <= t; j++) mx = s[j] > mx ? s[j] : mx;
+  for (int j = lo; j <= t; j++) mx = s[j] > mx ? s[j] : mx;
   float sum = 0.0f;
-  for (int j = 0; j <= t; j++) {
+  for (int j = lo; j <= t; j++) {
     float e = pt_expf((s[j] - mx) * scale);
     p[j] = e;
     sum += e;
   }
   float inv = 1.0f / sum;
-  for (int j = 0; j <= t; j++) p[j] *= inv;
+  for (int j = 0; j < lo; j++) p[j] = 0.0f;
+  for (int j = lo; j <= t; j++) p[j] *= inv;
   for (int j = t + 1; j < T; j++) p[j] = 0.0f;
 }
 
@@ -39,12 +41,14 @@ static void gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, c
 }
 
 static void attention_head_forward(float *o, int ldo, float *p, const float *q, const float *k,
-                                   const float *v, int ld, int T, int hd, float scale, float *s) {
+                                   const float *v, int ld, int T, int hd, float scale,
+                                   const int32_t *doc, float *s) {
   for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
     int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
     gemm(0, 1, r1 - r0, r1, hd, q + (int64_t)r0 * ld, ld, k, ld, s + (int64_t)r0 * T, T);
   }
-  for (int t = 0; t < T; t++) softmax_causal_row(p + (int64_t)t * T, s + (int64_t)t * T, t, T, scale);
+  for (int t = 0; t < T; t++)
+    softmax_causal_row(p + (int64_t)t * T, s + (int64_t)t * T, doc ? doc[t] : 0, t, T, scale);
   for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
     int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
     gemm(0, 0, r1 - r0, hd, r1, p + (int64_t)r0 * T, T, v, ld, o + (int64_t)r0 * ldo, ldo);
@@ -52,7 +56,7 @@ static void attention_head_forward(float *o, int ldo, float *p, const float *q, 
 }
 
 void op_attention_forward(float *o, float *p, const float *qkv, int B, int T, int d, int H,
-                          int KVH, float *scratch) {
+                          int KVH, const int32_t *doc_start, float *scratch) {
   int hd = d / H, ld = d + 2 * KVH * hd, R = H / KVH;
   float scale = 1.0f / sqrtf((float)hd);
   for (int b = 0; b < B; b++) {
@@ -60,19 +64,23 @@ void op_attention_forward(float *o, float *p, const float *qkv, int B, int T, in
     for (int h = 0; h < H; h++) {
       const float *kh = base + d + (h / R) * hd;
       attention_head_forward(o + (int64_t)b * T * d + h * hd, d, p + ((int64_t)b * H + h) * T * T,
-                             base + h * hd, kh, kh + KVH * hd, ld, T, hd, scale, scratch);
+                             base + h * hd, kh, kh + KVH * hd, ld, T, hd, scale,
+                             doc_start ? doc_start + (int64_t)b * T : NULL, scratch);
     }
   }
 }
 
-/* dS = P * (dP - rowsum(P * dP)) * scale, in place over dP. */
-static void softmax_backward_rows(float *dp, const float *p, int T, float scale) {
+/* dS = P * (dP - rowsum(P * dP)) * scale, in place over dP; row t over keys doc[t] .. t. */
+static void softmax_backward_rows(float *dp, const float *p, int T, float scale,
+                                  const int32_t *doc) {
   for (int t = 0; t < T; t++) {
     float *dr = dp + (int64_t)t * T;
     const float *pr = p + (int64_t)t * T;
+    int lo = doc ? doc[t] : 0;
     float dot = 0.0f;
-    for (int j = 0; j <= t; j++) dot += pr[j] * dr[j];
-    for (int j = 0; j <= t; j++) dr[j] = pr[j] * (dr[j] - dot) * scale;
+    for (int j = lo; j <= t; j++) dot += pr[j] * dr[j];
+    for (int j = 0; j < lo; j++) dr[j] = 0.0f;
+    for (int j = lo; j <= t; j++) dr[j] = pr[j] * (dr[j] - dot) * scale;
     for (int j = t + 1; j < T; j++) dr[j] = 0.0f;
   }
 }
@@ -81,8 +89,8 @@ static void softmax_backward_rows(float *dp, const float *p, int T, float scale)
  * dV = P^T dO and dK = dS^T Q over rows [c0, T) (the rows that attend to those keys). */
 static void attention_head_backward(float *dq, float *dk, float *dv, int ld, const float *dout,
                                     int ldo, const float *q, const float *k, const float *v,
-                                    const float *p, int T, int hd, float scale, float *ds,
-                                    float beta) {
+                                    const float *p, int T, int hd, float scale,
+                                    const int32_t *doc, float *ds, float beta) {
   for (int c0 = 0; c0 < T; c0 += ATTN_BLOCK) {
     int c1 = c0 + ATTN_BLOCK < T ? c0 + ATTN_BLOCK : T;
     gemm_beta(1, 0, c1 - c0, hd, T - c0, p + (int64_t)c0 * T + c0, T, dout + (int64_t)c0 * ldo,
@@ -92,7 +100,7 @@ static void attention_head_backward(float *dq, float *dk, float *dv, int ld, con
     int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
     gemm(0, 1, r1 - r0, r1, hd, dout + (int64_t)r0 * ldo, ldo, v, ld, ds + (int64_t)r0 * T, T);
   }
-  softmax_backward_rows(ds, p, T, scale);
+  softmax_backward_rows(ds, p, T, scale, doc);
   for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
     int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
     gemm(0, 0, r1 - r0, hd, r1, ds + (int64_t)r0 * T, T, k, ld, dq + (int64_t)r0 * ld, ld);
@@ -106,7 +114,8 @@ static void attention_head_backward(float *dq, float *dk, float *dv, int ld, con
 
 /* A kv head's dK, dV: its first query head writes them (beta 0), the others add in head order. */
 void op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *p,
-                           int B, int T, int d, int H, int KVH, float *scratch) {
+                           int B, int T, int d, int H, int KVH, const int32_t *doc_start,
+                           float *scratch) {
   int hd = d / H, ld = d + 2 * KVH * hd, R = H / KVH;
   float scale = 1.0f / sqrtf((float)hd);
   for (int b = 0; b < B; b++) {
@@ -117,7 +126,8 @@ void op_attention_backward(float *dqkv, const float *dout, const float *qkv, con
       attention_head_backward(dbase + c, dbase + kc, dbase + kc + KVH * hd, ld,
                               dout + (int64_t)b * T * d + c, d, base + c, base + kc,
                               base + kc + KVH * hd, p + ((int64_t)b * H + h) * T * T, T, hd,
-                              scale, scratch, h % R ? 1.0f : 0.0f);
+                              scale, doc_start ? doc_start + (int64_t)b * T : NULL, scratch,
+                              h % R ? 1.0f : 0.0f);
     }
   }
 }

@@ -42,8 +42,30 @@ void op_rmsnorm_backward_weight(float *dw, const float *dy, const float *x, cons
   }
 }
 
-void op_rope(float *qkv, int B, int T, int H, int KVH, int hd, float theta, int dir) {
+/* Token (b, t) at position pos: its q and k heads rotated. */
+static void rope_token(float *row, int heads, int hd, int pos, float theta, int dir) {
+  const int half = hd / 2;
+  for (int j = 0; j < half; j++) {
+    float c, s;
+    rope_cos_sin(pos, j, hd, theta, &c, &s);
+    if (dir < 0) s = -s;
+    for (int h = 0; h < heads; h++) {
+      float *x = row + (int64_t)h * hd;
+      float x0 = x[j], x1 = x[j + half];
+      x[j] = x0 * c - x1 * s;
+      x[j + half] = x1 * c + x0 * s;
+    }
+  }
+}
+
+void op_rope(float *qkv, int B, int T, int H, int KVH, int hd, float theta, int dir,
+             const int32_t *positions) {
   const int half = hd / 2, heads = H + KVH, ld = (H + 2 * KVH) * hd;
+  if (positions) {
+    for (int64_t n = 0; n < (int64_t)B * T; n++)
+      rope_token(qkv + n * ld, heads, hd, positions[n], theta, dir);
+    return;
+  }
   for (int t = 0; t < T; t++) {
     for (int j = 0; j < half; j++) {
       float c, s;

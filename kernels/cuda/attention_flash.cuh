@@ -4,9 +4,12 @@
  * The T x T square is cut in BT x BT tiles: query tile qt (rows t0 = qt*BT ..) against key tile
  * kt (keys k0 = kt*BT ..). Tiles with kt > qt lie entirely above the diagonal and are never
  * visited; on the diagonal tile the entries with key > query are masked (probability exactly
- * 0). A block of PT_THREADS threads works on one (b, h) and one tile row or column, with the
- * tiles of q, k, v, dO it needs in shared memory, each row padded to MAXHD + 1 floats (so a
- * warp reading one column of a tile hits 32 different banks).
+ * 0). With packed documents (doc_start, kernels.h) an entry is also masked when the key lies
+ * before the query's document start, and tiles wholly before it are skipped (a skipped tile
+ * would add exact zeros: skipping changes no bit). A block of PT_THREADS threads works on one
+ * (b, h) and one tile row or column, with the tiles of q, k, v, dO it needs in shared memory,
+ * each row padded to MAXHD + 1 floats (so a warp reading one column of a tile hits 32 different
+ * banks).
  *
  * Per-row accumulators ([BT rows] x [hd dims]): thread tid owns row tid / TPR and the dims
  * tid % TPR + TPR*c, c < NC; the configurations below all give NC = 8 registers.
@@ -91,9 +94,24 @@ __device__ __forceinline__ void flash_scores(float (*Ps)[BT + 1], const float (*
   for (int k = 0; k < W::R; k++) Ps[tb + W::RS * k][j] = s[k];
 }
 
-/* Query t0 + t may see key k0 + j: causal, and a real row. */
-__device__ __forceinline__ int flash_visible(int t0, int t, int k0, int j, int T) {
-  return t0 + t < T && k0 + j <= t0 + t;
+/* Query t0 + t may see key k0 + j: causal, a real row, and (packed documents: doc is the
+ * sequence's doc_start row, NULL without) a key of the query's document. */
+__device__ __forceinline__ int flash_visible(int t0, int t, int k0, int j, int T,
+                                             const int32_t *doc) {
+  return t0 + t < T && k0 + j <= t0 + t && (!doc || k0 + j >= doc[t0 + t]);
+}
+
+/* The first key tile a query tile starting at row t0 sees: doc_start grows along a row, so its
+ * first row's document start bounds them all (0 without documents). */
+__device__ __forceinline__ int flash_first_key_tile(const int32_t *doc, int t0, int BT) {
+  return doc ? doc[t0] / BT : 0;
+}
+
+/* Whether a query tile starting at row t0 (at or below the key tile's diagonal) sees any key of
+ * the tile [k0, k0 + BT): its first row's document start (the smallest) is at most the tile's
+ * last key. */
+__device__ __forceinline__ int flash_tile_sees(const int32_t *doc, int t0, int k0, int BT) {
+  return !doc || doc[t0] <= k0 + BT - 1;
 }
 
 /* The backward's tile: recomputed probabilities P = exp(S*scale - lse) and dS = P (dP - D)
@@ -105,7 +123,7 @@ __device__ __forceinline__ void flash_dscores(float (*Ps)[BT + 1], float (*dSs)[
                                               const float (*Qs)[LD], const float (*dOs)[LD],
                                               const float (*Ks)[LD], const float (*Vs)[LD],
                                               const float *Ls, const float *Ds, int t0, int k0,
-                                              int T, int hd, float scale) {
+                                              int T, int hd, float scale, const int32_t *doc) {
   typedef flash_rows<BT> W;
   const int j = threadIdx.x % BT, tb = threadIdx.x / BT;
   if (tb >= BT) return;
@@ -121,7 +139,7 @@ __device__ __forceinline__ void flash_dscores(float (*Ps)[BT + 1], float (*dSs)[
   for (int k = 0; k < W::R; k++) {
     const int t = tb + W::RS * k;
     float p = 0.0f, ds = 0.0f;
-    if (flash_visible(t0, t, k0, j, T)) {
+    if (flash_visible(t0, t, k0, j, T, doc)) {
       p = pt_dev_expf(s[k] * scale - Ls[t]);
       ds = p * (dp[k] - Ds[t]) * scale;
     }

@@ -67,14 +67,16 @@ static int64_t attention_scratch_floats(const pt_kernels *k, int B, int T, int d
 }
 
 static void attention_forward(const pt_kernels *k, float *o, float *lse, const float *qkv, int B,
-                              int T, int d, int H, int KVH, float *scratch) {
-  cuda_op_attention_forward(ctx(k), o, lse, qkv, B, T, d, H, KVH, scratch);
+                              int T, int d, int H, int KVH, const int32_t *doc_start,
+                              float *scratch) {
+  cuda_op_attention_forward(ctx(k), o, lse, qkv, B, T, d, H, KVH, doc_start, scratch);
 }
 
 static void attention_backward(const pt_kernels *k, float *dqkv, const float *dout,
                                const float *qkv, const float *o, const float *lse, int B, int T,
-                               int d, int H, int KVH, float *scratch) {
-  cuda_op_attention_backward(ctx(k), dqkv, dout, qkv, o, lse, B, T, d, H, KVH, scratch);
+                               int d, int H, int KVH, const int32_t *doc_start, float *scratch) {
+  cuda_op_attention_backward(ctx(k), dqkv, dout, qkv, o, lse, B, T, d, H, KVH, doc_start,
+                             scratch);
 }
 
 static void rmsnorm_forward(const pt_kernels *k, float *y, float *rstd, const float *x,
@@ -94,8 +96,8 @@ static void rmsnorm_backward_weight(const pt_kernels *k, float *dw, const float 
 }
 
 static void rope(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, int hd,
-                 float theta, int dir) {
-  cuda_op_rope(ctx(k), qkv, B, T, H, KVH, hd, theta, dir);
+                 float theta, int dir, const int32_t *positions) {
+  cuda_op_rope(ctx(k), qkv, B, T, H, KVH, hd, theta, dir, positions);
 }
 
 static void swiglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
@@ -143,13 +145,13 @@ static void embedding_backward(const pt_kernels *k, float *dtable, const int32_t
 }
 
 static void pos_forward(const pt_kernels *k, float *y, const float *x, const float *pos, int B,
-                        int T, int D) {
-  cuda_op_pos_forward(ctx(k), y, x, pos, B, T, D);
+                        int T, int D, const int32_t *positions) {
+  cuda_op_pos_forward(ctx(k), y, x, pos, B, T, D, positions);
 }
 
 static void pos_backward_weight(const pt_kernels *k, float *dpos, const float *dy, int B, int T,
-                                int D) {
-  cuda_op_pos_backward_weight(ctx(k), dpos, dy, B, T, D);
+                                int D, const int32_t *positions) {
+  cuda_op_pos_backward_weight(ctx(k), dpos, dy, B, T, D, positions);
 }
 
 static void copy(const pt_kernels *k, float *y, const float *x, int64_t n) {

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/loss.h"
 
 /* Blocks of the row kernels: one per row up to CUDA_REDUCE_SCRATCH_DOUBLES, a function of N
  * only (so the order of the additions, and the bits, are the same on any GPU). */
@@ -25,6 +26,10 @@ static __global__ void __launch_bounds__(PT_THREADS)
     const float *y = logits + n * V;
     float *d = dy + n * V;
     const int target = targets[n];
+    if (target == LOSS_IGNORE) { /* no prediction here: dy = 0, adds 0 (the CPU's skip) */
+      for (int f = threadIdx.x; f < V; f += blockDim.x) d[f] = 0.0f;
+      continue;
+    }
     float mx = pt_dev_neg_inf();
     for (int f = threadIdx.x; f < V; f += blockDim.x) mx = y[f] > mx ? y[f] : mx;
     mx = pt_block_max(mx, sh);

@@ -53,7 +53,7 @@ __device__ __forceinline__ void flash_load_query_tile(float (*Qs)[LD], float (*d
 template <int BT, int MAXHD>
 static __global__ void __launch_bounds__(PT_THREADS)
     flash_dkdv_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse, int T,
-                      int d, int H, int KVH, float scale) {
+                      int d, int H, int KVH, float scale, const int32_t *doc_start) {
   typedef flash_cfg<BT, MAXHD> C;
   __shared__ float Qs[BT][C::LD], dOs[BT][C::LD], Ks[BT][C::LD], Vs[BT][C::LD];
   __shared__ float Ps[BT][BT + 1], dSs[BT][BT + 1], Ls[BT], Ds[BT];
@@ -62,6 +62,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
   const int n_tiles = (T + BT - 1) / BT, kt = blockIdx.y, k0 = kt * BT; /* long columns first */
   const float *k = qkv + (int64_t)b * T * ld + d + kvh * hd, *v = k + KVH * hd;
   float *dk = dqkv + (int64_t)b * T * ld + d + kvh * hd, *dv = dk + KVH * hd;
+  const int32_t *doc = doc_start ? doc_start + (int64_t)b * T : NULL;
   const int j = threadIdx.x / C::TPR, il = threadIdx.x % C::TPR;
   float ak[C::NC], av[C::NC];
   for (int n = 0; n < C::NC; n++) ak[n] = av[n] = 0.0f;
@@ -71,6 +72,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
     const int h = kvh * R + qi / n_tiles, qt = qi % n_tiles;
     if (qt < kt) continue; /* above the diagonal (uniform over the block) */
     const int t0 = qt * BT;
+    if (!flash_tile_sees(doc, t0, k0, BT)) continue; /* all after these keys' documents */
     const float *q = qkv + (int64_t)b * T * ld + h * hd;
     const float *dq = dqkv + (int64_t)b * T * ld + h * hd;
     const float *dob = dout + (int64_t)b * T * d + h * hd;
@@ -78,7 +80,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
     __syncthreads(); /* the previous tile's Qs, dOs, Ps, dSs are no longer read */
     flash_load_query_tile<BT, C::LD>(Qs, dOs, Ls, Ds, q, dq, dob, lse_bh, t0, T, d, hd, ld);
     __syncthreads();
-    flash_dscores<BT, C::LD>(Ps, dSs, Qs, dOs, Ks, Vs, Ls, Ds, t0, k0, T, hd, scale);
+    flash_dscores<BT, C::LD>(Ps, dSs, Qs, dOs, Ks, Vs, Ls, Ds, t0, k0, T, hd, scale, doc);
     __syncthreads();
     for (int n = 0; n < C::NC; n++) {
       const int i = il + C::TPR * n;
@@ -106,7 +108,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
 template <int BT, int MAXHD>
 static __global__ void __launch_bounds__(PT_THREADS)
     flash_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse, int T,
-                    int d, int H, int KVH, float scale) {
+                    int d, int H, int KVH, float scale, const int32_t *doc_start) {
   typedef flash_cfg<BT, MAXHD> C;
   __shared__ float Qs[BT][C::LD], dOs[BT][C::LD], Ks[BT][C::LD], Vs[BT][C::LD];
   __shared__ float Ps[BT][BT + 1], dSs[BT][BT + 1], Ls[BT], Ds[BT];
@@ -117,17 +119,18 @@ static __global__ void __launch_bounds__(PT_THREADS)
   const float *k = qkv + (int64_t)b * T * ld + d + kvh * hd, *v = k + KVH * hd;
   float *dq = dqkv + (int64_t)b * T * ld + h * hd;
   const float *dob = dout + (int64_t)b * T * d + h * hd, *lse_bh = lse + (int64_t)bh * T;
+  const int32_t *doc = doc_start ? doc_start + (int64_t)b * T : NULL;
   const int r = threadIdx.x / C::TPR, il = threadIdx.x % C::TPR;
   float aq[C::NC];
   for (int n = 0; n < C::NC; n++) aq[n] = 0.0f;
   flash_load_query_tile<BT, C::LD>(Qs, dOs, Ls, Ds, q, dq, dob, lse_bh, t0, T, d, hd, ld);
-  for (int kt = 0; kt <= qt; kt++) {
+  for (int kt = flash_first_key_tile(doc, t0, BT); kt <= qt; kt++) {
     const int k0 = kt * BT;
     __syncthreads(); /* the previous tile's Ks, Vs, dSs are no longer read */
     flash_load_tile<BT, C::LD>(Ks, k, ld, k0, T, hd);
     flash_load_tile<BT, C::LD>(Vs, v, ld, k0, T, hd);
     __syncthreads();
-    flash_dscores<BT, C::LD>(Ps, dSs, Qs, dOs, Ks, Vs, Ls, Ds, t0, k0, T, hd, scale);
+    flash_dscores<BT, C::LD>(Ps, dSs, Qs, dOs, Ks, Vs, Ls, Ds, t0, k0, T, hd, scale, doc);
     __syncthreads();
     for (int n = 0; n < C::NC; n++) {
       const int i = il + C::TPR * n;
@@ -147,22 +150,23 @@ static __global__ void __launch_bounds__(PT_THREADS)
 
 template <int BT, int MAXHD>
 static void flash_backward(gpu_ctx *g, float *dqkv, const float *dout, const float *qkv,
-                           const float *lse, int B, int T, int d, int H, int KVH, float scale) {
-  void (*dkdv)(float *, const float *, const float *, const float *, int, int, int, int, float) =
-      flash_dkdv_kernel<BT, MAXHD>;
-  void (*dq)(float *, const float *, const float *, const float *, int, int, int, int, float) =
-      flash_dq_kernel<BT, MAXHD>;
+                           const float *lse, int B, int T, int d, int H, int KVH, float scale,
+                           const int32_t *doc) {
+  typedef void (*pass)(float *, const float *, const float *, const float *, int, int, int, int,
+                       float, const int32_t *);
+  pass dkdv = flash_dkdv_kernel<BT, MAXHD>, dq = flash_dq_kernel<BT, MAXHD>;
   PT_LAUNCH(dkdv, flash_grid(B, T, KVH, BT), PT_THREADS, 0, g->stream, dqkv, dout, qkv, lse, T,
-            d, H, KVH, scale);
+            d, H, KVH, scale, doc);
   PT_LAUNCH_CHECK();
   PT_LAUNCH(dq, flash_grid(B, T, H, BT), PT_THREADS, 0, g->stream, dqkv, dout, qkv, lse, T, d, H,
-            KVH, scale);
+            KVH, scale, doc);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float *dout,
                                            const float *qkv, const float *o, const float *lse,
-                                           int B, int T, int d, int H, int KVH, float *scratch) {
+                                           int B, int T, int d, int H, int KVH,
+                                           const int32_t *doc_start, float *scratch) {
   (void)scratch;
   if (B <= 0 || T <= 0 || d <= 0 || H <= 0) return;
   flash_check_head_dim(d, H);
@@ -174,9 +178,9 @@ extern "C" void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float 
             g->stream, dqkv, dout, o, rows, T, d, H, d + 2 * KVH * hd);
   PT_LAUNCH_CHECK();
   if (hd <= 64)
-    flash_backward<32, 64>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale);
+    flash_backward<32, 64>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale, doc_start);
   else if (hd <= 128)
-    flash_backward<16, 128>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale);
+    flash_backward<16, 128>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale, doc_start);
   else
-    flash_backward<8, 256>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale);
+    flash_backward<8, 256>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale, doc_start);
 }

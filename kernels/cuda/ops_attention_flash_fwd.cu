@@ -21,10 +21,10 @@
 template <int BT>
 __device__ __forceinline__ void flash_online_softmax(float (*Ps)[BT + 1], float *row_m,
                                                      float *row_l, float *row_c, int t0, int k0,
-                                                     int T, float scale) {
+                                                     int T, float scale, const int32_t *doc) {
   const int lane = threadIdx.x & 31, nw = PT_THREADS / 32;
   for (int t = threadIdx.x >> 5; t < BT; t += nw) {
-    const int vis = lane < BT && flash_visible(t0, t, k0, lane, T);
+    const int vis = lane < BT && flash_visible(t0, t, k0, lane, T, doc);
     const float s = vis ? Ps[t][lane] : pt_dev_neg_inf();
     const float m_old = row_m[t], l_old = row_l[t]; /* read before the shuffles: lane 0 writes */
     const float m_new = fmaxf(m_old, pt_warp_max(s));
@@ -43,7 +43,7 @@ __device__ __forceinline__ void flash_online_softmax(float (*Ps)[BT + 1], float 
 template <int BT, int MAXHD>
 static __global__ void __launch_bounds__(PT_THREADS)
     flash_forward_kernel(float *o, float *lse, const float *qkv, int T, int d, int H, int KVH,
-                         float scale) {
+                         float scale, const int32_t *doc_start) {
   typedef flash_cfg<BT, MAXHD> C;
   __shared__ float Qs[BT][C::LD], Ks[BT][C::LD], Vs[BT][C::LD], Ps[BT][BT + 1];
   __shared__ float row_m[BT], row_l[BT], row_c[BT];
@@ -52,6 +52,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
   const int t0 = qt * BT, kvh = h / (H / KVH);
   const float *q = qkv + (int64_t)b * T * ld + h * hd;
   const float *k = qkv + (int64_t)b * T * ld + d + kvh * hd, *v = k + KVH * hd;
+  const int32_t *doc = doc_start ? doc_start + (int64_t)b * T : NULL;
   const int r = threadIdx.x / C::TPR, il = threadIdx.x % C::TPR;
   float acc[C::NC];
   for (int c = 0; c < C::NC; c++) acc[c] = 0.0f;
@@ -60,7 +61,8 @@ static __global__ void __launch_bounds__(PT_THREADS)
     row_m[threadIdx.x] = pt_dev_neg_inf();
     row_l[threadIdx.x] = 0.0f;
   }
-  for (int kt = 0; kt <= qt; kt++) { /* key tiles above the diagonal: never visited */
+  /* key tiles above the diagonal, or before the tile's first document: never visited */
+  for (int kt = flash_first_key_tile(doc, t0, BT); kt <= qt; kt++) {
     const int k0 = kt * BT;
     __syncthreads(); /* the previous tile's Ks, Vs, Ps are no longer read */
     flash_load_tile<BT, C::LD>(Ks, k, ld, k0, T, hd);
@@ -68,7 +70,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
     __syncthreads();
     flash_scores<BT, C::LD>(Ps, Qs, Ks, hd);
     __syncthreads();
-    flash_online_softmax<BT>(Ps, row_m, row_l, row_c, t0, k0, T, scale);
+    flash_online_softmax<BT>(Ps, row_m, row_l, row_c, t0, k0, T, scale, doc);
     __syncthreads();
     const float c = row_c[r];
     for (int n = 0; n < C::NC; n++) {
@@ -95,11 +97,11 @@ static __global__ void __launch_bounds__(PT_THREADS)
 
 template <int BT, int MAXHD>
 static void flash_forward(gpu_ctx *g, float *o, float *lse, const float *qkv, int B, int T, int d,
-                          int H, int KVH, float scale) {
-  void (*kernel)(float *, float *, const float *, int, int, int, int, float) =
+                          int H, int KVH, float scale, const int32_t *doc_start) {
+  void (*kernel)(float *, float *, const float *, int, int, int, int, float, const int32_t *) =
       flash_forward_kernel<BT, MAXHD>;
   PT_LAUNCH(kernel, flash_grid(B, T, H, BT), PT_THREADS, 0, g->stream, o, lse, qkv, T, d, H,
-            KVH, scale);
+            KVH, scale, doc_start);
   PT_LAUNCH_CHECK();
 }
 
@@ -114,7 +116,8 @@ extern "C" int64_t cuda_op_attention_scratch_floats(int B, int T, int d, int H, 
 }
 
 extern "C" void cuda_op_attention_forward(gpu_ctx *g, float *o, float *lse, const float *qkv,
-                                          int B, int T, int d, int H, int KVH, float *scratch) {
+                                          int B, int T, int d, int H, int KVH,
+                                          const int32_t *doc_start, float *scratch) {
   (void)scratch;
   if (B <= 0 || T <= 0 || d <= 0 || H <= 0) return;
   flash_check_head_dim(d, H);
@@ -122,9 +125,9 @@ extern "C" void cuda_op_attention_forward(gpu_ctx *g, float *o, float *lse, cons
   const int hd = d / H;
   const float scale = 1.0f / sqrtf((float)hd);
   if (hd <= 64)
-    flash_forward<32, 64>(g, o, lse, qkv, B, T, d, H, KVH, scale);
+    flash_forward<32, 64>(g, o, lse, qkv, B, T, d, H, KVH, scale, doc_start);
   else if (hd <= 128)
-    flash_forward<16, 128>(g, o, lse, qkv, B, T, d, H, KVH, scale);
+    flash_forward<16, 128>(g, o, lse, qkv, B, T, d, H, KVH, scale, doc_start);
   else
-    flash_forward<8, 256>(g, o, lse, qkv, B, T, d, H, KVH, scale);
+    flash_forward<8, 256>(g, o, lse, qkv, B, T, d, H, KVH, scale, doc_start);
 }

@@ -51,14 +51,16 @@ void cuda_op_relu_backward(gpu_ctx *g, float *dx, const float *dy, const float *
  * scores live only tile by tile in shared memory. Forward writes o and saves lse[B,H,T], each
  * row's log-sum-exp of the scaled scores (cuda_op_attention_saved_floats: B*H*T); backward
  * recomputes the probabilities from qkv and lse and also reads forward's o. scratch: none
- * (cuda_op_attention_scratch_floats is 0; NULL is fine). Head dims up to 256 (pt_fatal above). */
+ * (cuda_op_attention_scratch_floats is 0; NULL is fine). Head dims up to 256 (pt_fatal above).
+ * doc_start: NULL (causal), or device int32 [B,T]: block-diagonal causal (kernels.h); tiles
+ * wholly outside a query row's document are skipped. */
 int64_t cuda_op_attention_saved_floats(int B, int T, int d, int H, int KVH);
 int64_t cuda_op_attention_scratch_floats(int B, int T, int d, int H, int KVH);
 void cuda_op_attention_forward(gpu_ctx *g, float *o, float *lse, const float *qkv, int B, int T,
-                               int d, int H, int KVH, float *scratch);
+                               int d, int H, int KVH, const int32_t *doc_start, float *scratch);
 void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float *dout, const float *qkv,
                                 const float *o, const float *lse, int B, int T, int d, int H,
-                                int KVH, float *scratch);
+                                int KVH, const int32_t *doc_start, float *scratch);
 /* ops_llama.cu: kernels.h's rmsnorm_*, rope, swiglu_* (rmsnorm_backward_weight keeps its
  * per-chunk partial column sums in g's col_scratch, as layernorm_backward_weight does). */
 void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, float *rstd, const float *x, const float *w,
@@ -68,7 +70,7 @@ void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy, cons
 void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const float *dy, const float *x,
                                      const float *rstd, int N, int D);
 void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KVH, int hd, float theta,
-                  int dir);
+                  int dir, const int32_t *positions);
 void cuda_op_swiglu_forward(gpu_ctx *g, float *y, const float *gu, int N, int F);
 void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu, int N,
                              int F);
@@ -90,10 +92,12 @@ void cuda_op_embedding_forward(gpu_ctx *g, float *y, const int32_t *ids, const f
 int64_t cuda_op_embedding_scratch_keys(int N);
 void cuda_op_embedding_backward(gpu_ctx *g, float *dtable, const int32_t *ids, const float *dy,
                                 int N, int D, int V, uint64_t *scratch);
-/* Positions: y[B,T,D] = x + pos[t]; dpos[t] += sum over b of dy[b,t]. */
+/* Positions: y[B,T,D] = x + pos[t]; dpos[t] += sum over b of dy[b,t]. With positions (device
+ * int32 [B,T]; NULL: t) as kernels.h says, in the CPU's (b, t) order. */
 void cuda_op_pos_forward(gpu_ctx *g, float *y, const float *x, const float *pos, int B, int T,
-                         int D);
-void cuda_op_pos_backward_weight(gpu_ctx *g, float *dpos, const float *dy, int B, int T, int D);
+                         int D, const int32_t *positions);
+void cuda_op_pos_backward_weight(gpu_ctx *g, float *dpos, const float *dy, int B, int T, int D,
+                                 const int32_t *positions);
 
 /* Scratch of the reductions to a device double (losses, sumsq): per-block partial sums, added
  * by a second pass in a fixed order. A constant: one buffer of this many device doubles serves

@@ -103,6 +103,30 @@ static __global__ void __launch_bounds__(PT_THREADS)
   PT_GRID_LOOP(i, total) y[i] = x[i] + pos[i % TD];
 }
 
+/* Packed documents (CPU: y[n] = x[n] + pos[positions[n]] row by row). */
+static __global__ void __launch_bounds__(PT_THREADS)
+    pos_forward_docs_kernel(float *y, const float *x, const float *pos, const int32_t *positions,
+                            int64_t total, int D) {
+  PT_GRID_LOOP(i, total) y[i] = x[i] + pos[(int64_t)positions[i / D] * D + i % D];
+}
+
+/* Packed documents (CPU: dpos[positions[n]] += dy[n] for n = b*T + t in order): thread (p, c)
+ * adds the dy[n, c] with positions[n] == p in n order; a position p is only at t >= p. */
+static __global__ void __launch_bounds__(PT_THREADS)
+    pos_backward_docs_kernel(float *dpos, const float *dy, const int32_t *positions, int B, int T,
+                             int D) {
+  PT_GRID_LOOP(i, (int64_t)T * D) {
+    const int p = (int)(i / D), c = (int)(i % D);
+    float s = dpos[i];
+    for (int b = 0; b < B; b++)
+      for (int t = p; t < T; t++) {
+        const int64_t n = (int64_t)b * T + t;
+        if (positions[n] == p) s += dy[n * D + c];
+      }
+    dpos[i] = s;
+  }
+}
+
 /* CPU: op_add_inplace(dpos, dy + b*T*D, T*D) for b = 0..B-1: thread i adds dy[b*T*D + i] in b
  * order. */
 static __global__ void __launch_bounds__(PT_THREADS)
@@ -156,17 +180,29 @@ extern "C" void cuda_op_embedding_backward(gpu_ctx *g, float *dtable, const int3
 }
 
 extern "C" void cuda_op_pos_forward(gpu_ctx *g, float *y, const float *x, const float *pos, int B,
-                                    int T, int D) {
+                                    int T, int D, const int32_t *positions) {
   int64_t TD = (int64_t)T * D, total = (int64_t)B * TD;
   if (total <= 0) return;
+  if (positions) {
+    PT_LAUNCH(pos_forward_docs_kernel, pt_grid(total), PT_THREADS, 0, g->stream, y, x, pos,
+              positions, total, D);
+    PT_LAUNCH_CHECK();
+    return;
+  }
   PT_LAUNCH(pos_forward_kernel, pt_grid(total), PT_THREADS, 0, g->stream, y, x, pos, total, TD);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_pos_backward_weight(gpu_ctx *g, float *dpos, const float *dy, int B,
-                                            int T, int D) {
+                                            int T, int D, const int32_t *positions) {
   int64_t TD = (int64_t)T * D;
   if (B <= 0 || TD <= 0) return;
+  if (positions) {
+    PT_LAUNCH(pos_backward_docs_kernel, pt_grid(TD), PT_THREADS, 0, g->stream, dpos, dy,
+              positions, B, T, D);
+    PT_LAUNCH_CHECK();
+    return;
+  }
   PT_LAUNCH(pos_backward_weight_kernel, pt_grid(TD), PT_THREADS, 0, g->stream, dpos, dy, B, TD);
   PT_LAUNCH_CHECK();
 }

@@ -76,14 +76,15 @@ static __global__ void __launch_bounds__(32 * RMS_LANES)
 /* Element e = ((row * heads + h) * half + j) of the rotated pairs, row = b*T + t, heads the
  * H + KVH rotated heads (q's then k's, contiguous in the row). */
 static __global__ void __launch_bounds__(PT_THREADS)
-    rope_kernel(float *qkv, int64_t n, int T, int heads, int ld, int hd, float theta, int dir) {
+    rope_kernel(float *qkv, int64_t n, int T, int heads, int ld, int hd, float theta, int dir,
+                const int32_t *positions) {
   const int half = hd / 2;
   PT_GRID_LOOP(e, n) {
     const int j = (int)(e % half);
     const int64_t rh = e / half, row = rh / heads;
     const int h = (int)(rh % heads), t = (int)(row % T);
     float c, s;
-    rope_cos_sin(t, j, hd, theta, &c, &s);
+    rope_cos_sin(positions ? positions[row] : t, j, hd, theta, &c, &s);
     if (dir < 0) s = -s;
     float *xh = qkv + row * ld + (int64_t)h * hd;
     const float x0 = xh[j], x1 = xh[j + half];
@@ -145,11 +146,11 @@ extern "C" void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const flo
 }
 
 extern "C" void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KVH, int hd,
-                             float theta, int dir) {
+                             float theta, int dir, const int32_t *positions) {
   const int64_t n = (int64_t)B * T * (H + KVH) * (hd / 2);
   if (n <= 0) return;
   PT_LAUNCH(rope_kernel, pt_grid(n), PT_THREADS, 0, g->stream, qkv, n, T, H + KVH,
-            (H + 2 * KVH) * hd, hd, theta, dir);
+            (H + 2 * KVH) * hd, hd, theta, dir, positions);
   PT_LAUNCH_CHECK();
 }
 

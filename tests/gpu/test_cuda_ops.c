@@ -391,7 +391,8 @@ static void test_activations(int64_t n) {
 
 /* Each row's log-sum-exp of the scaled causal scores, in double from qkv: the reference for
  * what the fused forward saves (and the input its backward is tested on). */
-static float *attention_lse_reference(const float *qkv, int B, int T, int d, int H, int KVH) {
+static float *attention_lse_reference(const float *qkv, int B, int T, int d, int H, int KVH,
+                                      const int32_t *doc) {
   const int hd = d / H, ld = d + 2 * KVH * hd, R = H / KVH;
   const double scale = 1.0 / sqrt((double)hd);
   float *lse = hnew(sizeof(float) * (size_t)B * H * T);
@@ -401,14 +402,15 @@ static float *attention_lse_reference(const float *qkv, int B, int T, int d, int
       for (int t = 0; t < T; t++) {
         const float *q = qkv + ((int64_t)b * T + t) * ld + h * hd;
         double mx = -INFINITY, sum = 0.0;
-        for (int j = 0; j <= t; j++) {
+        const int lo = doc ? doc[b * T + t] : 0; /* packed documents: keys lo .. t */
+        for (int j = lo; j <= t; j++) {
           const float *k = qkv + ((int64_t)b * T + j) * ld + d + (h / R) * hd;
           double dot = 0.0;
           for (int i = 0; i < hd; i++) dot += (double)q[i] * k[i];
           s[j] = dot * scale;
           mx = s[j] > mx ? s[j] : mx;
         }
-        for (int j = 0; j <= t; j++) sum += exp(s[j] - mx);
+        for (int j = lo; j <= t; j++) sum += exp(s[j] - mx);
         lse[((int64_t)b * H + h) * T + t] = (float)(mx + log(sum));
       }
   free(s);
@@ -419,9 +421,10 @@ static float *attention_lse_reference(const float *qkv, int B, int T, int d, int
  * forward o against the CPU's o and lse against the double reference; backward dqkv, from the
  * CPU's o and the reference lse (each op on the same inputs), against the CPU's dqkv. Outputs
  * start as garbage and every call runs twice: the same bits (no atomics, fixed orders). */
-static void test_attention_gqa(int B, int T, int d, int H, int KVH) {
+static void attention_case(int B, int T, int d, int H, int KVH, const int32_t *doc) {
   char shape[112];
-  snprintf(shape, sizeof shape, "B=%d T=%d d=%d H=%d KVH=%d (hd=%d)", B, T, d, H, KVH, d / H);
+  snprintf(shape, sizeof shape, "B=%d T=%d d=%d H=%d KVH=%d (hd=%d)%s", B, T, d, H, KVH, d / H,
+           doc ? " documents" : "");
   int64_t nqkv = (int64_t)B * T * (d + 2 * KVH * (d / H)), no = (int64_t)B * T * d;
   int64_t np = (int64_t)B * H * T * T, nl = (int64_t)B * H * T;
   CHECK(cuda_op_attention_saved_floats(B, T, d, H, KVH) == nl, "attention saved [%s]: %lld "
@@ -433,18 +436,19 @@ static void test_attention_gqa(int B, int T, int d, int H, int KVH) {
   float *oc = hnew(sizeof(float) * no), *pc = hnew(sizeof(float) * np);
   float *dqkvc = hnew(sizeof(float) * nqkv);
   float *scr = hnew(sizeof(float) * (size_t)op_attention_scratch_floats(T, d / H));
-  op_attention_forward(oc, pc, qkv, B, T, d, H, KVH, scr);
-  op_attention_backward(dqkvc, dout, qkv, pc, B, T, d, H, KVH, scr);
-  float *lse_ref = attention_lse_reference(qkv, B, T, d, H, KVH);
+  op_attention_forward(oc, pc, qkv, B, T, d, H, KVH, doc, scr);
+  op_attention_backward(dqkvc, dout, qkv, pc, B, T, d, H, KVH, doc, scr);
+  float *lse_ref = attention_lse_reference(qkv, B, T, d, H, KVH, doc);
+  const int32_t *d_doc = doc ? up(doc, sizeof(int32_t) * (size_t)B * T) : NULL;
 
   float *garbage_o = hrand(no, 5, 6), *garbage_l = hrand(nl, 5, 6), *garbage_qkv = hrand(nqkv, 5, 6);
   float *d_qkv = upf(qkv, nqkv), *d_dout = upf(dout, no), *d_o = upf(garbage_o, no);
   float *d_lse = upf(garbage_l, nl), *d_dqkv = upf(garbage_qkv, nqkv);
-  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, KVH, NULL);
+  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, KVH, d_doc, NULL);
   float *o1 = downf(d_o, no), *l1 = downf(d_lse, nl);
   setf(d_o, garbage_o, no);
   setf(d_lse, garbage_l, nl);
-  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, KVH, NULL);
+  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, KVH, d_doc, NULL);
   expect_close("attention_forward o", shape, o1, oc, no, TOL_DEFAULT);
   expect_close("attention_forward lse", shape, l1, lse_ref, nl, TOL_DEFAULT);
   expect_same_bits("attention_forward o", shape, downf(d_o, no), o1, no);
@@ -452,16 +456,70 @@ static void test_attention_gqa(int B, int T, int d, int H, int KVH) {
 
   setf(d_o, oc, no);
   setf(d_lse, lse_ref, nl);
-  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, KVH, NULL);
+  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, KVH, d_doc,
+                             NULL);
   float *g1 = downf(d_dqkv, nqkv);
   setf(d_dqkv, garbage_qkv, nqkv);
-  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, KVH, NULL);
+  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, KVH, d_doc,
+                             NULL);
   expect_close("attention_backward dqkv", shape, g1, dqkvc, nqkv, TOL_DEFAULT);
   expect_same_bits("attention_backward dqkv", shape, downf(d_dqkv, nqkv), g1, nqkv);
   scope_end();
 }
 
+static void test_attention_gqa(int B, int T, int d, int H, int KVH) {
+  attention_case(B, T, d, H, KVH, NULL);
+}
+
 static void test_attention(int B, int T, int d, int H) { test_attention_gqa(B, T, d, H, H); }
+
+/* Random packed documents per row (data.documents): doc_start [B,T], documents of 1 .. max_len
+ * tokens (some crossing the fused kernels' tiles, some inside one), the first row one document. */
+static int32_t *random_docs(int B, int T, int max_len) {
+  int32_t *doc = hnew(sizeof(int32_t) * (size_t)B * T);
+  for (int b = 0; b < B; b++)
+    for (int t = 0, start = 0, end = 0; t < T; t++) {
+      if (t == end && b > 0) start = t, end = t + 1 + (int)(urand() * max_len);
+      if (b == 0) end = T + 1;
+      doc[b * T + t] = start;
+    }
+  return doc;
+}
+
+/* The fused attention with a document mask against the CPU's (and the double lse). */
+static void test_attention_docs(int B, int T, int d, int H, int KVH, int max_len) {
+  attention_case(B, T, d, H, KVH, random_docs(B, T, max_len));
+}
+
+/* Positions restarting per document: pos_* exact against the CPU (the same (b, t) order), rope
+ * close (cos/sin as the CPU's) and deterministic. */
+static void test_positions(int B, int T, int D, int H, int KVH, int hd) {
+  char shape[96];
+  snprintf(shape, sizeof shape, "B=%d T=%d D=%d positions", B, T, D);
+  const int32_t *doc = random_docs(B, T, 9);
+  int32_t *p = hnew(sizeof(int32_t) * (size_t)B * T);
+  for (int i = 0; i < B * T; i++) p[i] = i % T - doc[i];
+  const int32_t *d_p = up(p, sizeof(int32_t) * (size_t)B * T);
+  int64_t TD = (int64_t)T * D, n = (int64_t)B * TD;
+  float *x = hrand(n, -1, 1), *pos = hrand(TD, -1, 1), *dy = hrand(n, -1, 1);
+  float *dpos0 = hrand(TD, -1, 1), *yc = hnew(sizeof(float) * n), *dpc = hcopy(dpos0, TD);
+  kernels_cpu.pos_forward(&kernels_cpu, yc, x, pos, B, T, D, p);
+  kernels_cpu.pos_backward_weight(&kernels_cpu, dpc, dy, B, T, D, p);
+  float *d_y = dnew(sizeof(float) * n), *d_dp = upf(dpos0, TD);
+  cuda_op_pos_forward(&G, d_y, upf(x, n), upf(pos, TD), B, T, D, d_p);
+  expect_same_bits("pos_forward (vs cpu)", shape, downf(d_y, n), yc, n);
+  cuda_op_pos_backward_weight(&G, d_dp, upf(dy, n), B, T, D, d_p);
+  expect_same_bits("pos_backward_weight (vs cpu, (b, t) order)", shape, downf(d_dp, TD), dpc, TD);
+  int64_t nr = (int64_t)B * T * (H + 2 * KVH) * hd;
+  float *r = hrand(nr, -2, 2), *rc = hcopy(r, nr), *d_r = upf(r, nr);
+  op_rope(rc, B, T, H, KVH, hd, 10000.0f, 1, p);
+  cuda_op_rope(&G, d_r, B, T, H, KVH, hd, 10000.0f, 1, d_p);
+  expect_close("rope dir=1 positions", shape, downf(d_r, nr), rc, nr, TOL_DEFAULT);
+  op_rope(rc, B, T, H, KVH, hd, 10000.0f, -1, p);
+  cuda_op_rope(&G, d_r, B, T, H, KVH, hd, 10000.0f, -1, d_p);
+  expect_close("rope dir=-1 positions (back to x)", shape, downf(d_r, nr), r, nr, TOL_DEFAULT);
+  scope_end();
+}
 
 /* ---- the Llama block's kernels: rmsnorm, rope, swiglu ------------------------------------- */
 
@@ -514,16 +572,16 @@ static void test_rope(int B, int T, int H, int KVH, int hd, float theta) {
   snprintf(shape, sizeof shape, "B=%d T=%d H=%d KVH=%d hd=%d theta=%g", B, T, H, KVH, hd, theta);
   int64_t n = (int64_t)B * T * (H + 2 * KVH) * hd;
   float *x = hrand(n, -2, 2), *xc = hcopy(x, n);
-  op_rope(xc, B, T, H, KVH, hd, theta, 1);
+  op_rope(xc, B, T, H, KVH, hd, theta, 1, NULL);
   float *d_x = upf(x, n);
-  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, 1);
+  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, 1, NULL);
   float *y1 = downf(d_x, n);
   setf(d_x, x, n);
-  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, 1);
+  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, 1, NULL);
   expect_close("rope dir=1", shape, y1, xc, n, TOL_DEFAULT);
   expect_same_bits("rope dir=1", shape, downf(d_x, n), y1, n);
-  op_rope(xc, B, T, H, KVH, hd, theta, -1);
-  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, -1);
+  op_rope(xc, B, T, H, KVH, hd, theta, -1, NULL);
+  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, -1, NULL);
   float *x1 = downf(d_x, n);
   expect_close("rope dir=-1 (vs cpu)", shape, x1, xc, n, TOL_DEFAULT);
   expect_close("rope dir=-1 after dir=1 (vs x)", shape, x1, x, n, TOL_DEFAULT);
@@ -656,15 +714,15 @@ static void test_pos(int B, int T, int D) {
   float *x = hrand(n, -1, 1), *pos = hrand(TD, -1, 1), *dy = hrand(n, -1, 1);
   float *dpos0 = hrand(TD, -1, 1);
   float *yc = hnew(sizeof(float) * n), *dpc = hcopy(dpos0, TD);
-  kernels_cpu.pos_forward(&kernels_cpu, yc, x, pos, B, T, D);
-  kernels_cpu.pos_backward_weight(&kernels_cpu, dpc, dy, B, T, D);
+  kernels_cpu.pos_forward(&kernels_cpu, yc, x, pos, B, T, D, NULL);
+  kernels_cpu.pos_backward_weight(&kernels_cpu, dpc, dy, B, T, D, NULL);
   float *d_x = upf(x, n), *d_pos = upf(pos, TD), *d_dy = upf(dy, n);
   float *d_y = dnew(sizeof(float) * n), *d_dp = dnew(sizeof(float) * TD), *g[2];
-  cuda_op_pos_forward(&G, d_y, d_x, d_pos, B, T, D);
+  cuda_op_pos_forward(&G, d_y, d_x, d_pos, B, T, D, NULL);
   expect_same_bits("pos_forward (vs cpu)", shape, downf(d_y, n), yc, n);
   for (int run = 0; run < 2; run++) {
     setf(d_dp, dpos0, TD);
-    cuda_op_pos_backward_weight(&G, d_dp, d_dy, B, T, D);
+    cuda_op_pos_backward_weight(&G, d_dp, d_dy, B, T, D, NULL);
     g[run] = downf(d_dp, TD);
   }
   expect_same_bits("pos_backward_weight (vs cpu, batch order)", shape, g[0], dpc, TD);
@@ -673,6 +731,32 @@ static void test_pos(int B, int T, int D) {
 }
 
 /* ---- losses ------------------------------------------------------------------------------- */
+
+/* cross_entropy with ignored targets (LOSS_IGNORE, packed documents): those rows add nothing
+ * and get dy = 0 exactly, the rest as the CPU's. */
+static void test_loss_ignore(int N, int F) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "N=%d F=%d ignore", N, F);
+  int64_t n = (int64_t)N * F;
+  float *y = hrand(n, -8, 8), *dyc = hnew(sizeof(float) * n);
+  int32_t *it = hids(N, 0, F);
+  for (int i = 0; i < N; i += 3) it[i] = LOSS_IGNORE;
+  double lc = loss_forward_backward(LOSS_CROSS_ENTROPY, y, it, N, F, 0.5f, dyc);
+  double *d_loss = dnew(sizeof(double)), zero = 0.0;
+  gpu_to_device(&G, d_loss, &zero, sizeof zero);
+  float *d_dy = upf(hrand(n, 5, 6), n);
+  cuda_loss_cross_entropy(&G, d_dy, d_loss, upf(y, n), up(it, sizeof(int32_t) * N), N, F, 0.5f,
+                          dnew(sizeof(double) * CUDA_REDUCE_SCRATCH_DOUBLES));
+  float *dyg = downf(d_dy, n);
+  expect_close("loss_cross_entropy dy (ignored rows)", shape, dyg, dyc, n, TOL_DEFAULT);
+  for (int i = 0; i < N; i += 3)
+    for (int f = 0; f < F; f++)
+      CHECK(dyg[(int64_t)i * F + f] == 0.0f, "ignored row %d: dy[%d] = %g", i, f,
+            dyg[(int64_t)i * F + f]);
+  expect_close_d("loss_cross_entropy loss sum (ignored rows)", shape, down_double(d_loss), lc,
+                 TOL_CE_LOSS);
+  scope_end();
+}
 
 static void test_loss(pt_loss_kind kind, int N, int F) {
   const char *name = kind == LOSS_CROSS_ENTROPY ? "loss_cross_entropy" : "loss_mse";
@@ -975,11 +1059,11 @@ static void test_layer_tables(kernels_gpu *kg, const pt_layer *L, int B, int T, 
   pt_io c = {&kernels_cpu, B, T, in, hnew(sizeof(float) * n_out),
              hnew(layer_saved_bytes(L, &kernels_cpu, B, T)),
              hnew(layer_scratch_bytes(L, &kernels_cpu, B, T)), dout,
-             L->in_tokens ? NULL : hnew(in_bytes)};
+             L->in_tokens ? NULL : hnew(in_bytes), NULL, NULL};
   pt_io g = {&kg->table, B, T, up(in, in_bytes), dnew(sizeof(float) * n_out),
              dnew(layer_saved_bytes(L, &kg->table, B, T)),
              dnew(layer_scratch_bytes(L, &kg->table, B, T)), upf(dout, n_out),
-             L->in_tokens ? NULL : dnew(in_bytes)};
+             L->in_tokens ? NULL : dnew(in_bytes), NULL, NULL};
   const pt_io *io[2] = {&c, &g};
   pt_layer *ls[2] = {&Lc, &Lg};
   for (int side = 0; side < 2; side++) {
@@ -1185,6 +1269,12 @@ int main(void) {
   test_attention_gqa(1, 130, 128, 8, 2);  /* hd = 16, 4 per kv head, partial tiles */
   test_attention_gqa(2, 45, 256, 4, 1);   /* hd = 64, multi-query */
   if (!small_only) test_attention_gqa(1, 70, 768, 6, 3);   /* hd = 128 */
+  /* packed documents: the mask inside tiles, tiles skipped before a row's document */
+  if (!small_only) test_attention_docs(3, 100, 128, 2, 2, 40); /* hd = 64, tiles of 32 */
+  test_attention_docs(2, 70, 128, 8, 2, 12);  /* hd = 16, grouped-query */
+  if (!small_only) test_attention_docs(2, 45, 360, 3, 3, 20);  /* hd = 120, tiles of 16 */
+  test_attention_docs(2, 29, 400, 2, 1, 9);   /* hd = 200, tiles of 8, multi-query */
+  test_attention_docs(1, 130, 32, 2, 2, 1);   /* every token its own document */
   test_rmsnorm(7, 33);
   if (!small_only) test_rmsnorm(512, 256);
   test_rmsnorm(4000, 16); /* weight gradient: many row chunks */
@@ -1201,11 +1291,13 @@ int main(void) {
   test_embedding(2000, 40, 10, 1, 0);      /* one id everywhere */
   test_pos(3, 7, 33);
   if (!small_only) test_pos(4, 128, 256);
+  test_positions(3, 40, 24, 4, 2, 8);
   test_loss(LOSS_CROSS_ENTROPY, 7, 33);
   if (!small_only) test_loss(LOSS_CROSS_ENTROPY, 512, 4096);
   if (!small_only) test_loss(LOSS_CROSS_ENTROPY, 16, 50257); /* GPT-2's vocabulary */
   test_loss(LOSS_MSE, 7, 33);
   if (!small_only) test_loss(LOSS_MSE, 512, 256);
+  test_loss_ignore(300, 77);
   test_adamw(1037, 1000, 1, 0.1f);
   test_adamw(1037, 0, 0, 0.1f);
   test_adamw(1037, 0, 0, 0.0f);
