@@ -4,8 +4,8 @@
  * token), N tokens:
  * sequence j of step s starts at o = ((s*G + j) * T) mod (N - T); inputs tokens[o, o+T),
  * targets tokens[o+1, o+T+1). With data.order: shuffled, o = T * w where w is the window
- * data_order_window picks (engine/data_order.h), records likewise. Record data (f32: records of `inputs` then `targets` float32):
- * sample j of step s is record (s*G + j) mod R, with T = 1.
+ * data_order_window picks (engine/data_order.h), records likewise. Record data (f32: records of
+ * `inputs` then `targets` float32): sample j of step s is record (s*G + j) mod R, with T = 1.
  * G is the global batch (data_parallel * micro_batches * micro_batch_size). The file is mapped
  * read-only; a pt_data is immutable after data_open and may be shared. Per process, nothing
  * collective: a pipelined run opens it on its first and last stages only; the opener owns it

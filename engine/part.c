@@ -84,6 +84,7 @@ void part_free(pt_part *p) {
   optimizer_free(&p->opt);
   model_free(&p->model);
   data_close(&p->data);
+  data_close(&p->eval_data);
   memset(p, 0, sizeof *p);
 }
 

@@ -30,6 +30,7 @@ typedef struct {
   pt_stage stage;       /* part_alloc's executor (unused by part_alloc_ranges) */
   pt_optimizer opt;
   pt_data data;         /* zeroed where this part reads no data */
+  pt_data eval_data;    /* data.eval's file where data is open and data.eval set (else zeroed) */
   int B, T;             /* micro-batch: sequences, tokens per sequence */
   int64_t G;            /* sequences per step over all replicas */
   size_t target_bytes;  /* one micro-batch of targets (host) */

@@ -63,8 +63,9 @@ int main(void) {
       for (int64_t j = 0; j < G; j++) {
         int64_t k = s * G + j;
         int64_t w = data_order_window(1, 1234, s, G, j, n);
-        int64_t want = k / n == 0 ? a[k % n] : k / n == 1 ? b[k % n]
-                                                          : data_order_perm(1234, (uint64_t)(k / n), k % n, n);
+        int64_t want = k / n == 0   ? a[k % n]
+                       : k / n == 1 ? b[k % n]
+                                    : data_order_perm(1234, (uint64_t)(k / n), k % n, n);
         CHECK(w == want, "n=%lld step %lld j %lld: window %lld, want %lld", (long long)n,
               (long long)s, (long long)j, (long long)w, (long long)want);
         CHECK(data_order_window(0, 1234, s, G, j, n) == k % n, "sequential order is not k mod n");
