@@ -89,7 +89,6 @@ static int open_layout(pt_data *d, const pt_spec *spec, const char *path, char *
   }
   size_t width = d->format == DATA_U32 ? 4 : d->format == DATA_U16 ? 2 : 1;
   d->n_tokens = (int64_t)(d->map_bytes / width);
-  d->n_windows = (d->n_tokens - 1) / spec->seq_len;
   return check_tokens(d, spec, path, err, errsz);
 }
 
@@ -109,7 +108,6 @@ static int data_open_file(pt_data *d, const pt_spec *spec, const char *path,
     data_close(d);
     return -1;
   }
-  if (d->format == DATA_F32) d->n_windows = d->n_records;
   return 0;
 }
 
@@ -159,8 +157,9 @@ void data_fill(const pt_data *d, int64_t step, int64_t G, int64_t j0, int B, int
       }
       continue;
     }
+    /* shuffled: n = floor((N - 1) / T) windows of this call's T (T + 1 tokens at w T) */
     int64_t o = d->shuffled
-                    ? data_order_window(1, d->seed, step, G, j, d->n_windows) * T
+                    ? data_order_window(1, d->seed, step, G, j, (d->n_tokens - 1) / T) * T
                     : mulmod_add(mulmod_add(step, G, j, d->n_tokens - T), T, 0, d->n_tokens - T);
     int32_t *in = (int32_t *)inputs + (int64_t)r * T, *tg = (int32_t *)targets + (int64_t)r * T;
     for (int t = 0; t < T; t++) {

@@ -27,7 +27,6 @@ typedef struct {
   int64_t n_tokens;  /* token formats */
   int64_t n_records; /* f32 */
   int inputs, targets;
-  int64_t n_windows; /* data.order's n: floor((N - 1) / T) windows, or R records */
   int shuffled;      /* data.order: shuffled (engine/data_order.h) */
   uint64_t seed;     /* train.seed, the shuffle's key */
 } pt_data;
