@@ -1,5 +1,7 @@
 #include "engine/data.h"
 
+#include "engine/data_order.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -42,18 +44,19 @@ int64_t data_token(const pt_data *d, int64_t i) {
                    ((uint32_t)p[4 * i + 2] << 16) | ((uint32_t)p[4 * i + 3] << 24));
 }
 
-static int check_tokens(const pt_data *d, const pt_spec *spec, char *err, size_t errsz) {
+static int check_tokens(const pt_data *d, const pt_spec *spec, const char *path, char *err,
+                        size_t errsz) {
   int64_t T = spec->seq_len, vocab = spec->vocab;
   if (d->n_tokens < T + 2) {
     snprintf(err, errsz, "%s: %lld tokens is too short for seq_len %lld; need at least %lld",
-             spec->data.path, (long long)d->n_tokens, (long long)T, (long long)T + 2);
+             path, (long long)d->n_tokens, (long long)T, (long long)T + 2);
     return -1;
   }
   for (int64_t i = 0; i < d->n_tokens; i++) {
     int64_t t = data_token(d, i);
     if (t >= vocab) {
       snprintf(err, errsz, "%s: token %lld at position %lld is >= model.vocab %lld; raise vocab "
-               "or check data.format", spec->data.path, (long long)t, (long long)i,
+               "or check data.format", path, (long long)t, (long long)i,
                (long long)vocab);
       return -1;
     }
@@ -61,13 +64,14 @@ static int check_tokens(const pt_data *d, const pt_spec *spec, char *err, size_t
   return 0;
 }
 
-static int open_layout(pt_data *d, const pt_spec *spec, char *err, size_t errsz) {
+static int open_layout(pt_data *d, const pt_spec *spec, const char *path, char *err,
+                       size_t errsz) {
   if (d->format == DATA_F32) {
     size_t rec = sizeof(float) * (size_t)(d->inputs + d->targets);
     d->n_records = (int64_t)(d->map_bytes / rec);
     if (d->map_bytes % rec != 0 || d->n_records == 0) {
       snprintf(err, errsz, "%s: %zu bytes is not a whole number of %zu-byte records (%d inputs + "
-               "%d targets float32)", spec->data.path, d->map_bytes, rec, d->inputs, d->targets);
+               "%d targets float32)", path, d->map_bytes, rec, d->inputs, d->targets);
       return -1;
     }
     return 0;
@@ -78,37 +82,45 @@ static int open_layout(pt_data *d, const pt_spec *spec, char *err, size_t errsz)
   }
   if (d->format == DATA_U16 && d->map_bytes % 2 != 0) {
     snprintf(err, errsz, "%s: u16 token file has an odd byte count (%zu); is it really u16?",
-             spec->data.path, d->map_bytes);
+             path, d->map_bytes);
     return -1;
   }
   if (d->format == DATA_U32 && d->map_bytes % 4 != 0) {
     snprintf(err, errsz, "%s: u32 token file's byte count (%zu) is not a multiple of 4; is it "
-             "really u32?", spec->data.path, d->map_bytes);
+             "really u32?", path, d->map_bytes);
     return -1;
   }
   size_t width = d->format == DATA_U32 ? 4 : d->format == DATA_U16 ? 2 : 1;
   d->n_tokens = (int64_t)(d->map_bytes / width);
-  return check_tokens(d, spec, err, errsz);
+  return check_tokens(d, spec, path, err, errsz);
 }
 
-int data_open(pt_data *d, const pt_spec *spec, char *err, size_t errsz) {
+static int data_open_file(pt_data *d, const pt_spec *spec, const char *path,
+                          spec_data_format f, char *err, size_t errsz) {
   memset(d, 0, sizeof *d);
-  spec_data_format f = spec->data.format;
   d->format = f == SPEC_DATA_U16   ? DATA_U16
               : f == SPEC_DATA_U32 ? DATA_U32
               : f == SPEC_DATA_F32 ? DATA_F32
                                    : DATA_BYTES;
   d->inputs = spec->data.inputs;
   d->targets = spec->data.targets;
+  d->shuffled = spec->data.order == SPEC_ORDER_SHUFFLED;
+  d->seed = spec->train.seed;
+  if (map_file(d, path, err, errsz) != 0) return -1;
+  if (open_layout(d, spec, path, err, errsz) != 0) {
+    data_close(d);
+    return -1;
+  }
+  return 0;
+}
+
+int data_open(pt_data *d, const pt_spec *spec, char *err, size_t errsz) {
+  memset(d, 0, sizeof *d);
   if (!spec->data.path[0]) {
     snprintf(err, errsz, "%s: no data: section; add data: {path: FILE, format: bytes}", spec->path);
     return -1;
   }
-  if (map_file(d, spec->data.path, err, errsz) != 0) return -1;
-  if (open_layout(d, spec, err, errsz) != 0) {
-    data_close(d);
-    return -1;
-  }
+  if (data_open_file(d, spec, spec->data.path, spec->data.format, err, errsz) != 0) return -1;
   char why[400];
   if (spec->data.documents &&
       data_pack_build(d, spec->data.doc_eos, (int)spec->seq_len, why, sizeof why) != 0) {
@@ -116,6 +128,15 @@ int data_open(pt_data *d, const pt_spec *spec, char *err, size_t errsz) {
     data_close(d);
     return -1;
   }
+  return 0;
+}
+
+int data_open_eval(pt_data *d, const pt_spec *spec, char *err, size_t errsz) {
+  memset(d, 0, sizeof *d);
+  if (!spec->data.eval_path[0]) return 0;
+  if (data_open_file(d, spec, spec->data.eval_path, spec->data.eval_format, err, errsz) != 0)
+    return -1;
+  d->shuffled = 0; /* held-out data: always the same batches, in file order */
   return 0;
 }
 
@@ -141,7 +162,7 @@ void data_fill_prefix(const pt_data *d, int64_t step, int64_t G, int64_t j0, int
   for (int r = 0; r < B; r++) {
     int64_t j = j0 + r;
     if (d->format == DATA_F32) {
-      int64_t rec = mulmod_add(step, G, j, d->n_records);
+      int64_t rec = data_order_window(d->shuffled, d->seed, step, G, j, d->n_records);
       const float *src = (const float *)d->map + rec * (d->inputs + d->targets);
       memcpy((float *)inputs + (int64_t)r * d->inputs, src, sizeof(float) * d->inputs);
       for (int t = 0; t < d->targets; t++) {
@@ -158,8 +179,12 @@ void data_fill_prefix(const pt_data *d, int64_t step, int64_t G, int64_t j0, int
       data_pack_fill_row(d, data_pack_sequence(d, step, G, j), T, in, tg);
       continue;
     }
-    int64_t o = mulmod_add(mulmod_add(step, G, j, d->n_tokens - span), span, 0,
-                           d->n_tokens - span);
+    /* shuffled: n = floor((N - 1) / span) windows of span (the longest T of the run), so a
+     * sequence-length schedule keeps its windows; span + 1 tokens fit at w span */
+    int64_t o = d->shuffled
+                    ? data_order_window(1, d->seed, step, G, j, (d->n_tokens - 1) / span) * span
+                    : mulmod_add(mulmod_add(step, G, j, d->n_tokens - span), span, 0,
+                                 d->n_tokens - span);
     int32_t *in = (int32_t *)inputs + (int64_t)r * T, *tg = (int32_t *)targets + (int64_t)r * T;
     for (int t = 0; t < T; t++) {
       in[t] = (int32_t)data_token(d, o + t); /* check_tokens: every id < vocab <= INT32_MAX */

@@ -3,9 +3,11 @@
  * Token data (format bytes: one token per byte; u16 / u32: little-endian uint16 / uint32 per
  * token), N tokens:
  * sequence j of step s starts at o = ((s*G + j) * T) mod (N - T); inputs tokens[o, o+T),
- * targets tokens[o+1, o+T+1). Record data (f32: records of `inputs` then `targets` float32):
- * sample j of step s is record (s*G + j) mod R, with T = 1. With data.documents, row j of step s
- * is packed sequence (s*G + j) mod n_seqs instead (engine/data_pack.h).
+ * targets tokens[o+1, o+T+1). With data.order: shuffled, o = T * w where w is the window
+ * data_order_window picks (engine/data_order.h), records likewise. Record data (f32: records of
+ * `inputs` then `targets` float32): sample j of step s is record (s*G + j) mod R, with T = 1.
+ * With data.documents, row j of step s is packed sequence (s*G + j) mod n_seqs instead, or the
+ * one data_order_window picks when shuffled (engine/data_pack.h).
  * G is the global batch (data_parallel * micro_batches * micro_batch_size). The file is mapped
  * read-only; a pt_data is immutable after data_open and may be shared. Per process, nothing
  * collective: a pipelined run opens it on its first and last stages only (every stage with
@@ -31,11 +33,15 @@ typedef struct {
    * n_seqs 0 without documents */
   int64_t n_seqs, doc_eos;
   int64_t *seq_start;
+  int shuffled;      /* data.order: shuffled (engine/data_order.h) */
+  uint64_t seed;     /* train.seed, the shuffle's key */
 } pt_data;
 
 /* Opens spec->data; checks length (at least T+1 tokens / 1 record) and token ids < vocab.
  * Returns 0, or -1 with a one-line message in err naming the file and the fix. */
 int data_open(pt_data *d, const pt_spec *spec, char *err, size_t errsz);
+/* Opens data.eval's file the same way (never shuffled); a zeroed d and 0 when there is none. */
+int data_open_eval(pt_data *d, const pt_spec *spec, char *err, size_t errsz);
 void data_close(pt_data *d);
 /* Token i of token data (i < n_tokens). */
 int64_t data_token(const pt_data *d, int64_t i);

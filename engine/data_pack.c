@@ -1,5 +1,7 @@
 #include "engine/data_pack.h"
 
+#include "engine/data_order.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -44,14 +46,8 @@ int data_pack_build(pt_data *d, int64_t eos, int T, char *err, size_t errsz) {
   return 0;
 }
 
-/* (a * b + c) mod m without overflow for any int64 step counts. */
-static int64_t mulmod_add(int64_t a, int64_t b, int64_t c, int64_t m) {
-  return (int64_t)(((unsigned __int128)a * (unsigned __int128)b + (unsigned __int128)c) %
-                   (unsigned __int128)m);
-}
-
 int64_t data_pack_sequence(const pt_data *d, int64_t step, int64_t G, int64_t j) {
-  return mulmod_add(step, G, j, d->n_seqs);
+  return data_order_window(d->shuffled, d->seed, step, G, j, d->n_seqs);
 }
 
 /* Tokens of packed sequence q that are real (the rest of the T+1 is padding). */

@@ -26,6 +26,9 @@ typedef struct {
    * step was skipped for non-finite gradients, -1 when the run must stop (part->error on every
    * rank). The same on every rank. */
   int (*step)(pt_engine *e, pt_step_metrics *out);
+  /* data.eval's forward-only pass over the held-out batches (engine/eval.h): the eval loss on
+   * rank 0. Changes nothing the training reads. Collective. */
+  double (*eval)(pt_engine *e);
   /* A checkpoint into dir; 0, or -1 on every rank with err naming this rank's own failure
    * (empty where its part went well). A failed save changes nothing. */
   int (*save)(pt_engine *e, const char *dir, const pt_spec_source *src, char *err,

@@ -45,6 +45,8 @@ static int pipelined_step(pt_engine *e, pt_step_metrics *out) {
   return status;
 }
 
+static double pipelined_eval(pt_engine *e) { return pipeline_eval(&((pipelined *)e->impl)->p); }
+
 static int pipelined_save(pt_engine *e, const char *dir, const pt_spec_source *src, char *err,
                           size_t errsz) {
   return pipeline_save(&((pipelined *)e->impl)->p, dir, src, err, errsz);
@@ -130,8 +132,8 @@ static void pipelined_free(pt_engine *e) {
 }
 
 static const pt_engine_ops pipelined_ops = {
-    .step = pipelined_step, .save = pipelined_save, .load = pipelined_load,
-    .gather = pipelined_gather, .agree_signal = pipelined_agree_signal,
+    .step = pipelined_step, .eval = pipelined_eval, .save = pipelined_save,
+    .load = pipelined_load, .gather = pipelined_gather, .agree_signal = pipelined_agree_signal,
     .describe = pipelined_describe, .finish = pipelined_finish, .free = pipelined_free};
 
 int engine_open_pipelined(pt_engine *e, const pt_spec *spec, const char *trace_path,

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/signals.h"
 #include "engine/engine.h"
+#include "engine/eval.h"
 #include "engine/train.h"
 
 typedef struct {
@@ -18,6 +19,10 @@ static int sequential_step(pt_engine *e, pt_step_metrics *out) {
   s->peak = (double)pt_mem_peak();
   out->n_stages = 1, out->bubble = &s->idle, out->peak_bytes = &s->peak;
   return status;
+}
+
+static double sequential_eval(pt_engine *e) {
+  return eval_sequential(&((sequential *)e->impl)->t);
 }
 
 static int sequential_save(pt_engine *e, const char *dir, const pt_spec_source *src, char *err,
@@ -51,7 +56,7 @@ static void sequential_free(pt_engine *e) {
 }
 
 static const pt_engine_ops sequential_ops = {
-    .step = sequential_step, .save = sequential_save, .load = sequential_load,
+    .step = sequential_step, .eval = sequential_eval, .save = sequential_save, .load = sequential_load,
     .gather = sequential_gather, .agree_signal = sequential_agree_signal,
     .describe = sequential_describe, .finish = sequential_finish, .free = sequential_free};
 

@@ -90,6 +90,7 @@ void part_free(pt_part *p) {
   model_free(&p->model);
   data_close(&p->data);
   free(p->doc_host);
+  data_close(&p->eval_data);
   memset(p, 0, sizeof *p);
 }
 

@@ -151,7 +151,8 @@ static int check_stage(pt_pipeline *p, char *err, size_t errsz) {
   int failed = part_check_memory(&p->part, p->plan.mem[p->stage_id].total, comm_local_size(),
                                  what, err, errsz) != 0;
   if (!failed && (p->holds_first || p->holds_last || p->part.spec->data.documents))
-    failed = data_open(&p->part.data, p->part.spec, err, errsz) != 0;
+    failed = data_open(&p->part.data, p->part.spec, err, errsz) != 0 ||
+             data_open_eval(&p->part.eval_data, p->part.spec, err, errsz) != 0;
   return pipeline_agree_failure(p, failed, err);
 }
 

@@ -114,6 +114,9 @@ void pipeline_gather(pt_pipeline *p, const char *path);
  * so that a dead or hung rank is named by the watchdog. Collective. */
 void pipeline_gather_root(pt_pipeline *p, const double *mine, int n, double *all,
                           const char *what);
+/* data.eval's forward-only pass (engine/eval.h, engine/pipeline_eval.c); the eval loss on rank 0
+ * (0 elsewhere). Collective. */
+double pipeline_eval(pt_pipeline *p);
 /* Compares the tied copies across their stages and aborts the job naming the tie if they differ. */
 void pipeline_check_ties(pt_pipeline *p);
 

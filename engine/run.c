@@ -14,6 +14,7 @@
 #include "device/gemm_rate.h"
 #include "device/placement.h"
 #include "engine/engine.h"
+#include "engine/eval.h"
 #include "model/param_dump.h"
 #include "observe/watchdog.h"
 
@@ -216,6 +217,8 @@ static void run_steps(run_state *r) {
     pt_step_metrics m;
     int status = e->ops->step(e, &m); /* the same on every rank */
     if (status < 0) run_fail(r, PT_EXIT_FATAL, r->root ? e->part->error : "");
+    m.has_eval = eval_due(r->spec, e->part->step); /* the same on every rank */
+    if (m.has_eval) m.eval_loss = e->ops->eval(e);
     report_step(r, &m, status);
     int saved = save_periodic(r);
     int sig = e->ops->agree_signal(e);

@@ -25,7 +25,8 @@ int trainer_init(pt_trainer *t, const pt_spec *spec, char *err, size_t errsz) {
   int n = p->model.n_layers;
   pt_range all = {0, n};
   if (part_open_device(p, part_resolve_device(p), 0, &all, 1, err, errsz) != 0 ||
-      check_fits(t, err, errsz) != 0 || data_open(&p->data, spec, err, errsz) != 0) {
+      check_fits(t, err, errsz) != 0 || data_open(&p->data, spec, err, errsz) != 0 ||
+      data_open_eval(&p->eval_data, spec, err, errsz) != 0) {
     part_free(p);
     return -1;
   }

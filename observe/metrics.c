@@ -26,6 +26,7 @@ void metrics_write_json(FILE *f, const pt_step_metrics *s) {
   if (s->mfu >= 0) cJSON_AddNumberToObject(o, "mfu", s->mfu);
   cJSON_AddNumberToObject(o, "skipped_steps", (double)s->skipped_steps);
   if (s->seq_len > 0) cJSON_AddNumberToObject(o, "seq_len", (double)s->seq_len);
+  if (s->has_eval) cJSON_AddNumberToObject(o, "eval_loss", s->eval_loss);
   char *text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   if (!text) pt_fatal("out of memory writing metrics");
@@ -37,13 +38,16 @@ void metrics_print_line(FILE *f, const pt_step_metrics *s) {
   fprintf(f, "step %lld/%lld | loss %.4f | lr %.3e | grad_norm %.4f | %.0f tok/s | %.1f ms\n",
           (long long)s->step, (long long)s->steps, s->loss, s->lr, s->grad_norm, s->tokens_per_s,
           s->step_ms);
+  if (s->has_eval) fprintf(f, "step %lld/%lld | eval_loss %.4f\n", (long long)s->step,
+                           (long long)s->steps, s->eval_loss);
   fflush(f);
 }
 
 void metrics_print_progress(FILE *f, const pt_step_metrics *s, int64_t every, double eta_s) {
   int last = s->step == s->steps;
   if (!isatty(fileno(f))) {
-    if (s->step % (every > 0 ? every : 1) == 0 || s->step == 1 || last) metrics_print_line(f, s);
+    if (s->step % (every > 0 ? every : 1) == 0 || s->step == 1 || last || s->has_eval)
+      metrics_print_line(f, s);
     return;
   }
   char bar[21];
@@ -52,6 +56,8 @@ void metrics_print_progress(FILE *f, const pt_step_metrics *s, int64_t every, do
   bar[20] = '\0';
   fprintf(f, "\rstep %lld/%lld [%s] loss %.4f | %.0f tok/s | ETA %dm%02ds   ", (long long)s->step,
           (long long)s->steps, bar, s->loss, s->tokens_per_s, (int)(eta_s / 60), (int)eta_s % 60);
-  if (last) fputc('\n', f);
+  if (s->has_eval) fprintf(f, "\nstep %lld/%lld | eval_loss %.4f", (long long)s->step,
+                           (long long)s->steps, s->eval_loss);
+  if (last || s->has_eval) fputc('\n', f);
   fflush(f);
 }

@@ -19,11 +19,14 @@ typedef struct {
   int64_t skipped_steps;    /* steps skipped so far for non-finite gradients (on_nonfinite: skip) */
   int64_t seq_len;          /* tokens per sequence of this step under train.seq_len_schedule;
                              * 0 without one (then left out of the JSON) */
+  int has_eval;             /* data.eval ran after this step: eval_loss is its loss */
+  double eval_loss;
 } pt_step_metrics;
 
 /* Appends one JSON object and a newline to f; flushed so a crash loses at most one line:
  * step, loss, lr, grad_norm, tokens_per_s, step_ms, and when known bubble (per stage),
- * bubble_mean, peak_memory_bytes (per stage), mfu, seq_len (with train.seq_len_schedule). */
+ * bubble_mean, peak_memory_bytes (per stage), mfu, seq_len (with train.seq_len_schedule), and
+ * eval_loss on the steps that evaluate. */
 void metrics_write_json(FILE *f, const pt_step_metrics *s);
 void metrics_print_line(FILE *f, const pt_step_metrics *s);
 /* On a terminal: one live line (step/total, a bar, loss, tokens/s, ETA) rewritten in place;

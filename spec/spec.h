@@ -110,6 +110,7 @@ void spec_check_unused(spec_node *map, const char *what, const char *const *know
  * messages, manifests and APIs that take the name. */
 typedef enum { SPEC_LOSS_CROSS_ENTROPY, SPEC_LOSS_MSE } spec_loss;
 typedef enum { SPEC_DATA_BYTES, SPEC_DATA_U16, SPEC_DATA_F32, SPEC_DATA_U32 } spec_data_format;
+typedef enum { SPEC_ORDER_SEQUENTIAL, SPEC_ORDER_SHUFFLED } spec_data_order;
 typedef enum { SPEC_OPTIMIZER_ADAMW, SPEC_OPTIMIZER_SGD } spec_optimizer;
 typedef enum { SPEC_LR_CONSTANT, SPEC_LR_COSINE } spec_lr_schedule;
 typedef enum { SPEC_NONFINITE_ABORT, SPEC_NONFINITE_SKIP } spec_nonfinite;
@@ -134,6 +135,7 @@ typedef enum { SPEC_DP_REDUCE_CHAIN, SPEC_DP_REDUCE_ALLREDUCE } spec_dp_reduce;
 
 extern const char *const spec_loss_names[];
 extern const char *const spec_data_format_names[];
+extern const char *const spec_data_order_names[];
 extern const char *const spec_optimizer_names[];
 extern const char *const spec_lr_schedule_names[];
 extern const char *const spec_nonfinite_names[];
@@ -158,6 +160,12 @@ typedef struct {
   int documents;       /* data.documents given: token data packed into documents */
   int64_t doc_eos;     /* data.documents.eos: the token ending a document */
   spec_node *node;     /* the data map (NULL when absent), for positions in later errors */
+  spec_data_order order; /* data.order: which window each sample reads (engine/data_order.h) */
+  /* data.eval: held-out data, evaluated every eval_every steps and at the end of the run;
+   * eval_path "" when absent. eval_format is data.format's values (default data.format). */
+  char eval_path[4096];
+  spec_data_format eval_format;
+  int64_t eval_every, eval_batches;
 } spec_data;
 
 typedef struct {

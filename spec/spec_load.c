@@ -293,8 +293,33 @@ static void spec_load_documents(pt_spec *s, spec_node *m, spec_errors *e) {
   if (!e->failed) s->data.documents = 1, s->data.doc_eos = eos;
 }
 
+/* data.eval: {path, format, every, batches}; the format's family (tokens or f32 records) must be
+ * data.format's, whose shape (seq_len, or inputs/targets) it shares. */
+static void spec_load_data_eval(pt_spec *s, spec_node *m, spec_errors *e) {
+  static const char *const keys[] = {"path", "format", "every", "batches", NULL};
+  spec_data *d = &s->data;
+  d->eval_format = d->format;
+  spec_node *v = spec_section(m, "eval", "data.eval", e);
+  if (e->failed || !v) return;
+  char rel[sizeof d->eval_path];
+  spec_get_str(v, "path", 1, "", rel, sizeof rel, e);
+  d->eval_format = spec_get_enum(v, "format", d->format, spec_data_format_names, e);
+  d->eval_every = spec_get_int(v, "every", 0, 0, 0, INT64_MAX, e);
+  d->eval_batches = spec_get_int(v, "batches", 0, 1, 1, INT32_MAX, e);
+  spec_check_unused(v, "data.eval", keys, e);
+  if (!e->failed && !*rel) spec_fail_expected(e, spec_find(v, "path"), "a file path");
+  if (!e->failed && (d->eval_format == SPEC_DATA_F32) != (d->format == SPEC_DATA_F32))
+    spec_error(e, spec_find(v, "format"), 1, "data.eval.format %s does not match data.format %s "
+               "(token data and f32 records do not mix); use the training data's kind",
+               spec_data_format_names[d->eval_format], spec_data_format_names[d->format]);
+  if (!e->failed)
+    spec_resolve_file(s, spec_find(v, "path"), "data.eval file", rel, d->eval_path,
+                      sizeof d->eval_path, e);
+}
+
 static void spec_load_data(pt_spec *s, spec_errors *e) {
-  static const char *const keys[] = {"path", "format", "inputs", "targets", "documents", NULL};
+  static const char *const keys[] = {"path", "format", "inputs", "targets", "order", "eval",
+                                     "documents", NULL};
   spec_data *d = &s->data;
   d->format = SPEC_DATA_BYTES;
   spec_node *m = spec_section(s->root, "data", "data", e);
@@ -305,6 +330,11 @@ static void spec_load_data(pt_spec *s, spec_errors *e) {
   d->format = spec_get_enum(m, "format", SPEC_DATA_BYTES, spec_data_format_names, e);
   spec_load_data_shape(d, m, e);
   spec_load_documents(s, m, e);
+  d->order = spec_get_enum(m, "order", SPEC_ORDER_SEQUENTIAL, spec_data_order_names, e);
+  spec_load_data_eval(s, m, e);
+  if (!e->failed && d->documents && d->eval_path[0]) /* eval reads plain windows */
+    spec_error(e, spec_find(m, "eval"), 1, "data.eval does not combine with data.documents yet "
+               "(held-out data is read in plain windows); remove one of them");
   spec_check_unused(m, "data", keys, e);
   if (!e->failed && !*rel) spec_fail_expected(e, spec_find(m, "path"), "a file path");
   if (!e->failed)

@@ -4,7 +4,8 @@
 usage: compare_runs.py REF_METRICS REF_DUMP_PREFIX RUN_METRICS RUN_DUMP_PREFIX RANKS [--exact]
 
 Checks (the pipeline engine's correctness gate):
-  - every step's loss agrees to 1e-6 relative (with --exact: bitwise);
+  - every step's loss agrees to 1e-6 relative (with --exact: bitwise); so does eval_loss
+    (data.eval), on the same steps;
   - every parameter tensor held by any rank equals the reference: bitwise for untied tensors,
     within 1e-6 relative (of the tensor's largest value) for tied ones (with --exact: bitwise
     too, as the engine adds tied copies in the sequential order);
@@ -40,6 +41,11 @@ def losses(path):
     return [json.loads(line)["loss"] for line in open(path)]
 
 
+def eval_losses(path):
+    """{step: eval_loss} of the steps that evaluated (data.eval)."""
+    return {r["step"]: r["eval_loss"] for r in map(json.loads, open(path)) if "eval_loss" in r}
+
+
 def main():
     ref_m, ref_d, run_m, run_d, ranks = sys.argv[1:6]
     exact = "--exact" in sys.argv[6:]
@@ -50,6 +56,13 @@ def main():
     for i, (x, y) in enumerate(zip(a, b)):
         if (x != y) if exact else abs(x - y) > 1e-6 * abs(x):
             errors.append(f"step {i + 1}: loss {y!r} vs sequential {x!r}")
+    ea, eb = eval_losses(ref_m), eval_losses(run_m)
+    if sorted(ea) != sorted(eb):
+        errors.append(f"eval steps differ: {sorted(eb)} vs sequential {sorted(ea)}")
+    for step in sorted(set(ea) & set(eb)):
+        x, y = ea[step], eb[step]
+        if (x != y) if exact else abs(x - y) > 1e-6 * abs(x):
+            errors.append(f"step {step}: eval_loss {y!r} vs sequential {x!r}")
     ref = read_dump(ref_d + ".0.bin")
     seen = set()
     for r in range(int(ranks)):
@@ -73,7 +86,8 @@ def main():
     if errors:
         print("\n".join(errors[:20]))
         sys.exit(1)
-    print(f"pipeline matches sequential: {len(a)} losses, {len(seen)} tensors over {ranks} ranks")
+    evals = f", {len(ea)} eval losses" if ea else ""
+    print(f"pipeline matches sequential: {len(a)} losses{evals}, {len(seen)} tensors over {ranks} ranks")
 
 
 if __name__ == "__main__":
