@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # train_parity.sh PIPE_TRAIN: training on a GPU against the CPU path, and pipelined GPU runs
 # against the sequential GPU run. Exits 77 (CTest skip) where no GPU can be used.
-#   (a) tests/pipeline/gate.yaml, 20 steps, --sequential on the GPU vs on the CPU: every step's
+#   (a) tests/pipeline/gate.yaml, 20 steps (PT_PARITY_STEPS), --sequential on the GPU vs on the CPU: every step's
 #       loss within 1e-4 relative (the kernels agree to 1e-5 per op; 20 AdamW steps of a 10-layer
 #       model compound that)
 #   (b) 2 stages sharing GPU 0 over MPI staging (comm.backend: mpi) vs the sequential GPU run:
@@ -22,9 +22,11 @@ if ! "$pipe_train" "$spec" --sequential --quiet --set train.steps=1 --set pipeli
   echo "SKIP: no GPU ($(head -c 200 "$work/probe.err"))"
   exit 77
 fi
+steps=${PT_PARITY_STEPS:-20}
 run() { # NAME NP DEVICE SETTINGS...
   local name=$1 np=$2 dev=$3
   shift 3
+  set -- --set train.steps="$steps" "$@"
   if [[ $np == 0 ]]; then
     "$pipe_train" "$spec" --sequential --quiet --set pipeline.device="$dev" "$@" \
       --metrics "$work/$name.jsonl" --dump-params "$work/$name"
@@ -35,13 +37,13 @@ run() { # NAME NP DEVICE SETTINGS...
 }
 run cpu 0 cpu
 run gpu 0 gpu
-python3 - "$work/cpu.jsonl" "$work/gpu.jsonl" <<'PY'
+python3 - "$work/cpu.jsonl" "$work/gpu.jsonl" "$steps" <<'PY'
 import json, sys
 a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
 b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
-assert len(a) == len(b) == 20, (len(a), len(b))
+assert len(a) == len(b) == int(sys.argv[3]), (len(a), len(b))
 worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-print(f"(a) GPU vs CPU, 20 steps: worst loss difference {worst:.2e} relative")
+print(f"(a) GPU vs CPU, {len(a)} steps: worst loss difference {worst:.2e} relative")
 sys.exit(0 if worst < 1e-4 else 1)
 PY
 # PT_PARITY_STAGED_DEVICES: (b)'s pipeline.devices; the CUDA emulator gives each rank devices of
