@@ -168,9 +168,6 @@ void device_add(pt_device *d, float *y, const float *x, int64_t n) {
 }
 void device_scale(pt_device *d, float *x, float s, int64_t n) { d->k->scale(d->k, x, s, n); }
 double device_sumsq(pt_device *d, const float *x, int64_t n) { return d->k->sumsq(d->k, x, n); }
-int device_all_finite(pt_device *d, const float *x, int64_t n) {
-  return d->k->all_finite(d->k, x, n);
-}
 double device_loss(pt_device *d, pt_loss_kind kind, const float *y, const void *targets,
                    size_t target_bytes, int N, int F, float scale, float *dy) {
   return d->k->loss(d->k, kind, y, targets, target_bytes, N, F, scale, dy);

@@ -103,7 +103,6 @@ void device_add(pt_device *d, float *y, const float *x, int64_t n);   /* y = y +
 void device_scale(pt_device *d, float *x, float s, int64_t n);        /* x *= s */
 /* Sum of squares in double (cpu/emulated: element order, as grad_tensor_sumsq always did). */
 double device_sumsq(pt_device *d, const float *x, int64_t n);
-int device_all_finite(pt_device *d, const float *x, int64_t n);
 /* loss_forward_backward on a device y/dy; targets are on the host. */
 double device_loss(pt_device *d, pt_loss_kind kind, const float *y, const void *targets,
                    size_t target_bytes, int N, int F, float scale, float *dy);

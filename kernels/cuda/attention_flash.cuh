@@ -26,6 +26,8 @@
 #ifndef PT_ATTENTION_FLASH_CUH
 #define PT_ATTENTION_FLASH_CUH
 
+#include <math.h>
+
 #include "kernels/cuda/common.cuh"
 
 #define FLASH_MAX_HD 256
@@ -47,6 +49,14 @@ static inline void flash_check_head_dim(int d, int H) {
 static inline void flash_check_kv_heads(int H, int KVH) {
   if (KVH <= 0 || H % KVH != 0)
     pt_fatal("attention on the GPU: kv heads %d do not divide heads %d", KVH, H);
+}
+
+/* What forward and backward check and compute before launching: the shapes the kernels take,
+ * and the scores' scale 1/sqrt(head dim). */
+static inline float flash_prepare(int d, int H, int KVH) {
+  flash_check_head_dim(d, H);
+  flash_check_kv_heads(H, KVH);
+  return 1.0f / sqrtf((float)(d / H));
 }
 
 /* The grid of a pass over tiles of BT rows: x the B*H heads, y the tiles. */

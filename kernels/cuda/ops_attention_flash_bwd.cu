@@ -169,10 +169,8 @@ extern "C" void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float 
                                            const int32_t *doc_start, float *scratch) {
   (void)scratch;
   if (B <= 0 || T <= 0 || d <= 0 || H <= 0) return;
-  flash_check_head_dim(d, H);
-  flash_check_kv_heads(H, KVH);
   const int hd = d / H;
-  const float scale = 1.0f / sqrtf((float)hd);
+  const float scale = flash_prepare(d, H, KVH);
   const int64_t rows = (int64_t)B * H * T, per_block = PT_THREADS / 32;
   PT_LAUNCH(flash_rowdot_kernel, (unsigned)((rows + per_block - 1) / per_block), PT_THREADS, 0,
             g->stream, dqkv, dout, o, rows, T, d, H, d + 2 * KVH * hd);

@@ -120,10 +120,8 @@ extern "C" void cuda_op_attention_forward(gpu_ctx *g, float *o, float *lse, cons
                                           const int32_t *doc_start, float *scratch) {
   (void)scratch;
   if (B <= 0 || T <= 0 || d <= 0 || H <= 0) return;
-  flash_check_head_dim(d, H);
-  flash_check_kv_heads(H, KVH);
   const int hd = d / H;
-  const float scale = 1.0f / sqrtf((float)hd);
+  const float scale = flash_prepare(d, H, KVH);
   if (hd <= 64)
     flash_forward<32, 64>(g, o, lse, qkv, B, T, d, H, KVH, scale, doc_start);
   else if (hd <= 128)
