@@ -4,7 +4,7 @@
  * A sleep layer passes its input through unchanged (out = in, din = dout) and spends a fixed
  * wall time in each step: forward_ms in forward, input_ms in backward_input, weight_ms in
  * backward_weight. So 8 ranks fit on 2 cores: each waits rather than computes, and the step
- * time is the schedule's alone (bench/schedules.sh compares it with the closed form). Its one
+ * time is the schedule's alone (bench/schedules.py compares it with the closed form). Its one
  * parameter (a [dim] bias, never read) gives the optimizer and the reductions something to do. */
 #include <stdio.h>
 #include <stdlib.h>

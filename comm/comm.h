@@ -49,9 +49,9 @@ int comm_local_size(void);
 void comm_node_allgather(const void *mine, size_t bytes, void *out);
 
 /* Point-to-point tags, one name per kind of message, so that two kinds can never match each
- * other's receives. 0 .. 2 M - 1: the micro-batches' activations (2 mb) and gradients
- * (2 mb + 1; engine/pipeline.c tag_act, tag_grad); everything else above any micro-batch's. The
- * values are the ones these messages always had. */
+ * other's receives. From 0 up: the micro-batches' activations (2 mb) and gradients (2 mb + 1),
+ * mb counting on over the rounds of chunk boundaries (engine/pipeline_step.c tag_of);
+ * everything else above any micro-batch's. The values are the ones these messages always had. */
 enum {
   PT_TAG_CONNECT = 0,                  /* comm_connect's warm-up bytes (device transport: no tags) */
   PT_TAG_CHAIN_SUM = 77,               /* comm_allreduce_sum_*: the running sum to the next rank */

@@ -94,7 +94,7 @@ int pipeline_init(pt_pipeline *p, const pt_spec *spec, char *err, size_t errsz);
 void pipeline_free(pt_pipeline *p);
 /* One optimizer step on every rank; rank 0's out gets the global loss, lr, norm, timing.
  * Returns 0, 1 when the step was skipped for non-finite gradients, or -1 when the run must
- * abort (p->error holds the message on every rank). The same on every rank. */
+ * abort (p->part.error holds the message on every rank). The same on every rank. */
 int pipeline_step(pt_pipeline *p, pt_step_metrics *out);
 /* Loads a checkpoint written under any layout (each rank reads the tensors it holds) and
  * continues at its step. Collective; returns 0, or -1 on every rank with err set on the rank

@@ -2,9 +2,9 @@
  *   cross_entropy: targets int32 [N] class/token ids in [0, F); per row -log softmax(y)[target]
  *   mse:           targets float [N, F]; per row sum_f (y - t)^2 / F
  * loss_forward_backward returns the SUM of the per-row losses (double) and writes
- * dy = scale * d(sum)/dy. The trainer passes scale = 1 / (G*T) (1 / the global batch's real
- * targets with data.documents): the one place where the loss is scaled, so accumulating
- * micro-batches (or data-parallel replicas) is a plain sum. */
+ * dy = scale * d(sum)/dy. The trainer passes scale = 1 / (G*T_s), T_s the step's tokens per
+ * sequence (1 / the global batch's real targets with data.documents): the one place where the
+ * loss is scaled, so accumulating micro-batches (or data-parallel replicas) is a plain sum. */
 #ifndef PT_LOSS_H
 #define PT_LOSS_H
 

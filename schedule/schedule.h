@@ -1,8 +1,8 @@
 /* schedule/schedule.h: a pipeline schedule is data, one action list per rank.
  *
- * The executor (engine/pipeline.c) interprets these lists and nothing else, so new schedules
- * are new entries in the registry (schedule/registry.h) or files (schedule_from_file), not
- * new engine code.
+ * The executor (engine/pipeline_step.c) interprets these lists and nothing else, so new
+ * schedules are new entries in the registry (schedule/registry.h) or files
+ * (schedule_from_file), not new engine code.
  *
  * Chunks. The model is cut into n_chunks contiguous pieces (virtual stages): chunk c holds the
  * c-th slice of layers, and chunk_rank[c] says which of the n_ranks runs it. With one chunk

@@ -92,7 +92,7 @@ static void first_split(int *b, int C) {
   b[C] = NL;
 }
 
-/* Least step over every split that fits the caps (max_bytes 0: no cap). */
+/* Least step over every split that fits the caps (check_caps 0: none). */
 static double brute_force(const pt_model *m, const pt_schedule *s, const pt_layer_times *t,
                           double p2p, int check_caps) {
   int C = s->n_chunks, b[65];

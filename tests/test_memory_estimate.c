@@ -170,8 +170,8 @@ static void slice_case(const char *name, const char *text, const char *const *ov
   memory_estimate_stage(&m, first, last, n_slots, &est);
   memory_add_stash(&m, first, last, w_pending, &est);
   /* the estimate also holds what the pipeline engine allocates beside the stage (gradient and
-   * target slots, the loss gradient, data buffers): not built here, checked by the MPI test
-   * pipeline_memory against a real run */
+   * target slots, the loss gradient, data buffers): not built here, checked by the MPI tests
+   * pipeline_memory_* against real runs */
   int64_t extra = memory_engine_bytes(&m, first, last, n_slots);
   pt_stage_memory shown = est;
   shown.total -= extra;

@@ -41,8 +41,8 @@ void op_gelu_backward(float *dx, const float *dy, const float *x, int64_t n);
 
 /* Causal grouped-query attention (kernels.h). qkv[B,T,d + 2*KVH*hd] (q | k | v, query head h in
  * columns h*hd.., its kv head h/(H/KVH)), out o[B,T,d], probs p[B,H,T,T] saved for backward
- * (upper triangle left zero). scratch: attn_scratch_floats. doc_start [B,T] or NULL: query t sees
- * keys doc_start[t] .. t only (kernels.h). */
+ * (upper triangle left zero). scratch: op_attention_scratch_floats(T, hd) floats. doc_start
+ * [B,T] or NULL: query t sees keys doc_start[t] .. t only (kernels.h). */
 int64_t op_attention_scratch_floats(int T, int hd);
 void op_attention_forward(float *o, float *p, const float *qkv, int B, int T, int d, int H,
                           int KVH, const int32_t *doc_start, float *scratch);

@@ -115,10 +115,9 @@ void cuda_loss_mse(gpu_ctx *g, float *dy, double *loss_sum_dev, const float *y,
                    const float *targets, int N, int F, float scale, double *scratch);
 
 /* AdamW / SGD updates over n floats, as kernels/cpu/optimizer.c (PyTorch semantics), bit for
- * bit: decay_mask[i] & PT_OPT_DECAY where weight decay applies, decay_mask[i] & PT_OPT_SKIP
- * where float i is left untouched (kernels.h); NULL: decay applies to all n (a caller going
- * tensor by tensor passes keep 1 / weight_decay 0 for a tensor without decay, exactly the CPU's
- * update then). AdamW takes the step's factors as the host computed them in double for every
+ * bit: weight decay applies to float i where decay_mask[i] is nonzero; NULL: decay applies to
+ * all n (a caller going tensor by tensor passes keep 1 / weight_decay 0 for a tensor without
+ * decay, exactly the CPU's update then). AdamW takes the step's factors as the host computed them in double for every
  * device (pt_update: step = lr / (1 - beta1^t), inv_sqrt_bc2 = 1 / sqrt(1 - beta2^t),
  * keep = 1 - lr * weight_decay, each rounded to float once), never recomputed in float here.
  * SGD: first_step is 1 on the optimizer's first step (t == 1: momentum = d); momentum may be

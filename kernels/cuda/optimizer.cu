@@ -45,8 +45,8 @@ static __global__ void __launch_bounds__(PT_THREADS)
     adamw_one(w, grad, m, v, i, c.decay, b1, b2, eps, step, inv_sqrt_bc2, keep);
 }
 
-/* CPU sgd_tensor, wd = weight_decay where decay applies (everywhere when decay_mask is NULL),
- * 0 elsewhere:
+/* The CPU's op_sgd_step, wd = weight_decay where decay applies (everywhere when decay_mask is
+ * NULL), 0 elsewhere:
  *   d = g + wd p;  m = t > 1 ? mu m + d : d;  p -= lr * (mu > 0 ? m : d). */
 __device__ __forceinline__ void sgd_one(float *w, const float *grad, float *momentum, int64_t i,
                                         float wd, float lr, float mu, int first_step) {

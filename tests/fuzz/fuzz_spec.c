@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz_spec.c: libFuzzer target for the YAML spec loader (partition/spec_*.c).
+/* tests/fuzz/fuzz_spec.c: libFuzzer target for the YAML spec loader (spec/spec_*.c).
  *
  * Input: YAML text, optionally followed by a NUL byte and NUL-separated --set assignments
  * (KEY=VALUE, at most FUZZ_MAX_SETS, applied with spec_tree_override through spec_load_text).
