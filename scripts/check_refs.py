@@ -482,12 +482,12 @@ def main():
             return 1
     root = args[0] if args else os.path.join(os.path.dirname(__file__), "..")
     tree, findings = check(root)
-    for rel, line, name in findings:
-        print(f"{rel}:{line}: names {name} which does not exist")
     if not tree.scanned:
         print(f"check_refs: no sources found under {root}", file=sys.stderr)
         return 1
-    print(f"check_refs: {len(tree.scanned)} files, {len(findings)} dangling reference(s)")
+    lines = [f"{rel}:{line}: names {name} which does not exist" for rel, line, name in findings]
+    lines.append(f"check_refs: {len(tree.scanned)} files, {len(findings)} dangling reference(s)")
+    print("\n".join(lines))
     return 1 if findings else 0
 
 
