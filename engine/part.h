@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/data.h"
+#include "data/data.h"
 #include "device/stats.h"
 #include "engine/stage.h"
 #include "model/model.h"
