@@ -3,20 +3,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
-#include "engine/data.h"
-
-int eval_due(const pt_spec *spec, int64_t step) {
-  const spec_data *d = &spec->data;
-  if (!d->eval_path[0]) return 0;
-  return (d->eval_every > 0 && step % d->eval_every == 0) || step == spec->train.steps;
-}
-
-void eval_fill(pt_part *p, int64_t batch, int64_t replica, int64_t mb, void *inputs,
-               void *targets) {
-  int64_t j0 = (replica * p->spec->train.micro_batches + mb) * p->B;
-  data_fill(&p->eval_data, batch, p->G, j0, p->B, p->T, inputs, targets,
-            p->model.loss == LOSS_CROSS_ENTROPY);
-}
+#include "data/data.h"
 
 const float *eval_stage_forward(pt_stage *st, int slot, int B, int T) {
   pt_stage keep = *st;
@@ -53,7 +40,8 @@ double eval_sequential(pt_trainer *t) {
     device_stats_reset(&s);
     for (int64_t d = 0; d < dp; d++)
       for (int64_t mb = 0; mb < M; mb++) {
-        eval_fill(p, i, d, mb, stage_input_host(&p->stage, 0), t->targets);
+        data_micro_batch(&p->eval_data, i, d, mb, p->T, stage_input_host(&p->stage, 0),
+                         t->targets);
         stage_input_commit(&p->stage, 0);
         const float *y = eval_stage_forward(&p->stage, 0, p->B, p->T);
         eval_loss_into(p, &s, (int)(d * M + mb), y, t->targets, t->dlogits);

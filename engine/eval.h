@@ -1,7 +1,8 @@
 /* engine/eval.h: data.eval, the held-out loss, for both engines (docs/training.md "Evaluation").
  *
  * Eval batch i (0 <= i < K = data.eval.batches) is the global batch training step i would read
- * from the eval file (same rows, replicas and micro-batches, file order: never shuffled). The
+ * from the eval file (data_micro_batch of part.eval_data at step i: same rows, replicas and
+ * micro-batches, file order: never shuffled; data_eval_due says when, data/data.h). The
  * pass is forward only: each micro-batch goes through the stages' executors in a slot of theirs
  * (eval_stage_forward), the last stage adds up its token losses (device_loss_acc, unscaled, one
  * double per micro-batch), and
@@ -21,12 +22,6 @@
 #include "engine/stage.h"
 #include "engine/train.h"
 
-/* Whether the run evaluates after step `step` (1-based): data.eval set, and step a multiple of
- * data.eval.every (> 0) or the run's last step. */
-int eval_due(const pt_spec *spec, int64_t step);
-/* Micro-batch mb of replica `replica` of eval batch `batch`, like part_fill. */
-void eval_fill(pt_part *p, int64_t batch, int64_t replica, int64_t mb, void *inputs,
-               void *targets);
 /* stage_forward of slot that leaves the executor's step state (check counters, non-finite
  * bookkeeping) as it was and runs no finite checks (they feed the step's marks); the
  * checkpointing workspace is marked as holding no slot's segment (a backward recomputes it,

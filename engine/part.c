@@ -6,14 +6,17 @@
 #include <string.h>
 
 #include "checkpoint/checkpoint.h"
-#include "engine/data_pack.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "kernels/loss.h"
 #include "partition/memory.h"
+
+_Static_assert(DATA_TARGET_IGNORE == LOSS_IGNORE, "the data's ignored target is the loss's");
 
 int part_configure(pt_part *p, const pt_spec *spec, char *err, size_t errsz) {
   memset(p, 0, sizeof *p);
   p->spec = spec;
+  data_init(&p->data, spec); /* the geometry; data_open maps the file where it is read */
   spec_errors e = {0};
   if (model_configure(&p->model, spec, &e) != 0) {
     snprintf(err, errsz, "%s", e.msg);
@@ -94,20 +97,15 @@ void part_free(pt_part *p) {
   memset(p, 0, sizeof *p);
 }
 
-/* Replica d's micro-batch m is rows (d M + m) B ... of the global batch (docs/training.md). */
 void part_fill(pt_part *p, int64_t replica, int64_t mb, void *inputs, void *targets) {
-  int64_t j0 = (replica * p->spec->train.micro_batches + mb) * p->B;
-  data_fill_prefix(&p->data, p->step, p->G, j0, p->B, p->cur_T, p->T, inputs, targets,
-                   p->model.loss == LOSS_CROSS_ENTROPY);
+  data_micro_batch(&p->data, p->step, replica, mb, p->cur_T, inputs, targets);
 }
 
 static float loss_scale(const pt_part *p) { return p->loss_scale; }
 
-/* The global batch's real targets are a function of the data and the step only, so every rank
- * (and the sequential run) divides by the same count. */
+/* Every rank (and the sequential run) divides by the same count (data_step_targets). */
 static float step_loss_scale(const pt_part *p) {
-  if (!p->data.n_seqs) return (float)(1.0 / ((double)p->G * p->cur_T));
-  int64_t real = data_pack_real_targets(&p->data, p->step, p->G, 0, p->G, p->T);
+  int64_t real = data_step_targets(&p->data, p->step, p->cur_T);
   if (real == 0)
     pt_fail_input("%s: step %lld's global batch of packed documents has no target to predict "
                   "(only padding and document ends); use longer documents or a larger batch",
@@ -130,8 +128,8 @@ void part_enable_docs(pt_part *p, pt_stage *st) {
 
 void part_set_docs(pt_part *p, pt_stage *st, int slot, int64_t replica, int64_t mb) {
   if (!st->docs) return;
-  int64_t j0 = (replica * p->spec->train.micro_batches + mb) * p->B, n = (int64_t)p->B * p->T;
-  data_pack_fill_docs(&p->data, p->step, p->G, j0, p->B, p->T, p->doc_host, p->doc_host + n);
+  int64_t n = (int64_t)p->B * p->T;
+  data_micro_batch_docs(&p->data, p->step, replica, mb, p->doc_host, p->doc_host + n);
   stage_set_docs(st, slot, p->doc_host, p->doc_host + n, p->B, p->T);
 }
 

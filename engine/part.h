@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/data.h"
+#include "data/data.h"
 #include "device/stats.h"
 #include "engine/stage.h"
 #include "model/model.h"
@@ -29,8 +29,8 @@ typedef struct {
   pt_model model;       /* configured whole, allocated over the held ranges */
   pt_stage stage;       /* part_alloc's executor (unused by part_alloc_ranges) */
   pt_optimizer opt;
-  pt_data data;         /* zeroed where this part reads no data */
-  pt_data eval_data;    /* data.eval's file where data is open and data.eval set (else zeroed) */
+  pt_data data;         /* the training data; data_init's geometry alone where it is not read */
+  pt_data eval_data;    /* data.eval's file where data is open and data.eval set (else no file) */
   int B, T;             /* micro-batch: sequences, tokens per sequence (the most: buffers) */
   int cur_T;            /* tokens per sequence this step (train.seq_len_schedule, <= T); set by
                            part_begin_step from the step alone, so every stage agrees */

@@ -216,7 +216,7 @@ static void free_wire(pt_device *d, uint16_t **w, int slots) {
 }
 
 /* A chunk's transfer buffers: gradient slots, targets and the loss gradient at the end, and the
- * half of a sample data_fill writes that this chunk does not use. */
+ * half of a sample data_micro_batch writes that this chunk does not use. */
 static void alloc_chunk_buffers(pt_pipeline *p, pt_chunk *k) {
   pt_part *q = &p->part;
   int S = k->slots;

@@ -56,7 +56,7 @@ typedef struct {
                         * it runs here (not on the last chunk) */
   float **din;         /* [slot] d loss / d input to send (only with a remote previous chunk) */
   void **targets;      /* [slot] (last chunk; host) */
-  void *scratch_in, *scratch_tg; /* data_fill's output this chunk does not need */
+  void *scratch_in, *scratch_tg; /* data_micro_batch's output this chunk does not need */
   float *dlogits;      /* the loss gradient (last chunk) */
   pt_request *recv_act, *recv_grad, *send_act, *send_grad; /* [slot] */
   size_t in_bytes, out_bytes;

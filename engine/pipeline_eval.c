@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "data/data.h"
 #include "engine/eval.h"
 #include "engine/pipeline_private.h"
 #include "observe/watchdog.h"
@@ -24,16 +25,21 @@ static void eval_wait(pt_pipeline *p, pt_request *r, const char *what, int stage
   watchdog_disarm();
 }
 
+/* Micro-batch mb of this replica's eval batch i from the eval file. */
+static void eval_read(pt_pipeline *p, int64_t i, int mb, void *inputs, void *targets) {
+  data_micro_batch(&p->part.eval_data, i, p->replica, mb, p->part.T, inputs, targets);
+}
+
 /* Chunk k's input for micro-batch mb of eval batch i, into slot s. */
 static void eval_input(pt_pipeline *p, pt_chunk *k, int64_t i, int mb, int s) {
   const pt_kernels *kt = p->part.model.dev->k;
   if (k->is_first) {
     void *tg = k->is_last ? k->targets[s] : k->scratch_tg;
-    eval_fill(&p->part, i, p->replica, mb, stage_input_host(&k->stage, s), tg);
+    eval_read(p, i, mb, stage_input_host(&k->stage, s), tg);
     stage_input_commit(&k->stage, s);
     return;
   }
-  if (k->is_last) eval_fill(&p->part, i, p->replica, mb, k->scratch_in, k->targets[s]);
+  if (k->is_last) eval_read(p, i, mb, k->scratch_in, k->targets[s]);
   if (k->prev >= 0) {
     pt_chunk *q = &p->chunks[k->prev];
     device_copy(p->part.model.dev, stage_input(&k->stage, s),

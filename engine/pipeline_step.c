@@ -86,7 +86,7 @@ static const void *pack(pt_pipeline *p, uint16_t *wire, const float *src, size_t
 }
 
 /* Chunk 0 reads the inputs, the last chunk the targets; a rank running both reads once for
- * each (data_fill writes both halves; the unused one lands in scratch). */
+ * each (data_micro_batch writes both halves; the unused one lands in scratch). */
 static void act_load(pt_pipeline *p, pt_chunk *k, int mb) {
   int s = slot_of(k, mb);
   if (!k->is_first && !k->is_last) return;

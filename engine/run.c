@@ -11,10 +11,10 @@
 #include "checkpoint/hf.h"
 #include "comm/comm.h"
 #include "core/error.h"
+#include "data/data.h"
 #include "device/gemm_rate.h"
 #include "device/placement.h"
 #include "engine/engine.h"
-#include "engine/eval.h"
 #include "model/param_dump.h"
 #include "observe/watchdog.h"
 
@@ -217,7 +217,7 @@ static void run_steps(run_state *r) {
     pt_step_metrics m;
     int status = e->ops->step(e, &m); /* the same on every rank */
     if (status < 0) run_fail(r, PT_EXIT_FATAL, r->root ? e->part->error : "");
-    m.has_eval = eval_due(r->spec, e->part->step); /* the same on every rank */
+    m.has_eval = data_eval_due(r->spec, e->part->step); /* the same on every rank */
     if (m.has_eval) m.eval_loss = e->ops->eval(e);
     report_step(r, &m, status);
     int saved = save_periodic(r);

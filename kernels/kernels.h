@@ -103,7 +103,7 @@ struct pt_kernels {
    * recompute the probabilities in backward. backward reads the same `saved` and forward's o.
    * A micro-batch's saved state is only valid for the table that wrote it.
    * scratch: attention_scratch_floats(B, T, d, H, KVH) floats (0: scratch may be NULL).
-   * doc_start (packed documents, engine/data_pack.h): NULL is plain causal; else int32 [B,T]
+   * doc_start (packed documents, data/data_pack.h): NULL is plain causal; else int32 [B,T]
    * device memory, nondecreasing along a row with doc_start[t] <= t, and query t attends only
    * keys s with doc_start[t] <= s <= t (block-diagonal causal; masked probabilities exactly 0). */
   int64_t (*attention_saved_floats)(const pt_kernels *k, int B, int T, int d, int H, int KVH);

@@ -13,7 +13,7 @@
 typedef enum { LOSS_CROSS_ENTROPY, LOSS_MSE } pt_loss_kind;
 
 /* A cross_entropy target of LOSS_IGNORE is no prediction (packed documents' padding and
- * boundaries, engine/data_pack.h): the row adds 0 to the sum and gets dy = 0. */
+ * boundaries, data/data_pack.h): the row adds 0 to the sum and gets dy = 0. */
 #define LOSS_IGNORE (-1)
 
 /* Ends the job (bad input) when a cross_entropy target is outside [0, F) and not LOSS_IGNORE:

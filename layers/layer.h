@@ -25,7 +25,7 @@
  *   dout    gradient of the loss w.r.t. out (backward only)
  *   din     gradient w.r.t. in, written (not accumulated) by backward_input; NULL when nobody
  *           needs it (token input, or the first layer of the model)
- *   doc_start, positions  with data.documents (engine/data_pack.h), this micro-batch's document
+ *   doc_start, positions  with data.documents (data/data_pack.h), this micro-batch's document
  *           start and position of each token, [B,T] int32 on the device; NULL without: the
  *           attention masks across documents with doc_start, position embeddings and RoPE use
  *           positions

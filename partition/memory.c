@@ -85,8 +85,8 @@ static int64_t engine_slot_bytes(const pt_model *m, const shape_ctx *c, int firs
 }
 
 /* The engine's buffers besides the stage's, for all in-flight micro-batches: the slot buffers
- * above, the loss gradient on the last stage, and where data_fill writes the half of a sample
- * an end stage does not use. */
+ * above, the loss gradient on the last stage, and where data_micro_batch writes the half of a
+ * sample an end stage does not use. */
 static int64_t engine_bytes(const pt_model *m, const shape_ctx *c, int first, int last,
                             int in_flight) {
   int64_t b = in_flight * engine_slot_bytes(m, c, first, last), bt4 = 4 * (int64_t)c->B * c->T;

@@ -10,8 +10,8 @@ import os
 import re
 import sys
 
-LAYERS = ["core", "spec", "kernels", "layers", "device", "model", "profile", "schedule",
-          "partition", "comm", "checkpoint", "observe", "engine", "launcher"]
+LAYERS = ["core", "spec", "data", "kernels", "layers", "device", "model", "profile",
+          "schedule", "partition", "comm", "checkpoint", "observe", "engine", "launcher"]
 SOURCES = (".c", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

@@ -160,7 +160,7 @@ typedef struct {
   int documents;       /* data.documents given: token data packed into documents */
   int64_t doc_eos;     /* data.documents.eos: the token ending a document */
   spec_node *node;     /* the data map (NULL when absent), for positions in later errors */
-  spec_data_order order; /* data.order: which window each sample reads (engine/data_order.h) */
+  spec_data_order order; /* data.order: which window each sample reads (data/data_order.h) */
   /* data.eval: held-out data, evaluated every eval_every steps and at the end of the run;
    * eval_path "" when absent. eval_format is data.format's values (default data.format). */
   char eval_path[4096];

@@ -275,7 +275,7 @@ static void spec_load_data_shape(spec_data *d, spec_node *m, spec_errors *e) {
                  "of floats); remove it or set format: f32", f32_only[i]);
 }
 
-/* data.documents: {eos: TOKEN}: token data packed into whole documents (engine/data_pack.h). */
+/* data.documents: {eos: TOKEN}: token data packed into whole documents (data/data_pack.h). */
 static void spec_load_documents(pt_spec *s, spec_node *m, spec_errors *e) {
   static const char *const keys[] = {"eos", NULL};
   spec_node *d = spec_find(m, "documents");

@@ -6,8 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/data.h"
 #include "core/error.h"
+#include "data/data.h"
+#include "data/data_rows.h"
 #include "model/optimizer.h"
 #include "test_util.h"
 
@@ -43,7 +44,7 @@ static void test_offsets(void) {
   for (int si = 0; si < 4; si++) {
     for (int64_t j0 = 0; j0 < G; j0 += B) {
       int32_t in[B * T], tg[B * T];
-      data_fill(&d, steps[si], G, j0, B, T, in, tg, 1);
+      data_fill_rows(&d, steps[si], G, j0, B, T, T, in, tg);
       for (int r = 0; r < B; r++) {
         unsigned __int128 o128 = ((unsigned __int128)steps[si] * G + (unsigned __int128)(j0 + r)) * T;
         int64_t o = (int64_t)(o128 % (N - T));
@@ -76,7 +77,7 @@ static void test_data_errors(void) {
   for (int i = 0; i < 100; i++) big[i] = (uint8_t)(150 + i % 50);
   expect_open_error("short.bin", "abc", 3, "bytes", 256, "too short");
   expect_open_error("vocab.bin", big, 100, "bytes", 100, ">= model.vocab");
-  expect_open_error("odd.u16", big, 41, "u16", 256, "odd byte count");
+  expect_open_error("odd.u16", big, 41, "u16", 256, "not a multiple of 2");
   expect_open_error("empty.bin", "", 0, "bytes", 256, "empty");
   expect_open_error("odd.u32", big, 42, "u32", 256, "not a multiple of 4");
   uint32_t ids[40];
@@ -99,9 +100,9 @@ static void test_u32(void) {
   spec_for(&s, path, "u32", 100000 + 4099 * N, T);
   pt_data d;
   CHECK(data_open(&d, &s, err, sizeof err) == 0, "%s", err);
-  CHECK(d.n_tokens == N, "u32: %lld tokens, expected %d", (long long)d.n_tokens, N);
+  CHECK(d.length == N, "u32: %lld tokens, expected %d", (long long)d.length, N);
   int32_t in[T], tg[T];
-  data_fill(&d, 3, 2, 1, 1, T, in, tg, 1);
+  data_fill_rows(&d, 3, 2, 1, 1, T, T, in, tg);
   int64_t o = ((3 * 2 + 1) * T) % (N - T);
   for (int t = 0; t < T; t++) {
     CHECK(in[t] == (int32_t)(100000 + (o + t) * 4099), "u32 input %d: %d", t, in[t]);

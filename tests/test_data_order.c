@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/data_order.h"
+#include "data/data_order.h"
 
 static int failures;
 #define CHECK(c, ...)                                                                  \

@@ -1,4 +1,4 @@
-/* Packed documents (data.documents, engine/data_pack.h):
+/* Packed documents (data.documents, data/data_pack.h):
  *   1. the packing of a hand-made file: sequence starts, inputs, targets (ignored at padding,
  *      at EOS and at the row's last real token), doc_start, positions, the real-target count;
  *   2. the CPU attention with doc_start against a double reference of block-diagonal causal
@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "engine/data.h"
-#include "engine/data_pack.h"
+#include "data/data.h"
+#include "data/data_pack.h"
 #include "engine/stage.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/loss.h"
@@ -47,6 +47,7 @@ static void test_packing(void) {
   s.data.format = SPEC_DATA_BYTES;
   s.data.documents = 1, s.data.doc_eos = '\n';
   s.vocab = 256, s.seq_len = T;
+  s.train.micro_batch_size = 4, s.train.micro_batches = 1, s.pipeline.data_parallel = 1; /* G 4 */
   pt_data d;
   char err[512];
   CHECK(data_open(&d, &s, err, sizeof err) == 0, "%s", err);
@@ -63,8 +64,8 @@ static void test_packing(void) {
   static const int32_t ds3[T] = {0, 0, 0, 0, 0, 0, 6, 6}, tg3[T] = {'v', 'w', 'x', 'y', 'z', -1,
                                                                    -1, -1};
   int32_t in[4 * T], tg[4 * T], dst[4 * T], pos[4 * T];
-  data_fill(&d, 0, 4, 0, 4, T, in, tg, 1);
-  data_pack_fill_docs(&d, 0, 4, 0, 4, T, dst, pos);
+  data_micro_batch(&d, 0, 0, 0, T, in, tg);
+  data_micro_batch_docs(&d, 0, 0, 0, dst, pos);
   for (int t = 0; t < T; t++) {
     CHECK(in[2 * T + t] == text[17 + t], "row 2 input %d", t);
     CHECK(tg[2 * T + t] == tg2[t], "row 2 target %d: %d, expected %d", t, tg[2 * T + t], tg2[t]);
@@ -78,9 +79,9 @@ static void test_packing(void) {
   CHECK(tg[4] == -1 && tg[7] == -1 && dst[5] == 5 && pos[7] == 2, "row 0: EOS, end, B's start");
   int64_t real = 0;
   for (int i = 0; i < 4 * T; i++) real += tg[i] != LOSS_IGNORE;
-  CHECK(real == 24 && data_pack_real_targets(&d, 0, 4, 0, 4, T) == real,
-        "real targets: counted %lld, data_pack_real_targets %lld, expected 24", (long long)real,
-        (long long)data_pack_real_targets(&d, 0, 4, 0, 4, T));
+  CHECK(real == 24 && data_step_targets(&d, 0, T) == real,
+        "real targets: counted %lld, data_step_targets %lld, expected 24", (long long)real,
+        (long long)data_step_targets(&d, 0, T));
   /* step 1 of G = 3 reads sequences 3, 0, 1 (k mod n_seqs) */
   CHECK(data_pack_sequence(&d, 1, 3, 0) == 3 && data_pack_sequence(&d, 1, 3, 1) == 0,
         "sequence index");

@@ -73,7 +73,7 @@ def make_model(out):
 
 
 def batch(tokens, step):
-    """The rows pipetrain's data reader gives step `step` (engine/data.h)."""
+    """The rows pipetrain's data reader gives step `step` (data/data.h)."""
     n = len(tokens)
     rows = [((step * G + j) * T) % (n - T) for j in range(G)]
     x = np.stack([tokens[o:o + T] for o in rows]).astype(np.int64)

@@ -1,4 +1,4 @@
-/* engine/data_order.h: which window (or record) sample k of the run reads under data.order.
+/* data/data_order.h: which window (or record) sample k of the run reads under data.order.
  *
  * The data are n windows (token data: n = floor((N - 1) / T) non-overlapping windows of T + 1
  * tokens starting at multiples of T; record data: n = R records). Sample k = s*G + j (step s,

@@ -1,11 +1,13 @@
-#include "engine/data_pack.h"
+/* data/data_pack.c: the document packing (data/data_pack.h). */
+#include "data/data_pack.h"
 
-#include "engine/data_order.h"
+#include "data/data_order.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "data/source.h"
 
 /* Appends the start of a new packed sequence at file index i. */
 static void push_start(pt_data *d, int64_t *cap, int64_t i) {
@@ -20,7 +22,7 @@ static void push_start(pt_data *d, int64_t *cap, int64_t i) {
 /* One scan over the documents [a, b): greedy whole documents, long ones cut into pieces of C.
  * fill is what the current sequence (started at seq_start[n_seqs-1]) holds so far. */
 int data_pack_build(pt_data *d, int64_t eos, int T, char *err, size_t errsz) {
-  int64_t C = (int64_t)T + 1, cap = 0, fill = 0, N = d->n_tokens, longest = 0;
+  int64_t C = (int64_t)T + 1, cap = 0, fill = 0, N = d->length, longest = 0;
   d->doc_eos = eos;
   d->n_seqs = 0;
   for (int64_t a = 0; a < N;) {

@@ -1,4 +1,5 @@
-#include "engine/data_order.h"
+/* data/data_order.c: data.order's permutation (data/data_order.h). */
+#include "data/data_order.h"
 
 /* splitmix64's finaliser: a well-mixed 64-bit function of x. */
 static uint64_t mix64(uint64_t x) {

@@ -1,4 +1,4 @@
-/* engine/data_pack.h: token data packed into whole documents (data.documents: {eos: TOKEN}).
+/* data/data_pack.h: token data packed into whole documents (data.documents: {eos: TOKEN}).
  *
  * Documents are the runs of tokens ended by the EOS token (the last may be unterminated).
  * data_open builds the packing once, deterministically, the same on every rank (one O(N) scan):
@@ -21,10 +21,7 @@
 
 #include <stdint.h>
 
-#include "engine/data.h"
-#include "kernels/loss.h"
-
-#define DATA_TARGET_IGNORE LOSS_IGNORE
+#include "data/data.h"
 
 /* Builds d->seq_start (d->n_seqs packed sequences) for sequences of T tokens; 0, or -1 with a
  * one-line message (no document of two tokens or more: nothing to predict; the caller adds the
