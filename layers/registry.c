@@ -55,6 +55,10 @@ const pt_layer_type *layer_find(const char *name) {
   return NULL;
 }
 
+const pt_layer_type *layer_type_at(int i) {
+  return i >= 0 && i < g_n_types ? g_types[i] : NULL;
+}
+
 void layer_list_names(char *out, size_t outsz) {
   size_t used = 0;
   if (outsz) out[0] = '\0';
