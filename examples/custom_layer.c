@@ -4,7 +4,8 @@
  *   residual_linear  y = x + x W^T + b, written only against the kernel table io->k
  *                    (kernels_only): runs on every device, GPUs included;
  *   my_rmsnorm       y = x / sqrt(mean(x^2) + eps) * weight, with loops of its own on the
- *                    host: runs on pipeline.device cpu (and emulated), refused on a gpu.
+ *                    host: runs on pipeline.device cpu (and emulated), refused on a gpu; its
+ *                    setting eps is declared once in a table (rms_settings) and read by name.
  * Registers both and trains examples/custom_layer.yaml, which uses them.
  *   custom_layer [SPEC] [--set KEY=VALUE ...]
  * Exits non-zero if the loss did not fall, so the test suite can run it. */

@@ -167,8 +167,8 @@ void layer_settings_parse(pt_layer *L, const pt_layer_setup *s, spec_errors *e);
 int64_t layer_setting_int(const pt_layer *L, const char *name);
 double layer_setting_num(const pt_layer *L, const char *name);
 int layer_setting_bool(const pt_layer *L, const char *name);
-/* "name value, ..." for the settings the spec gave that differ from the default ("" for none);
- * required ones always show. Returns out. */
+/* "name value, ..." for the settings the spec set to other than their default (L->set.changed;
+ * required ones always), "" for none. Returns out. */
 const char *layer_settings_describe(const pt_layer *L, char *out, size_t outsz);
 /* The type's settings as rows of the markdown table in docs/spec.md, one each: type (on the
  * first row only), name, kind, default, range, doc. "" for a type without settings. */

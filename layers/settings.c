@@ -48,7 +48,7 @@ void layer_settings_parse(pt_layer *L, const pt_layer_setup *s, spec_errors *e) 
       pt_fatal("layer type '%s' declares more than %d settings", L->type->name, PT_MAX_SETTINGS);
     int required;
     double def = default_of(L, k, s->spec, &required);
-    L->set.given[k] = spec_find(s->args, d[k].name) != NULL;
+    int given = spec_find(s->args, d[k].name) != NULL;
     if (d[k].kind == PT_SETTING_INT)
       L->set.i[k] = spec_get_int(s->args, d[k].name, required, (int64_t)def, (int64_t)d[k].lo,
                                  (int64_t)d[k].hi, e);
@@ -56,6 +56,8 @@ void layer_settings_parse(pt_layer *L, const pt_layer_setup *s, spec_errors *e) 
       L->set.f[k] = spec_get_num(s->args, d[k].name, required, def, d[k].lo, d[k].hi, e);
     else
       L->set.i[k] = spec_get_bool(s->args, d[k].name, def != 0, e);
+    double v = d[k].kind == PT_SETTING_NUM ? L->set.f[k] : (double)L->set.i[k];
+    L->set.changed[k] = given && (required || v != def);
     L->set.n = k + 1;
   }
 }
@@ -92,9 +94,7 @@ const char *layer_settings_describe(const pt_layer *L, char *out, size_t outsz) 
   size_t used = 0;
   if (outsz) out[0] = '\0';
   for (int k = 0; k < L->set.n && used < outsz; k++) {
-    double v = d[k].kind == PT_SETTING_NUM ? L->set.f[k] : (double)L->set.i[k];
-    int differs = d[k].required || d[k].def_from || v != d[k].def;
-    if (!L->set.given[k] || !differs) continue;
+    if (!L->set.changed[k]) continue;
     char val[64];
     value_text(L, k, val, sizeof val);
     used += (size_t)snprintf(out + used, outsz - used, "%s%s %s", used ? ", " : "", d[k].name,

@@ -40,7 +40,7 @@ typedef struct {
   int n;
   int64_t i[PT_MAX_SETTINGS]; /* int and bool settings (0 elsewhere) */
   double f[PT_MAX_SETTINGS];  /* num settings (0 elsewhere) */
-  int given[PT_MAX_SETTINGS]; /* the spec set it (rather than the default) */
+  int changed[PT_MAX_SETTINGS]; /* the spec set it to other than its default (or it has none) */
 } pt_layer_settings;
 
 #endif

@@ -28,7 +28,8 @@ static void check_tie(pt_model *m, int li, const spec_layer *sl, spec_errors *e)
     spec_error(e, sl->entry, 0, "layer %d (%s) has tie '%s' but no 'weight' parameter to share",
                li, L->type->name, L->tie);
   int tp = model_tied_param(L);
-  if (L->tie[0] && tp >= 0 && (L->params[tp].group_next || (tp > 0 && L->params[tp - 1].group_next)))
+  int grouped = tp >= 0 && (L->params[tp].group_next || (tp > 0 && L->params[tp - 1].group_next));
+  if (L->tie[0] && grouped)
     spec_error(e, sl->entry, 0, "layer %d (%s) has tie '%s' but its 'weight' is part of a "
                "parameter group, which cannot be shared", li, L->type->name, L->tie);
   if (owner < 0 || e->failed) return;
