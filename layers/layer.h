@@ -45,6 +45,7 @@
 #include "spec/spec.h"
 
 #define PT_MAX_PARAMS 16
+#define PT_MAX_LAYER_TYPES 128 /* the registry's capacity */
 #define PT_PARAM_NAME_MAX 48
 
 typedef struct {
@@ -138,7 +139,8 @@ struct pt_layer {
   float *g[PT_MAX_PARAMS];
   int borrowed[PT_MAX_PARAMS]; /* storage belongs to an earlier tied layer: do not init */
   pt_layer_settings set;     /* values of type->settings; read with layer_setting_int/num/bool */
-  int type_count;            /* layers of this type in the spec (GPT-2's residual init scaling) */
+  int type_count;            /* layers of this type in the spec, set by model_configure after
+                              every configure (GPT-2's residual init scaling) */
   /* The kernel table the layer's steps run with, for the sizes that depend on it (saved_bytes):
    * model_alloc_ranges sets its device's; NULL (the CPU's) before. Read it with layer_kernels. */
   const pt_kernels *k;
@@ -208,7 +210,7 @@ void layer_init_const(pt_layer *L, int p, float value);
 /* Default cost from parameters, saved_bytes and a FLOP count of 2*params per token forward. */
 void layer_cost_default(const pt_layer *L, int T, pt_layer_cost *c);
 void layer_cost(const pt_layer *L, int T, pt_layer_cost *c);
-/* Number of layers of this type in the whole spec (sets pt_layer.type_count). */
+/* Number of layers of this type in the whole spec. */
 int layer_count_type(const pt_spec *spec, const char *type);
 
 #endif

@@ -90,7 +90,7 @@ static void check_loss(pt_model *m, spec_errors *e) {
 }
 
 /* pt_layer.type_count: layers of each type, tallied over the distinct types (no more than the
- * registry holds: 128). */
+ * registry holds). */
 static int type_slot(const pt_layer_type **seen, int *n, const pt_layer_type *t) {
   for (int k = 0; k < *n; k++)
     if (seen[k] == t) return k;
@@ -99,8 +99,8 @@ static int type_slot(const pt_layer_type **seen, int *n, const pt_layer_type *t)
 }
 
 static void count_types(pt_model *m) {
-  const pt_layer_type *seen[128];
-  int count[128] = {0}, n = 0;
+  const pt_layer_type *seen[PT_MAX_LAYER_TYPES];
+  int count[PT_MAX_LAYER_TYPES] = {0}, n = 0;
   for (int li = 0; li < m->n_layers; li++) count[type_slot(seen, &n, m->layers[li].type)]++;
   for (int li = 0; li < m->n_layers; li++)
     m->layers[li].type_count = count[type_slot(seen, &n, m->layers[li].type)];
