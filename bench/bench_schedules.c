@@ -15,38 +15,43 @@
 #include "layers/layer.h"
 #include "spec/spec.h"
 
-enum { SLEEP_F, SLEEP_I, SLEEP_W };
-
 static void sleep_ms(double ms) {
   if (ms <= 0) return;
   struct timespec t = {(time_t)(ms / 1e3), (long)((ms - 1e3 * (double)(time_t)(ms / 1e3)) * 1e6)};
   while (nanosleep(&t, &t) != 0) { /* EINTR: sleep the rest */ }
 }
 
+static const pt_setting_decl sleep_settings[] = {
+    {"forward_ms", PT_SETTING_NUM, 0.0, NULL, 0.0, 1e4, 0, "wall time spent in forward"},
+    {"input_ms", PT_SETTING_NUM, 0.0, NULL, 0.0, 1e4, 0, "wall time spent in backward_input"},
+    {"weight_ms", PT_SETTING_NUM, 0.0, NULL, 0.0, 1e4, 0, "wall time spent in backward_weight"},
+    {NULL},
+};
+
 static void sleep_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   if (s->in_tokens) spec_error(e, s->args, 0, "sleep needs float features");
   L->out_dim = s->in_dim;
-  L->farg[SLEEP_F] = spec_get_num(s->args, "forward_ms", 0, 0.0, 0.0, 1e4, e);
-  L->farg[SLEEP_I] = spec_get_num(s->args, "input_ms", 0, 0.0, 0.0, 1e4, e);
-  L->farg[SLEEP_W] = spec_get_num(s->args, "weight_ms", 0, 0.0, 0.0, 1e4, e);
   layer_add_param(L, "bias", 1, s->in_dim, 0, 0, 0);
 }
 
 static void sleep_forward(pt_layer *L, const pt_io *io) {
   io->k->copy(io->k, io->out, io->in, (int64_t)io->B * io->T * L->out_dim);
-  sleep_ms(L->farg[SLEEP_F]);
+  sleep_ms(layer_setting_num(L, "forward_ms"));
 }
 
 static void sleep_backward_input(pt_layer *L, const pt_io *io) {
   if (io->din) io->k->copy(io->k, io->din, io->dout, (int64_t)io->B * io->T * L->out_dim);
-  sleep_ms(L->farg[SLEEP_I]);
+  sleep_ms(layer_setting_num(L, "input_ms"));
 }
 
-static void sleep_backward_weight(pt_layer *L, const pt_io *io) { sleep_ms(L->farg[SLEEP_W]); }
+static void sleep_backward_weight(pt_layer *L, const pt_io *io) {
+  sleep_ms(layer_setting_num(L, "weight_ms"));
+}
 
 static const pt_layer_type sleep_type = {
     .name = "sleep",
     .kernels_only = 1,
+    .settings = sleep_settings,
     .configure = sleep_configure,
     .forward = sleep_forward,
     .backward_input = sleep_backward_input,

@@ -23,12 +23,7 @@ static int refuse(const pt_model *m, int li, char *err, size_t errsz, const char
   return -1;
 }
 
-static double arg_num(const pt_model *m, int li, const char *key, double def) {
-  spec_errors e = {0};
-  return spec_get_num(m->spec->layers[li].args, key, 0, def, 0, 1e300, &e);
-}
-
-/* A block's settings, all blocks alike. */
+/* A block's resolved settings (layers/settings.h), all blocks alike. */
 typedef struct {
   int64_t heads, kv_heads, ffn;
   double eps, theta;
@@ -36,15 +31,13 @@ typedef struct {
 
 static block_shape read_block(const pt_model *m, int li) {
   const pt_layer *L = &m->layers[li];
-  spec_errors e = {0};
   block_shape b = {0};
-  b.heads = spec_get_int(m->spec->layers[li].args, "heads", 0, m->spec->heads, 1, 1 << 16, &e);
-  if (!strcmp(m->spec->layers[li].type, "llama_block") && L->n_params == 9 && b.heads > 0) {
-    int64_t hd = m->spec->dim / b.heads;
-    b.kv_heads = hd > 0 ? L->params[2].shape[0] / hd : 0;
-    b.ffn = L->params[6].shape[0];
-    b.eps = arg_num(m, li, "eps", 1e-6);
-    b.theta = arg_num(m, li, "rope_theta", 10000.0);
+  b.heads = layer_setting_int(L, "heads");
+  if (layer_is(m, li, "llama_block")) {
+    b.kv_heads = layer_setting_int(L, "kv_heads");
+    b.ffn = layer_setting_int(L, "ffn_dim");
+    b.eps = layer_setting_num(L, "eps");
+    b.theta = layer_setting_num(L, "rope_theta");
   }
   return b;
 }
@@ -80,7 +73,7 @@ int hf_config_from_model(const pt_model *m, hf_config *c, char *err, size_t errs
   if (check_blocks(m, first, li, c, err, errsz) != 0) return -1;
   if (!layer_is(m, li, norm)) return refuse(m, li, err, errsz, gpt2 ? "expected layernorm" :
                                             "expected rmsnorm");
-  double norm_eps = arg_num(m, li, "eps", gpt2 ? 1e-5 : 1e-6);
+  double norm_eps = layer_setting_num(&m->layers[li], "eps");
   if (gpt2 && norm_eps != 1e-5)
     return refuse(m, li, err, errsz, "GPT-2's config has one layer_norm_epsilon: eps must be 1e-5");
   if (!gpt2 && norm_eps != c->eps)

@@ -4,7 +4,8 @@
  *   residual_linear  y = x + x W^T + b, written only against the kernel table io->k
  *                    (kernels_only): runs on every device, GPUs included;
  *   my_rmsnorm       y = x / sqrt(mean(x^2) + eps) * weight, with loops of its own on the
- *                    host: runs on pipeline.device cpu (and emulated), refused on a gpu.
+ *                    host: runs on pipeline.device cpu (and emulated), refused on a gpu; its
+ *                    setting eps is declared once in a table (rms_settings) and read by name.
  * Registers both and trains examples/custom_layer.yaml, which uses them.
  *   custom_layer [SPEC] [--set KEY=VALUE ...]
  * Exits non-zero if the loss did not fall, so the test suite can run it. */
@@ -57,10 +58,17 @@ static const pt_layer_type residual_linear_type = {
 
 /* --- my_rmsnorm: host loops over io's buffers (kernels_only stays 0: cpu and emulated only) */
 
+/* The spec arguments, declared once: the model builder parses and range-checks them (errors at
+ * the file:line:col of the value) before configure; the steps read them by name. */
+static const pt_setting_decl rms_settings[] = {
+    /* name, kind, default, default from, min, max, required, doc */
+    {"eps", PT_SETTING_NUM, 1e-6, NULL, 0.0, 1.0, 0, "added to the mean square"},
+    {NULL},
+};
+
 /* saved: rstd[N], written by forward and read by both backward halves */
 static void rms_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   if (s->in_tokens) spec_error(e, s->args, 0, "my_rmsnorm needs float features");
-  L->farg[0] = spec_get_num(s->args, "eps", 0, 1e-6, 0.0, 1.0, e);
   L->out_dim = s->in_dim;
   layer_add_param(L, "weight", 1, s->in_dim, 0, 0, 0);
 }
@@ -71,13 +79,14 @@ static void rms_init(pt_layer *L, uint64_t seed) { layer_init_const(L, 0, 1.0f);
 
 static void rms_forward(pt_layer *L, const pt_io *io) {
   int N = io->B * io->T, D = L->out_dim;
+  float eps = (float)layer_setting_num(L, "eps");
   const float *x = io->in;
   float *rstd = io->saved;
   for (int n = 0; n < N; n++) {
     const float *xr = x + (size_t)n * D;
     float ss = 0.0f;
     for (int i = 0; i < D; i++) ss += xr[i] * xr[i];
-    rstd[n] = 1.0f / sqrtf(ss / D + (float)L->farg[0]);
+    rstd[n] = 1.0f / sqrtf(ss / D + eps);
     for (int i = 0; i < D; i++) io->out[(size_t)n * D + i] = xr[i] * rstd[n] * L->w[0][i];
   }
 }
@@ -106,6 +115,7 @@ static void rms_backward_weight(pt_layer *L, const pt_io *io) {
 static const pt_layer_type rmsnorm_type = {
     .name = "my_rmsnorm",
     .kernels_only = 0, /* the loops above read io's buffers on the host */
+    .settings = rms_settings,
     .configure = rms_configure,
     .saved_bytes = rms_saved,
     .init = rms_init,

@@ -41,9 +41,11 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
+#include "layers/settings.h"
 #include "spec/spec.h"
 
 #define PT_MAX_PARAMS 16
+#define PT_MAX_LAYER_TYPES 128 /* the registry's capacity */
 #define PT_PARAM_NAME_MAX 48
 
 typedef struct {
@@ -52,7 +54,15 @@ typedef struct {
   int64_t shape[4];
   int64_t numel; /* -1 when the product overflows (refused by model_configure) */
   int decay; /* weight decay applies: parameters of rank >= 2 */
+  int group_next; /* the next parameter is stored right after this one (layer_add_param_group) */
 } pt_param_desc;
+
+/* One member of a parameter group (layer_add_param_group): shape [d0, d1] for ndim 2. */
+typedef struct {
+  const char *name;
+  int ndim;
+  int64_t shape[4];
+} pt_param_decl;
 
 /* Estimates for the partitioner: no allocation, per sample of T tokens. */
 typedef struct {
@@ -92,8 +102,14 @@ typedef struct pt_layer_type {
    * on every device (all built-in types). 0: they run host code on io's buffers: cpu and
    * emulated only. */
   int kernels_only;
-  /* Reads arguments (marking them used; unknown ones are reported by the caller), sets out_dim
-   * and declares parameters with layer_add_param(). Errors go to e with the node's position. */
+  /* Optional: the type's spec arguments (layers/settings.h), a table ended by a NULL name. The
+   * model builder parses the entry's arguments against it before configure, which reads them
+   * with layer_setting_int/num/bool. NULL: the type takes no arguments, or reads s->args itself
+   * with the spec_get_* accessors. */
+  const pt_setting_decl *settings;
+  /* Reads its settings and any other arguments (marking them used; unknown ones are reported by
+   * the caller), sets out_dim and declares parameters with layer_add_param() and
+   * layer_add_param_group(). Errors go to e with the node's position. */
   void (*configure)(pt_layer *L, const pt_layer_setup *s, spec_errors *e);
   /* Optional (NULL = 0 bytes): memory for pt_io.saved and pt_io.scratch at this B x T. Both may
    * depend on the kernel table the steps run with: saved on layer_kernels(L) (the attention's
@@ -122,8 +138,9 @@ struct pt_layer {
   float *w[PT_MAX_PARAMS];
   float *g[PT_MAX_PARAMS];
   int borrowed[PT_MAX_PARAMS]; /* storage belongs to an earlier tied layer: do not init */
-  int64_t iarg[8];           /* type-specific integer settings, set by configure */
-  double farg[4];            /* type-specific real settings */
+  pt_layer_settings set;     /* values of type->settings; read with layer_setting_int/num/bool */
+  int type_count;            /* layers of this type in the spec, set by model_configure after
+                              every configure (GPT-2's residual init scaling) */
   /* The kernel table the layer's steps run with, for the sizes that depend on it (saved_bytes):
    * model_alloc_ranges sets its device's; NULL (the CPU's) before. Read it with layer_kernels. */
   const pt_kernels *k;
@@ -136,14 +153,47 @@ struct pt_layer {
  * backward_weight) is NULL. */
 int layer_register(const pt_layer_type *type);
 const pt_layer_type *layer_find(const char *name);
+/* The i-th registered type in registration order (the built-ins first once registered), NULL
+ * past the end: for walking the registry (tests, docs). */
+const pt_layer_type *layer_type_at(int i);
 /* Comma-separated registered names, for error hints. */
 void layer_list_names(char *out, size_t outsz);
 void layer_register_builtins(void);
+
+/* --- Settings (layers/settings.h) -------------------------------------------------------- */
+/* Parses s->args against L->type->settings into L->set (nothing without a table). Errors go to
+ * e at the value (or the entry, for a missing required key). */
+void layer_settings_parse(pt_layer *L, const pt_layer_setup *s, spec_errors *e);
+/* A setting's value by name. A name the type does not declare, or of another kind, is a bug in
+ * the layer: pt_fatal. */
+int64_t layer_setting_int(const pt_layer *L, const char *name);
+double layer_setting_num(const pt_layer *L, const char *name);
+int layer_setting_bool(const pt_layer *L, const char *name);
+/* "name value, ..." for the settings the spec set to other than their default (L->set.changed;
+ * required ones always), "" for none. Returns out. */
+const char *layer_settings_describe(const pt_layer *L, char *out, size_t outsz);
+/* The type's settings as rows of the markdown table in docs/spec.md, one each: type (on the
+ * first row only), name, kind, default, range, doc. "" for a type without settings. */
+const char *layer_settings_doc(const pt_layer_type *t, char *out, size_t outsz);
 
 /* --- Helpers for layer implementations ---------------------------------------------------- */
 /* Declares a parameter of up to 4 dims; decay is set for rank >= 2. Returns its index. */
 int layer_add_param(pt_layer *L, const char *name, int ndim, int64_t d0, int64_t d1, int64_t d2,
                     int64_t d3);
+/* Declares n parameters stored back to back, in this order and with no padding between them, so
+ * a step may use w[first] (and g[first]) as one stacked tensor of all of them: q|k|v as one
+ * [(H + 2 KVH) hd, dim] matrix. Each keeps its own name and shape (state dict, checkpoints). A
+ * group starts 64-byte aligned like any tensor; a member cannot be tied. Returns the index of
+ * the first, or -1 when they do not fit in PT_MAX_PARAMS. */
+int layer_add_param_group(pt_layer *L, const pt_param_decl *members, int n);
+/* Floats from parameter p's start to the next one's in a buffer laid out like the model's:
+ * numel inside a group; after a lone tensor or a group's last member, up to the next multiple
+ * of 16 floats (64 bytes) from the group's start. Whoever binds w[] and g[] (model/model.c,
+ * test rigs) places tensors with it. */
+int64_t layer_param_stride(const pt_layer *L, int p);
+/* pt_fatal unless every group's members are adjacent in v (L->w or L->g): for steps that use a
+ * group as one tensor, against a caller that bound the views apart. */
+void layer_check_groups(const pt_layer *L, float *const *v);
 int layer_param_owned(const pt_layer *L, int p);
 /* The type's init, or nothing when it has none (the storage is zeroed when allocated). */
 void layer_init_params(pt_layer *L, uint64_t seed);
@@ -160,7 +210,7 @@ void layer_init_const(pt_layer *L, int p, float value);
 /* Default cost from parameters, saved_bytes and a FLOP count of 2*params per token forward. */
 void layer_cost_default(const pt_layer *L, int T, pt_layer_cost *c);
 void layer_cost(const pt_layer *L, int T, pt_layer_cost *c);
-/* Number of layers of this type in the whole spec (e.g. for GPT-2's residual init scaling). */
+/* Number of layers of this type in the whole spec. */
 int layer_count_type(const pt_spec *spec, const char *type);
 
 #endif

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "layers/builtin.h"
 #include "layers/layer.h"
 
@@ -21,6 +22,33 @@ int layer_add_param(pt_layer *L, const char *name, int ndim, int64_t d0, int64_t
   }
   p->decay = ndim >= 2;
   return L->n_params++;
+}
+
+int layer_add_param_group(pt_layer *L, const pt_param_decl *members, int n) {
+  if (n < 1 || L->n_params + n > PT_MAX_PARAMS) return -1;
+  int first = L->n_params;
+  for (int i = 0; i < n; i++) {
+    const int64_t *d = members[i].shape;
+    layer_add_param(L, members[i].name, members[i].ndim, d[0], d[1], d[2], d[3]);
+    L->params[first + i].group_next = i + 1 < n;
+  }
+  return first;
+}
+
+int64_t layer_param_stride(const pt_layer *L, int p) {
+  int64_t n = L->params[p].numel;
+  if (L->params[p].group_next) return n;
+  int64_t before = 0; /* floats of the group's earlier members: the group's end is aligned */
+  for (int q = p - 1; q >= 0 && L->params[q].group_next; q--) before += L->params[q].numel;
+  return ((before + n + 15) & ~(int64_t)15) - before;
+}
+
+void layer_check_groups(const pt_layer *L, float *const *v) {
+  for (int p = 0; p + 1 < L->n_params; p++)
+    if (L->params[p].group_next && v[p + 1] != v[p] + L->params[p].numel)
+      pt_fatal("%s (layer %d): parameters '%s' and '%s' form one stacked tensor but are not "
+               "adjacent in the buffer; place a layer's tensors with layer_param_stride",
+               L->type->name, L->index, L->params[p].name, L->params[p + 1].name);
 }
 
 int layer_param_owned(const pt_layer *L, int p) { return !L->borrowed[p]; }

@@ -1,11 +1,15 @@
-/* layernorm over the feature dim: params weight [D], bias [D]; arg eps (default 1e-5).
+/* layernorm over the feature dim: params weight [D], bias [D]; setting eps (default 1e-5).
  * saved: mean[N], rstd[N]. */
 #include "layers/builtin.h"
+
+static const pt_setting_decl layernorm_settings[] = {
+    {"eps", PT_SETTING_NUM, 1e-5, NULL, 1e-12, 1.0, 0, "added to the variance"},
+    {NULL},
+};
 
 static void layernorm_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   if (s->in_tokens)
     spec_error(e, s->args, 0, "layernorm takes float features; put an embedding before it");
-  L->farg[0] = spec_get_num(s->args, "eps", 0, 1e-5, 1e-12, 1.0, e);
   L->out_dim = s->in_dim;
   layer_add_param(L, "weight", 1, s->in_dim, 0, 0, 0);
   layer_add_param(L, "bias", 1, s->in_dim, 0, 0, 0);
@@ -24,7 +28,7 @@ static void layernorm_forward(pt_layer *L, const pt_io *io) {
   int N = io->B * io->T;
   float *mean = io->saved, *rstd = mean + N;
   io->k->layernorm_forward(io->k, io->out, mean, rstd, io->in, L->w[0], L->w[1], N, L->out_dim,
-                           (float)L->farg[0]);
+                           (float)layer_setting_num(L, "eps"));
 }
 
 static void layernorm_backward_input(pt_layer *L, const pt_io *io) {
@@ -51,6 +55,7 @@ static void layernorm_cost(const pt_layer *L, int T, pt_layer_cost *c) {
 const pt_layer_type layer_type_layernorm = {
     .name = "layernorm",
     .kernels_only = 1,
+    .settings = layernorm_settings,
     .configure = layernorm_configure,
     .saved_bytes = layernorm_saved,
     .init = layernorm_init,

@@ -1,15 +1,21 @@
-/* linear: out = in * weight^T + bias; weight [out, in], bias [out] (arg bias: false drops it).
- * Arg out: output features (default model.dim). Also lm_head: weight [vocab, dim], no bias,
- * tieable with an embedding. */
+/* linear: out = in * weight^T + bias; weight [out, in], bias [out] (setting bias: false drops
+ * it). Setting out: output features (default model.dim). Also lm_head: weight [vocab, dim], no
+ * bias, tieable with an embedding. */
 #include <math.h>
 
 #include "layers/builtin.h"
 
+static const pt_setting_decl linear_settings[] = {
+    {"out", PT_SETTING_INT, 0, "model.dim", 1, 1 << 24, 0, "output features"},
+    {"bias", PT_SETTING_BOOL, 1, NULL, 0, 1, 0, "add a bias"},
+    {NULL},
+};
+
 static void linear_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   if (s->in_tokens)
     spec_error(e, s->args, 0, "linear takes float features; put an embedding before it");
-  int64_t out = spec_get_int(s->args, "out", s->spec->dim <= 0, s->spec->dim, 1, 1 << 24, e);
-  int bias = spec_get_bool(s->args, "bias", 1, e);
+  int64_t out = layer_setting_int(L, "out");
+  int bias = layer_setting_bool(L, "bias");
   L->out_dim = (int)out;
   layer_add_param(L, "weight", 2, out, s->in_dim, 0, 0);
   if (bias) layer_add_param(L, "bias", 1, out, 0, 0, 0);
@@ -50,6 +56,7 @@ static void lm_head_init(pt_layer *L, uint64_t seed) { layer_init_normal(L, 0, s
 const pt_layer_type layer_type_linear = {
     .name = "linear",
     .kernels_only = 1,
+    .settings = linear_settings,
     .configure = linear_configure,
     .init = linear_init,
     .forward = linear_forward,

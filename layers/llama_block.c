@@ -4,15 +4,12 @@
  *   y = h + down(silu(gate(n2(h))) * up(n2(h)))
  * Causal grouped-query attention (heads query heads, kv_heads kv heads; query head j reads kv
  * head j / (heads / kv_heads)), scale 1/sqrt(head_dim), head_dim = dim / heads; rotary
- * embeddings in Hugging Face's rotate-half convention (kernels.h, rope). Args: heads (default
- * model.heads), kv_heads (default heads), ffn_dim (required), rope_theta (default 10000), eps
- * (RMSNorm, default 1e-6).
+ * embeddings in Hugging Face's rotate-half convention (kernels.h, rope). Settings: llama_settings
+ * below.
  *
- * Parameters in the order of docs/layers.md. q, k, v are used as one stacked [(heads +
- * 2 kv_heads) head_dim, dim] matrix and gate, up as one [2 ffn_dim, dim] matrix (one GEMM each):
- * the model lays a layer's tensors out in order, each padded to 16 floats, so configure
- * requires the q, k and gate tensors' sizes to be multiples of 16 floats, and the steps check
- * the adjacency (pt_fatal otherwise: a caller that allocates the tensors apart).
+ * Parameters in the order of docs/layers.md. q, k, v are one parameter group, used as one
+ * stacked [(heads + 2 kv_heads) head_dim, dim] matrix, and gate, up another, used as one
+ * [2 ffn_dim, dim] matrix (one GEMM each; layer_add_param_group keeps them adjacent).
  */
 #include <math.h>
 
@@ -39,16 +36,17 @@ static llama_dims dims_of(const pt_layer *L, int B, int T) {
   llama_dims m;
   m.N = (int64_t)B * T;
   m.d = L->out_dim;
-  m.H = L->iarg[0];
-  m.KVH = L->iarg[1];
-  m.F = L->iarg[2];
+  m.H = layer_setting_int(L, "heads");
+  m.KVH = layer_setting_int(L, "kv_heads");
+  m.F = layer_setting_int(L, "ffn_dim");
   m.hd = m.d / m.H;
   m.W = (m.H + 2 * m.KVH) * m.hd;
   return m;
 }
 
 static int64_t attn_floats(const pt_layer *L, const pt_kernels *k, int B, int T) {
-  return k->attention_saved_floats(k, B, T, L->out_dim, (int)L->iarg[0], (int)L->iarg[1]);
+  llama_dims m = dims_of(L, B, T);
+  return k->attention_saved_floats(k, B, T, L->out_dim, (int)m.H, (int)m.KVH);
 }
 
 /* Floats of each saved view, in the order of llama_saved's fields, each rounded up to 16 so every
@@ -92,13 +90,20 @@ static size_t llama_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B,
   return sizeof(float) * (size_t)(da + datty + attn + 64);
 }
 
+static const pt_setting_decl llama_settings[] = {
+    {"heads", PT_SETTING_INT, 0, "model.heads", 1, 1 << 16, 0, "query heads, dividing dim"},
+    {"kv_heads", PT_SETTING_INT, 0, "heads", 1, 1 << 16, 0,
+     "key/value heads (grouped-query attention), dividing heads"},
+    {"ffn_dim", PT_SETTING_INT, 0, NULL, 1, 1 << 24, 1, "the SwiGLU MLP's hidden width"},
+    {"rope_theta", PT_SETTING_NUM, 10000.0, NULL, 1e-30, 1e30, 0, "rotary embedding base"},
+    {"eps", PT_SETTING_NUM, 1e-6, NULL, 1e-12, 1.0, 0, "the two RMSNorms' eps"},
+    {NULL},
+};
+
 static void llama_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   int64_t d = layer_require_model_int(s, s->spec->dim, "dim", "llama_block", e);
-  int64_t H = spec_get_int(s->args, "heads", s->spec->heads <= 0, s->spec->heads, 1, 1 << 16, e);
-  int64_t KVH = spec_get_int(s->args, "kv_heads", 0, H, 1, 1 << 16, e);
-  int64_t F = spec_get_int(s->args, "ffn_dim", 1, 0, 1, 1 << 24, e);
-  L->farg[0] = spec_get_num(s->args, "rope_theta", 0, 10000.0, 1e-30, 1e30, e);
-  L->farg[1] = spec_get_num(s->args, "eps", 0, 1e-6, 1e-12, 1.0, e);
+  int64_t H = layer_setting_int(L, "heads"), KVH = layer_setting_int(L, "kv_heads");
+  int64_t F = layer_setting_int(L, "ffn_dim");
   layer_expect_features(s, d, "llama_block", e);
   if (e->failed) return;
   if (d % H != 0) {
@@ -113,30 +118,24 @@ static void llama_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e
   else if (hd % 2 != 0)
     spec_error(e, s->args, 0, "llama_block: head dim %lld (dim / heads) must be even for the "
                "rotary embedding", (long long)hd);
-  else if ((KVH * hd * d) % 16 != 0 || (F * d) % 16 != 0 || (d * d) % 16 != 0)
-    spec_error(e, s->args, 0, "llama_block: dim*dim, kv_heads*head_dim*dim and ffn_dim*dim "
-               "must be multiples of 16 (stacked q|k|v and gate|up weights); use a dim that is "
-               "a multiple of 16");
   if (e->failed) return;
   L->out_dim = (int)d;
-  L->iarg[0] = H;
-  L->iarg[1] = KVH;
-  L->iarg[2] = F;
-  static const char *const names[N_PARAMS] = {
-      "attn_norm.weight", "attn.q.weight",   "attn.k.weight", "attn.v.weight",
-      "attn.o.weight",    "mlp_norm.weight", "mlp.gate.weight", "mlp.up.weight",
-      "mlp.down.weight"};
-  const int64_t rows[N_PARAMS] = {d, H * hd, KVH * hd, KVH * hd, d, d, F, F, d};
-  const int64_t cols[N_PARAMS] = {0, d, d, d, H * hd, 0, d, d, F};
-  for (int p = 0; p < N_PARAMS; p++)
-    layer_add_param(L, names[p], cols[p] ? 2 : 1, rows[p], cols[p], 0, 0);
-  L->iarg[3] = layer_count_type(s->spec, "llama_block");
+  layer_add_param(L, "attn_norm.weight", 1, d, 0, 0, 0);
+  const pt_param_decl qkv[3] = {{"attn.q.weight", 2, {H * hd, d}},
+                                {"attn.k.weight", 2, {KVH * hd, d}},
+                                {"attn.v.weight", 2, {KVH * hd, d}}};
+  layer_add_param_group(L, qkv, 3);
+  layer_add_param(L, "attn.o.weight", 2, d, H * hd, 0, 0);
+  layer_add_param(L, "mlp_norm.weight", 1, d, 0, 0, 0);
+  const pt_param_decl gate_up[2] = {{"mlp.gate.weight", 2, {F, d}}, {"mlp.up.weight", 2, {F, d}}};
+  layer_add_param_group(L, gate_up, 2);
+  layer_add_param(L, "mlp.down.weight", 2, d, F, 0, 0);
 }
 
 static void llama_init(pt_layer *L, uint64_t seed) {
   /* N(0, 0.02) (Hugging Face's initializer_range), norms 1; the projections into the residual
    * stream (o, down) scaled by 1/sqrt(2 * blocks) as GPT-2's are. */
-  float resid_std = 0.02f / sqrtf(2.0f * (float)(L->iarg[3] > 0 ? L->iarg[3] : 1));
+  float resid_std = 0.02f / sqrtf(2.0f * (float)(L->type_count > 0 ? L->type_count : 1));
   for (int p = 0; p < L->n_params; p++) {
     if (L->params[p].ndim == 1)
       layer_init_const(L, p, 1.0f);
@@ -145,32 +144,25 @@ static void llama_init(pt_layer *L, uint64_t seed) {
   }
 }
 
-/* The stacked matrices the steps multiply by: q|k|v and gate|up must be adjacent in v. */
-static void check_stacked(const pt_layer *L, float *const *v) {
-  if (v[K_W] != v[Q_W] + L->params[Q_W].numel || v[V_W] != v[K_W] + L->params[K_W].numel ||
-      v[UP_W] != v[GATE_W] + L->params[GATE_W].numel)
-    pt_fatal("llama_block (layer %d): attn.q/k/v and mlp.gate/up tensors are not adjacent in "
-             "the parameter buffer; allocate a layer's tensors in order, 16-float aligned",
-             L->index);
-}
-
 static void llama_forward(pt_layer *L, const pt_io *io) {
   llama_dims m = dims_of(L, io->B, io->T);
   const int N = (int)m.N, d = (int)m.d, H = (int)m.H, KVH = (int)m.KVH, F = (int)m.F;
   const pt_kernels *k = io->k;
+  const float eps = (float)layer_setting_num(L, "eps");
+  const float theta = (float)layer_setting_num(L, "rope_theta");
   float *const *w = L->w;
   const float *x = io->in;
-  check_stacked(L, w);
+  layer_check_groups(L, w);
   llama_saved s;
   views(L, k, io->B, io->T, io->saved, &s);
-  k->rmsnorm_forward(k, s.xn1, s.rstd1, x, w[ATTN_NORM], N, d, (float)L->farg[1]);
+  k->rmsnorm_forward(k, s.xn1, s.rstd1, x, w[ATTN_NORM], N, d, eps);
   k->linear_forward(k, s.qkv, s.xn1, w[Q_W], NULL, N, d, (int)m.W);
-  k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, (float)L->farg[0], 1, io->positions);
+  k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, theta, 1, io->positions);
   k->attention_forward(k, s.atty, s.attn, s.qkv, io->B, io->T, d, H, KVH, io->doc_start,
                        io->scratch);
   k->linear_forward(k, s.h, s.atty, w[O_W], NULL, N, d, d);
   k->add_inplace(k, s.h, x, m.N * d);
-  k->rmsnorm_forward(k, s.xn2, s.rstd2, s.h, w[MLP_NORM], N, d, (float)L->farg[1]);
+  k->rmsnorm_forward(k, s.xn2, s.rstd2, s.h, w[MLP_NORM], N, d, eps);
   k->linear_forward(k, s.gu, s.xn2, w[GATE_W], NULL, N, d, 2 * F);
   k->swiglu_forward(k, s.a, s.gu, N, F);
   k->linear_forward(k, io->out, s.a, w[DOWN_W], NULL, N, F, d);
@@ -181,6 +173,7 @@ static void llama_backward_input(pt_layer *L, const pt_io *io) {
   llama_dims m = dims_of(L, io->B, io->T);
   const int N = (int)m.N, d = (int)m.d, H = (int)m.H, KVH = (int)m.KVH, F = (int)m.F;
   const pt_kernels *k = io->k;
+  const float theta = (float)layer_setting_num(L, "rope_theta");
   float *const *w = L->w;
   const float *dy = io->dout;
   llama_saved s;
@@ -195,7 +188,7 @@ static void llama_backward_input(pt_layer *L, const pt_io *io) {
   k->linear_backward_input(k, datty, s.dh, w[O_W], N, d, d, 0);
   k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, io->B, io->T, d, H, KVH,
                         io->doc_start, attn_scratch);
-  k->rope(k, s.dqkv, io->B, io->T, H, KVH, (int)m.hd, (float)L->farg[0], -1, io->positions);
+  k->rope(k, s.dqkv, io->B, io->T, H, KVH, (int)m.hd, theta, -1, io->positions);
   k->linear_backward_input(k, s.dxn1, s.dqkv, w[Q_W], N, d, (int)m.W, 0);
   if (!io->din) return;
   k->copy(k, io->din, s.dh, m.N * d);
@@ -207,7 +200,7 @@ static void llama_backward_weight(pt_layer *L, const pt_io *io) {
   const int N = (int)m.N, d = (int)m.d, F = (int)m.F;
   const pt_kernels *k = io->k;
   float *const *g = L->g;
-  check_stacked(L, g);
+  layer_check_groups(L, g);
   llama_saved s;
   views(L, k, io->B, io->T, io->saved, &s);
   k->linear_backward_weight(k, g[DOWN_W], NULL, io->dout, s.a, N, F, d);
@@ -231,6 +224,7 @@ static void llama_cost(const pt_layer *L, int T, pt_layer_cost *c) {
 const pt_layer_type layer_type_llama_block = {
     .name = "llama_block",
     .kernels_only = 1,
+    .settings = llama_settings,
     .configure = llama_configure,
     .saved_bytes = llama_saved_bytes,
     .scratch_bytes = llama_scratch_bytes,

@@ -4,9 +4,7 @@
 #include "layers/builtin.h"
 #include "layers/layer.h"
 
-#define REGISTRY_MAX 128
-
-static const pt_layer_type *g_types[REGISTRY_MAX];
+static const pt_layer_type *g_types[PT_MAX_LAYER_TYPES];
 static int g_n_types;
 
 static int name_valid(const char *name) {
@@ -44,7 +42,7 @@ int layer_register(const pt_layer_type *type) {
       return 0;
     }
   }
-  if (g_n_types == REGISTRY_MAX) return refuse(type, "the registry is full");
+  if (g_n_types == PT_MAX_LAYER_TYPES) return refuse(type, "the registry is full");
   g_types[g_n_types++] = type;
   return 0;
 }
@@ -53,6 +51,10 @@ const pt_layer_type *layer_find(const char *name) {
   for (int i = 0; i < g_n_types; i++)
     if (strcmp(g_types[i]->name, name) == 0) return g_types[i];
   return NULL;
+}
+
+const pt_layer_type *layer_type_at(int i) {
+  return i >= 0 && i < g_n_types ? g_types[i] : NULL;
 }
 
 void layer_list_names(char *out, size_t outsz) {

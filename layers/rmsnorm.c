@@ -1,11 +1,15 @@
 /* rmsnorm over the feature dim (Llama's, Hugging Face's LlamaRMSNorm): param weight [D], no
- * bias; arg eps (default 1e-6). y = x / sqrt(mean(x^2) + eps) * w. saved: rstd[N]. */
+ * bias; setting eps (default 1e-6). y = x / sqrt(mean(x^2) + eps) * w. saved: rstd[N]. */
 #include "layers/builtin.h"
+
+static const pt_setting_decl rmsnorm_settings[] = {
+    {"eps", PT_SETTING_NUM, 1e-6, NULL, 1e-12, 1.0, 0, "added to the mean square"},
+    {NULL},
+};
 
 static void rmsnorm_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   if (s->in_tokens)
     spec_error(e, s->args, 0, "rmsnorm takes float features; put an embedding before it");
-  L->farg[0] = spec_get_num(s->args, "eps", 0, 1e-6, 1e-12, 1.0, e);
   L->out_dim = s->in_dim;
   layer_add_param(L, "weight", 1, s->in_dim, 0, 0, 0);
 }
@@ -18,7 +22,7 @@ static void rmsnorm_init(pt_layer *L, uint64_t seed) { layer_init_const(L, 0, 1.
 
 static void rmsnorm_forward(pt_layer *L, const pt_io *io) {
   io->k->rmsnorm_forward(io->k, io->out, io->saved, io->in, L->w[0], io->B * io->T, L->out_dim,
-                         (float)L->farg[0]);
+                         (float)layer_setting_num(L, "eps"));
 }
 
 static void rmsnorm_backward_input(pt_layer *L, const pt_io *io) {
@@ -41,6 +45,7 @@ static void rmsnorm_cost(const pt_layer *L, int T, pt_layer_cost *c) {
 const pt_layer_type layer_type_rmsnorm = {
     .name = "rmsnorm",
     .kernels_only = 1,
+    .settings = rmsnorm_settings,
     .configure = rmsnorm_configure,
     .saved_bytes = rmsnorm_saved,
     .init = rmsnorm_init,

@@ -1,7 +1,10 @@
 /* transformer_block: GPT-2 pre-LayerNorm block on [B,T,d].
  *   x1 = x + attn.proj(attn(ln1(x)));  y = x1 + mlp.proj(gelu_tanh(mlp.fc(ln2(x1))))
  * Causal multi-head attention, scores scaled by 1/sqrt(d/heads), LayerNorm eps 1e-5.
- * Arg heads (default model.heads). Parameter order and shapes follow PyTorch nn.Linear [out,in].
+ * Settings: block_settings below. Parameter order and shapes follow PyTorch nn.Linear [out,in].
+ * The stacked q|k|v weight and bias are one tensor each (GPT-2's c_attn names them so); where a
+ * checkpoint names the parts apart (llama_block's q, k, v) they are one parameter group
+ * (layer_add_param_group), which the steps use the same way: one stacked matrix at w[first].
  */
 #include <math.h>
 
@@ -30,7 +33,8 @@ static void block_saved_sizes(int64_t N, int64_t d, int64_t attn, int64_t sizes[
 }
 
 static int64_t block_attn_floats(const pt_layer *L, const pt_kernels *k, int B, int T) {
-  return k->attention_saved_floats(k, B, T, L->out_dim, (int)L->iarg[0], (int)L->iarg[0]);
+  int H = (int)layer_setting_int(L, "heads");
+  return k->attention_saved_floats(k, B, T, L->out_dim, H, H);
 }
 
 /* Points v's fields into saved (layer_saved_bytes(L, k, B, T) bytes) for a micro-batch of
@@ -60,19 +64,24 @@ static size_t block_saved_bytes(const pt_layer *L, int B, int T) {
 /* backward_input's dg[N,4d] and datty[N,d], then the attention's scratch (forward's at 0). */
 static size_t block_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T) {
   int64_t N = (int64_t)B * T, d = L->out_dim;
-  int64_t attn = k->attention_scratch_floats(k, B, T, (int)d, (int)L->iarg[0], (int)L->iarg[0]);
+  int H = (int)layer_setting_int(L, "heads");
+  int64_t attn = k->attention_scratch_floats(k, B, T, (int)d, H, H);
   return sizeof(float) * (size_t)(4 * N * d + N * d + attn + 64);
 }
 
+static const pt_setting_decl block_settings[] = {
+    {"heads", PT_SETTING_INT, 0, "model.heads", 1, 1 << 16, 0, "attention heads, dividing dim"},
+    {NULL},
+};
+
 static void block_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   int64_t d = layer_require_model_int(s, s->spec->dim, "dim", "transformer_block", e);
-  int64_t H = spec_get_int(s->args, "heads", s->spec->heads <= 0, s->spec->heads, 1, 1 << 16, e);
+  int64_t H = layer_setting_int(L, "heads");
   layer_expect_features(s, d, "transformer_block", e);
   if (!e->failed && d % H != 0)
     spec_error(e, s->args, 0, "transformer_block: dim %lld is not divisible by heads %lld",
                (long long)d, (long long)H);
   L->out_dim = (int)d;
-  L->iarg[0] = H;
   static const char *const names[12] = {
       "ln1.weight",      "ln1.bias",       "attn.qkv.weight", "attn.qkv.bias",
       "attn.proj.weight", "attn.proj.bias", "ln2.weight",      "ln2.bias",
@@ -80,12 +89,11 @@ static void block_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e
   const int64_t rows[12] = {d, d, 3 * d, 3 * d, d, d, d, d, 4 * d, 4 * d, d, d};
   const int64_t cols[12] = {0, 0, d, 0, d, 0, 0, 0, d, 0, 4 * d, 0};
   for (int p = 0; p < 12; p++) layer_add_param(L, names[p], cols[p] ? 2 : 1, rows[p], cols[p], 0, 0);
-  L->iarg[1] = layer_count_type(s->spec, "transformer_block");
 }
 
 static void block_init(pt_layer *L, uint64_t seed) {
   /* GPT-2: N(0, 0.02) weights, zero biases, residual projections scaled by 1/sqrt(2 * blocks) */
-  float resid_std = 0.02f / sqrtf(2.0f * (float)(L->iarg[1] > 0 ? L->iarg[1] : 1));
+  float resid_std = 0.02f / sqrtf(2.0f * (float)(L->type_count > 0 ? L->type_count : 1));
   for (int p = 0; p < L->n_params; p++) {
     if (p == LN1_W || p == LN2_W)
       layer_init_const(L, p, 1.0f);
@@ -97,7 +105,7 @@ static void block_init(pt_layer *L, uint64_t seed) {
 }
 
 static void block_forward(pt_layer *L, const pt_io *io) {
-  int B = io->B, T = io->T, N = B * T, d = L->out_dim, H = (int)L->iarg[0];
+  int B = io->B, T = io->T, N = B * T, d = L->out_dim, H = (int)layer_setting_int(L, "heads");
   const pt_kernels *k = io->k;
   float *const *w = L->w;
   const float *x = io->in;
@@ -114,7 +122,7 @@ static void block_forward(pt_layer *L, const pt_io *io) {
 }
 
 static void block_backward_input(pt_layer *L, const pt_io *io) {
-  int B = io->B, T = io->T, N = B * T, d = L->out_dim, H = (int)L->iarg[0];
+  int B = io->B, T = io->T, N = B * T, d = L->out_dim, H = (int)layer_setting_int(L, "heads");
   const pt_kernels *k = io->k;
   float *const *w = L->w;
   const float *dy = io->dout;
@@ -160,6 +168,7 @@ static void block_cost(const pt_layer *L, int T, pt_layer_cost *c) {
 const pt_layer_type layer_type_transformer_block = {
     .name = "transformer_block",
     .kernels_only = 1,
+    .settings = block_settings,
     .configure = block_configure,
     .saved_bytes = block_saved_bytes,
     .scratch_bytes = block_scratch_bytes,

@@ -27,6 +27,11 @@ static void check_tie(pt_model *m, int li, const spec_layer *sl, spec_errors *e)
   if (L->tie[0] && model_tied_param(L) < 0)
     spec_error(e, sl->entry, 0, "layer %d (%s) has tie '%s' but no 'weight' parameter to share",
                li, L->type->name, L->tie);
+  int tp = model_tied_param(L);
+  int grouped = tp >= 0 && (L->params[tp].group_next || (tp > 0 && L->params[tp - 1].group_next));
+  if (L->tie[0] && grouped)
+    spec_error(e, sl->entry, 0, "layer %d (%s) has tie '%s' but its 'weight' is part of a "
+               "parameter group, which cannot be shared", li, L->type->name, L->tie);
   if (owner < 0 || e->failed) return;
   const pt_param_desc *a = &m->layers[owner].params[model_tied_param(&m->layers[owner])];
   const pt_param_desc *b = &L->params[model_tied_param(L)];
@@ -53,13 +58,17 @@ static void configure_layer(pt_model *m, int li, int *dim, int *tokens, spec_err
   L->in_dim = *dim;
   L->in_tokens = *tokens;
   pt_layer_setup s = {.args = sl->args, .spec = m->spec, .in_dim = *dim, .in_tokens = *tokens};
-  L->type->configure(L, &s, e);
+  layer_settings_parse(L, &s, e);
+  if (!e->failed) L->type->configure(L, &s, e);
   for (int p = 0; p < L->n_params && !e->failed; p++) /* 2^40 floats: 4 TiB in one tensor */
     if (L->params[p].numel < 0 || L->params[p].numel > ((int64_t)1 << 40))
       spec_error(e, sl->entry, 0, "layer %d (%s): parameter '%s' would hold more than 2^40 "
                  "elements; check model.dim, model.vocab and the layer's sizes", li,
                  sl->type, L->params[p].name);
-  spec_check_unused(sl->args, sl->type, NULL, e);
+  const char *known[PT_MAX_SETTINGS + 1] = {NULL};
+  for (int k = 0; L->type->settings && L->type->settings[k].name && k < PT_MAX_SETTINGS; k++)
+    known[k] = L->type->settings[k].name;
+  spec_check_unused(sl->args, sl->type, known[0] ? known : NULL, e);
   check_tie(m, li, sl, e);
   *dim = L->out_dim;
   *tokens = 0;
@@ -80,6 +89,23 @@ static void check_loss(pt_model *m, spec_errors *e) {
                "output width (%d)", s->data.targets, last->out_dim);
 }
 
+/* pt_layer.type_count: layers of each type, tallied over the distinct types (no more than the
+ * registry holds). */
+static int type_slot(const pt_layer_type **seen, int *n, const pt_layer_type *t) {
+  for (int k = 0; k < *n; k++)
+    if (seen[k] == t) return k;
+  seen[*n] = t;
+  return (*n)++;
+}
+
+static void count_types(pt_model *m) {
+  const pt_layer_type *seen[PT_MAX_LAYER_TYPES];
+  int count[PT_MAX_LAYER_TYPES] = {0}, n = 0;
+  for (int li = 0; li < m->n_layers; li++) count[type_slot(seen, &n, m->layers[li].type)]++;
+  for (int li = 0; li < m->n_layers; li++)
+    m->layers[li].type_count = count[type_slot(seen, &n, m->layers[li].type)];
+}
+
 int model_configure(pt_model *m, const pt_spec *spec, spec_errors *e) {
   memset(m, 0, sizeof *m);
   layer_register_builtins();
@@ -92,6 +118,7 @@ int model_configure(pt_model *m, const pt_spec *spec, spec_errors *e) {
   int dim = m->input_dim, tokens = m->input_tokens;
   for (int li = 0; li < m->n_layers && !e->failed; li++) configure_layer(m, li, &dim, &tokens, e);
   if (!e->failed) check_loss(m, e);
+  if (!e->failed) count_types(m);
   if (!e->failed) spec_check_unused(spec->model, "model", NULL, e);
   if (e->failed) {
     free(m->layers);
@@ -142,7 +169,7 @@ static void plan_layer(pt_model *m, int li, int64_t *off) {
     t->numel = L->params[p].numel;
     t->decay = L->params[p].decay;
     t->tied_copy = shared;
-    *off += align16(t->numel);
+    *off += layer_param_stride(L, p);
   }
 }
 

@@ -5,8 +5,9 @@
  * only for the layers this process runs: one range [first, last) (the sequential path's whole
  * model, a pipeline stage) or a set of ranges (the chunks of a rank that runs several virtual
  * stages). Parameters of every held layer live in one buffer `params` of n_floats floats (layer
- * order, each tensor 64-byte aligned), gradients at the same offsets in `grads`, so the
- * optimizer and the reductions see one buffer whatever the ranges. A tied weight is stored once
+ * order, each tensor or parameter group 64-byte aligned, a group's members back to back:
+ * layer_param_stride), gradients at the same offsets in `grads`, so the optimizer and the
+ * reductions see one buffer whatever the ranges. A tied weight is stored once
  * per process, by the first layer sharing it that the process holds (in any of its ranges):
  * later ones borrow its storage and keep their own gradient (pt_tie_copy). `tensors` lists
  * each stored tensor once, in layer order, named as in a PyTorch nn.Sequential state dict

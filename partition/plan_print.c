@@ -117,6 +117,28 @@ static void print_comm(FILE *f, const pt_plan *p) {
   fputc('\n', f);
 }
 
+/* The settings the spec changed (layer_settings_describe), runs of alike layers folded:
+ * "settings: 1-4 llama_block kv_heads 2, ffn_dim 344; 5 linear bias false". */
+static void print_settings(FILE *f, const pt_model *m) {
+  int any = 0;
+  for (int i = 0; i < m->n_layers;) {
+    char d[512], next[512];
+    layer_settings_describe(&m->layers[i], d, sizeof d);
+    int run = 1;
+    while (i + run < m->n_layers && m->layers[i + run].type == m->layers[i].type &&
+           !strcmp(layer_settings_describe(&m->layers[i + run], next, sizeof next), d))
+      run++;
+    if (d[0]) {
+      fprintf(f, "%s%d", any ? "; " : "settings: ", i);
+      if (run > 1) fprintf(f, "-%d", i + run - 1);
+      fprintf(f, " %s %s", m->layers[i].type->name, d);
+      any = 1;
+    }
+    i += run;
+  }
+  if (any) fputc('\n', f);
+}
+
 /* train.seq_len_schedule: buffers, memory and times above are at model.seq_len, the most any
  * step uses; say so with the range the steps go through. */
 static void print_seq_schedule(FILE *f, const pt_model *m) {
@@ -136,6 +158,7 @@ void plan_print(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
   for (int st = 0; st < p->n_stages; st++) print_stage(f, p, m, st, gflops);
   if (p->virtual_stages > 1) print_chunks(f, p, m, gflops);
   print_comm(f, p);
+  print_settings(f, m);
   fprintf(f, "imbalance (slowest / mean stage time): %.3f; activations held for %s micro-batches "
           "in flight per stage (%s)\n", imbalance(p),
           p->schedule->in_flight_doc, p->schedule->name);

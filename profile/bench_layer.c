@@ -11,31 +11,35 @@ typedef void (*layer_step)(pt_layer *L, const pt_io *io);
 typedef struct {
   pt_device *d;
   pt_layer L;
+  float *wblock, *gblock; /* the layer's parameters and gradients */
   pt_io io;
 } layer_rig;
 
 static size_t floats_bytes(int64_t n) { return sizeof(float) * (size_t)n; }
 
-/* The type's init runs on host buffers (layers/layer.h), which are then uploaded. */
-static void rig_params(layer_rig *r) {
-  pt_layer *L = &r->L;
-  for (int p = 0; p < L->n_params; p++) {
-    L->borrowed[p] = 0; /* a tied copy gets storage of its own here: its init must fill it */
-    L->w[p] = pt_calloc((size_t)L->params[p].numel + 1, sizeof(float));
-  }
-  layer_init_params(L, 1);
-  for (int p = 0; p < L->n_params; p++) {
-    size_t bytes = floats_bytes(L->params[p].numel);
-    float *host = L->w[p];
-    L->w[p] = device_alloc(r->d, bytes);
-    device_upload(r->d, L->w[p], host, bytes);
-    free(host);
-    L->g[p] = device_alloc(r->d, bytes);
-  }
-}
-
 static void *alloc_or_null(pt_device *d, size_t bytes) {
   return bytes ? device_alloc(d, bytes) : NULL;
+}
+
+/* The type's init runs on host buffers (layers/layer.h), which are then uploaded. Values and
+ * gradients are one block each, laid out as the model's (layer_param_stride): a parameter
+ * group's members adjacent. */
+static void rig_params(layer_rig *r) {
+  pt_layer *L = &r->L;
+  int64_t total = 0, off[PT_MAX_PARAMS];
+  for (int p = 0; p < L->n_params; p++) off[p] = total, total += layer_param_stride(L, p);
+  float *host = pt_calloc((size_t)total + 1, sizeof(float));
+  for (int p = 0; p < L->n_params; p++) {
+    L->borrowed[p] = 0; /* a tied copy gets storage of its own here: its init must fill it */
+    L->w[p] = host + off[p];
+  }
+  layer_init_params(L, 1);
+  size_t bytes = floats_bytes(total);
+  r->wblock = alloc_or_null(r->d, bytes);
+  r->gblock = alloc_or_null(r->d, bytes);
+  if (bytes) device_upload(r->d, r->wblock, host, bytes);
+  free(host);
+  for (int p = 0; p < L->n_params; p++) L->w[p] = r->wblock + off[p], L->g[p] = r->gblock + off[p];
 }
 
 static void rig_open(layer_rig *r, pt_device *d, const pt_layer *L, int B, int T, int with_din) {
@@ -58,10 +62,8 @@ static void rig_open(layer_rig *r, pt_device *d, const pt_layer *L, int B, int T
 }
 
 static void rig_close(layer_rig *r) {
-  for (int p = 0; p < r->L.n_params; p++) {
-    device_free(r->d, r->L.w[p]);
-    device_free(r->d, r->L.g[p]);
-  }
+  device_free(r->d, r->wblock);
+  device_free(r->d, r->gblock);
   device_free(r->d, (void *)r->io.in);
   device_free(r->d, r->io.out);
   device_free(r->d, r->io.saved);

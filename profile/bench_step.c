@@ -45,8 +45,6 @@ typedef struct {
   float *w, *g, *m, *v;
 } optimizer_call;
 
-/* Tensors at 16-float offsets in one buffer, like the model's (64-byte aligned). */
-static int64_t padded(int64_t numel) { return (numel + 15) / 16 * 16; }
 
 static void run_optimizer(void *ctx) {
   const optimizer_call *c = ctx;
@@ -56,13 +54,13 @@ static void run_optimizer(void *ctx) {
     optimizer_update_tensor(&u, c->cfg, c->L->params[p].decay);
     device_optimizer(c->d, &u, c->w + off, c->g + off, c->m + off, c->v ? c->v + off : NULL,
                      c->L->params[p].numel);
-    off += padded(c->L->params[p].numel);
+    off += layer_param_stride(c->L, p); /* the model's layout */
   }
 }
 
 double bench_optimizer(pt_device *d, const spec_train *cfg, const pt_layer *L, double share_s) {
   int64_t n = 0;
-  for (int p = 0; p < L->n_params; p++) n += padded(L->params[p].numel);
+  for (int p = 0; p < L->n_params; p++) n += layer_param_stride(L, p);
   size_t bytes = sizeof(float) * (size_t)n;
   optimizer_call c = {d, cfg, L, bench_alloc_random(d, (size_t)n, 5),
                       bench_alloc_random(d, (size_t)n, 6), device_alloc(d, bytes),

@@ -26,8 +26,8 @@ static uint64_t hash_layer(uint64_t h, const pt_layer *L) {
   int dims[4] = {L->in_dim, L->out_dim, L->in_tokens, L->n_params};
   h = fnv(h, L->type->name, strlen(L->type->name) + 1);
   h = fnv(h, dims, sizeof dims);
-  h = fnv(h, L->iarg, sizeof L->iarg);
-  h = fnv(h, L->farg, sizeof L->farg);
+  h = fnv(h, L->set.i, sizeof L->set.i);
+  h = fnv(h, L->set.f, sizeof L->set.f);
   for (int p = 0; p < L->n_params; p++) {
     h = fnv(h, &L->params[p].ndim, sizeof L->params[p].ndim);
     h = fnv(h, L->params[p].shape, sizeof(int64_t) * (size_t)L->params[p].ndim);

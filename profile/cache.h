@@ -21,10 +21,10 @@
 
 #define PROFILE_CACHE_VERSION 1
 
-/* FNV-1a over what the times depend on: every layer's type name, dims, token input, iarg, farg
- * and parameter shapes; micro_batch_size, seq_len, the loss, the device the spec asks for
- * (pipeline.device as device_resolve reads it: auto is cpu or gpu), the optimizer, the BLAS
- * thread count and train.precision (when not fp32). */
+/* FNV-1a over what the times depend on: every layer's type name, dims, token input, settings
+ * values (pt_layer.set) and parameter shapes; micro_batch_size, seq_len, the loss, the device
+ * the spec asks for (pipeline.device as device_resolve reads it: auto is cpu or gpu), the
+ * optimizer, the BLAS thread count and train.precision (when not fp32). */
 uint64_t profile_times_key(const pt_model *m);
 /* This machine in a file name: the short host name (letters, digits, '-', '_' only) and a hash
  * of the CPU model (/proc/cpuinfo) and, on a GPU, the GPU's name: "node7-3f09a2c1". */

@@ -29,7 +29,8 @@ static int same_params(const pt_layer *a, const pt_layer *b) {
 static int same_shape(const pt_layer *a, const pt_layer *b) {
   return a->type == b->type && a->in_dim == b->in_dim && a->out_dim == b->out_dim &&
          a->in_tokens == b->in_tokens && wants_din(a) == wants_din(b) &&
-         !memcmp(a->iarg, b->iarg, sizeof a->iarg) && !memcmp(a->farg, b->farg, sizeof a->farg) &&
+         !memcmp(a->set.i, b->set.i, sizeof a->set.i) &&
+         !memcmp(a->set.f, b->set.f, sizeof a->set.f) &&
          same_params(a, b);
 }
 

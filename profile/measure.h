@@ -3,7 +3,7 @@
  * profile_measure() times every distinct layer shape of a configured model (model_configure
  * done; nothing of the model is allocated or touched) on device_current(), at the run's micro-
  * batch (micro_batch_size x profile_tokens_per_sample). Layers with the same type, dims, token
- * input, type arguments (iarg, farg), parameter shapes and the same need for an input gradient
+ * input, settings' values (pt_layer.set), parameter shapes and the same need for an input gradient
  * (none for token input and the model's first layer) share one measurement. Each shape runs
  * on buffers of its own, allocated on the device and freed before the next (device memory
  * counted by pt_mem_*: the largest shape's buffers show in pt_mem_peak).

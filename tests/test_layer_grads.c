@@ -132,7 +132,8 @@ static void describe(lcase *c) {
 }
 
 /* A random case of type: B 1..3, T 1..7 (seq_len T..T+3), dim 4..24 with heads | dim,
- * vocab 5..13, input features 3..20 where the type allows any. */
+ * vocab 5..13, input features 3..20 where the type allows any. llama_block: an even head dim
+ * 2..8, kv_heads dividing heads, ffn_dim 1..12 (sizes of any multiple). */
 static lcase random_case(const char *type, uint64_t *rng) {
   lcase c;
   memset(&c, 0, sizeof c);
@@ -160,6 +161,13 @@ static lcase random_case(const char *type, uint64_t *rng) {
   if (!strcmp(type, "rmsnorm") && rng_int(rng, 0, 1)) {
     c.eps_arg = 1;
     c.s.rms_eps = 0.1 * rng_unit(rng) + 1e-6;
+  }
+  if (!strcmp(type, "llama_block")) {
+    c.s.dim = heads * 2 * rng_int(rng, 1, 4);
+    c.s.in_dim = c.s.out_dim = c.s.dim;
+    do c.s.kv_heads = rng_int(rng, 1, heads); while (heads % c.s.kv_heads != 0);
+    c.s.ffn_dim = rng_int(rng, 1, 12);
+    c.s.rope_theta = rng_int(rng, 0, 1) ? 10000.0 : 100.0;
   }
   c.seed = rng_next(rng);
   return c;
@@ -197,10 +205,9 @@ static int add(lcase *cases, int n, lcase c) {
   return n + 1;
 }
 
-/* Hand-picked cases that random shapes rarely hit, then random ones for every type. */
+/* Hand-picked cases that random shapes rarely hit, then random ones for every registered type
+ * (the built-ins: each needs a reference in ref/ref_layers.c, run_case fails without). */
 static int make_cases(lcase *cases, uint64_t *rng) {
-  static const char *const types[] = {"embedding", "pos_embedding", "layernorm", "linear", "gelu",
-                                      "relu", "lm_head", "transformer_block", "rmsnorm"};
   int n = 0;
   lcase c;
   /* Attention: a single token (softmax over one key), one head, hd = 1, T = 64 and T > 64
@@ -237,12 +244,16 @@ static int make_cases(lcase *cases, uint64_t *rng) {
   n = add(cases, n, llama_case(2, 3, 16, 2, 1, 10, 10000.0, 1e-2, rng));
   n = add(cases, n, llama_case(2, 1, 8, 2, 2, 2, 10000.0, 0.0, rng));
   n = add(cases, n, llama_case(1, 70, 8, 2, 1, 4, 100.0, 0.0, rng));
+  /* sizes no multiple of 16 (refused before parameter groups): q 36, k 12, gate 30 floats;
+   * dim 40, heads 5, kv_heads 1, ffn_dim 7: gate 280 floats */
+  n = add(cases, n, llama_case(2, 3, 6, 3, 1, 5, 10000.0, 0.0, rng));
+  n = add(cases, n, llama_case(1, 3, 40, 5, 1, 7, 10000.0, 0.0, rng));
   c = edge_case("rmsnorm", 2, 4, 4, 8, 1, 7, 0, rng);
   c.eps_arg = 1;
   c.s.rms_eps = 1e-3;
   n = add(cases, n, c);
-  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
-    for (int k = 0; k < 4; k++) n = add(cases, n, random_case(types[t], rng));
+  for (int t = 0; layer_type_at(t); t++)
+    for (int k = 0; k < 4; k++) n = add(cases, n, random_case(layer_type_at(t)->name, rng));
   return n;
 }
 
@@ -295,7 +306,8 @@ static int build_layer(const lcase *c, pt_spec *spec, int *loaded, pt_layer *L) 
   L->index = 0;
   L->in_dim = st.in_dim;
   L->in_tokens = tokens;
-  L->type->configure(L, &st, &e);
+  layer_settings_parse(L, &st, &e);
+  if (!e.failed) L->type->configure(L, &st, &e);
   if (!e.failed) spec_check_unused(spec->layers[0].args, c->type, NULL, &e);
   if (e.failed) {
     printf("FAIL %s: configure: %s\n", c->desc, e.msg);
@@ -372,18 +384,17 @@ static void alloc_run(lrun *r) {
   r->scratch_sz = layer_scratch_bytes(&r->L, &kernels_cpu, c->B, c->T);
   r->saved = alloc64(r->saved_sz);
   r->scratch = alloc64(r->scratch_sz);
-  /* The layer's tensors in one block each for values and gradients, in order, each padded to
-   * 16 floats: the model's layout (model/model.c), which llama_block's stacked q|k|v and
-   * gate|up matrices rely on. */
+  /* The layer's tensors in one block each for values and gradients, laid out as the model's
+   * (layer_param_stride): llama_block's parameter groups q|k|v and gate|up adjacent. */
   int64_t total = 0, off = 0;
-  for (int p = 0; p < r->L.n_params; p++) total += (r->L.params[p].numel + 15) & ~(int64_t)15;
+  for (int p = 0; p < r->L.n_params; p++) total += layer_param_stride(&r->L, p);
   float *w = r->wblock = alloc64(sizeof(float) * total);
   float *g = r->gblock = alloc64(sizeof(float) * total);
   for (int p = 0; p < r->L.n_params; p++) {
     int64_t n = r->L.params[p].numel;
     r->L.w[p] = w + off;
     r->L.g[p] = g + off;
-    off += (n + 15) & ~(int64_t)15;
+    off += layer_param_stride(&r->L, p);
     r->wd[p] = alloc64(sizeof(double) * n);
   }
 }

@@ -167,7 +167,8 @@ static const pt_tensor *tensor_named(const pt_model *m, const char *name) {
 }
 
 /* Every tensor of part holds the whole model's values (init by global layer index; a tied copy
- * the first owner's), in layer order, 16-float aligned. */
+ * the first owner's), in layer order, 16-float aligned (a group's later members right after the
+ * one before). */
 static void check_same_init(const pt_model *part, const pt_model *whole, const char *what) {
   for (int i = 0; i < part->n_tensors; i++) {
     const pt_tensor *t = &part->tensors[i];
@@ -176,8 +177,12 @@ static void check_same_init(const pt_model *part, const pt_model *whole, const c
     CHECK(w && w->numel == t->numel &&
               !memcmp(part->params + t->offset, whole->params + w->offset, 4 * (size_t)t->numel),
           "%s: %s does not start as the whole model's %s", what, t->name, key);
-    CHECK(t->offset % 16 == 0 && (i == 0 || t->layer >= part->tensors[i - 1].layer),
-          "%s: %s out of layer order or unaligned", what, t->name);
+    const pt_tensor *prev = i ? &part->tensors[i - 1] : NULL;
+    int grouped = prev && prev->layer == t->layer &&
+                  part->layers[t->layer].params[prev->param].group_next;
+    CHECK(grouped ? t->offset == prev->offset + prev->numel : t->offset % 16 == 0,
+          "%s: %s unaligned, or apart from the parameter group before it", what, t->name);
+    CHECK(!prev || t->layer >= prev->layer, "%s: %s out of layer order", what, t->name);
   }
 }
 

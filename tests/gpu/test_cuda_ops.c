@@ -1043,10 +1043,10 @@ static void test_layer_tables(kernels_gpu *kg, const pt_layer *L, int B, int T, 
   pt_layer Lc = *L, Lg = *L;
   Lc.k = &kernels_cpu;
   Lg.k = &kg->table;
-  /* the layer's tensors in one block each, in order, 16-float aligned: the model's layout
-   * (llama_block multiplies by its stacked q|k|v and gate|up tensors) */
+  /* the layer's tensors in one block each, laid out as the model's (layer_param_stride):
+   * llama_block multiplies by its parameter groups q|k|v and gate|up as stacked tensors */
   int64_t total = 0, off = 0;
-  for (int p = 0; p < L->n_params; p++) total += (L->params[p].numel + 15) & ~(int64_t)15;
+  for (int p = 0; p < L->n_params; p++) total += layer_param_stride(L, p);
   float *cg = hnew(sizeof(float) * (size_t)total), *gw = dnew(sizeof(float) * (size_t)total);
   float *gg = dnew(sizeof(float) * (size_t)total);
   for (int p = 0; p < L->n_params; p++) {
@@ -1054,7 +1054,7 @@ static void test_layer_tables(kernels_gpu *kg, const pt_layer *L, int B, int T, 
     Lg.w[p] = gw + off;
     Lg.g[p] = gg + off;
     setf(Lg.w[p], L->w[p], L->params[p].numel);
-    off += (L->params[p].numel + 15) & ~(int64_t)15;
+    off += layer_param_stride(L, p);
   }
   pt_io c = {&kernels_cpu, B, T, in, hnew(sizeof(float) * n_out),
              hnew(layer_saved_bytes(L, &kernels_cpu, B, T)),
