@@ -17,7 +17,7 @@ for kv in $settings pipeline.stages=2 pipeline.data_parallel=2 train.steps=$step
   sets+=(--set "$kv")
 done
 for mode in chain allreduce; do
-  timeout 240 mpirun -np 4 --oversubscribe "$pipe_train" tests/pipeline/gate.yaml --quiet \
+  pt_mpirun 4 "$pipe_train" tests/pipeline/gate.yaml --quiet \
     "${sets[@]}" --set comm.dp_reduce=$mode --metrics "$work/$mode.jsonl" 2>"$work/$mode.err" ||
     { cat "$work/$mode.err"; exit 1; }
 done

@@ -23,7 +23,7 @@ base=(--quiet --set train.steps=10)
 for kv in $extra; do base+=(--set "$kv"); done
 ev=(--set "data.eval={path: $work/heldout.txt, every: 5, batches: 3}")
 seq() { timeout 120 "$pipe_train" "$spec" --sequential "${base[@]}" "$@"; }
-mpi() { timeout 240 mpirun -np "$1" --oversubscribe "$pipe_train" "$spec" "${base[@]}" "${@:2}"; }
+mpi() { pt_mpirun "$1" "$pipe_train" "$spec" "${base[@]}" "${@:2}"; }
 sets() { for kv in $1; do printf -- '--set\n%s\n' "$kv"; done; }
 cmp() { python3 "$here/compare_runs.py" "$work/$1.jsonl" "$work/$1" "$work/$2.jsonl" "$work/$2" "$3" --exact; }
 gate() { # NAME NP "SETTINGS" [REF]

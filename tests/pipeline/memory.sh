@@ -8,5 +8,5 @@ source "$(dirname "$0")/../lib.sh"
 sets=(--set pipeline.stages="$stages" --set pipeline.schedule="$schedule"
       --set train.micro_batches="$micro" "$@")
 "$pipe_train" "$spec" --print-schedule "${sets[@]}" > "$work/schedule.txt"
-timeout 240 mpirun -np "$stages" --oversubscribe "$pipe_train" "$spec" --set train.steps=3 \
+pt_mpirun "$stages" "$pipe_train" "$spec" --set train.steps=3 \
   "${sets[@]}" | python3 "$here/check_report.py" "$work/schedule.txt" "$stages" "$micro"

@@ -12,7 +12,7 @@ spec=tests/pipeline/gate.yaml
 head -c 1000 examples/data/tiny.txt >"$work/small.txt"
 common=(--quiet --set "data.path=$work/small.txt")
 shuf=(--set data.order=shuffled)
-mpi() { timeout 240 mpirun -np "$1" --oversubscribe "$pipe_train" "$spec" "${common[@]}" "${@:2}"; }
+mpi() { pt_mpirun "$1" "$pipe_train" "$spec" "${common[@]}" "${@:2}"; }
 cmp() { python3 "$here/compare_runs.py" "$work/$1.jsonl" "$work/$1" "$work/$2.jsonl" "$work/$2" "$3" --exact; }
 
 "$pipe_train" "$spec" --sequential "${common[@]}" --metrics "$work/plain.jsonl" --dump-params "$work/plain"
