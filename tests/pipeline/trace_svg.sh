@@ -6,4 +6,4 @@ source "$(dirname "$0")/../lib.sh"
 PT_MPI_TIMEOUT=120 pt_mpirun 4 "$pipe_train" tests/pipeline/gate.yaml --set pipeline.stages=4 \
   --set train.steps=2 --quiet --trace "$work/trace.json" --trace-steps 2:2
 "$pipe_trace" "$work/trace.json" "$work/trace.svg"
-python3 tests/svg_check.py "$work/trace.svg" 32
+python3 tests/observe/svg_check.py "$work/trace.svg" 32

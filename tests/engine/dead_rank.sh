@@ -3,7 +3,7 @@
 # rank must be gone within 15 s, with a message naming that rank. The frozen case relies on the
 # watchdog (pipeline.timeout_s, 5 s here); the killed case on mpirun noticing the death.
 pipe_train=$1
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 marker="$work/marker"
 pt_at_exit 'pkill -9 -f -- "$marker" 2>/dev/null || true'
 

@@ -7,7 +7,7 @@
 # checks stay on the device until the step's end.
 pipe_train=$1
 shift
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 spec=tests/pipeline/gate.yaml
 blow=(--quiet --set train.optimizer.lr=1e30 --set train.grad_clip=0 --set train.lr_schedule.name=constant
       --set train.lr_schedule.warmup_steps=0 "$@")

@@ -9,8 +9,8 @@
 # the measured maxima sit well inside (tf32 about 1e-4, bf16 about 4e-3 on the CPU).
 pipe_train=$1 sets=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
-spec=${3:-$here/pipeline/gate.yaml}
-source "$(dirname "$0")/lib.sh"
+spec=${3:-$here/../pipeline/gate.yaml}
+source "$(dirname "$0")/../lib.sh"
 args=()
 for kv in $sets; do args+=(--set "$kv"); done
 for p in fp32 tf32 bf16; do

@@ -7,8 +7,8 @@
 #   (c) an fp32 step-10 checkpoint resumes under bf16 (within 2e-2 of the fp32 run's losses)
 pipe_train=$1
 here=$(cd "$(dirname "$0")" && pwd)
-spec=$here/pipeline/gate.yaml
-source "$(dirname "$0")/lib.sh"
+spec=$here/../pipeline/gate.yaml
+source "$(dirname "$0")/../lib.sh"
 w=$work
 run() { "$pipe_train" "$spec" --sequential --quiet "$@"; }
 for p in bf16 fp32; do

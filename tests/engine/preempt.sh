@@ -3,7 +3,7 @@
 # resumes from it exactly; a second signal exits at once. Sequential and 2-rank pipelined.
 # The learning rate is constant so a fresh run of k+5 steps is the uninterrupted reference.
 pipe_train=$1
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 pids=()
 pt_at_exit 'kill -9 "${pids[@]}" 2>/dev/null || true'
 spec=tests/pipeline/gate.yaml
