@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/lib.sh: what the shell tests share. A test script starts with
 #     source "$(dirname "$0")/../lib.sh"     (the path to tests/ from the script's folder)
 # once it has read its arguments (ctest passes absolute paths). It then has:
