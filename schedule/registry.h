@@ -6,7 +6,7 @@
  * compute order, and the in-flight count the memory estimate multiplies by (partition/memory.h).
  * --plan and docs/schedules.md print the docs. A new schedule is one file defining its entry
  * (like gpipe.c), its line in registry.c's table, its row in docs/schedules.md
- * (tests/test_schedule.c compares the two) and its tests.
+ * (tests/schedule/test_schedule.c compares the two) and its tests.
  */
 #ifndef PT_SCHEDULE_REGISTRY_H
 #define PT_SCHEDULE_REGISTRY_H
@@ -25,7 +25,7 @@ typedef struct {
   const char *doc;           /* one line: what it does */
   const char *in_flight_doc; /* the in-flight count in words, as --plan says it: "P - stage" */
   /* The idle share of a step with unit costs (F = I = W = 1, B = 2) as a formula of P ranks, v
-   * chunks per rank, M micro-batches, and where it holds ("M >= P"); tests/test_schedule.c
+   * chunks per rank, M micro-batches, and where it holds ("M >= P"); tests/schedule/test_schedule.c
    * checks the simulation against it. */
   const char *bubble_doc;
   int virtual_stages;        /* chunks per rank: a fixed count, or SCHEDULE_ANY_V */
@@ -40,7 +40,7 @@ typedef struct {
    * n_stages with n_micro per step and the entry's own chunks per rank (1, or its fixed
    * count): the rank's activation slots summed over its chunks, what the memory estimate
    * multiplies a stage's per-micro-batch bytes by. Equals what the built schedule holds
-   * (tests/test_schedule.c checks). */
+   * (tests/schedule/test_schedule.c checks). */
   int (*in_flight)(int stage, int n_stages, int n_micro);
   /* Appends every rank's forwards and backwards in order; the builder adds the transfers,
    * loads and step-end reductions and posts receives early (emit.h: schedule_lower). */

@@ -7,7 +7,7 @@ killed over and over, at random moments and in random ways, and resumed each tim
 run of the same spec. That is the promise users rely on when a job is preempted or a node
 dies (docs/checkpoint.md "Exact resume"), and it exercises together what the unit-style
 tests check one at a time (tests/checkpoint/kill_save.sh: kill -9 of one sequential process;
-tests/preempt.sh: one SIGTERM; tests/dead_rank.sh: one dead rank): saves cut short on some
+tests/engine/preempt.sh: one SIGTERM; tests/engine/dead_rank.sh: one dead rank): saves cut short on some
 ranks only, pruning, preemption saves, resumes under another layout, many times in a row.
 
   1. reference: the spec trained S steps in one go (--metrics, --gather REF.safetensors).

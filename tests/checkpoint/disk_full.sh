@@ -17,19 +17,12 @@
 set -euo pipefail
 pipe_train=$(realpath "$1") shim=$(realpath "$2")
 here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../.."
+source "$here/../lib.sh"
 spec=tests/pipeline/gate.yaml
-work=$(mktemp -d)
 disk=$work/disk
 mkdir -p "$disk"
 mounted=0
-cleanup() {
-  if [[ $mounted == 1 ]]; then umount "$disk" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fail() { echo "FAIL: $*" >&2; exit 1; }
+pt_at_exit 'if [[ $mounted == 1 ]]; then umount "$disk" 2>/dev/null || true; fi'
 
 limit=$((6 * 1024 * 1024))
 if [[ ${DISK_FULL_MODE:-auto} != shim ]] && mount -t tmpfs -o size=$limit tmpfs "$disk" 2>/dev/null; then

@@ -17,22 +17,15 @@
 set -euo pipefail
 pipe_train=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../.."
+source "$here/../lib.sh"
 spec=tests/pipeline/gate.yaml
-work=$(mktemp -d)
 bg=""
-cleanup() {
-  if [[ -n $bg ]]; then kill -9 "$bg" 2>/dev/null || true; wait "$bg" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+pt_at_exit 'if [[ -n $bg ]]; then kill -9 "$bg" 2>/dev/null || true; wait "$bg" 2>/dev/null || true; fi'
 trap 'exit 143' TERM INT # through the EXIT trap: the background run is killed too
-export OPENBLAS_NUM_THREADS=1
 start=$SECONDS
 seed=${KILL_SEED:-$$}
 RANDOM=$seed
 rounds=${ROUNDS:-6}
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 cat >"$work/state.py" <<'EOF'
 """state.py ROOT KEEP: prints the newest complete step (-1 if none) after checking that its files

@@ -7,16 +7,11 @@
 #   (b) a step-N.previous left beside an incomplete step-N stands in for step N: --load ROOT
 #       resumes at N + 1
 #   (c) a prune killed half-way leaves an incomplete step-N; the next prune deletes it
-set -euo pipefail
 pipe_train=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../.."
-command -v strace >/dev/null || { echo "SKIP: strace is not installed"; exit 77; }
+source "$(dirname "$0")/../lib.sh"
+command -v strace >/dev/null || skip "strace is not installed"
 spec=tests/pipeline/gate.yaml
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1
-fail() { echo "FAIL: $*" >&2; exit 1; }
 first_step() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["step"])' "$1"; }
 
 # (a) renames 1..8 are the first two saves' files; the 9th, step 3's manifest, raises SIGTERM;

@@ -12,12 +12,8 @@
 #     when something waits for it; a step has no host wait left to order things by chance).
 #     The emulator then runs a send before the kernel that writes its buffer, or a consumer
 #     before its receive landed.
-set -euo pipefail
 pipe_train=$(realpath "$1")
-cd "$(dirname "$0")/../.."
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source "$(dirname "$0")/../lib.sh"
 export PT_EMU_DEVICES=2 PT_EMU_NCCL_TIMEOUT=${PT_EMU_NCCL_TIMEOUT:-20}
 spec=tests/pipeline/gate.yaml
 common=(--quiet --set pipeline.device=gpu --set train.steps=2)

@@ -806,7 +806,7 @@ static void test_loss(pt_loss_kind kind, int N, int F) {
 /* ---- optimizer ---------------------------------------------------------------------------- */
 
 /* Three AdamW steps over n floats against PyTorch's formulas in double (as
- * tests/test_data_optim.c), new gradients each step. Decay on the first n_decay floats (a
+ * tests/engine/test_data_optim.c), new gradients each step. Decay on the first n_decay floats (a
  * mask), or with use_mask 0 a NULL mask: weight decay wd on all of them (wd 0: none). */
 static void test_adamw(int64_t n, int64_t n_decay, int use_mask, float wd) {
   char shape[96];

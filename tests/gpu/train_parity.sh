@@ -8,19 +8,14 @@
 #       the gate's rules (losses 1e-6, untied parameters bitwise): the same kernels in the same
 #       order on the same GPU
 #   (c) where there are 2 GPUs: 2 stages over NCCL, the same rules
-set -euo pipefail
 pipe_train=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../.."
+source "$(dirname "$0")/../lib.sh"
 spec=tests/pipeline/gate.yaml
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if ! "$pipe_train" "$spec" --sequential --quiet --set train.steps=1 --set pipeline.device=gpu \
   >/dev/null 2>"$work/probe.err"; then
-  echo "SKIP: no GPU ($(head -c 200 "$work/probe.err"))"
-  exit 77
+  skip "no GPU ($(head -c 200 "$work/probe.err"))"
 fi
 steps=${PT_PARITY_STEPS:-20}
 run() { # NAME NP DEVICE SETTINGS...

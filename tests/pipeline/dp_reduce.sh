@@ -7,21 +7,17 @@
 # (PT_EMU_NCCL_COUNTERS) the allreduce run must also make fewer point-to-point sends than the
 # chain (whose running sum is a send per replica but the last): the setting reaches the
 # data-parallel sum.
-set -euo pipefail
 pipe_train=$(realpath "$1")
 settings=${2:-}
 steps=${3:-4}
-cd "$(dirname "$0")/../.."
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source "$(dirname "$0")/../lib.sh"
 export PT_EMU_NCCL_COUNTERS=1
 sets=()
 for kv in $settings pipeline.stages=2 pipeline.data_parallel=2 train.steps=$steps; do
   sets+=(--set "$kv")
 done
 for mode in chain allreduce; do
-  timeout 240 mpirun -np 4 --oversubscribe "$pipe_train" tests/pipeline/gate.yaml --quiet \
+  pt_mpirun 4 "$pipe_train" tests/pipeline/gate.yaml --quiet \
     "${sets[@]}" --set comm.dp_reduce=$mode --metrics "$work/$mode.jsonl" 2>"$work/$mode.err" ||
     { cat "$work/$mode.err"; exit 1; }
 done

@@ -13,21 +13,17 @@
 #       resumed from step 5's checkpoint on that file (its forward at P5, through the training's
 #       own loss path, which scales each micro-batch before adding): within 1e-12 relative;
 #   (4) bad data.eval settings: one line naming the key, exit 2.
-set -euo pipefail
 pipe_train=$(realpath "$1")
 extra=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../.."
+source "$(dirname "$0")/../lib.sh"
 spec=tests/pipeline/gate.yaml
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 head -c 30000 examples/data/tiny.txt | tail -c 6000 >"$work/heldout.txt"
 base=(--quiet --set train.steps=10)
 for kv in $extra; do base+=(--set "$kv"); done
 ev=(--set "data.eval={path: $work/heldout.txt, every: 5, batches: 3}")
 seq() { timeout 120 "$pipe_train" "$spec" --sequential "${base[@]}" "$@"; }
-mpi() { timeout 240 mpirun -np "$1" --oversubscribe "$pipe_train" "$spec" "${base[@]}" "${@:2}"; }
+mpi() { pt_mpirun "$1" "$pipe_train" "$spec" "${base[@]}" "${@:2}"; }
 sets() { for kv in $1; do printf -- '--set\n%s\n' "$kv"; done; }
 cmp() { python3 "$here/compare_runs.py" "$work/$1.jsonl" "$work/$1" "$work/$2.jsonl" "$work/$2" "$3" --exact; }
 gate() { # NAME NP "SETTINGS" [REF]

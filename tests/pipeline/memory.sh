@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
 # memory.sh PIPE_TRAIN SPEC SCHEDULE STAGES MICRO_BATCHES [--set K=V ...]: a short pipelined run
 # whose end-of-run report must match the plan and the schedule's slots (check_report.py).
-set -euo pipefail
 pipe_train=$1 spec=$2 schedule=$3 stages=$4 micro=$5
 shift 5
 here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/../lib.sh"
 sets=(--set pipeline.stages="$stages" --set pipeline.schedule="$schedule"
       --set train.micro_batches="$micro" "$@")
 "$pipe_train" "$spec" --print-schedule "${sets[@]}" > "$work/schedule.txt"
-timeout 240 mpirun -np "$stages" --oversubscribe "$pipe_train" "$spec" --set train.steps=3 \
+pt_mpirun "$stages" "$pipe_train" "$spec" --set train.steps=3 \
   "${sets[@]}" | python3 "$here/check_report.py" "$work/schedule.txt" "$stages" "$micro"

@@ -6,12 +6,9 @@
 # the trace as its source, the new split moves blocks to stage 1 (the trace says stage 0 was the
 # slow one), the resumed run starts at the saved step and finishes, and a file that is not a
 # trace is refused with one line.
-set -euo pipefail
 pipe_train=$1
 spec=tests/pipeline/gate.yaml
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1
+source "$(dirname "$0")/../lib.sh"
 run() { timeout 120 mpirun -np 2 --oversubscribe "$pipe_train" "$spec" --quiet "$@"; }
 
 run --set pipeline.stages=2 --set 'pipeline.boundaries=[0, 8]' --set train.steps=4 \

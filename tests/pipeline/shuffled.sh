@@ -5,18 +5,14 @@
 #   - sequential (one process) vs P=2 and vs P=2 x dp2: losses and parameters bitwise (--exact);
 #   - resume: a P=2 run checkpointed at step 10 (mid-epoch: sample 80 is position 18 of epoch 2)
 #     and resumed gives the uninterrupted run's losses 11..20 and parameters bitwise.
-set -euo pipefail
 pipe_train=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../.."
+source "$(dirname "$0")/../lib.sh"
 spec=tests/pipeline/gate.yaml
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 head -c 1000 examples/data/tiny.txt >"$work/small.txt"
 common=(--quiet --set "data.path=$work/small.txt")
 shuf=(--set data.order=shuffled)
-mpi() { timeout 240 mpirun -np "$1" --oversubscribe "$pipe_train" "$spec" "${common[@]}" "${@:2}"; }
+mpi() { pt_mpirun "$1" "$pipe_train" "$spec" "${common[@]}" "${@:2}"; }
 cmp() { python3 "$here/compare_runs.py" "$work/$1.jsonl" "$work/$1" "$work/$2.jsonl" "$work/$2" "$3" --exact; }
 
 "$pipe_train" "$spec" --sequential "${common[@]}" --metrics "$work/plain.jsonl" --dump-params "$work/plain"

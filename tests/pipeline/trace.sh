@@ -3,15 +3,13 @@
 # STAGES (3) stages (6 steps, steps 2..4 traced), checked by check_trace.py against the
 # schedule's action lists, with pipe_trace's picture of step 2 (next to pipe_train). SCHEDULE is
 # a registered name or file:PATH (pipeline.schedule_file).
-set -euo pipefail
 pipe_train=$1 schedule=$2 stages=${3:-3}
 shift $(($# < 3 ? $# : 3))
 here=$(cd "$(dirname "$0")" && pwd)
 which=pipeline.schedule="$schedule"
 [[ $schedule != file:* ]] || which=pipeline.schedule_file="${schedule#file:}"
 sets=(--set pipeline.stages="$stages" --set "$which" "$@")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/../lib.sh"
 "$pipe_train" "$here/gate.yaml" --print-schedule "${sets[@]}" > "$work/schedule.txt"
 timeout 120 mpirun -np "$stages" --oversubscribe "$pipe_train" "$here/gate.yaml" --quiet \
   "${sets[@]}" --set train.steps=6 \

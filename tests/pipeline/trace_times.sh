@@ -5,12 +5,10 @@
 # traced), activation checkpointing; then the refusals: another model, another micro-batch
 # size or seq_len, no layout metadata (an older trace), damaged layout, a chunk without
 # backward spans, not a trace, no file.
-set -euo pipefail
 pipe_train=$1 times=$2
 here=$(cd "$(dirname "$0")" && pwd)
 spec=examples/mlp.yaml
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/../lib.sh"
 
 record() { # NAME [--set K=V ...]: a traced 6-step run on 2 stages
   local name=$1

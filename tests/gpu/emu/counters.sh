@@ -13,12 +13,8 @@
 # not counted against the target. Everything else a step waits for (the engine, the kernel
 # table, the device) counts. Fails when a run fails, a step does nothing, or the target is
 # missed.
-set -euo pipefail
 pipe_train=$(realpath "$1")
-cd "$(dirname "$0")/../../.."
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source "$(dirname "$0")/../../lib.sh"
 run() { # NAME NP STEPS SETTINGS...: appends each rank's counter line to $work/NAME.STEPS
   local name=$1 np=$2 steps=$3
   shift 3

@@ -2,14 +2,10 @@
 # dead_rank.sh PIPE_TRAIN: one rank of 4 is killed (SIGKILL) or frozen (SIGSTOP) mid-run; every
 # rank must be gone within 15 s, with a message naming that rank. The frozen case relies on the
 # watchdog (pipeline.timeout_s, 5 s here); the killed case on mpirun noticing the death.
-set -euo pipefail
 pipe_train=$1
-work=$(mktemp -d)
+source "$(dirname "$0")/../lib.sh"
 marker="$work/marker"
-cleanup() { pkill -9 -f -- "$marker" 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-export OPENBLAS_NUM_THREADS=1
-fail() { echo "FAIL: $*" >&2; exit 1; }
+pt_at_exit 'pkill -9 -f -- "$marker" 2>/dev/null || true'
 
 ranks_of_run() { # pids of this run's pipe_train processes
   for p in $(pgrep -f -- "$marker" || true); do

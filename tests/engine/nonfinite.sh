@@ -5,16 +5,12 @@
 # after step 1 (nothing of a skipped step reaches weights or optimizer state). SETTINGS go to
 # every run: tests/gpu runs it on the emulated GPU (--set pipeline.device=gpu ...), where the
 # checks stay on the device until the step's end.
-set -euo pipefail
 pipe_train=$1
 shift
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1
+source "$(dirname "$0")/../lib.sh"
 spec=tests/pipeline/gate.yaml
 blow=(--quiet --set train.optimizer.lr=1e30 --set train.grad_clip=0 --set train.lr_schedule.name=constant
       --set train.lr_schedule.warmup_steps=0 "$@")
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 expect_abort() { # STAGE CMD...: exit non-zero with one error line naming step 2, layer 2, STAGE
   local stage=$1; shift

@@ -7,13 +7,10 @@
 # mantissa bits) or 2^-8 (bf16, 7 bits, plus the bf16 stored activations and gradients); over
 # 20 AdamW steps the losses (about 5.5 falling to 2.5) drift by a few times that per step, and
 # the measured maxima sit well inside (tf32 about 1e-4, bf16 about 4e-3 on the CPU).
-set -euo pipefail
 pipe_train=$1 sets=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
-spec=${3:-$here/pipeline/gate.yaml}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1
+spec=${3:-$here/../pipeline/gate.yaml}
+source "$(dirname "$0")/../lib.sh"
 args=()
 for kv in $sets; do args+=(--set "$kv"); done
 for p in fp32 tf32 bf16; do

@@ -1,4 +1,4 @@
-/* tests/test_safetensors.c: safetensors round trips, every validation failure st_open and
+/* tests/checkpoint/test_safetensors.c: safetensors round trips, every validation failure st_open and
  * st_read_f32 report (from hand-built files), CRC-32 of the written file, atomic writes.
  *
  * Works in a fresh directory under $TMPDIR (or /tmp), removed at the end. Set ST_TEST_VERBOSE=1

@@ -1,4 +1,4 @@
-/* tests/test_spec.c: the YAML spec loader (spec/spec_*.c).
+/* tests/spec/test_spec.c: the YAML spec loader (spec/spec_*.c).
  *
  * Usage: test_spec FIXTURE_DIR (tests/spec). Every failed check prints FILE:LINE of the check
  * (for table rows, the row's line) and the program exits non-zero if any failed. Error cases

@@ -5,13 +5,11 @@
 #   (b) that checkpoint's tensors are F32, and it resumes under fp32 (losses within precision
 #       parity's bf16 bound, 2e-2 relative, of the bf16 run's)
 #   (c) an fp32 step-10 checkpoint resumes under bf16 (within 2e-2 of the fp32 run's losses)
-set -euo pipefail
 pipe_train=$1
 here=$(cd "$(dirname "$0")" && pwd)
-spec=$here/pipeline/gate.yaml
-w=$(mktemp -d)
-trap 'rm -rf "$w"' EXIT
-export OPENBLAS_NUM_THREADS=1
+spec=$here/../pipeline/gate.yaml
+source "$(dirname "$0")/../lib.sh"
+w=$work
 run() { "$pipe_train" "$spec" --sequential --quiet "$@"; }
 for p in bf16 fp32; do
   run --set train.precision=$p --set "train.checkpoint={dir: $w/$p, every: 10, keep: 2}" \

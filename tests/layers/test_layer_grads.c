@@ -1,4 +1,4 @@
-/* tests/test_layer_grads.c: numerical tests of every built-in layer against tests/ref.
+/* tests/layers/test_layer_grads.c: numerical tests of every built-in layer against tests/ref.
  *
  * For each layer type and several seeded random shapes, the layer is built the way the model
  * builder does it (spec text -> layer_find -> configure -> init) and run through the pt_io

@@ -2,15 +2,12 @@
 # preempt.sh PIPE_TRAIN: SIGTERM finishes the step, writes a checkpoint, exits 0, and the run
 # resumes from it exactly; a second signal exits at once. Sequential and 2-rank pipelined.
 # The learning rate is constant so a fresh run of k+5 steps is the uninterrupted reference.
-set -euo pipefail
 pipe_train=$1
-work=$(mktemp -d)
+source "$(dirname "$0")/../lib.sh"
 pids=()
-trap 'kill -9 "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
-export OPENBLAS_NUM_THREADS=1
+pt_at_exit 'kill -9 "${pids[@]}" 2>/dev/null || true'
 spec=tests/pipeline/gate.yaml
 common=(--quiet --set train.lr_schedule.name=constant --set train.steps=100000)
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # last_step CKPT_ROOT -> k of its only step-k checkpoint
 last_step() { ls "$1" | sed -n 's/^step-0*\([0-9][0-9]*\)$/\1/p' | tail -1; }

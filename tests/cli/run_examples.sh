@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/run_examples.sh PIPE_TRAIN CUSTOM_LAYER: every shipped example trains briefly and learns.
+# tests/cli/run_examples.sh PIPE_TRAIN CUSTOM_LAYER: every shipped example trains briefly and learns.
 #
 # Each pipe_train run writes --metrics; its loss at the last step must be below the first step's
 # (and every line finite, one per step). The custom layer example checks its own loss (it exits
@@ -8,7 +8,7 @@
 set -u
 pipe_train=$(realpath "$1")
 custom_layer=$(realpath "$2")
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -1,4 +1,4 @@
-/* tests/safetensors_tool.c: the C side of tests/safetensors_interop.py.
+/* tests/checkpoint/safetensors_tool.c: the C side of tests/checkpoint/safetensors_interop.py.
  *
  *   safetensors_tool read FILE
  *     Opens FILE with st_open and prints, tab-separated, one line per item:

@@ -1,4 +1,4 @@
-/* tests/test_custom_layer.c: custom layer types and the kernel table (docs/layers.md).
+/* tests/layers/test_custom_layer.c: custom layer types and the kernel table (docs/layers.md).
  *
  *   - the CPU kernel table has every entry;
  *   - layer_register refuses a type without a required function, with one line naming it, and
@@ -118,7 +118,7 @@ static int register_quietly(const pt_layer_type *t, char *msg, size_t msgsz) {
 /* --- The checks ------------------------------------------------------------------------------ */
 
 /* Every entry of PT_KERNELS_ENTRIES (kernels.h) is set: none may be missing (the precision
- * entries after them are optional, tests/test_precision.c checks those). */
+ * entries after them are optional, tests/kernels/test_precision.c checks those). */
 #define PT_EXPECT_ENTRY(entry) \
   CHECK(kernels_cpu.entry != NULL, "kernels_cpu: entry %s is NULL", #entry);
 static void check_cpu_table_complete(void) { PT_KERNELS_ENTRIES(PT_EXPECT_ENTRY) }

@@ -2,7 +2,7 @@
 """Conformance of checkpoint/safetensors.c with the safetensors format, using only the standard
 library (struct, json, binascii).
 
-  python3 tests/safetensors_interop.py PATH/TO/safetensors_tool
+  python3 tests/checkpoint/safetensors_interop.py PATH/TO/safetensors_tool
 
 (a) Files written here the way the format spec says (unpadded, space-padded to 8, pretty-printed
     with data stored in another order than the header, several dtypes, metadata) are read by

@@ -1,0 +1,34 @@
+# shellcheck shell=bash
+# tests/lib.sh: what the shell tests share. A test script starts with
+#     source "$(dirname "$0")/../lib.sh"     (the path to tests/ from the script's folder)
+# once it has read its arguments (ctest passes absolute paths). It then has:
+#   - strict mode (set -euo pipefail) and the repository root as the working directory, so spec
+#     files name paths like examples/data/tiny.txt;
+#   - $work: a temporary directory, removed on exit (pt_at_exit adds commands to run first);
+#   - one BLAS thread (so every layout runs the same GEMM code paths) and Open MPI allowed to
+#     run as root;
+#   - fail MSG (exit 1), skip MSG (exit 77: ctest reports the test skipped, saying why),
+#     pt_mpirun NP ARGS (mpirun -np NP --oversubscribe, bounded by a timeout) and
+#     pt_same_bits A B (files equal byte for byte, else fail naming both).
+set -euo pipefail
+pt_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$pt_root"
+work=$(mktemp -d)
+pt_exit_cmds=()
+pt_at_exit() { pt_exit_cmds+=("$1"); }
+pt_on_exit() {
+  local c
+  for c in "${pt_exit_cmds[@]}"; do eval "$c" || true; done
+  rm -rf "$work"
+}
+trap pt_on_exit EXIT
+export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIP: $*"; exit 77; }
+pt_mpirun() {
+  local np=$1
+  shift
+  timeout "${PT_MPI_TIMEOUT:-240}" mpirun -np "$np" --oversubscribe "$@"
+}
+pt_same_bits() { cmp -s "$1" "$2" || fail "$1 and $2 differ"; }
