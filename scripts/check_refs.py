@@ -254,6 +254,7 @@ class Tree:
                     self.external_headers.add(h)
                     self.external_headers.add(h.rsplit("/", 1)[-1])
         self.names.update(f.rsplit("/", 1)[-1].split(".")[0] for f in self.files)
+        self.names.update(self.table_tests(root))
         # Comments drop a module prefix (begin_save for checkpoint_begin_save, RECV_ACT for
         # ACT_RECV_ACT): any _-suffix of a name counts, and for UPPER names any _-run of parts.
         self.parts = set()
@@ -286,6 +287,25 @@ class Tree:
             if line:
                 self.allow.add(line)
 
+
+    def table_tests(self, root):
+        """Test names CMake registers from table rows: pt_gate_table(DIR/gates.txt PREFIX) makes
+        PREFIX + the row's first column, and foreach(v a b) add_test(NAME x_${v}) makes x_a, x_b."""
+        names = set()
+        for rel in self.files:
+            if not rel.endswith(("CMakeLists.txt", ".cmake")):
+                continue
+            text = read(root, rel) or ""
+            folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+            for table, prefix in re.findall(r"pt_gate_table\(\$\{CMAKE_CURRENT_SOURCE_DIR\}/(\S+)\s+(\w+)", text):
+                rows = read(root, f"{folder}/{table}" if folder else table) or ""
+                for line in rows.splitlines():
+                    if line.strip() and not line.startswith(("#", "let ")):
+                        names.add(prefix + line.split("|")[0].strip())
+            for var, values, body in re.findall(r"foreach\((\w+)\s+([^)]*)\)(.*?)endforeach", text, re.S):
+                for pat in re.findall(r"NAME\s+(\w*\$\{" + var + r"\}\w*)", body):
+                    names.update(pat.replace("${" + var + "}", v) for v in values.split())
+        return names
     def path_exists(self, path, here):
         path = path.rstrip("/")
         if not path or path in (".", "..") or path in self.allow:

@@ -200,7 +200,7 @@ static void check_svg_text(const char *path, const char *title, int P, int M) {
   free(svg);
 }
 
-/* Writes DIR/pipetrain_svg_NAME.svg (kept for tests/svg_check.py), or a temporary file in /tmp
+/* Writes DIR/pipetrain_svg_NAME.svg (kept for tests/observe/svg_check.py), or a temporary file in /tmp
  * (removed) when dir is NULL. */
 static void test_pictures(const char *dir) {
   const char *names[2] = {"1f1b", "gpipe"};
