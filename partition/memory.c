@@ -118,7 +118,7 @@ static int64_t scratch_b(const pt_model *m, const shape_ctx *c, int li) {
 static int64_t precision_scratch_bytes(const pt_model *m, const shape_ctx *c, int first,
                                        int last) {
   spec_precision p = m->spec ? m->spec->train.precision : SPEC_PRECISION_FP32;
-  int gpu = m->spec && device_wants_gpu(m->spec->pipeline.device);
+  int gpu = m->spec && device_kind(m->spec->pipeline.device)->is.precision_in_gemm;
   if (p == SPEC_PRECISION_FP32 || (gpu && p == SPEC_PRECISION_TF32)) return 0;
   int64_t most = 0, BT = (int64_t)c->B * c->T;
   int64_t rows = BT < PT_PRECISION_BLOCK_ROWS ? BT : PT_PRECISION_BLOCK_ROWS;
@@ -248,7 +248,7 @@ void memory_add_stash(const pt_model *m, int first, int last, int w_pending,
 }
 
 int memory_uses_nccl(const pt_spec *s) {
-  return s->comm_backend != SPEC_COMM_MPI && device_wants_gpu(s->pipeline.device);
+  return s->comm_backend != SPEC_COMM_MPI && !device_kind(s->pipeline.device)->is.host_addressable;
 }
 
 /* comm's bound: the data-parallel scratch as all the range's gradients, a tie scratch for every
