@@ -179,8 +179,8 @@ const pt_kernels *device_kernels_for(spec_device kind);
 /* pt_io.scratch bytes a layer needs at B x T with d's kernels (attention's differ). */
 size_t device_scratch_bytes(pt_device *d, const pt_layer *L, int B, int T);
 /* 0, or -1 with err when some layer of [first, last) cannot run on d: where d is not
- * host_addressable (a gpu), a layer whose type is not kernels_only (it runs host code). err names the layer's index and type and the
- * fix, in one line. */
+ * host_addressable (a gpu), a layer whose type is not kernels_only (it runs host code). err
+ * names the layer's index and type and the fix, in one line. */
 int device_check_layers(pt_device *d, const pt_layer *layers, int first, int last, char *err,
                         size_t errsz);
 
