@@ -45,22 +45,23 @@ int main(int argc, char **argv) {
   char err[1024];
   if (trainer_init(&t, &spec, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 2; }
 
-  int gpu = device_current()->kind == DEV_GPU;
+  int n = device_current()->ops->gemm_n; /* the MFU yardstick's size */
+  char what[160];
   double fpt = model_flops_per_token(&t.part.model), model[64], gemm[64];
   pt_step_metrics m;
   trainer_step(&t, &m); /* warm-up: page faults, OpenBLAS buffers */
   for (int s = 0; s < steps; s++) {
-    gemm[s] = device_gemm_flops(device_current(), gpu ? 4096 : 1024, 0.5);
+    gemm[s] = device_gemm_flops(device_current(), n, 0.5);
     trainer_step(&t, &m);
     model[s] = m.tokens_per_s * fpt;
   }
   double mm = median(model, steps), gm = median(gemm, steps);
   printf("model: %lld params, %.1f MFLOP/token, loss %.4f\n",
          (long long)model_param_count(&t.part.model), fpt / 1e6, m.loss);
+  device_describe(device_current(), what, sizeof what);
   printf("device: %s; training: %.2f GFLOP/s (median of %d steps), sgemm %d^3: %.2f GFLOP/s\n",
-         device_name(device_current()), mm / 1e9, steps, gpu ? 4096 : 1024, gm / 1e9);
-  printf("ratio (model FLOP/s / sgemm FLOP/s%s): %.3f\n", gpu ? ", cuBLAS float32" : ", one thread",
-         mm / gm);
+         device_name(device_current()), mm / 1e9, steps, n, gm / 1e9);
+  printf("ratio (model FLOP/s / float32 sgemm FLOP/s on %s): %.3f\n", what, mm / gm);
   trainer_free(&t);
   spec_free(&spec);
   return 0;

@@ -1,12 +1,15 @@
 /* device/device.h: where a process keeps its bulk tensors and runs its numerical work.
  *
- * A device is its memory operations plus the kernel table (kernels/kernels.h) that computes on
- * that memory; layers get the table through pt_io.k, the engine through the device_* calls.
- *   cpu       host memory and the CPU kernels (the default)
- *   gpu       GPU memory and the CUDA kernels, on the rank's stream (GPU builds: gpu_backend.c)
+ * A device is its kind's table (pt_device_ops: traits, memory operations, identity) plus the
+ * kernel table (kernels/kernels.h) that computes on that memory; layers get the kernel table
+ * through pt_io.k, the engine through the device_* calls. The kinds (device/registry.c):
+ *   cpu       host memory and the CPU kernels (the default; host_backend.c)
+ *   gpu       GPU memory and the CUDA kernels, on the rank's stream (GPU builds:
+ *             cuda/gpu_backend.c)
  *   emulated  the CPU kernels on buffers kept apart from the host copies the rest of the
  *             program reads, with every transfer the gpu path makes: the gpu path's data
- *             movement, tested on any machine (same bits as cpu)
+ *             movement, tested on any machine (same bits as cpu; host_backend.c)
+ * Code outside device/ never asks which kind it has, only what the table answers.
  *
  * "Device buffers" are the model's parameters and gradients, the optimizer state and the
  * activations. Host code that reads tensors (checkpoints, gathers, tie checks) reads host
@@ -24,15 +27,54 @@
 #include "kernels/loss.h"
 #include "layers/layer.h"
 
-typedef enum { DEV_CPU, DEV_EMULATED, DEV_GPU } pt_device_kind;
-
 typedef struct pt_device pt_device;
 
 /* One optimizer update: kernels/kernels.h's, under the name the optimizer uses. */
 typedef pt_update device_update;
 
-/* A kind of device's memory operations; DEV_GPU's are in gpu_backend.c. */
+/* What a kind of device is, known without its hardware: planning reads it for any kind
+ * pipeline.device names, in any build (--plan of a gpu spec where no GPU backend was built). */
 typedef struct {
+  const char *name; /* pipeline.device's word for the kind (spec_device_names) */
+  /* Device buffers are host memory itself: the host copies (model_to_host, the step statistics)
+   * are the buffers, and transfers between them do nothing. cpu only. */
+  int shares_host_memory;
+  /* Host code may read and write device buffers directly: a layer's host code can run on them
+   * (device_check_layers), comm sends them as they are, a copy between ranks of a node is a
+   * memcpy (profile/measure.c). Where 0 the buffers travel by the device transport
+   * (comm.backend: nccl, or mpi staging through host memory). */
+  int host_addressable;
+  /* Each rank opens one of the node's devices by id (pipeline.devices, else its node-local
+   * rank), so counts and sharing are checked; 0: every rank has the one device. */
+  int one_per_rank;
+  /* pipeline.device: auto may pick it when one is usable (count > 0), in registry order. */
+  int picked_by_auto;
+  /* Binding a rank near it (device/placement.h) waits until it is open (a GPU's NUMA node);
+   * 0: bind before allocating, so first touch puts memory near the cores. */
+  int binds_after_open;
+  /* train.precision runs in the GEMM units: tf32 needs no rounded operand copies and bf16 keeps
+   * both operands whole, as bf16 (kernels/cuda/ops_linear.cu); 0: the CPU tables' float copies
+   * of the weight and blocks of rows (kernels/cpu/kernels_cpu_precision.c). */
+  int precision_in_gemm;
+} pt_device_traits;
+
+/* A kind of device: its traits, how to find and open one, and everything that differs between
+ * kinds once open (the ggml-backend pattern). One table per kind: cpu and emulated in
+ * host_backend.c, gpu in cuda/gpu_backend.c; registry.c lists them. Entries marked optional may
+ * be NULL, with the default named. */
+typedef struct {
+  pt_device_traits is;
+  int (*count)(void); /* usable devices of the kind on this node (the host kinds: 1) */
+  /* Fills d (ops already set) for local device `id` (ignored where !one_per_rank): the kernel
+   * table at fp32 and the kind's state. 0, or -1 with err. */
+  int (*open)(pt_device *d, int id, char *err, size_t errsz);
+  /* The kernel table's size entries before (or without) a device being opened: what planning
+   * sizes saved state and scratch with (the GPU's: kernels_gpu_sizing, call nothing else). */
+  const pt_kernels *sizing;
+  /* The GEMM size whose rate is the MFU yardstick: large enough to keep the device busy. */
+  int gemm_n;
+
+  /* Memory: see the device_* calls of the same names. */
   void *(*alloc)(pt_device *d, size_t bytes);
   void (*free)(pt_device *d, void *p);
   void (*upload)(pt_device *d, void *dst, const void *src, size_t bytes);
@@ -41,51 +83,68 @@ typedef struct {
   void (*copy)(pt_device *d, void *dst, const void *src, size_t bytes); /* device to device */
   void (*sync)(pt_device *d); /* waits for everything queued (device_sync) */
   void (*upload_nowait)(pt_device *d, void *dst, const void *src, size_t bytes);
+
+  /* Compute: the kernel table for precision p becomes d->k (device_set_precision). */
+  void (*set_precision)(pt_device *d, pt_precision p);
+  double (*gemm_flops)(pt_device *d, int n, double seconds); /* float32 GEMM FLOP/s */
+  /* What computes, for reports: "cpu, 4 thread(s)", "gpu (NVIDIA H100 80GB HBM3)". */
+  void (*describe)(const pt_device *d, char *buf, size_t size);
+
+  /* Identity, all optional (the defaults: 0 bytes, id -1, "", "", no stream). */
+  size_t (*memory_bytes)(const pt_device *d); /* its own memory, 0 when it uses the host's */
+  int (*local_id)(const pt_device *d);         /* the node-local id it was opened with */
+  const char *(*bus_id)(const pt_device *d);   /* PCI bus id, "0000:3b:00.0" */
+  const char *(*model_name)(const pt_device *d); /* "NVIDIA H100 80GB HBM3" */
+  void *(*stream)(pt_device *d); /* the queue its work runs on (a cudaStream_t) */
 } pt_device_ops;
 
 struct pt_device {
-  pt_device_kind kind;
-  const pt_device_ops *ops;
-  const pt_kernels *k; /* the kernels on this memory: the CPU's for cpu and emulated */
-  void *impl;          /* the kind's own state (DEV_GPU: its gpu_ctx and kernel table) */
+  const pt_device_ops *ops; /* its kind's table */
+  const pt_kernels *k;      /* the kernels on this memory: the CPU's for cpu and emulated */
+  void *impl;               /* the kind's own state (gpu: its gpu_ctx and kernel table) */
 };
 
-/* The process-wide device: DEV_CPU until device_select(). */
+/* The process-wide device: the cpu until device_select(). */
 pt_device *device_current(void);
 /* Host memory and CPU kernels, whatever the current device (models only read on the host). */
 pt_device *device_host(void);
-/* What pipeline.device `kind` means, never SPEC_DEVICE_AUTO: auto is gpu when this build has
- * the GPU backend and a GPU is visible, else cpu (PIPETRAIN_AUTO_DEVICE=cpu|gpu|emulated
- * overrides); other kinds are returned as they are. The layers do not change the choice: a model with a layer that cannot
- * run on the GPU is refused there by device_check_layers, never moved to the CPU behind the
- * user's back (docs/layers.md). */
+/* What pipeline.device `kind` means, never SPEC_DEVICE_AUTO: auto is the first kind of the
+ * registry (device/registry.c) with picked_by_auto and a usable device: gpu when this build
+ * has the GPU backend and a GPU is visible, else cpu (PIPETRAIN_AUTO_DEVICE=cpu|gpu|emulated
+ * overrides); other kinds are returned as they are. The layers do not change the choice: a model
+ * with a layer that cannot run on the GPU is refused there by device_check_layers, never moved
+ * to the CPU behind the user's back (docs/layers.md). */
 spec_device device_resolve(spec_device kind);
-/* Makes `kind` (resolved as by device_resolve) the process-wide device. gpu:
- * opens local GPU `gpu_id`. 0, or -1 with err (no GPU backend in this build, no such GPU). */
-int device_select(spec_device kind, int gpu_id, char *err, size_t errsz);
-const char *device_name(const pt_device *d);
+/* The table of the kind `kind` resolves to, for its traits and sizes before a device is open.
+ * Every kind pipeline.device names has one; one this build lacks can only refuse to open. */
+const pt_device_ops *device_kind(spec_device kind);
+/* Usable devices of the kind `kind` resolves to, on this node (0 where not built). */
+int device_count(spec_device kind);
+/* Makes `kind` (resolved as by device_resolve) the process-wide device, opening local device
+ * `id` where the kind is one_per_rank. 0, or -1 with err (not in this build, no such device). */
+int device_select(spec_device kind, int id, char *err, size_t errsz);
+const char *device_name(const pt_device *d); /* its kind's name, "cpu", "emulated", "gpu" */
 /* Makes d compute in precision p (train.precision, resolved once at load): its kernel table
  * becomes the table for p (kernels/kernels.h's pt_precision; the CPU's kernels_cpu_for, the
  * GPU's kernels_gpu_set_precision). Call after device_select, before any kernel runs. */
 void device_set_precision(pt_device *d, spec_precision p);
-/* The GPU's compute stream (cudaStream_t) for the device transport; NULL elsewhere. */
+/* d's queue (a GPU's cudaStream_t) for the device transport; NULL where it has none. */
 void *device_stream(pt_device *d);
-/* The GPU's local id, PCI bus id ("0000:3b:00.0") and model name ("NVIDIA H100 80GB HBM3");
- * -1, "" and "" for other kinds. */
+/* The device's local id, PCI bus id ("0000:3b:00.0") and model name ("NVIDIA H100 80GB HBM3");
+ * -1, "" and "" for kinds without (the host kinds). */
 int device_gpu_id(const pt_device *d);
 const char *device_pci_bus_id(const pt_device *d);
 const char *device_gpu_name(const pt_device *d);
 /* The device's float32 GEMM rate (FLOP/s) on n x n x n over about `seconds`: OpenBLAS on the
  * cpu kinds (its current thread count), cuBLAS on a GPU. The yardstick for MFU. */
 double device_gemm_flops(pt_device *d, int n, double seconds);
+/* What computes on d, for reports (pt_device_ops.describe), into buf. */
+void device_describe(const pt_device *d, char *buf, size_t size);
 /* Bytes of the device's own memory (a GPU's), or 0 when it uses the host's. */
 size_t device_memory_bytes(const pt_device *d);
-/* GPUs this process can use (0 without the GPU backend). */
-int device_gpu_count(void);
-/* Would device_select(kind) pick a GPU ("gpu", or "auto" with a GPU visible)? */
-int device_wants_gpu(spec_device kind);
-/* Host and device memory are one (cpu): no copies needed, host views alias device buffers. */
-int device_is_host(const pt_device *d);
+/* d's traits (pt_device_traits): host copies are its buffers; host code may touch them. */
+int device_shares_host_memory(const pt_device *d);
+int device_host_addressable(const pt_device *d);
 
 void *device_alloc(pt_device *d, size_t bytes); /* zeroed, 64-byte aligned, memory-tracked */
 void device_free(pt_device *d, void *p);
@@ -114,14 +173,14 @@ void device_optimizer(pt_device *d, const device_update *u, float *w, const floa
 void device_optimizer_chunks(pt_device *d, const device_update *u, float *w, const float *g,
                              float *m, float *v, const pt_opt_chunk *chunks, int64_t n_chunks);
 /* The kernel table a device of this kind computes with, for sizes only, before (or without) one
- * being opened: in GPU builds, when kind resolves to gpu, the GPU table's size entries
- * (kernels_gpu_sizing: call nothing else on it); the CPU's otherwise. */
+ * being opened: device_kind(kind)->sizing (the GPU's kernels_gpu_sizing: call nothing else on
+ * it; the CPU's where the GPU backend is not built). */
 const pt_kernels *device_kernels_for(spec_device kind);
 /* pt_io.scratch bytes a layer needs at B x T with d's kernels (attention's differ). */
 size_t device_scratch_bytes(pt_device *d, const pt_layer *L, int B, int T);
-/* 0, or -1 with err when some layer of [first, last) cannot run on d: on a gpu, a layer whose
- * type is not kernels_only (it runs host code). err names the layer's index and type and the
- * fix, in one line. */
+/* 0, or -1 with err when some layer of [first, last) cannot run on d: where d is not
+ * host_addressable (a gpu), a layer whose type is not kernels_only (it runs host code). err
+ * names the layer's index and type and the fix, in one line. */
 int device_check_layers(pt_device *d, const pt_layer *layers, int first, int last, char *err,
                         size_t errsz);
 

@@ -12,8 +12,8 @@ void device_stats_init(device_stats *s, pt_device *d, int n_doubles, int n_marks
   s->n_marks = n_marks;
   s->bytes = sizeof(double) * (size_t)n_doubles + sizeof(int32_t) * (size_t)n_marks;
   s->dev = device_alloc(d, s->bytes ? s->bytes : 1); /* zeroed */
-  s->host = device_is_host(d) ? s->dev : pt_calloc(s->bytes + 8, 1);
-  s->current = device_is_host(d);
+  s->host = device_shares_host_memory(d) ? s->dev : pt_calloc(s->bytes + 8, 1);
+  s->current = device_shares_host_memory(d);
 }
 
 void device_stats_free(device_stats *s) {
@@ -24,18 +24,18 @@ void device_stats_free(device_stats *s) {
 
 void device_stats_reset(device_stats *s) {
   if (s->bytes) device_zero(s->d, s->dev, s->bytes);
-  s->current = device_is_host(s->d);
+  s->current = device_shares_host_memory(s->d);
 }
 
 double *device_stats_double(device_stats *s, int i) {
   if (i < 0 || i >= s->n_doubles) pt_fatal("step statistics: slot %d of %d", i, s->n_doubles);
-  s->current = device_is_host(s->d);
+  s->current = device_shares_host_memory(s->d);
   return (double *)s->dev + i;
 }
 
 int32_t *device_stats_mark(device_stats *s, int i) {
   if (i < 0 || i >= s->n_marks) pt_fatal("step statistics: mark %d of %d", i, s->n_marks);
-  s->current = device_is_host(s->d);
+  s->current = device_shares_host_memory(s->d);
   return (int32_t *)((double *)s->dev + s->n_doubles) + i;
 }
 

@@ -63,11 +63,11 @@ static int build_plan(pt_pipeline *p, const pt_spec *spec, char *err, size_t err
  * unless the spec says how to share them (pipeline.devices, or comm.backend: mpi, which
  * stages through host memory and lets ranks share). A launcher that shows each rank only its
  * own GPU (CUDA_VISIBLE_DEVICES per rank) leaves GPU 0 for everyone. -1 with err. */
-static int local_gpu(pt_pipeline *p, int on_gpu, char *err, size_t errsz) {
+static int local_gpu(pt_pipeline *p, spec_device kind, char *err, size_t errsz) {
   const pt_spec *s = p->part.spec;
-  int id = plan_device(&p->plan, p->rank, comm_local_rank()), n = device_gpu_count();
+  int id = plan_device(&p->plan, p->rank, comm_local_rank()), n = device_count(kind);
   int given = s->pipeline.devices != NULL, shared = s->comm_backend == SPEC_COMM_MPI;
-  if (given || !on_gpu) return id;
+  if (given || !device_kind(kind)->is.one_per_rank) return id;
   if (n == 1 && getenv("CUDA_VISIBLE_DEVICES")) return 0;
   if (shared) return n > 0 ? comm_local_rank() % n : id;
   return placement_check_gpus(comm_local_size(), n, given, err, errsz) == 0 ? id : -1;
@@ -96,21 +96,21 @@ static int check_nccl_schedule(const pt_pipeline *p, char *err, size_t errsz) {
   return rc;
 }
 
-/* This rank's device (pipeline.device; the GPU from local_gpu) and, on GPUs, the device
- * transport for activations and reductions (comm.backend), which the groups split afterwards
- * inherit. Collective. */
+/* This rank's device (pipeline.device; the GPU from local_gpu) and, where the host cannot
+ * address its buffers (GPUs), the device transport for activations and reductions
+ * (comm.backend), which the groups split afterwards inherit. Collective. */
 static int open_device(pt_pipeline *p, char *err, size_t errsz) {
   const pt_spec *s = p->part.spec;
   pt_range *ranges = pt_calloc((size_t)p->plan.virtual_stages, sizeof *ranges);
   int n = plan_stage_ranges(&p->plan, p->stage_id, ranges);
   spec_device kind = part_resolve_device(&p->part);
-  int on_gpu = kind == SPEC_DEVICE_GPU, gpu = local_gpu(p, on_gpu, err, errsz);
-  int failed = (on_gpu && gpu < 0) ||
+  int gpu = local_gpu(p, kind, err, errsz);
+  int failed = (device_kind(kind)->is.one_per_rank && gpu < 0) ||
                part_open_device(&p->part, kind, gpu, ranges, n, err, errsz) != 0;
   free(ranges);
   if (pipeline_agree_failure(p, failed, err) != 0) return -1;
   pt_device *d = device_current();
-  if (d->kind != DEV_GPU) return 0;
+  if (device_host_addressable(d)) return 0; /* comm sends the buffers as they are */
   int nccl = s->comm_backend != SPEC_COMM_MPI;
   failed = refuse_nccl_chunks(p, nccl, err, errsz) != 0 ||
            comm_use_device(nccl, device_stream(d), err, errsz) != 0;

@@ -103,16 +103,16 @@ static void place_rank(run_state *r) {
 }
 
 /* The engine, from --load on where given. CPU runs bind before allocating (first touch puts
- * memory near the cores); GPU runs once the GPU is open, to bind near it. */
+ * memory near the cores); GPU runs once the GPU is open, to bind near it (binds_after_open). */
 static void open_engine(run_state *r) {
   const pt_run_options *o = r->o;
   char err[1024] = "";
-  int gpu = device_wants_gpu(r->spec->pipeline.device);
-  if (!gpu) place_rank(r);
+  int after = device_kind(r->spec->pipeline.device)->is.binds_after_open;
+  if (!after) place_rank(r);
   int failed = (o->sequential ? engine_open_sequential(&r->e, r->spec, err, sizeof err)
                               : engine_open_pipelined(&r->e, r->spec, o->trace_path,
                                                       o->trace_steps, err, sizeof err)) != 0;
-  if (!failed && gpu) place_rank(r);
+  if (!failed && after) place_rank(r);
   failed = failed || (o->load_path && r->e.ops->load(&r->e, o->load_path, err, sizeof err) != 0);
   if (failed) run_fail(r, PT_EXIT_INPUT, err); /* one rank holds the message */
 }

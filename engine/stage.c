@@ -95,7 +95,7 @@ void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, in
   }
   alloc_workspace(st);
   /* where the data loader writes: the slot itself on the cpu, else a host staging buffer */
-  if (!device_is_host(m->dev)) st->input_host = pt_calloc(in_bytes + 64, 1);
+  if (!device_shares_host_memory(m->dev)) st->input_host = pt_calloc(in_bytes + 64, 1);
 }
 
 void stage_free(pt_stage *st) {

@@ -273,7 +273,7 @@ void model_alloc_ranges(pt_model *m, const pt_range *ranges, int n, pt_device *d
   size_t pbytes = sizeof(float) * (size_t)m->n_floats;
   m->params = device_alloc(m->dev, pbytes);
   /* the host copy is not device memory: untracked, so measured peaks stay the device's */
-  m->host_params = device_is_host(m->dev) ? m->params : pt_calloc((size_t)m->n_floats + 16, 4);
+  m->host_params = device_shares_host_memory(m->dev) ? m->params : pt_calloc((size_t)m->n_floats + 16, 4);
   m->grads = device_alloc(m->dev, sizeof(float) * (size_t)m->n_grad_floats);
   bind_storage(m, m->host_params); /* initialisation runs on the host */
   uint64_t seed = m->spec->train.seed;

@@ -11,7 +11,7 @@
 /* A device buffer of n floats and its host copy (the same buffer on the cpu). */
 static float *state_alloc(pt_device *d, int64_t n, float **host) {
   float *b = device_alloc(d, sizeof(float) * (size_t)n);
-  *host = device_is_host(d) ? b : pt_calloc((size_t)n + 16, sizeof(float));
+  *host = device_shares_host_memory(d) ? b : pt_calloc((size_t)n + 16, sizeof(float));
   return b;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "partition/auto_private.h"
+#include "partition/memory.h"
 #include "partition/plan.h"
 #include "partition/solve.h"
 #include "schedule/schedule.h"
@@ -62,8 +63,7 @@ static int refuse_layout(const auto_ctx *a, const pt_schedule_type *t, int v, ch
   int C = a->P * v;
   if (C > a->m->n_layers)
     return snprintf(why, whysz, "%d chunks for %d layers", C, a->m->n_layers), 1;
-  if (v > 1 && a->P > 1 && device_resolve(s->pipeline.device) == SPEC_DEVICE_GPU &&
-      s->comm_backend != SPEC_COMM_MPI)
+  if (v > 1 && a->P > 1 && memory_uses_nccl(s))
     return snprintf(why, whysz, "several chunks per stage need comm.backend: mpi on GPUs"), 1;
   if (t->virtual_stages != SCHEDULE_ANY_V && s->pipeline.virtual_stages > 0 &&
       s->pipeline.virtual_stages != t->virtual_stages)

@@ -113,13 +113,14 @@ static int64_t scratch_b(const pt_model *m, const shape_ctx *c, int li) {
  * the 2-d parameters (a product's operand widths are its weight's dimensions). The CPU tables
  * (kernels/cpu/kernels_cpu_precision.c) keep the weight and PT_PRECISION_BLOCK_ROWS rows of
  * each activation operand as floats; the GPU's bf16 products (ops_linear.cu) keep both operands
- * whole, as bf16: a weight or B*T rows of the wider side, each. GPU tf32 needs none. Per process,
- * whatever the stage count: bounded here by the range's parameters. */
+ * whole, as bf16: a weight or B*T rows of the wider side, each. GPU tf32 needs none. Which of the
+ * two is the device kind's precision_in_gemm (device.h). Per process, whatever the stage count:
+ * bounded here by the range's parameters. */
 static int64_t precision_scratch_bytes(const pt_model *m, const shape_ctx *c, int first,
                                        int last) {
   spec_precision p = m->spec ? m->spec->train.precision : SPEC_PRECISION_FP32;
-  int gpu = m->spec && device_wants_gpu(m->spec->pipeline.device);
-  if (p == SPEC_PRECISION_FP32 || (gpu && p == SPEC_PRECISION_TF32)) return 0;
+  int in_gemm = m->spec && device_kind(m->spec->pipeline.device)->is.precision_in_gemm;
+  if (p == SPEC_PRECISION_FP32 || (in_gemm && p == SPEC_PRECISION_TF32)) return 0;
   int64_t most = 0, BT = (int64_t)c->B * c->T;
   int64_t rows = BT < PT_PRECISION_BLOCK_ROWS ? BT : PT_PRECISION_BLOCK_ROWS;
   for (int li = first; li < last; li++) {
@@ -128,7 +129,7 @@ static int64_t precision_scratch_bytes(const pt_model *m, const shape_ctx *c, in
       const pt_param_desc *d = &L->params[q];
       if (d->ndim != 2) continue;
       int64_t wide = d->shape[0] > d->shape[1] ? d->shape[0] : d->shape[1], b;
-      if (gpu) b = 2 * 2 * (d->numel > BT * wide ? d->numel : BT * wide);
+      if (in_gemm) b = 2 * 2 * (d->numel > BT * wide ? d->numel : BT * wide);
       else b = 4 * (d->numel + rows * (d->shape[0] + d->shape[1]));
       if (b > most) most = b;
     }
@@ -248,7 +249,7 @@ void memory_add_stash(const pt_model *m, int first, int last, int w_pending,
 }
 
 int memory_uses_nccl(const pt_spec *s) {
-  return s->comm_backend != SPEC_COMM_MPI && device_wants_gpu(s->pipeline.device);
+  return s->comm_backend != SPEC_COMM_MPI && !device_kind(s->pipeline.device)->is.host_addressable;
 }
 
 /* comm's bound: the data-parallel scratch as all the range's gradients, a tie scratch for every

@@ -62,8 +62,9 @@ static inline int64_t memory_nccl_peer_bytes(void) {
   int64_t buf = b > 0 && end && !*end ? (int64_t)b : MEMORY_NCCL_BUFFSIZE_DEFAULT;
   return 2 * MEMORY_NCCL_CHANNELS * buf;
 }
-/* Ranks of spec s keep device buffers that NCCL carries: pipeline.device resolves to a GPU and
- * comm.backend is nccl or auto. */
+/* Ranks of spec s keep device buffers that NCCL carries: pipeline.device resolves to a kind
+ * whose buffers the host cannot address (a GPU; device.h's host_addressable) and comm.backend
+ * is nccl or auto. */
 int memory_uses_nccl(const pt_spec *s);
 
 /* Estimate for layers [first, last) of a configured model (no storage needed). */

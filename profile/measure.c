@@ -2,7 +2,6 @@
  * timed once, then the loss, the optimizer and the host copy rate. */
 #include "profile/measure.h"
 
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +81,7 @@ static void measure_optimizer(const measure_ctx *c, pt_layer_times *t) {
 
 /* A message between ranks of one node is copied into shared memory and out again. */
 static void measure_p2p(const measure_ctx *c, pt_layer_times *t) {
-  if (c->d->kind == DEV_GPU) return; /* the defaults: a GPU's transfers are not memcpy */
+  if (!device_host_addressable(c->d)) return; /* the defaults: its transfers are not memcpy */
   int widest = 0;
   for (int l = 0; l < c->m->n_layers; l++)
     if (c->m->layers[l].out_dim > widest) widest = c->m->layers[l].out_dim;
@@ -92,12 +91,10 @@ static void measure_p2p(const measure_ctx *c, pt_layer_times *t) {
 }
 
 static void describe(const measure_ctx *c, int shapes, double seconds, pt_layer_times *t) {
-  if (c->d->kind == DEV_GPU)
-    snprintf(t->source, sizeof t->source, "measured on gpu (%s), %d shapes in %.1f s",
-             device_gpu_name(c->d), shapes, seconds);
-  else
-    snprintf(t->source, sizeof t->source, "measured on %s, %d thread(s), %d shapes in %.1f s",
-             device_name(c->d), openblas_get_num_threads(), shapes, seconds);
+  char what[160];
+  device_describe(c->d, what, sizeof what);
+  snprintf(t->source, sizeof t->source, "measured on %s, %d shapes in %.1f s", what, shapes,
+           seconds);
 }
 
 int profile_measure(pt_layer_times *t, const pt_model *m, double budget_s, char *err,

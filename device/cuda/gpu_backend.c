@@ -1,5 +1,6 @@
 /* The gpu kind of device (device.h): buffers in GPU memory, and the GPU kernel table
- * (kernels/cuda/kernels_gpu.h) on the rank's stream. */
+ * (kernels/cuda/kernels_gpu.h) on the rank's stream. Its table, device_gpu_ops, is listed in
+ * device/registry.c; its traits are device/gpu_backend.h's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,12 +71,9 @@ static void g_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
 
 static void g_sync(pt_device *d) { gpu_sync(ctx(d)); }
 
-static const pt_device_ops gpu_ops = {g_alloc, g_free, g_upload, g_download, g_zero, g_copy,
-                                      g_sync, g_upload_nowait};
-
 /* cuBLAS sgemm (the same pedantic float32 the kernels use) on n^3, timed with events: repeated
  * until `seconds` have passed, after one warm-up call. */
-double gpu_backend_gemm_flops(pt_device *d, int n, double seconds) {
+static double g_gemm_flops(pt_device *d, int n, double seconds) {
   gpu_ctx *g = ctx(d);
   size_t bytes = sizeof(float) * (size_t)n * n;
   float *a = gpu_alloc(g, bytes), *b = gpu_alloc(g, bytes), *c = gpu_alloc(g, bytes);
@@ -101,17 +99,20 @@ double gpu_backend_gemm_flops(pt_device *d, int n, double seconds) {
   return total > 0 ? 2.0 * n * (double)n * n * calls / (total / 1e3) : 0.0;
 }
 
-int gpu_backend_count(void) { return gpu_count(NULL, 0); }
+static int g_count(void) { return gpu_count(NULL, 0); }
 
-void *gpu_backend_stream(pt_device *d) { return ctx(d)->stream; }
-int gpu_backend_ctx_id(const pt_device *d) { return ((const gpu_state *)d->impl)->g.device; }
-size_t gpu_backend_memory(const pt_device *d) { return ((const gpu_state *)d->impl)->g.total_bytes; }
-const char *gpu_backend_bus_id(const pt_device *d) {
-  return ((const gpu_state *)d->impl)->g.pci_bus_id;
+static const gpu_state *cstate(const pt_device *d) { return d->impl; }
+static void *g_stream(pt_device *d) { return ctx(d)->stream; }
+static int g_local_id(const pt_device *d) { return cstate(d)->g.device; }
+static size_t g_memory(const pt_device *d) { return cstate(d)->g.total_bytes; }
+static const char *g_bus_id(const pt_device *d) { return cstate(d)->g.pci_bus_id; }
+static const char *g_name(const pt_device *d) { return cstate(d)->g.name; }
+
+static void g_describe(const pt_device *d, char *buf, size_t size) {
+  snprintf(buf, size, "%s (%s)", d->ops->is.name, g_name(d));
 }
-const char *gpu_backend_name(const pt_device *d) { return ((const gpu_state *)d->impl)->g.name; }
 
-int gpu_backend_open(pt_device *d, int gpu_id, char *err, size_t errsz) {
+static int g_open(pt_device *d, int gpu_id, char *err, size_t errsz) {
   char why[256] = "";
   int n = gpu_count(why, sizeof why);
   if (gpu_id < 0 || gpu_id >= n) {
@@ -126,10 +127,21 @@ int gpu_backend_open(pt_device *d, int gpu_id, char *err, size_t errsz) {
     return -1;
   }
   kernels_gpu_open(&s->kernels, &s->g);
-  *d = (pt_device){DEV_GPU, &gpu_ops, &s->kernels.table, s};
+  d->k = &s->kernels.table;
+  d->impl = s;
   return 0;
 }
 
-void gpu_backend_set_precision(pt_device *d, pt_precision p) {
-  kernels_gpu_set_precision(&((gpu_state *)d->impl)->kernels, p);
+/* The kernel table computes in precision p from now on. */
+static void g_set_precision(pt_device *d, pt_precision p) {
+  kernels_gpu_set_precision(&state(d)->kernels, p);
 }
+
+/* n = 4096: a smaller product leaves a GPU partly idle, understating its rate. */
+const pt_device_ops device_gpu_ops = {
+    .is = GPU_BACKEND_TRAITS, .count = g_count, .open = g_open, .sizing = &kernels_gpu_sizing,
+    .gemm_n = 4096, .alloc = g_alloc, .free = g_free, .upload = g_upload, .download = g_download,
+    .zero = g_zero, .copy = g_copy, .sync = g_sync, .upload_nowait = g_upload_nowait,
+    .set_precision = g_set_precision, .gemm_flops = g_gemm_flops, .describe = g_describe,
+    .memory_bytes = g_memory, .local_id = g_local_id, .bus_id = g_bus_id, .model_name = g_name,
+    .stream = g_stream};

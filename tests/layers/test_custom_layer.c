@@ -7,7 +7,7 @@
  *     and weight gradients);
  *   - the device policy: a type with host code is refused on a gpu with one line naming the
  *     layer's index and type and the fix, runs on cpu and emulated, and never makes `auto`
- *     choose the cpu (a GPU device is faked: device_check_layers only reads its kind).
+ *     choose the cpu (a GPU device is faked: device_check_layers only reads its traits).
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -193,7 +193,7 @@ static void check_device_policy(void) {
   load_model(&host, &sh, "host_double");
   load_model(&kern, &sk, "table_linear");
   char err[512] = "";
-  pt_device gpu = {.kind = DEV_GPU};
+  pt_device gpu = {.ops = device_kind(SPEC_DEVICE_GPU)}; /* its traits, never opened */
   int rc = device_check_layers(&gpu, host.layers, 0, host.n_layers, err, sizeof err);
   CHECK(rc == -1 && strstr(err, "layer 1 (host_double) cannot run on the gpu") &&
             strstr(err, "kernels_only") && strstr(err, "pipeline.device: cpu") &&
@@ -203,16 +203,18 @@ static void check_device_policy(void) {
         "a stage without the host-code layer is refused: '%s'", err);
   CHECK(device_check_layers(&gpu, kern.layers, 0, kern.n_layers, err, sizeof err) == 0,
         "a kernels_only custom layer is refused on a gpu: '%s'", err);
-  for (int kind = DEV_CPU; kind <= DEV_EMULATED; kind++) {
-    pt_device d = {.kind = (pt_device_kind)kind};
+  const spec_device host_kinds[] = {SPEC_DEVICE_CPU, SPEC_DEVICE_EMULATED};
+  for (int i = 0; i < 2; i++) {
+    pt_device d = {.ops = device_kind(host_kinds[i])};
     CHECK(device_check_layers(&d, host.layers, 0, host.n_layers, err, sizeof err) == 0,
           "host code refused on %s: '%s'", device_name(&d), err);
   }
   /* auto never looks at the layers (device_resolve takes none): a GPU when one is visible, and
    * then device_check_layers above refuses the host-code layer */
   spec_device picked = device_resolve(SPEC_DEVICE_AUTO);
-  CHECK(picked == (device_gpu_count() > 0 ? SPEC_DEVICE_GPU : SPEC_DEVICE_CPU),
-        "auto chose %s with %d GPUs visible", spec_device_names[picked], device_gpu_count());
+  int gpus = device_count(SPEC_DEVICE_GPU);
+  CHECK(picked == (gpus > 0 ? SPEC_DEVICE_GPU : SPEC_DEVICE_CPU),
+        "auto chose %s with %d GPUs visible", spec_device_names[picked], gpus);
   setenv("PIPETRAIN_AUTO_DEVICE", "gpu", 1);
   picked = device_resolve(SPEC_DEVICE_AUTO);
   CHECK(picked == SPEC_DEVICE_GPU, "auto with a GPU: %s, not gpu (then refused)",

@@ -1,0 +1,51 @@
+/* The host kinds of device (device.h): cpu, whose buffers are the host's own, and emulated,
+ * the same memory and CPU kernels with buffers kept apart from the host copies. */
+#include <cblas.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "device/device.h"
+#include "device/gemm_rate.h"
+
+static int host_count(void) { return 1; }
+
+static int host_open(pt_device *d, int id, char *err, size_t errsz) {
+  (void)id, (void)err, (void)errsz;
+  d->k = &kernels_cpu;
+  d->impl = NULL;
+  return 0;
+}
+
+static void *host_alloc(pt_device *d, size_t bytes) { return pt_alloc_aligned(bytes); }
+static void host_free(pt_device *d, void *p) { pt_free_aligned(p); }
+static void host_zero(pt_device *d, void *p, size_t bytes) { memset(p, 0, bytes); }
+static void host_sync(pt_device *d) {} /* host kernels have finished when they return */
+
+/* cpu: a "transfer" between a buffer and itself is nothing; the emulated kind copies. */
+static void host_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
+  if (dst != src) memcpy(dst, src, bytes);
+}
+
+static void host_set_precision(pt_device *d, pt_precision p) { d->k = kernels_cpu_for(p); }
+
+static double host_gemm_flops(pt_device *d, int n, double seconds) {
+  return gemm_measure_flops(n, seconds);
+}
+
+static void host_describe(const pt_device *d, char *buf, size_t size) {
+  snprintf(buf, size, "%s, %d thread(s)", d->ops->is.name, openblas_get_num_threads());
+}
+
+#define HOST_ENTRIES                                                                         \
+  .count = host_count, .open = host_open, .sizing = &kernels_cpu, .gemm_n = 1024,             \
+  .alloc = host_alloc, .free = host_free, .upload = host_copy, .download = host_copy,         \
+  .zero = host_zero, .copy = host_copy, .sync = host_sync, .upload_nowait = host_copy,        \
+  .set_precision = host_set_precision, .gemm_flops = host_gemm_flops, .describe = host_describe
+
+const pt_device_ops device_cpu_ops = {
+    .is = {.name = "cpu", .shares_host_memory = 1, .host_addressable = 1, .picked_by_auto = 1},
+    HOST_ENTRIES};
+
+const pt_device_ops device_emulated_ops = {
+    .is = {.name = "emulated", .host_addressable = 1}, HOST_ENTRIES};
