@@ -11,10 +11,20 @@
  * the transport's reduction tree, and a pipelined run can match the sequential one bit for bit.
  * Every failing call aborts the whole job with the rank and the call in the message.
  *
- * Transports: MPI (comm_mpi.c) for host buffers; in GPU builds, once comm_use_device() ran,
- * buffers in GPU memory go over NCCL or over MPI through pinned host copies (comm_nccl.c),
- * chosen per call by where the buffer lives. NCCL matches transfers between two ranks in the
- * order they are issued (tags are MPI's only): the engine issues them in schedule order.
+ * Two kinds of buffer, told apart by the call, never by looking at the address:
+ *   device buffers  the rank's compute memory (device_alloc's: GPU memory on a GPU rank, host
+ *                   memory on a CPU rank): comm_send_async, comm_recv_async,
+ *                   comm_allreduce_sum_f32, comm_allreduce_sum_f32_unordered, comm_connect's
+ *                   exchange. They go through the group's device transport.
+ *   host buffers    host memory on every rank: comm_send_host_async, comm_recv_host_async and
+ *                   every other call (f64 sums, u64 reductions, gathers, broadcast): sizes,
+ *                   statistics, host copies of weights. They go through MPI.
+ * Transports (comm_transport.h; the list in comm_registry.c): a group's device transport is
+ * chosen once, when comm_use_device() runs (the world) or the group is split (its parent's):
+ * MPI (comm_host.c) until comm_use_device; on a GPU rank NCCL (nccl/comm_nccl.c) or MPI
+ * through pinned host copies (nccl/comm_staged.c), by comm.backend. NCCL matches transfers
+ * between two ranks in the order they are issued (tags are MPI's only): the engine issues them
+ * in schedule order, and checks its schedule under those rules (comm_traits).
  */
 #ifndef PT_COMM_H
 #define PT_COMM_H
@@ -22,11 +32,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "spec/spec.h"
+
 typedef struct pt_comm pt_comm;
+struct comm_transport;
 
 typedef struct {
-  void *impl; /* backend request; NULL when nothing is pending */
-  int device; /* impl is a device transfer's (GPU builds) */
+  void *impl;                       /* the transport's request; NULL when nothing is pending */
+  const struct comm_transport *via; /* the transport that completes it */
 } pt_request;
 
 /* Starts the transport (MPI_Init) and installs the abort hook so pt_fatal() ends every rank. */
@@ -62,9 +75,14 @@ enum {
   PT_TAG_GRAD_NORM = (1 << 20) + 2     /* global_norm: per-tensor sums of squares to stage 0 */
 };
 
+/* Device buffers (see the top), over the group's device transport. */
 void comm_send_async(pt_comm *c, const void *buf, size_t bytes, int peer, int tag, pt_request *r);
 void comm_recv_async(pt_comm *c, void *buf, size_t bytes, int peer, int tag, pt_request *r);
-void comm_wait(pt_request *r);   /* no-op for an empty request */
+/* Host buffers, over MPI whatever the device transport: they match only host calls. */
+void comm_send_host_async(pt_comm *c, const void *buf, size_t bytes, int peer, int tag,
+                          pt_request *r);
+void comm_recv_host_async(pt_comm *c, void *buf, size_t bytes, int peer, int tag, pt_request *r);
+void comm_wait(pt_request *r);   /* either kind; no-op for an empty request */
 /* Grouping brackets for transports that need send/recv pairs issued together (NCCL); MPI: no-op. */
 void comm_group_start(pt_comm *c);
 void comm_group_end(pt_comm *c);
@@ -76,25 +94,39 @@ void comm_group_end(pt_comm *c);
  * device buffers, and inside comm_group_start/end (the group goes out at its end): no-op. */
 void comm_flush(pt_comm *c);
 
-/* GPU builds: device buffers on the world group and every group split from it afterwards
- * travel over NCCL (nccl = 1) or staged through host memory over MPI (nccl = 0; ranks may share
- * a GPU). stream: the rank's compute stream (cudaStream_t). Collective over the world; call it
- * after selecting the rank's GPU and before comm_split. 0, or -1 with err. CPU builds: -1. */
-int comm_use_device(int nccl, void *stream, char *err, size_t errsz);
+/* A GPU rank's device buffers on the world group and every group split from it afterwards
+ * travel by the GPU transport that backend names (comm_registry.c): NCCL (SPEC_COMM_NCCL, and
+ * SPEC_COMM_AUTO) or staged through host memory over MPI (SPEC_COMM_MPI; ranks may share a
+ * GPU). stream: the rank's compute stream (cudaStream_t). Collective over the world; call it
+ * after selecting the rank's GPU and before comm_split. 0, or -1 with err (a build without a
+ * GPU transport: always). A rank that never calls it (CPU) keeps MPI for device buffers. */
+int comm_use_device(spec_comm_backend backend, void *stream, char *err, size_t errsz);
+/* What a device transport promises about matching, which the engine's schedule checks need
+ * (schedule/schedule_rendezvous.c simulates a transport with both properties). */
+typedef struct {
+  const char *name;
+  int in_order;    /* transfers between two ranks match in issue order, tags ignored (NCCL) */
+  int holds_sends; /* sends wait for the rank's next wait on the group, or comm_flush */
+} comm_traits;
+/* The traits of the transport comm_use_device(backend) picks on a GPU rank (without one in
+ * this build: host MPI's), known before it runs. */
+const comm_traits *comm_device_traits(spec_comm_backend backend);
 /* Sets up the device transport's connections to peers (one small exchange each, grouped) so
- * the first real transfer does not pay for it. Host-only groups: nothing. Collective over the
+ * the first real transfer does not pay for it. Groups on MPI: nothing. Collective over the
  * listed peers, who must list this rank. */
 void comm_connect(pt_comm *c, const int *peers, int n);
 
-/* In-place deterministic sum over the group (group-rank order). */
+/* In-place deterministic sum over the group (group-rank order): f32 of a device buffer (the
+ * device transport), f64 of a host buffer (MPI). */
 void comm_allreduce_sum_f32(pt_comm *c, float *buf, size_t n);
 void comm_allreduce_sum_f64(pt_comm *c, double *buf, size_t n);
-/* In-place sum over the group by the transport's own reduction (comm.dp_reduce: allreduce):
- * ncclAllReduce for device buffers on an NCCL group, else MPI_Allreduce (staged device buffers
- * on a host copy). O(log size) or ring latency instead of the chain's O(size), but the order of
+/* In-place sum of a device buffer over the group by the transport's own reduction
+ * (comm.dp_reduce: allreduce): ncclAllReduce over NCCL, else MPI_Allreduce (staged: on a host
+ * copy). O(log size) or ring latency instead of the chain's O(size), but the order of
  * additions is the library's: NOT bitwise equal to comm_allreduce_sum_f32 or a sequential run,
  * and it may change with the group size, the message size or the library's version. */
 void comm_allreduce_sum_f32_unordered(pt_comm *c, float *buf, size_t n);
+/* The rest take host buffers. */
 void comm_allreduce_max_u64(pt_comm *c, uint64_t *buf, size_t n);
 void comm_allreduce_min_u64(pt_comm *c, uint64_t *buf, size_t n);
 /* Concatenates each rank's `counts[rank]` doubles in group-rank order into out (all ranks). */

@@ -1,5 +1,5 @@
-/* comm/comm_mpi.c: groups, host transfers and collectives over MPI; device buffers are handed
- * to comm_nccl.c in GPU builds (see comm_device.h). */
+/* comm/comm_mpi.c: groups and host collectives over MPI, and comm.h's device-buffer calls
+ * handed to the group's transport (comm_transport.h), chosen once per group. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,23 +7,24 @@
 
 #include "comm/comm.h"
 #include "comm/comm_check.h"
+#include "comm/comm_transport.h"
 #include "core/error.h"
-#ifdef PT_HAVE_GPU
-#include "comm/comm_device.h"
-#include "kernels/cuda/gpu.h"
-/* A device buffer of a group with a device transport goes there. */
-#define ON_DEVICE(c, buf) ((c)->dev && comm_device_owns(buf))
-#else
-typedef struct comm_device comm_device;
-#define ON_DEVICE(c, buf) 0
-#endif
+
+/* A transport and its state for one group. */
+typedef struct {
+  const comm_transport *t;
+  void *state;
+} comm_lane;
 
 struct pt_comm {
   MPI_Comm mpi;
-  comm_device *dev; /* GPU builds, after comm_use_device(): the device transport */
+  comm_lane host;   /* host buffers: MPI */
+  comm_lane device; /* device buffers: the host lane until comm_use_device picks another */
 };
 
-static pt_comm g_world;
+/* The lanes' transport is MPI's even before comm_init (whose state it then gets). */
+static pt_comm g_world = {.host = {&comm_transport_mpi, NULL},
+                          .device = {&comm_transport_mpi, NULL}};
 static int g_local_rank, g_local_size = 1;
 static MPI_Comm g_node = MPI_COMM_NULL; /* this host's ranks */
 
@@ -52,6 +53,8 @@ void comm_init(int *argc, char ***argv) {
   /* errors come back as codes, so PT_CHECK_MPI can report them with the rank */
   PT_CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   g_world.mpi = MPI_COMM_WORLD;
+  g_world.host.state = comm_transport_mpi.open(MPI_COMM_WORLD, NULL, NULL, 0);
+  g_world.device = g_world.host;
   int rank;
   PT_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   pt_error_set_rank(rank);
@@ -89,159 +92,87 @@ int comm_size(const pt_comm *c) {
   return n;
 }
 
+static int own_device_lane(const pt_comm *c) { return c->device.state != c->host.state; }
+
+static comm_lane lane_split(comm_lane parent, MPI_Comm child, int color, int key) {
+  return (comm_lane){parent.t, parent.t->split(parent.state, child, color, key)};
+}
+
 pt_comm *comm_split(pt_comm *parent, int color, int key) {
   pt_comm *c = pt_calloc(1, sizeof *c);
   /* a negative color means "not a member": MPI hands back MPI_COMM_NULL */
   PT_CHECK_MPI(MPI_Comm_split(parent->mpi, color < 0 ? MPI_UNDEFINED : color, key, &c->mpi));
-#ifdef PT_HAVE_GPU
-  if (parent->dev) c->dev = comm_device_split(parent->dev, c->mpi, color, key);
-#endif
+  c->host = lane_split(parent->host, c->mpi, color, key);
+  c->device = own_device_lane(parent) ? lane_split(parent->device, c->mpi, color, key) : c->host;
   return c;
 }
 
 void comm_free(pt_comm *c) {
   if (!c || c == &g_world) return;
-#ifdef PT_HAVE_GPU
-  comm_device_free(c->dev);
-#endif
+  if (own_device_lane(c)) c->device.t->close(c->device.state);
+  c->host.t->close(c->host.state);
   if (c->mpi != MPI_COMM_NULL) PT_CHECK_MPI(MPI_Comm_free(&c->mpi));
   free(c);
 }
 
-int comm_use_device(int nccl, void *stream, char *err, size_t errsz) {
-#ifdef PT_HAVE_GPU
-  g_world.dev = comm_device_create(g_world.mpi, nccl, stream, err, errsz);
-  return g_world.dev ? 0 : -1;
-#else
-  (void)nccl, (void)stream;
-  snprintf(err, errsz, "this pipetrain was built without the GPU backend");
-  return -1;
-#endif
+const comm_traits *comm_device_traits(spec_comm_backend backend) {
+  const comm_transport *t = comm_transport_find(1, backend);
+  return t ? &t->traits : &comm_transport_mpi.traits;
 }
 
-static MPI_Request *new_request(pt_request *r) {
-  MPI_Request *q = pt_calloc(1, sizeof *q);
-  r->impl = q;
-  return q;
+int comm_use_device(spec_comm_backend backend, void *stream, char *err, size_t errsz) {
+  const comm_transport *t = comm_transport_find(1, backend);
+  if (!t) {
+    snprintf(err, errsz, "this pipetrain was built without the GPU backend");
+    return -1;
+  }
+  void *state = t->open(g_world.mpi, stream, err, errsz);
+  if (!state) return -1;
+  g_world.device = (comm_lane){t, state};
+  return 0;
 }
 
 void comm_send_async(pt_comm *c, const void *buf, size_t bytes, int peer, int tag, pt_request *r) {
-#ifdef PT_HAVE_GPU
-  if (ON_DEVICE(c, buf)) return comm_device_send(c->dev, buf, bytes, peer, tag, r);
-#endif
-  if (bytes > (size_t)INT32_MAX) pt_fatal("message of %zu bytes is too large for MPI", bytes);
-  PT_CHECK_MPI(MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, c->mpi, new_request(r)));
+  c->device.t->send(c->device.state, buf, bytes, peer, tag, r);
 }
 
 void comm_recv_async(pt_comm *c, void *buf, size_t bytes, int peer, int tag, pt_request *r) {
-#ifdef PT_HAVE_GPU
-  if (ON_DEVICE(c, buf)) return comm_device_recv(c->dev, buf, bytes, peer, tag, r);
-#endif
-  if (bytes > (size_t)INT32_MAX) pt_fatal("message of %zu bytes is too large for MPI", bytes);
-  PT_CHECK_MPI(MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, c->mpi, new_request(r)));
+  c->device.t->recv(c->device.state, buf, bytes, peer, tag, r);
+}
+
+void comm_send_host_async(pt_comm *c, const void *buf, size_t bytes, int peer, int tag,
+                          pt_request *r) {
+  c->host.t->send(c->host.state, buf, bytes, peer, tag, r);
+}
+
+void comm_recv_host_async(pt_comm *c, void *buf, size_t bytes, int peer, int tag, pt_request *r) {
+  c->host.t->recv(c->host.state, buf, bytes, peer, tag, r);
 }
 
 void comm_wait(pt_request *r) {
-  if (!r->impl) return;
-#ifdef PT_HAVE_GPU
-  if (comm_device_wait(r)) return;
-#endif
-  PT_CHECK_MPI(MPI_Wait((MPI_Request *)r->impl, MPI_STATUS_IGNORE));
-  free(r->impl);
-  r->impl = NULL;
+  if (r->impl) r->via->wait(r);
 }
 
-void comm_group_start(pt_comm *c) {
-#ifdef PT_HAVE_GPU
-  if (c->dev) comm_device_group_start(c->dev);
-#endif
-  (void)c;
-}
-
-void comm_group_end(pt_comm *c) {
-#ifdef PT_HAVE_GPU
-  if (c->dev) comm_device_group_end(c->dev);
-#endif
-  (void)c;
-}
-
-void comm_flush(pt_comm *c) {
-#ifdef PT_HAVE_GPU
-  if (c->dev) comm_device_flush(c->dev);
-#endif
-  (void)c;
-}
+/* Host transfers need no grouping or flushing on MPI: only the device lane's transport. */
+void comm_group_start(pt_comm *c) { c->device.t->group_start(c->device.state); }
+void comm_group_end(pt_comm *c) { c->device.t->group_end(c->device.state); }
+void comm_flush(pt_comm *c) { c->device.t->flush(c->device.state); }
 
 void comm_connect(pt_comm *c, const int *peers, int n) {
-#ifdef PT_HAVE_GPU
-  if (!c->dev || n == 0) return;
-  void *buf = gpu_alloc(NULL, 2 * (size_t)n); /* n bytes out, n bytes in */
-  pt_request *q = pt_calloc(2 * (size_t)n, sizeof *q);
-  comm_group_start(c);
-  for (int i = 0; i < n; i++) {
-    comm_send_async(c, (char *)buf + i, 1, peers[i], PT_TAG_CONNECT, &q[2 * i]);
-    comm_recv_async(c, (char *)buf + n + i, 1, peers[i], PT_TAG_CONNECT, &q[2 * i + 1]);
-  }
-  comm_group_end(c);
-  for (int i = 0; i < 2 * n; i++) comm_wait(&q[i]);
-  free(q);
-  gpu_free(buf);
-#else
-  (void)c, (void)peers, (void)n;
-#endif
+  if (n > 0) c->device.t->connect(c->device.state, peers, n);
 }
-
-/* Chain sum: rank 0's buffer goes to rank 1, which adds its own and passes it on; the last rank
- * holds ((x0 + x1) + x2) + ... and broadcasts it. O(size) latency, but the order of additions
- * is fixed, which is what makes results reproducible across layouts. */
-static void chain_sum_f32(pt_comm *c, float *buf, size_t n);
-#define DEFINE_CHAIN_SUM(NAME, TYPE, MPITYPE)                                              \
-  void NAME(pt_comm *c, TYPE *buf, size_t n) {                                             \
-    int rank = comm_rank(c), size = comm_size(c), tag = PT_TAG_CHAIN_SUM;                  \
-    if (size == 1 || n == 0) return;                                                       \
-    if (n > (size_t)INT32_MAX) pt_fatal("reduction of %zu elements is too large", n);     \
-    if (rank > 0) {                                                                        \
-      TYPE *acc = malloc(sizeof(TYPE) * n);                                                \
-      if (!acc) pt_fatal("out of memory in a reduction of %zu elements", n);               \
-      PT_CHECK_MPI(MPI_Recv(acc, (int)n, MPITYPE, rank - 1, tag, c->mpi, MPI_STATUS_IGNORE)); \
-      for (size_t i = 0; i < n; i++) buf[i] = acc[i] + buf[i];                             \
-      free(acc);                                                                           \
-    }                                                                                      \
-    if (rank < size - 1) PT_CHECK_MPI(MPI_Send(buf, (int)n, MPITYPE, rank + 1, tag, c->mpi)); \
-    PT_CHECK_MPI(MPI_Bcast(buf, (int)n, MPITYPE, size - 1, c->mpi));                       \
-  }
-
-DEFINE_CHAIN_SUM(chain_sum_f32, float, MPI_FLOAT)
-DEFINE_CHAIN_SUM(comm_allreduce_sum_f64, double, MPI_DOUBLE)
 
 void comm_allreduce_sum_f32(pt_comm *c, float *buf, size_t n) {
-#ifdef PT_HAVE_GPU
-  if (ON_DEVICE(c, buf)) return comm_device_sum_f32(c->dev, buf, n);
-#endif
-  chain_sum_f32(c, buf, n);
-}
-
-static void host_allreduce_f32(MPI_Comm mpi, float *buf, size_t n) {
-  if (n > (size_t)INT32_MAX) pt_fatal("reduction of %zu elements is too large", n);
-  PT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, mpi));
+  c->device.t->sum_f32(c->device.state, buf, n);
 }
 
 void comm_allreduce_sum_f32_unordered(pt_comm *c, float *buf, size_t n) {
-  if (n == 0) return;
-#ifdef PT_HAVE_GPU
-  if (ON_DEVICE(c, buf)) return comm_device_allreduce_f32(c->dev, buf, n);
-#endif
-  host_allreduce_f32(c->mpi, buf, n);
+  c->device.t->allreduce_f32(c->device.state, buf, n);
 }
 
-#ifdef PT_HAVE_GPU
-void comm_host_sum_f32(MPI_Comm mpi, float *buf, size_t n) {
-  pt_comm c = {.mpi = mpi};
-  chain_sum_f32(&c, buf, n);
+void comm_allreduce_sum_f64(pt_comm *c, double *buf, size_t n) {
+  comm_host_sum_f64(c->mpi, buf, n);
 }
-
-void comm_host_allreduce_f32(MPI_Comm mpi, float *buf, size_t n) { host_allreduce_f32(mpi, buf, n); }
-#endif
 
 void comm_allreduce_max_u64(pt_comm *c, uint64_t *buf, size_t n) {
   PT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT64_T, MPI_MAX, c->mpi));

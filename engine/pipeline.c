@@ -77,8 +77,9 @@ static int local_gpu(pt_pipeline *p, spec_device kind, char *err, size_t errsz) 
  * stage one chunk's sends can wait behind another's receive on both ranks (a deadlock): such
  * schedules need a stream per link (schedule/schedule_links.c), which the device transport does
  * not have. MPI, also staging GPU buffers, matches by tag and has no such order. */
-static int refuse_nccl_chunks(const pt_pipeline *p, int nccl, char *err, size_t errsz) {
-  if (!nccl || p->plan.virtual_stages == 1 || p->P == 1) return 0;
+static int refuse_nccl_chunks(const pt_pipeline *p, const comm_traits *t, char *err,
+                              size_t errsz) {
+  if (!t->in_order || p->plan.virtual_stages == 1 || p->P == 1) return 0;
   snprintf(err, errsz, "%s: %d chunks per stage (%s) over NCCL need a transport per link, which "
            "comm.backend: nccl does not have yet; set comm.backend: mpi (GPU buffers staged "
            "through host memory) or use one chunk per stage", p->part.spec->path,
@@ -111,10 +112,11 @@ static int open_device(pt_pipeline *p, char *err, size_t errsz) {
   if (pipeline_agree_failure(p, failed, err) != 0) return -1;
   pt_device *d = device_current();
   if (device_host_addressable(d)) return 0; /* comm sends the buffers as they are */
-  int nccl = s->comm_backend != SPEC_COMM_MPI;
-  failed = refuse_nccl_chunks(p, nccl, err, errsz) != 0 ||
-           comm_use_device(nccl, device_stream(d), err, errsz) != 0;
-  if (!failed && nccl) /* every built-in schedule passes; a new one must too (tests) */
+  const comm_traits *t = comm_device_traits(s->comm_backend); /* NCCL's unless mpi */
+  failed = refuse_nccl_chunks(p, t, err, errsz) != 0 ||
+           comm_use_device(s->comm_backend, device_stream(d), err, errsz) != 0;
+  /* every built-in schedule passes; a new one must too (tests) */
+  if (!failed && (t->in_order || t->holds_sends))
     failed = check_nccl_schedule(p, err, errsz) != 0;
   return pipeline_agree_failure(p, failed, err);
 }

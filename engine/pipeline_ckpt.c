@@ -116,7 +116,7 @@ static void gather_whole(pt_pipeline *p, const char *path, int tag) {
     int n = plan_stage_ranges(&p->plan, s, ranges);
     model_alloc_ranges(&part, ranges, n, device_host());
     pt_request r = {0};
-    comm_recv_async(p->pipe, part.params, sizeof(float) * (size_t)part.n_floats, s, tag, &r);
+    comm_recv_host_async(p->pipe, part.params, sizeof(float) * (size_t)part.n_floats, s, tag, &r);
     comm_wait(&r);
     copy_into(&whole, &part);
     model_free(&part);
@@ -134,7 +134,8 @@ void pipeline_gather(pt_pipeline *p, const char *path) {
   if (p->replica == 0 && p->stage_id > 0) {
     pt_request r = {0};
     model_to_host(m);
-    comm_send_async(p->pipe, m->host_params, sizeof(float) * (size_t)m->n_floats, 0, tag, &r);
+    comm_send_host_async(p->pipe, m->host_params, sizeof(float) * (size_t)m->n_floats, 0, tag,
+                         &r);
     comm_wait(&r);
   }
   if (p->rank == 0) gather_whole(p, path, tag);

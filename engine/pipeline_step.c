@@ -198,9 +198,10 @@ static double gather_norm(pt_pipeline *p, double *mine, int *my_hdr) {
     pt_request q = {0};
     hdr[st] = pt_calloc((size_t)v + 1, sizeof(int));
     watchdog_arm("its gradient norm", plan_rank(&p->plan, p->replica, st), p->part.step + 1);
-    comm_recv_async(p->pipe, hdr[st], sizeof(int) * (size_t)(v + 1), st, tag, &q), comm_wait(&q);
+    comm_recv_host_async(p->pipe, hdr[st], sizeof(int) * (size_t)(v + 1), st, tag, &q);
+    comm_wait(&q);
     sums[st] = pt_calloc((size_t)hdr[st][0] + 1, sizeof(double));
-    comm_recv_async(p->pipe, sums[st], sizeof(double) * (size_t)hdr[st][0], st, tag, &q);
+    comm_recv_host_async(p->pipe, sums[st], sizeof(double) * (size_t)hdr[st][0], st, tag, &q);
     comm_wait(&q);
   }
   double s = add_in_chunk_order(p, sums, hdr);
@@ -233,8 +234,8 @@ static double global_norm(pt_pipeline *p) {
   } else {
     pt_request q = {0};
     watchdog_arm("stage 0 to take the gradient norm", root, p->part.step + 1);
-    comm_send_async(p->pipe, hdr, sizeof(int) * (size_t)(v + 1), 0, tag, &q), comm_wait(&q);
-    comm_send_async(p->pipe, mine, sizeof(double) * (size_t)n, 0, tag, &q), comm_wait(&q);
+    comm_send_host_async(p->pipe, hdr, sizeof(int) * (size_t)(v + 1), 0, tag, &q), comm_wait(&q);
+    comm_send_host_async(p->pipe, mine, sizeof(double) * (size_t)n, 0, tag, &q), comm_wait(&q);
   }
   watchdog_arm("the gradient norm from stage 0", p->stage_id == 0 ? -1 : root, p->part.step + 1);
   comm_broadcast(p->pipe, &s, sizeof s, 0);
@@ -367,7 +368,7 @@ void pipeline_gather_root(pt_pipeline *p, const double *mine, int n, double *all
   if (p->rank != 0) {
     pt_request r = {0};
     watchdog_arm(what, 0, p->part.step);
-    comm_send_async(comm_world(), mine, sizeof(double) * (size_t)n, 0, tag, &r);
+    comm_send_host_async(comm_world(), mine, sizeof(double) * (size_t)n, 0, tag, &r);
     comm_wait(&r);
     watchdog_disarm();
     return;
@@ -376,7 +377,8 @@ void pipeline_gather_root(pt_pipeline *p, const double *mine, int n, double *all
   for (int r = 1; r < world; r++) {
     pt_request q = {0};
     watchdog_arm(what, r, p->part.step);
-    comm_recv_async(comm_world(), all + (size_t)r * n, sizeof(double) * (size_t)n, r, tag, &q);
+    comm_recv_host_async(comm_world(), all + (size_t)r * n, sizeof(double) * (size_t)n, r, tag,
+                         &q);
     comm_wait(&q);
     watchdog_disarm();
   }

@@ -38,14 +38,15 @@ double trace_measure_offset(pt_comm *world) {
       pt_request q = {0};
       if (rank == r) {
         double t1 = pt_now_s();
-        comm_send_async(world, &t1, sizeof t1, 0, PT_TAG_CLOCK_PING + k, &q), comm_wait(&q);
-        comm_recv_async(world, msg, sizeof msg, 0, PT_TAG_CLOCK_PONG + k, &q), comm_wait(&q);
+        comm_send_host_async(world, &t1, sizeof t1, 0, PT_TAG_CLOCK_PING + k, &q), comm_wait(&q);
+        comm_recv_host_async(world, msg, sizeof msg, 0, PT_TAG_CLOCK_PONG + k, &q), comm_wait(&q);
         double t2 = pt_now_s();
         if (t2 - t1 < best_rtt) best_rtt = t2 - t1, offset = msg[0] - 0.5 * (t1 + t2);
       } else if (rank == 0) {
-        comm_recv_async(world, msg, sizeof(double), r, PT_TAG_CLOCK_PING + k, &q), comm_wait(&q);
+        comm_recv_host_async(world, msg, sizeof(double), r, PT_TAG_CLOCK_PING + k, &q);
+        comm_wait(&q);
         msg[0] = pt_now_s();
-        comm_send_async(world, msg, sizeof msg, r, PT_TAG_CLOCK_PONG + k, &q), comm_wait(&q);
+        comm_send_host_async(world, msg, sizeof msg, r, PT_TAG_CLOCK_PONG + k, &q), comm_wait(&q);
       }
     }
   }

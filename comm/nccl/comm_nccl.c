@@ -1,5 +1,9 @@
-/* comm/nccl/comm_nccl.c: device buffers for comm.h, over NCCL or over MPI through pinned host
- * memory (see comm_device.h). GPU builds only. */
+/* comm/nccl/comm_nccl.c: the NCCL transport (comm_transport.h): a GPU rank's device buffers
+ * over a NCCL communicator per group (the world's from a unique id broadcast over MPI, the
+ * others by ncclCommSplit), on a stream of its own, sends grouped with their receives. It
+ * matches transfers in issue order and holds sends back (its traits; see below). Float sums
+ * keep comm.h's fixed order ((x0 + x1) + x2) + ..., so results match the host path bit for
+ * bit. GPU builds only. */
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,8 +11,7 @@
 #include <time.h>
 
 #include "comm/comm_check.h"
-#include "comm/comm_device.h"
-#include "comm/nccl/comm_pinned.h"
+#include "comm/nccl/comm_gpu.h"
 #include "core/error.h"
 #include "kernels/cuda/gpu.h"
 #include "partition/memory.h"
@@ -16,31 +19,31 @@
 /* The add kernels of the chain sums (kernels/cuda/comm_add.cu). */
 void comm_nccl_add_f32(float *y, const float *x, size_t n, cudaStream_t s);
 
-struct comm_device {
-  int nccl;              /* 1: NCCL; 0: MPI on pinned host copies */
+typedef struct nccl_link {
   MPI_Comm mpi;
   int rank, size;
   ncclComm_t comm;
   cudaStream_t compute;  /* where the buffers are produced and consumed */
   cudaStream_t stream;   /* NCCL's own, so transfers overlap compute */
-  pinned_pool pool;      /* staged: the host copies' buffers, reused */
   float *tmp;            /* device scratch of the chain sum */
   size_t tmp_floats;
   unsigned char *peers;  /* [size]: ranks exchanged with, whose NCCL buffers are counted */
   int64_t accounted;     /* bytes of NCCL's own buffers counted in the memory totals */
-  int grouped;           /* inside comm_device_group_start/end */
+  int grouped;           /* inside comm_group_start/end */
   struct dev_req **held; /* NCCL transfers not issued yet (see below) */
   int n_held, cap_held;
-  struct comm_device *next_live; /* the list nccl_failure_text aborts */
-};
+  struct nccl_link *next_live; /* the list nccl_failure_text aborts */
+} nccl_link;
+
+extern const comm_transport comm_transport_nccl;
 
 /* NCCL runs a rank's transfers on one stream in issue order, and a transfer finishes only with
  * its match on the peer (a rendezvous): a receive posted early would hold up every send issued
  * after it. So sends are held back, and go out as one group, together with the receive waited
  * for, when the engine first waits for a transfer not yet issued; a receive goes out only when
- * waited for. Inside comm_device_group_start/end everything goes out together at the end.
- * comm_device_flush (the schedule's FLUSH) issues the held sends alone: a rank about to block in
- * a reduction on another communicator must, or its peers wait for them meanwhile. A reduction
+ * waited for. Inside comm_group_start/end everything goes out together at the end. comm_flush
+ * (nccl_flush; the schedule's FLUSH) issues the held sends alone: a rank about to block in a
+ * reduction on another communicator must, or its peers wait for them meanwhile. A reduction
  * on this communicator issues them first itself (nccl_sum_f32). schedule/schedule_rendezvous.c
  * checks that the engine's schedules finish under these rules. Holding costs no overlap: a
  * held send is issued at the latest when something waits for it or for a later transfer.
@@ -50,19 +53,17 @@ struct comm_device {
  *     queued there so far produces the send's buffer, or is the last to read the buffer a
  *     receive overwrites (the engine posts a receive only once the buffer is free, as MPI
  *     requires). The group's stream waits for each member's ready event, not for all compute.
- *   - After the group, an event (done) is recorded on the group's stream. comm_device_wait
+ *   - After the group, an event (done) is recorded on the group's stream. comm_wait (nccl_wait)
  *     makes the compute stream wait for it: a receive's consumers, and whatever the engine
  *     queues after waiting for a send (it overwrites the buffer only after that wait), run
  *     after the transfer; the host goes on queuing work at once. */
 typedef struct dev_req {
-  comm_device *d;
+  nccl_link *d;
   int peer, recv, issued;
   void *buf;
   size_t bytes;
   cudaEvent_t ready;     /* NCCL: on the compute stream at the call (see above) */
   cudaEvent_t done;      /* NCCL: recorded on d->stream after the transfer's group */
-  MPI_Request mpi;       /* staged */
-  int slab;              /* staged: the pinned host copy (d->pool) */
 } dev_req;
 
 /* Tests on the emulated NCCL only (its nccl.h defines PT_NCCL_EMULATION): PT_EMU_COMM_UNORDERED
@@ -80,7 +81,7 @@ static int unordered(const char *which) {
 }
 
 /* Every live communicator of this process (see nccl_failure_text). */
-static comm_device *g_live;
+static nccl_link *g_live;
 
 /* A failed NCCL call aborts this process's communicators first: peers blocked on one of them
  * then fail too, instead of waiting for a rank that is leaving. Returns the text the failure is
@@ -90,7 +91,7 @@ static const char *nccl_failure_text(ncclResult_t r) {
   const char *last = ncclGetLastError(NULL);
   snprintf(text, sizeof text, "%s%s%s", ncclGetErrorString(r), last && last[0] ? ": " : "",
            last ? last : "");
-  for (comm_device *d = g_live; d; d = d->next_live)
+  for (nccl_link *d = g_live; d; d = d->next_live)
     if (d->comm) ncclCommAbort(d->comm);
   return text;
 }
@@ -99,19 +100,10 @@ static const char *nccl_failure_text(ncclResult_t r) {
 #define PT_CHECK_NCCL(call) \
   PT_CHECK_CALL(ncclResult_t, call, #call, PT_NCCL_OK, "NCCL", nccl_failure_text)
 
-int comm_device_owns(const void *buf) {
-  struct cudaPointerAttributes a;
-  if (cudaPointerGetAttributes(&a, buf) != cudaSuccess) {
-    (void)cudaGetLastError(); /* a plain host pointer on older runtimes */
-    return 0;
-  }
-  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
-}
-
 /* The memory plan counts NCCL's buffers per peer (partition/memory.h: comm), which NCCL
  * allocates out of sight; the same figure goes into the measured totals at the first transfer
  * with each peer, so planned and measured peaks agree on it. */
-static void note_peer(comm_device *d, int peer) {
+static void note_peer(nccl_link *d, int peer) {
   if (peer == d->rank || d->peers[peer]) return;
   d->peers[peer] = 1;
   int64_t b = memory_nccl_peer_bytes();
@@ -119,13 +111,13 @@ static void note_peer(comm_device *d, int peer) {
   pt_mem_account(b);
 }
 
-static comm_device *device_new(MPI_Comm mpi, int nccl, cudaStream_t compute) {
-  comm_device *d = pt_calloc(1, sizeof *d);
-  d->nccl = nccl, d->mpi = mpi, d->compute = compute;
+static nccl_link *device_new(MPI_Comm mpi, cudaStream_t compute) {
+  nccl_link *d = pt_calloc(1, sizeof *d);
+  d->mpi = mpi, d->compute = compute;
   PT_CHECK_MPI(MPI_Comm_rank(mpi, &d->rank));
   PT_CHECK_MPI(MPI_Comm_size(mpi, &d->size));
   d->peers = pt_calloc((size_t)d->size, 1);
-  if (nccl) PT_CHECK_CUDA(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
+  PT_CHECK_CUDA(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
   d->next_live = g_live;
   g_live = d;
   return d;
@@ -148,9 +140,10 @@ static void make_id(shared_id *s) {
            last ? last : "");
 }
 
-comm_device *comm_device_create(MPI_Comm mpi, int nccl, void *stream, char *err, size_t errsz) {
-  comm_device *d = device_new(mpi, nccl, (cudaStream_t)stream);
-  if (!nccl) return d;
+static void nccl_close(void *state);
+
+static void *nccl_open(MPI_Comm mpi, void *stream, char *err, size_t errsz) {
+  nccl_link *d = device_new(mpi, (cudaStream_t)stream);
   shared_id s;
   memset(&s, 0, sizeof s);
   if (d->rank == 0) make_id(&s);
@@ -160,7 +153,7 @@ comm_device *comm_device_create(MPI_Comm mpi, int nccl, void *stream, char *err,
                "GPU buffers through host memory instead)", s.text);
     else
       snprintf(err, errsz, "sharing the NCCL unique id over MPI failed");
-    comm_device_free(d);
+    nccl_close(d);
     return NULL;
   }
   ncclUniqueId id = s.id;
@@ -168,38 +161,38 @@ comm_device *comm_device_create(MPI_Comm mpi, int nccl, void *stream, char *err,
   if (r != ncclSuccess) {
     snprintf(err, errsz, "ncclCommInitRank (%d ranks): %s", d->size, ncclGetErrorString(r));
     d->comm = NULL; /* not a communicator to destroy */
-    comm_device_free(d);
+    nccl_close(d);
     return NULL;
   }
   return d;
 }
 
-comm_device *comm_device_split(comm_device *parent, MPI_Comm child, int color, int key) {
-  ncclComm_t c = NULL;
-  if (parent->nccl) /* collective over the parent's members, members or not */
-    PT_CHECK_NCCL(ncclCommSplit(parent->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &c,
-                                NULL));
+static void *nccl_split(void *state, MPI_Comm child, int color, int key) {
+  nccl_link *parent = state;
+  ncclComm_t c = NULL; /* collective over the parent's members, members or not */
+  PT_CHECK_NCCL(ncclCommSplit(parent->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &c,
+                              NULL));
   if (color < 0) return NULL;
-  comm_device *d = device_new(child, parent->nccl, parent->compute);
+  nccl_link *d = device_new(child, parent->compute);
   d->comm = c;
   return d;
 }
 
-static void forget(comm_device *d) {
-  for (comm_device **p = &g_live; *p; p = &(*p)->next_live)
+static void forget(nccl_link *d) {
+  for (nccl_link **p = &g_live; *p; p = &(*p)->next_live)
     if (*p == d) {
       *p = d->next_live;
       return;
     }
 }
 
-void comm_device_free(comm_device *d) {
+static void nccl_close(void *state) {
+  nccl_link *d = state;
   if (!d) return;
   forget(d);
   if (d->comm) ncclCommDestroy(d->comm);
   if (d->stream) cudaStreamDestroy(d->stream);
   if (d->tmp) cudaFree(d->tmp);
-  pinned_free(&d->pool);
   pt_mem_account(-(int64_t)(d->tmp_floats * sizeof(float)) - d->accounted);
   free(d->peers);
   free(d->held);
@@ -208,7 +201,7 @@ void comm_device_free(comm_device *d) {
 
 /* NCCL's stream waits for what the compute stream has queued so far (the buffers' producers,
  * and the last readers of a buffer about to be received into). */
-static void after_compute(comm_device *d) {
+static void after_compute(nccl_link *d) {
   cudaEvent_t ev;
   PT_CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
   PT_CHECK_CUDA(cudaEventRecord(ev, d->compute));
@@ -216,7 +209,7 @@ static void after_compute(comm_device *d) {
   PT_CHECK_CUDA(cudaEventDestroy(ev));
 }
 
-static void hold(comm_device *d, dev_req *q) {
+static void hold(nccl_link *d, dev_req *q) {
   if (d->n_held == d->cap_held) {
     d->cap_held = d->cap_held ? 2 * d->cap_held : 16;
     d->held = realloc(d->held, sizeof *d->held * (size_t)d->cap_held);
@@ -226,7 +219,7 @@ static void hold(comm_device *d, dev_req *q) {
 }
 
 /* One NCCL group: every held transfer, and extra (a receive waited for) when not NULL. */
-static void issue_group(comm_device *d, dev_req *extra) {
+static void issue_group(nccl_link *d, dev_req *extra) {
   int held = 0;
   for (int i = 0; extra && i < d->n_held; i++) held |= d->held[i] == extra;
   if (extra && !extra->issued && !held) hold(d, extra);
@@ -253,46 +246,37 @@ static void issue_group(comm_device *d, dev_req *extra) {
   d->n_held = 0;
 }
 
-static dev_req *req_new(comm_device *d, void *buf, size_t bytes, int peer, int recv,
+static dev_req *req_new(nccl_link *d, void *buf, size_t bytes, int peer, int recv,
                         pt_request *r) {
   dev_req *q = pt_calloc(1, sizeof *q);
-  *q = (dev_req){.d = d, .peer = peer, .recv = recv, .buf = buf, .bytes = bytes,
-                 .mpi = MPI_REQUEST_NULL};
+  *q = (dev_req){.d = d, .peer = peer, .recv = recv, .buf = buf, .bytes = bytes};
   r->impl = q;
-  r->device = 1;
+  r->via = &comm_transport_nccl;
   return q;
 }
 
 /* The compute stream's position now: the buffer's producers or last readers (see dev_req). */
-static void mark_ready(comm_device *d, dev_req *q) {
+static void mark_ready(nccl_link *d, dev_req *q) {
   PT_CHECK_CUDA(cudaEventCreateWithFlags(&q->ready, cudaEventDisableTiming));
   PT_CHECK_CUDA(cudaEventRecord(q->ready, d->compute));
 }
 
-void comm_device_send(comm_device *d, const void *buf, size_t bytes, int peer, int tag,
+/* tag: MPI's; NCCL matches in issue order instead (comm.h). */
+static void nccl_send(void *state, const void *buf, size_t bytes, int peer, int tag,
                       pt_request *r) {
+  nccl_link *d = state;
+  (void)tag;
   dev_req *q = req_new(d, (void *)buf, bytes, peer, 0, r);
-  if (d->nccl) {
-    mark_ready(d, q);
-    return hold(d, q);
-  }
-  q->slab = pinned_take(&d->pool, bytes);
-  void *host = pinned_host(&d->pool, q->slab);
-  PT_CHECK_CUDA(cudaMemcpyAsync(host, buf, bytes, cudaMemcpyDeviceToHost, d->compute));
-  PT_CHECK_CUDA(cudaStreamSynchronize(d->compute)); /* MPI reads the host copy */
-  PT_CHECK_MPI(MPI_Isend(host, (int)bytes, MPI_BYTE, peer, tag, d->mpi, &q->mpi));
+  mark_ready(d, q);
+  hold(d, q);
 }
 
-void comm_device_recv(comm_device *d, void *buf, size_t bytes, int peer, int tag, pt_request *r) {
+static void nccl_recv(void *state, void *buf, size_t bytes, int peer, int tag, pt_request *r) {
+  nccl_link *d = state;
+  (void)tag;
   dev_req *q = req_new(d, buf, bytes, peer, 1, r);
-  if (d->nccl) {
-    mark_ready(d, q);
-    if (d->grouped) hold(d, q); /* an explicit group goes out whole at its end */
-    return;
-  }
-  q->slab = pinned_take(&d->pool, bytes);
-  PT_CHECK_MPI(MPI_Irecv(pinned_host(&d->pool, q->slab), (int)bytes, MPI_BYTE, peer, tag, d->mpi,
-                         &q->mpi));
+  mark_ready(d, q);
+  if (d->grouped) hold(d, q); /* an explicit group goes out whole at its end */
 }
 
 /* Polls the event and the communicator's asynchronous error. That error is what NCCL detects
@@ -300,7 +284,7 @@ void comm_device_recv(comm_device *d, void *buf, size_t bytes, int peer, int tag
  * abort and an error naming the peer. A dead peer over NVLink, PCIe or shared memory (one node)
  * is not reported: the event never completes, and the watchdog (pipeline.timeout_s), armed by
  * the engine around every wait, ends the job instead, as it does for a peer that hangs. */
-static void nccl_wait_event(comm_device *d, cudaEvent_t ev, int peer, size_t bytes) {
+static void nccl_wait_event(nccl_link *d, cudaEvent_t ev, int peer, size_t bytes) {
   struct timespec nap = {0, 20000};
   for (;;) {
     cudaError_t e = cudaEventQuery(ev);
@@ -319,8 +303,9 @@ static void nccl_wait_event(comm_device *d, cudaEvent_t ev, int peer, size_t byt
 
 /* The compute stream waits for the transfer; the host does not (see dev_req). An error NCCL
  * has already detected on the communicator is reported here, without waiting for one. */
-static void nccl_wait(dev_req *q) {
-  comm_device *d = q->d;
+static void nccl_wait(pt_request *r) {
+  dev_req *q = r->impl;
+  nccl_link *d = q->d;
   if (!q->issued) issue_group(d, q);
   if (!unordered("done")) PT_CHECK_CUDA(cudaStreamWaitEvent(d->compute, q->done, 0));
   PT_CHECK_CUDA(cudaEventDestroy(q->done)); /* the queued wait keeps what it needs */
@@ -331,47 +316,28 @@ static void nccl_wait(dev_req *q) {
     pt_fatal("NCCL failed while exchanging %zu bytes with rank %d: %s (that rank may have "
              "died)", q->bytes, q->peer, ncclGetErrorString(async));
   }
-}
-
-/* MPI has the host copy (the host waits for the peer here, as MPI must); a receive's copy to
- * the device is queued on the compute stream, and its buffer reused once that copy ran. */
-static void staged_wait(dev_req *q) {
-  comm_device *d = q->d;
-  PT_CHECK_MPI(MPI_Wait(&q->mpi, MPI_STATUS_IGNORE));
-  if (q->recv)
-    PT_CHECK_CUDA(cudaMemcpyAsync(q->buf, pinned_host(&d->pool, q->slab), q->bytes,
-                                  cudaMemcpyHostToDevice, d->compute));
-  pinned_give(&d->pool, q->slab, q->recv ? d->compute : NULL);
-}
-
-int comm_device_wait(pt_request *r) {
-  if (!r->device) return 0;
-  dev_req *q = r->impl;
-  if (q->d->nccl) nccl_wait(q);
-  else staged_wait(q);
   free(q);
   r->impl = NULL;
-  r->device = 0;
-  return 1;
+  r->via = NULL;
 }
 
-void comm_device_group_start(comm_device *d) {
-  if (d->nccl) d->grouped = 1;
-}
+static void nccl_group_start(void *state) { ((nccl_link *)state)->grouped = 1; }
 
-void comm_device_group_end(comm_device *d) {
-  if (!d->nccl) return;
+static void nccl_group_end(void *state) {
+  nccl_link *d = state;
   d->grouped = 0;
   issue_group(d, NULL);
 }
 
-void comm_device_flush(comm_device *d) {
-  if (d->nccl && !d->grouped) issue_group(d, NULL);
+/* comm_flush: the held sends out as one group (inside a group: nothing). */
+static void nccl_flush(void *state) {
+  nccl_link *d = state;
+  if (!d->grouped) issue_group(d, NULL);
 }
 
 /* The host waits for what the group's stream queued so far (a reduction's end: the engine's
  * watchdog is armed around it, and NCCL's asynchronous errors are polled meanwhile). */
-static void nccl_finish(comm_device *d, int peer, size_t bytes) {
+static void nccl_finish(nccl_link *d, int peer, size_t bytes) {
   cudaEvent_t ev;
   PT_CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
   PT_CHECK_CUDA(cudaEventRecord(ev, d->stream));
@@ -379,22 +345,11 @@ static void nccl_finish(comm_device *d, int peer, size_t bytes) {
   PT_CHECK_CUDA(cudaEventDestroy(ev));
 }
 
-/* A staged reduction: a pinned host copy of buf, summed over MPI by sum, copied back (queued on
- * the compute stream; the copy's buffer is reused once it ran). */
-static void staged_sum_f32(comm_device *d, float *buf, size_t n,
-                           void (*sum)(MPI_Comm, float *, size_t)) {
-  int slab = pinned_take(&d->pool, n * sizeof(float));
-  float *host = pinned_host(&d->pool, slab);
-  PT_CHECK_CUDA(cudaMemcpyAsync(host, buf, n * sizeof(float), cudaMemcpyDeviceToHost, d->compute));
-  PT_CHECK_CUDA(cudaStreamSynchronize(d->compute));
-  sum(d->mpi, host, n);
-  PT_CHECK_CUDA(cudaMemcpyAsync(buf, host, n * sizeof(float), cudaMemcpyHostToDevice, d->compute));
-  pinned_give(&d->pool, slab, d->compute);
-}
-
 /* Chain sum on the device: receive the running sum from rank - 1, add this rank's values,
  * pass it on; the last rank broadcasts. The same order as the host path, so the same bits. */
-static void nccl_sum_f32(comm_device *d, float *buf, size_t n) {
+static void nccl_sum_f32(void *state, float *buf, size_t n) {
+  nccl_link *d = state;
+  if (d->size == 1 || n == 0) return;
   if (d->tmp_floats < n) { /* counted in the memory totals, as the plan counts it */
     if (d->tmp) PT_CHECK_CUDA(cudaFree(d->tmp));
     PT_CHECK_CUDA(cudaMalloc((void **)&d->tmp, n * sizeof(float)));
@@ -415,17 +370,11 @@ static void nccl_sum_f32(comm_device *d, float *buf, size_t n) {
   nccl_finish(d, d->rank > 0 ? d->rank - 1 : d->rank + 1, n * sizeof(float));
 }
 
-void comm_device_sum_f32(comm_device *d, float *buf, size_t n) {
-  if (d->size == 1 || n == 0) return;
-  if (d->nccl) return nccl_sum_f32(d, buf, n);
-  staged_sum_f32(d, buf, n, comm_host_sum_f32);
-}
-
 /* comm.dp_reduce: allreduce. NCCL's own reduction (ring or tree, chosen by NCCL): one call,
  * bandwidth-optimal, but its order of additions is NCCL's, not the chain's. */
-void comm_device_allreduce_f32(comm_device *d, float *buf, size_t n) {
+static void nccl_allreduce_f32(void *state, float *buf, size_t n) {
+  nccl_link *d = state;
   if (d->size == 1 || n == 0) return;
-  if (!d->nccl) return staged_sum_f32(d, buf, n, comm_host_allreduce_f32);
   note_peer(d, (d->rank + 1) % d->size); /* the ring's neighbours, as the plan counts them */
   note_peer(d, (d->rank + d->size - 1) % d->size);
   issue_group(d, NULL); /* transfers held on this group go first, in issue order */
@@ -433,3 +382,25 @@ void comm_device_allreduce_f32(comm_device *d, float *buf, size_t n) {
   PT_CHECK_NCCL(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, d->comm, d->stream));
   nccl_finish(d, (d->rank + 1) % d->size, n * sizeof(float));
 }
+
+static void nccl_connect(void *state, const int *peers, int n) {
+  comm_gpu_connect(&comm_transport_nccl, state, peers, n);
+}
+
+const comm_transport comm_transport_nccl = {
+    .traits = {.name = "nccl", .in_order = 1, .holds_sends = 1},
+    .gpu = 1,
+    .backend = SPEC_COMM_NCCL,
+    .open = nccl_open,
+    .split = nccl_split,
+    .close = nccl_close,
+    .send = nccl_send,
+    .recv = nccl_recv,
+    .wait = nccl_wait,
+    .group_start = nccl_group_start,
+    .group_end = nccl_group_end,
+    .flush = nccl_flush,
+    .sum_f32 = nccl_sum_f32,
+    .allreduce_f32 = nccl_allreduce_f32,
+    .connect = nccl_connect,
+};

@@ -6,7 +6,8 @@
  * one line naming it (none may go on to ncclCommInitRank with a zeroed id and hang).
  * Checks: a ring of grouped device sends/receives delivers every byte; the device chain sum
  * equals the host chain sum ((x0 + x1) + x2) + ... bit for bit, on the world and on a group
- * split from it; host buffers on the same groups still go over MPI; comm_connect works; a send
+ * split from it; host buffers on the same groups go over MPI (an f64 sum, and host
+ * sends interleaved with device ones on one group); comm_connect works; a send
  * the transport holds back goes out at comm_flush while its rank sums on another group (the
  * tied-weight deadlock of pipelined runs over NCCL: without the flush this test hangs); buffers
  * rewritten on the compute stream right after comm_wait, round after round, and received ones
@@ -172,6 +173,16 @@ static void check_flush(gpu_ctx *g, pt_comm *c, pt_comm *other, int rank, int si
   free(msg), free(sum);
 }
 
+/* Host buffers on a group with a device transport: over MPI, a ring matched by tag. */
+static void check_host_ring(pt_comm *c, int rank, int size) {
+  int out = rank * 10 + 1, in = -1, from = (rank + size - 1) % size;
+  pt_request s = {0}, r = {0};
+  comm_send_host_async(c, &out, sizeof out, (rank + 1) % size, 11, &s);
+  comm_recv_host_async(c, &in, sizeof in, from, 11, &r);
+  comm_wait(&r), comm_wait(&s);
+  CHECK(in == from * 10 + 1, "host ring: %d from rank %d, expected %d", in, from, from * 10 + 1);
+}
+
 static uint64_t text_hash(const char *s) {
   uint64_t h = 1469598103934665603ull;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
@@ -182,7 +193,7 @@ static uint64_t text_hash(const char *s) {
 static int check_id_fail(gpu_ctx *g, pt_comm *world, int rank, int size) {
   if (rank == 0) setenv("NCCL_SOCKET_IFNAME", "=pt_no_such_interface", 1);
   char err[512] = "";
-  int rc = comm_use_device(1, g->stream, err, sizeof err);
+  int rc = comm_use_device(SPEC_COMM_NCCL, g->stream, err, sizeof err);
   CHECK(rc == -1 && strstr(err, "ncclGetUniqueId failed on rank 0") && !strchr(err, '\n'),
         "rank %d: comm_use_device gave %d, '%s'", rank, rc, err);
   uint64_t mine = text_hash(err), *all = calloc((size_t)size, sizeof *all);
@@ -224,7 +235,7 @@ int main(int argc, char **argv) {
     return check_id_fail(&g, world, rank, size);
   }
   if (gpu_open(&g, comm_local_rank() % gpus, err, sizeof err) != 0 ||
-      comm_use_device(nccl, g.stream, err, sizeof err) != 0) {
+      comm_use_device(nccl ? SPEC_COMM_NCCL : SPEC_COMM_MPI, g.stream, err, sizeof err) != 0) {
     fprintf(stderr, "rank %d: %s\n", rank, err);
     return 1;
   }
@@ -244,6 +255,7 @@ int main(int argc, char **argv) {
   double expect = 0;
   for (int k = 0; k < n_sub; k++) expect += sub[k] + 0.5;
   CHECK(host == expect, "host sum on the split group: %g, expected %g", host, expect);
+  check_host_ring(half, comm_rank(half), comm_size(half));
   comm_free(half);
   if (size > 1) {
     pt_comm *other = comm_split(world, 0, rank); /* every rank: a communicator of its own */

@@ -28,7 +28,8 @@ static void injected(void) {
   CHECK(ncclGetUniqueId(&id) == ncclSuccess, "no injection: ncclGetUniqueId works");
 }
 
-/* Today's comm_device_create: rank 0 zeroes the id when ncclGetUniqueId fails and shares it. */
+/* What the NCCL transport's open (comm/nccl/comm_nccl.c, nccl_open) once did: rank 0 zeroed the
+ * id when ncclGetUniqueId failed and shared it. */
 static void zeroed_id(void) {
   ncclUniqueId id;
   memset(&id, 0, sizeof id);
