@@ -25,7 +25,7 @@ static const pt_setting_decl sleep_settings[] = {
     {"forward_ms", PT_SETTING_NUM, 0.0, NULL, 0.0, 1e4, 0, "wall time spent in forward"},
     {"input_ms", PT_SETTING_NUM, 0.0, NULL, 0.0, 1e4, 0, "wall time spent in backward_input"},
     {"weight_ms", PT_SETTING_NUM, 0.0, NULL, 0.0, 1e4, 0, "wall time spent in backward_weight"},
-    {NULL},
+    {.name = NULL},
 };
 
 static void sleep_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {

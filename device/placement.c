@@ -528,14 +528,13 @@ int placement_check_gpus(int local_size, int n_gpus, int devices_given, char *er
   /* an example device list that shares the GPUs evenly, for a handful of ranks */
   char example[96] = "";
   if (local_size <= 8) {
-    cat(example, sizeof example, " (e.g. pipeline.devices: [");
+    cat(example, sizeof example, " (and e.g. pipeline.devices: [");
     for (int r = 0; r < local_size; r++)
       cat(example, sizeof example, "%s%d", r ? ", " : "", r * n_gpus / local_size);
     cat(example, sizeof example, "])");
   }
   return fail(err, errsz, "%d ranks on this node but only %d GPU%s: each rank needs a GPU of "
-              "its own unless the spec says otherwise. Start at most %d rank%s per node, share "
-              "GPUs explicitly with pipeline.devices%s, or train on the CPU with "
-              "comm.backend: mpi", local_size, n_gpus, n_gpus == 1 ? "" : "s", n_gpus,
-              n_gpus == 1 ? "" : "s", example);
+              "its own under NCCL. Start at most %d rank%s per node, or let ranks share GPUs "
+              "through host memory with comm.backend: mpi%s", local_size, n_gpus,
+              n_gpus == 1 ? "" : "s", n_gpus, n_gpus == 1 ? "" : "s", example);
 }

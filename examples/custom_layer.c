@@ -63,7 +63,7 @@ static const pt_layer_type residual_linear_type = {
 static const pt_setting_decl rms_settings[] = {
     /* name, kind, default, default from, min, max, required, doc */
     {"eps", PT_SETTING_NUM, 1e-6, NULL, 0.0, 1.0, 0, "added to the mean square"},
-    {NULL},
+    {.name = NULL},
 };
 
 /* saved: rstd[N], written by forward and read by both backward halves */

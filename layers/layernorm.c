@@ -4,7 +4,7 @@
 
 static const pt_setting_decl layernorm_settings[] = {
     {"eps", PT_SETTING_NUM, 1e-5, NULL, 1e-12, 1.0, 0, "added to the variance"},
-    {NULL},
+    {.name = NULL},
 };
 
 static void layernorm_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {

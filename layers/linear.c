@@ -8,7 +8,7 @@
 static const pt_setting_decl linear_settings[] = {
     {"out", PT_SETTING_INT, 0, "model.dim", 1, 1 << 24, 0, "output features"},
     {"bias", PT_SETTING_BOOL, 1, NULL, 0, 1, 0, "add a bias"},
-    {NULL},
+    {.name = NULL},
 };
 
 static void linear_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {

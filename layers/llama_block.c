@@ -97,7 +97,7 @@ static const pt_setting_decl llama_settings[] = {
     {"ffn_dim", PT_SETTING_INT, 0, NULL, 1, 1 << 24, 1, "the SwiGLU MLP's hidden width"},
     {"rope_theta", PT_SETTING_NUM, 10000.0, NULL, 1e-30, 1e30, 0, "rotary embedding base"},
     {"eps", PT_SETTING_NUM, 1e-6, NULL, 1e-12, 1.0, 0, "the two RMSNorms' eps"},
-    {NULL},
+    {.name = NULL},
 };
 
 static void llama_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {

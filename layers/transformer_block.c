@@ -71,7 +71,7 @@ static size_t block_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B,
 
 static const pt_setting_decl block_settings[] = {
     {"heads", PT_SETTING_INT, 0, "model.heads", 1, 1 << 16, 0, "attention heads, dividing dim"},
-    {NULL},
+    {.name = NULL},
 };
 
 static void block_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {

@@ -294,7 +294,9 @@ static int parse_caps(pt_plan *p, spec_node *n, spec_errors *e) {
   return e->failed ? -1 : 0;
 }
 
-static int parse_devices(pt_plan *p, spec_node *n, spec_errors *e) {
+/* Ids may repeat only under comm.backend: mpi: NCCL refuses two ranks on one device, while the
+ * staged transport copies through host memory, which is how a one-GPU machine runs a pipeline. */
+static int parse_devices(pt_plan *p, spec_node *n, int may_share, spec_errors *e) {
   int ranks = p->n_stages * p->data_parallel;
   p->devices = pt_calloc((size_t)ranks, sizeof(int));
   for (int r = 0; r < ranks; r++) p->devices[r] = -1;
@@ -306,10 +308,11 @@ static int parse_devices(pt_plan *p, spec_node *n, spec_errors *e) {
   }
   for (int i = 0; i < n->n_items && !e->failed; i++) {
     int64_t d = spec_node_int(n->items[i], 0, 1 << 20, e);
-    for (int j = 0; j < i && !e->failed; j++)
+    for (int j = 0; j < i && !e->failed && !may_share; j++)
       if (p->devices[j] == d)
         spec_error(e, n->items[i], 0, "pipeline.devices: device %lld is given twice (entries %d "
-                   "and %d); each rank of a node needs its own device", (long long)d, j, i);
+                   "and %d); each rank of a node needs its own device under NCCL (set "
+                   "comm.backend: mpi to let ranks share one)", (long long)d, j, i);
     p->devices[i] = (int)d;
   }
   for (int r = n->n_items; r < ranks && !e->failed; r++)
@@ -475,7 +478,7 @@ int plan_build(pt_plan *p, const pt_model *m, spec_errors *e) {
   }
   plan_alloc(p);
   int rc = parse_caps(p, pl->max_memory, e);
-  if (rc == 0) rc = parse_devices(p, pl->devices, e);
+  if (rc == 0) rc = parse_devices(p, pl->devices, m->spec->comm_backend == SPEC_COMM_MPI, e);
   if (rc == 0 && pl->boundaries && pl->stage_layers) {
     spec_error(e, pl->stage_layers, 0, "give pipeline.boundaries or pipeline.stage_layers, not both");
     rc = -1;
@@ -513,7 +516,7 @@ int plan_build_layout(pt_plan *p, const pt_model *m, const pt_schedule *s, const
   memcpy(p->bounds, bounds, sizeof(int) * ((size_t)p->n_chunks + 1));
   snprintf(p->method, sizeof p->method, "auto");
   int rc = parse_caps(p, pl->max_memory, e);
-  if (rc == 0) rc = parse_devices(p, pl->devices, e);
+  if (rc == 0) rc = parse_devices(p, pl->devices, m->spec->comm_backend == SPEC_COMM_MPI, e);
   if (rc == 0) plan_measure(p, m);
   if (rc != 0) plan_free(p);
   return rc;

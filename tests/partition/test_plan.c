@@ -403,7 +403,7 @@ static const plan_case CASES[] = {
     /* Devices: errors. */
     {"devices duplicate", S_GPT, "pipeline:\n  stages: 4\n  devices: [0, 1, 1, 2]\n", NULL, {END},
      NULL, {"pipeline.devices: device 1 is given twice (entries 1 and 2); each rank of a node "
-            "needs its own device"}, "1, 2]", 0},
+            "needs its own device under NCCL (set comm.backend: mpi to let ranks share one)"}, "1, 2]", 0},
     {"devices wrong length", S_GPT, "pipeline:\n  stages: 4\n  devices: [0, 1, 2]\n", NULL,
      {END}, NULL, {"pipeline.devices: expected a list of 4 device ids (one per stage) or 4 (one "
                    "per rank), in any order, e.g. [2, 3, 0, 1]"}, "[0, 1, 2]", 0},
@@ -967,6 +967,9 @@ static void test_devices(void) {
       {"pipeline: {stages: 4, data_parallel: 2, devices: [7, 6, 5, 4, 3, 2, 1, 0]}\n", 2, 8,
        {7, 6, 5, 4, 3, 2, 1, 0}},
       {"pipeline: {stages: 2, data_parallel: 3, devices: [1, 0]}\n", 3, 6, {1, 0, 1, 0, 1, 0}},
+      /* ranks sharing one GPU through the staged transport (a pipeline on a one-GPU machine) */
+      {"comm: {backend: mpi}\npipeline: {stages: 2, devices: [0, 0]}\n", 1, 2, {0, 0}},
+      {"comm: {backend: mpi}\npipeline: {stages: 4, devices: [0, 0, 1, 1]}\n", 1, 4, {0, 0, 1, 1}},
   };
   for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) {
     if (build_plan(&L, S_GPT, maps[i].pipeline, NULL, &p, &e) != 0) {
