@@ -6,7 +6,10 @@ pipe_train=$1
 source "$(dirname "$0")/../lib.sh"
 print() { "$pipe_train" tests/pipeline/gate.yaml --print-schedule --format actions \
   --set pipeline.stages=3 --set train.micro_batches=7 "$@"; }
-for s in 1f1b gpipe interleaved_1f1b looped_bfs zb_h1 zb_h2 zbv dualpipev; do
+# The registry's names, as its refusal of an unknown one lists them (schedule/registry.c)
+names=$( (print --set pipeline.schedule=not_a_schedule 2>&1 || true) | sed -n 's/.*expected one of \(.*\), got.*/\1/p' | tr -d ',')
+[ -n "$names" ] || fail "no schedule names in pipe_train's refusal of an unknown schedule"
+for s in $names; do
   print --set pipeline.schedule=$s >"$work/$s"
   print --set pipeline.schedule_file="$work/$s" >"$work/$s.back"
   tail -n +2 "$work/$s" >"$work/a"
