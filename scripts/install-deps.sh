@@ -16,6 +16,7 @@ packages=(
   python3-venv                     # the venv of scripts/install-python.sh
   strace                           # the kill-during-save test stops a save at exact points
   clang libclang-rt-dev            # libFuzzer: fuzzing the spec loader and checkpoint reader
+  patchelf debootstrap             # the GPU kit (scripts/gpu_kit.sh) and its test in a bare Debian
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh [--dry] [--no-bench] [OUTDIR]: the one command for a bare GPU machine
+# (docs/gpu.md, "Running on a real GPU"). Run from the repository root with the kit of
+# scripts/gpu_kit.sh beside it (kit/, or pipetrain-kit.tar.gz, unpacked here when kit/ is
+# absent). Phases, each under its own timeout, about 8 minutes in all, logs in OUTDIR (default
+# $OUT, else gpu-check/) as they go, a table printed last; exits 1 when a phase failed:
+#   machine   GPU, driver, nvcc, PyTorch, which CUDA libraries the kit's programs load
+#   ctest     every gpu_ test of the kit on the device; a skip counts as a failure
+#   gates     2 and 4 ranks sharing GPU 0 over the staged transport (comm.backend=mpi,
+#             pipeline.devices=[0,0]) against the sequential GPU run (tests/pipeline/gate.sh):
+#             1f1b, zbv, tied weights, checkpointing, bf16
+#   bench     bench/gpu_vs_torch.sh on bench/gpt2_small.yaml, 2 rounds (--no-bench: skipped)
+#   counters  skipped: the emulator's counters need the emulator's build (tests/gpu/emu/counters.sh)
+# --dry: the same phases where there is no GPU (what tests/kit/kit_check.sh runs in a bare
+# Debian): the gates on the cpu device, the gpu_ tests may skip, the benchmark on the CPU with
+# examples/gpt.yaml for 1 round (skipped where python3 has no torch).
+set -uo pipefail
+dry=0 bench=1
+while [[ ${1:-} == --* ]]; do
+  case $1 in
+    --dry) dry=1 ;;
+    --no-bench) bench=0 ;;
+    *) echo "gpu_check.sh: unknown option $1; use [--dry] [--no-bench] [OUTDIR]" >&2; exit 2 ;;
+  esac
+  shift
+done
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=$(realpath -m "${1:-${OUT:-$root/gpu-check}}")
+mkdir -p "$out"
+if [[ ! -f kit/env.sh ]]; then
+  [[ -f pipetrain-kit.tar.gz ]] || {
+    echo "gpu_check.sh: no kit/ nor pipetrain-kit.tar.gz in $root; build it with scripts/gpu_kit.sh" >&2
+    exit 2; }
+  tar -xzf pipetrain-kit.tar.gz
+fi
+# shellcheck source=gpu_kit_env.sh
+source kit/env.sh
+pt=$PT_KIT/build/pipe_train
+start=$SECONDS
+rows=()
+failed=0
+row() { # PHASE RESULT SECONDS NOTE
+  rows+=("$(printf '%-9s %-5s %4ss  %s' "$1" "$2" "$3" "$4")")
+  [[ $2 == FAIL ]] && failed=1
+  printf '%s\n' "${rows[-1]}" >> "$out/summary.txt"
+}
+: > "$out/summary.txt"
+
+# machine: what is here, and whether every library the programs need resolves
+t=$SECONDS
+{
+  echo "kit commit: $(cat "$PT_KIT/commit")"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1 || echo "nvidia-smi: none"
+  nvcc --version 2>&1 | tail -2 || echo "nvcc: none"
+  timeout 60 "${PT_TORCH_VENV:-/opt/torch/.venv}/bin/python" -c \
+    'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version() if torch.cuda.is_available() else "-")' \
+    2>&1 || echo "torch: none"
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  orterun --version 2>&1 | head -1
+  for elf in "$pt" "$PT_KIT"/build/tests/gpu/test_*; do echo "ldd $elf"; ldd "$elf"; done
+} > "$out/machine.log" 2>&1
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+missing=$(grep -c '=> not found' "$out/machine.log")
+if [[ $missing -gt 0 ]]; then
+  row machine FAIL $((SECONDS - t)) "$missing libraries not found (machine.log)"
+elif [[ -z $gpu && $dry == 0 ]]; then
+  row machine FAIL $((SECONDS - t)) "nvidia-smi lists no GPU"
+else
+  row machine ok $((SECONDS - t)) "${gpu:-no GPU (dry)}; $(grep -m1 -o 'libcudart[^ ]* => [^ ]*' "$out/machine.log")"
+fi
+
+# ctest: every gpu_ test of the kit
+t=$SECONDS
+timeout 200 ctest --test-dir "$PT_KIT/build" -R '^gpu_' -j4 --timeout 180 --output-on-failure \
+  > "$out/ctest.log" 2>&1
+rc=$?
+ran=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#' "$out/ctest.log")
+skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#.*Skipped' "$out/ctest.log")
+summary=$(grep -m1 'tests passed' "$out/ctest.log")
+if [[ $ran == 0 ]]; then
+  row ctest FAIL $((SECONDS - t)) "no gpu_ test ran (ctest.log)"
+elif [[ $rc != 0 ]] || { [[ $skipped -gt 0 && $dry == 0 ]]; }; then
+  row ctest FAIL $((SECONDS - t)) "$summary, $skipped skipped (ctest.log)"
+else
+  row ctest ok $((SECONDS - t)) "$summary, $skipped skipped$([[ $dry == 1 ]] && echo ' (dry: skips allowed)')"
+fi
+
+# gates: ranks sharing one GPU over the staged transport, against the sequential GPU run
+t=$SECONDS
+if [[ $dry == 1 ]]; then dev=cpu; share2= share4=; else
+  dev=gpu share2="pipeline.devices=[0,0]" share4="pipeline.devices=[0,0,0,0]"; fi
+ref="pipeline.device=$dev train.steps=6"
+gate() { # NAME NP "REF EXTRA" "RUN EXTRA" [--exact]
+  local name=$1 np=$2 r=$3 p=$4 share=$share2
+  [[ $np == 4 ]] && share=$share4
+  shift 4
+  if timeout 120 bash tests/pipeline/gate.sh "$pt" "$np" "$ref $r" \
+      "$ref $r pipeline.stages=$np comm.backend=mpi $share $p" "$@" > "$out/gate_$name.log" 2>&1; then
+    gates_ok+=("$name")
+  else
+    gates_bad+=("$name")
+  fi
+}
+gates_ok=() gates_bad=()
+gate p2_1f1b 2 "" ""
+gate p4_1f1b_tied 4 "" "" --exact
+gate p2_zbv 2 "" "pipeline.schedule=zbv" --exact
+gate p4_checkpointing 4 "" "train.activation_checkpoint_interval=1"
+gate bf16_p2 2 "train.precision=bf16" "" --exact
+if [[ ${#gates_bad[@]} -gt 0 ]]; then
+  row gates FAIL $((SECONDS - t)) "failed: ${gates_bad[*]} (gate_NAME.log); passed: ${gates_ok[*]:-none}"
+else
+  row gates ok $((SECONDS - t)) "$dev, bitwise: ${gates_ok[*]}"
+fi
+
+# bench: pipetrain against the machine's PyTorch, eager and torch.compile
+t=$SECONDS
+py=${PT_TORCH_VENV:-/opt/torch/.venv}/bin/python
+[[ -x $py ]] || py=python3
+export PYTHONPATH=$PT_KIT/py${PYTHONPATH:+:$PYTHONPATH} # PyYAML, where the venv lacks it
+if [[ $bench == 0 ]]; then
+  row bench skip 0 "--no-bench"
+elif ! "$py" -c 'import torch, yaml' 2>/dev/null; then
+  if [[ $dry == 1 ]]; then row bench skip 0 "$py has no torch (dry)"
+  else row bench FAIL 0 "$py has no torch or yaml"; fi
+else
+  if [[ $dry == 1 ]]; then
+    PT_BENCH_DEVICE=cpu PIPE_TRAIN=$pt PYTHON=$py timeout 150 bash bench/gpu_vs_torch.sh \
+      examples/gpt.yaml 1 > "$out/bench.log" 2>&1
+  else
+    PIPE_TRAIN=$pt PYTHON=$py timeout 170 bash bench/gpu_vs_torch.sh bench/gpt2_small.yaml 2 \
+      > "$out/bench.log" 2>&1
+  fi
+  rc=$?
+  if [[ $rc == 0 ]]; then row bench ok $((SECONDS - t)) "bench.log"
+  else row bench FAIL $((SECONDS - t)) "exit $rc (bench.log)"; fi
+fi
+
+row counters skip 0 "the emulator's counters need its build (ctest -R gpu_emu_counters in build-gpuemu); the real run has none without a profiler"
+
+echo
+echo "gpu_check.sh$([[ $dry == 1 ]] && echo ' --dry'): $((SECONDS - start)) s, logs in $out"
+printf '%s\n' "${rows[@]}"
+exit $failed
