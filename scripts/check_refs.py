@@ -44,6 +44,8 @@ HASH_NAMES = ("CMakeLists.txt",)
 SOURCE_EXT = ("c", "h", "cu", "cuh", "cpp", "hpp", "py", "sh", "cmake", "md")
 # Data, not text anyone maintains: fuzz inputs, build trees, caches.
 SKIP_DIRS = ("tests/fuzz/corpus", "tests/fuzz/crashers")
+# Top-level outputs beside the build trees: the GPU kit (scripts/gpu_kit.sh), its check's logs.
+TOP_OUTPUTS = ("kit", "gpu-check")
 # Prefixes of names that libraries outside the tree define (their headers are not scanned).
 EXTERNAL_PREFIXES = ("MPI_", "PMPI_", "OMPI_", "cuda", "CUDA_", "cublas", "CUBLAS_", "nccl",
                      "NCCL_", "yaml_", "YAML_", "cJSON", "hwloc_", "HWLOC_", "openblas_",
@@ -70,7 +72,7 @@ def walk(root):
         rel = "" if rel == "." else rel
         dirs[:] = sorted(d for d in dirs if not (
             (d.startswith(".") and d != ".ci") or d == "__pycache__" or d.startswith("venv")
-            or (rel == "" and d.startswith("build"))))
+            or (rel == "" and (d.startswith("build") or d in TOP_OUTPUTS))))
         out += [os.path.join(rel, n) for n in sorted(names)]
     return out
 

@@ -2,14 +2,15 @@
 # scripts/gpu_check.sh [--dry] [--no-bench] [OUTDIR]: the one command for a bare GPU machine
 # (docs/gpu.md, "Running on a real GPU"). Run from the repository root with the kit of
 # scripts/gpu_kit.sh beside it (kit/, or pipetrain-kit.tar.gz, unpacked here when kit/ is
-# absent). Phases, each under its own timeout, about 8 minutes in all, logs in OUTDIR (default
+# absent). Phases, each under its own timeout, at most about 7.5 minutes in all, logs in OUTDIR (default
 # $OUT, else gpu-check/) as they go, a table printed last; exits 1 when a phase failed:
 #   machine   GPU, driver, nvcc, PyTorch, which CUDA libraries the kit's programs load
 #   ctest     every gpu_ test of the kit on the device; a skip counts as a failure
 #   gates     2 and 4 ranks sharing GPU 0 over the staged transport (comm.backend=mpi,
 #             pipeline.devices=[0,0]) against the sequential GPU run (tests/pipeline/gate.sh):
 #             1f1b, zbv, tied weights, checkpointing, bf16
-#   bench     bench/gpu_vs_torch.sh on bench/gpt2_small.yaml, 2 rounds (--no-bench: skipped)
+#   bench     bench/gpu_vs_torch.sh on bench/gpt2_small.yaml, 1 round (PT_CHECK_BENCH_ROUNDS;
+#             --no-bench: skipped): the rows written before a timeout stay in bench.log
 #   counters  skipped: the emulator's counters need the emulator's build (tests/gpu/emu/counters.sh)
 # --dry: the same phases where there is no GPU (what tests/kit/kit_check.sh runs in a bare
 # Debian): the gates on the cpu device, the gpu_ tests may skip, the benchmark on the CPU with
@@ -51,19 +52,19 @@ row() { # PHASE RESULT SECONDS NOTE
 t=$SECONDS
 {
   echo "kit commit: $(cat "$PT_KIT/commit")"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1 || echo "nvidia-smi: none"
+  timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1 || echo "nvidia-smi: none"
   nvcc --version 2>&1 | tail -2 || echo "nvcc: none"
   timeout 60 "${PT_TORCH_VENV:-/opt/torch/.venv}/bin/python" -c \
     'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version() if torch.cuda.is_available() else "-")' \
     2>&1 || echo "torch: none"
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   orterun --version 2>&1 | head -1
-  for elf in "$pt" "$PT_KIT"/build/tests/gpu/test_*; do echo "ldd $elf"; ldd "$elf"; done
+  for elf in "$pt" "$PT_KIT"/build/tests/gpu/test_*; do echo "ldd -r $elf"; ldd -r "$elf"; done
 } > "$out/machine.log" 2>&1
-gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
-missing=$(grep -c '=> not found' "$out/machine.log")
+gpu=$(timeout 20 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+missing=$(grep -c -E '=> not found|undefined symbol' "$out/machine.log")
 if [[ $missing -gt 0 ]]; then
-  row machine FAIL $((SECONDS - t)) "$missing libraries not found (machine.log)"
+  row machine FAIL $((SECONDS - t)) "$missing libraries or symbols not found (machine.log)"
 elif [[ -z $gpu && $dry == 0 ]]; then
   row machine FAIL $((SECONDS - t)) "nvidia-smi lists no GPU"
 else
@@ -72,7 +73,7 @@ fi
 
 # ctest: every gpu_ test of the kit
 t=$SECONDS
-timeout 200 ctest --test-dir "$PT_KIT/build" -R '^gpu_' -j4 --timeout 180 --output-on-failure \
+timeout 150 ctest --test-dir "$PT_KIT/build" -R '^gpu_' -j4 --timeout 140 --output-on-failure \
   > "$out/ctest.log" 2>&1
 rc=$?
 ran=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#' "$out/ctest.log")
@@ -91,11 +92,13 @@ t=$SECONDS
 if [[ $dry == 1 ]]; then dev=cpu; share2= share4=; else
   dev=gpu share2="pipeline.devices=[0,0]" share4="pipeline.devices=[0,0,0,0]"; fi
 ref="pipeline.device=$dev train.steps=6"
+gates_end=$((SECONDS + 100)) # the phase's time, shared by its gates
 gate() { # NAME NP "REF EXTRA" "RUN EXTRA" [--exact]
-  local name=$1 np=$2 r=$3 p=$4 share=$share2
+  local name=$1 np=$2 r=$3 p=$4 share=$share2 left=$((gates_end - SECONDS))
   [[ $np == 4 ]] && share=$share4
   shift 4
-  if timeout 120 bash tests/pipeline/gate.sh "$pt" "$np" "$ref $r" \
+  if [[ $left -lt 5 ]]; then gates_bad+=("$name(no time left)"); return; fi
+  if timeout "$left" bash tests/pipeline/gate.sh "$pt" "$np" "$ref $r" \
       "$ref $r pipeline.stages=$np comm.backend=mpi $share $p" "$@" > "$out/gate_$name.log" 2>&1; then
     gates_ok+=("$name")
   else
@@ -126,10 +129,11 @@ elif ! "$py" -c 'import torch, yaml' 2>/dev/null; then
   else row bench FAIL 0 "$py has no torch or yaml"; fi
 else
   if [[ $dry == 1 ]]; then
-    PT_BENCH_DEVICE=cpu PIPE_TRAIN=$pt PYTHON=$py timeout 150 bash bench/gpu_vs_torch.sh \
+    PT_BENCH_DEVICE=cpu PIPE_TRAIN=$pt PYTHON=$py timeout "${PT_CHECK_DRY_BENCH_S:-400}" bash bench/gpu_vs_torch.sh \
       examples/gpt.yaml 1 > "$out/bench.log" 2>&1
   else
-    PIPE_TRAIN=$pt PYTHON=$py timeout 170 bash bench/gpu_vs_torch.sh bench/gpt2_small.yaml 2 \
+    PIPE_TRAIN=$pt PYTHON=$py timeout 180 bash bench/gpu_vs_torch.sh bench/gpt2_small.yaml \
+      "${PT_CHECK_BENCH_ROUNDS:-1}" \
       > "$out/bench.log" 2>&1
   fi
   rc=$?

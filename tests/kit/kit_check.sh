@@ -25,8 +25,8 @@ if [[ ! -f $rootfs ]]; then
   mkdir -p "$cache"
   if ! debootstrap --variant=minbase --include=python3,cmake bookworm "$work/debootstrap" "$mirror" \
       > "$work/debootstrap.log" 2>&1; then
-    if grep -Eq "Failed getting release file|Couldn't download|Failure trying to run|Temporary failure resolving|Could not resolve" \
-        "$work/debootstrap.log" && ! grep -q "Failure trying to run" "$work/debootstrap.log"; then
+    if grep -Eq "Failed getting release file|Couldn't download|Temporary failure resolving|Could not resolve" \
+        "$work/debootstrap.log"; then
       skip "debootstrap cannot reach $mirror: $(grep -m1 -E 'Failed|download|resolv' "$work/debootstrap.log")"
     fi
     tail -5 "$work/debootstrap.log"
