@@ -25,12 +25,18 @@ cmake --build "$build" -j"${PT_KIT_JOBS:-2}" >/dev/null
 [[ -e $build/tests/gpu/CTestTestfile.cmake ]] && grep -q gpu_cuda_ops "$build/tests/gpu/CTestTestfile.cmake" ||
   { echo "gpu_kit.sh: $build has no GPU tests registered (no CUDA toolkit or NCCL found?)" >&2; exit 1; }
 
+# OUTDIR is replaced whole: only when it is a kit already (or empty)
+if [[ -d $out && -n $(ls -A "$out") && ! -f $out/env.sh ]]; then
+  echo "gpu_kit.sh: $out exists and is no kit (no env.sh); name an empty or new folder" >&2
+  exit 2
+fi
 rm -rf "$out"
 mkdir -p "$out/lib" "$out/ompi/bin" "$out/pmix"
 # The build tree less what only the build needs and the CPU tests' programs (half the kit's
 # size; the CPU path is tested here); ctest and the test scripts run from it.
-tar -C "$build" --exclude='./tests/test_*' --exclude=./tests/fuzz --exclude=CMakeFiles --exclude='*.o' --exclude='*.a' --exclude='*.d' \
-  --exclude=Makefile --exclude='cmake_install.cmake' --exclude=CMakeCache.txt -cf - . |
+tar -C "$build" --exclude='./tests/test_*' --exclude=./tests/fuzz --exclude=CMakeFiles \
+  --exclude='*.o' --exclude='*.a' --exclude='*.d' --exclude=Makefile --exclude=cmake_install.cmake \
+  --exclude=CMakeCache.txt -cf - . |
   tar -C "$out" --one-top-level=build -xf -
 
 # Open MPI's prefix, mirrored under ompi/ so that OPAL_PREFIX relocates every directory it

@@ -18,6 +18,8 @@ export OPAL_PREFIX=$pt_kit/ompi
 export OMPI_MCA_plm=isolated
 export OMPI_MCA_btl=self,vader,tcp
 export OMPI_MCA_pml=ob1
+# containers often forbid the cross-process reads (CMA) of the shared-memory transport
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_mca_base_component_show_load_errors=0
 export PMIX_MCA_mca_base_component_path=$pt_kit/pmix
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
