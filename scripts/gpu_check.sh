@@ -14,7 +14,7 @@
 #   counters  skipped: the emulator's counters need the emulator's build (tests/gpu/emu/counters.sh)
 # --dry: the same phases where there is no GPU (what tests/kit/kit_check.sh runs in a bare
 # Debian): the gates on the cpu device, the gpu_ tests may skip, the benchmark on the CPU with
-# examples/gpt.yaml for 1 round (skipped where python3 has no torch).
+# tests/pipeline/gate.yaml (the tiny gate model) for 1 round (skipped where python3 has no torch).
 set -uo pipefail
 dry=0 bench=1
 while [[ ${1:-} == --* ]]; do
@@ -130,7 +130,7 @@ elif ! "$py" -c 'import torch, yaml' 2>/dev/null; then
 else
   if [[ $dry == 1 ]]; then
     PT_BENCH_DEVICE=cpu PIPE_TRAIN=$pt PYTHON=$py timeout "${PT_CHECK_DRY_BENCH_S:-400}" bash bench/gpu_vs_torch.sh \
-      examples/gpt.yaml 1 > "$out/bench.log" 2>&1
+      tests/pipeline/gate.yaml 1 > "$out/bench.log" 2>&1
   else
     PIPE_TRAIN=$pt PYTHON=$py timeout 180 bash bench/gpu_vs_torch.sh bench/gpt2_small.yaml \
       "${PT_CHECK_BENCH_ROUNDS:-1}" \
