@@ -129,7 +129,7 @@ elif ! "$py" -c 'import torch, yaml' 2>/dev/null; then
   else row bench FAIL 0 "$py has no torch or yaml"; fi
 else
   if [[ $dry == 1 ]]; then
-    PT_BENCH_DEVICE=cpu PIPE_TRAIN=$pt PYTHON=$py timeout "${PT_CHECK_DRY_BENCH_S:-400}" bash bench/gpu_vs_torch.sh \
+    PT_BENCH_DEVICE=cpu PIPE_TRAIN=$pt PYTHON=$py timeout "${PT_CHECK_DRY_BENCH_S:-600}" bash bench/gpu_vs_torch.sh \
       tests/pipeline/gate.yaml 1 > "$out/bench.log" 2>&1
   else
     PIPE_TRAIN=$pt PYTHON=$py timeout 180 bash bench/gpu_vs_torch.sh bench/gpt2_small.yaml \
