@@ -7,7 +7,8 @@
  * to its entry once (data_source_find, from data_init). Adding a format: one file defining its
  * entry (a token format is DATA_TOKEN_SOURCE with its width and decoder, see source_u16.c) and
  * its line in the table (data/source.c), plus the name data.format accepts (spec/spec_names.c,
- * spec/spec.h). */
+ * spec/spec.h; a record format also answers spec_data_is_records there, which the test
+ * data_optim checks against the entry's width). */
 #ifndef PT_DATA_SOURCE_H
 #define PT_DATA_SOURCE_H
 

@@ -112,7 +112,7 @@ int model_configure(pt_model *m, const pt_spec *spec, spec_errors *e) {
   m->spec = spec;
   m->n_layers = spec->n_layers;
   m->layers = pt_calloc((size_t)spec->n_layers, sizeof(pt_layer));
-  m->input_tokens = spec->data.format != SPEC_DATA_F32;
+  m->input_tokens = !spec_data_is_records(spec->data.format);
   m->input_dim = m->input_tokens ? 0 : spec->data.inputs;
   m->loss = spec->loss == SPEC_LOSS_MSE ? LOSS_MSE : LOSS_CROSS_ENTROPY;
   int dim = m->input_dim, tokens = m->input_tokens;

@@ -135,6 +135,9 @@ typedef enum { SPEC_DP_REDUCE_CHAIN, SPEC_DP_REDUCE_ALLREDUCE } spec_dp_reduce;
 
 extern const char *const spec_loss_names[];
 extern const char *const spec_data_format_names[];
+/* The format holds records (inputs and targets as float32, one sample a record, T = 1), not a
+ * token stream: the one place a data.format says which (data/source.h has each format's reader). */
+int spec_data_is_records(spec_data_format f);
 extern const char *const spec_data_order_names[];
 extern const char *const spec_optimizer_names[];
 extern const char *const spec_lr_schedule_names[];

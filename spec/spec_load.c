@@ -263,7 +263,7 @@ static void spec_resolve_file(const pt_spec *s, spec_node *n, const char *what, 
 }
 
 static void spec_load_data_shape(spec_data *d, spec_node *m, spec_errors *e) {
-  if (d->format == SPEC_DATA_F32) {
+  if (spec_data_is_records(d->format)) {
     d->inputs = (int)spec_get_int(m, "inputs", 1, 0, 1, INT32_MAX, e);
     d->targets = (int)spec_get_int(m, "targets", 1, 0, 1, INT32_MAX, e);
     return;
@@ -280,7 +280,7 @@ static void spec_load_documents(pt_spec *s, spec_node *m, spec_errors *e) {
   static const char *const keys[] = {"eos", NULL};
   spec_node *d = spec_find(m, "documents");
   if (e->failed || !d || spec_node_is_null(d) || !spec_expect_map(d, "data.documents", e)) return;
-  if (s->data.format == SPEC_DATA_F32) {
+  if (spec_data_is_records(s->data.format)) {
     spec_error(e, d, 1, "data.documents applies to token data, not format f32; remove it");
     return;
   }
@@ -308,7 +308,7 @@ static void spec_load_data_eval(pt_spec *s, spec_node *m, spec_errors *e) {
   d->eval_batches = spec_get_int(v, "batches", 0, 1, 1, INT32_MAX, e);
   spec_check_unused(v, "data.eval", keys, e);
   if (!e->failed && !*rel) spec_fail_expected(e, spec_find(v, "path"), "a file path");
-  if (!e->failed && (d->eval_format == SPEC_DATA_F32) != (d->format == SPEC_DATA_F32))
+  if (!e->failed && spec_data_is_records(d->eval_format) != spec_data_is_records(d->format))
     spec_error(e, spec_find(v, "format"), 1, "data.eval.format %s does not match data.format %s "
                "(token data and f32 records do not mix); use the training data's kind",
                spec_data_format_names[d->eval_format], spec_data_format_names[d->format]);

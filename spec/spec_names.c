@@ -4,6 +4,8 @@
 
 const char *const spec_loss_names[] = {"cross_entropy", "mse", NULL};
 const char *const spec_data_format_names[] = {"bytes", "u16", "f32", "u32", NULL};
+
+int spec_data_is_records(spec_data_format f) { return f == SPEC_DATA_F32; }
 const char *const spec_data_order_names[] = {"sequential", "shuffled", NULL};
 const char *const spec_optimizer_names[] = {"adamw", "sgd", NULL};
 const char *const spec_lr_schedule_names[] = {"constant", "cosine", NULL};

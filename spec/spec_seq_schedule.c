@@ -19,7 +19,7 @@ void spec_load_seq_schedule(pt_spec *s, spec_node *train, spec_errors *e) {
   t->seq_multiple = spec_get_int(m, "multiple", 0, 1, 1, INT32_MAX, e);
   spec_check_unused(m, "train.seq_len_schedule", keys, e);
   if (e->failed) return;
-  if (s->seq_len <= 0 || s->data.format == SPEC_DATA_F32)
+  if (s->seq_len <= 0 || spec_data_is_records(s->data.format))
     spec_error(e, m, 1, "train.seq_len_schedule needs token data and model.seq_len; remove the "
                "schedule or set model.seq_len");
   else if (s->data.documents) /* the documents are packed once, into rows of seq_len */

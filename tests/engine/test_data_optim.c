@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "data/data.h"
 #include "data/data_rows.h"
+#include "data/source.h"
 #include "model/optimizer.h"
 #include "test_util.h"
 
@@ -165,8 +166,22 @@ static void test_clip(void) {
   CHECK(grad_clip(&m, 1.0, 2.0) == 1.0 && grads[0] > 0.59f, "clipped below the threshold");
 }
 
+/* Every data.format has a reader, and the spec's records-or-tokens answer (which decides T = 1
+ * and the model's token input at load) is the reader's (width 0: records). */
+static void test_formats(void) {
+  for (int f = 0; spec_data_format_names[f]; f++) {
+    const data_source *src = data_source_find(spec_data_format_names[f]);
+    CHECK(src != NULL, "data.format %s has no entry in data/source.c", spec_data_format_names[f]);
+    if (src)
+      CHECK(spec_data_is_records((spec_data_format)f) == (src->width == 0),
+            "%s: spec says %s, the reader's width is %d", src->name,
+            spec_data_is_records((spec_data_format)f) ? "records" : "tokens", src->width);
+  }
+}
+
 int main(void) {
   if (!mkdtemp(g_dir)) pt_fatal("mkdtemp");
+  test_formats();
   test_offsets();
   test_data_errors();
   test_u32();
