@@ -15,6 +15,7 @@
 
 #include "device/device.h"
 #include "engine/train.h"
+#include "kernels/cpu/blas_kernel.h"
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -27,6 +28,7 @@ static double median(double *v, int n) {
 }
 
 int main(int argc, char **argv) {
+  blas_kernel_ensure(argv); /* may restart this process: before anything else */
   const char *path = "examples/gpt.yaml";
   const char *over[64] = {"pipeline.stages=1", "pipeline.data_parallel=1"};
   int n_over = 2, steps = 3;

@@ -87,7 +87,8 @@ typedef struct {
   /* Compute: the kernel table for precision p becomes d->k (device_set_precision). */
   void (*set_precision)(pt_device *d, pt_precision p);
   double (*gemm_flops)(pt_device *d, int n, double seconds); /* float32 GEMM FLOP/s */
-  /* What computes, for reports: "cpu, 4 thread(s)", "gpu (NVIDIA H100 80GB HBM3)". */
+  /* What computes, for reports: "cpu, OpenBLAS SkylakeX kernel, 4 thread(s)" (the kernel:
+   * blas_kernel_describe), "gpu (NVIDIA H100 80GB HBM3)". */
   void (*describe)(const pt_device *d, char *buf, size_t size);
 
   /* Identity, all optional (the defaults: 0 bytes, id -1, "", "", no stream). */

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "device/gemm_rate.h"
+#include "kernels/cpu/blas_kernel.h"
 
 static int host_count(void) { return 1; }
 
@@ -34,7 +35,9 @@ static double host_gemm_flops(pt_device *d, int n, double seconds) {
 }
 
 static void host_describe(const pt_device *d, char *buf, size_t size) {
-  snprintf(buf, size, "%s, %d thread(s)", d->ops->is.name, openblas_get_num_threads());
+  char kernel[160];
+  blas_kernel_describe(kernel, sizeof kernel);
+  snprintf(buf, size, "%s, %s, %d thread(s)", d->ops->is.name, kernel, openblas_get_num_threads());
 }
 
 #define HOST_ENTRIES                                                                         \

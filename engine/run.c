@@ -27,7 +27,7 @@ typedef struct {
   double gemm, fpt;    /* sgemm FLOP/s of one rank, model FLOPs per token: for MFU */
   double spent;        /* seconds in steps so far, for the ETA */
   int64_t start;       /* the step this run started at */
-  char placement[1024]; /* the start-up line of this rank's binding */
+  char placement[1280]; /* the start-up line of what computes and where this rank is bound */
 } run_state;
 
 void run_exit(int code, const char *msg) {
@@ -86,18 +86,18 @@ static void place_rank(run_state *r) {
   char err[512], who[64] = "pipetrain";
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = (int)(cores / n) > 0 ? (int)(cores / n) : 1;
-  if (placement_apply(&rq, &out, err, sizeof err) != 0) {
-    pt_warn("placement: %s; running unbound", err);
-  } else {
-    threads = out.threads;
-    if (r->launched) snprintf(who, sizeof who, "pipetrain[rank %d]", comm_rank(comm_world()));
-    char prec[16] = ""; /* train.precision, when not the default */
-    if (r->spec->train.precision != SPEC_PRECISION_FP32)
-      snprintf(prec, sizeof prec, " (%s)", spec_precision_names[r->spec->train.precision]);
-    snprintf(r->placement, sizeof r->placement, "%s: %s device%s, %s\n", who, device_name(d),
-             prec, out.text);
-  }
+  int placed = placement_apply(&rq, &out, err, sizeof err) == 0;
+  if (placed) threads = out.threads;
+  else pt_warn("placement: %s; running unbound", err);
   if (!getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(threads);
+  if (placed) { /* what computes (for cpu: the BLAS kernel and its threads), then where */
+    if (r->launched) snprintf(who, sizeof who, "pipetrain[rank %d]", comm_rank(comm_world()));
+    char prec[16] = "", what[256]; /* train.precision, when not the default */
+    if (r->spec->train.precision != SPEC_PRECISION_FP32)
+      snprintf(prec, sizeof prec, ", %s", spec_precision_names[r->spec->train.precision]);
+    device_describe(d, what, sizeof what);
+    snprintf(r->placement, sizeof r->placement, "%s: %s%s; %s\n", who, what, prec, out.text);
+  }
   free(ids);
   free(list);
 }

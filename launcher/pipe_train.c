@@ -12,6 +12,7 @@
 #include "device/placement.h"
 #include "engine/auto_plan.h"
 #include "engine/run.h"
+#include "kernels/cpu/blas_kernel.h"
 #include "observe/trace.h"
 #include "partition/plan.h"
 #include <cjson/cJSON.h>
@@ -313,6 +314,7 @@ static void predict(const cli_args *a, const pt_spec *spec, auto_choice *ac) {
 __attribute__((weak)) void pipe_train_register_layers(void) {}
 
 int main(int argc, char **argv) {
+  blas_kernel_ensure(argv); /* may restart this process: before MPI and any thread */
   pipe_train_register_layers();
   cli_args a;
   parse_args(argc, argv, &a);

@@ -90,7 +90,8 @@ int plan_device(const pt_plan *p, int rank, int local_rank);
 int plan_tie_stages(const pt_plan *p, const pt_model *m, const char *key, int *stages, int max);
 
 /* --- Output ------------------------------------------------------------------------------- */
-/* gflops: the measured GEMM rate used to turn FLOPs into estimated milliseconds (0: omit). */
+/* gflops: the measured GEMM rate used to turn FLOPs into estimated milliseconds (0: omit), shown
+ * with the OpenBLAS kernel that measured it (blas_kernel_describe). */
 void plan_print(FILE *f, const pt_plan *p, const pt_model *m, double gflops);
 void plan_print_json(FILE *f, const pt_plan *p, const pt_model *m, double gflops);
 /* The same as a cJSON object (the caller owns it), for a launcher that adds to it. */

@@ -4,6 +4,7 @@
 
 #include "partition/plan.h"
 #include "core/error.h"
+#include "kernels/cpu/blas_kernel.h"
 
 /* "transformer_block x6, layernorm" for a chunk's layers: runs of one type folded. */
 static void chunk_types(const pt_plan *p, const pt_model *m, int c, char *out, size_t outsz) {
@@ -162,9 +163,12 @@ void plan_print(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
   fprintf(f, "imbalance (slowest / mean stage time): %.3f; activations held for %s micro-batches "
           "in flight per stage (%s)\n", imbalance(p),
           p->schedule->in_flight_doc, p->schedule->name);
-  if (gflops > 0)
-    fprintf(f, "est.ms: forward + backward FLOPs of one step at the measured %.1f GFLOP/s\n",
-            gflops);
+  if (gflops > 0) {
+    char kernel[160];
+    blas_kernel_describe(kernel, sizeof kernel);
+    fprintf(f, "est.ms: forward + backward FLOPs of one step at the measured %.1f GFLOP/s of the "
+            "%s\n", gflops, kernel);
+  }
   print_seq_schedule(f, m);
   for (int i = 0; i < p->n_warnings; i++) fprintf(f, "warning: %s\n", p->warnings[i]);
 }
@@ -254,6 +258,11 @@ cJSON *plan_json(const pt_plan *p, const pt_model *m, double gflops) {
   if (p->virtual_stages > 1) {
     cJSON *chunks = cJSON_AddArrayToObject(o, "chunk_plan");
     for (int c = 0; c < p->n_chunks; c++) cJSON_AddItemToArray(chunks, chunk_json(p, m, c, gflops));
+  }
+  if (gflops > 0) { /* the kernel that measured the rate */
+    cJSON_AddStringToObject(o, "blas_kernel", blas_kernel_name());
+    if (blas_kernel_corrected_from())
+      cJSON_AddStringToObject(o, "blas_kernel_corrected_from", blas_kernel_corrected_from());
   }
   cJSON *warn = cJSON_AddArrayToObject(o, "warnings");
   for (int i = 0; i < p->n_warnings; i++) cJSON_AddItemToArray(warn, cJSON_CreateString(p->warnings[i]));
