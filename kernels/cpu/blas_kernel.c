@@ -16,9 +16,9 @@
 #define PINNED_VAR "PIPETRAIN_BLAS_CORETYPE"
 #define GUARD_VAR "PIPETRAIN_BLAS_RESTARTED"
 
-/* OpenBLAS's x86 core names (its dynamic.c, the DYNAMIC_ARCH dispatch), lowest level first. preferred: the one
- * to ask for at its level. probe: newer than some DYNAMIC_ARCH libraries, asked for only when
- * the library has it. Steamroller has FMA but not AVX2, so it counts as AVX. */
+/* OpenBLAS's x86 core names (as its DYNAMIC_ARCH dispatch spells them), lowest level first.
+ * preferred: the one to ask for at its level. probe: newer than some DYNAMIC_ARCH libraries,
+ * asked for only when the library has it. Steamroller has FMA but not AVX2: it counts as AVX. */
 static const struct {
   const char *name;
   blas_isa isa;
