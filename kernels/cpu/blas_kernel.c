@@ -94,8 +94,8 @@ static int library_has(const char *core) {
 static char g_note[96], g_before[32];
 
 static int is_rank0(void) {
-  const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
-  for (int i = 0; i < 3; i++) {
+  const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+  for (int i = 0; i < 4; i++) {
     const char *v = getenv(vars[i]);
     if (v && *v) return atoi(v) == 0;
   }
@@ -138,9 +138,9 @@ static void restart(char **argv, const char *chosen, const char *want, int pinne
     say("warning: OpenBLAS chose the %s kernel, not " PINNED_VAR "=%s: the restart to switch "
         "failed (/proc/self/exe: %s)", chosen, want, why);
   else
-    say("warning: OpenBLAS chose the %s kernel; this CPU runs %s, but the restart to switch "
-        "failed (/proc/self/exe: %s): BLAS runs slower; set OPENBLAS_CORETYPE=%s", chosen, want,
-        why, want);
+    say("warning: OpenBLAS chose the %s kernel; this CPU runs %s (%s), but the restart to "
+        "switch failed (/proc/self/exe: %s): BLAS runs slower; set OPENBLAS_CORETYPE=%s", chosen,
+        want, cpu_word(want), why, want);
 }
 
 /* After the restart: did OpenBLAS take the kernel asked for? */

@@ -16,11 +16,12 @@
  *     never corrected.
  *   - the restart is one execv of /proc/self/exe with the same argv and the guard variable
  *     PIPETRAIN_BLAS_RESTARTED=<kernel before>, so it happens at most once; the process id stays
- *     the same (mpirun, timeout and debuggers keep following it). When the kernel is still not
- *     the one wanted afterwards (the library lacks it, or is not a DYNAMIC_ARCH build) the
- *     program carries on and says so; when the restart itself fails it warns and carries on.
+ *     the same (mpirun, timeout and debuggers keep following it). A library that is not a
+ *     DYNAMIC_ARCH build (openblas_get_config) cannot switch: no restart, a warning. When the
+ *     kernel is still another one after the restart (the library lacks it), or the restart
+ *     itself fails, the program warns and carries on with the kernel it has.
  *   - the correction is one line on stderr, from rank 0 only (the launcher's rank variable,
- *     OMPI_COMM_WORLD_RANK / PMI_RANK, read before MPI_Init).
+ *     OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK or SLURM_PROCID, read before MPI_Init).
  */
 #ifndef PT_BLAS_KERNEL_H
 #define PT_BLAS_KERNEL_H

@@ -30,7 +30,8 @@ static void test_levels(void) {
   const char *up[] = {"Prescott", "Sandybridge", "Haswell", "SkylakeX", "Cooperlake",
                       "SapphireRapids"};
   for (int i = 1; i < 6; i++)
-    CHECK(blas_kernel_isa(up[i]) == blas_kernel_isa(up[i - 1]) + 1, "%s after %s", up[i], up[i - 1]);
+    CHECK(blas_kernel_isa(up[i]) == blas_kernel_isa(up[i - 1]) + 1, "%s after %s", up[i],
+          up[i - 1]);
   CHECK(!strcmp(blas_kernel_isa_word(BLAS_ISA_AVX512_BF16), "avx512_bf16"), "isa word");
 }
 
