@@ -15,7 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib.sh"
 grep -qw avx2 /proc/cpuinfo 2>/dev/null || skip "this CPU has no AVX2: Prescott is its kernel"
 spec=tests/pipeline/gate.yaml
-sets=(--set train.steps=3)
+sets=(--set train.steps=3 --set pipeline.device=cpu)
 unset OPENBLAS_CORETYPE PIPETRAIN_BLAS_CORETYPE
 best=$("$pipe_train" "$spec" --plan --json "${sets[@]}" |
   python3 -c 'import json, sys; print(json.load(sys.stdin)["blas_kernel"])')
