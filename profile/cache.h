@@ -27,7 +27,8 @@
  * optimizer, the BLAS thread count and train.precision (when not fp32). */
 uint64_t profile_times_key(const pt_model *m);
 /* This machine in a file name: the short host name (letters, digits, '-', '_' only) and a hash
- * of the CPU model (/proc/cpuinfo) and, on a GPU, the GPU's name: "node7-3f09a2c1". */
+ * of the CPU model (/proc/cpuinfo), the OpenBLAS kernel (blas_kernel_name) and, on a GPU, the
+ * GPU's name: "node7-3f09a2c1". */
 void profile_machine_id(char *out, size_t outsz);
 /* DIR/layer-times-<machine>-<key as 16 hex>.json, the directory created. 0, or -1 when there
  * is no usable directory (none of the variables set, or it cannot be created). */
