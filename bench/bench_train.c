@@ -40,6 +40,8 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* The device's kernel table, timed (host kinds only). */
+static pt_kernels_timed g_timed;
 static const pt_kernels *wrap_timed(const pt_kernels *table, void *timed) {
   return kernels_timed_wrap(timed, table);
 }
@@ -48,7 +50,7 @@ static const pt_kernels *wrap_timed(const pt_kernels *table, void *timed) {
 static void print_row(const char *name, const pt_kernel_tally *s, int flops, double total,
                       int steps) {
   double rate = s->seconds > 0 ? s->work / s->seconds / 1e9 : 0.0;
-  printf("  %-26s %6.1f %9.2f %9.2f %-7s %8.0f\n", name, 100.0 * s->seconds / total,
+  printf("  %-28s %6.1f %9.2f %9.2f %-7s %8.0f\n", name, 100.0 * s->seconds / total,
          1e3 * s->seconds / steps, rate, flops ? "GFLOP/s" : "GB/s", (double)s->calls / steps);
 }
 
@@ -59,7 +61,7 @@ static void print_breakdown(const pt_kernels_timed *t, double total, int steps, 
   kernels_timed_by_category(t, cat);
   printf("step breakdown (kernel table timed over %d steps, mean step %.2f ms):\n", steps,
          1e3 * total / steps);
-  printf("  %-26s %6s %9s %17s %8s\n", "category", "share%", "ms/step", "rate", "calls");
+  printf("  %-28s %6s %9s %17s %8s\n", "category", "share%", "ms/step", "rate", "calls");
   double seen = 0;
   for (int c = 0; c < PT_KCAT_COUNT; c++) {
     int flops = kernels_timed_counts_flops((pt_kernel_category)c);
@@ -73,8 +75,61 @@ static void print_breakdown(const pt_kernels_timed *t, double total, int steps, 
       }
   }
   double rest = total - seen;
-  printf("  %-26s %6.1f %9.2f   (data, engine, copies and zeroing outside the table)\n",
+  printf("  %-28s %6.1f %9.2f   (data, engine, copies and zeroing outside the table)\n",
          "unaccounted", 100.0 * rest / total, 1e3 * rest / steps);
+}
+
+/* What the steps measured. */
+typedef struct {
+  int host, steps, n, threads; /* host: a host kind (peak, breakdown); n: the sgemm size */
+  pt_cpu_peak peak;            /* the best run of the one-core loop (host kinds) */
+  double model, gemm;          /* medians: model FLOP/s, sgemm FLOP/s */
+  double total;                /* seconds inside the measured steps */
+  pt_step_metrics last;
+} bench_run;
+
+/* A warm-up step, then r->steps steps, each after an sgemm and a peak run, so all three see the
+ * same machine state; the timing table's tallies cover the measured steps only. */
+static void measure(pt_trainer *t, bench_run *r) {
+  double fpt = model_flops_per_token(&t->part.model), model[64], gemm[64];
+  r->peak = r->host ? cpu_peak_measure(0.2, 3) : (pt_cpu_peak){0};
+  trainer_step(t, &r->last); /* warm-up: page faults, OpenBLAS buffers */
+  kernels_timed_reset(&g_timed);
+  for (int s = 0; s < r->steps; s++) {
+    gemm[s] = device_gemm_flops(device_current(), r->n, 0.5);
+    if (r->host) { /* the best of every run: the peak the core reached in this machine state */
+      pt_cpu_peak again = cpu_peak_measure(0.2, 1);
+      if (again.flops > r->peak.flops) r->peak = again;
+    }
+    double t0 = pt_now_s();
+    trainer_step(t, &r->last);
+    r->total += pt_now_s() - t0;
+    model[s] = r->last.tokens_per_s * fpt;
+  }
+  r->model = median(model, r->steps);
+  r->gemm = median(gemm, r->steps);
+}
+
+/* The model, the device and BLAS, and the rates against the yardsticks. */
+static void print_rates(pt_trainer *t, const bench_run *r) {
+  double peak = r->peak.flops * r->threads;
+  char what[160];
+  printf("model: %lld params, %.1f MFLOP/token, loss %.4f\n",
+         (long long)model_param_count(&t->part.model),
+         model_flops_per_token(&t->part.model) / 1e6, r->last.loss);
+  device_describe(device_current(), what, sizeof what);
+  printf("device: %s\n", what);
+  if (r->host) {
+    printf("BLAS: %s; core %s\n", openblas_get_config(), openblas_get_corename());
+    printf("peak: %.2f GFLOP/s float32 per core (%s, %d lanes x %d accumulators, best of %d) "
+           "x %d thread(s) = %.2f GFLOP/s\n", r->peak.flops / 1e9, r->peak.loop->name,
+           r->peak.loop->lanes, r->peak.loop->accumulators, 3 + r->steps, r->threads, peak / 1e9);
+  }
+  printf("training: %.2f GFLOP/s (median of %d steps)", r->model / 1e9, r->steps);
+  if (r->host) printf(", %.3f of peak", r->model / peak);
+  printf("\nsgemm %d^3: %.2f GFLOP/s", r->n, r->gemm / 1e9);
+  if (r->host) printf(", %.3f of peak", r->gemm / peak);
+  printf("\nratio (model FLOP/s / float32 sgemm FLOP/s on %s): %.3f\n", what, r->model / r->gemm);
 }
 
 int main(int argc, char **argv) {
@@ -98,48 +153,16 @@ int main(int argc, char **argv) {
   if (spec_load(path, over, n_over, &spec, &e) != 0) { fprintf(stderr, "%s\n", e.msg); return 2; }
   /* the breakdown times host kernels only: a GPU's return before they finish */
   int host = device_kind(spec.pipeline.device)->is.host_addressable;
-  static pt_kernels_timed timed;
-  if (host) device_interpose_kernels(wrap_timed, &timed);
+  if (host) device_interpose_kernels(wrap_timed, &g_timed);
   pt_trainer t;
   char err[1024];
   if (trainer_init(&t, &spec, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 2; }
 
-  int n = device_current()->ops->gemm_n, threads = openblas_get_num_threads();
-  pt_cpu_peak peak = host ? cpu_peak_measure(0.2, 3) : (pt_cpu_peak){0};
-  double total = 0;
-  char what[160];
-  double fpt = model_flops_per_token(&t.part.model), model[64], gemm[64];
-  pt_step_metrics m;
-  trainer_step(&t, &m); /* warm-up: page faults, OpenBLAS buffers */
-  kernels_timed_reset(&timed);
-  for (int s = 0; s < steps; s++) {
-    gemm[s] = device_gemm_flops(device_current(), n, 0.5);
-    if (host) { /* the best of every run: the peak the core reached in this machine state */
-      pt_cpu_peak again = cpu_peak_measure(0.2, 1);
-      if (again.flops > peak.flops) peak = again;
-    }
-    double t0 = pt_now_s();
-    trainer_step(&t, &m);
-    total += pt_now_s() - t0;
-    model[s] = m.tokens_per_s * fpt;
-  }
-  double mm = median(model, steps), gm = median(gemm, steps), cores_peak = peak.flops * threads;
-  printf("model: %lld params, %.1f MFLOP/token, loss %.4f\n",
-         (long long)model_param_count(&t.part.model), fpt / 1e6, m.loss);
-  device_describe(device_current(), what, sizeof what);
-  printf("device: %s\n", what);
-  if (host) {
-    printf("BLAS: %s; core %s\n", openblas_get_config(), openblas_get_corename());
-    printf("peak: %.2f GFLOP/s float32 per core (%s, %d lanes x %d accumulators, best of %d) "
-           "x %d thread(s) = %.2f GFLOP/s\n", peak.flops / 1e9, peak.loop->name, peak.loop->lanes,
-           peak.loop->accumulators, 3 + steps, threads, cores_peak / 1e9);
-  }
-  printf("training: %.2f GFLOP/s (median of %d steps)", mm / 1e9, steps);
-  if (host) printf(", %.3f of peak", mm / cores_peak);
-  printf("\nsgemm %d^3: %.2f GFLOP/s", n, gm / 1e9);
-  if (host) printf(", %.3f of peak", gm / cores_peak);
-  printf("\nratio (model FLOP/s / float32 sgemm FLOP/s on %s): %.3f\n", what, mm / gm);
-  if (host) print_breakdown(&timed, total, steps, entries);
+  bench_run r = {.host = host, .steps = steps, .n = device_current()->ops->gemm_n,
+                 .threads = openblas_get_num_threads()};
+  measure(&t, &r);
+  print_rates(&t, &r);
+  if (host) print_breakdown(&g_timed, r.total, steps, entries);
   else printf("step breakdown: skipped on %s (its kernels return before they finish)\n",
               device_name(device_current()));
   trainer_free(&t);
