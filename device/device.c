@@ -57,10 +57,24 @@ const pt_device_ops *device_kind(spec_device kind) {
 
 int device_count(spec_device kind) { return device_kind(kind)->count(); }
 
+static device_kernels_wrap g_wrap;
+static void *g_wrap_arg;
+
+void device_interpose_kernels(device_kernels_wrap wrap, void *arg) {
+  g_wrap = wrap;
+  g_wrap_arg = arg;
+}
+
+/* Where a kind has just set d->k: the one place an interposed table goes in. */
+static void interpose(pt_device *d) {
+  if (g_wrap) d->k = g_wrap(d->k, g_wrap_arg);
+}
+
 /* g_device changes only once the kind has opened. */
 int device_select(spec_device kind, int id, char *err, size_t errsz) {
   pt_device d = {device_kind(kind), NULL, NULL};
   if (d.ops->open(&d, id, err, errsz) != 0) return -1;
+  interpose(&d);
   g_device = d;
   return 0;
 }
@@ -76,6 +90,7 @@ _Static_assert((int)SPEC_PRECISION_FP32 == (int)PT_PRECISION_FP32 &&
 
 void device_set_precision(pt_device *d, spec_precision p) {
   d->ops->set_precision(d, (pt_precision)p);
+  interpose(d);
 }
 
 double device_gemm_flops(pt_device *d, int n, double seconds) {
