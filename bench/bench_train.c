@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
     else { fprintf(stderr, "usage: bench_train [SPEC] [--steps N] [--set K=V]\n"); return 2; }
   }
   if (steps < 1 || steps > 64) steps = 3;
-  openblas_set_num_threads(1);
+  kernels_cpu_set_threads(1);
   pt_spec spec;
   spec_errors e = {0};
   if (spec_load(path, over, n_over, &spec, &e) != 0) { fprintf(stderr, "%s\n", e.msg); return 2; }

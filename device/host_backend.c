@@ -1,12 +1,12 @@
 /* The host kinds of device (device.h): cpu, whose buffers are the host's own, and emulated,
  * the same memory and CPU kernels with buffers kept apart from the host copies. */
-#include <cblas.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "device/device.h"
 #include "device/gemm_rate.h"
+#include "kernels/kernels.h"
 
 static int host_count(void) { return 1; }
 
@@ -34,7 +34,9 @@ static double host_gemm_flops(pt_device *d, int n, double seconds) {
 }
 
 static void host_describe(const pt_device *d, char *buf, size_t size) {
-  snprintf(buf, size, "%s, %d thread(s)", d->ops->is.name, openblas_get_num_threads());
+  int bf16 = d->k && d->k->precision == PT_PRECISION_BF16;
+  snprintf(buf, size, "%s, %d thread(s)%s%s", d->ops->is.name, kernels_cpu_threads(),
+           bf16 ? ", bf16 products " : "", bf16 ? kernels_cpu_bf16_products() : "");
 }
 
 #define HOST_ENTRIES                                                                         \

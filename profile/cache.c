@@ -2,7 +2,6 @@
  * point. The file format is cache_file.c's. */
 #include "profile/cache.h"
 
-#include <cblas.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "kernels/kernels.h"
 #include "profile/measure.h"
 
 #define FNV_OFFSET 0xcbf29ce484222325ull
@@ -40,7 +40,7 @@ uint64_t profile_times_key(const pt_model *m) {
   int64_t run[7] = {PROFILE_CACHE_VERSION, m->n_layers, s->train.micro_batch_size, s->seq_len,
                     m->loss, device_resolve(s->pipeline.device), s->train.optimizer};
   uint64_t h = fnv(FNV_OFFSET, run, sizeof run);
-  int threads = openblas_get_num_threads();
+  int threads = kernels_cpu_threads();
   h = fnv(h, &threads, sizeof threads);
   int precision = s->train.precision; /* fp32 keeps the keys it always had */
   if (precision != SPEC_PRECISION_FP32) h = fnv(h, &precision, sizeof precision);
