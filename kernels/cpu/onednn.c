@@ -15,7 +15,7 @@
 
 const char *onednn_bf16_isa(void) {
   dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-  /* the ISA values are bit sets: AMX includes avx512_core_bf16 (dnnl_types.h) */
+  /* the ISA values are bit sets: AMX includes avx512_core_bf16 (oneDNN's dnnl_cpu_isa_t) */
   if ((isa & dnnl_cpu_isa_avx512_core_bf16) != dnnl_cpu_isa_avx512_core_bf16) return NULL;
   const char *name = dnnl_cpu_isa2str(isa);
   return strncmp(name, "cpu_isa_", 8) ? name : name + 8;
