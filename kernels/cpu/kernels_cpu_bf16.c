@@ -7,8 +7,8 @@
  * The bf16 copies live in scratch of the calling thread, grown as needed and kept for the
  * process, counted by the memory tracker and by partition/memory.c's estimate (which counts
  * them as floats, twice their size here): the weight, and the activation operands
- * PT_PRECISION_BLOCK_ROWS rows at a time; dy for dW is written transposed, [No, rows], the
- * layout the product reads fastest. */
+ * PT_PRECISION_BLOCK_ROWS rows at a time. dW's product reads dy's block as its transpose
+ * (a strided operand, which oneDNN's kernels copy faster than a transposing conversion here). */
 #include "kernels/cpu/kernels_cpu_bf16.h"
 
 #include <string.h>
@@ -43,20 +43,6 @@ static inline uint16_t bf16_of(const float *x) {
 static const uint16_t *converted(int which, const float *x, int64_t n) {
   uint16_t *r = scratch(which, n);
   for (int64_t i = 0; i < n; i++) r[i] = bf16_of(x + i);
-  return r;
-}
-
-/* x[rows, cols] (row-major) converted and transposed: [cols, rows], in tiles that stay in
- * cache. */
-static const uint16_t *converted_transposed(int which, const float *x, int rows, int cols) {
-  enum { TILE = 32 };
-  uint16_t *r = scratch(which, (int64_t)rows * cols);
-  for (int r0 = 0; r0 < rows; r0 += TILE)
-    for (int c0 = 0; c0 < cols; c0 += TILE) {
-      int r1 = r0 + TILE < rows ? r0 + TILE : rows, c1 = c0 + TILE < cols ? c0 + TILE : cols;
-      for (int c = c0; c < c1; c++)
-        for (int i = r0; i < r1; i++) r[(int64_t)c * rows + i] = bf16_of(x + (int64_t)i * cols + c);
-    }
   return r;
 }
 
@@ -108,8 +94,8 @@ static void linear_backward_weight(const pt_kernels *k, float *dW, float *db, co
                                    const float *x, int N, int Ni, int No) {
   for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
     int rows = block_rows(N, n0);
-    onednn_shape s = {.M = No, .K = rows, .N = Ni, .acc = 1};
-    onednn_matmul(&s, dW, converted_transposed(SCRATCH_Y, dy + (int64_t)n0 * No, rows, No),
+    onednn_shape s = {.M = No, .K = rows, .N = Ni, .a_rows_are_k = 1, .acc = 1};
+    onednn_matmul(&s, dW, converted(SCRATCH_Y, dy + (int64_t)n0 * No, (int64_t)rows * No),
                   converted(SCRATCH_X, x + (int64_t)n0 * Ni, (int64_t)rows * Ni), NULL);
   }
   if (db) op_colsum_acc(db, dy, N, No);

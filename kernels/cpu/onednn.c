@@ -46,7 +46,7 @@ static void desc_2d(dnnl_memory_desc_t *d, int rows, int cols, dnnl_data_type_t 
 
 static void make(cached *c, const onednn_shape *s) {
   dnnl_memory_desc_t d[N_ARGS];
-  desc_2d(&d[ARG_A], s->M, s->K, dnnl_bf16, 0);
+  desc_2d(&d[ARG_A], s->M, s->K, dnnl_bf16, s->a_rows_are_k);
   desc_2d(&d[ARG_B], s->K, s->N, dnnl_bf16, s->b_rows_are_n);
   desc_2d(&d[ARG_BIAS], 1, s->N, dnnl_f32, 0);
   desc_2d(&d[ARG_C], s->M, s->N, dnnl_f32, 0);

@@ -21,6 +21,7 @@ const char *onednn_bf16_isa(void);
 
 typedef struct {
   int M, K, N;
+  int a_rows_are_k; /* A given as [K, M] row-major */
   int b_rows_are_n; /* B given as [N, K] row-major */
   int bias;         /* bias[N] added to every row */
   int acc;          /* C += the product (else C =) */
