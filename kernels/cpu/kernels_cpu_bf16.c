@@ -2,13 +2,15 @@
  * entries convert their operands to bf16 (rounded as kernels/precision.h's pt_bf16_bits does)
  * and multiply them with float32 accumulation through oneDNN (kernels/cpu/onednn.h). What they
  * compute is what the emulated table computes (float32 sums of products of bf16 values) up to
- * the order of the sums.
+ * the order of the sums, and but for subnormal bf16 operands, which the hardware takes as zero.
  *
  * The bf16 copies live in scratch of the calling thread, grown as needed and kept for the
  * process, counted by the memory tracker and by partition/memory.c's estimate (which counts
- * them as floats, twice their size here): the weight, and the activation operands
- * PT_PRECISION_BLOCK_ROWS rows at a time. dW's product reads dy's block as its transpose
- * (a strided operand, which oneDNN's kernels copy faster than a transposing conversion here). */
+ * them as floats, twice their size here, leaving room for oneDNN's working memory, which
+ * kernels/cpu/onednn.c also takes through the tracker): the weight, and the activation
+ * operands PT_PRECISION_BLOCK_ROWS rows at a time. dW's product reads dy's block as its
+ * transpose (a strided operand: oneDNN's kernels copy it faster than a transposing conversion
+ * here). */
 #include "kernels/cpu/kernels_cpu_bf16.h"
 
 #include <string.h>

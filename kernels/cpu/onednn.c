@@ -21,12 +21,13 @@ const char *onednn_bf16_isa(void) {
   return strncmp(name, "cpu_isa_", 8) ? name : name + 8;
 }
 
-enum { ARG_A, ARG_B, ARG_BIAS, ARG_C, N_ARGS };
+enum { ARG_A, ARG_B, ARG_BIAS, ARG_C, ARG_SCRATCH, N_ARGS };
 
 typedef struct {
   onednn_shape s;
   dnnl_primitive_t p;
   dnnl_memory_t mem[N_ARGS];
+  size_t work_bytes; /* its scratchpad */
 } cached;
 
 /* Shapes per thread: a model's products come in a handful of shapes (its layers' widths, full
@@ -36,6 +37,20 @@ static _Thread_local cached g_cache[CACHE_SIZE];
 static _Thread_local int g_used, g_next;
 static _Thread_local dnnl_engine_t g_engine;
 static _Thread_local dnnl_stream_t g_stream;
+/* The primitives' working memory (their copies of A and B in the layout the kernels read):
+ * ours, not oneDNN's, so the memory tracker counts it; one buffer per thread, grown to the
+ * largest primitive's need and kept. */
+static _Thread_local void *g_work;
+static _Thread_local size_t g_work_cap;
+
+static void *work(size_t bytes) {
+  if (bytes > g_work_cap) {
+    pt_free_aligned(g_work);
+    g_work = pt_alloc_aligned(bytes);
+    g_work_cap = bytes;
+  }
+  return g_work;
+}
 
 static void desc_2d(dnnl_memory_desc_t *d, int rows, int cols, dnnl_data_type_t t,
                     int transposed) {
@@ -59,8 +74,13 @@ static void make(cached *c, const onednn_shape *s) {
   PT_CHECK_DNNL(dnnl_post_ops_create(&po));
   if (s->acc) PT_CHECK_DNNL(dnnl_post_ops_append_sum(po, 1.0f));
   PT_CHECK_DNNL(dnnl_primitive_attr_set_post_ops(attr, po));
+  PT_CHECK_DNNL(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
   dnnl_primitive_desc_t pd;
   PT_CHECK_DNNL(dnnl_primitive_desc_create(&pd, &md, attr, g_engine, NULL));
+  const dnnl_memory_desc_t *pad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  memset(&d[ARG_SCRATCH], 0, sizeof d[ARG_SCRATCH]); /* oneDNN's empty descriptor: no scratchpad */
+  if (pad) d[ARG_SCRATCH] = *pad;
+  c->work_bytes = dnnl_memory_desc_get_size(&d[ARG_SCRATCH]);
   PT_CHECK_DNNL(dnnl_primitive_create(&c->p, pd));
   PT_CHECK_DNNL(dnnl_primitive_desc_destroy(pd));
   PT_CHECK_DNNL(dnnl_post_ops_destroy(po));
@@ -94,10 +114,11 @@ void onednn_matmul(const onednn_shape *s, float *C, const uint16_t *A, const uin
   /* oneDNN's OpenMP team follows the count OpenBLAS has (an ICV per calling thread) */
   int threads = kernels_cpu_threads();
   if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
-  void *data[N_ARGS] = {(void *)A, (void *)B, (void *)bias, C};
+  void *data[N_ARGS] = {(void *)A, (void *)B, (void *)bias, C, work(c->work_bytes)};
   dnnl_exec_arg_t args[N_ARGS];
   int n = 0;
-  static const int which[N_ARGS] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST};
+  static const int which[N_ARGS] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST,
+                                    DNNL_ARG_SCRATCHPAD};
   for (int i = 0; i < N_ARGS; i++) {
     if (i == ARG_BIAS && !bias) continue;
     PT_CHECK_DNNL(dnnl_memory_set_data_handle(c->mem[i], data[i]));
