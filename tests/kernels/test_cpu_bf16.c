@@ -2,7 +2,7 @@
  * four linear entries against float64 sums of products of the bf16-rounded operands
  * (kernels/precision.h), over odd shapes (rows across PT_PRECISION_BLOCK_ROWS blocks, odd
  * widths), acc 0/1, with and without bias, a residual that is x itself; the conversion's
- * roundings through one-term products (exact); and the same bits for 1 and 2 threads.
+ * roundings through one-term products (exact); and the same bits for 1, 2 and 4 threads.
  * Tolerance: float32 accumulation, so |got - want| <= 1e-5 * (sum |a||b| + |the terms added|).
  * Skips (77) where the build has no oneDNN or the CPU no bf16 products. */
 #include <math.h>
@@ -107,13 +107,14 @@ static void check_conversion(void) {
   }
 }
 
-/* Every entry's output for threads 1 and 2, bitwise, on shapes that tempt a split over K. */
-static void check_threads(int N, int Ni, int No) {
+/* Every entry's output for 1 thread and for `threads`, bitwise, on shapes that tempt a split
+ * over K (oneDNN may split a product's sum across threads; it must not change the bits). */
+static void check_threads(int N, int Ni, int No, int threads) {
   float *x = filled((int64_t)N * Ni, 1.3, 1.7), *W = filled((int64_t)No * Ni, 0.71, 1.0);
   float *dy = filled((int64_t)N * No, 2.9, 0.3), *b = filled(No, 0.9, 0.5);
   float *out[2][3];
   for (int t = 0; t < 2; t++) {
-    kernels_cpu_set_threads(t + 1);
+    kernels_cpu_set_threads(t ? threads : 1);
     out[t][0] = filled((int64_t)N * No, 0.5, 1.0);
     out[t][1] = filled((int64_t)N * Ni, 0.4, 1.0);
     out[t][2] = filled((int64_t)No * Ni, 0.6, 1.0);
@@ -126,7 +127,7 @@ static void check_threads(int N, int Ni, int No) {
   static const char *name[3] = {"forward", "backward_input", "backward_weight"};
   for (int e = 0; e < 3; e++) {
     CHECK(!memcmp(out[0][e], out[1][e], sizeof(float) * (size_t)n[e]),
-          "%s N%d Ni%d No%d: 1 and 2 threads differ", name[e], N, Ni, No);
+          "%s N%d Ni%d No%d: 1 and %d threads differ", name[e], N, Ni, No, threads);
     free(out[0][e]), free(out[1][e]);
   }
   free(x), free(W), free(dy), free(b);
@@ -150,9 +151,11 @@ int main(void) {
     if (Ni == No) check_forward(N, Ni, No, 1, 1), check_forward(N, Ni, No, 0, 1);
     for (int acc = 0; acc < 2; acc++) check_backward(N, Ni, No, acc);
   }
-  check_threads(7, 16, 2048);   /* a long K, small M and N: backward_input */
-  check_threads(256, 1024, 64); /* a long K in forward */
-  check_threads(600, 64, 48);   /* dW over three row blocks */
-  check_threads(256, 512, 512);
+  for (int threads = 2; threads <= 4; threads += 2) { /* 4: more threads than blocks, too */
+    check_threads(7, 16, 2048, threads);   /* a long K, small M and N: backward_input */
+    check_threads(256, 1024, 64, threads); /* a long K in forward */
+    check_threads(600, 64, 48, threads);   /* dW over three row blocks */
+    check_threads(256, 512, 512, threads);
+  }
   return test_summary("cpu_bf16");
 }
