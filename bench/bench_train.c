@@ -120,6 +120,9 @@ static void print_rates(pt_trainer *t, const bench_run *r) {
          model_flops_per_token(&t->part.model) / 1e6, r->last.loss);
   device_describe(device_current(), what, sizeof what);
   printf("device: %s\n", what);
+  const pt_kernels *k = device_current()->k;
+  if (r->host && k->precision == PT_PRECISION_BF16)
+    printf("precision: bf16, products %s\n", kernels_cpu_bf16_products());
   if (r->host) {
     printf("BLAS: %s; core %s\n", openblas_get_config(), openblas_get_corename());
     printf("peak: %.2f GFLOP/s float32 per core (%s, %d lanes x %d accumulators, best of %d) "
@@ -149,7 +152,7 @@ int main(int argc, char **argv) {
     }
   }
   if (steps < 1 || steps > 64) steps = 3;
-  openblas_set_num_threads(1);
+  kernels_cpu_set_threads(1);
   pt_spec spec;
   spec_errors e = {0};
   if (spec_load(path, over, n_over, &spec, &e) != 0) { fprintf(stderr, "%s\n", e.msg); return 2; }

@@ -1,6 +1,5 @@
 /* The host kinds of device (device.h): cpu, whose buffers are the host's own, and emulated,
  * the same memory and CPU kernels with buffers kept apart from the host copies. */
-#include <cblas.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -8,6 +7,7 @@
 #include "device/device.h"
 #include "device/gemm_rate.h"
 #include "kernels/cpu/blas_kernel.h"
+#include "kernels/kernels.h"
 
 static int host_count(void) { return 1; }
 
@@ -37,7 +37,7 @@ static double host_gemm_flops(pt_device *d, int n, double seconds) {
 static void host_describe(const pt_device *d, char *buf, size_t size) {
   char kernel[160];
   blas_kernel_describe(kernel, sizeof kernel);
-  snprintf(buf, size, "%s, %s, %d thread(s)", d->ops->is.name, kernel, openblas_get_num_threads());
+  snprintf(buf, size, "%s, %s, %d thread(s)", d->ops->is.name, kernel, kernels_cpu_threads());
 }
 
 #define HOST_ENTRIES                                                                         \

@@ -1,7 +1,6 @@
 /* engine/auto_plan.c: `auto` resolved into --set values (engine/auto_plan.h). */
 #include "engine/auto_plan.h"
 
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "device/gemm_rate.h"
+#include "kernels/kernels.h"
 #include "observe/trace_times.h"
 #include "profile/cache.h"
 
@@ -40,11 +40,11 @@ static int measure_as_a_rank(const pt_model *m, const auto_plan_options *o, pt_l
                              char *err, size_t errsz) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   long ranks = o->launched ? comm_local_size() : m->spec->pipeline.stages * m->spec->pipeline.data_parallel;
-  int before = openblas_get_num_threads();
+  int before = kernels_cpu_threads();
   if (!getenv("OPENBLAS_NUM_THREADS"))
-    openblas_set_num_threads(ranks > 0 && cores / ranks > 1 ? (int)(cores / ranks) : 1);
+    kernels_cpu_set_threads(ranks > 0 && cores / ranks > 1 ? (int)(cores / ranks) : 1);
   int rc = profile_times_get(t, m, AUTO_MEASURE_BUDGET_S, 1, err, errsz);
-  openblas_set_num_threads(before);
+  kernels_cpu_set_threads(before);
   return rc;
 }
 

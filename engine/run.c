@@ -1,6 +1,5 @@
 #include "engine/run.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +14,7 @@
 #include "device/gemm_rate.h"
 #include "device/placement.h"
 #include "engine/engine.h"
+#include "kernels/kernels.h"
 #include "model/param_dump.h"
 #include "observe/watchdog.h"
 
@@ -89,12 +89,16 @@ static void place_rank(run_state *r) {
   int placed = placement_apply(&rq, &out, err, sizeof err) == 0;
   if (placed) threads = out.threads;
   else pt_warn("placement: %s; running unbound", err);
-  if (!getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(threads);
+  if (!getenv("OPENBLAS_NUM_THREADS")) kernels_cpu_set_threads(threads);
   if (placed) { /* what computes (for cpu: the BLAS kernel and its threads), then where */
     if (r->launched) snprintf(who, sizeof who, "pipetrain[rank %d]", comm_rank(comm_world()));
-    char prec[16] = "", what[256]; /* train.precision, when not the default */
-    if (r->spec->train.precision != SPEC_PRECISION_FP32)
-      snprintf(prec, sizeof prec, ", %s", spec_precision_names[r->spec->train.precision]);
+    char prec[80] = "", what[256]; /* train.precision, when not the default; the CPU's products */
+    spec_precision p = r->spec->train.precision;
+    int cpu_bf16 = p == SPEC_PRECISION_BF16 &&
+                   !device_kind(r->spec->pipeline.device)->is.precision_in_gemm;
+    if (p != SPEC_PRECISION_FP32)
+      snprintf(prec, sizeof prec, ", %s%s%s", spec_precision_names[p],
+               cpu_bf16 ? " products " : "", cpu_bf16 ? kernels_cpu_bf16_products() : "");
     device_describe(d, what, sizeof what);
     snprintf(r->placement, sizeof r->placement, "%s: %s%s; %s\n", who, what, prec, out.text);
   }

@@ -233,8 +233,21 @@ extern const pt_kernels kernels_cpu;
 /* The CPU's table for a precision (kernels/cpu/kernels_cpu_precision.c): kernels_cpu itself for
  * fp32; for tf32 and bf16, kernels_cpu with the linear entries taking their products' inputs
  * rounded (into host scratch of the calling thread, kept for the process) and, for bf16, the
- * round/pack entries. */
+ * round/pack entries. bf16's products are bf16 products in hardware (oneDNN,
+ * kernels_cpu_bf16_hardware) where this build has oneDNN and the CPU multiplies bf16, and else
+ * (or with PIPETRAIN_CPU_BF16=emulated in the environment) float32 products of rounded copies
+ * (kernels_cpu_for_emulated). Both give float32 sums of the same bf16 products; the order of
+ * the sums differs, so their results agree to rounding, not bit for bit. */
 const pt_kernels *kernels_cpu_for(pt_precision p);
+const pt_kernels *kernels_cpu_for_emulated(pt_precision p);
+const pt_kernels *kernels_cpu_bf16_hardware(void); /* NULL: none in this build or on this CPU */
+/* Which bf16 products kernels_cpu_for(PT_PRECISION_BF16) has, for the start-up line: "oneDNN
+ * <instruction set>" or "emulated". */
+const char *kernels_cpu_bf16_products(void);
+/* The CPU kernels' threads per process: OpenBLAS's pool, which the oneDNN products follow
+ * (kernels/cpu/threads.c). OPENBLAS_NUM_THREADS in the environment sets the start value. */
+void kernels_cpu_set_threads(int n);
+int kernels_cpu_threads(void);
 /* Those tables round a product's activation operands this many rows at a time, so their scratch
  * is at most a weight [No, Ni] plus PT_PRECISION_BLOCK_ROWS * (Ni + No) floats. */
 #define PT_PRECISION_BLOCK_ROWS 256

@@ -2,7 +2,6 @@
  * point. The file format is cache_file.c's. */
 #include "profile/cache.h"
 
-#include <cblas.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -13,6 +12,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/blas_kernel.h"
+#include "kernels/kernels.h"
 #include "profile/measure.h"
 
 #define FNV_OFFSET 0xcbf29ce484222325ull
@@ -41,10 +41,14 @@ uint64_t profile_times_key(const pt_model *m) {
   int64_t run[7] = {PROFILE_CACHE_VERSION, m->n_layers, s->train.micro_batch_size, s->seq_len,
                     m->loss, device_resolve(s->pipeline.device), s->train.optimizer};
   uint64_t h = fnv(FNV_OFFSET, run, sizeof run);
-  int threads = openblas_get_num_threads();
+  int threads = kernels_cpu_threads();
   h = fnv(h, &threads, sizeof threads);
   int precision = s->train.precision; /* fp32 keeps the keys it always had */
   if (precision != SPEC_PRECISION_FP32) h = fnv(h, &precision, sizeof precision);
+  if (precision == SPEC_PRECISION_BF16 && !device_kind(s->pipeline.device)->is.precision_in_gemm) {
+    const char *products = kernels_cpu_bf16_products(); /* oneDNN and emulated time apart */
+    h = fnv(h, products, strlen(products));
+  }
   for (int l = 0; l < m->n_layers; l++) h = hash_layer(h, &m->layers[l]);
   return h;
 }

@@ -7,6 +7,8 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config # C11 compiler and the build
   libopenblas-dev                  # GEMM (cblas)
+  libdnnl-dev                      # oneDNN: bf16 products on CPUs that have them (optional
+                                   # for the build: Debian's OpenBLAS has no sbgemm)
   libyaml-dev                      # the YAML spec parser
   libcjson-dev                     # JSON: metrics now, checkpoint headers later
   zlib1g-dev                       # checksums (checkpoints)

@@ -4,8 +4,17 @@
  * live in scratch of the calling thread, grown as needed and kept for the process, counted by
  * the memory tracker and by partition/memory.c's estimate: the weight, and the activation
  * operands PT_PRECISION_BLOCK_ROWS rows at a time (a product of N rows is done in blocks, so
- * the scratch does not grow with the micro-batch). */
+ * the scratch does not grow with the micro-batch).
+ *
+ * Also the registry of the CPU's precision tables (kernels_cpu_for): bf16 takes the table with
+ * products in hardware (kernels/cpu/kernels_cpu_bf16.c, oneDNN) where the build and the CPU
+ * have them, this file's emulation otherwise or when PIPETRAIN_CPU_BF16=emulated. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "core/error.h"
+#include "kernels/cpu/kernels_cpu_bf16.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/kernels.h"
 #include "kernels/precision.h"
@@ -108,11 +117,54 @@ static pt_kernels make(pt_precision p) {
   return t;
 }
 
-const pt_kernels *kernels_cpu_for(pt_precision p) {
+/* bf16's products in hardware (kernels/cpu/kernels_cpu_bf16.c): in a build with oneDNN, on a
+ * CPU where oneDNN multiplies bf16; else none. Decided once. */
+static const pt_kernels *bf16_hardware(const char **isa) {
+  static pt_kernels table;
+  static const char *name;
+  static int made;
+  if (!made) {
+#ifdef PT_HAVE_DNNL
+    name = kernels_cpu_bf16_isa();
+    if (name) table = kernels_cpu_bf16_make(kernels_cpu_for_emulated(PT_PRECISION_BF16));
+#endif
+    made = 1;
+  }
+  if (isa) *isa = name;
+  return name ? &table : NULL;
+}
+
+const pt_kernels *kernels_cpu_bf16_hardware(void) { return bf16_hardware(NULL); }
+
+/* PIPETRAIN_CPU_BF16=emulated: the emulation even where the hardware path exists. Read once. */
+static int bf16_forced_emulated(void) {
+  static int forced = -1;
+  if (forced >= 0) return forced;
+  const char *v = getenv("PIPETRAIN_CPU_BF16");
+  if (v && *v && strcmp(v, "auto") && strcmp(v, "emulated"))
+    pt_fail_input("PIPETRAIN_CPU_BF16=%s: the environment variable takes auto or emulated", v);
+  return forced = v && !strcmp(v, "emulated");
+}
+
+const char *kernels_cpu_bf16_products(void) {
+  static char text[64];
+  const char *isa;
+  if (bf16_forced_emulated() || !bf16_hardware(&isa)) snprintf(text, sizeof text, "emulated");
+  else snprintf(text, sizeof text, "oneDNN %s", isa);
+  return text;
+}
+
+const pt_kernels *kernels_cpu_for_emulated(pt_precision p) {
   static pt_kernels tables[PT_PRECISION_BF16 + 1];
   static int made[PT_PRECISION_BF16 + 1];
   if (p == PT_PRECISION_FP32) return &kernels_cpu;
   if (p != PT_PRECISION_TF32 && p != PT_PRECISION_BF16) pt_fatal("unknown precision %d", (int)p);
   if (!made[p]) tables[p] = make(p), made[p] = 1;
   return &tables[p];
+}
+
+const pt_kernels *kernels_cpu_for(pt_precision p) {
+  const pt_kernels *hw = p == PT_PRECISION_BF16 && !bf16_forced_emulated() ? bf16_hardware(NULL)
+                                                                          : NULL;
+  return hw ? hw : kernels_cpu_for_emulated(p);
 }
