@@ -7,9 +7,9 @@
 #include "kernels/cpu/ops.h"
 
 /* The tile path's: a score block (rows padded to attn_tile_tpad), a transposed k or v, and
- * contiguous copies of three of the head's q, k, v, dout. */
+ * contiguous copies of the head's q, k, v (and dout in backward). */
 int64_t op_attention_scratch_floats(int T, int hd) {
-  return (int64_t)(T + hd) * attn_tile_tpad(T) + 3 * (int64_t)T * hd;
+  return (int64_t)(T + hd) * attn_tile_tpad(T) + 4 * (int64_t)T * hd;
 }
 
 /* Softmax of row t over the keys lo <= s <= t (lo: its document's start, 0 without documents)
@@ -50,10 +50,13 @@ static void attention_head_forward(float *o, int ldo, float *p, const float *q, 
                                    const int32_t *doc, float *s) {
   if (hd % ATTN_TILE_HD == 0) {
     int tpad = attn_tile_tpad(T);
-    float *kt = s + (int64_t)T * tpad, *vc = kt + (int64_t)hd * tpad;
-    attn_tile_transpose(kt, k, ld, T, hd);
+    float *kt = s + (int64_t)T * tpad, *qc = kt + (int64_t)hd * tpad, *kc = qc + (int64_t)T * hd;
+    float *vc = kc + (int64_t)T * hd;
+    attn_tile_pack(qc, q, ld, T, hd);
+    attn_tile_pack(kc, k, ld, T, hd);
     attn_tile_pack(vc, v, ld, T, hd);
-    attn_tile_scores(s, tpad, q, ld, kt, T, hd);
+    attn_tile_transpose(kt, kc, hd, T, hd);
+    attn_tile_scores(s, tpad, qc, hd, kt, T, hd);
     for (int t = 0; t < T; t++)
       softmax_causal_row(p + (int64_t)t * T, s + (int64_t)t * tpad, doc ? doc[t] : 0, t, T,
                          scale);
@@ -112,11 +115,12 @@ static void attention_head_backward(float *dq, float *dk, float *dv, int ld, con
   if (hd % ATTN_TILE_HD == 0) {
     int tpad = attn_tile_tpad(T);
     float *vt = ds + (int64_t)T * tpad, *kc = vt + (int64_t)hd * tpad, *qc = kc + (int64_t)T * hd;
-    float *dc = qc + (int64_t)T * hd;
-    attn_tile_transpose(vt, v, ld, T, hd);
+    float *dc = qc + (int64_t)T * hd, *vc = dc + (int64_t)T * hd;
     attn_tile_pack(kc, k, ld, T, hd);
     attn_tile_pack(qc, q, ld, T, hd);
     attn_tile_pack(dc, dout, ldo, T, hd);
+    attn_tile_pack(vc, v, ld, T, hd);
+    attn_tile_transpose(vt, vc, hd, T, hd);
     attn_tile_scores(ds, tpad, dc, hd, vt, T, hd);
     softmax_backward_rows(ds, tpad, p, T, scale, doc);
     attn_tile_rows(dq, ld, ds, tpad, kc, hd, T, hd);
