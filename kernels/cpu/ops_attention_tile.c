@@ -3,19 +3,13 @@
  * and each element of a sum adds its terms in index order, so the order is set by the sizes. */
 #include "kernels/cpu/attention_tile.h"
 
-#include <string.h>
-
 typedef float v16 __attribute__((vector_size(64)));
-
-static inline v16 vload(const float *p) {
-  v16 v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-
-static inline void vstore(float *p, v16 v) { memcpy(p, &v, sizeof v); }
-
-static inline v16 vsplat(float x) { return (v16){0} + x; }
+/* The same vectors at any float address; macros, not functions, since a 64-byte vector passed
+ * or returned by value has another ABI on narrower targets (GCC's -Wpsabi). */
+typedef float v16_any __attribute__((vector_size(64), aligned(4), may_alias));
+#define VLOAD(p) ((v16)*(const v16_any *)(p))
+#define VSTORE(p, v) (*(v16_any *)(p) = (v))
+#define VSPLAT(x) ((v16){0} + (x))
 
 /* Row by row: each source row is read once (strided rows would leave L1 between columns). */
 void attn_tile_transpose(float *bt, const float *b, int ldb, int T, int hd) {
@@ -37,7 +31,7 @@ void attn_tile_pack(float *dst, const float *src, int lds, int T, int hd) {
       for (int c = 0; c < hd; c += 16) __builtin_prefetch(src + (long)(t + PACK_AHEAD) * lds + c);
     const float *row = src + (long)t * lds;
     float *out = dst + (long)t * hd;
-    for (int c = 0; c < hd; c += 16) vstore(out + c, vload(row + c)); /* hd: 32s, no call */
+    for (int c = 0; c < hd; c += 16) VSTORE(out + c, VLOAD(row + c)); /* hd: 32s, no call */
   }
 }
 
@@ -49,15 +43,15 @@ static inline __attribute__((always_inline)) void scores_tile(float *s, int lds,
   v16 acc[4][2] = {{{0}}};
   for (int c = 0; c < hd; c++) {
     const float *b = bt + (long)c * tpad + j0;
-    v16 b0 = vload(b), b1 = W > 1 ? vload(b + 16) : b0;
+    v16 b0 = VLOAD(b), b1 = W > 1 ? VLOAD(b + 16) : b0;
     for (int r = 0; r < R; r++) {
-      v16 x = vsplat(a[(long)r * lda + c]);
+      v16 x = VSPLAT(a[(long)r * lda + c]);
       acc[r][0] += x * b0;
       if (W > 1) acc[r][1] += x * b1;
     }
   }
   for (int r = 0; r < R; r++)
-    for (int w = 0; w < W; w++) vstore(s + (long)r * lds + j0 + 16 * w, acc[r][w]);
+    for (int w = 0; w < W; w++) VSTORE(s + (long)r * lds + j0 + 16 * w, acc[r][w]);
 }
 
 /* Rows t .. t+R-1: the chunks covering columns 0 .. t+R-1. */
@@ -87,9 +81,9 @@ static inline __attribute__((always_inline)) void tile_sum(float *o, int ldo, co
   v16 acc[16][2] = {{{0}}};
   for (int k = k0; k < kn; k++) {
     const float *xr = x + (long)k * ldx;
-    v16 x0 = vload(xr), x1 = NV > 1 ? vload(xr + 16) : x0;
+    v16 x0 = VLOAD(xr), x1 = NV > 1 ? VLOAD(xr + 16) : x0;
     for (int r = 0; r < R; r++) {
-      v16 w = vsplat(p[r * ldp_r + k * ldp_k]);
+      v16 w = VSPLAT(p[r * ldp_r + k * ldp_k]);
       acc[r][0] += w * x0;
       if (NV > 1) acc[r][1] += w * x1;
     }
@@ -97,7 +91,7 @@ static inline __attribute__((always_inline)) void tile_sum(float *o, int ldo, co
   for (int r = 0; r < R; r++)
     for (int v = 0; v < NV; v++) {
       float *out = o + (long)r * ldo + 16 * v;
-      vstore(out, acc_out ? acc[r][v] + vload(out) : acc[r][v]);
+      VSTORE(out, acc_out ? acc[r][v] + VLOAD(out) : acc[r][v]);
     }
 }
 
