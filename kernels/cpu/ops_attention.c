@@ -6,9 +6,11 @@
 #include "kernels/cpu/fastmath.h"
 #include "kernels/cpu/ops.h"
 
-/* The tile path's: a score block (rows padded to attn_tile_tpad), a transposed k or v, and
- * contiguous copies of the head's q, k, v (and dout in backward). */
+/* The sgemm path's: a score block. The tile path's: a score block (rows padded to
+ * attn_tile_tpad), a transposed k or v, and contiguous copies of the head's q, k, v (and dout in
+ * backward). */
 int64_t op_attention_scratch_floats(int T, int hd) {
+  if (hd % ATTN_TILE_HD) return (int64_t)T * T;
   return (int64_t)(T + hd) * attn_tile_tpad(T) + 4 * (int64_t)T * hd;
 }
 
