@@ -1,7 +1,9 @@
 /* kernels/cpu/ops.h: the float32 CPU kernels behind the CPU kernel table (kernels_cpu.c).
  * Shapes: N rows (= B*T tokens) of row-major vectors. Matrices use PyTorch nn.Linear layout
  * W[out, in]. "acc" arguments: 1 adds into the destination, 0 overwrites it.
- * GEMMs go to OpenBLAS; elementwise kernels are plain loops written for GCC's vectoriser.
+ * GEMMs go to OpenBLAS, except an attention head's products when its dims are a multiple of
+ * 32 (register tiles, attention_tile.h); elementwise kernels are plain loops written for GCC's
+ * vectoriser.
  * The ops_*.c files are built with reassociation allowed (CMakeLists.txt, PT_CPU_KERNEL_FLAGS);
  * the kernels declared at the end are not, so their results keep the source order's bits. */
 #ifndef PT_OPS_H

@@ -2,10 +2,17 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu/attention_tile.h"
 #include "kernels/cpu/fastmath.h"
 #include "kernels/cpu/ops.h"
 
-int64_t op_attention_scratch_floats(int T, int hd) { return (int64_t)T * T; }
+/* The sgemm path's: a score block. The tile path's: a score block (rows padded to
+ * attn_tile_tpad), a transposed k or v, and contiguous copies of the head's q, k, v (and dout in
+ * backward). */
+int64_t op_attention_scratch_floats(int T, int hd) {
+  if (hd % ATTN_TILE_HD) return (int64_t)T * T;
+  return (int64_t)(T + hd) * attn_tile_tpad(T) + 4 * (int64_t)T * hd;
+}
 
 /* Softmax of row t over the keys lo <= s <= t (lo: its document's start, 0 without documents)
  * of scores*scale; the rest of the row is 0. */
@@ -43,6 +50,21 @@ static void gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, c
 static void attention_head_forward(float *o, int ldo, float *p, const float *q, const float *k,
                                    const float *v, int ld, int T, int hd, float scale,
                                    const int32_t *doc, float *s) {
+  if (hd % ATTN_TILE_HD == 0) {
+    int tpad = attn_tile_tpad(T);
+    float *kt = s + (int64_t)T * tpad, *qc = kt + (int64_t)hd * tpad, *kc = qc + (int64_t)T * hd;
+    float *vc = kc + (int64_t)T * hd;
+    attn_tile_pack(qc, q, ld, T, hd);
+    attn_tile_pack(kc, k, ld, T, hd);
+    attn_tile_pack(vc, v, ld, T, hd);
+    attn_tile_transpose(kt, kc, hd, T, hd);
+    attn_tile_scores(s, tpad, qc, hd, kt, T, hd);
+    for (int t = 0; t < T; t++)
+      softmax_causal_row(p + (int64_t)t * T, s + (int64_t)t * tpad, doc ? doc[t] : 0, t, T,
+                         scale);
+    attn_tile_rows(o, ldo, p, T, vc, hd, T, hd);
+    return;
+  }
   for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
     int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
     gemm(0, 1, r1 - r0, r1, hd, q + (int64_t)r0 * ld, ld, k, ld, s + (int64_t)r0 * T, T);
@@ -70,11 +92,12 @@ void op_attention_forward(float *o, float *p, const float *qkv, int B, int T, in
   }
 }
 
-/* dS = P * (dP - rowsum(P * dP)) * scale, in place over dP; row t over keys doc[t] .. t. */
-static void softmax_backward_rows(float *dp, const float *p, int T, float scale,
+/* dS = P * (dP - rowsum(P * dP)) * scale, in place over dP (rows ldd apart); row t over keys
+ * doc[t] .. t. */
+static void softmax_backward_rows(float *dp, int ldd, const float *p, int T, float scale,
                                   const int32_t *doc) {
   for (int t = 0; t < T; t++) {
-    float *dr = dp + (int64_t)t * T;
+    float *dr = dp + (int64_t)t * ldd;
     const float *pr = p + (int64_t)t * T;
     int lo = doc ? doc[t] : 0;
     float dot = 0.0f;
@@ -91,6 +114,22 @@ static void attention_head_backward(float *dq, float *dk, float *dv, int ld, con
                                     int ldo, const float *q, const float *k, const float *v,
                                     const float *p, int T, int hd, float scale,
                                     const int32_t *doc, float *ds, float beta) {
+  if (hd % ATTN_TILE_HD == 0) {
+    int tpad = attn_tile_tpad(T);
+    float *vt = ds + (int64_t)T * tpad, *kc = vt + (int64_t)hd * tpad, *qc = kc + (int64_t)T * hd;
+    float *dc = qc + (int64_t)T * hd, *vc = dc + (int64_t)T * hd;
+    attn_tile_pack(kc, k, ld, T, hd);
+    attn_tile_pack(qc, q, ld, T, hd);
+    attn_tile_pack(dc, dout, ldo, T, hd);
+    attn_tile_pack(vc, v, ld, T, hd);
+    attn_tile_transpose(vt, vc, hd, T, hd);
+    attn_tile_scores(ds, tpad, dc, hd, vt, T, hd);
+    softmax_backward_rows(ds, tpad, p, T, scale, doc);
+    attn_tile_rows(dq, ld, ds, tpad, kc, hd, T, hd);
+    attn_tile_cols(dk, ld, ds, tpad, qc, hd, T, hd, beta != 0.0f);
+    attn_tile_cols(dv, ld, p, T, dc, hd, T, hd, beta != 0.0f);
+    return;
+  }
   for (int c0 = 0; c0 < T; c0 += ATTN_BLOCK) {
     int c1 = c0 + ATTN_BLOCK < T ? c0 + ATTN_BLOCK : T;
     gemm_beta(1, 0, c1 - c0, hd, T - c0, p + (int64_t)c0 * T + c0, T, dout + (int64_t)c0 * ldo,
@@ -100,7 +139,7 @@ static void attention_head_backward(float *dq, float *dk, float *dv, int ld, con
     int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
     gemm(0, 1, r1 - r0, r1, hd, dout + (int64_t)r0 * ldo, ldo, v, ld, ds + (int64_t)r0 * T, T);
   }
-  softmax_backward_rows(ds, p, T, scale, doc);
+  softmax_backward_rows(ds, T, p, T, scale, doc);
   for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
     int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
     gemm(0, 0, r1 - r0, hd, r1, ds + (int64_t)r0 * T, T, k, ld, dq + (int64_t)r0 * ld, ld);
