@@ -3,7 +3,7 @@
 
 PyTorch's time for one training step of the GPT model a pipetrain spec describes (the layers
 embedding, pos_embedding, transformer_block, layernorm, lm_head; the same shapes, AdamW settings,
-micro-batches and tied head), on random tokens. The baseline bench/gpu_vs_torch.sh sets beside
+micro-batches (times pipeline.data_parallel: --sequential runs every replica's) and tied head), on random tokens. The baseline bench/gpu_vs_torch.sh sets beside
 pipetrain. Prints one JSON line: step_ms (median of the timed steps), params, flops_per_step.
 
 Precision as pipetrain's train.precision means it: fp32 with TF32 off, tf32 with TF32 matmuls,
@@ -112,6 +112,8 @@ def main():
         spec = yaml.safe_load(f)
     train = spec.get("train", {})
     B, M = train.get("micro_batch_size", 1), train.get("micro_batches", 1)
+    # pipe_train --sequential runs every data-parallel replica's micro-batches in its one step
+    M *= int(spec.get("pipeline", {}).get("data_parallel", 1))
     opt = train.get("optimizer", {})
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("bench/torch_gpt.py: no CUDA device visible to PyTorch")
