@@ -4,7 +4,8 @@
 PyTorch's time for one training step of the GPT model a pipetrain spec describes (the layers
 embedding, pos_embedding, transformer_block, layernorm, lm_head; the same shapes, AdamW settings,
 micro-batches, times pipeline.data_parallel as --sequential runs every replica's, and tied
-head), on random tokens. The baseline bench/gpu_vs_torch.sh sets beside pipetrain. Prints one JSON line: step_ms (median of the timed steps), params, flops_per_step.
+head), on random tokens. The baseline bench/gpu_vs_torch.sh sets beside pipetrain. Prints one
+JSON line: step_ms (median of the timed steps), params, flops_per_step.
 
 Precision as pipetrain's train.precision means it: fp32 with TF32 off, tf32 with TF32 matmuls,
 bf16 under autocast (bf16 products, fp32 master weights and optimizer state). Attention is
