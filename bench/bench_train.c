@@ -164,7 +164,7 @@ int main(int argc, char **argv) {
   if (trainer_init(&t, &spec, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 2; }
 
   bench_run r = {.host = host, .steps = steps, .n = device_current()->ops->gemm_n,
-                 .threads = openblas_get_num_threads()};
+                 .threads = kernels_cpu_threads()};
   measure(&t, &r);
   print_rates(&t, &r);
   if (host) print_breakdown(&g_timed, r.total, steps, entries);

@@ -109,6 +109,15 @@ void pt_free_aligned(void *ptr) {
   free(p);
 }
 
+void *pt_grow_aligned(void **buf, size_t *cap, size_t bytes) {
+  if (bytes > *cap) {
+    pt_free_aligned(*buf);
+    *buf = pt_alloc_aligned(bytes);
+    *cap = bytes;
+  }
+  return *buf;
+}
+
 size_t pt_mem_current(void) { return g_mem_current; }
 
 void pt_mem_account(int64_t delta) {

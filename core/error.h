@@ -62,6 +62,9 @@ void *pt_calloc(size_t count, size_t size);
  * tracker: the bulk buffers (parameters, gradients, optimizer state, activations) use these. */
 void *pt_alloc_aligned(size_t bytes);
 void pt_free_aligned(void *p);
+/* A scratch buffer kept between calls (*buf, *cap bytes; both 0 at first): grown with
+ * pt_alloc_aligned to hold `bytes` when it is smaller, its old contents dropped. Returns *buf. */
+void *pt_grow_aligned(void **buf, size_t *cap, size_t bytes);
 size_t pt_mem_current(void); /* bytes held in pt_alloc_aligned blocks now */
 /* Counts memory held elsewhere (a GPU's) in the same totals: +bytes when taken, -bytes freed. */
 void pt_mem_account(int64_t delta);

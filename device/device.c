@@ -93,6 +93,11 @@ void device_set_precision(pt_device *d, spec_precision p) {
   interpose(d);
 }
 
+const char *device_cpu_bf16_products(spec_device kind, spec_precision p) {
+  if (p != SPEC_PRECISION_BF16 || device_kind(kind)->is.precision_in_gemm) return NULL;
+  return kernels_cpu_bf16_products();
+}
+
 double device_gemm_flops(pt_device *d, int n, double seconds) {
   return d->ops->gemm_flops(d, n, seconds);
 }

@@ -129,12 +129,17 @@ const char *device_name(const pt_device *d); /* its kind's name, "cpu", "emulate
  * becomes the table for p (kernels/kernels.h's pt_precision; the CPU's kernels_cpu_for, the
  * GPU's kernels_gpu_set_precision). Call after device_select, before any kernel runs. */
 void device_set_precision(pt_device *d, spec_precision p);
-/* Interposes a kernel table (instrumentation: bench_train's timing table, kernels/kernels_timed.h):
- * from the next device_select or device_set_precision on, the device's table becomes
- * wrap(table, arg), which must compute exactly as the table it is given (a table forwarding to
- * it). wrap may be handed a table it returned before (a kind whose set_precision changes its
- * table in place): it wraps what that one wraps again. NULL removes it for later selections. Nothing else
- * interposes: with none, the kinds' tables are used as they are. */
+/* How a run of precision p on a device of `kind` multiplies bf16 when that is the host's CPU
+ * tables' business (kernels_cpu_bf16_products: "oneDNN avx512_core_bf16", "emulated"); NULL
+ * where p is not bf16 or the kind's own GEMM has the precision (is.precision_in_gemm). */
+const char *device_cpu_bf16_products(spec_device kind, spec_precision p);
+/* Interposes a kernel table (instrumentation: bench_train's timing table,
+ * kernels/kernels_timed.h): from the next device_select or device_set_precision on, the
+ * device's table becomes wrap(table, arg), which must compute exactly as the table it is given
+ * (a table forwarding to it). wrap may be handed a table it returned before (a kind whose
+ * set_precision changes its table in place): it wraps what that one wraps again. NULL removes
+ * it for later selections. Nothing else interposes: with none, the kinds' tables are used as
+ * they are. */
 typedef const pt_kernels *(*device_kernels_wrap)(const pt_kernels *table, void *arg);
 void device_interpose_kernels(device_kernels_wrap wrap, void *arg);
 /* d's queue (a GPU's cudaStream_t) for the device transport; NULL where it has none. */

@@ -94,11 +94,10 @@ static void place_rank(run_state *r) {
     if (r->launched) snprintf(who, sizeof who, "pipetrain[rank %d]", comm_rank(comm_world()));
     char prec[80] = "", what[256]; /* train.precision, when not the default; the CPU's products */
     spec_precision p = r->spec->train.precision;
-    int cpu_bf16 = p == SPEC_PRECISION_BF16 &&
-                   !device_kind(r->spec->pipeline.device)->is.precision_in_gemm;
+    const char *products = device_cpu_bf16_products(r->spec->pipeline.device, p);
     if (p != SPEC_PRECISION_FP32)
       snprintf(prec, sizeof prec, ", %s%s%s", spec_precision_names[p],
-               cpu_bf16 ? " products " : "", cpu_bf16 ? kernels_cpu_bf16_products() : "");
+               products ? " products " : "", products ? products : "");
     device_describe(d, what, sizeof what);
     snprintf(r->placement, sizeof r->placement, "%s: %s%s; %s\n", who, what, prec, out.text);
   }

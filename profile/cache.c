@@ -45,10 +45,8 @@ uint64_t profile_times_key(const pt_model *m) {
   h = fnv(h, &threads, sizeof threads);
   int precision = s->train.precision; /* fp32 keeps the keys it always had */
   if (precision != SPEC_PRECISION_FP32) h = fnv(h, &precision, sizeof precision);
-  if (precision == SPEC_PRECISION_BF16 && !device_kind(s->pipeline.device)->is.precision_in_gemm) {
-    const char *products = kernels_cpu_bf16_products(); /* oneDNN and emulated time apart */
-    h = fnv(h, products, strlen(products));
-  }
+  const char *products = device_cpu_bf16_products(s->pipeline.device, s->train.precision);
+  if (products) h = fnv(h, products, strlen(products)); /* oneDNN and emulated time apart */
   for (int l = 0; l < m->n_layers; l++) h = hash_layer(h, &m->layers[l]);
   return h;
 }

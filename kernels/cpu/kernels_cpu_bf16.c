@@ -21,17 +21,8 @@
 
 enum { SCRATCH_W, SCRATCH_X, SCRATCH_Y, N_SCRATCH };
 
-static _Thread_local uint16_t *g_scratch[N_SCRATCH];
+static _Thread_local void *g_scratch[N_SCRATCH];
 static _Thread_local size_t g_cap[N_SCRATCH];
-
-static uint16_t *scratch(int which, int64_t n) {
-  if ((size_t)n > g_cap[which]) {
-    pt_free_aligned(g_scratch[which]);
-    g_scratch[which] = pt_alloc_aligned(sizeof(uint16_t) * (size_t)n);
-    g_cap[which] = (size_t)n;
-  }
-  return g_scratch[which];
-}
 
 /* pt_bf16_bits without branches, so the loops below vectorise: round to nearest even; a NaN
  * keeps its top half with the quiet bit set (the same bits, kernels/precision.h). */
@@ -43,20 +34,16 @@ static inline uint16_t bf16_of(const float *x) {
 }
 
 static const uint16_t *converted(int which, const float *x, int64_t n) {
-  uint16_t *r = scratch(which, n);
+  uint16_t *r = pt_grow_aligned(&g_scratch[which], &g_cap[which], sizeof(uint16_t) * (size_t)n);
   for (int64_t i = 0; i < n; i++) r[i] = bf16_of(x + i);
   return r;
-}
-
-static int block_rows(int N, int n0) {
-  return N - n0 < PT_PRECISION_BLOCK_ROWS ? N - n0 : PT_PRECISION_BLOCK_ROWS;
 }
 
 static void linear_forward(const pt_kernels *k, float *y, const float *x, const float *W,
                            const float *b, int N, int Ni, int No) {
   const uint16_t *w = converted(SCRATCH_W, W, (int64_t)No * Ni);
   for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
-    int rows = block_rows(N, n0);
+    int rows = op_block_rows(N, n0);
     onednn_shape s = {.M = rows, .K = Ni, .N = No, .b_rows_are_n = 1};
     onednn_matmul(&s, y + (int64_t)n0 * No,
                   converted(SCRATCH_X, x + (int64_t)n0 * Ni, (int64_t)rows * Ni), w, b);
@@ -69,7 +56,7 @@ static void linear_forward_residual(const pt_kernels *k, float *y, const float *
                                     int No) {
   const uint16_t *w = converted(SCRATCH_W, W, (int64_t)No * Ni);
   for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
-    int rows = block_rows(N, n0);
+    int rows = op_block_rows(N, n0);
     const uint16_t *xb = converted(SCRATCH_X, x + (int64_t)n0 * Ni, (int64_t)rows * Ni);
     float *yb = y + (int64_t)n0 * No;
     if (yb != res + (int64_t)n0 * No)
@@ -83,7 +70,7 @@ static void linear_backward_input(const pt_kernels *k, float *dx, const float *d
                                   int N, int Ni, int No, int acc) {
   const uint16_t *w = converted(SCRATCH_W, W, (int64_t)No * Ni);
   for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
-    int rows = block_rows(N, n0);
+    int rows = op_block_rows(N, n0);
     onednn_shape s = {.M = rows, .K = No, .N = Ni, .acc = acc};
     onednn_matmul(&s, dx + (int64_t)n0 * Ni,
                   converted(SCRATCH_Y, dy + (int64_t)n0 * No, (int64_t)rows * No), w, NULL);
@@ -95,7 +82,7 @@ static void linear_backward_input(const pt_kernels *k, float *dx, const float *d
 static void linear_backward_weight(const pt_kernels *k, float *dW, float *db, const float *dy,
                                    const float *x, int N, int Ni, int No) {
   for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
-    int rows = block_rows(N, n0);
+    int rows = op_block_rows(N, n0);
     onednn_shape s = {.M = No, .K = rows, .N = Ni, .a_rows_are_k = 1, .acc = 1};
     onednn_matmul(&s, dW, converted(SCRATCH_Y, dy + (int64_t)n0 * No, (int64_t)rows * No),
                   converted(SCRATCH_X, x + (int64_t)n0 * Ni, (int64_t)rows * Ni), NULL);

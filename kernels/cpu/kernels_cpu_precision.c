@@ -21,27 +21,17 @@
 
 enum { SCRATCH_W, SCRATCH_X, SCRATCH_Y, N_SCRATCH };
 
-static _Thread_local float *g_scratch[N_SCRATCH];
+static _Thread_local void *g_scratch[N_SCRATCH];
 static _Thread_local size_t g_cap[N_SCRATCH];
 
 /* x's n floats rounded as k's precision says, in scratch buffer `which`. */
 static const float *rounded(const pt_kernels *k, int which, const float *x, int64_t n) {
-  if ((size_t)n > g_cap[which]) {
-    pt_free_aligned(g_scratch[which]);
-    g_scratch[which] = pt_alloc_aligned(sizeof(float) * (size_t)n);
-    g_cap[which] = (size_t)n;
-  }
-  float *r = g_scratch[which];
+  float *r = pt_grow_aligned(&g_scratch[which], &g_cap[which], sizeof(float) * (size_t)n);
   if (k->precision == PT_PRECISION_BF16)
     for (int64_t i = 0; i < n; i++) r[i] = pt_round_bf16(x[i]);
   else
     for (int64_t i = 0; i < n; i++) r[i] = pt_round_tf32(x[i]);
   return r;
-}
-
-/* The rows of the block of a product over N rows that starts at row n0. */
-static int block_rows(int N, int n0) {
-  return N - n0 < PT_PRECISION_BLOCK_ROWS ? N - n0 : PT_PRECISION_BLOCK_ROWS;
 }
 
 /* Rows [n0, n0 + rows) of an activation operand of `cols` columns, rounded, in scratch `which`. */
@@ -54,7 +44,7 @@ static void linear_forward(const pt_kernels *k, float *y, const float *x, const 
                            const float *b, int N, int Ni, int No) {
   const float *w = rounded(k, SCRATCH_W, W, (int64_t)No * Ni);
   for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
-    int rows = block_rows(N, n0);
+    int rows = op_block_rows(N, n0);
     op_linear_forward(y + (int64_t)n0 * No, block(k, SCRATCH_X, x, n0, rows, Ni), w, b, rows, Ni,
                       No);
   }
@@ -65,7 +55,7 @@ static void linear_forward_residual(const pt_kernels *k, float *y, const float *
                                     int No) {
   const float *w = rounded(k, SCRATCH_W, W, (int64_t)No * Ni);
   for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
-    int rows = block_rows(N, n0);
+    int rows = op_block_rows(N, n0);
     op_linear_forward_residual(y + (int64_t)n0 * No, res + (int64_t)n0 * No,
                                block(k, SCRATCH_X, x, n0, rows, Ni), w, b, rows, Ni, No);
   }
@@ -75,7 +65,7 @@ static void linear_backward_input(const pt_kernels *k, float *dx, const float *d
                                   int N, int Ni, int No, int acc) {
   const float *w = rounded(k, SCRATCH_W, W, (int64_t)No * Ni);
   for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
-    int rows = block_rows(N, n0);
+    int rows = op_block_rows(N, n0);
     op_linear_backward_input(dx + (int64_t)n0 * Ni, block(k, SCRATCH_Y, dy, n0, rows, No), w,
                              rows, Ni, No, acc);
   }
@@ -86,7 +76,7 @@ static void linear_backward_input(const pt_kernels *k, float *dx, const float *d
 static void linear_backward_weight(const pt_kernels *k, float *dW, float *db, const float *dy,
                                    const float *x, int N, int Ni, int No) {
   for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
-    int rows = block_rows(N, n0);
+    int rows = op_block_rows(N, n0);
     op_linear_backward_weight(dW, NULL, block(k, SCRATCH_Y, dy, n0, rows, No),
                               block(k, SCRATCH_X, x, n0, rows, Ni), rows, Ni, No);
   }

@@ -43,15 +43,6 @@ static _Thread_local dnnl_stream_t g_stream;
 static _Thread_local void *g_work;
 static _Thread_local size_t g_work_cap;
 
-static void *work(size_t bytes) {
-  if (bytes > g_work_cap) {
-    pt_free_aligned(g_work);
-    g_work = pt_alloc_aligned(bytes);
-    g_work_cap = bytes;
-  }
-  return g_work;
-}
-
 static void desc_2d(dnnl_memory_desc_t *d, int rows, int cols, dnnl_data_type_t t,
                     int transposed) {
   dnnl_dims_t dims = {rows, cols}, strides = {cols, 1};
@@ -114,7 +105,8 @@ void onednn_matmul(const onednn_shape *s, float *C, const uint16_t *A, const uin
   /* oneDNN's OpenMP team follows the count OpenBLAS has (an ICV per calling thread) */
   int threads = kernels_cpu_threads();
   if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
-  void *data[N_ARGS] = {(void *)A, (void *)B, (void *)bias, C, work(c->work_bytes)};
+  void *work = pt_grow_aligned(&g_work, &g_work_cap, c->work_bytes);
+  void *data[N_ARGS] = {(void *)A, (void *)B, (void *)bias, C, work};
   dnnl_exec_arg_t args[N_ARGS];
   int n = 0;
   static const int which[N_ARGS] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST,

@@ -87,4 +87,10 @@ int op_all_finite(const float *x, int64_t n);
 void op_adamw_step(const pt_update *u, float *w, const float *g, float *m, float *v, int64_t n);
 void op_sgd_step(const pt_update *u, float *w, const float *g, float *m, int64_t n);
 
+/* The precision tables' products go PT_PRECISION_BLOCK_ROWS rows at a time (kernels.h): the rows
+ * of the block of a product over N rows that starts at row n0. */
+static inline int op_block_rows(int N, int n0) {
+  return N - n0 < PT_PRECISION_BLOCK_ROWS ? N - n0 : PT_PRECISION_BLOCK_ROWS;
+}
+
 #endif
