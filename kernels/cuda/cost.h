@@ -1,0 +1,39 @@
+/* kernels/cuda/cost.h: the work each GPU kernel launch must do, noted by the code that launches
+ * it, summed per kernel name: the ledger the roofline reads (bench/gpu_roofline.c).
+ *
+ * A launch site calls gpu_cost_note once per launch (or per cuBLAS/cuDNN call) with what that
+ * launch cannot avoid: tensor_flops (multiply-adds on tensor cores, counted as 2 FLOPs each),
+ * other_flops (arithmetic on the ordinary cores) and bytes (its compulsory traffic to device
+ * memory: every input element read once, every output element written once; not what a cache
+ * would miss). The ledger is host memory of the process, filled on the real GPU and under the
+ * emulator alike; it costs a lookup per launch. Rows keep the kernel pointer they were given
+ * (a string literal). Called from the rank's one host thread; not thread safe.
+ */
+#ifndef PT_GPU_COST_H
+#define PT_GPU_COST_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  const char *kernel; /* the name given to gpu_cost_note */
+  uint64_t launches;
+  double tensor_flops, other_flops, bytes;
+} gpu_cost_row;
+
+#define GPU_COST_MAX_ROWS 256
+
+void gpu_cost_note(const char *kernel, double tensor_flops, double other_flops, double bytes);
+/* Rows in order of first note; gpu_cost_row_at(i) for i < gpu_cost_count(), else NULL. */
+int gpu_cost_count(void);
+const gpu_cost_row *gpu_cost_row_at(int i);
+void gpu_cost_reset(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
