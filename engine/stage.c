@@ -1,4 +1,5 @@
 #include "engine/stage.h"
+#include "engine/stage_store.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -17,19 +18,13 @@ static size_t saved_bytes(const pt_stage *st, int li) {
   return L->type->saved_bytes ? L->type->saved_bytes(L, st->B, st->T) : 0;
 }
 
-static void *stage_alloc(pt_stage *st, size_t bytes) {
+void *stage_alloc(pt_stage *st, size_t bytes) {
   st->bytes += bytes;
   return device_alloc(st->m->dev, bytes);
 }
 
-static void stage_release(pt_stage *st, void *p) {
+void stage_release(pt_stage *st, void *p) {
   if (p) device_free(st->m->dev, p);
-}
-
-/* With checkpointing a slot keeps the output of each segment's last layer (the next segment's
- * input) and of the stage's last layer. */
-static int kept(const pt_stage *st, int li) {
-  return st->ckpt == 0 || (li + 1) % st->ckpt == 0 || li == st->n - 1;
 }
 
 /* Workspace position j holds layers first+j, first+j+k, ...: size it for the largest of them. */
@@ -39,7 +34,7 @@ static void alloc_checkpoint_workspace(pt_stage *st) {
   for (int j = 0; j < st->ckpt; j++) {
     size_t o = 0, s = 0;
     for (int li = j; li < st->n; li += st->ckpt) {
-      if (!kept(st, li) && out_bytes(st, li) > o) o = out_bytes(st, li);
+      if (!stage_kept(st, li) && out_bytes(st, li) > o) o = out_bytes(st, li);
       if (saved_bytes(st, li) > s) s = saved_bytes(st, li);
     }
     st->ws_out[j] = o ? stage_alloc(st, o) : NULL;
@@ -79,6 +74,7 @@ void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, in
   st->ckpt = ckpt > st->n ? st->n : ckpt;
   st->ws_slot = -1;
   st->bad_layer = -1;
+  st->packed = m->dev->k->pack_bf16 != NULL;
   const pt_layer *L0 = &m->layers[first];
   size_t in_bytes = L0->in_tokens ? sizeof(int32_t) * (size_t)B * T
                                   : sizeof(float) * (size_t)B * T * L0->in_dim;
@@ -88,11 +84,12 @@ void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, in
   st->saved = pt_calloc((size_t)n_slots * st->n, sizeof(void *));
   for (int s = 0; s < n_slots; s++) {
     st->input[s] = stage_alloc(st, in_bytes);
-    for (int li = 0; li < st->n; li++) {
-      if (kept(st, li)) st->out[s * st->n + li] = stage_alloc(st, out_bytes(st, li));
+    for (int li = 0; li < st->n && !st->packed; li++) {
+      if (stage_kept(st, li)) st->out[s * st->n + li] = stage_alloc(st, out_bytes(st, li));
       if (st->ckpt == 0) st->saved[s * st->n + li] = stage_alloc(st, saved_bytes(st, li));
     }
   }
+  if (st->packed) store_alloc(st);
   alloc_workspace(st);
   /* where the data loader writes: the slot itself on the cpu, else a host staging buffer */
   if (!device_shares_host_memory(m->dev)) st->input_host = pt_calloc(in_bytes + 64, 1);
@@ -109,6 +106,7 @@ void stage_free(pt_stage *st) {
     stage_release(st, st->ws_saved[j]);
   }
   for (int i = 0; i < st->n_stash * st->n; i++) stage_release(st, st->stash[i]);
+  if (st->packed) store_free(st);
   free(st->stash);
   free(st->stash_of);
   free(st->stash_used);
@@ -137,13 +135,15 @@ void stage_input_commit(pt_stage *st, int slot) {
     device_upload_nowait(st->m->dev, st->input[slot], st->input_host, st->in_bytes);
 }
 
+/* Where layer li's output and saved area are while it runs (engine/stage_store.h when packed). */
 static float *layer_out(pt_stage *st, int slot, int li) {
-  float *o = st->out[slot * st->n + li];
-  return o ? o : st->ws_out[li % st->ckpt];
+  if (!stage_kept(st, li)) return st->ws_out[li % st->ckpt];
+  return st->packed ? st->wk[li & 1] : st->out[slot * st->n + li];
 }
 
 static void *layer_saved(pt_stage *st, int slot, int li) {
-  return st->ckpt ? st->ws_saved[li % st->ckpt] : st->saved[slot * st->n + li];
+  if (st->ckpt) return st->ws_saved[li % st->ckpt];
+  return st->packed ? st->wk_saved : st->saved[slot * st->n + li];
 }
 
 static const void *layer_in(pt_stage *st, int slot, int li) {
@@ -193,9 +193,11 @@ static int32_t check_value(const pt_stage *st, int li) {
 static void forward_range(pt_stage *st, int slot, int lo, int hi) {
   for (int li = lo; li < hi; li++) {
     pt_layer *L = &st->m->layers[st->first + li];
+    if (st->packed) store_ready(st, slot, li, 0);
     pt_io io = layer_io(st, slot, li, NULL, NULL);
     L->type->forward(L, &io);
     store_bf16(&io, io.out, L->out_dim);
+    if (st->packed) store_after_forward(st, slot, li, &io);
     if (st->check_finite)
       device_finite_check(st->m->dev, st->finite_mark, check_value(st, li), io.out,
                           (int64_t)io.B * io.T * L->out_dim);
@@ -234,16 +236,21 @@ static float *backward_range(pt_stage *st, int slot, int lo, int hi, const float
     int want = (li > 0 || need_din) && !L->in_tokens;
     din = want ? (dout == st->grad[0] ? st->grad[1] : st->grad[0]) : NULL;
     if (want && li == 0 && din_out) din = din_out;
+    if (st->packed) store_ready(st, slot, li, 1);
     pt_io io = layer_io(st, slot, li, dout, din);
     L->type->backward_input(L, &io);
     store_bf16(&io, din, L->in_dim);
+    if (st->packed) store_after_backward_input(st, slot, li, &io, NULL);
     L->type->backward_weight(L, &io);
     dout = din;
   }
   return din;
 }
 
-float *stage_output(pt_stage *st, int slot) { return layer_out(st, slot, st->n - 1); }
+float *stage_output(pt_stage *st, int slot) {
+  if (st->packed) store_ready(st, slot, st->n, 0); /* the last layer's output as "input" of n */
+  return layer_out(st, slot, st->n - 1);
+}
 
 const float *stage_backward(pt_stage *st, int slot, const float *dout, int need_din,
                             float *din_out) {
@@ -273,7 +280,9 @@ void stage_alloc_stash(pt_stage *st, int n_sets) {
   for (int s = 0; s < st->n_slots; s++) st->stash_of[s] = -1;
   for (int set = 0; set < n_sets; set++)
     for (int li = 0; li < st->n; li++)
-      if (has_weights(st, li)) st->stash[set * st->n + li] = stage_alloc(st, out_bytes(st, li));
+      if (has_weights(st, li))
+        st->stash[set * st->n + li] =
+            stage_alloc(st, st->packed ? store_set_bytes(st, li) : out_bytes(st, li));
 }
 
 /* Any free set will do: they are alike, and which one holds a dout changes no result. */
@@ -297,7 +306,7 @@ static float **take_stash(pt_stage *st, int slot) {
 static float *input_grad_buffer(pt_stage *st, float **keep, int li, const float *dout,
                                 float *din_out) {
   if (li == 0 && din_out) return din_out;
-  if (li > 0 && keep[li - 1]) return keep[li - 1];
+  if (li > 0 && keep[li - 1] && !st->packed) return keep[li - 1]; /* packed: kept after */
   return dout == st->grad[0] ? st->grad[1] : st->grad[0];
 }
 
@@ -305,7 +314,7 @@ const float *stage_backward_input(pt_stage *st, int slot, const float *dout, int
                                   float *din_out) {
   if (st->ckpt) return stage_backward(st, slot, dout, need_din, din_out);
   float **keep = take_stash(st, slot), *din = NULL;
-  if (keep[st->n - 1]) { /* the caller's buffer may be reused before W: keep a copy */
+  if (keep[st->n - 1] && !st->packed) { /* the caller's buffer may be reused before W */
     const pt_layer *L = &st->m->layers[st->last - 1];
     device_copy(st->m->dev, keep[st->n - 1], dout,
                 sizeof(float) * (size_t)st->cur_B * st->cur_T * L->out_dim);
@@ -315,9 +324,11 @@ const float *stage_backward_input(pt_stage *st, int slot, const float *dout, int
     pt_layer *L = &st->m->layers[st->first + li];
     int want = (li > 0 || need_din) && !L->in_tokens;
     din = want ? input_grad_buffer(st, keep, li, dout, din_out) : NULL;
+    if (st->packed) store_ready(st, slot, li, 1);
     pt_io io = layer_io(st, slot, li, dout, din);
     L->type->backward_input(L, &io);
     store_bf16(&io, din, L->in_dim);
+    if (st->packed) store_after_backward_input(st, slot, li, &io, keep[li]);
     if (!keep[li]) L->type->backward_weight(L, &io); /* no parameters: nothing to defer */
     dout = din;
   }
@@ -332,7 +343,8 @@ void stage_backward_weight(pt_stage *st, int slot) {
   for (int li = st->n - 1; li >= 0; li--) { /* the fused path's order: tied copies add alike */
     if (!keep[li]) continue;
     pt_layer *L = &st->m->layers[st->first + li];
-    pt_io io = layer_io(st, slot, li, keep[li], NULL);
+    const float *dout = st->packed ? store_before_backward_weight(st, slot, li, keep[li]) : keep[li];
+    pt_io io = layer_io(st, slot, li, dout, NULL);
     L->type->backward_weight(L, &io);
   }
   st->stash_used[set] = 0;

@@ -23,6 +23,13 @@
  * have no weight gradient to defer: their backward_weight runs inside I. With checkpointing the
  * segment workspace is shared between slots, so I runs the fused backward (one recomputation;
  * the weight gradients accumulate at I) and W does nothing; no sets are allocated.
+ *
+ * train.precision bf16 (the table has pack_bf16): the slots keep their layers' outputs and saved
+ * areas packed, bf16 where the layer's saved_parts allow (engine/stage_store.c), and every call
+ * runs on float32 working buffers shared by the slots, filled from the packed copies when they
+ * do not hold the slot's values already. The stash sets keep the douts (bf16 but the loss
+ * gradient) and the parts only backward_input writes. The stage input stays as received. The
+ * results are those of float32 storage of the same (bf16) values: packing is lossless on them.
  */
 #ifndef PT_STAGE_H
 #define PT_STAGE_H
@@ -51,7 +58,8 @@ typedef struct {
   int cur_B, cur_T;     /* shape of the micro-batch in each slot: set by stage_forward */
   size_t bytes;         /* activation memory allocated by this stage */
   int n_stash;          /* dout sets for split backward (0: fused only, or checkpointing) */
-  float **stash;        /* [set * n + li]: layer li's dout; NULL where li has no parameters */
+  float **stash;        /* [set * n + li]: layer li's dout (packed: at rest, then the parts
+                           only backward_input writes); NULL where li has no parameters */
   int *stash_of;        /* [slot]: the set holding the slot's douts between I and W, or -1 */
   char *stash_used;     /* [set] */
   int check_finite;     /* scan every layer output for inf/nan (train.on_nonfinite: abort) */
@@ -60,6 +68,13 @@ typedef struct {
   int bad_layer;        /* global index of the first layer whose output was not finite, -1 */
   int32_t **docs;       /* [slot]: data.documents' doc_start then positions, 2*B*T int32 on the
                            device (stage_enable_docs); NULL without documents */
+  /* bf16 storage at rest (packed set; engine/stage_store.c); out and saved then stay NULL */
+  int packed;
+  void **out16;         /* [slot * n + li]: kept outputs as bf16 */
+  void **saved16;       /* [slot * n + li]: the parts forward writes, at rest (ckpt == 0) */
+  float *wk[2];         /* float32 kept outputs of the layers of each parity being run */
+  void *wk_saved;       /* float32 saved area of the layer being run (ckpt == 0) */
+  int wk_tag[2], wk_saved_tag; /* slot * n + li whose values they hold, -1: none */
 } pt_stage;
 
 void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, int n_slots,

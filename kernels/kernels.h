@@ -59,7 +59,8 @@ typedef struct pt_kernels pt_kernels;
  *   tf32  the products' inputs rounded to tf32 (kernels/precision.h), float32 accumulation
  *   bf16  the products' inputs rounded to bf16, float32 accumulation; the stage rounds every
  *         layer's output and input gradient to bf16 (round_bf16), and activations and
- *         gradients cross stages as packed bf16 (pack_bf16 / unpack_bf16)
+ *         gradients cross stages as packed bf16 (pack_bf16 / unpack_bf16); the stage also
+ *         keeps the activations of micro-batches in flight packed (engine/stage_store.c)
  * Everything else (LayerNorm, softmax, attention, losses, norms, the optimizer, the master
  * weights and gradients) stays float32 in every mode. docs/gpu.md, "Precision". */
 typedef enum { PT_PRECISION_FP32, PT_PRECISION_TF32, PT_PRECISION_BF16 } pt_precision;
@@ -105,7 +106,10 @@ struct pt_kernels {
    * scratch: attention_scratch_floats(B, T, d, H, KVH) floats (0: scratch may be NULL).
    * doc_start (packed documents, data/data_pack.h): NULL is plain causal; else int32 [B,T]
    * device memory, nondecreasing along a row with doc_start[t] <= t, and query t attends only
-   * keys s with doc_start[t] <= s <= t (block-diagonal causal; masked probabilities exactly 0). */
+   * keys s with doc_start[t] <= s <= t (block-diagonal causal; masked probabilities exactly 0).
+   * attention_saved_bf16 (a field, not an entry): 1 when `saved` may be stored as bf16 between
+   * forward and backward under train.precision bf16 (the CPU's probabilities), 0 when it must
+   * stay float32 (the GPU's log-sum-exps); layers' saved_parts say so of their attention part. */
   int64_t (*attention_saved_floats)(const pt_kernels *k, int B, int T, int d, int H, int KVH);
   int64_t (*attention_scratch_floats)(const pt_kernels *k, int B, int T, int d, int H, int KVH);
   void (*attention_forward)(const pt_kernels *k, float *o, float *saved, const float *qkv, int B,
@@ -190,6 +194,7 @@ struct pt_kernels {
 
   /* --- Precision: not in PT_KERNELS_ENTRIES; a table made for a precision sets them. ------ */
   pt_precision precision; /* PT_PRECISION_FP32 (0) in the plain tables */
+  int attention_saved_bf16; /* see attention_saved_floats above */
   /* bf16 tables only (NULL elsewhere): x rounded in place to bf16 values; n floats packed into
    * n bf16 (lossless on bf16 values, else rounded) and back (exact). Elementwise. */
   void (*round_bf16)(const pt_kernels *k, float *x, int64_t n);

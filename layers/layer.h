@@ -33,6 +33,14 @@
  * out, saved and dout intact from backward_input until backward_weight of the same micro-batch,
  * so zero-bubble schedules may run backward_weight later. forward must be deterministic: the
  * engine re-runs it for activation checkpointing and relies on bitwise-equal results.
+ *
+ * train.precision bf16 (engine/stage_store.c): between calls the engine keeps in, out and saved
+ * of the micro-batches in flight elsewhere, packed, and hands each call float32 buffers holding
+ * the same values (in and out are bf16 values already). The saved area is kept as its parts
+ * (saved_parts): a part that may be bf16 is rounded to bf16 in place right after the step that
+ * writes it (forward, or backward_input for a stash part), in every path, so what backward reads
+ * does not depend on where it was kept. backward_input writes only the parts marked
+ * PT_SAVED_STASH. A type without saved_parts keeps its whole area float32.
  */
 #ifndef PT_LAYER_H
 #define PT_LAYER_H
@@ -88,6 +96,17 @@ typedef struct {
 
 typedef struct pt_layer pt_layer;
 
+/* One part of a saved area (the type's saved_parts): the parts tile the area from its start, in
+ * order, each `floats` long (its padding included). */
+#define PT_SAVED_FORWARD 1 /* written by forward (read by backward_input and backward_weight) */
+#define PT_SAVED_STASH 2   /* written by backward_input for backward_weight */
+#define PT_MAX_SAVED_PARTS 32
+typedef struct {
+  int64_t floats;
+  int bf16;    /* may be kept as bf16 under train.precision bf16 */
+  int writers; /* PT_SAVED_FORWARD and/or PT_SAVED_STASH */
+} pt_saved_part;
+
 /* What configure gets: its spec entry's arguments, the model settings and the input it will see. */
 typedef struct {
   spec_node *args;      /* this entry's argument map (repeat/tie already consumed) */
@@ -117,6 +136,10 @@ typedef struct pt_layer_type {
    * is therefore only valid for the table that wrote it. The engine asks the model's layers
    * (L->k: the model's device); asking for another table goes through layer_saved_bytes. */
   size_t (*saved_bytes)(const pt_layer *L, int B, int T);
+  /* Optional (NULL: one float32 part of both writers): the saved area at B x T with table k as
+   * at most PT_MAX_SAVED_PARTS parts (pt_saved_part above) whose floats add up to saved_bytes;
+   * returns how many. Lets train.precision bf16 keep activation-sized parts as bf16. */
+  int (*saved_parts)(const pt_layer *L, const pt_kernels *k, int B, int T, pt_saved_part *parts);
   size_t (*scratch_bytes)(const pt_layer *L, const pt_kernels *k, int B, int T);
   /* Optional (NULL: parameters start at zero). Fills the parameters that this layer owns
    * (layer_param_owned) from seed and L->index only; runs on the host, before the upload. */
@@ -202,6 +225,15 @@ const pt_kernels *layer_kernels(const pt_layer *L);
 /* pt_io.saved bytes at B x T for steps run with kernel table k (NULL: the CPU's), whatever L->k
  * says (L is not changed), 0 without saved_bytes. */
 size_t layer_saved_bytes(const pt_layer *L, const pt_kernels *k, int B, int T);
+/* The saved area at B x T with table k (NULL: the CPU's) as parts (the type's saved_parts, else
+ * one float32 part of both writers; none without a saved area); returns how many. pt_fatal when
+ * the type's parts do not add up to its saved_bytes. */
+int layer_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T, pt_saved_part *parts);
+/* Bytes a part takes at rest under bf16 storage: 2 or 4 per float, rounded up to 64. */
+size_t layer_saved_part_rest(const pt_saved_part *p);
+/* Bytes at rest under bf16 storage of the parts forward writes (stash 0), or of those only
+ * backward_input writes (stash 1). */
+size_t layer_saved_rest_bytes(const pt_layer *L, const pt_kernels *k, int B, int T, int stash);
 /* pt_io.scratch bytes at B x T with kernel table k (NULL: the CPU's), 0 without scratch_bytes. */
 size_t layer_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T);
 /* Deterministic init of parameter p from (seed, L->index, p): normal(0, std) or a constant. */

@@ -68,6 +68,36 @@ size_t layer_saved_bytes(const pt_layer *L, const pt_kernels *k, int B, int T) {
   return L->type->saved_bytes(&bound, B, T);
 }
 
+int layer_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T, pt_saved_part *parts) {
+  k = k ? k : &kernels_cpu;
+  int64_t floats = (int64_t)(layer_saved_bytes(L, k, B, T) / sizeof(float)), sum = 0;
+  if (floats == 0) return 0;
+  if (!L->type->saved_parts) {
+    parts[0] = (pt_saved_part){floats, 0, PT_SAVED_FORWARD | PT_SAVED_STASH};
+    return 1;
+  }
+  int n = L->type->saved_parts(L, k, B, T, parts);
+  for (int i = 0; i < n; i++) sum += parts[i].floats;
+  if (n < 0 || n > PT_MAX_SAVED_PARTS || sum != floats)
+    pt_fatal("layer type %s: saved_parts gives %d parts of %lld floats, saved_bytes %lld floats",
+             L->type->name, n, (long long)sum, (long long)floats);
+  return n;
+}
+
+size_t layer_saved_part_rest(const pt_saved_part *p) {
+  return ((size_t)p->floats * (p->bf16 ? 2 : 4) + 63) & ~(size_t)63;
+}
+
+size_t layer_saved_rest_bytes(const pt_layer *L, const pt_kernels *k, int B, int T, int stash) {
+  pt_saved_part parts[PT_MAX_SAVED_PARTS];
+  int n = layer_saved_parts(L, k, B, T, parts);
+  size_t b = 0;
+  for (int i = 0; i < n; i++)
+    if (stash ? parts[i].writers == PT_SAVED_STASH : (parts[i].writers & PT_SAVED_FORWARD))
+      b += layer_saved_part_rest(&parts[i]);
+  return b;
+}
+
 size_t layer_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T) {
   if (!L->type->scratch_bytes) return 0;
   return L->type->scratch_bytes(L, k ? k : &kernels_cpu, B, T);

@@ -82,6 +82,22 @@ static size_t llama_saved_bytes(const pt_layer *L, int B, int T) {
   return sizeof(float) * (size_t)total;
 }
 
+/* The views as parts (layer.h): the norms' rstd stay float32, the attention's state as its
+ * table says, the rest may be bf16. */
+static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
+                             pt_saved_part *parts) {
+  enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
+  static const int f32[N_SAVED] = {1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  static const int writers[N_SAVED] = {F, F, F, F, F, F, F, F, F, F, S, S, S, S, S};
+  llama_dims m = dims_of(L, B, T);
+  int64_t sizes[N_SAVED];
+  saved_sizes(&m, attn_floats(L, k, B, T), sizes);
+  for (int i = 0; i < N_SAVED; i++)
+    parts[i] = (pt_saved_part){sizes[i], !f32[i], writers[i]};
+  parts[3].bf16 = k->attention_saved_bf16;
+  return N_SAVED;
+}
+
 /* backward_input's da[N,F] and datty[N,d], then the attention's scratch (forward's at 0). */
 static size_t llama_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T) {
   llama_dims m = dims_of(L, B, T);
@@ -227,6 +243,7 @@ const pt_layer_type layer_type_llama_block = {
     .settings = llama_settings,
     .configure = llama_configure,
     .saved_bytes = llama_saved_bytes,
+    .saved_parts = llama_saved_parts,
     .scratch_bytes = llama_scratch_bytes,
     .init = llama_init,
     .forward = llama_forward,

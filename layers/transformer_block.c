@@ -61,6 +61,21 @@ static size_t block_saved_bytes(const pt_layer *L, int B, int T) {
   return sizeof(float) * (size_t)total;
 }
 
+/* The views as parts (layer.h): the norms' mean and rstd stay float32, the attention's state as
+ * its table says, the rest may be bf16; h is forward's and then backward_input's. */
+static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
+                             pt_saved_part *parts) {
+  enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
+  static const int f32[N_SAVED] = {1, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0};
+  static const int writers[N_SAVED] = {F, F, F, F, F, F, F, F, F, F, F | S, F, S, S, S, S};
+  int64_t sizes[N_SAVED];
+  block_saved_sizes((int64_t)B * T, L->out_dim, block_attn_floats(L, k, B, T), sizes);
+  for (int i = 0; i < N_SAVED; i++)
+    parts[i] = (pt_saved_part){sizes[i], !f32[i], writers[i]};
+  parts[4].bf16 = k->attention_saved_bf16;
+  return N_SAVED;
+}
+
 /* backward_input's dg[N,4d] and datty[N,d], then the attention's scratch (forward's at 0). */
 static size_t block_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T) {
   int64_t N = (int64_t)B * T, d = L->out_dim;
@@ -171,6 +186,7 @@ const pt_layer_type layer_type_transformer_block = {
     .settings = block_settings,
     .configure = block_configure,
     .saved_bytes = block_saved_bytes,
+    .saved_parts = block_saved_parts,
     .scratch_bytes = block_scratch_bytes,
     .init = block_init,
     .forward = block_forward,

@@ -51,6 +51,22 @@ static int64_t saved_b(const pt_model *m, const shape_ctx *c, int li) {
   return (int64_t)layer_saved_bytes(&m->layers[li], table_of(m), c->B, c->T);
 }
 
+/* train.precision bf16: the stage keeps activations packed (engine/stage_store.h). */
+static int packed(const pt_model *m) {
+  return m->spec && m->spec->train.precision == SPEC_PRECISION_BF16;
+}
+
+/* What a slot keeps of layer li's output and (without checkpointing) saved area: float32, or
+ * packed (the output as bf16, the parts forward writes at rest). */
+static int64_t kept_out_b(const pt_model *m, const shape_ctx *c, int li) {
+  return packed(m) ? out_b(m, c, li) / 2 : out_b(m, c, li);
+}
+
+static int64_t kept_saved_b(const pt_model *m, const shape_ctx *c, int li) {
+  if (!packed(m)) return saved_b(m, c, li);
+  return (int64_t)layer_saved_rest_bytes(&m->layers[li], table_of(m), c->B, c->T, 0);
+}
+
 /* Same rule as the engine: with checkpointing, only segment ends and the last layer are kept. */
 static int kept(const shape_ctx *c, int local) {
   return c->ckpt == 0 || (local + 1) % c->ckpt == 0 || local == c->n - 1;
@@ -99,8 +115,8 @@ static int64_t engine_bytes(const pt_model *m, const shape_ctx *c, int first, in
 static int64_t per_slot_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {
   int64_t b = input_bytes(m, c, first) + engine_slot_bytes(m, c, first, last);
   for (int j = 0; j < c->n; j++) {
-    if (kept(c, j)) b += out_b(m, c, first + j);
-    if (c->ckpt == 0) b += saved_b(m, c, first + j);
+    if (kept(c, j)) b += kept_out_b(m, c, first + j);
+    if (c->ckpt == 0) b += kept_saved_b(m, c, first + j);
   }
   return b;
 }
@@ -138,6 +154,19 @@ static int64_t precision_scratch_bytes(const pt_model *m, const shape_ctx *c, in
   return most;
 }
 
+/* Packed storage's float32 working buffers: a kept output of each parity (of the index in the
+ * stage) and, without checkpointing, the largest saved area. */
+static int64_t packed_work_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {
+  if (!packed(m)) return 0;
+  int64_t wk[2] = {0, 0}, ws = 0;
+  for (int li = first; li < last; li++) {
+    int j = li - first;
+    if (kept(c, j) && out_b(m, c, li) > wk[j & 1]) wk[j & 1] = out_b(m, c, li);
+    if (c->ckpt == 0 && saved_b(m, c, li) > ws) ws = saved_b(m, c, li);
+  }
+  return wk[0] + wk[1] + ws;
+}
+
 static int64_t workspace_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {
   int64_t max_out = 0, max_scratch = 0, ws = 0;
   for (int li = first; li < last; li++) {
@@ -155,7 +184,7 @@ static int64_t workspace_bytes(const pt_model *m, const shape_ctx *c, int first,
     ws += o + s;
   }
   return ws + engine_bytes(m, c, first, last, 1) - engine_slot_bytes(m, c, first, last) +
-         precision_scratch_bytes(m, c, first, last);
+         precision_scratch_bytes(m, c, first, last) + packed_work_bytes(m, c, first, last);
 }
 
 static shape_ctx shape_of(const pt_model *m, int first, int last) {
@@ -232,12 +261,22 @@ void memory_estimate_rank(const pt_model *m, const pt_range *ranges,
   out->total = out->params + out->grads + out->optimizer + out->activations + out->workspace;
 }
 
-/* engine/stage.c's dout sets: one output-sized buffer per layer with parameters, per set. */
+/* engine/stage.c's dout sets: one output-sized buffer per layer with parameters, per set.
+ * Packed (engine/stage_store.c): the dout as bf16 (float32 for the loss gradient, on the model's
+ * last layer) and the saved parts only backward_input writes, each rounded up to 64 bytes. */
 int64_t memory_stash_bytes(const pt_model *m, int first, int last, int w_pending) {
   shape_ctx c = shape_of(m, first, last);
   int64_t set = 0;
-  for (int li = first; li < last && c.ckpt == 0; li++)
-    if (m->layers[li].n_params > 0) set += out_b(m, &c, li);
+  for (int li = first; li < last && c.ckpt == 0; li++) {
+    if (m->layers[li].n_params == 0) continue;
+    if (!packed(m)) {
+      set += out_b(m, &c, li);
+      continue;
+    }
+    int64_t dout = li == m->n_layers - 1 ? out_b(m, &c, li) : out_b(m, &c, li) / 2;
+    set += ((dout + 63) & ~(int64_t)63) +
+           (int64_t)layer_saved_rest_bytes(&m->layers[li], table_of(m), c.B, c.T, 1);
+  }
   return w_pending * set;
 }
 
@@ -280,12 +319,12 @@ static int64_t comm_bound(const pt_model *m, int n_stages, int first, int last, 
 int64_t memory_bound_stage(const pt_model *m, int n_stages, int stage, int first, int last,
                            int in_flight) {
   shape_ctx c = shape_of(m, first, last);
-  int64_t sum_p = 0, sum_out = 0, sum_saved = 0, max_out = 0, max_in = 0, max_saved = 0, max_sc = 0;
+  int64_t sum_p = 0, max_out = 0, max_in = 0, max_saved = 0, max_sc = 0;
+  int64_t sum_kept = 0; /* what slots keep of the outputs and saved areas without checkpointing */
   for (int li = first; li < last; li++) {
     const pt_layer *L = &m->layers[li];
     for (int p = 0; p < L->n_params; p++) sum_p += 4 * ((L->params[p].numel + 15) & ~(int64_t)15);
-    sum_out += out_b(m, &c, li);
-    sum_saved += saved_b(m, &c, li);
+    sum_kept += kept_out_b(m, &c, li) + kept_saved_b(m, &c, li);
     if (out_b(m, &c, li) > max_out) max_out = out_b(m, &c, li);
     if (4 * (int64_t)c.B * c.T * L->in_dim > max_in) max_in = 4 * (int64_t)c.B * c.T * L->in_dim;
     if (saved_b(m, &c, li) > max_saved) max_saved = saved_b(m, &c, li);
@@ -295,8 +334,13 @@ int64_t memory_bound_stage(const pt_model *m, int n_stages, int stage, int first
   int64_t bt4 = 4 * (int64_t)c.B * c.T;
   int64_t slot = is_first ? input_bytes(m, &c, 0) : 2 * max_in; /* input, and its gradient */
   slot += (is_last ? 0 : max_out) + (is_last ? bt4 * target_cols(m) : 0);
-  slot += c.ckpt ? (int64_t)((c.n + c.ckpt - 1) / c.ckpt) * max_out : sum_out + sum_saved;
+  int64_t max_kept = packed(m) ? max_out / 2 : max_out;
+  slot += c.ckpt ? (int64_t)((c.n + c.ckpt - 1) / c.ckpt) * max_kept : sum_kept;
   int64_t ws = max_sc + 2 * (max_out > max_in ? max_out : max_in) + (is_last ? max_out : 0);
+  if (packed(m)) { /* packed_work_bytes, the wire's packed messages and rounded operands */
+    ws += 2 * max_out + (c.ckpt ? 0 : max_saved) + precision_scratch_bytes(m, &c, first, last);
+    slot += (is_last ? 0 : max_out / 2) + (is_first ? 0 : max_in / 2);
+  }
   if (c.ckpt) ws += (int64_t)c.ckpt * (max_out + max_saved);
   if (is_last && !is_first) ws += bt4 * (m->input_dim + 1);
   if (is_first && !is_last) ws += bt4 * target_cols(m);

@@ -214,4 +214,6 @@ static void finite_check(const pt_kernels *k, int32_t *mark, int32_t value, cons
   if (value > *mark && !op_all_finite(x, n)) *mark = value;
 }
 
-const pt_kernels kernels_cpu = {.name = "cpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)};
+/* The probabilities the attention saves may be kept as bf16 under train.precision bf16. */
+const pt_kernels kernels_cpu = {.name = "cpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)
+                                .attention_saved_bf16 = 1};

@@ -275,8 +275,11 @@ static void finite_check(const pt_kernels *k, int32_t *mark, int32_t value, cons
   cuda_finite_mark(ctx(k), mark, value, x, n);
 }
 
-static const pt_kernels gpu_table = {.name = "gpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)};
-const pt_kernels kernels_gpu_sizing = {.name = "gpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)};
+/* The fused attention saves row log-sum-exps: they stay float32 at rest (attention_saved_bf16). */
+static const pt_kernels gpu_table = {.name = "gpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)
+                                     .attention_saved_bf16 = 0};
+const pt_kernels kernels_gpu_sizing = {.name = "gpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)
+                                       .attention_saved_bf16 = 0};
 
 void kernels_gpu_open(kernels_gpu *kg, gpu_ctx *g) {
   *kg = (kernels_gpu){.table = gpu_table, .g = g};

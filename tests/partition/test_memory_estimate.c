@@ -15,6 +15,7 @@
 
 #include "partition/memory.h"
 #include "core/error.h"
+#include "device/device.h"
 #include "engine/train.h"
 #include "test_util.h"
 
@@ -230,7 +231,136 @@ static void slice_case(const char *name, const char *text, const char *const *ov
   spec_free(&s);
 }
 
-int main(void) {
+/* --- train.precision bf16: activations kept packed (engine/stage_store.h) ---------------------- */
+
+static const char *LLAMA =
+    "model: {vocab: 256, seq_len: 32, dim: 64, heads: 8}\n"
+    "layers:\n"
+    "  - embedding: {}\n"
+    "  - llama_block: {repeat: 4, kv_heads: 2, ffn_dim: 96}\n"
+    "  - rmsnorm: {}\n"
+    "  - lm_head: {}\n"
+    "data: {path: examples/data/tiny.txt, format: bytes}\n"
+    "train:\n"
+    "  steps: 2\n"
+    "  micro_batch_size: 4\n"
+    "  micro_batches: 2\n"
+    "  optimizer: {name: adamw, lr: 1.0e-3}\n"
+    "  seed: 5\n";
+
+/* The bytes a stage of [first, last) allocates per micro-batch in flight (n_slots 3 less 2) at
+ * precision p on the current device, after a forward and backward of every slot (split with two
+ * dout sets when split is set, counted apart in *stash); the estimate's figure must be the same:
+ * its activations per slot, less the engine's slot buffers, which the stage does not allocate. */
+static int64_t per_micro_batch(const char *name, const char *text, const char *device,
+                               const char *precision, int first, int last, int split,
+                               int64_t *stash) {
+  char dev[64], prec[64];
+  snprintf(dev, sizeof dev, "pipeline.device=%s", device);
+  snprintf(prec, sizeof prec, "train.precision=%s", precision);
+  const char *const over[] = {dev, prec};
+  int64_t bytes[2] = {0, 0}, est[2] = {0, 0}, sets = 0, est_sets = 0;
+  for (int i = 0; i < 2; i++) {
+    pt_spec s;
+    if (load(&s, text, over, 2) != 0) return -1;
+    pt_model m;
+    spec_errors e = {0};
+    if (model_configure(&m, &s, &e) != 0) {
+      CHECK(0, "%s: %s", name, e.msg);
+      spec_free(&s);
+      return -1;
+    }
+    if (last < 0) last = m.n_layers + 1 + last;
+    int B = (int)s.train.micro_batch_size, T = (int)s.seq_len, n_slots = 2 + i;
+    device_set_precision(device_current(), s.train.precision);
+    model_alloc(&m, first, last);
+    pt_stage st;
+    stage_init(&st, &m, first, last, B, T, n_slots, 0);
+    size_t before_stash = st.bytes;
+    stage_alloc_stash(&st, split ? 2 : 0);
+    sets = (int64_t)(st.bytes - before_stash);
+    bytes[i] = (int64_t)before_stash;
+    pt_stage_memory em;
+    memory_estimate_stage(&m, first, last, n_slots, &em);
+    est[i] = em.activations - memory_engine_bytes(&m, first, last, n_slots);
+    est_sets = memory_stash_bytes(&m, first, last, 2);
+    int64_t out_n = (int64_t)B * T * m.layers[last - 1].out_dim;
+    float *dout = pt_calloc((size_t)out_n, sizeof(float));
+    for (int64_t j = 0; j < out_n; j++) dout[j] = 1e-3f * (float)(j % 5);
+    for (int slot = 0; slot < n_slots; slot++) {
+      int32_t *in = stage_input_host(&st, slot);
+      for (int j = 0; j < B * T; j++) in[j] = (j * 7 + slot) % (int)s.vocab;
+      stage_input_commit(&st, slot);
+      stage_forward(&st, slot, B, T);
+    }
+    float *ddev = device_alloc(m.dev, sizeof(float) * (size_t)out_n);
+    device_upload(m.dev, ddev, dout, sizeof(float) * (size_t)out_n);
+    for (int slot = n_slots - 1; slot >= 0; slot--) {
+      if (!split) stage_backward(&st, slot, ddev, 0, NULL);
+      else stage_backward_input(&st, slot, ddev, 0, NULL), stage_backward_weight(&st, slot);
+    }
+    device_free(m.dev, ddev);
+    free(dout);
+    stage_free(&st);
+    model_free(&m);
+    device_set_precision(device_current(), SPEC_PRECISION_FP32);
+    spec_free(&s);
+  }
+  int64_t measured = bytes[1] - bytes[0], estimated = est[1] - est[0];
+  printf("%-24s %-8s %-4s activations per micro-batch: measured %9lld  estimated %9lld%s\n",
+         name, device, precision, (long long)measured, (long long)estimated,
+         split ? "  (+2 dout sets)" : "");
+  CHECK(measured == estimated, "%s %s %s: %lld bytes per micro-batch allocated, %lld estimated",
+        name, device, precision, (long long)measured, (long long)estimated);
+  if (split)
+    CHECK(sets == est_sets, "%s %s %s: 2 dout sets allocate %lld bytes, estimated %lld", name,
+          device, precision, (long long)sets, (long long)est_sets);
+  if (stash) *stash = sets;
+  return measured;
+}
+
+/* bf16 keeps at most 55% of fp32's activation bytes per micro-batch (issue 26), exactly as
+ * estimated, whole models and slices, fused and split backward (with its dout sets). */
+static void bf16_case(const char *name, const char *text, const char *device, int first,
+                      int last) {
+  for (int split = 0; split < 2; split++) {
+    int64_t s32 = 0, s16 = 0;
+    int64_t f32 = per_micro_batch(name, text, device, "fp32", first, last, split, &s32);
+    int64_t b16 = per_micro_batch(name, text, device, "bf16", first, last, split, &s16);
+    CHECK(f32 > 0 && b16 > 0 && b16 <= 0.55 * f32,
+          "%s %s: bf16 keeps %lld bytes per micro-batch, fp32 %lld: more than 55%%", name,
+          device, (long long)b16, (long long)f32);
+    if (f32 > 0) printf("%-24s %-8s bf16 / fp32 = %.3f\n", name, device, (double)b16 / f32);
+    /* a micro-batch between its I and W holds its slot and a set; bf16's sets also keep the
+     * parts only backward_input writes, which fp32 keeps in every slot */
+    if (split)
+      CHECK(b16 + s16 / 2 <= 0.55 * (f32 + s32 / 2),
+            "%s %s: a micro-batch between I and W keeps %lld bytes at bf16, %lld at fp32", name,
+            device, (long long)(b16 + s16 / 2), (long long)(f32 + s32 / 2));
+  }
+}
+
+static int bf16_cases(const char *device) {
+  char err[256];
+  spec_device kind = !strcmp(device, "gpu") ? SPEC_DEVICE_GPU
+                     : !strcmp(device, "emulated") ? SPEC_DEVICE_EMULATED : SPEC_DEVICE_CPU;
+  if (device_select(kind, 0, err, sizeof err) != 0) {
+    CHECK(0, "device %s: %s", device, err);
+    return test_summary("memory_estimate");
+  }
+  bf16_case("gpt whole", GPT, device, 0, -1);
+  bf16_case("gpt first", GPT, device, 0, 5);
+  bf16_case("llama whole", LLAMA, device, 0, -1);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) { /* a device's bf16 storage only: `gpu` in the emulator build, `emulated` */
+    make_data();
+    bf16_cases(argv[1]);
+    remove(g_f32_path);
+    return test_summary("memory_estimate");
+  }
   FILE *tiny = fopen("examples/data/tiny.txt", "rb");
   if (!tiny) {
     fprintf(stderr, "test_memory_estimate: examples/data/tiny.txt not found; run from the "
@@ -272,6 +402,8 @@ int main(void) {
   slice_case("gpt whole (local tie)", GPT, NULL, 0, 0, -1, 3, 3);
   slice_case("gpt middle checkpoint 3", GPT, ckpt3, 1, 2, 8, 3, 2);
   slice_case("mlp middle", g_mlp, NULL, 0, 2, 6, 3, 2);
+  bf16_cases("cpu");
+  bf16_cases("emulated");
   remove(g_f32_path);
   return test_summary("memory_estimate");
 }

@@ -1,0 +1,159 @@
+/* engine/stage_store.c: bf16 storage at rest (engine/stage_store.h). */
+#include "engine/stage_store.h"
+
+#include <stdlib.h>
+
+#include "core/error.h"
+
+static const pt_layer *layer_of(const pt_stage *st, int li) { return &st->m->layers[st->first + li]; }
+
+static int64_t out_floats(const pt_stage *st, int li, int B, int T) {
+  return (int64_t)B * T * layer_of(st, li)->out_dim;
+}
+
+static int parts_at(const pt_stage *st, int li, int B, int T, pt_saved_part *p) {
+  const pt_layer *L = layer_of(st, li);
+  return layer_saved_parts(L, layer_kernels(L), B, T, p);
+}
+
+/* A stage's last layer on the model's last stage gets the loss gradient, which is not rounded to
+ * bf16: its dout stays float32 in the sets. Every other dout is an input gradient (rounded). */
+static int dout_f32(const pt_stage *st, int li) {
+  return li == st->n - 1 && st->last == st->m->n_layers;
+}
+
+static size_t dout_rest(const pt_stage *st, int li, int B, int T) {
+  return ((size_t)out_floats(st, li, B, T) * (dout_f32(st, li) ? 4 : 2) + 63) & ~(size_t)63;
+}
+
+void store_alloc(pt_stage *st) {
+  size_t wk[2] = {0, 0}, ws = 0, n = (size_t)st->n_slots * st->n;
+  st->out16 = pt_calloc(n, sizeof(void *));
+  st->saved16 = pt_calloc(n, sizeof(void *));
+  for (int li = 0; li < st->n; li++) {
+    const pt_layer *L = layer_of(st, li);
+    size_t ob = sizeof(float) * (size_t)out_floats(st, li, st->B, st->T);
+    size_t sb = layer_saved_bytes(L, layer_kernels(L), st->B, st->T);
+    size_t rest = st->ckpt ? 0 : layer_saved_rest_bytes(L, layer_kernels(L), st->B, st->T, 0);
+    if (stage_kept(st, li) && ob > wk[li & 1]) wk[li & 1] = ob;
+    if (st->ckpt == 0 && sb > ws) ws = sb;
+    for (int s = 0; s < st->n_slots; s++) {
+      if (stage_kept(st, li)) st->out16[s * st->n + li] = stage_alloc(st, ob / 2);
+      if (rest) st->saved16[s * st->n + li] = stage_alloc(st, rest);
+    }
+  }
+  for (int p = 0; p < 2; p++) st->wk[p] = wk[p] ? stage_alloc(st, wk[p]) : NULL;
+  st->wk_saved = ws ? stage_alloc(st, ws) : NULL;
+  st->wk_tag[0] = st->wk_tag[1] = st->wk_saved_tag = -1;
+}
+
+void store_free(pt_stage *st) {
+  for (int i = 0; st->out16 && i < st->n_slots * st->n; i++) {
+    stage_release(st, st->out16[i]);
+    stage_release(st, st->saved16[i]);
+  }
+  stage_release(st, st->wk[0]);
+  stage_release(st, st->wk[1]);
+  stage_release(st, st->wk_saved);
+  free(st->out16);
+  free(st->saved16);
+}
+
+size_t store_set_bytes(const pt_stage *st, int li) {
+  const pt_layer *L = layer_of(st, li);
+  return dout_rest(st, li, st->B, st->T) +
+         layer_saved_rest_bytes(L, layer_kernels(L), st->B, st->T, 1);
+}
+
+/* Which parts a layout at rest holds: the slot's (what forward writes) or a stash set's (what
+ * only backward_input writes). */
+static int in_layout(const pt_saved_part *p, int set) {
+  return set ? p->writers == PT_SAVED_STASH : (p->writers & PT_SAVED_FORWARD) != 0;
+}
+
+/* Moves the parts of layer li's saved area f that `layout` keeps at rest in r (back to back, in
+ * part order), to r (to_rest) or back; only_rewritten: just the forward parts that
+ * backward_input rewrites, at their places in r. */
+static void move_parts(const pt_stage *st, int li, float *f, char *r, int set, int only_rewritten,
+                       int to_rest) {
+  const pt_kernels *k = st->m->dev->k;
+  pt_saved_part p[PT_MAX_SAVED_PARTS];
+  int n = parts_at(st, li, st->cur_B, st->cur_T, p);
+  for (int i = 0; i < n; f += p[i].floats, i++) {
+    if (!in_layout(&p[i], set)) continue;
+    int64_t m = p[i].floats;
+    if (!only_rewritten || p[i].writers == (PT_SAVED_FORWARD | PT_SAVED_STASH)) {
+      if (p[i].bf16 && to_rest) k->pack_bf16(k, (uint16_t *)r, f, m);
+      else if (p[i].bf16) k->unpack_bf16(k, f, (const uint16_t *)r, m);
+      else if (to_rest) k->copy(k, (float *)r, f, m);
+      else k->copy(k, f, (const float *)r, m);
+    }
+    r += layer_saved_part_rest(&p[i]);
+  }
+}
+
+/* Rounds to bf16 the parts of layer li's saved area f that `writer` wrote and that may be bf16. */
+static void round_parts(const pt_stage *st, int li, float *f, int writer) {
+  const pt_kernels *k = st->m->dev->k;
+  pt_saved_part p[PT_MAX_SAVED_PARTS];
+  int n = parts_at(st, li, st->cur_B, st->cur_T, p);
+  for (int i = 0; i < n; f += p[i].floats, i++)
+    if (p[i].bf16 && (p[i].writers & writer)) k->round_bf16(k, f, p[i].floats);
+}
+
+static void need_out(pt_stage *st, int slot, int li) {
+  int tag = slot * st->n + li;
+  if (st->wk_tag[li & 1] == tag) return;
+  const pt_kernels *k = st->m->dev->k;
+  k->unpack_bf16(k, st->wk[li & 1], st->out16[tag], out_floats(st, li, st->cur_B, st->cur_T));
+  st->wk_tag[li & 1] = tag;
+}
+
+void store_ready(pt_stage *st, int slot, int li, int backward) {
+  if (li > 0 && stage_kept(st, li - 1)) need_out(st, slot, li - 1);
+  if (!backward) return;
+  if (stage_kept(st, li)) need_out(st, slot, li);
+  int tag = slot * st->n + li;
+  if (st->ckpt || !st->saved16[tag] || st->wk_saved_tag == tag) return;
+  move_parts(st, li, st->wk_saved, st->saved16[tag], 0, 0, 0);
+  st->wk_saved_tag = tag;
+}
+
+void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io) {
+  const pt_kernels *k = st->m->dev->k;
+  int tag = slot * st->n + li;
+  if (io->saved) round_parts(st, li, io->saved, PT_SAVED_FORWARD);
+  if (stage_kept(st, li)) {
+    k->pack_bf16(k, st->out16[tag], io->out, out_floats(st, li, io->B, io->T));
+    st->wk_tag[li & 1] = tag;
+  }
+  if (st->ckpt) return;
+  if (st->saved16[tag]) move_parts(st, li, io->saved, st->saved16[tag], 0, 0, 1);
+  st->wk_saved_tag = tag;
+}
+
+void store_after_backward_input(pt_stage *st, int slot, int li, const pt_io *io, void *set) {
+  const pt_kernels *k = st->m->dev->k;
+  if (io->saved) round_parts(st, li, io->saved, PT_SAVED_STASH);
+  st->wk_saved_tag = -1; /* backward_input rewrote parts of it */
+  if (!set) return;
+  int64_t m = out_floats(st, li, io->B, io->T);
+  if (dout_f32(st, li)) k->copy(k, set, io->dout, m);
+  else k->pack_bf16(k, set, io->dout, m);
+  if (!io->saved) return;
+  move_parts(st, li, io->saved, (char *)set + dout_rest(st, li, io->B, io->T), 1, 0, 1);
+  move_parts(st, li, io->saved, st->saved16[slot * st->n + li], 0, 1, 1);
+}
+
+const float *store_before_backward_weight(pt_stage *st, int slot, int li, const void *set) {
+  const pt_kernels *k = st->m->dev->k;
+  store_ready(st, slot, li, 1);
+  int64_t m = out_floats(st, li, st->cur_B, st->cur_T);
+  if (dout_f32(st, li)) k->copy(k, st->grad[0], set, m);
+  else k->unpack_bf16(k, st->grad[0], set, m);
+  if (st->wk_saved) {
+    move_parts(st, li, st->wk_saved, (char *)set + dout_rest(st, li, st->cur_B, st->cur_T), 1, 0, 0);
+    st->wk_saved_tag = -1;
+  }
+  return st->grad[0];
+}

@@ -1,0 +1,43 @@
+/* engine/stage_store.h: bf16 storage at rest of a stage's activations, for engine/stage.c only.
+ *
+ * Under train.precision bf16 (st->packed) a slot keeps each kept layer output as bf16 and, without
+ * checkpointing, the parts of each saved area that forward writes (layer.h, saved_parts): bf16
+ * where the part allows, else float32. The calls run on float32 buffers shared by the slots:
+ * wk[li & 1] for kept outputs, wk_saved for the saved area (the checkpoint workspace holds the
+ * rest, as in float32 storage). A split backward's stash set keeps, per layer with parameters,
+ * the dout (bf16, but float32 for the loss gradient) and the parts only backward_input writes.
+ * Every part that may be bf16 is rounded in place right after the step writing it, whichever the
+ * path, so the copies at rest are exact and every path computes on the same values.
+ */
+#ifndef PT_STAGE_STORE_H
+#define PT_STAGE_STORE_H
+
+#include "engine/stage.h"
+
+/* engine/stage.c's allocation, counted in st->bytes, and its release. */
+void *stage_alloc(pt_stage *st, size_t bytes);
+void stage_release(pt_stage *st, void *p);
+
+/* With checkpointing a slot keeps the output of each segment's last layer (the next segment's
+ * input) and of the stage's last layer. */
+static inline int stage_kept(const pt_stage *st, int li) {
+  return st->ckpt == 0 || (li + 1) % st->ckpt == 0 || li == st->n - 1;
+}
+
+void store_alloc(pt_stage *st);
+void store_free(pt_stage *st);
+/* Bytes of one stash set for layer li (a layer with parameters). */
+size_t store_set_bytes(const pt_stage *st, int li);
+/* The float32 buffers hold the slot's input of layer li (a kept output of li - 1) and, for a
+ * backward step, its kept output and its saved area. */
+void store_ready(pt_stage *st, int slot, int li, int backward);
+/* After layer li's forward wrote io: rounds the parts it wrote, keeps the output and parts. */
+void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io);
+/* After layer li's backward_input: rounds the stash parts; with a stash set (split backward,
+ * layer with parameters) keeps there io->dout and the parts backward_weight will read. */
+void store_after_backward_input(pt_stage *st, int slot, int li, const pt_io *io, void *set);
+/* Before layer li's deferred backward_weight: store_ready, then the set's parts back into the
+ * saved area; returns the dout the set kept, as float32 (in st->grad[0]). */
+const float *store_before_backward_weight(pt_stage *st, int slot, int li, const void *set);
+
+#endif
