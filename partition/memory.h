@@ -7,17 +7,22 @@
  *               a weight stored on the same stage
  *   optimizer   AdamW: 2 x params (m, v); SGD: 1 x params
  *   activations per micro-batch in flight: the stage input, the kept layer outputs and (without
- *               activation checkpointing) every layer's saved state, plus the engine's
+ *               activation checkpointing) every layer's saved state (train.precision bf16: as
+ *               engine/stage_store.h keeps them, the outputs as bf16 and the saved parts forward
+ *               writes bf16 or float32, layer_saved_rest_bytes), plus the engine's
  *               gradient buffers (received, to send) and targets (train.precision bf16: and
  *               the packed bf16 messages to and from other ranks, half a float buffer each,
  *               two each way); times the in-flight count
  *   workspace   checkpoint recompute buffers, the largest layer scratch, two gradient buffers,
+ *               bf16's float32 working buffers (a kept output of each parity, the largest
+ *               saved area without checkpointing),
  *               on the last stage the loss gradient, and the data buffers of the end stages
  *   stash       split-backward schedules only (memory_add_stash): per micro-batch between its
  *               I and W, the output gradient of every layer with parameters (what its
  *               backward_weight reads later); times the schedule's n_w_pending for the stage.
- *               None under activation checkpointing, where I runs the fused backward.
- *               Counted in activations too (stash says how much of them it is).
+ *               None under activation checkpointing, where I runs the fused backward. bf16:
+ *               the douts as bf16 (float32 on the model's last layer) and the saved parts only
+ *               backward_input writes. Counted in activations too (stash says how much of them it is).
  *   comm        ranks on a GPU whose device buffers go over NCCL (memory_uses_nccl) only; 0
  *               elsewhere. The device chain sums' scratch (comm/nccl/comm_nccl.c: each
  *               communicator keeps a device copy of the largest buffer it summed: the rank's
