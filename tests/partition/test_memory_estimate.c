@@ -19,6 +19,16 @@
 #include "engine/train.h"
 #include "test_util.h"
 
+/* The data and training settings of the token models below. */
+#define TOKENS_TRAIN \
+  "data: {path: examples/data/tiny.txt, format: bytes}\n" \
+  "train:\n" \
+  "  steps: 2\n" \
+  "  micro_batch_size: 4\n" \
+  "  micro_batches: 2\n" \
+  "  optimizer: {name: adamw, lr: 1.0e-3}\n" \
+  "  seed: 5\n"
+
 static const char *GPT =
     "model: {vocab: 256, seq_len: 32, dim: 64, heads: 4}\n"
     "layers:\n"
@@ -27,13 +37,7 @@ static const char *GPT =
     "  - transformer_block: {repeat: 6}\n"
     "  - layernorm: {}\n"
     "  - lm_head: {tie: wte}\n"
-    "data: {path: examples/data/tiny.txt, format: bytes}\n"
-    "train:\n"
-    "  steps: 2\n"
-    "  micro_batch_size: 4\n"
-    "  micro_batches: 2\n"
-    "  optimizer: {name: adamw, lr: 1.0e-3}\n"
-    "  seed: 5\n";
+    TOKENS_TRAIN;
 
 /* 16 inputs and 4 targets per record; layer widths not multiples of 16 floats */
 static const char *MLP_FMT =
@@ -240,13 +244,7 @@ static const char *LLAMA =
     "  - llama_block: {repeat: 4, kv_heads: 2, ffn_dim: 96}\n"
     "  - rmsnorm: {}\n"
     "  - lm_head: {}\n"
-    "data: {path: examples/data/tiny.txt, format: bytes}\n"
-    "train:\n"
-    "  steps: 2\n"
-    "  micro_batch_size: 4\n"
-    "  micro_batches: 2\n"
-    "  optimizer: {name: adamw, lr: 1.0e-3}\n"
-    "  seed: 5\n";
+    TOKENS_TRAIN;
 
 /* The bytes a stage of [first, last) allocates per micro-batch in flight (n_slots 3 less 2) at
  * precision p on the current device, then a forward and backward of every slot but on a GPU
