@@ -71,34 +71,65 @@ static int in_layout(const pt_saved_part *p, int set) {
   return set ? p->writers == PT_SAVED_STASH : (p->writers & PT_SAVED_FORWARD) != 0;
 }
 
-/* Moves the parts of layer li's saved area f that `layout` keeps at rest in r (back to back, in
- * part order), to r (to_rest) or back; only_rewritten: just the forward parts that
- * backward_input rewrites, at their places in r. */
+/* What is done to a run of parts: rounded in place, moved to rest or back. */
+enum { ROUND, TO_REST, FROM_REST };
+
+/* Parts next to each other both in the area and at rest, of one kind, go in one call. */
+typedef struct {
+  float *f;
+  char *r;
+  int64_t n;
+  int bf16;
+} part_run;
+
+static void run_flush(const pt_kernels *k, part_run *u, int op) {
+  if (u->n == 0) return;
+  if (op == ROUND) k->round_bf16(k, u->f, u->n);
+  else if (u->bf16 && op == TO_REST) k->pack_bf16(k, (uint16_t *)u->r, u->f, u->n);
+  else if (u->bf16) k->unpack_bf16(k, u->f, (const uint16_t *)u->r, u->n);
+  else if (op == TO_REST) k->copy(k, (float *)u->r, u->f, u->n);
+  else k->copy(k, u->f, (const float *)u->r, u->n);
+  u->n = 0;
+}
+
+static void run_add(const pt_kernels *k, part_run *u, float *f, char *r, int64_t n, int bf16,
+                    int op) {
+  int64_t width = u->bf16 ? 2 : 4;
+  if (u->n && u->bf16 == bf16 && u->f + u->n == f && (op == ROUND || u->r + u->n * width == r)) {
+    u->n += n;
+    return;
+  }
+  run_flush(k, u, op);
+  *u = (part_run){f, r, n, bf16};
+}
+
+/* Moves the parts of layer li's saved area f that the layout (set: a stash set's, else a
+ * slot's) keeps at rest in r (back to back, in part order), to r or back (op); only_rewritten:
+ * just the forward parts that backward_input rewrites, at their places in r. */
 static void move_parts(const pt_stage *st, int li, float *f, char *r, int set, int only_rewritten,
-                       int to_rest) {
+                       int op) {
   const pt_kernels *k = st->m->dev->k;
   pt_saved_part p[PT_MAX_SAVED_PARTS];
+  part_run u = {0};
   int n = parts_at(st, li, st->cur_B, st->cur_T, p);
   for (int i = 0; i < n; f += p[i].floats, i++) {
     if (!in_layout(&p[i], set)) continue;
-    int64_t m = p[i].floats;
-    if (!only_rewritten || p[i].writers == (PT_SAVED_FORWARD | PT_SAVED_STASH)) {
-      if (p[i].bf16 && to_rest) k->pack_bf16(k, (uint16_t *)r, f, m);
-      else if (p[i].bf16) k->unpack_bf16(k, f, (const uint16_t *)r, m);
-      else if (to_rest) k->copy(k, (float *)r, f, m);
-      else k->copy(k, f, (const float *)r, m);
-    }
+    if (!only_rewritten || p[i].writers == (PT_SAVED_FORWARD | PT_SAVED_STASH))
+      run_add(k, &u, f, r, p[i].floats, p[i].bf16, op);
     r += layer_saved_part_rest(&p[i]);
   }
+  run_flush(k, &u, op);
 }
 
 /* Rounds to bf16 the parts of layer li's saved area f that `writer` wrote and that may be bf16. */
 static void round_parts(const pt_stage *st, int li, float *f, int writer) {
   const pt_kernels *k = st->m->dev->k;
   pt_saved_part p[PT_MAX_SAVED_PARTS];
+  part_run u = {0};
   int n = parts_at(st, li, st->cur_B, st->cur_T, p);
   for (int i = 0; i < n; f += p[i].floats, i++)
-    if (p[i].bf16 && (p[i].writers & writer)) k->round_bf16(k, f, p[i].floats);
+    if (p[i].bf16 && (p[i].writers & writer)) run_add(k, &u, f, NULL, p[i].floats, 1, ROUND);
+  run_flush(k, &u, ROUND);
 }
 
 static void need_out(pt_stage *st, int slot, int li) {
@@ -115,7 +146,7 @@ void store_ready(pt_stage *st, int slot, int li, int backward) {
   if (stage_kept(st, li)) need_out(st, slot, li);
   int tag = slot * st->n + li;
   if (st->ckpt || !st->saved16[tag] || st->wk_saved_tag == tag) return;
-  move_parts(st, li, st->wk_saved, st->saved16[tag], 0, 0, 0);
+  move_parts(st, li, st->wk_saved, st->saved16[tag], 0, 0, FROM_REST);
   st->wk_saved_tag = tag;
 }
 
@@ -128,7 +159,7 @@ void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io) {
     st->wk_tag[li & 1] = tag;
   }
   if (st->ckpt) return;
-  if (st->saved16[tag]) move_parts(st, li, io->saved, st->saved16[tag], 0, 0, 1);
+  if (st->saved16[tag]) move_parts(st, li, io->saved, st->saved16[tag], 0, 0, TO_REST);
   st->wk_saved_tag = tag;
 }
 
@@ -141,8 +172,8 @@ void store_after_backward_input(pt_stage *st, int slot, int li, const pt_io *io,
   if (dout_f32(st, li)) k->copy(k, set, io->dout, m);
   else k->pack_bf16(k, set, io->dout, m);
   if (!io->saved) return;
-  move_parts(st, li, io->saved, (char *)set + dout_rest(st, li, io->B, io->T), 1, 0, 1);
-  move_parts(st, li, io->saved, st->saved16[slot * st->n + li], 0, 1, 1);
+  move_parts(st, li, io->saved, (char *)set + dout_rest(st, li, io->B, io->T), 1, 0, TO_REST);
+  move_parts(st, li, io->saved, st->saved16[slot * st->n + li], 0, 1, TO_REST);
 }
 
 const float *store_before_backward_weight(pt_stage *st, int slot, int li, const void *set) {
@@ -152,7 +183,8 @@ const float *store_before_backward_weight(pt_stage *st, int slot, int li, const 
   if (dout_f32(st, li)) k->copy(k, st->grad[0], set, m);
   else k->unpack_bf16(k, st->grad[0], set, m);
   if (st->wk_saved) {
-    move_parts(st, li, st->wk_saved, (char *)set + dout_rest(st, li, st->cur_B, st->cur_T), 1, 0, 0);
+    move_parts(st, li, st->wk_saved, (char *)set + dout_rest(st, li, st->cur_B, st->cur_T), 1, 0,
+               FROM_REST);
     st->wk_saved_tag = -1;
   }
   return st->grad[0];
