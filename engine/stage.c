@@ -245,6 +245,18 @@ static float *backward_range(pt_stage *st, int slot, int lo, int hi, const float
 
 float *stage_output(pt_stage *st, int slot) { return layer_out(st, slot, st->n - 1); }
 
+/* The segment stage_backward starts with, recomputed here rather than there: the same forward
+ * calls in the same place of the stage's work, before the loss instead of after it. */
+float *stage_loss_gradient(pt_stage *st, int slot) {
+  int last = (st->n - 1) / (st->ckpt ? st->ckpt : 1);
+  if (st->ckpt && (st->ws_slot != slot || st->ws_seg != last)) {
+    forward_range(st, slot, last * st->ckpt, st->n);
+    st->ws_slot = slot;
+    st->ws_seg = last;
+  }
+  return stage_output(st, slot);
+}
+
 const float *stage_backward(pt_stage *st, int slot, const float *dout, int need_din,
                             float *din_out) {
   if (!st->ckpt) return backward_range(st, slot, 0, st->n, dout, need_din, din_out);
