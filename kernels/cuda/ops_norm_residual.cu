@@ -9,6 +9,19 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cost.h"
 
+/* x1 = a + b over this thread's elements of the row at o; returns their sum (squares: of
+ * their squares), the thread's share of the row's. */
+static __device__ __forceinline__ float residual_add(float *x1, const float *a, const float *b,
+                                                     int64_t o, int D, bool squares) {
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    const float v = a[o + i] + b[o + i];
+    x1[o + i] = v;
+    s += squares ? v * v : v;
+  }
+  return s;
+}
+
 /* x1 = a + b;  then ops_layernorm.cu's forward of x1:  m = sum x1 / D;  v = sum (x1 - m)^2;
  * r = 1 / sqrtf(v / D + eps);  y = (x1 - m) * r * w + bias. */
 static __global__ void __launch_bounds__(PT_THREADS)
@@ -17,13 +30,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
                                       const float *bias, int D, float eps) {
   __shared__ float sh[32];
   const int64_t o = (int64_t)blockIdx.x * D;
-  float s = 0.0f;
-  for (int i = threadIdx.x; i < D; i += blockDim.x) {
-    const float v = a[o + i] + b[o + i];
-    x1[o + i] = v;
-    s += v;
-  }
-  const float m = pt_block_sum(s, sh) / D;
+  const float m = pt_block_sum(residual_add(x1, a, b, o, D, false), sh) / D;
   float var = 0.0f;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
     const float c = x1[o + i] - m;
@@ -66,13 +73,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
                                     const float *b, const float *w, int D, float eps) {
   __shared__ float sh[32];
   const int64_t o = (int64_t)blockIdx.x * D;
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < D; i += blockDim.x) {
-    const float v = a[o + i] + b[o + i];
-    x1[o + i] = v;
-    ss += v * v;
-  }
-  const float r = 1.0f / sqrtf(pt_block_sum(ss, sh) / D + eps);
+  const float r = 1.0f / sqrtf(pt_block_sum(residual_add(x1, a, b, o, D, true), sh) / D + eps);
   for (int i = threadIdx.x; i < D; i += blockDim.x) y[o + i] = x1[o + i] * r * w[i];
   if (threadIdx.x == 0) rstd[blockIdx.x] = r;
 }
