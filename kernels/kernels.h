@@ -247,7 +247,7 @@ struct pt_kernels {
   X(embedding_forward) X(embedding_backward) X(pos_forward) X(pos_backward_weight) X(copy)        \
   X(add) X(add_inplace) X(colsum_acc) X(scale) X(loss) X(optimizer) X(optimizer_chunks)           \
   X(sumsq) X(all_finite)                                                                          \
-  X(loss_acc) X(sumsq_into) X(finite_check)                                                      \
+  X(loss_acc) X(sumsq_into) X(finite_check)                                                       \
   X(layernorm_forward_residual) X(layernorm_backward_input_residual)                              \
   X(rmsnorm_forward_residual) X(rmsnorm_backward_input_residual)
 #define PT_KERNELS_INIT(entry) .entry = entry,

@@ -23,7 +23,8 @@ static unsigned row_blocks(int N) {
  * and written once (dy may be the logits themselves, kernels.h): the first pass keeps each
  * thread's running max and sum of exps relative to it (online softmax: when the max grows, the
  * sum is rescaled), the block's max and sum follow from the threads' pairs by fixed trees; the
- * second pass writes the gradient. Thread t owns f = t, t + PT_THREADS, ...; y[target] is read before any write. */
+ * second pass writes the gradient. Thread t owns f = t, t + PT_THREADS, ...; y[target] is read
+ * before any write. */
 static __global__ void __launch_bounds__(PT_THREADS)
     cross_entropy_kernel(float *dy, double *partial, const float *logits,
                          const int32_t *targets, int N, int V, float scale) {
