@@ -16,11 +16,10 @@ const float *eval_stage_forward(pt_stage *st, int slot, int B, int T) {
   return y;
 }
 
-void eval_loss_into(pt_part *p, device_stats *s, int i, const float *y, const void *targets,
-                    float *dlogits) {
+void eval_loss_into(pt_part *p, device_stats *s, int i, float *y, const void *targets) {
   int F = p->model.layers[p->model.n_layers - 1].out_dim;
   device_loss_acc(p->model.dev, p->model.loss, y, targets, p->target_bytes, p->B * p->T, F,
-                  1.0f, dlogits, device_stats_double(s, i));
+                  1.0f, y, device_stats_double(s, i));
 }
 
 double eval_loss_of(const pt_part *p, const double *replica_sums, int dp) {
@@ -43,8 +42,8 @@ double eval_sequential(pt_trainer *t) {
         data_micro_batch(&p->eval_data, i, d, mb, p->T, stage_input_host(&p->stage, 0),
                          t->targets);
         stage_input_commit(&p->stage, 0);
-        const float *y = eval_stage_forward(&p->stage, 0, p->B, p->T);
-        eval_loss_into(p, &s, (int)(d * M + mb), y, t->targets, t->dlogits);
+        eval_stage_forward(&p->stage, 0, p->B, p->T);
+        eval_loss_into(p, &s, (int)(d * M + mb), stage_output(&p->stage, 0), t->targets);
       }
     device_stats_read(&s); /* one wait per eval batch */
     for (int64_t d = 0; d < dp; d++)

@@ -28,9 +28,8 @@
  * deterministically: the same bits). */
 const float *eval_stage_forward(pt_stage *st, int slot, int B, int T);
 /* Slot `i` of eval statistics s gets the token-loss sum of the last stage's output y [B, T, F]
- * against targets; dlogits is scratch [B, T, F] (a loss gradient nobody reads). */
-void eval_loss_into(pt_part *p, device_stats *s, int i, const float *y, const void *targets,
-                    float *dlogits);
+ * against targets; the loss gradient, which nobody reads, is written over y. */
+void eval_loss_into(pt_part *p, device_stats *s, int i, float *y, const void *targets);
 /* The eval loss from the replicas' sums S_d (in replica order). */
 double eval_loss_of(const pt_part *p, const double *replica_sums, int dp);
 

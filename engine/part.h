@@ -85,7 +85,8 @@ void part_set_docs(pt_part *p, pt_stage *st, int slot, int64_t replica, int64_t 
 void part_begin_step(pt_part *p);
 /* One micro-batch's loss of the last layer's output y [B, T, F] against targets, scaled by
  * loss_scale: 1 / (G T), or 1 / (the real targets of the global batch) with data.documents
- * (the only scaling anywhere); its gradient goes to dlogits [B, T, F]. The loss is
+ * (the only scaling anywhere); its gradient goes to dlogits [B, T, F], which may be y itself
+ * (stage_loss_gradient). The loss is
  * kept on the device (the step's next slot) until part_losses reads it; targets may be reused
  * when this returns. */
 void part_compute_loss(pt_part *p, const float *y, const void *targets, float *dlogits);

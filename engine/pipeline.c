@@ -217,8 +217,9 @@ static void free_wire(pt_device *d, uint16_t **w, int slots) {
   free(w);
 }
 
-/* A chunk's transfer buffers: gradient slots, targets and the loss gradient at the end, and the
- * half of a sample data_micro_batch writes that this chunk does not use. */
+/* A chunk's transfer buffers: gradient slots, targets at the end (the loss gradient goes over
+ * the logits, stage_loss_gradient), and the half of a sample data_micro_batch writes that this
+ * chunk does not use. */
 static void alloc_chunk_buffers(pt_pipeline *p, pt_chunk *k) {
   pt_part *q = &p->part;
   int S = k->slots;
@@ -238,7 +239,6 @@ static void alloc_chunk_buffers(pt_pipeline *p, pt_chunk *k) {
     if (k->prev_stage >= 0) k->din[s] = device_alloc(q->model.dev, k->in_bytes);
     if (k->is_last) k->targets[s] = pt_alloc_aligned(q->target_bytes); /* host */
   }
-  if (k->is_last) k->dlogits = device_alloc(q->model.dev, k->out_bytes);
   if (q->model.dev->k->pack_bf16) alloc_wire_buffers(p, k);
   if (!k->is_first && k->is_last)
     k->scratch_in = pt_alloc_aligned(4 * BT * (q->model.input_dim + 1));
@@ -296,7 +296,6 @@ static void free_chunk(pt_pipeline *p, pt_chunk *k) {
   free_wire(d, k->wire_act_in, k->slots), free_wire(d, k->wire_grad_out, k->slots);
   free_wire(d, k->wire_act_out, k->slots), free_wire(d, k->wire_grad_in, k->slots);
   free(k->recv_act), free(k->recv_grad), free(k->send_act), free(k->send_grad);
-  if (d) device_free(d, k->dlogits);
   pt_free_aligned(k->scratch_in);
   pt_free_aligned(k->scratch_tg);
   stage_free(&k->stage);

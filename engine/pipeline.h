@@ -57,7 +57,6 @@ typedef struct {
   float **din;         /* [slot] d loss / d input to send (only with a remote previous chunk) */
   void **targets;      /* [slot] (last chunk; host) */
   void *scratch_in, *scratch_tg; /* data_micro_batch's output this chunk does not need */
-  float *dlogits;      /* the loss gradient (last chunk) */
   pt_request *recv_act, *recv_grad, *send_act, *send_grad; /* [slot] */
   size_t in_bytes, out_bytes;
   /* train.precision bf16: what crosses to a remote neighbour goes as packed bf16, half the

@@ -57,9 +57,9 @@ static void eval_input(pt_pipeline *p, pt_chunk *k, int64_t i, int mb, int s) {
 }
 
 static void eval_output(pt_pipeline *p, pt_chunk *k, int mb, int s, device_stats *st) {
-  const float *y = stage_output(&k->stage, s);
+  float *y = stage_output(&k->stage, s);
   if (k->is_last) {
-    eval_loss_into(&p->part, st, mb, y, k->targets[s], k->dlogits);
+    eval_loss_into(&p->part, st, mb, y, k->targets[s]);
     return;
   }
   if (k->next_stage < 0) return; /* the next chunk runs here and copies it */

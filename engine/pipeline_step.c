@@ -136,8 +136,9 @@ static void act_backward(pt_pipeline *p, pt_chunk *k, int mb, int split) {
   double t0 = pt_now_s();
   if (k->wire_grad_in) unpack(p, k->dout[s], k->wire_grad_in[s], step_bytes(p, k->out_bytes));
   if (k->is_last) {
-    part_compute_loss(&p->part, stage_output(&k->stage, s), k->targets[s], k->dlogits);
-    dy = k->dlogits;
+    float *grad = stage_loss_gradient(&k->stage, s); /* over the logits */
+    part_compute_loss(&p->part, stage_output(&k->stage, s), k->targets[s], grad);
+    dy = grad;
   }
   if (split) stage_backward_input(&k->stage, s, dy, !k->is_first, din);
   else stage_backward(&k->stage, s, dy, !k->is_first, din);

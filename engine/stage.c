@@ -252,6 +252,22 @@ float *stage_output(pt_stage *st, int slot) {
   return layer_out(st, slot, st->n - 1);
 }
 
+/* The segment stage_backward starts with, recomputed here rather than there: the same forward
+ * calls in the same place of the stage's work, before the loss instead of after it. Packed
+ * (bf16 at rest): the buffer returned is the float32 working copy still tagged as the slot's
+ * last output, and it keeps that tag once the loss has written the gradient over it, so the
+ * backward that follows does not unpack the logits back over the gradient (a layer's backward
+ * never reads its own output, layers/layer.h). */
+float *stage_loss_gradient(pt_stage *st, int slot) {
+  int last = (st->n - 1) / (st->ckpt ? st->ckpt : 1);
+  if (st->ckpt && (st->ws_slot != slot || st->ws_seg != last)) {
+    forward_range(st, slot, last * st->ckpt, st->n);
+    st->ws_slot = slot;
+    st->ws_seg = last;
+  }
+  return stage_output(st, slot);
+}
+
 const float *stage_backward(pt_stage *st, int slot, const float *dout, int need_din,
                             float *din_out) {
   if (!st->ckpt) return backward_range(st, slot, 0, st->n, dout, need_din, din_out);

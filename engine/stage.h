@@ -123,5 +123,13 @@ void stage_set_docs(pt_stage *st, int slot, const int32_t *doc_start, const int3
                     int B, int T);
 /* The stage output of the micro-batch in slot (valid after its stage_forward). */
 float *stage_output(pt_stage *st, int slot);
+/* Where the loss writes d loss / d output of the micro-batch in slot: over its output itself
+ * (kernels.h: the losses allow dy == y; no layer's backward reads its own output, layer.h), so
+ * the last stage keeps no [B, T, F] gradient buffer beside its logits. Under checkpointing it
+ * first recomputes the slot's last segment when the workspace holds another (what the slot's
+ * stage_backward would do first; the same bits), so that backward does not write the logits
+ * again over the gradient. Call after the slot's stage_forward, then the loss on
+ * stage_output(slot) with this as its gradient, then the slot's stage_backward(_input) with it. */
+float *stage_loss_gradient(pt_stage *st, int slot);
 
 #endif

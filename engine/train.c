@@ -34,15 +34,13 @@ int trainer_init(pt_trainer *t, const pt_spec *spec, char *err, size_t errsz) {
   pt_model *m = &p->model;
   if (spec->pipeline.data_parallel > 1)
     t->grad_total = device_alloc(m->dev, sizeof(float) * (size_t)m->n_floats);
-  int F = m->layers[n - 1].out_dim;
   t->targets = pt_calloc(p->target_bytes, 1);
-  t->dlogits = device_alloc(m->dev, sizeof(float) * (size_t)p->B * p->T * F);
   return 0;
 }
 
 void trainer_free(pt_trainer *t) {
   if (t->part.model.dev)
-    device_free(t->part.model.dev, t->dlogits), device_free(t->part.model.dev, t->grad_total);
+    device_free(t->part.model.dev, t->grad_total);
   part_free(&t->part);
   free(t->targets);
   memset(t, 0, sizeof *t);
@@ -58,8 +56,9 @@ static void accumulate_replica(pt_trainer *t, int64_t replica) {
     stage_input_commit(&p->stage, 0);
     part_set_docs(p, &p->stage, 0, replica, mb);
     const float *y = stage_forward(&p->stage, 0, p->B, p->cur_T);
-    part_compute_loss(p, y, t->targets, t->dlogits);
-    stage_backward(&p->stage, 0, t->dlogits, 0, NULL);
+    float *dy = stage_loss_gradient(&p->stage, 0); /* over y */
+    part_compute_loss(p, y, t->targets, dy);
+    stage_backward(&p->stage, 0, dy, 0, NULL);
   }
   model_tie_reduce_local(&p->model);
 }

@@ -15,7 +15,6 @@
 typedef struct {
   pt_part part;      /* every layer, one slot */
   void *targets;     /* one micro-batch of targets (host, part.target_bytes) */
-  float *dlogits;    /* gradient of the last output [B, T, F] (device) */
   float *grad_total; /* sum over data-parallel replicas (data_parallel > 1 only; device) */
 } pt_trainer;
 

@@ -14,7 +14,8 @@
  *   - "acc": 1 adds into the destination, 0 overwrites it. Weight gradients (*_backward_weight,
  *     embedding_backward, colsum_acc) always add (+=): gradients accumulate over micro-batches.
  *   - Elementwise entries (copy, add, add_inplace, scale, gelu, relu, the optimizer) allow the
- *     output to alias any input; the others need distinct buffers.
+ *     output to alias any input; so do the losses (dy over y) and the residual norms' x1 and
+ *     dx as their comments say; the others need distinct buffers.
  *   - Deterministic: reductions add in a fixed order set by the sizes only (no float atomics),
  *     so the same inputs give the same bits on the same device; activation checkpointing re-runs
  *     forward and relies on it. The CPU and GPU tables agree to 1e-5 relative, not bit for bit
@@ -175,7 +176,8 @@ struct pt_kernels {
 
   /* kernels/loss.h's loss_forward_backward on device y and dy, with HOST targets (int32 ids
    * [N] or float [N,F]; target_bytes of them): returns the sum of the rows' losses, writes
-   * dy = scale * d(sum)/dy. */
+   * dy = scale * d(sum)/dy. dy may be y itself: the gradient then overwrites the logits (the
+   * last stage keeps no second [N,F] buffer, engine/stage.h stage_loss_gradient). */
   double (*loss)(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
                  size_t target_bytes, int N, int F, float scale, float *dy);
   /* One optimizer update of n floats: w, m (and v for AdamW) updated from gradient g. */
@@ -191,6 +193,27 @@ struct pt_kernels {
   /* Sum of squares in double; 1 when every element is finite. */
   double (*sumsq)(const pt_kernels *k, const float *x, int64_t n);
   int (*all_finite)(const pt_kernels *k, const float *x, int64_t n);
+
+  /* --- Fused residual add + norm: a block's residual stream and its norm in one pass over
+   * each row (after the fused residual forward of https://github.com/karpathy/llm.c), where
+   * the separate calls would write the stream, then read it back.
+   * forward_residual: x1 = a + b (the residual add), then y and mean/rstd as the plain
+   * forward of x1; x1 may alias a or b. backward_input_residual: dx = dres + d/dx of the norm
+   * given dy (x, w, mean/rstd as in backward_input): the residual stream's gradient and the
+   * norm's in one pass, what copy(dx, dres) then backward_input with acc = 1 computes, bit for
+   * bit on the CPU; dx may alias dres (not dy or x). */
+  void (*layernorm_forward_residual)(const pt_kernels *k, float *x1, float *y, float *mean,
+                                     float *rstd, const float *a, const float *b, const float *w,
+                                     const float *bias, int N, int D, float eps);
+  void (*layernorm_backward_input_residual)(const pt_kernels *k, float *dx, const float *dres,
+                                            const float *dy, const float *x, const float *w,
+                                            const float *mean, const float *rstd, int N, int D);
+  void (*rmsnorm_forward_residual)(const pt_kernels *k, float *x1, float *y, float *rstd,
+                                   const float *a, const float *b, const float *w, int N, int D,
+                                   float eps);
+  void (*rmsnorm_backward_input_residual)(const pt_kernels *k, float *dx, const float *dres,
+                                          const float *dy, const float *x, const float *w,
+                                          const float *rstd, int N, int D);
 
   /* --- Precision: not in PT_KERNELS_ENTRIES; a table made for a precision sets them. ------ */
   pt_precision precision; /* PT_PRECISION_FP32 (0) in the plain tables */
@@ -229,7 +252,9 @@ struct pt_kernels {
   X(embedding_forward) X(embedding_backward) X(pos_forward) X(pos_backward_weight) X(copy)        \
   X(add) X(add_inplace) X(colsum_acc) X(scale) X(loss) X(optimizer) X(optimizer_chunks)           \
   X(sumsq) X(all_finite)                                                                          \
-  X(loss_acc) X(sumsq_into) X(finite_check)
+  X(loss_acc) X(sumsq_into) X(finite_check)                                                       \
+  X(layernorm_forward_residual) X(layernorm_backward_input_residual)                              \
+  X(rmsnorm_forward_residual) X(rmsnorm_backward_input_residual)
 #define PT_KERNELS_INIT(entry) .entry = entry,
 
 /* The CPU's table (kernels/cpu/kernels_cpu.c): host memory, results bitwise reproducible for a

@@ -74,6 +74,35 @@ static void layernorm_backward_weight(const pt_kernels *k, float *dw, float *db,
         mean, rstd, N, D);
 }
 
+/* The residual norms: the plain entry's bytes, plus the residual's second operand read and the
+ * stream written (forward), the residual gradient read (backward). */
+static void layernorm_forward_residual(const pt_kernels *k, float *x1, float *y, float *mean,
+                                       float *rstd, const float *a, const float *b,
+                                       const float *w, const float *bias, int N, int D,
+                                       float eps) {
+  TIMED(layernorm_forward_residual, NORM, F4 * (4.0 * N * D + 2.0 * N + 2.0 * D), x1, y, mean,
+        rstd, a, b, w, bias, N, D, eps);
+}
+static void layernorm_backward_input_residual(const pt_kernels *k, float *dx, const float *dres,
+                                              const float *dy, const float *x, const float *w,
+                                              const float *mean, const float *rstd, int N,
+                                              int D) {
+  TIMED(layernorm_backward_input_residual, NORM, F4 * (4.0 * N * D + D + 2.0 * N), dx, dres, dy,
+        x, w, mean, rstd, N, D);
+}
+static void rmsnorm_forward_residual(const pt_kernels *k, float *x1, float *y, float *rstd,
+                                     const float *a, const float *b, const float *w, int N, int D,
+                                     float eps) {
+  TIMED(rmsnorm_forward_residual, NORM, F4 * (4.0 * N * D + N + D), x1, y, rstd, a, b, w, N, D,
+        eps);
+}
+static void rmsnorm_backward_input_residual(const pt_kernels *k, float *dx, const float *dres,
+                                            const float *dy, const float *x, const float *w,
+                                            const float *rstd, int N, int D) {
+  TIMED(rmsnorm_backward_input_residual, NORM, F4 * (4.0 * N * D + D + N), dx, dres, dy, x, w,
+        rstd, N, D);
+}
+
 /* Sizes only: forwarded, not tallied. */
 static int64_t attention_saved_floats(const pt_kernels *k, int B, int T, int d, int H, int KVH) {
   return IN(k)->attention_saved_floats(IN(k), B, T, d, H, KVH);

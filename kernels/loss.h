@@ -2,7 +2,8 @@
  *   cross_entropy: targets int32 [N] class/token ids in [0, F); per row -log softmax(y)[target]
  *   mse:           targets float [N, F]; per row sum_f (y - t)^2 / F
  * loss_forward_backward returns the SUM of the per-row losses (double) and writes
- * dy = scale * d(sum)/dy. The trainer passes scale = 1 / (G*T_s), T_s the step's tokens per
+ * dy = scale * d(sum)/dy; dy may be y itself (each row's values are read before its gradient
+ * overwrites them), so the last stage needs no [N, F] buffer beside its logits. The trainer passes scale = 1 / (G*T_s), T_s the step's tokens per
  * sequence (1 / the global batch's real targets with data.documents): the one place where the
  * loss is scaled, so accumulating micro-batches (or data-parallel replicas) is a plain sum. */
 #ifndef PT_LOSS_H

@@ -17,7 +17,8 @@
  * A call's pt_io holds:
  *   k       the kernel table of the device the buffers below live on
  *   in      input of this micro-batch (read-only)
- *   out     output (written by forward; read-only afterwards)
+ *   out     output (written by forward; read-only afterwards; backward must not read it: the
+ *           model's last layer gets its dout written over it, engine/stage.h stage_loss_gradient)
  *   saved   layer_saved_bytes(L, k, B, T) bytes, 64-byte aligned, private to this (layer,
  *           micro-batch); forward writes what backward needs, backward_input may stash there what
  *           backward_weight needs

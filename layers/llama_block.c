@@ -177,8 +177,7 @@ static void llama_forward(pt_layer *L, const pt_io *io) {
   k->attention_forward(k, s.atty, s.attn, s.qkv, io->B, io->T, d, H, KVH, io->doc_start,
                        io->scratch);
   k->linear_forward(k, s.h, s.atty, w[O_W], NULL, N, d, d);
-  k->add_inplace(k, s.h, x, m.N * d);
-  k->rmsnorm_forward(k, s.xn2, s.rstd2, s.h, w[MLP_NORM], N, d, eps);
+  k->rmsnorm_forward_residual(k, s.h, s.xn2, s.rstd2, s.h, x, w[MLP_NORM], N, d, eps);
   k->linear_forward(k, s.gu, s.xn2, w[GATE_W], NULL, N, d, 2 * F);
   k->swiglu_forward(k, s.a, s.gu, N, F);
   k->linear_forward(k, io->out, s.a, w[DOWN_W], NULL, N, F, d);
@@ -199,16 +198,15 @@ static void llama_backward_input(pt_layer *L, const pt_io *io) {
   k->linear_backward_input(k, da, dy, w[DOWN_W], N, F, d, 0);
   k->swiglu_backward(k, s.dgu, da, s.gu, N, F);
   k->linear_backward_input(k, s.dxn2, s.dgu, w[GATE_W], N, d, 2 * F, 0);
-  k->copy(k, s.dh, dy, m.N * d);
-  k->rmsnorm_backward_input(k, s.dh, s.dxn2, s.h, w[MLP_NORM], s.rstd2, N, d, 1);
+  k->rmsnorm_backward_input_residual(k, s.dh, dy, s.dxn2, s.h, w[MLP_NORM], s.rstd2, N, d);
   k->linear_backward_input(k, datty, s.dh, w[O_W], N, d, d, 0);
   k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, io->B, io->T, d, H, KVH,
                         io->doc_start, attn_scratch);
   k->rope(k, s.dqkv, io->B, io->T, H, KVH, (int)m.hd, theta, -1, io->positions);
   k->linear_backward_input(k, s.dxn1, s.dqkv, w[Q_W], N, d, (int)m.W, 0);
   if (!io->din) return;
-  k->copy(k, io->din, s.dh, m.N * d);
-  k->rmsnorm_backward_input(k, io->din, s.dxn1, io->in, w[ATTN_NORM], s.rstd1, N, d, 1);
+  k->rmsnorm_backward_input_residual(k, io->din, s.dh, s.dxn1, io->in, w[ATTN_NORM], s.rstd1, N,
+                                     d);
 }
 
 static void llama_backward_weight(pt_layer *L, const pt_io *io) {

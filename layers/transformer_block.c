@@ -147,15 +147,15 @@ static void block_backward_input(pt_layer *L, const pt_io *io) {
   k->linear_backward_input(k, dg, dy, w[MP_W], N, 4 * d, d, 0);
   k->gelu_backward(k, s.h, dg, s.h, (int64_t)N * 4 * d); /* h now holds d(fc output) */
   k->linear_backward_input(k, s.dxln2, s.h, w[FC_W], N, d, 4 * d, 0);
-  k->copy(k, s.dx1, dy, (int64_t)N * d);
-  k->layernorm_backward_input(k, s.dx1, s.dxln2, s.x1, w[LN2_W], s.mean2, s.rstd2, N, d, 1);
+  k->layernorm_backward_input_residual(k, s.dx1, dy, s.dxln2, s.x1, w[LN2_W], s.mean2, s.rstd2,
+                                       N, d);
   k->linear_backward_input(k, datty, s.dx1, w[PROJ_W], N, d, d, 0);
   k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, B, T, d, H, H, io->doc_start,
                         attn_scratch);
   k->linear_backward_input(k, s.dxln1, s.dqkv, w[QKV_W], N, d, 3 * d, 0);
   if (!io->din) return;
-  k->copy(k, io->din, s.dx1, (int64_t)N * d);
-  k->layernorm_backward_input(k, io->din, s.dxln1, io->in, w[LN1_W], s.mean1, s.rstd1, N, d, 1);
+  k->layernorm_backward_input_residual(k, io->din, s.dx1, s.dxln1, io->in, w[LN1_W], s.mean1,
+                                       s.rstd1, N, d);
 }
 
 static void block_backward_weight(pt_layer *L, const pt_io *io) {

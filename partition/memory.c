@@ -101,12 +101,11 @@ static int64_t engine_slot_bytes(const pt_model *m, const shape_ctx *c, int firs
 }
 
 /* The engine's buffers besides the stage's, for all in-flight micro-batches: the slot buffers
- * above, the loss gradient on the last stage, and where data_micro_batch writes the half of a
- * sample an end stage does not use. */
+ * above and where data_micro_batch writes the half of a sample an end stage does not use. The
+ * loss gradient takes none: it is written over the last stage's output (stage_loss_gradient). */
 static int64_t engine_bytes(const pt_model *m, const shape_ctx *c, int first, int last,
                             int in_flight) {
   int64_t b = in_flight * engine_slot_bytes(m, c, first, last), bt4 = 4 * (int64_t)c->B * c->T;
-  if (last == m->n_layers) b += out_b(m, c, last - 1);
   if (first > 0 && last == m->n_layers) b += bt4 * (m->input_dim + 1);
   if (first == 0 && last < m->n_layers) b += bt4 * target_cols(m);
   return b;

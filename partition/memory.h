@@ -16,7 +16,8 @@
  *   workspace   checkpoint recompute buffers, the largest layer scratch, two gradient buffers,
  *               bf16's float32 working buffers (a kept output of each parity, the largest
  *               saved area without checkpointing),
- *               on the last stage the loss gradient, and the data buffers of the end stages
+ *               and the data buffers of the end stages (the loss gradient has no buffer: it
+ *               is written over the last stage's output, engine/stage.h stage_loss_gradient)
  *   stash       split-backward schedules only (memory_add_stash): per micro-batch between its
  *               I and W, the output gradient of every layer with parameters (what its
  *               backward_weight reads later); times the schedule's n_w_pending for the stage.
@@ -94,7 +95,7 @@ int64_t memory_stash_bytes(const pt_model *m, int first, int last, int w_pending
 void memory_add_stash(const pt_model *m, int first, int last, int w_pending,
                       pt_stage_memory *out);
 /* The part of the estimate the pipeline engine allocates beside the model, the stage's layers
- * and the optimizer (gradient and target slots, the loss gradient, data buffers). */
+ * and the optimizer (gradient and target slots, data buffers). */
 int64_t memory_engine_bytes(const pt_model *m, int first, int last, int in_flight);
 /* An upper bound of the estimate's total that never grows when the range shrinks (the exact
  * estimate can: a later start may read a wider input, and checkpoint segments move with the

@@ -214,6 +214,50 @@ static void finite_check(const pt_kernels *k, int32_t *mark, int32_t value, cons
   if (value > *mark && !op_all_finite(x, n)) *mark = value;
 }
 
+/* The fused residual norms row by row, each row through the separate kernels (N = 1): the same
+ * float operations in the same order as the separate calls over all rows, so the same bits,
+ * with the row still in cache between the two. */
+static void layernorm_forward_residual(const pt_kernels *k, float *x1, float *y, float *mean,
+                                       float *rstd, const float *a, const float *b,
+                                       const float *w, const float *bias, int N, int D,
+                                       float eps) {
+  for (int64_t n = 0; n < N; n++) {
+    float *xr = x1 + n * D;
+    op_add(xr, a + n * D, b + n * D, D);
+    op_layernorm_forward(y + n * D, mean + n, rstd + n, xr, w, bias, 1, D, eps);
+  }
+}
+
+static void layernorm_backward_input_residual(const pt_kernels *k, float *dx, const float *dres,
+                                              const float *dy, const float *x, const float *w,
+                                              const float *mean, const float *rstd, int N,
+                                              int D) {
+  for (int64_t n = 0; n < N; n++) {
+    copy(k, dx + n * D, dres + n * D, D);
+    op_layernorm_backward_input(dx + n * D, dy + n * D, x + n * D, w, mean + n, rstd + n, 1, D,
+                                1);
+  }
+}
+
+static void rmsnorm_forward_residual(const pt_kernels *k, float *x1, float *y, float *rstd,
+                                     const float *a, const float *b, const float *w, int N, int D,
+                                     float eps) {
+  for (int64_t n = 0; n < N; n++) {
+    float *xr = x1 + n * D;
+    op_add(xr, a + n * D, b + n * D, D);
+    op_rmsnorm_forward(y + n * D, rstd + n, xr, w, 1, D, eps);
+  }
+}
+
+static void rmsnorm_backward_input_residual(const pt_kernels *k, float *dx, const float *dres,
+                                            const float *dy, const float *x, const float *w,
+                                            const float *rstd, int N, int D) {
+  for (int64_t n = 0; n < N; n++) {
+    copy(k, dx + n * D, dres + n * D, D);
+    op_rmsnorm_backward_input(dx + n * D, dy + n * D, x + n * D, w, rstd + n, 1, D, 1);
+  }
+}
+
 /* The probabilities the attention saves may be kept as bf16 under train.precision bf16. */
 const pt_kernels kernels_cpu = {.name = "cpu", PT_KERNELS_ENTRIES(PT_KERNELS_INIT)
                                 .attention_saved_bf16 = 1};

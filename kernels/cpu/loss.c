@@ -5,7 +5,9 @@
 #include "kernels/cpu/fastmath.h"
 #include "core/error.h"
 
+/* dy may be y: y[target] is read before the row is overwritten. */
 static double cross_entropy_row(const float *y, int target, int F, float scale, float *dy) {
+  const float yt = y[target];
   float mx = -INFINITY;
   for (int f = 0; f < F; f++) mx = y[f] > mx ? y[f] : mx;
   float sum = 0.0f;
@@ -16,7 +18,7 @@ static double cross_entropy_row(const float *y, int target, int F, float scale, 
   float inv = scale / sum;
   for (int f = 0; f < F; f++) dy[f] *= inv;
   dy[target] -= scale;
-  return (double)mx + log((double)sum) - (double)y[target];
+  return (double)mx + log((double)sum) - (double)yt;
 }
 
 void loss_check_targets(pt_loss_kind kind, const void *targets, int N, int F) {

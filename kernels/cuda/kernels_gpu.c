@@ -95,6 +95,32 @@ static void rmsnorm_backward_weight(const pt_kernels *k, float *dw, const float 
   cuda_op_rmsnorm_backward_weight(ctx(k), dw, dy, x, rstd, N, D);
 }
 
+static void layernorm_forward_residual(const pt_kernels *k, float *x1, float *y, float *mean,
+                                       float *rstd, const float *a, const float *b,
+                                       const float *w, const float *bias, int N, int D,
+                                       float eps) {
+  cuda_op_layernorm_forward_residual(ctx(k), x1, y, mean, rstd, a, b, w, bias, N, D, eps);
+}
+
+static void layernorm_backward_input_residual(const pt_kernels *k, float *dx, const float *dres,
+                                              const float *dy, const float *x, const float *w,
+                                              const float *mean, const float *rstd, int N,
+                                              int D) {
+  cuda_op_layernorm_backward_input_residual(ctx(k), dx, dres, dy, x, w, mean, rstd, N, D);
+}
+
+static void rmsnorm_forward_residual(const pt_kernels *k, float *x1, float *y, float *rstd,
+                                     const float *a, const float *b, const float *w, int N, int D,
+                                     float eps) {
+  cuda_op_rmsnorm_forward_residual(ctx(k), x1, y, rstd, a, b, w, N, D, eps);
+}
+
+static void rmsnorm_backward_input_residual(const pt_kernels *k, float *dx, const float *dres,
+                                            const float *dy, const float *x, const float *w,
+                                            const float *rstd, int N, int D) {
+  cuda_op_rmsnorm_backward_input_residual(ctx(k), dx, dres, dy, x, w, rstd, N, D);
+}
+
 static void rope(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, int hd,
                  float theta, int dir, const int32_t *positions) {
   cuda_op_rope(ctx(k), qkv, B, T, H, KVH, hd, theta, dir, positions);

@@ -1,9 +1,12 @@
 /* Losses on the GPU (kernels/cpu/loss.c): a block per row (or per few rows) writes dy and adds its
  * rows' losses (double) in row order into a partial sum in scratch; one block then adds the
- * partial sums in a fixed order into *loss_sum_dev. */
+ * partial sums in a fixed order into *loss_sum_dev. dy may be the logits y themselves
+ * (kernels.h): a thread writes only elements it has read. Each launch notes its compulsory
+ * work (cost.h). */
 #include <math.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cost.h"
 #include "kernels/loss.h"
 
 /* Blocks of the row kernels: one per row up to CUDA_REDUCE_SCRATCH_DOUBLES, a function of N
@@ -14,9 +17,14 @@ static unsigned row_blocks(int N) {
 
 /* Block b does rows n = b, b + G, b + 2G, ... (G = gridDim.x) one after the other; its thread 0
  * adds their losses in that order and leaves the block's sum in partial[b].
- * CPU cross_entropy_row: mx = max y;  dy[f] = pt_expf(y[f] - mx);  sum = sum dy;
- * dy[f] *= scale / sum;  dy[target] -= scale;  loss = mx + log(sum) - y[target] (double).
- * Thread t owns f = t, t + PT_THREADS, ... of a row: it writes and rereads only its own dy. */
+ * CPU cross_entropy_row: mx = max y;  e[f] = pt_expf(y[f] - mx);  sum = sum e;
+ * dy[f] = e[f] * (scale / sum);  dy[target] -= scale;  loss = mx + log(sum) - y[target] (double).
+ * Here, after the fused classifier of https://github.com/karpathy/llm.c, a row is read twice
+ * and written once (dy may be the logits themselves, kernels.h): the first pass keeps each
+ * thread's running max and sum of exps relative to it (online softmax: when the max grows, the
+ * sum is rescaled), the block's max and sum follow from the threads' pairs by fixed trees; the
+ * second pass writes the gradient. Thread t owns f = t, t + PT_THREADS, ...; y[target] is read
+ * before any write. */
 static __global__ void __launch_bounds__(PT_THREADS)
     cross_entropy_kernel(float *dy, double *partial, const float *logits,
                          const int32_t *targets, int N, int V, float scale) {
@@ -30,25 +38,28 @@ static __global__ void __launch_bounds__(PT_THREADS)
       for (int f = threadIdx.x; f < V; f += blockDim.x) d[f] = 0.0f;
       continue;
     }
-    float mx = pt_dev_neg_inf();
-    for (int f = threadIdx.x; f < V; f += blockDim.x) mx = y[f] > mx ? y[f] : mx;
-    mx = pt_block_max(mx, sh);
-    float sum = 0.0f;
+    const bool valid = target >= 0 && target < V;
+    const float yt = threadIdx.x == 0 && valid ? y[target] : 0.0f;
+    float mx = pt_dev_neg_inf(), sum = 0.0f;
     for (int f = threadIdx.x; f < V; f += blockDim.x) {
-      float e = pt_dev_expf(y[f] - mx);
-      d[f] = e;
-      sum += e;
+      const float v = y[f];
+      if (v > mx) {
+        sum = sum * pt_dev_expf(mx - v) + 1.0f;
+        mx = v;
+      } else {
+        sum += pt_dev_expf(v - mx);
+      }
     }
-    sum = pt_block_sum(sum, sh);
+    const float bmx = pt_block_max(mx, sh);
+    sum = pt_block_sum(mx == bmx ? sum : sum * pt_dev_expf(mx - bmx), sh);
     const float inv = scale / sum;
     for (int f = threadIdx.x; f < V; f += blockDim.x) {
-      float v = d[f] * inv;
+      float v = pt_dev_expf(y[f] - bmx) * inv;
       if (f == target) v -= scale;
       d[f] = v;
     }
     if (threadIdx.x == 0)
-      acc += (target >= 0 && target < V) ? (double)mx + log((double)sum) - (double)y[target]
-                                         : (double)pt_dev_nan();
+      acc += valid ? (double)bmx + log((double)sum) - (double)yt : (double)pt_dev_nan();
   }
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
@@ -81,6 +92,10 @@ extern "C" void cuda_loss_cross_entropy(gpu_ctx *g, float *dy, double *loss_sum_
                                         float scale, double *scratch) {
   if (N <= 0 || V <= 0) return;
   unsigned blocks = row_blocks(N);
+  /* logits read, gradient written, ids read; the exps (about 2 per logit) and the gradient's
+   * scaling and the rescaled sums counted as 4 FLOPs per logit */
+  gpu_cost_note("cross_entropy_kernel", 0, 4.0 * N * (double)V,
+                8.0 * N * (double)V + 4.0 * N + 8.0 * blocks);
   PT_LAUNCH(cross_entropy_kernel, blocks, PT_THREADS, 0, g->stream, dy, scratch, logits, targets, N,
             V, scale);
   PT_LAUNCH_CHECK();

@@ -61,6 +61,20 @@ void cuda_op_attention_forward(gpu_ctx *g, float *o, float *lse, const float *qk
 void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float *dout, const float *qkv,
                                 const float *o, const float *lse, int B, int T, int d, int H,
                                 int KVH, const int32_t *doc_start, float *scratch);
+/* ops_norm_residual.cu: kernels.h's residual norms, one launch each: x1 = a + b and the norm of
+ * x1 (x1 may alias a or b); dx = dres + the norm's input gradient of dy (dx may alias dres). */
+void cuda_op_layernorm_forward_residual(gpu_ctx *g, float *x1, float *y, float *mean, float *rstd,
+                                        const float *a, const float *b, const float *w,
+                                        const float *bias, int N, int D, float eps);
+void cuda_op_layernorm_backward_input_residual(gpu_ctx *g, float *dx, const float *dres,
+                                               const float *dy, const float *x, const float *w,
+                                               const float *mean, const float *rstd, int N, int D);
+void cuda_op_rmsnorm_forward_residual(gpu_ctx *g, float *x1, float *y, float *rstd,
+                                      const float *a, const float *b, const float *w, int N, int D,
+                                      float eps);
+void cuda_op_rmsnorm_backward_input_residual(gpu_ctx *g, float *dx, const float *dres,
+                                             const float *dy, const float *x, const float *w,
+                                             const float *rstd, int N, int D);
 /* ops_llama.cu: kernels.h's rmsnorm_*, rope, swiglu_* (rmsnorm_backward_weight keeps its
  * per-chunk partial column sums in g's col_scratch, as layernorm_backward_weight does). */
 void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, float *rstd, const float *x, const float *w,

@@ -347,6 +347,68 @@ static void test_layernorm(int N, int D) {
   scope_end();
 }
 
+/* ---- residual + norm (ops_norm_residual.cu) ------------------------------------------------ */
+
+/* One GPU run of each fused residual norm, kind 0 layernorm, 1 rmsnorm: forward's x1 (over a
+ * when alias) and y, mean, rstd into out[0..3], backward's dx (over dres when alias) into out[4]. */
+static void norm_residual_gpu(int kind, int alias, int N, int D, const float *a, const float *b,
+                              const float *w, const float *bias, const float *dres,
+                              const float *dy, const float *x, const float *m, const float *r,
+                              float *out[5]) {
+  const int64_t n = (int64_t)N * D;
+  float *d_a = upf(a, n), *d_b = upf(b, n), *d_w = upf(w, D), *d_bias = upf(bias, D);
+  float *d_x1 = alias ? d_a : dnew(sizeof(float) * n), *d_y = dnew(sizeof(float) * n);
+  float *d_m = dnew(sizeof(float) * N), *d_r = dnew(sizeof(float) * N);
+  float *d_dres = upf(dres, n), *d_dx = alias ? d_dres : dnew(sizeof(float) * n);
+  float *d_dy = upf(dy, n), *d_x = upf(x, n), *d_cm = upf(m, N), *d_cr = upf(r, N);
+  if (kind == 0) {
+    cuda_op_layernorm_forward_residual(&G, d_x1, d_y, d_m, d_r, d_a, d_b, d_w, d_bias, N, D, 1e-5f);
+    cuda_op_layernorm_backward_input_residual(&G, d_dx, d_dres, d_dy, d_x, d_w, d_cm, d_cr, N, D);
+  } else {
+    cuda_op_rmsnorm_forward_residual(&G, d_x1, d_y, d_r, d_a, d_b, d_w, N, D, 1e-6f);
+    cuda_op_rmsnorm_backward_input_residual(&G, d_dx, d_dres, d_dy, d_x, d_w, d_cr, N, D);
+  }
+  out[0] = downf(d_x1, n), out[1] = downf(d_y, n), out[2] = kind == 0 ? downf(d_m, N) : NULL;
+  out[3] = downf(d_r, N), out[4] = downf(d_dx, n);
+}
+
+/* The fused kernels against the CPU table's fused entries (which are the separate calls' bits,
+ * tests/kernels/test_norm_residual.c); twice, and with the outputs over their residual
+ * inputs, the same bits. The backward gets the CPU's x1 and statistics. */
+static void test_norm_residual(int kind, int N, int D) {
+  const char *name = kind == 0 ? "layernorm" : "rmsnorm";
+  char shape[64], op[96];
+  snprintf(shape, sizeof shape, "N=%d D=%d", N, D);
+  const int64_t n = (int64_t)N * D;
+  float *a = hrand(n, -2, 2), *b = hrand(n, -1, 3), *w = hrand(D, 0.5f, 1.5f);
+  float *bias = hrand(D, -0.5f, 0.5f), *dres = hrand(n, -1, 1), *dy = hrand(n, -1, 1);
+  float *x1 = hnew(sizeof(float) * n), *y = hnew(sizeof(float) * n), *dx = hnew(sizeof(float) * n);
+  float *m = hnew(sizeof(float) * N), *r = hnew(sizeof(float) * N);
+  const pt_kernels *c = &kernels_cpu;
+  if (kind == 0) {
+    c->layernorm_forward_residual(c, x1, y, m, r, a, b, w, bias, N, D, 1e-5f);
+    c->layernorm_backward_input_residual(c, dx, dres, dy, x1, w, m, r, N, D);
+  } else {
+    c->rmsnorm_forward_residual(c, x1, y, r, a, b, w, N, D, 1e-6f);
+    c->rmsnorm_backward_input_residual(c, dx, dres, dy, x1, w, r, N, D);
+  }
+  float *g[3][5];
+  for (int run = 0; run < 3; run++) /* run 2: x1 over a, dx over dres */
+    norm_residual_gpu(kind, run == 2, N, D, a, b, w, bias, dres, dy, x1, m, r, g[run]);
+  const float *cpu[5] = {x1, y, m, r, dx};
+  const int64_t len[5] = {n, n, N, N, n};
+  static const char *const part[5] = {"x1", "y", "mean", "rstd", "dx"};
+  for (int i = 0; i < 5; i++) {
+    if (!g[0][i]) continue;
+    snprintf(op, sizeof op, "%s residual %s", name, part[i]);
+    expect_close(op, shape, g[0][i], cpu[i], len[i], i == 0 ? 0.0 : TOL_DEFAULT);
+    expect_same_bits(op, shape, g[1][i], g[0][i], len[i]);
+    snprintf(op, sizeof op, "%s residual %s (over its input)", name, part[i]);
+    expect_same_bits(op, shape, g[2][i], g[0][i], len[i]);
+  }
+  scope_end();
+}
+
 /* ---- gelu, relu --------------------------------------------------------------------------- */
 
 static void test_activations(int64_t n) {
@@ -800,6 +862,18 @@ static void test_loss(pt_loss_kind kind, int N, int F) {
             "%s [%s]: not deterministic: %.17g vs %.17g", op, shape, l[0], l[1]);
     }
   }
+  /* dy over the logits (the last stage's way, kernels.h): the same bits */
+  float *d_over = upf(y, n);
+  gpu_to_device(&G, d_loss, &start, sizeof start);
+  if (kind == LOSS_CROSS_ENTROPY)
+    cuda_loss_cross_entropy(&G, d_over, d_loss, d_over, d_t, N, F, scale, d_scr);
+  else
+    cuda_loss_mse(&G, d_over, d_loss, d_over, d_t, N, F, scale, d_scr);
+  snprintf(op, sizeof op, "%s dy over y", name);
+  expect_same_bits(op, shape, downf(d_over, n), dy1, n);
+  double lo = down_double(d_loss);
+  CHECK(memcmp(&lo, &l[0], sizeof(double)) == 0, "%s [%s]: loss %.17g in place, %.17g apart",
+        op, shape, lo, l[0]);
   scope_end();
 }
 
@@ -1249,6 +1323,11 @@ int main(void) {
   if (!small_only) test_layernorm(512, 256);
   test_layernorm(3, 4099); /* rows longer than a block */
   test_layernorm(4000, 16); /* weight gradient: many row chunks of one column group */
+  for (int kind = 0; kind < 2; kind++) {
+    test_norm_residual(kind, 7, 33);
+    if (!small_only) test_norm_residual(kind, 512, 768); /* GPT-2 small's rows */
+    test_norm_residual(kind, 3, 4099);                   /* rows longer than a block */
+  }
   test_activations(7 * 33);
   if (!small_only) test_activations(512 * 1024);
   test_attention(2, 7, 33, 3);

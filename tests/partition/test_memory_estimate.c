@@ -4,7 +4,7 @@
  *     peak over trainer_init and two steps must be within 10% of memory_estimate_stage(0, n, 1);
  *   - pipeline-like slices (model_alloc(first, last) + stage_init with 3 slots + the optimizer):
  *     the tracked bytes against memory_estimate_stage(first, last, 3), less the last stage's
- *     targets and loss gradient, which the stage itself does not allocate; for split-backward
+ *     targets, which the stage itself does not allocate; for split-backward
  *     schedules also w dout sets (stage_alloc_stash) against memory_add_stash(w).
  * Each part (parameters, gradients, optimizer state, activations + workspace) is also compared
  * exactly with what was allocated, so a mismatch names the part. Run from the repository root. */
@@ -125,16 +125,16 @@ static void trainer_case(const char *name, const char *text, const char *const *
   const pt_model *m = &t.part.model;
   int sgd = s.train.optimizer == SPEC_OPTIMIZER_SGD;
   int64_t B = s.train.micro_batch_size, T = m->input_tokens ? s.seq_len : 1;
-  int64_t F = m->layers[m->n_layers - 1].out_dim, tcols = m->input_tokens ? 1 : s.data.targets;
+  int64_t tcols = m->input_tokens ? 1 : s.data.targets;
   CHECK(est.params == 4 * m->n_floats, "%s: params %lld, allocated %lld", name,
         (long long)est.params, (long long)(4 * m->n_floats));
   CHECK(est.grads == 4 * m->n_grad_floats, "%s: grads %lld, allocated %lld", name,
         (long long)est.grads, (long long)(4 * m->n_grad_floats));
   CHECK(est.optimizer == (sgd ? 1 : 2) * 4 * m->n_floats, "%s: optimizer %lld, allocated %lld",
         name, (long long)est.optimizer, (long long)((sgd ? 1 : 2) * 4 * m->n_floats));
-  /* the stage's activations and workspace, plus the trainer's loss gradient [B,T,F] and the
-   * targets of one micro-batch */
-  int64_t rest = (int64_t)t.part.stage.bytes + 4 * B * T * F + 4 * B * T * tcols;
+  /* the stage's activations and workspace, plus the targets of one micro-batch (the loss
+   * gradient goes over the logits: no buffer) */
+  int64_t rest = (int64_t)t.part.stage.bytes + 4 * B * T * tcols;
   CHECK(est.activations + est.workspace == rest,
         "%s: activations + workspace %lld, the stage + loss buffers allocate %lld", name,
         (long long)(est.activations + est.workspace), (long long)rest);
@@ -175,7 +175,7 @@ static void slice_case(const char *name, const char *text, const char *const *ov
   memory_estimate_stage(&m, first, last, n_slots, &est);
   memory_add_stash(&m, first, last, w_pending, &est);
   /* the estimate also holds what the pipeline engine allocates beside the stage (gradient and
-   * target slots, the loss gradient, data buffers): not built here, checked by the MPI tests
+   * target slots, data buffers): not built here, checked by the MPI tests
    * pipeline_memory_* against real runs */
   int64_t extra = memory_engine_bytes(&m, first, last, n_slots);
   pt_stage_memory shown = est;
