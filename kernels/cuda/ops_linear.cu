@@ -93,9 +93,8 @@ static void product(gpu_ctx *g, cuda_bf16_scratch *s, cublasOperation_t ta, cubl
     return;
   }
   operands o = product_operands(g, s, ta, tb, m, n, k, A, lda, B, ldb);
-  CUBLAS_CHECK(cublasGemmEx(g->blas, ta, tb, m, n, k, &one, o.a, CUDA_R_16BF, lda, o.b,
-                            CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK(cublasGemmEx(g->blas, ta, tb, m, n, k, &one, o.a, o.type, lda, o.b, o.type, ldb,
+                            &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 /* --- cuBLASLt: products with an epilogue ----------------------------------------------------- */
@@ -156,14 +155,10 @@ static void lt_cost(const char *name, const lt_args &a, bool tensor, size_t widt
   gpu_cost_note(name, tensor ? product : 0.0, (tensor ? 0.0 : product) + per * mn, bytes);
 }
 
-/* Queues the product and returns 1, or returns 0 with nothing queued when cuBLASLt has no
- * algorithm for it. Float32 operands compute as g->lt_compute says (pedantic float32, or TF32);
- * s: bf16 copies of A and B, float32 accumulation. Split-K reductions in place (in D) are
+/* d describes a's matmul with operands of type `in`. Split-K reductions in place (in D) are
  * excluded: DGELU's D may be its aux input, which such a reduction would overwrite first. */
-static int lt_product(gpu_ctx *g, cuda_bf16_scratch *s, const char *name, const lt_args &a) {
-  const cudaDataType_t in = s ? CUDA_R_16BF : CUDA_R_32F;
-  const cublasComputeType_t compute = s ? CUBLAS_COMPUTE_32F : g->lt_compute;
-  lt_descs d;
+static void lt_describe(lt_descs &d, const lt_args &a, cudaDataType_t in,
+                        cublasComputeType_t compute) {
   PT_CHECK_CUBLASLT(cublasLtMatmulDescCreate(&d.op, compute, CUDA_R_32F));
   lt_set(d.op, CUBLASLT_MATMUL_DESC_TRANSA, (int32_t)a.ta);
   lt_set(d.op, CUBLASLT_MATMUL_DESC_TRANSB, (int32_t)a.tb);
@@ -185,6 +180,15 @@ static int lt_product(gpu_ctx *g, cuda_bf16_scratch *s, const char *name, const 
       d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
   PT_CHECK_CUBLASLT(cublasLtMatmulPreferenceSetAttribute(
       d.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions, sizeof reductions));
+}
+
+/* Queues the product and returns 1, or returns 0 with nothing queued when cuBLASLt has no
+ * algorithm for it. Float32 operands compute as g->lt_compute says (pedantic float32, or TF32);
+ * s: bf16 copies of A and B, float32 accumulation. */
+static int lt_product(gpu_ctx *g, cuda_bf16_scratch *s, const char *name, const lt_args &a) {
+  const cublasComputeType_t compute = s ? CUBLAS_COMPUTE_32F : g->lt_compute;
+  lt_descs d;
+  lt_describe(d, a, s ? CUDA_R_16BF : CUDA_R_32F, compute);
   cublasLtMatmulHeuristicResult_t found;
   int n_found = 0;
   cublasStatus_t st;
