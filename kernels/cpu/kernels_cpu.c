@@ -28,7 +28,8 @@ static void linear_backward_weight(const pt_kernels *k, float *dW, float *db, co
 
 /* The fused entries as the separate calls they stand for, made through k: a table built from
  * this one with products of its own (kernels_cpu_precision.c, kernels_cpu_bf16.c) composes
- * those, bit for bit the calls a layer would make itself. */
+ * those, bit for bit the calls a layer would make itself; the timing table (kernels_timed.c)
+ * calls these with itself as k to time the two calls apart. */
 static void linear_forward_gelu(const pt_kernels *k, float *y, float *h, const float *x,
                                 const float *W, const float *b, int N, int Ni, int No) {
   k->linear_forward(k, h, x, W, b, N, Ni, No);

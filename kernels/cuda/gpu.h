@@ -39,7 +39,8 @@ typedef struct {
 } gpu_ctx;
 
 #define GPU_COL_SCRATCH_FLOATS (1 << 20)
-#define GPU_LT_WORKSPACE_BYTES ((size_t)32 << 20) /* what llm.c gives cuBLASLt on Hopper */
+/* as https://github.com/karpathy/llm.c gives cuBLASLt on Hopper */
+#define GPU_LT_WORKSPACE_BYTES ((size_t)32 << 20)
 
 /* Devices this process can use: 0 when there is no driver, no device, or the driver is older
  * than the runtime (the reason goes to why, when not NULL). Never fails. */
