@@ -82,6 +82,18 @@ struct pt_kernels {
   /* dW[No,Ni] += dy^T x; db[No] += column sums of dy (db may be NULL) */
   void (*linear_backward_weight)(const pt_kernels *k, float *dW, float *db, const float *dy,
                                  const float *x, int N, int Ni, int No);
+  /* A linear layer and the GELU after it (the MLP's fc), each in one call where the device can
+   * fuse them (the GPU's cuBLASLt epilogues), else exactly the separate calls:
+   * forward_gelu: h[N,No] = x W^T + b (the pre-activation, kept for backward), y = gelu(h), as
+   *   linear_forward then gelu_forward; y and h distinct.
+   * backward_input_gelu: dh[N,Ni] = (dy[N,No] W) * gelu'(h[N,Ni]) (overwrites), as
+   *   linear_backward_input into scratch then gelu_backward; dh may be h (in place); scratch:
+   *   N*Ni floats of the caller's, distinct from the rest, which the table may overwrite. */
+  void (*linear_forward_gelu)(const pt_kernels *k, float *y, float *h, const float *x,
+                              const float *W, const float *b, int N, int Ni, int No);
+  void (*linear_backward_input_gelu)(const pt_kernels *k, float *dh, const float *dy,
+                                     const float *W, const float *h, float *scratch, int N,
+                                     int Ni, int No);
 
   /* LayerNorm over rows of D: y = (x - mean) * rstd * w + b, mean/rstd[N] written for backward;
    * backward_input: dx (=|+=) d/dx; backward_weight: dw += sum_n dy * xhat, db += sum_n dy. */
@@ -244,7 +256,8 @@ struct pt_kernels {
  * with a function of each entry's name in scope, so one left out fails to compile. */
 #define PT_KERNELS_ENTRIES(X)                                                                     \
   X(linear_forward) X(linear_forward_residual) X(linear_backward_input)                           \
-  X(linear_backward_weight) X(layernorm_forward) X(layernorm_backward_input)                      \
+  X(linear_backward_weight) X(linear_forward_gelu) X(linear_backward_input_gelu)                  \
+  X(layernorm_forward) X(layernorm_backward_input)                      \
   X(layernorm_backward_weight) X(attention_saved_floats) X(attention_scratch_floats)              \
   X(attention_forward) X(attention_backward) X(rmsnorm_forward) X(rmsnorm_backward_input)         \
   X(rmsnorm_backward_weight) X(rope) X(swiglu_forward) X(swiglu_backward)                        \

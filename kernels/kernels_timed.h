@@ -8,7 +8,9 @@
  * rest. The results are the inner table's, bit for bit.
  *
  * Work, in closed form (floats count 4 bytes):
- *   gemm        2 N Ni No per product (linear forward, backward input, backward weight)
+ *   gemm        2 N Ni No per product (linear forward, backward input, backward weight; a
+ *               fused linear+GELU call counts its product, kernels_cpu's is timed as its
+ *               two calls)
  *   attention   2 B T (T + 1) d forward, twice that backward: QK^T and PV over the causal half
  *               (a document mask does less; the count does not shrink for it)
  *   others      bytes read plus bytes written, each operand once (an accumulated one twice); a

@@ -131,8 +131,7 @@ static void block_forward(pt_layer *L, const pt_io *io) {
   k->attention_forward(k, s.atty, s.attn, s.qkv, B, T, d, H, H, io->doc_start, io->scratch);
   k->linear_forward_residual(k, s.x1, x, s.atty, w[PROJ_W], w[PROJ_B], N, d, d);
   k->layernorm_forward(k, s.xln2, s.mean2, s.rstd2, s.x1, w[LN2_W], w[LN2_B], N, d, 1e-5f);
-  k->linear_forward(k, s.h, s.xln2, w[FC_W], w[FC_B], N, d, 4 * d);
-  k->gelu_forward(k, s.g, s.h, (int64_t)N * 4 * d);
+  k->linear_forward_gelu(k, s.g, s.h, s.xln2, w[FC_W], w[FC_B], N, d, 4 * d);
   k->linear_forward_residual(k, io->out, s.x1, s.g, w[MP_W], w[MP_B], N, 4 * d, d);
 }
 
@@ -144,8 +143,8 @@ static void block_backward_input(pt_layer *L, const pt_io *io) {
   block_saved s;
   block_views(L, k, B, T, io->saved, &s);
   float *dg = io->scratch, *datty = dg + (int64_t)N * 4 * d, *attn_scratch = datty + (int64_t)N * d;
-  k->linear_backward_input(k, dg, dy, w[MP_W], N, 4 * d, d, 0);
-  k->gelu_backward(k, s.h, dg, s.h, (int64_t)N * 4 * d); /* h now holds d(fc output) */
+  /* h now holds d(fc output); dg is the product's scratch */
+  k->linear_backward_input_gelu(k, s.h, dy, w[MP_W], s.h, dg, N, 4 * d, d);
   k->linear_backward_input(k, s.dxln2, s.h, w[FC_W], N, d, 4 * d, 0);
   k->layernorm_backward_input_residual(k, s.dx1, dy, s.dxln2, s.x1, w[LN2_W], s.mean2, s.rstd2,
                                        N, d);

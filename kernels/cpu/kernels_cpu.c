@@ -26,6 +26,23 @@ static void linear_backward_weight(const pt_kernels *k, float *dW, float *db, co
   op_linear_backward_weight(dW, db, dy, x, N, Ni, No);
 }
 
+/* The fused entries as the separate calls they stand for, made through k: a table built from
+ * this one with products of its own (kernels_cpu_precision.c, kernels_cpu_bf16.c) composes
+ * those, bit for bit the calls a layer would make itself; the timing table (kernels_timed.c)
+ * calls these with itself as k to time the two calls apart. */
+static void linear_forward_gelu(const pt_kernels *k, float *y, float *h, const float *x,
+                                const float *W, const float *b, int N, int Ni, int No) {
+  k->linear_forward(k, h, x, W, b, N, Ni, No);
+  k->gelu_forward(k, y, h, (int64_t)N * No);
+}
+
+static void linear_backward_input_gelu(const pt_kernels *k, float *dh, const float *dy,
+                                       const float *W, const float *h, float *scratch, int N,
+                                       int Ni, int No) {
+  k->linear_backward_input(k, scratch, dy, W, N, Ni, No, 0);
+  k->gelu_backward(k, dh, scratch, h, (int64_t)N * Ni);
+}
+
 static void layernorm_forward(const pt_kernels *k, float *y, float *mean, float *rstd,
                               const float *x, const float *w, const float *b, int N, int D,
                               float eps) {

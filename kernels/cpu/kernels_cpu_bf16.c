@@ -98,5 +98,6 @@ pt_kernels kernels_cpu_bf16_make(const pt_kernels *emulated) {
   t.linear_forward_residual = linear_forward_residual;
   t.linear_backward_input = linear_backward_input;
   t.linear_backward_weight = linear_backward_weight;
+  /* linear_forward_gelu, linear_backward_input_gelu: kernels_cpu's, composing these products */
   return t;
 }

@@ -102,6 +102,7 @@ static pt_kernels make(pt_precision p) {
   t.linear_forward_residual = linear_forward_residual;
   t.linear_backward_input = linear_backward_input;
   t.linear_backward_weight = linear_backward_weight;
+  /* linear_forward_gelu, linear_backward_input_gelu: kernels_cpu's, composing these products */
   if (p == PT_PRECISION_BF16)
     t.round_bf16 = round_bf16, t.pack_bf16 = pack_bf16, t.unpack_bf16 = unpack_bf16;
   return t;

@@ -51,12 +51,21 @@ int gpu_open(gpu_ctx *g, int device, char *err, size_t errsz) {
     snprintf(err, errsz, "GPU %d: cuBLAS: %s", device, cublasGetStatusString(s));
     return -1;
   }
+  s = cublasLtCreate(&g->lt);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    snprintf(err, errsz, "GPU %d: cuBLASLt: %s", device, cublasGetStatusString(s));
+    return -1;
+  }
+  g->lt_compute = CUBLAS_COMPUTE_32F_PEDANTIC;
+  g->lt_workspace = gpu_alloc(g, GPU_LT_WORKSPACE_BYTES);
   g->col_scratch = gpu_alloc(g, sizeof(float) * GPU_COL_SCRATCH_FLOATS);
   return 0;
 }
 
 void gpu_close(gpu_ctx *g) {
   gpu_free(g->col_scratch);
+  gpu_free(g->lt_workspace);
+  if (g->lt) cublasLtDestroy(g->lt);
   if (g->blas) cublasDestroy(g->blas);
   if (g->stream) cudaStreamDestroy(g->stream);
   memset(g, 0, sizeof *g);

@@ -1,16 +1,19 @@
 /* kernels/cuda/gpu.h: the GPU a rank drives, and the checks every CUDA/cuBLAS call goes through.
  * Only in builds with the GPU backend (PT_HAVE_GPU; see cmake/gpu.cmake).
  *
- * A gpu_ctx owns one stream and one cuBLAS handle bound to it: every kernel and matrix product
- * of the rank runs on that stream, in issue order, so results do not depend on timing. TF32 is
- * off (cuBLAS pedantic float32) unless the caller turns it on: float32 results must match the
- * CPU path to 1e-5 relative.
+ * A gpu_ctx owns one stream, one cuBLAS handle bound to it and one cuBLASLt handle with its
+ * workspace (the products with epilogues, kernels/cuda/ops_linear.cu; a cuBLASLt matmul names
+ * its stream at each call): every kernel and matrix product of the rank runs on that stream, in
+ * issue order, so results do not depend on timing. TF32 is off (cuBLAS pedantic float32, and
+ * lt_compute CUBLAS_COMPUTE_32F_PEDANTIC) unless the caller turns it on: float32 results must
+ * match the CPU path to 1e-5 relative.
  */
 #ifndef PT_GPU_H
 #define PT_GPU_H
 
 #include <stddef.h>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -20,6 +23,12 @@ typedef struct {
   int device;
   cudaStream_t stream;
   cublasHandle_t blas;
+  cublasLtHandle_t lt;
+  void *lt_workspace;   /* GPU_LT_WORKSPACE_BYTES for every cuBLASLt matmul (stream order) */
+  /* the compute type of cuBLASLt's float32 products, as the cuBLAS handle's math mode says for
+   * its own: pedantic float32 from gpu_open, TF32 under train.precision tf32
+   * (kernels_gpu_set_precision) */
+  cublasComputeType_t lt_compute;
   char name[256];       /* "NVIDIA H100 80GB HBM3" */
   char pci_bus_id[32];  /* "0000:3b:00.0": where hwloc finds the cores nearest to it */
   size_t total_bytes;   /* device memory */
@@ -30,11 +39,14 @@ typedef struct {
 } gpu_ctx;
 
 #define GPU_COL_SCRATCH_FLOATS (1 << 20)
+/* as https://github.com/karpathy/llm.c gives cuBLASLt on Hopper */
+#define GPU_LT_WORKSPACE_BYTES ((size_t)32 << 20)
 
 /* Devices this process can use: 0 when there is no driver, no device, or the driver is older
  * than the runtime (the reason goes to why, when not NULL). Never fails. */
 int gpu_count(char *why, size_t whysz);
-/* Selects device, creates the stream and the cuBLAS handle (float32, no TF32). 0, or -1 with
+/* Selects device, creates the stream, the cuBLAS handle (float32, no TF32) and the cuBLASLt
+ * handle and workspace. 0, or -1 with
  * err naming the device and the CUDA error. */
 int gpu_open(gpu_ctx *g, int device, char *err, size_t errsz);
 void gpu_close(gpu_ctx *g);
@@ -50,9 +62,9 @@ void gpu_free(void *p);
 void gpu_to_device(gpu_ctx *g, void *dst, const void *src, size_t bytes);
 void gpu_to_host(gpu_ctx *g, void *dst, const void *src, size_t bytes); /* synchronous */
 
-/* core/error.h's check of a library call for CUDA and cuBLAS: "FILE:LINE: CALL failed: CUDA:
- * cudaErrorX (text)" with the rank. CUDA_CHECK and CUBLAS_CHECK are the same macros under the
- * names the kernels use. The text functions take the result as an int so that C and C++ (.cu)
+/* core/error.h's check of a library call for CUDA, cuBLAS and cuBLASLt (whose calls return
+ * cuBLAS's statuses): "FILE:LINE: CALL failed: CUDA: cudaErrorX (text)" with the rank.
+ * CUDA_CHECK and CUBLAS_CHECK are the same macros under the names the kernels use. The text functions take the result as an int so that C and C++ (.cu)
  * callers see one signature; their buffers are static (the job ends right after). */
 const char *gpu_cuda_error_text(int code);
 const char *gpu_cublas_error_text(int code);
@@ -62,6 +74,8 @@ const char *gpu_cublas_error_text(int code);
   PT_CHECK_CALL(cudaError_t, call, #call, GPU_CUDA_OK, "CUDA", gpu_cuda_error_text)
 #define PT_CHECK_CUBLAS(call) \
   PT_CHECK_CALL(cublasStatus_t, call, #call, GPU_CUBLAS_OK, "cuBLAS", gpu_cublas_error_text)
+#define PT_CHECK_CUBLASLT(call) \
+  PT_CHECK_CALL(cublasStatus_t, call, #call, GPU_CUBLAS_OK, "cuBLASLt", gpu_cublas_error_text)
 #define CUDA_CHECK(call) PT_CHECK_CUDA(call)
 #define CUBLAS_CHECK(call) PT_CHECK_CUBLAS(call)
 

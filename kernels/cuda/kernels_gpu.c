@@ -38,6 +38,17 @@ static void linear_backward_weight(const pt_kernels *k, float *dW, float *db, co
   else cuda_op_linear_backward_weight(ctx(k), dW, db, dy, x, N, Ni, No);
 }
 
+static void linear_forward_gelu(const pt_kernels *k, float *y, float *h, const float *x,
+                                const float *W, const float *b, int N, int Ni, int No) {
+  cuda_op_linear_forward_gelu(ctx(k), bf16(k), y, h, x, W, b, N, Ni, No);
+}
+
+static void linear_backward_input_gelu(const pt_kernels *k, float *dh, const float *dy,
+                                       const float *W, const float *h, float *scratch, int N,
+                                       int Ni, int No) {
+  cuda_op_linear_backward_input_gelu(ctx(k), bf16(k), dh, dy, W, h, scratch, N, Ni, No);
+}
+
 static void layernorm_forward(const pt_kernels *k, float *y, float *mean, float *rstd,
                               const float *x, const float *w, const float *b, int N, int D,
                               float eps) {
@@ -320,7 +331,11 @@ void kernels_gpu_set_precision(kernels_gpu *kg, pt_precision p) {
                                       [PT_PRECISION_TF32] = CUBLAS_TF32_TENSOR_OP_MATH,
                                       [PT_PRECISION_BF16] = CUBLAS_DEFAULT_MATH};
   if (p < PT_PRECISION_FP32 || p > PT_PRECISION_BF16) pt_fatal("unknown precision %d", (int)p);
+  static const cublasComputeType_t lt[] = {[PT_PRECISION_FP32] = CUBLAS_COMPUTE_32F_PEDANTIC,
+                                           [PT_PRECISION_TF32] = CUBLAS_COMPUTE_32F_FAST_TF32,
+                                           [PT_PRECISION_BF16] = CUBLAS_COMPUTE_32F};
   CUBLAS_CHECK(cublasSetMathMode(kg->g->blas, math[p]));
+  kg->g->lt_compute = lt[p];
   int b = p == PT_PRECISION_BF16;
   kg->table.precision = p;
   kg->table.round_bf16 = b ? round_bf16 : NULL;

@@ -183,6 +183,16 @@ void cuda_op_linear_backward_input_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float 
 void cuda_op_linear_backward_weight_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *dW, float *db,
                                          const float *dy, const float *x, int N, int Ni, int No);
 void cuda_bf16_scratch_free(cuda_bf16_scratch *s);
+/* kernels.h's linear_forward_gelu and linear_backward_input_gelu: one cuBLASLt matmul with the
+ * GELU_AUX_BIAS or DGELU epilogue where cuBLASLt has an algorithm for the shape, else the linear
+ * kernel and the gelu kernel (scratch: the backward's N*Ni product). s NULL: float32 products
+ * (g->lt_compute); else their operands converted to bf16 into s, as the _bf16 kernels above. */
+void cuda_op_linear_forward_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *y, float *h,
+                                 const float *x, const float *W, const float *b, int N, int Ni,
+                                 int No);
+void cuda_op_linear_backward_input_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *dh,
+                                        const float *dy, const float *W, const float *h,
+                                        float *scratch, int N, int Ni, int No);
 /* Elementwise: x rounded to bf16 values in place; n floats to n bf16 and back. */
 void cuda_round_bf16(gpu_ctx *g, float *x, int64_t n);
 void cuda_pack_bf16(gpu_ctx *g, uint16_t *dst, const float *src, int64_t n);

@@ -1,6 +1,13 @@
 /* Linear layers on the GPU (kernels/cpu/ops_linear.c): cuBLAS float32 products (pedantic math:
  * no TF32, unless train.precision tf32 set the handle's math mode) and the bias kernels; the
- * bf16 variants convert the operands and multiply with cublasGemmEx.
+ * bf16 variants convert the operands and multiply with cublasGemmEx. Where an epilogue saves a
+ * pass over memory, the product goes through cuBLASLt instead (lt_product): bias (BIAS, no fill
+ * pass), residual plus bias (C = res, beta 1, BIAS), bias and GELU saving the pre-activation
+ * (GELU_AUX_BIAS), and the GELU gradient (DGELU). Where cuBLASLt has no algorithm for a shape
+ * (an auxiliary leading dimension not divisible by 8, say) the unfused path runs: the choice
+ * depends on the shapes only, so runs repeat bit for bit. Bias gradients stay the deterministic
+ * column sums (cuda_op_colsum_acc): DGELU_BGRAD would write, not add, the bias gradient in
+ * backward_input, while the weight gradients accumulate, in backward_weight.
  *
  * cuBLAS is column-major. A row-major matrix M[r, c] with leading dimension ld is, read
  * column-major, the matrix M^T [c, r] with the same ld; so each row-major product is computed
@@ -11,6 +18,7 @@
  * (the stored W read column-major is W^T, so "W" above is op T on it; the same for dy).
  */
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cost.h"
 #include "kernels/precision.h"
 
 /* CPU: memcpy(y + n*No, b, No floats) for every row n. */
@@ -57,6 +65,23 @@ static const uint16_t *to_bf16(gpu_ctx *g, uint16_t **buf, size_t *cap, const fl
 /* Elements a column-major operand rows x cols with leading dimension ld spans. */
 static int64_t extent(int rows, int cols, int ld) { return (int64_t)(cols - 1) * ld + rows; }
 
+/* A product's A and B as the library reads them: the float32 tensors (s NULL), or bf16 copies
+ * of them in s. */
+struct operands {
+  const void *a, *b;
+  cudaDataType_t type;
+};
+
+static operands product_operands(gpu_ctx *g, cuda_bf16_scratch *s, cublasOperation_t ta,
+                                 cublasOperation_t tb, int m, int n, int k, const float *A,
+                                 int lda, const float *B, int ldb) {
+  if (!s) return operands{A, B, CUDA_R_32F};
+  int64_t na = ta == CUBLAS_OP_N ? extent(m, k, lda) : extent(k, m, lda);
+  int64_t nb = tb == CUBLAS_OP_N ? extent(k, n, ldb) : extent(n, k, ldb);
+  return operands{to_bf16(g, &s->a, &s->cap_a, A, na), to_bf16(g, &s->b, &s->cap_b, B, nb),
+                  CUDA_R_16BF};
+}
+
 /* C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, column-major, alpha 1: float32 (s NULL) or with A and
  * B converted to bf16 into s and float32 accumulation (cublasGemmEx). k > 0. */
 static void product(gpu_ctx *g, cuda_bf16_scratch *s, cublasOperation_t ta, cublasOperation_t tb,
@@ -67,13 +92,128 @@ static void product(gpu_ctx *g, cuda_bf16_scratch *s, cublasOperation_t ta, cubl
     CUBLAS_CHECK(cublasSgemm(g->blas, ta, tb, m, n, k, &one, A, lda, B, ldb, &beta, C, ldc));
     return;
   }
-  int64_t na = ta == CUBLAS_OP_N ? extent(m, k, lda) : extent(k, m, lda);
-  int64_t nb = tb == CUBLAS_OP_N ? extent(k, n, ldb) : extent(n, k, ldb);
-  const uint16_t *a16 = to_bf16(g, &s->a, &s->cap_a, A, na);
-  const uint16_t *b16 = to_bf16(g, &s->b, &s->cap_b, B, nb);
-  CUBLAS_CHECK(cublasGemmEx(g->blas, ta, tb, m, n, k, &one, a16, CUDA_R_16BF, lda, b16,
-                            CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
+  operands o = product_operands(g, s, ta, tb, m, n, k, A, lda, B, ldb);
+  CUBLAS_CHECK(cublasGemmEx(g->blas, ta, tb, m, n, k, &one, o.a, o.type, lda, o.b, o.type, ldb,
+                            &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* --- cuBLASLt: products with an epilogue ----------------------------------------------------- */
+
+/* A product through cuBLASLt, laid out as product()'s (column-major, alpha 1):
+ *   D[m,n] = epilogue(op(A) op(B) + beta C + bias[m]),  C and D with leading dimension ldd
+ * epilogue BIAS; GELU_AUX_BIAS (aux[m,n], leading dimension m, gets the value before the GELU);
+ * DGELU (D = (op(A) op(B)) * gelu'(aux), aux read; D may be aux). */
+struct lt_args {
+  cublasLtEpilogue_t epilogue;
+  cublasOperation_t ta, tb;
+  int m, n, k;
+  const float *A;
+  int lda;
+  const float *B;
+  int ldb;
+  float beta;
+  const float *C; /* read when beta != 0 */
+  float *D;
+  int ldd;
+  const float *bias; /* BIAS, GELU_AUX_BIAS */
+  float *aux;        /* GELU_AUX_BIAS (written), DGELU (read) */
+};
+
+/* The descriptors of one matmul, destroyed together when it has been queued. */
+struct lt_descs {
+  cublasLtMatmulDesc_t op = NULL;
+  cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
+  cublasLtMatmulPreference_t pref = NULL;
+  ~lt_descs() {
+    if (pref) PT_CHECK_CUBLASLT(cublasLtMatmulPreferenceDestroy(pref));
+    if (c) PT_CHECK_CUBLASLT(cublasLtMatrixLayoutDestroy(c));
+    if (b) PT_CHECK_CUBLASLT(cublasLtMatrixLayoutDestroy(b));
+    if (a) PT_CHECK_CUBLASLT(cublasLtMatrixLayoutDestroy(a));
+    if (op) PT_CHECK_CUBLASLT(cublasLtMatmulDescDestroy(op));
+  }
+};
+
+template <class T>
+static void lt_set(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, T value) {
+  PT_CHECK_CUBLASLT(cublasLtMatmulDescSetAttribute(op, attr, &value, sizeof value));
+}
+
+/* The heuristic's NOT_SUPPORTED is an answer (no algorithm: the caller runs the unfused path),
+ * not a failure. */
+#define LT_ANSWERED(r) ((r) == CUBLAS_STATUS_SUCCESS || (r) == CUBLAS_STATUS_NOT_SUPPORTED)
+
+/* The ledger's row for one matmul (kernels/cuda/cost.h): the product on tensor cores (bf16,
+ * TF32) or not (pedantic float32), the epilogue's few FLOPs per element of D elsewhere; bytes
+ * of A and B at their width, C when read, D, the bias and aux. */
+static void lt_cost(const char *name, const lt_args &a, bool tensor, size_t width) {
+  double mn = (double)a.m * a.n, product = 2.0 * mn * a.k;
+  double per = (a.beta != 0.0f) + (a.bias != NULL) +
+               (a.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? 10.0 : 0.0) +
+               (a.epilogue == CUBLASLT_EPILOGUE_DGELU ? 16.0 : 0.0);
+  double bytes = (double)width * ((double)a.m * a.k + (double)a.k * a.n) +
+                 4.0 * (mn * (1.0 + (a.beta != 0.0f) + (a.aux != NULL)) + (a.bias ? a.m : 0));
+  gpu_cost_note(name, tensor ? product : 0.0, (tensor ? 0.0 : product) + per * mn, bytes);
+}
+
+/* d describes a's matmul with operands of type `in`. Split-K reductions in place (in D) are
+ * excluded: DGELU's D may be its aux input, which such a reduction would overwrite first. */
+static void lt_describe(lt_descs &d, const lt_args &a, cudaDataType_t in,
+                        cublasComputeType_t compute) {
+  PT_CHECK_CUBLASLT(cublasLtMatmulDescCreate(&d.op, compute, CUDA_R_32F));
+  lt_set(d.op, CUBLASLT_MATMUL_DESC_TRANSA, (int32_t)a.ta);
+  lt_set(d.op, CUBLASLT_MATMUL_DESC_TRANSB, (int32_t)a.tb);
+  lt_set(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, (uint32_t)a.epilogue);
+  if (a.bias) lt_set(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, (const void *)a.bias);
+  if (a.aux) {
+    lt_set(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, (void *)a.aux);
+    lt_set(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, (int64_t)a.m);
+  }
+  const bool na = a.ta == CUBLAS_OP_N, nb = a.tb == CUBLAS_OP_N;
+  PT_CHECK_CUBLASLT(cublasLtMatrixLayoutCreate(&d.a, in, na ? a.m : a.k, na ? a.k : a.m, a.lda));
+  PT_CHECK_CUBLASLT(cublasLtMatrixLayoutCreate(&d.b, in, nb ? a.k : a.n, nb ? a.n : a.k, a.ldb));
+  PT_CHECK_CUBLASLT(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, a.m, a.n, a.ldd)); /* C and D */
+  PT_CHECK_CUBLASLT(cublasLtMatmulPreferenceCreate(&d.pref));
+  const uint64_t workspace = GPU_LT_WORKSPACE_BYTES;
+  const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+                              CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+  PT_CHECK_CUBLASLT(cublasLtMatmulPreferenceSetAttribute(
+      d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
+  PT_CHECK_CUBLASLT(cublasLtMatmulPreferenceSetAttribute(
+      d.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions, sizeof reductions));
+}
+
+/* Queues the product and returns 1, or returns 0 with nothing queued when cuBLASLt has no
+ * algorithm for it. Float32 operands compute as g->lt_compute says (pedantic float32, or TF32);
+ * s: bf16 copies of A and B, float32 accumulation. */
+static int lt_product(gpu_ctx *g, cuda_bf16_scratch *s, const char *name, const lt_args &a) {
+  const cublasComputeType_t compute = s ? CUBLAS_COMPUTE_32F : g->lt_compute;
+  lt_descs d;
+  lt_describe(d, a, s ? CUDA_R_16BF : CUDA_R_32F, compute);
+  cublasLtMatmulHeuristicResult_t found;
+  int n_found = 0;
+  cublasStatus_t st;
+  PT_CHECK_CALL(cublasStatus_t,
+                st = cublasLtMatmulAlgoGetHeuristic(g->lt, d.op, d.a, d.b, d.c, d.c, d.pref, 1,
+                                                    &found, &n_found),
+                "cublasLtMatmulAlgoGetHeuristic", LT_ANSWERED, "cuBLASLt", gpu_cublas_error_text);
+  if (st != CUBLAS_STATUS_SUCCESS || n_found < 1) return 0;
+  operands o = product_operands(g, s, a.ta, a.tb, a.m, a.n, a.k, a.A, a.lda, a.B, a.ldb);
+  const float one = 1.0f;
+  PT_CHECK_CUBLASLT(cublasLtMatmul(g->lt, d.op, &one, o.a, d.a, o.b, d.b, &a.beta,
+                                   a.beta != 0.0f ? a.C : a.D, d.c, a.D, d.c, &found.algo,
+                                   g->lt_workspace, GPU_LT_WORKSPACE_BYTES, g->stream));
+  lt_cost(name, a, s || compute == CUBLAS_COMPUTE_32F_FAST_TF32, s ? 2 : 4);
+  return 1;
+}
+
+/* The forward products through cuBLASLt: y^T [No, N] = epilogue(W x^T + beta C + b), laid out as
+ * linear_gemm's; h: GELU_AUX_BIAS's pre-activation. 0: no algorithm, nothing queued. */
+static int lt_forward(gpu_ctx *g, cuda_bf16_scratch *s, const char *name,
+                      cublasLtEpilogue_t epilogue, float *y, const float *res, float *h,
+                      const float *x, const float *W, const float *b, int N, int Ni, int No) {
+  lt_args a = {epilogue, CUBLAS_OP_T, CUBLAS_OP_N, No, N, Ni, W, Ni, x, Ni,
+               res ? 1.0f : 0.0f, res, y, No, b, h};
+  return Ni > 0 && lt_product(g, s, name, a);
 }
 
 /* y (column-major y^T [No, N], ldc No) = W x^T + beta y: m = No, n = N, k = Ni.
@@ -88,6 +228,9 @@ static void linear_gemm(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float 
 static void forward(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float *x, const float *W,
                     const float *b, int N, int Ni, int No) {
   if (N <= 0 || No <= 0) return;
+  if (b && lt_forward(g, s, "cublasLt_bias", CUBLASLT_EPILOGUE_BIAS, y, NULL, NULL, x, W, b, N,
+                      Ni, No))
+    return;
   /* as the CPU: y pre-filled with the bias, then the product added (beta = 1) */
   float beta = 0.0f;
   if (b) {
@@ -103,6 +246,9 @@ static void forward_residual(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const f
                              const float *x, const float *W, const float *b, int N, int Ni,
                              int No) {
   if (N <= 0 || No <= 0) return;
+  if (b && lt_forward(g, s, "cublasLt_bias_residual", CUBLASLT_EPILOGUE_BIAS, y, res, NULL, x, W,
+                      b, N, Ni, No))
+    return;
   int64_t total = (int64_t)N * No;
   PT_LAUNCH(add_rows_kernel, pt_grid(total), PT_THREADS, 0, g->stream, y, res, b, total, No);
   PT_LAUNCH_CHECK();
@@ -117,6 +263,30 @@ static void backward_input(gpu_ctx *g, cuda_bf16_scratch *s, float *dx, const fl
                            const float *W, int N, int Ni, int No, int acc) {
   if (N <= 0 || Ni <= 0) return;
   product(g, s, CUBLAS_OP_N, CUBLAS_OP_N, Ni, N, No, W, Ni, dy, No, acc ? 1.0f : 0.0f, dx, Ni);
+}
+
+/* h = x W^T + b and y = gelu(h) in one matmul (GELU_AUX_BIAS), else the two calls. */
+static void forward_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *y, float *h, const float *x,
+                         const float *W, const float *b, int N, int Ni, int No) {
+  if (N <= 0 || No <= 0) return;
+  if (b && lt_forward(g, s, "cublasLt_gelu_aux_bias", CUBLASLT_EPILOGUE_GELU_AUX_BIAS, y, NULL, h,
+                      x, W, b, N, Ni, No))
+    return;
+  forward(g, s, h, x, W, b, N, Ni, No);
+  cuda_op_gelu_forward(g, y, h, (int64_t)N * No);
+}
+
+/* dh = (dy W) * gelu'(h), laid out as backward_input's, in one matmul (DGELU, D = dh, aux = h:
+ * dh may be h), else the product into scratch and the gelu backward kernel. */
+static void backward_input_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *dh, const float *dy,
+                                const float *W, const float *h, float *scratch, int N, int Ni,
+                                int No) {
+  if (N <= 0 || Ni <= 0) return;
+  lt_args a = {CUBLASLT_EPILOGUE_DGELU, CUBLAS_OP_N, CUBLAS_OP_N, Ni, N, No, W, Ni, dy, No,
+               0.0f, NULL, dh, Ni, NULL, (float *)h};
+  if (No > 0 && lt_product(g, s, "cublasLt_dgelu", a)) return;
+  backward_input(g, s, scratch, dy, W, N, Ni, No, 0);
+  cuda_op_gelu_backward(g, dh, scratch, h, (int64_t)N * Ni);
 }
 
 /* dW^T [Ni, No] += x^T dy: m = Ni, n = No, k = N.
@@ -150,6 +320,19 @@ extern "C" void cuda_op_linear_backward_input(gpu_ctx *g, float *dx, const float
 extern "C" void cuda_op_linear_backward_weight(gpu_ctx *g, float *dW, float *db, const float *dy,
                                                const float *x, int N, int Ni, int No) {
   backward_weight(g, NULL, dW, db, dy, x, N, Ni, No);
+}
+
+extern "C" void cuda_op_linear_forward_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *y, float *h,
+                                            const float *x, const float *W, const float *b,
+                                            int N, int Ni, int No) {
+  forward_gelu(g, s, y, h, x, W, b, N, Ni, No);
+}
+
+extern "C" void cuda_op_linear_backward_input_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *dh,
+                                                   const float *dy, const float *W,
+                                                   const float *h, float *scratch, int N, int Ni,
+                                                   int No) {
+  backward_input_gelu(g, s, dh, dy, W, h, scratch, N, Ni, No);
 }
 
 /* --- bf16 ------------------------------------------------------------------------------- */

@@ -25,6 +25,7 @@
 
 #include "../test_util.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cuda/cost.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "device/device.h"
 #include "kernels/cuda/gpu.h"
@@ -278,6 +279,60 @@ static void test_linear(int N, int Ni, int No) {
     expect_same_bits(op, shape, gW[1], gW[0], nw);
     expect_same_bits(op, shape, gb[1], gb[0], No);
   }
+  scope_end();
+}
+
+/* ---- linear + gelu (the MLP's fc) --------------------------------------------------------- */
+
+/* Launches the cost ledger holds for a kernel name (kernels/cuda/cost.h). */
+static uint64_t ledger_launches(const char *kernel) {
+  for (int i = 0; i < gpu_cost_count(); i++)
+    if (!strcmp(gpu_cost_row_at(i)->kernel, kernel)) return gpu_cost_row_at(i)->launches;
+  return 0;
+}
+
+/* h = x W^T + b, y = gelu(h) and dh = (dy W) * gelu'(h) against the CPU's separate calls; one
+ * cuBLASLt matmul each (GELU_AUX_BIAS, DGELU: the ledger shows it) where the auxiliary matrix's
+ * leading dimension (No forward, Ni backward) is a multiple of 8, else the separate kernels. */
+static void test_linear_gelu(int N, int Ni, int No) {
+  char shape[96];
+  snprintf(shape, sizeof shape, "N=%d Ni=%d No=%d", N, Ni, No);
+  int64_t nx = (int64_t)N * Ni, ny = (int64_t)N * No, nw = (int64_t)No * Ni;
+  float *x = hrand(nx, -1, 1), *W = hrand(nw, -1, 1), *b = hrand(No, -1, 1);
+  float *d_x = upf(x, nx), *d_W = upf(W, nw), *d_b = upf(b, No);
+  float *d_y = dnew(sizeof(float) * ny), *d_h = dnew(sizeof(float) * ny);
+  float *hc = hnew(sizeof(float) * ny), *yc = hnew(sizeof(float) * ny);
+  op_linear_forward(hc, x, W, b, N, Ni, No);
+  op_gelu_forward(yc, hc, ny);
+  uint64_t fused0 = ledger_launches("cublasLt_gelu_aux_bias");
+  cuda_op_linear_forward_gelu(&G, NULL, d_y, d_h, d_x, d_W, d_b, N, Ni, No);
+  float *y1 = downf(d_y, ny), *h1 = downf(d_h, ny);
+  cuda_op_linear_forward_gelu(&G, NULL, d_y, d_h, d_x, d_W, d_b, N, Ni, No);
+  expect_close("linear_forward_gelu h", shape, h1, hc, ny, TOL_DEFAULT);
+  expect_close("linear_forward_gelu y", shape, y1, yc, ny, TOL_DEFAULT);
+  expect_same_bits("linear_forward_gelu h", shape, downf(d_h, ny), h1, ny);
+  expect_same_bits("linear_forward_gelu y", shape, downf(d_y, ny), y1, ny);
+  CHECK(ledger_launches("cublasLt_gelu_aux_bias") - fused0 == (No % 8 == 0 ? 2u : 0u),
+        "linear_forward_gelu [%s]: fused %llu times of 2, expected %s", shape,
+        (unsigned long long)(ledger_launches("cublasLt_gelu_aux_bias") - fused0),
+        No % 8 == 0 ? "both" : "none (aux leading dimension not a multiple of 8)");
+
+  /* backward: the layer's input side is now the gelu's (dh, h [N, Ni]) */
+  float *dy = hrand(ny, -1, 1), *h = hrand(nx, -4, 4), *d_dy = upf(dy, ny);
+  float *d_hin = upf(h, nx), *d_dh = dnew(sizeof(float) * nx);
+  float *d_scratch = dnew(sizeof(float) * nx), *dhc = hnew(sizeof(float) * nx);
+  op_linear_backward_input(dhc, dy, W, N, Ni, No, 0);
+  op_gelu_backward(dhc, dhc, h, nx);
+  uint64_t dfused0 = ledger_launches("cublasLt_dgelu");
+  cuda_op_linear_backward_input_gelu(&G, NULL, d_dh, d_dy, d_W, d_hin, d_scratch, N, Ni, No);
+  float *dh1 = downf(d_dh, nx);
+  expect_close("linear_backward_input_gelu", shape, dh1, dhc, nx, TOL_DEFAULT);
+  /* in place, as the transformer block calls it (h overwritten by d(fc output)) */
+  cuda_op_linear_backward_input_gelu(&G, NULL, d_hin, d_dy, d_W, d_hin, d_scratch, N, Ni, No);
+  expect_same_bits("linear_backward_input_gelu (dh aliases h)", shape, downf(d_hin, nx), dh1, nx);
+  CHECK(ledger_launches("cublasLt_dgelu") - dfused0 == (Ni % 8 == 0 ? 2u : 0u),
+        "linear_backward_input_gelu [%s]: fused %llu times of 2", shape,
+        (unsigned long long)(ledger_launches("cublasLt_dgelu") - dfused0));
   scope_end();
 }
 
@@ -1273,6 +1328,17 @@ static void test_precision_table(kernels_gpu *kg, pt_precision p, int N, int Ni,
   ck->linear_backward_input(ck, dxc, dy, W, N, Ni, No, 0);
   gk->linear_backward_input(gk, d_dx, d_dy, d_W, N, Ni, No, 0);
   expect_close("precision linear_backward_input", shape, downf(d_dx, nx), dxc, nx, TOL_DEFAULT);
+  float *hc = hnew(sizeof(float) * ny), *gc = hnew(sizeof(float) * ny);
+  float *d_h = dnew(sizeof(float) * ny);
+  ck->linear_forward_gelu(ck, gc, hc, x, W, b, N, Ni, No);
+  gk->linear_forward_gelu(gk, d_y, d_h, d_x, d_W, d_b, N, Ni, No);
+  expect_close("precision linear_forward_gelu h", shape, downf(d_h, ny), hc, ny, TOL_DEFAULT);
+  expect_close("precision linear_forward_gelu y", shape, downf(d_y, ny), gc, ny, TOL_DEFAULT);
+  float *hx = hrand(nx, -4, 4), *d_hx = upf(hx, nx), *d_scratch = dnew(sizeof(float) * nx);
+  ck->linear_backward_input_gelu(ck, dxc, dy, W, hx, hnew(sizeof(float) * nx), N, Ni, No);
+  gk->linear_backward_input_gelu(gk, d_dx, d_dy, d_W, d_hx, d_scratch, N, Ni, No);
+  expect_close("precision linear_backward_input_gelu", shape, downf(d_dx, nx), dxc, nx,
+               TOL_DEFAULT);
   ck->linear_backward_weight(ck, dWc, dbc, dy, x, N, Ni, No);
   gk->linear_backward_weight(gk, d_dW, d_db, d_dy, d_x, N, Ni, No);
   expect_close("precision linear_backward_weight", shape, downf(d_dW, nw), dWc, nw, TOL_DEFAULT);
@@ -1319,6 +1385,9 @@ int main(void) {
   test_linear(7, 33, 17);
   if (!small_only) test_linear(512, 256, 768);  /* B=4 T=128 d=256: qkv */
   if (!small_only) test_linear(512, 1024, 256); /* mlp.proj */
+  test_linear_gelu(7, 33, 17);  /* no aux leading dimension cuBLASLt takes: the separate kernels */
+  test_linear_gelu(7, 16, 24);  /* fused, forward and backward */
+  if (!small_only) test_linear_gelu(512, 256, 1024); /* B=4 T=128 d=256: mlp.fc */
   test_layernorm(7, 33);
   if (!small_only) test_layernorm(512, 256);
   test_layernorm(3, 4099); /* rows longer than a block */

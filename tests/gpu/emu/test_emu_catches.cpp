@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -257,6 +259,123 @@ static int cublas_gemm_ex() {
   return fails ? WRONG : 0;
 }
 
+/* One cuBLASLt problem D[m,n] = epilogue(A[m,k] B[k,n] (+ beta C) + bias), column-major float32
+ * (or `type` operands), its descriptors made as kernels/cuda/ops_linear.cu makes them. */
+struct lt_case {
+  cublasLtHandle_t h = nullptr;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  lt_case(int m, int n, int k, cublasLtEpilogue_t e, const float *bias, float *aux,
+          int64_t aux_ld, cudaDataType_t type = CUDA_R_32F,
+          cublasComputeType_t compute = CUBLAS_COMPUTE_32F_PEDANTIC) {
+    const uint32_t epilogue = e;
+    if (cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                       sizeof epilogue) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                       sizeof bias) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                       sizeof aux) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
+                                       sizeof aux_ld) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&a, type, m, k, m) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&b, type, k, n, k) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&d, CUDA_R_32F, m, n, m) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS)
+      std::exit(1);
+  }
+  cublasStatus_t heuristic(cublasLtMatmulHeuristicResult_t *r, int *got) {
+    return cublasLtMatmulAlgoGetHeuristic(h, op, a, b, d, d, pref, 1, r, got);
+  }
+  cublasStatus_t matmul(const float *A, const float *B, float beta, const float *C, float *D,
+                        const cublasLtMatmulAlgo_t *algo) {
+    const float one = 1.0f;
+    return cublasLtMatmul(h, op, &one, A, a, B, b, &beta, C, d, D, d, algo, nullptr, 0, 0);
+  }
+};
+
+/* cuBLASLt's checks: the statuses it returns for misuse, NOT_SUPPORTED where it has no algorithm
+ * (an auxiliary leading dimension not divisible by 8), an algorithm of another problem. */
+static int cublaslt_checks() {
+  const cublasStatus_t ok = CUBLAS_STATUS_SUCCESS, bad = CUBLAS_STATUS_INVALID_VALUE,
+                       no = CUBLAS_STATUS_NOT_SUPPORTED;
+  float *A = dev_floats(24), *B = dev_floats(6), *D = dev_floats(16), *bias = dev_floats(8);
+  float *aux = dev_floats(16);
+  cublasLtMatmulHeuristicResult_t r;
+  int got = -1, fails = 0;
+  { /* correct, then the same problem's algorithm given to another */
+    lt_case c(8, 2, 2, CUBLASLT_EPILOGUE_DGELU, nullptr, aux, 8), other(8, 2, 3, CUBLASLT_EPILOGUE_DGELU, nullptr, aux, 8);
+    fails += c.heuristic(&r, &got) != ok || got != 1;
+    fails += c.matmul(A, B, 0.0f, D, D, &r.algo) != ok;
+    fails += other.matmul(A, B, 0.0f, D, D, &r.algo) != bad;
+    const int64_t wide = CUBLAS_OP_T; /* TRANSA is an int32 */
+    fails += cublasLtMatmulDescSetAttribute(c.op, CUBLASLT_MATMUL_DESC_TRANSA, &wide, sizeof wide) != bad;
+    cublasLtMatrixLayout_t b3; /* 3 x 2 where op(A) is 8 x 2 */
+    fails += cublasLtMatrixLayoutCreate(&b3, CUDA_R_32F, 3, 2, 3) != ok;
+    fails += cublasLtMatmulAlgoGetHeuristic(c.h, c.op, c.a, b3, c.d, c.d, c.pref, 1, &r, &got) != bad;
+    fails += cublasLtMatmulDescDestroy(c.op) != ok || c.heuristic(&r, &got) != bad;
+  }
+  { lt_case c(8, 2, 2, CUBLASLT_EPILOGUE_BIAS, nullptr, nullptr, 0); fails += c.heuristic(&r, &got) != bad; }
+  { lt_case c(8, 2, 2, CUBLASLT_EPILOGUE_DGELU, nullptr, aux, 4); fails += c.heuristic(&r, &got) != bad; }
+  { lt_case c(4, 2, 2, CUBLASLT_EPILOGUE_DGELU, nullptr, aux, 4); fails += c.heuristic(&r, &got) != no || got != 0; }
+  { lt_case c(8, 2, 2, CUBLASLT_EPILOGUE_GELU_BIAS, bias, nullptr, 0); fails += c.heuristic(&r, &got) != no; }
+  { lt_case c(8, 2, 2, CUBLASLT_EPILOGUE_DEFAULT, nullptr, nullptr, 0, CUDA_R_16BF); fails += c.heuristic(&r, &got) != no; }
+  return fails ? WRONG : 0;
+}
+
+static double gelu_ref(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+/* The epilogues' results: D = A B + res + bias exactly (values exact in float); GELU_AUX_BIAS's
+ * aux (the pre-activation, exact) and D = gelu(aux); DGELU's D = A B * gelu'(aux) in place over
+ * aux, against double formulas (the derivative by a central difference). m 8, n 2, k 1. */
+static int cublaslt_epilogues() {
+  float a[8], bb[2] = {1.0f, 2.0f}, bias[8], res[16], out[16], aux[16];
+  for (int i = 0; i < 8; i++) a[i] = 0.5f * (float)i - 2.0f, bias[i] = 0.25f * (float)i;
+  for (int i = 0; i < 16; i++) res[i] = 0.125f * (float)(i % 5);
+  float *A = dev_floats(8), *B = dev_floats(2), *Bias = dev_floats(8), *R = dev_floats(16);
+  float *D = dev_floats(16), *Aux = dev_floats(16);
+  CHECK_CUDA(cudaMemcpy(A, a, sizeof a, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(B, bb, sizeof bb, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(Bias, bias, sizeof bias, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(R, res, sizeof res, cudaMemcpyHostToDevice));
+  int fails = 0;
+  lt_case plus(8, 2, 1, CUBLASLT_EPILOGUE_BIAS, Bias, nullptr, 0);
+  fails += plus.matmul(A, B, 1.0f, R, D, nullptr) != CUBLAS_STATUS_SUCCESS;
+  CHECK_CUDA(cudaMemcpy(out, D, sizeof out, cudaMemcpyDeviceToHost));
+  for (int j = 0; j < 2; j++)
+    for (int i = 0; i < 8; i++) fails += out[j * 8 + i] != a[i] * bb[j] + res[j * 8 + i] + bias[i];
+  lt_case fwd(8, 2, 1, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, Bias, Aux, 8);
+  fails += fwd.matmul(A, B, 0.0f, D, D, nullptr) != CUBLAS_STATUS_SUCCESS;
+  CHECK_CUDA(cudaMemcpy(out, D, sizeof out, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(aux, Aux, sizeof aux, cudaMemcpyDeviceToHost));
+  for (int j = 0; j < 2; j++)
+    for (int i = 0; i < 8; i++) {
+      float h = a[i] * bb[j] + bias[i];
+      fails += aux[j * 8 + i] != h;
+      fails += std::fabs(out[j * 8 + i] - gelu_ref(h)) > 1e-6 * (1.0 + std::fabs(h));
+    }
+  lt_case bwd(8, 2, 1, CUBLASLT_EPILOGUE_DGELU, nullptr, Aux, 8);
+  fails += bwd.matmul(A, B, 0.0f, Aux, Aux, nullptr) != CUBLAS_STATUS_SUCCESS; /* D = aux */
+  CHECK_CUDA(cudaMemcpy(out, Aux, sizeof out, cudaMemcpyDeviceToHost));
+  for (int j = 0; j < 2; j++)
+    for (int i = 0; i < 8; i++) {
+      double h = aux[j * 8 + i], e = 1e-4;
+      double want = a[i] * bb[j] * (gelu_ref(h + e) - gelu_ref(h - e)) / (2 * e);
+      fails += std::fabs(out[j * 8 + i] - want) > 1e-5 * (1.0 + std::fabs(want));
+    }
+  return fails ? WRONG : 0;
+}
+
+/* GELU_AUX_BIAS's aux for 8 x 2 with leading dimension 8 in a block of 8 floats. */
+static int cublaslt_aux_extent() {
+  float *A = dev_floats(8), *B = dev_floats(2), *D = dev_floats(16), *bias = dev_floats(8);
+  lt_case c(8, 2, 1, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, bias, dev_floats(8), 8);
+  c.matmul(A, B, 0.0f, D, D, nullptr);
+  return 0;
+}
+
 /* A bf16 2x2 operand with leading dimension 4: its extent counts 2-byte elements. */
 static int gemm_ex_extent() {
   cublasHandle_t h;
@@ -352,6 +471,10 @@ static const std::vector<test_case> &cases() {
       {"external_op", external_op,
        {{"inorder", "order", 0, ""}, {"inorder", "lazy", 0, ""}, {"inorder", "random", 0, ""}}},
       {"cublas_extent", cublas_extent, {{"inorder", "order", ABORTS, "runs 8 bytes past the end"}}},
+      {"cublaslt_checks", cublaslt_checks, {{"inorder", "order", 0, ""}}},
+      {"cublaslt_epilogues", cublaslt_epilogues, {{"inorder", "order", 0, ""}}},
+      {"cublaslt_aux_extent", cublaslt_aux_extent,
+       {{"inorder", "order", ABORTS, "cuBLASLt epilogue aux"}}},
   };
   return all;
 }

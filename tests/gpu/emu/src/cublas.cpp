@@ -9,6 +9,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "blas.h"
 #include "cublas_v2.h"
 #include "memory.h"
 #include "streams.h"
@@ -19,26 +20,7 @@ struct pt_emu_cublas {
 };
 
 namespace pt_emu {
-namespace {
-std::unordered_set<const pt_emu_cublas *> g_handles;
 
-int at_least_1(int v) { return v > 1 ? v : 1; }
-bool valid_op(cublasOperation_t t) { return t == CUBLAS_OP_N || t == CUBLAS_OP_T || t == CUBLAS_OP_C; }
-
-struct gemm {
-  cublasOperation_t ta, tb;
-  int m, n, k, lda, ldb, ldc, batch;
-  float alpha, beta;
-  const void *A, *B; /* float, or bf16 (uint16_t) when bf16 */
-  float *C;
-  long long sa, sb, sc;
-  bool bf16 = false; /* A and B are bf16: widened exactly to float before the product */
-  bool tf32 = false; /* A and B float rounded to TF32 (10 mantissa bits) before the product */
-  bool pedantic = false; /* float32 whatever the handle's math mode */
-};
-
-/* The TF32 a tensor core reads: the top 10 mantissa bits, rounded to nearest even (NaN, inf
- * kept). Hardware may round the last place differently: tf32 is compared with tolerances. */
 float tf32_round(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof u);
@@ -47,7 +29,6 @@ float tf32_round(float x) {
   return x;
 }
 
-/* An operand of `count` elements as floats: bf16 widened (exact), TF32 rounded, else copied. */
 std::vector<float> widen(const void *p, size_t count, bool bf16, bool tf32) {
   std::vector<float> out(count);
   for (size_t i = 0; i < count; i++) {
@@ -66,29 +47,15 @@ size_t span(int rows, int cols, int ld) {
   return static_cast<size_t>(cols - 1) * static_cast<size_t>(ld) + static_cast<size_t>(rows);
 }
 
-/* cuBLAS's checks, in its order (CUBLAS_STATUS_INVALID_VALUE cases of cublas<t>gemm). */
-cublasStatus_t check_args(const pt_emu_cublas *h, const gemm &g, const float *alpha,
-                          const float *beta) {
-  if (!g_handles.count(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
-  if (!valid_op(g.ta) || !valid_op(g.tb)) return CUBLAS_STATUS_INVALID_VALUE;
-  if (g.lda < at_least_1(g.ta == CUBLAS_OP_N ? g.m : g.k)) return CUBLAS_STATUS_INVALID_VALUE;
-  if (g.ldb < at_least_1(g.tb == CUBLAS_OP_N ? g.k : g.n)) return CUBLAS_STATUS_INVALID_VALUE;
-  if (g.ldc < at_least_1(g.m)) return CUBLAS_STATUS_INVALID_VALUE;
-  if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-/* Every batch's rows x cols column-major matrix of `elem`-byte elements at p + i * stride must
- * be device memory. */
 void check_matrix(const char *what, const void *p, int rows, int cols, int ld, long long stride,
-                  int batch, const char *file, int line, size_t elem = sizeof(float)) {
+                  int batch, const char *file, int line, size_t elem) {
   size_t bytes = elem * span(rows, cols, ld);
   for (int i = 0; i < batch; i++)
     require_device(what, static_cast<const char *>(p) + i * stride * static_cast<long long>(elem),
                    bytes, file, line);
 }
 
+namespace {
 void run_products(const gemm &g) {
   const CBLAS_TRANSPOSE ta = g.ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
   const CBLAS_TRANSPOSE tb = g.tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
@@ -120,13 +87,32 @@ void run_products(const gemm &g) {
   }
 }
 
-/* One OpenBLAS thread: the same bits whatever the machine (the CPU path's own products keep
- * theirs), and no idle BLAS thread spinning beside the emulated device after each product. */
+} // namespace
+
 void run(const gemm &g) {
   const int threads = openblas_get_num_threads();
   openblas_set_num_threads(1);
   run_products(g);
   openblas_set_num_threads(threads);
+}
+
+namespace {
+std::unordered_set<const pt_emu_cublas *> g_handles;
+
+int at_least_1(int v) { return v > 1 ? v : 1; }
+bool valid_op(cublasOperation_t t) { return t == CUBLAS_OP_N || t == CUBLAS_OP_T || t == CUBLAS_OP_C; }
+
+/* cuBLAS's checks, in its order (CUBLAS_STATUS_INVALID_VALUE cases of cublas<t>gemm). */
+cublasStatus_t check_args(const pt_emu_cublas *h, const gemm &g, const float *alpha,
+                          const float *beta) {
+  if (!g_handles.count(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!valid_op(g.ta) || !valid_op(g.tb)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (g.lda < at_least_1(g.ta == CUBLAS_OP_N ? g.m : g.k)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (g.ldb < at_least_1(g.tb == CUBLAS_OP_N ? g.k : g.n)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (g.ldc < at_least_1(g.m)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t queue_gemm(const char *what, const char *file, int line, pt_emu_cublas *h,

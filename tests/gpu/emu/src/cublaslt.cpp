@@ -1,0 +1,338 @@
+/* cuBLASLt on OpenBLAS (include/cublasLt.h): descriptors as plain objects, each call's problem
+ * checked the way cuBLASLt checks it (the statuses it returns), the matrices' extents checked
+ * against their device blocks, and the matmul queued on the stream it names: the product with
+ * cublas.cpp's gemm (float32 accumulation, bf16 widened exactly, TF32 rounded), then beta C, the
+ * bias and the epilogue element by element. The epilogue's GELU is the tanh approximation
+ * computed with the C library's tanhf: like the library's own, not bitwise pipetrain's
+ * (kernels/cuda/ops_activation.cu), so the comparisons with the CPU table keep tolerances. */
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <unordered_set>
+#include <vector>
+
+#include "blas.h"
+#include "cublasLt.h"
+#include "internal.h"
+#include "memory.h"
+#include "streams.h"
+
+struct pt_emu_cublaslt {
+  int unused;
+};
+struct pt_emu_lt_desc {
+  cublasComputeType_t compute;
+  cudaDataType_t scale;
+  int32_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void *bias = nullptr, *aux = nullptr;
+  int64_t aux_ld = 0;
+};
+struct pt_emu_lt_layout {
+  cudaDataType_t type;
+  uint64_t rows, cols;
+  int64_t ld;
+};
+struct pt_emu_lt_pref {
+  uint64_t max_workspace = 0;
+};
+
+namespace pt_emu {
+namespace {
+std::unordered_set<const void *> g_lt_live; /* handles and descriptors not yet destroyed */
+
+const uint64_t ALGO_MAGIC = 0x70745f656d755f6cull; /* "pt_emu_l": an algorithm from here */
+
+/* One matmul, from a descriptor, four layouts and (for the run) the pointers. */
+struct lt_problem {
+  const pt_emu_lt_desc *op;
+  const pt_emu_lt_layout *a, *b, *c, *d;
+  int m, n, k;
+};
+
+bool live(const void *p) { return p && g_lt_live.count(p); }
+
+template <class T> cublasStatus_t create(const char *what, const char *file, int line, T **out) {
+  api_enter(what, file, line);
+  if (!out) return CUBLAS_STATUS_INVALID_VALUE;
+  *out = new T{};
+  g_lt_live.insert(*out);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+template <class T> cublasStatus_t destroy(const char *what, const char *file, int line, T *p) {
+  api_enter(what, file, line);
+  if (!g_lt_live.erase(p)) return CUBLAS_STATUS_INVALID_VALUE;
+  delete p;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+bool is_bias(uint32_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+bool is_aux(uint32_t e) { return e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU; }
+
+/* The types the emulator runs: float32 or bf16 operands (both the same), float32 C and D and
+ * scale; float32 compute (pedantic, or TF32 inputs for float32 operands). */
+bool types_supported(const lt_problem &p) {
+  const cublasComputeType_t c = p.op->compute;
+  const bool f32 = p.a->type == CUDA_R_32F && p.b->type == CUDA_R_32F;
+  const bool bf16 = p.a->type == CUDA_R_16BF && p.b->type == CUDA_R_16BF;
+  if (p.op->scale != CUDA_R_32F || p.c->type != CUDA_R_32F || p.d->type != CUDA_R_32F) return false;
+  if (bf16) return c == CUBLAS_COMPUTE_32F;
+  return f32 && (c == CUBLAS_COMPUTE_32F || c == CUBLAS_COMPUTE_32F_PEDANTIC ||
+                 c == CUBLAS_COMPUTE_32F_FAST_TF32);
+}
+
+bool ld_ok(const pt_emu_lt_layout *l) {
+  return l->ld >= (l->rows > 1 ? static_cast<int64_t>(l->rows) : 1);
+}
+
+/* cuBLASLt's checks of a problem: shapes that agree, the epilogue's pointers; NOT_SUPPORTED
+ * for what it has no algorithm for. Fills m, n, k. */
+cublasStatus_t check_problem(lt_problem &p) {
+  const pt_emu_lt_desc *o = p.op;
+  if (o->ta != CUBLAS_OP_N && o->ta != CUBLAS_OP_T) return CUBLAS_STATUS_INVALID_VALUE;
+  if (o->tb != CUBLAS_OP_N && o->tb != CUBLAS_OP_T) return CUBLAS_STATUS_INVALID_VALUE;
+  const bool na = o->ta == CUBLAS_OP_N, nb = o->tb == CUBLAS_OP_N;
+  const uint64_t m = p.d->rows, n = p.d->cols, k = na ? p.a->cols : p.a->rows;
+  if ((na ? p.a->rows : p.a->cols) != m || (nb ? p.b->rows : p.b->cols) != k ||
+      (nb ? p.b->cols : p.b->rows) != n || p.c->rows != m || p.c->cols != n)
+    return CUBLAS_STATUS_INVALID_VALUE; /* op(A) m x k, op(B) k x n, C and D m x n */
+  if (!ld_ok(p.a) || !ld_ok(p.b) || !ld_ok(p.c) || !ld_ok(p.d)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return CUBLAS_STATUS_NOT_SUPPORTED;
+  p.m = static_cast<int>(m), p.n = static_cast<int>(n), p.k = static_cast<int>(k);
+  if (!types_supported(p)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const uint32_t e = o->epilogue;
+  if (e != CUBLASLT_EPILOGUE_DEFAULT && !is_bias(e) && !is_aux(e)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (is_bias(e) && !o->bias) return CUBLAS_STATUS_INVALID_VALUE;
+  if (is_aux(e) && (!o->aux || o->aux_ld < static_cast<int64_t>(m)))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (is_aux(e) && o->aux_ld % 8 != 0) return CUBLAS_STATUS_NOT_SUPPORTED; /* cublasLt.h: "must be divisible by 8" */
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t check_objects(const void *handle, lt_problem &p) {
+  if (!live(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!live(p.op) || !live(p.a) || !live(p.b) || !live(p.c) || !live(p.d))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  return check_problem(p);
+}
+
+/* What an algorithm is for: the heuristic stamps it, the matmul compares. */
+uint64_t problem_key(const lt_problem &p) {
+  const uint64_t parts[] = {static_cast<uint64_t>(p.m), static_cast<uint64_t>(p.n),
+                            static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.op->ta),
+                            static_cast<uint64_t>(p.op->tb), p.op->epilogue,
+                            static_cast<uint64_t>(p.op->compute), static_cast<uint64_t>(p.a->type)};
+  uint64_t h = 1469598103934665603ull;
+  for (uint64_t v : parts) h = (h ^ v) * 1099511628211ull;
+  return h;
+}
+
+float gelu(float x) {
+  const float t = std::tanh(0.7978845608f * (x + 0.044715f * x * x * x));
+  return 0.5f * x * (1.0f + t);
+}
+float gelu_grad(float x) {
+  const float t = std::tanh(0.7978845608f * (x + 0.044715f * x * x * x));
+  const float dt = 0.7978845608f * (1.0f + 3.0f * 0.044715f * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dt;
+}
+
+/* A queued matmul: everything read when it runs. */
+struct lt_run {
+  gemm g; /* alpha op(A) op(B) into a host buffer of its own */
+  float beta;
+  const float *C, *bias;
+  float *D, *aux;
+  int64_t ldc, ldd, aux_ld;
+  uint32_t epilogue;
+};
+
+void run_lt(const lt_run &r) {
+  const int m = r.g.m, n = r.g.n;
+  std::vector<float> t(static_cast<size_t>(m) * static_cast<size_t>(n));
+  gemm g = r.g;
+  g.C = t.data();
+  run(g);
+  for (int c = 0; c < n; c++)
+    for (int i = 0; i < m; i++) {
+      float v = t[static_cast<size_t>(c) * m + i];
+      if (r.beta != 0.0f) v += r.beta * r.C[c * r.ldc + i];
+      if (r.bias) v += r.bias[i];
+      float *d = &r.D[c * r.ldd + i];
+      if (r.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+        r.aux[c * r.aux_ld + i] = v;
+        v = gelu(v);
+      } else if (r.epilogue == CUBLASLT_EPILOGUE_DGELU) {
+        v *= gelu_grad(r.aux[c * r.aux_ld + i]); /* read before D is written: D may be aux */
+      }
+      *d = v;
+    }
+}
+
+size_t elem_size(cudaDataType_t t) { return t == CUDA_R_16BF ? 2 : 4; }
+
+void check_layout(const char *what, const void *p, const pt_emu_lt_layout *l, const char *file,
+                  int line) {
+  check_matrix(what, p, static_cast<int>(l->rows), static_cast<int>(l->cols),
+               static_cast<int>(l->ld), 0, 1, file, line, elem_size(l->type));
+}
+} // namespace
+} // namespace pt_emu
+
+using namespace pt_emu;
+
+extern "C" {
+
+cublasStatus_t pt_emu_cublasLtCreate(const char *file, int line, cublasLtHandle_t *handle) {
+  return create("cublasLtCreate", file, line, handle);
+}
+
+cublasStatus_t pt_emu_cublasLtDestroy(const char *file, int line, cublasLtHandle_t handle) {
+  if (!live(handle)) return api_enter("cublasLtDestroy", file, line), CUBLAS_STATUS_NOT_INITIALIZED;
+  return destroy("cublasLtDestroy", file, line, handle);
+}
+
+cublasStatus_t pt_emu_cublasLtMatmulDescCreate(const char *file, int line,
+                                               cublasLtMatmulDesc_t *desc,
+                                               cublasComputeType_t compute, cudaDataType_t scale) {
+  cublasStatus_t st = create("cublasLtMatmulDescCreate", file, line, desc);
+  if (st == CUBLAS_STATUS_SUCCESS) (*desc)->compute = compute, (*desc)->scale = scale;
+  return st;
+}
+
+cublasStatus_t pt_emu_cublasLtMatmulDescDestroy(const char *file, int line,
+                                                cublasLtMatmulDesc_t desc) {
+  return destroy("cublasLtMatmulDescDestroy", file, line, desc);
+}
+
+/* The attribute's value from buf, which must hold exactly its type (cuBLASLt's rule). */
+cublasStatus_t pt_emu_cublasLtMatmulDescSetAttribute(const char *file, int line,
+                                                     cublasLtMatmulDesc_t desc,
+                                                     cublasLtMatmulDescAttributes_t attr,
+                                                     const void *buf, size_t size) {
+  api_enter("cublasLtMatmulDescSetAttribute", file, line);
+  if (!live(desc) || !buf) return CUBLAS_STATUS_INVALID_VALUE;
+  void *field = nullptr;
+  size_t want = 0;
+  switch (attr) {
+  case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE: field = &desc->compute, want = sizeof(int32_t); break;
+  case CUBLASLT_MATMUL_DESC_SCALE_TYPE: field = &desc->scale, want = sizeof(int32_t); break;
+  case CUBLASLT_MATMUL_DESC_TRANSA: field = &desc->ta, want = sizeof(int32_t); break;
+  case CUBLASLT_MATMUL_DESC_TRANSB: field = &desc->tb, want = sizeof(int32_t); break;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE: field = &desc->epilogue, want = sizeof(uint32_t); break;
+  case CUBLASLT_MATMUL_DESC_BIAS_POINTER: field = &desc->bias, want = sizeof(void *); break;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: field = &desc->aux, want = sizeof(void *); break;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: field = &desc->aux_ld, want = sizeof(int64_t); break;
+  }
+  if (!field || size != want) return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(field, buf, size);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t pt_emu_cublasLtMatrixLayoutCreate(const char *file, int line,
+                                                 cublasLtMatrixLayout_t *layout,
+                                                 cudaDataType_t type, uint64_t rows,
+                                                 uint64_t cols, int64_t ld) {
+  cublasStatus_t st = create("cublasLtMatrixLayoutCreate", file, line, layout);
+  if (st == CUBLAS_STATUS_SUCCESS) **layout = pt_emu_lt_layout{type, rows, cols, ld};
+  return st;
+}
+
+cublasStatus_t pt_emu_cublasLtMatrixLayoutDestroy(const char *file, int line,
+                                                  cublasLtMatrixLayout_t layout) {
+  return destroy("cublasLtMatrixLayoutDestroy", file, line, layout);
+}
+
+cublasStatus_t pt_emu_cublasLtMatmulPreferenceCreate(const char *file, int line,
+                                                     cublasLtMatmulPreference_t *pref) {
+  return create("cublasLtMatmulPreferenceCreate", file, line, pref);
+}
+
+cublasStatus_t pt_emu_cublasLtMatmulPreferenceDestroy(const char *file, int line,
+                                                      cublasLtMatmulPreference_t pref) {
+  return destroy("cublasLtMatmulPreferenceDestroy", file, line, pref);
+}
+
+cublasStatus_t pt_emu_cublasLtMatmulPreferenceSetAttribute(
+    const char *file, int line, cublasLtMatmulPreference_t pref,
+    cublasLtMatmulPreferenceAttributes_t attr, const void *buf, size_t size) {
+  api_enter("cublasLtMatmulPreferenceSetAttribute", file, line);
+  if (!live(pref) || !buf) return CUBLAS_STATUS_INVALID_VALUE;
+  if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES && size == sizeof(uint64_t)) {
+    std::memcpy(&pref->max_workspace, buf, size);
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  if (attr == CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK && size == sizeof(uint32_t))
+    return CUBLAS_STATUS_SUCCESS;
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t pt_emu_cublasLtMatmulAlgoGetHeuristic(
+    const char *file, int line, cublasLtHandle_t handle, cublasLtMatmulDesc_t op,
+    cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B, cublasLtMatrixLayout_t C,
+    cublasLtMatrixLayout_t D, cublasLtMatmulPreference_t pref, int requested,
+    cublasLtMatmulHeuristicResult_t results[], int *returned) {
+  api_enter("cublasLtMatmulAlgoGetHeuristic", file, line);
+  if (!live(pref) || requested < 1 || !results || !returned) return CUBLAS_STATUS_INVALID_VALUE;
+  *returned = 0;
+  lt_problem p{op, A, B, C, D, 0, 0, 0};
+  cublasStatus_t st = check_objects(handle, p);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  std::memset(&results[0], 0, sizeof results[0]);
+  results[0].algo.data[0] = ALGO_MAGIC;
+  results[0].algo.data[1] = problem_key(p);
+  results[0].workspaceSize = 0;
+  results[0].state = CUBLAS_STATUS_SUCCESS;
+  results[0].wavesCount = 1.0f;
+  *returned = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t pt_emu_cublasLtMatmul(const char *file, int line, cublasLtHandle_t handle,
+                                     cublasLtMatmulDesc_t op, const void *alpha, const void *A,
+                                     cublasLtMatrixLayout_t Adesc, const void *B,
+                                     cublasLtMatrixLayout_t Bdesc, const void *beta,
+                                     const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
+                                     cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo,
+                                     void *workspace, size_t workspaceSize, cudaStream_t stream) {
+  const char *what = "cublasLtMatmul";
+  api_enter(what, file, line);
+  lt_problem p{op, Adesc, Bdesc, Cdesc, Ddesc, 0, 0, 0};
+  cublasStatus_t st = check_objects(handle, p);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+  if (algo && (algo->data[0] != ALGO_MAGIC || algo->data[1] != problem_key(p)))
+    return CUBLAS_STATUS_INVALID_VALUE; /* an algorithm the heuristic gave another problem */
+  if (workspaceSize > 0) require_device("cuBLASLt workspace", workspace, workspaceSize, file, line);
+  if (p.m == 0 || p.n == 0) return CUBLAS_STATUS_SUCCESS;
+  lt_run r{};
+  r.g = gemm{static_cast<cublasOperation_t>(op->ta), static_cast<cublasOperation_t>(op->tb),
+             p.m, p.n, p.k, static_cast<int>(Adesc->ld), static_cast<int>(Bdesc->ld), p.m, 1,
+             *static_cast<const float *>(alpha), 0.0f, A, B, nullptr, 0, 0, 0};
+  r.g.bf16 = Adesc->type == CUDA_R_16BF;
+  r.g.tf32 = op->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+  r.beta = *static_cast<const float *>(beta); /* host pointer mode: read when called */
+  r.C = static_cast<const float *>(C), r.D = static_cast<float *>(D);
+  r.ldc = Cdesc->ld, r.ldd = Ddesc->ld, r.epilogue = op->epilogue;
+  if (p.k > 0 && r.g.alpha != 0.0f) {
+    check_layout("cuBLASLt matrix A", A, Adesc, file, line);
+    check_layout("cuBLASLt matrix B", B, Bdesc, file, line);
+  }
+  if (r.beta != 0.0f) check_layout("cuBLASLt matrix C", C, Cdesc, file, line);
+  check_layout("cuBLASLt matrix D", D, Ddesc, file, line);
+  if (is_bias(op->epilogue)) {
+    r.bias = static_cast<const float *>(op->bias);
+    require_device("cuBLASLt bias", r.bias, sizeof(float) * static_cast<size_t>(p.m), file, line);
+  }
+  if (is_aux(op->epilogue)) {
+    r.aux = static_cast<float *>(const_cast<void *>(op->aux)), r.aux_ld = op->aux_ld;
+    check_matrix("cuBLASLt epilogue aux", r.aux, p.m, p.n, static_cast<int>(r.aux_ld), 0, 1, file,
+                 line);
+  }
+  g_counters.blas_calls++;
+  enqueue_fn(resolve_stream(stream, what, file, line), what, file, line, [r] { run_lt(r); });
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+} // extern "C"
