@@ -1,6 +1,7 @@
 /* Linear layers on the GPU (kernels/cpu/ops_linear.c): cuBLAS float32 products (pedantic math:
  * no TF32, unless train.precision tf32 set the handle's math mode) and the bias kernels; the
- * bf16 variants convert the operands and multiply with cublasGemmEx.
+ * bf16 variants convert the operands (a weight with a registered copy, kernels/weight_copy.h,
+ * is read there) and multiply with cublasGemmEx.
  *
  * cuBLAS is column-major. A row-major matrix M[r, c] with leading dimension ld is, read
  * column-major, the matrix M^T [c, r] with the same ld; so each row-major product is computed
@@ -58,10 +59,11 @@ static const uint16_t *to_bf16(gpu_ctx *g, uint16_t **buf, size_t *cap, const fl
 static int64_t extent(int rows, int cols, int ld) { return (int64_t)(cols - 1) * ld + rows; }
 
 /* C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, column-major, alpha 1: float32 (s NULL) or with A and
- * B converted to bf16 into s and float32 accumulation (cublasGemmEx). k > 0. */
+ * B converted to bf16 into s and float32 accumulation (cublasGemmEx). k > 0. a_weight: A is a
+ * layer's weight, read from its bf16 copy when s has one. */
 static void product(gpu_ctx *g, cuda_bf16_scratch *s, cublasOperation_t ta, cublasOperation_t tb,
                     int m, int n, int k, const float *A, int lda, const float *B, int ldb,
-                    float beta, float *C, int ldc) {
+                    float beta, float *C, int ldc, int a_weight) {
   const float one = 1.0f;
   if (!s) {
     CUBLAS_CHECK(cublasSgemm(g->blas, ta, tb, m, n, k, &one, A, lda, B, ldb, &beta, C, ldc));
@@ -69,7 +71,8 @@ static void product(gpu_ctx *g, cuda_bf16_scratch *s, cublasOperation_t ta, cubl
   }
   int64_t na = ta == CUBLAS_OP_N ? extent(m, k, lda) : extent(k, m, lda);
   int64_t nb = tb == CUBLAS_OP_N ? extent(k, n, ldb) : extent(n, k, ldb);
-  const uint16_t *a16 = to_bf16(g, &s->a, &s->cap_a, A, na);
+  const uint16_t *a16 = a_weight ? weight_copies_find(&s->copies, A, na) : NULL;
+  if (!a16) a16 = to_bf16(g, &s->a, &s->cap_a, A, na);
   const uint16_t *b16 = to_bf16(g, &s->b, &s->cap_b, B, nb);
   CUBLAS_CHECK(cublasGemmEx(g->blas, ta, tb, m, n, k, &one, a16, CUDA_R_16BF, lda, b16,
                             CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
@@ -82,7 +85,7 @@ static void product(gpu_ctx *g, cuda_bf16_scratch *s, cublasOperation_t ta, cubl
  *   C(o, n) = sum_i W[o][i] x[n][i] = y[n][o], at y + o + n*No. */
 static void linear_gemm(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float *x,
                         const float *W, int N, int Ni, int No, float beta) {
-  product(g, s, CUBLAS_OP_T, CUBLAS_OP_N, No, N, Ni, W, Ni, x, Ni, beta, y, No);
+  product(g, s, CUBLAS_OP_T, CUBLAS_OP_N, No, N, Ni, W, Ni, x, Ni, beta, y, No, 1);
 }
 
 static void forward(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float *x, const float *W,
@@ -116,7 +119,8 @@ static void forward_residual(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const f
 static void backward_input(gpu_ctx *g, cuda_bf16_scratch *s, float *dx, const float *dy,
                            const float *W, int N, int Ni, int No, int acc) {
   if (N <= 0 || Ni <= 0) return;
-  product(g, s, CUBLAS_OP_N, CUBLAS_OP_N, Ni, N, No, W, Ni, dy, No, acc ? 1.0f : 0.0f, dx, Ni);
+  product(g, s, CUBLAS_OP_N, CUBLAS_OP_N, Ni, N, No, W, Ni, dy, No, acc ? 1.0f : 0.0f, dx, Ni,
+          1);
 }
 
 /* dW^T [Ni, No] += x^T dy: m = Ni, n = No, k = N.
@@ -127,7 +131,7 @@ static void backward_input(gpu_ctx *g, cuda_bf16_scratch *s, float *dx, const fl
 static void backward_weight(gpu_ctx *g, cuda_bf16_scratch *s, float *dW, float *db,
                             const float *dy, const float *x, int N, int Ni, int No) {
   if (N <= 0 || No <= 0) return;
-  if (Ni > 0) product(g, s, CUBLAS_OP_N, CUBLAS_OP_T, Ni, No, N, x, Ni, dy, No, 1.0f, dW, Ni);
+  if (Ni > 0) product(g, s, CUBLAS_OP_N, CUBLAS_OP_T, Ni, No, N, x, Ni, dy, No, 1.0f, dW, Ni, 0);
   if (db) cuda_op_colsum_acc(g, db, dy, N, No);
 }
 

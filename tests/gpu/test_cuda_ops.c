@@ -31,6 +31,7 @@
 #include "kernels/cuda/kernels_gpu.h"
 #include "kernels/kernels.h"
 #include "kernels/loss.h"
+#include "kernels/precision.h"
 #include "model/model.h"
 #include "model/optimizer.h"
 
@@ -830,7 +831,7 @@ static void test_adamw(int64_t n, int64_t n_decay, int use_mask, float wd) {
     /* the factors as the host computes them for every device (model/optimizer.c) */
     float step = (float)((double)lr / bc1), inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
     float keep = (float)(1.0 - (double)lr * (double)wd);
-    cuda_adamw_step(&G, d_p, d_g, d_m, d_v, d_mask, n, b1, b2, eps, step, inv_sqrt_bc2, keep);
+    cuda_adamw_step(&G, d_p, NULL, d_g, d_m, d_v, d_mask, n, b1, b2, eps, step, inv_sqrt_bc2, keep);
     for (int64_t i = 0; i < n; i++) {
       if (mask[i]) rp[i] *= 1.0 - (double)lr * wd;
       rm[i] = b1 * rm[i] + (1.0 - b1) * g[i];
@@ -865,7 +866,7 @@ static void test_sgd(int64_t n, int64_t n_decay, float mu) {
   for (int t = 1; t <= 3; t++) {
     float *g = hrand(n, -1, 1);
     setf(d_g, g, n);
-    cuda_sgd_step(&G, d_p, d_g, d_m, d_mask, n, lr, mu, wd, t == 1);
+    cuda_sgd_step(&G, d_p, NULL, d_g, d_m, d_mask, n, lr, mu, wd, t == 1);
     for (int64_t i = 0; i < n; i++) {
       double dd = g[i] + (mask[i] ? (double)wd : 0.0) * rp[i];
       rm[i] = t > 1 ? mu * rm[i] + dd : dd;
@@ -917,8 +918,8 @@ static void test_optimizer_bits(kernels_gpu *kg, spec_optimizer kind, double mu,
     device_update u = optimizer_update(&c, t, c.lr);
     optimizer_update_tensor(&u, &c, decay);
     differ |= factors_differ(&u);
-    kernels_cpu.optimizer(&kernels_cpu, &u, w, g, m, v, n);
-    kg->table.optimizer(&kg->table, &u, d_w, d_g, d_m, d_v, n);
+    kernels_cpu.optimizer(&kernels_cpu, &u, w, NULL, g, m, v, n);
+    kg->table.optimizer(&kg->table, &u, d_w, NULL, d_g, d_m, d_v, n);
     char op[64];
     snprintf(op, sizeof op, "optimizer step %d w (vs cpu)", t);
     expect_same_bits(op, shape, downf(d_w, n), w, n);
@@ -936,7 +937,8 @@ static void test_optimizer_bits(kernels_gpu *kg, spec_optimizer kind, double mu,
  * loop it replaced (kernels_cpu.optimizer per tensor, optimizer_update_tensor's factors), bit
  * for bit, through both tables: tensors with and without decay, one longer than a piece
  * (several pieces), one of a single float, gaps between them (64-byte alignment) holding junk
- * that must stay as it is. Three steps. */
+ * that must stay as it is. Three steps. Both tables also write the bf16 weight copy: each
+ * piece's floats as pt_bf16_bits of the new weights, the gaps' junk left alone. */
 static void test_optimizer_chunks(kernels_gpu *kg, spec_optimizer kind, double mu) {
   char shape[96];
   snprintf(shape, sizeof shape, "%s mu=%g, 5 tensors", kind == SPEC_OPTIMIZER_SGD ? "sgd"
@@ -959,19 +961,34 @@ static void test_optimizer_chunks(kernels_gpu *kg, spec_optimizer kind, double m
   float *w1 = hcopy(w, n), *m1 = hcopy(m, n), *v1 = hcopy(v, n); /* the CPU table's chunks */
   float *d_w = upf(w, n), *d_m = upf(m, n), *d_v = upf(v, n), *d_g = dnew(sizeof(float) * n);
   pt_opt_chunk *d_chunks = up(chunks, sizeof chunks);
+  uint16_t *h16 = hnew(sizeof(uint16_t) * (size_t)n), *junk = hnew(sizeof(uint16_t) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) junk[i] = h16[i] = (uint16_t)(0x5a5a + i);
+  uint16_t *d16 = up(h16, sizeof(uint16_t) * (size_t)n);
   for (int t = 1; t <= 3; t++) {
     float *g = hrand(n, -1, 1);
     setf(d_g, g, n);
     device_update u = optimizer_update(&c, t, c.lr);
     for (int i = 0; i < NT; i++) { /* the reference: the loop optimizer_step used to run */
       optimizer_update_tensor(&u, &c, decay[i]);
-      kernels_cpu.optimizer(&kernels_cpu, &u, w + offset[i], g + offset[i], m + offset[i],
+      kernels_cpu.optimizer(&kernels_cpu, &u, w + offset[i], NULL, g + offset[i], m + offset[i],
                             v + offset[i], numel[i]);
     }
     optimizer_update_tensor(&u, &c, 1);
-    kernels_cpu.optimizer_chunks(&kernels_cpu, &u, w1, g, m1, v1, chunks, nc);
-    kg->table.optimizer_chunks(&kg->table, &u, d_w, d_g, d_m, d_v, d_chunks, nc);
+    kernels_cpu.optimizer_chunks(&kernels_cpu, &u, w1, h16, g, m1, v1, chunks, nc);
+    kg->table.optimizer_chunks(&kg->table, &u, d_w, d16, d_g, d_m, d_v, d_chunks, nc);
   }
+  uint16_t *g16 = hnew(sizeof(uint16_t) * (size_t)n);
+  gpu_to_host(&G, g16, d16, sizeof(uint16_t) * (size_t)n);
+  int64_t bad = -1;
+  for (int64_t i = 0, c = 0; i < n && bad < 0; i++) {
+    while (c < nc && chunks[c].offset + chunks[c].n <= i) c++;
+    int in = c < nc && chunks[c].offset <= i;
+    uint16_t want = in ? pt_bf16_bits(w[i]) : junk[i];
+    if (h16[i] != want || g16[i] != want) bad = i;
+  }
+  CHECK(bad < 0, "%s: optimizer_chunks' bf16 copy at %lld: cpu %04x, gpu %04x, want %04x",
+        shape, (long long)bad, bad < 0 ? 0 : h16[bad], bad < 0 ? 0 : g16[bad],
+        bad < 0 ? 0 : (unsigned)pt_bf16_bits(w[bad]));
   expect_same_bits("optimizer_chunks cpu w (vs per tensor)", shape, w1, w, n);
   expect_same_bits("optimizer_chunks cpu m (vs per tensor)", shape, m1, m, n);
   expect_same_bits("optimizer_chunks gpu w (vs per tensor)", shape, downf(d_w, n), w, n);
