@@ -295,7 +295,8 @@ void model_alloc_ranges(pt_model *m, const pt_range *ranges, int n, pt_device *d
  * parameters that skipped model_to_device, and products that read stale weights. */
 static void check_weight_copy(const pt_model *m) {
   size_t bytes = sizeof(uint16_t) * (size_t)m->n_floats;
-  uint16_t *copy = device_shares_host_memory(m->dev) ? m->params_bf16 : pt_calloc((size_t)m->n_floats + 1, sizeof *copy);
+  int shared = device_shares_host_memory(m->dev);
+  uint16_t *copy = shared ? m->params_bf16 : pt_calloc((size_t)m->n_floats + 1, sizeof *copy);
   if (copy != m->params_bf16) device_download(m->dev, copy, m->params_bf16, bytes);
   for (int i = 0; i < m->n_tensors; i++) {
     const pt_tensor *t = &m->tensors[i];

@@ -114,7 +114,8 @@ static int64_t scratch_b(const pt_model *m, const shape_ctx *c, int li) {
  * (kernels/cpu/kernels_cpu_precision.c) keep the weight and PT_PRECISION_BLOCK_ROWS rows of
  * each activation operand as floats (bf16 through oneDNN, kernels/cpu/kernels_cpu_bf16.c: the
  * same as bf16, with oneDNN's working memory in the half left over); the GPU's bf16 products (ops_linear.cu) keep both operands
- * whole, as bf16: a weight or B*T rows of the wider side, each. GPU tf32 needs none. Which of the
+ * whole, as bf16: a weight or B*T rows of the wider side, each (a bound: with the model's bf16
+ * weight copy, weight_copy_halves, no weight is converted into scratch). GPU tf32 needs none. Which of the
  * two is the device kind's precision_in_gemm (device.h). Per process, whatever the stage count:
  * bounded here by the range's parameters. */
 static int64_t precision_scratch_bytes(const pt_model *m, const shape_ctx *c, int first,

@@ -189,7 +189,8 @@ static void optimizer_chunks(const pt_kernels *k, const pt_update *u, float *w, 
     pt_update r = *u;
     r.decay = chunks[c].decay != 0;
     if (!r.decay) r.keep = 1.0f;
-    optimizer(k, &r, w + o, w16 ? w16 + o : NULL, g + o, m + o, v ? v + o : NULL, chunks[c].n);
+    optimizer(k, &r, w + o, w16 ? w16 + o : NULL, g + o, m + o, v ? v + o : NULL,
+              chunks[c].n);
   }
 }
 

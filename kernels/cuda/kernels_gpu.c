@@ -204,8 +204,8 @@ static void optimizer(const pt_kernels *k, const pt_update *u, float *w, uint16_
                       const float *g, float *m, float *v, int64_t n) {
   float wd = u->decay ? (float)u->weight_decay : 0.0f;
   if (u->adam)
-    cuda_adamw_step(ctx(k), w, w16, g, m, v, NULL, n, (float)u->beta1, (float)u->beta2, (float)u->eps,
-                    u->step, u->inv_sqrt_bc2, u->keep);
+    cuda_adamw_step(ctx(k), w, w16, g, m, v, NULL, n, (float)u->beta1, (float)u->beta2,
+                    (float)u->eps, u->step, u->inv_sqrt_bc2, u->keep);
   else
     cuda_sgd_step(ctx(k), w, w16, g, m, NULL, n, (float)u->lr, (float)u->momentum, wd, u->t == 1);
 }
@@ -215,8 +215,8 @@ static void optimizer_chunks(const pt_kernels *k, const pt_update *u, float *w, 
                              const float *g, float *m, float *v, const pt_opt_chunk *chunks,
                              int64_t n_chunks) {
   if (u->adam)
-    cuda_adamw_chunks(ctx(k), w, w16, g, m, v, chunks, n_chunks, (float)u->beta1, (float)u->beta2,
-                      (float)u->eps, u->step, u->inv_sqrt_bc2, u->keep);
+    cuda_adamw_chunks(ctx(k), w, w16, g, m, v, chunks, n_chunks, (float)u->beta1,
+                      (float)u->beta2, (float)u->eps, u->step, u->inv_sqrt_bc2, u->keep);
   else
     cuda_sgd_chunks(ctx(k), w, w16, g, m, chunks, n_chunks, (float)u->lr, (float)u->momentum,
                     (float)u->weight_decay, u->t == 1);

@@ -124,9 +124,9 @@ void cuda_loss_mse(gpu_ctx *g, float *dy, double *loss_sum_dev, const float *y,
  * SGD: first_step is 1 on the optimizer's first step (t == 1: momentum = d); momentum may be
  * NULL when mu == 0. w16: NULL, or n bf16 given pt_bf16_bits of each new weight in the same
  * pass (kernels.h's optimizer entry). */
-void cuda_adamw_step(gpu_ctx *g, float *w, uint16_t *w16, const float *grad, float *m, float *v,
-                     const uint8_t *decay_mask, int64_t n, float beta1, float beta2, float eps,
-                     float step, float inv_sqrt_bc2, float keep);
+void cuda_adamw_step(gpu_ctx *g, float *w, uint16_t *w16, const float *grad, float *m,
+                     float *v, const uint8_t *decay_mask, int64_t n, float beta1, float beta2,
+                     float eps, float step, float inv_sqrt_bc2, float keep);
 void cuda_sgd_step(gpu_ctx *g, float *w, uint16_t *w16, const float *grad, float *momentum,
                    const uint8_t *decay_mask, int64_t n, float lr, float mu, float weight_decay,
                    int first_step);
@@ -134,9 +134,9 @@ void cuda_sgd_step(gpu_ctx *g, float *w, uint16_t *w16, const float *grad, float
  * memory) of flat buffers, one launch, a block per piece: a piece's floats get exactly what
  * the call above gives a tensor (keep / weight_decay where the piece's decay is set; keep 1 /
  * 0 elsewhere). */
-void cuda_adamw_chunks(gpu_ctx *g, float *w, uint16_t *w16, const float *grad, float *m, float *v,
-                       const pt_opt_chunk *chunks, int64_t n_chunks, float beta1, float beta2,
-                       float eps, float step, float inv_sqrt_bc2, float keep);
+void cuda_adamw_chunks(gpu_ctx *g, float *w, uint16_t *w16, const float *grad, float *m,
+                       float *v, const pt_opt_chunk *chunks, int64_t n_chunks, float beta1,
+                       float beta2, float eps, float step, float inv_sqrt_bc2, float keep);
 void cuda_sgd_chunks(gpu_ctx *g, float *w, uint16_t *w16, const float *grad, float *momentum,
                      const pt_opt_chunk *chunks, int64_t n_chunks, float lr, float mu,
                      float weight_decay, int first_step);

@@ -131,7 +131,8 @@ static void backward_input(gpu_ctx *g, cuda_bf16_scratch *s, float *dx, const fl
 static void backward_weight(gpu_ctx *g, cuda_bf16_scratch *s, float *dW, float *db,
                             const float *dy, const float *x, int N, int Ni, int No) {
   if (N <= 0 || No <= 0) return;
-  if (Ni > 0) product(g, s, CUBLAS_OP_N, CUBLAS_OP_T, Ni, No, N, x, Ni, dy, No, 1.0f, dW, Ni, 0);
+  if (Ni > 0)
+    product(g, s, CUBLAS_OP_N, CUBLAS_OP_T, Ni, No, N, x, Ni, dy, No, 1.0f, dW, Ni, 0);
   if (db) cuda_op_colsum_acc(g, db, dy, N, No);
 }
 

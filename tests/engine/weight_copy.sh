@@ -26,13 +26,15 @@ run() { # NAME [ARGS...]: a sequential run, its metrics and parameters kept unde
   "$pipe_train" "$spec" --sequential --quiet "${opts[@]}" --metrics "$w/$name.jsonl" \
     --dump-params "$w/$name" "$@"
 }
-copy=$("$pipe_train" "$spec" --plan --json "${opts[@]}" |
-  python3 -c 'import json, sys; print(int(json.load(sys.stdin)["stage_plan"][0]["memory_bytes"]["weight_copy"]))')
+planned() { # [ARGS...]: the plan's weight_copy bytes of stage 0
+  "$pipe_train" "$spec" --plan --json "${opts[@]}" "$@" | python3 -c \
+    'import json, sys; print(int(json.load(sys.stdin)["stage_plan"][0]["memory_bytes"]["weight_copy"]))'
+}
+copy=$(planned)
 [[ $copy -gt 0 ]] || skip "this device's bf16 products read no weight copy (plan: weight_copy 0)"
 echo "plan: weight_copy $copy bytes"
-[[ $("$pipe_train" "$spec" --plan --json "${opts[@]}" --set train.precision=fp32 |
-  python3 -c 'import json, sys; print(int(json.load(sys.stdin)["stage_plan"][0]["memory_bytes"]["weight_copy"]))') == 0 ]] ||
-  fail "fp32 plans a bf16 weight copy"
+[[ $(planned --set train.precision=fp32) == 0 ]] || fail "fp32 plans a bf16 weight copy"
+[[ $(PIPETRAIN_WEIGHT_COPY=off planned) == 0 ]] || fail "PIPETRAIN_WEIGHT_COPY=off plans a copy"
 run copy --set "train.checkpoint={dir: $w/ckpt, every: 4, keep: 2}"
 PIPETRAIN_WEIGHT_COPY=off run nocopy
 run resumed --load "$w/ckpt/step-00000004"

@@ -980,9 +980,9 @@ static void test_optimizer_chunks(kernels_gpu *kg, spec_optimizer kind, double m
   uint16_t *g16 = hnew(sizeof(uint16_t) * (size_t)n);
   gpu_to_host(&G, g16, d16, sizeof(uint16_t) * (size_t)n);
   int64_t bad = -1;
-  for (int64_t i = 0, c = 0; i < n && bad < 0; i++) {
-    while (c < nc && chunks[c].offset + chunks[c].n <= i) c++;
-    int in = c < nc && chunks[c].offset <= i;
+  for (int64_t i = 0, p = 0; i < n && bad < 0; i++) {
+    while (p < nc && chunks[p].offset + chunks[p].n <= i) p++;
+    int in = p < nc && chunks[p].offset <= i;
     uint16_t want = in ? pt_bf16_bits(w[i]) : junk[i];
     if (h16[i] != want || g16[i] != want) bad = i;
   }
@@ -1189,6 +1189,51 @@ static void test_tables(kernels_gpu *kg) {
 
 /* ---- train.precision ---------------------------------------------------------------------- */
 
+/* Buffers of the table's device (gpu) or the host. */
+static void to_table(int gpu, void *dst, const void *src, size_t bytes) {
+  if (gpu) gpu_to_device(&G, dst, src, bytes);
+  else memcpy(dst, src, bytes);
+}
+static float *from_table(int gpu, const float *src, int64_t n) {
+  if (gpu) return downf(src, n);
+  return hcopy(src, n);
+}
+
+/* A bf16 table's weight_copy entry (the GPU's, the CPU's oneDNN one): with W's copy registered
+ * the forward and input-gradient products read it and give the bits converting W gives; a wrong
+ * copy changes them (so it is read); forgotten, W is converted again. */
+static void test_weight_copy(const pt_kernels *k, const char *shape, float *y, const float *x,
+                             const float *W, const float *b, float *dx, const float *dy, int N,
+                             int Ni, int No, int gpu) {
+  int64_t nx = (int64_t)N * Ni, ny = (int64_t)N * No, nw = (int64_t)No * Ni;
+  char what[160];
+  snprintf(what, sizeof what, "%s %s", shape, gpu ? "gpu" : "cpu");
+  k->linear_forward(k, y, x, W, b, N, Ni, No);
+  k->linear_backward_input(k, dx, dy, W, N, Ni, No, 0);
+  float *want_y = from_table(gpu, y, ny), *want_dx = from_table(gpu, dx, nx);
+  uint16_t *copy = gpu ? dnew(sizeof(uint16_t) * (size_t)nw) : hnew(sizeof(uint16_t) * (size_t)nw);
+  k->pack_bf16(k, copy, W, nw);
+  k->weight_copy(k, W, copy, nw);
+  k->linear_forward(k, y, x, W, b, N, Ni, No);
+  expect_same_bits("weight copy linear_forward", what, from_table(gpu, y, ny), want_y, ny);
+  k->linear_backward_input(k, dx, dy, W, N, Ni, No, 0);
+  expect_same_bits("weight copy linear_backward_input", what, from_table(gpu, dx, nx), want_dx,
+                   nx);
+  uint16_t *zeros = hnew(sizeof(uint16_t) * (size_t)nw);
+  memset(zeros, 0, sizeof(uint16_t) * (size_t)nw);
+  to_table(gpu, copy, zeros, sizeof(uint16_t) * (size_t)nw);
+  k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+  float *got = from_table(gpu, y, ny);
+  int64_t nonzero = 0;
+  for (int64_t i = 0; i < ny; i++) nonzero += got[i] != 0.0f;
+  CHECK(nonzero == 0, "%s: a zero weight copy gave %lld nonzero outputs: the copy is not read",
+        what, (long long)nonzero);
+  k->weight_copy(k, W, NULL, 0);
+  k->linear_forward(k, y, x, W, b, N, Ni, No);
+  expect_same_bits("weight copy forgotten: linear_forward", what, from_table(gpu, y, ny), want_y,
+                   ny);
+}
+
 /* The GPU table set to tf32 or bf16 against the CPU's table for the same precision: the same
  * products of rounded operands (CPU: rounded copies and sgemm; GPU: cublasGemmEx on bf16, or
  * the handle's TF32 math), so they agree as float32 products do (TOL_DEFAULT); the bf16 entries
@@ -1237,6 +1282,8 @@ static void test_precision_table(kernels_gpu *kg, pt_precision p, int N, int Ni,
     float *yr = downf(d_y, ny), *back = downf(d_dx, nx);
     ck->round_bf16(ck, yr, ny);
     expect_same_bits("pack_bf16 + unpack_bf16", shape, back, yr, ny < nx ? ny : nx);
+    test_weight_copy(gk, shape, d_y, d_x, d_W, d_b, d_dx, d_dy, N, Ni, No, 1);
+    if (ck->weight_copy) test_weight_copy(ck, shape, yc, x, W, b, dxc, dy, N, Ni, No, 0);
   }
   kernels_gpu_set_precision(kg, PT_PRECISION_FP32);
   scope_end();

@@ -231,7 +231,7 @@ static void slice_case(const char *name, const char *text, const char *const *ov
   spec_free(&s);
 }
 
-/* --- train.precision bf16: the weight copy --------------------------------------------------------- */
+/* --- train.precision bf16: the weight copy ---------------------------------------------------- */
 
 /* The model's bf16 weight copy (model/model.h's params_bf16): allocated exactly when the plan
  * counts it (weight_copy, params / 2), measured by the tracker, and holding the parameters'
