@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "device/registry.h"
 
@@ -158,11 +159,8 @@ void device_optimizer_chunks(pt_device *d, const device_update *u, float *w, uin
 /* PIPETRAIN_WEIGHT_COPY: on (the default) or off. Read once. */
 static int weight_copy_wanted(void) {
   static int wanted = -1;
-  if (wanted >= 0) return wanted;
-  const char *v = getenv("PIPETRAIN_WEIGHT_COPY");
-  if (v && *v && strcmp(v, "on") && strcmp(v, "off"))
-    pt_fail_input("PIPETRAIN_WEIGHT_COPY=%s: the environment variable takes on or off", v);
-  return wanted = !(v && !strcmp(v, "off"));
+  if (wanted < 0) wanted = !pt_env_switch("PIPETRAIN_WEIGHT_COPY", "on", "off");
+  return wanted;
 }
 
 int device_weight_copy_used(const pt_device *d) {
