@@ -31,17 +31,24 @@ typedef struct {
   pt_weight_range r[PT_WEIGHT_COPY_RANGES];
 } pt_weight_copies;
 
+static inline void weight_range_put(pt_weight_range *r, const float *base, const uint16_t *copy,
+                                    int64_t n) {
+  r->base = base; /* field by field: the CUDA files compile this as C++ */
+  r->copy = copy;
+  r->n = n;
+}
+
 /* Registers base's range (copy NULL: forgets it). A full registry ends the job. */
 static inline void weight_copies_set(pt_weight_copies *w, const float *base, const uint16_t *copy,
                                      int64_t n) {
   pt_weight_range *free_slot = NULL;
   for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) {
-    if (w->r[i].base == base) w->r[i] = (pt_weight_range){0};
+    if (w->r[i].base == base) weight_range_put(&w->r[i], NULL, NULL, 0);
     if (!w->r[i].base && !free_slot) free_slot = &w->r[i];
   }
   if (!copy) return;
   if (!free_slot) pt_fatal("weight_copies_set: more than %d weight copies", PT_WEIGHT_COPY_RANGES);
-  *free_slot = (pt_weight_range){.base = base, .copy = copy, .n = n};
+  weight_range_put(free_slot, base, copy, n);
 }
 
 /* The copy of W[0..n), or NULL when W is not inside one registered range. */
