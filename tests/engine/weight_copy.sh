@@ -9,8 +9,8 @@
 #       the same losses and parameters, bit for bit
 #   (c) a 2-stage pipelined run with the copy (the tied weight broadcast, model_to_device on
 #       each stage) gives the sequential run's bits
-#   (d) resumed from the step-4 checkpoint (the copy rewritten from the loaded masters), the
-#       run repeats steps 5..8 bit for bit, with the copy and without it
+#   (d) resumed from the step-3 checkpoint (the copy rewritten from the loaded masters), the
+#       run repeats steps 4..6 bit for bit, with the copy and without it
 # Skipped where the device's bf16 table reads no copy (the CPU's emulated bf16 products).
 pipe_train=$1
 read -r -a sets <<< "${2:-}"
@@ -18,7 +18,7 @@ read -r -a piped <<< "${3:-}"
 source "$(dirname "$0")/../lib.sh"
 w=$work
 spec=tests/pipeline/gate.yaml
-opts=(--set train.precision=bf16 --set train.steps=8)
+opts=(--set train.precision=bf16 --set train.steps=6)
 for s in "${sets[@]}"; do opts+=(--set "$s"); done
 run() { # NAME [ARGS...]: a sequential run, its metrics and parameters kept under NAME
   local name=$1
@@ -35,10 +35,10 @@ copy=$(planned)
 echo "plan: weight_copy $copy bytes"
 [[ $(planned --set train.precision=fp32) == 0 ]] || fail "fp32 plans a bf16 weight copy"
 [[ $(PIPETRAIN_WEIGHT_COPY=off planned) == 0 ]] || fail "PIPETRAIN_WEIGHT_COPY=off plans a copy"
-run copy --set "train.checkpoint={dir: $w/ckpt, every: 4, keep: 2}"
+run copy --set "train.checkpoint={dir: $w/ckpt, every: 3, keep: 2}"
 PIPETRAIN_WEIGHT_COPY=off run nocopy
-run resumed --load "$w/ckpt/step-00000004"
-PIPETRAIN_WEIGHT_COPY=off run resumed_nocopy --load "$w/ckpt/step-00000004"
+run resumed --load "$w/ckpt/step-00000003"
+PIPETRAIN_WEIGHT_COPY=off run resumed_nocopy --load "$w/ckpt/step-00000003"
 popts=(--set pipeline.stages=2)
 for s in "${piped[@]}"; do popts+=(--set "$s"); done
 pt_mpirun 2 "$pipe_train" "$spec" --quiet "${opts[@]}" "${popts[@]}" --metrics "$w/p2.jsonl" \
@@ -61,7 +61,7 @@ def params(name, ranks=1):  # {tensor key: bytes}, every rank's dump
     return out
 bad = []
 ref, ref_p = losses("copy"), params("copy")
-if sorted(ref) != list(range(1, 9)):
+if sorted(ref) != list(range(1, 7)):
     bad.append(f"the run with the copy logged steps {sorted(ref)}")
 for name, what, ranks in (("nocopy", "(b) without the copy", 1), ("p2", "(c) 2 stages", 2)):
     got = losses(name)
@@ -71,8 +71,8 @@ for name, what, ranks in (("nocopy", "(b) without the copy", 1), ("p2", "(c) 2 s
         bad.append(f"{what}: parameters differ from the sequential run with the copy")
 for name in ("resumed", "resumed_nocopy"):
     got = losses(name)
-    if sorted(got) != list(range(5, 9)) or any(got[s] != ref[s] for s in got):
-        bad.append(f"(d) {name}: steps 5..8 differ from the uninterrupted run: {got}")
+    if sorted(got) != list(range(4, 7)) or any(got[s] != ref[s] for s in got):
+        bad.append(f"(d) {name}: steps 4..6 differ from the uninterrupted run: {got}")
     if params(name) != ref_p:
         bad.append(f"(d) {name}: parameters differ from the uninterrupted run")
 print("\n".join(bad) if bad else "weight copy: same bits with and without it, resumed, 2 stages")
