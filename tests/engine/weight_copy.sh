@@ -11,7 +11,8 @@
 #       each stage) gives the sequential run's bits
 #   (d) resumed from the step-3 checkpoint (the copy rewritten from the loaded masters), the
 #       run repeats steps 4..6 bit for bit, with the copy and without it
-# Skipped where the device's bf16 table reads no copy (the CPU's emulated bf16 products).
+# Skipped where the device's bf16 table reads no copy (the CPU's emulated bf16 products), or
+# where the settings name a GPU and none can be used.
 pipe_train=$1
 read -r -a sets <<< "${2:-}"
 read -r -a piped <<< "${3:-}"
@@ -30,6 +31,11 @@ planned() { # [ARGS...]: the plan's weight_copy bytes of stage 0
   "$pipe_train" "$spec" --plan --json "${opts[@]}" "$@" | python3 -c \
     'import json, sys; print(int(json.load(sys.stdin)["stage_plan"][0]["memory_bytes"]["weight_copy"]))'
 }
+if ! "$pipe_train" "$spec" --sequential --quiet "${opts[@]}" --set train.steps=1 >/dev/null \
+  2>"$work/probe.err"; then
+  grep -q "no GPU can be used" "$work/probe.err" && skip "no GPU ($(head -c 200 "$work/probe.err"))"
+  fail "a 1-step run failed: $(head -c 300 "$work/probe.err")"
+fi
 copy=$(planned)
 [[ $copy -gt 0 ]] || skip "this device's bf16 products read no weight copy (plan: weight_copy 0)"
 echo "plan: weight_copy $copy bytes"
