@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "device/registry.h"
 
@@ -145,13 +146,34 @@ double device_loss(pt_device *d, pt_loss_kind kind, const float *y, const void *
                    size_t target_bytes, int N, int F, float scale, float *dy) {
   return d->k->loss(d->k, kind, y, targets, target_bytes, N, F, scale, dy);
 }
-void device_optimizer(pt_device *d, const device_update *u, float *w, const float *g, float *m,
-                      float *v, int64_t n) {
-  d->k->optimizer(d->k, u, w, g, m, v, n);
+void device_optimizer(pt_device *d, const device_update *u, float *w, uint16_t *w16,
+                      const float *g, float *m, float *v, int64_t n) {
+  d->k->optimizer(d->k, u, w, w16, g, m, v, n);
 }
-void device_optimizer_chunks(pt_device *d, const device_update *u, float *w, const float *g,
-                             float *m, float *v, const pt_opt_chunk *chunks, int64_t n_chunks) {
-  d->k->optimizer_chunks(d->k, u, w, g, m, v, chunks, n_chunks);
+void device_optimizer_chunks(pt_device *d, const device_update *u, float *w, uint16_t *w16,
+                             const float *g, float *m, float *v, const pt_opt_chunk *chunks,
+                             int64_t n_chunks) {
+  d->k->optimizer_chunks(d->k, u, w, w16, g, m, v, chunks, n_chunks);
+}
+
+/* PIPETRAIN_WEIGHT_COPY: on (the default) or off. Read once. */
+static int weight_copy_wanted(void) {
+  static int wanted = -1;
+  if (wanted < 0) wanted = !pt_env_switch("PIPETRAIN_WEIGHT_COPY", "on", "off");
+  return wanted;
+}
+
+int device_weight_copy_used(const pt_device *d) {
+  return d->k->weight_copy && weight_copy_wanted();
+}
+
+/* Before a device is open: the GPU's bf16 table always reads a copy (bf16 in the GEMM units,
+ * precision_in_gemm); the CPU kinds' table for bf16 is kernels_cpu_for's, which does where its
+ * products are oneDNN's. */
+int device_kind_weight_copy_used(spec_device kind, spec_precision p) {
+  if (p != SPEC_PRECISION_BF16 || !weight_copy_wanted()) return 0;
+  return device_kind(kind)->is.precision_in_gemm ||
+         kernels_cpu_for(PT_PRECISION_BF16)->weight_copy != NULL;
 }
 
 const pt_kernels *device_kernels_for(spec_device kind) { return device_kind(kind)->sizing; }

@@ -179,13 +179,22 @@ double device_sumsq(pt_device *d, const float *x, int64_t n);
 /* loss_forward_backward on a device y/dy; targets are on the host. */
 double device_loss(pt_device *d, pt_loss_kind kind, const float *y, const void *targets,
                    size_t target_bytes, int N, int F, float scale, float *dy);
-/* One optimizer update of n floats. */
-void device_optimizer(pt_device *d, const device_update *u, float *w, const float *g, float *m,
-                      float *v, int64_t n);
+/* One optimizer update of n floats; w16 NULL or the weights' bf16 copy, written in the same
+ * pass (kernels.h's optimizer). */
+void device_optimizer(pt_device *d, const device_update *u, float *w, uint16_t *w16,
+                      const float *g, float *m, float *v, int64_t n);
 /* The same for many tensors at once: the pieces chunks[0..n_chunks) (device memory) of the
  * flat buffers (kernels.h's optimizer_chunks; u with decay). */
-void device_optimizer_chunks(pt_device *d, const device_update *u, float *w, const float *g,
-                             float *m, float *v, const pt_opt_chunk *chunks, int64_t n_chunks);
+void device_optimizer_chunks(pt_device *d, const device_update *u, float *w, uint16_t *w16,
+                             const float *g, float *m, float *v, const pt_opt_chunk *chunks,
+                             int64_t n_chunks);
+/* The bf16 weight copy (kernels.h's weight_copy entry): whether d's kernel table reads one (a
+ * bf16 table whose products take bf16 operands: the GPU's, the CPU's oneDNN one) and it is
+ * wanted (PIPETRAIN_WEIGHT_COPY=off in the environment turns it off, for comparisons: the
+ * results are the same bits either way); and the same for a device of kind `kind` computing in
+ * precision p, before one is open (the plan's memory estimate). */
+int device_weight_copy_used(const pt_device *d);
+int device_kind_weight_copy_used(spec_device kind, spec_precision p);
 /* The kernel table a device of this kind computes with, for sizes only, before (or without) one
  * being opened: device_kind(kind)->sizing (the GPU's kernels_gpu_sizing: call nothing else on
  * it; the CPU's where the GPU backend is not built). */

@@ -192,16 +192,20 @@ struct pt_kernels {
    * last stage keeps no second [N,F] buffer, engine/stage.h stage_loss_gradient). */
   double (*loss)(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
                  size_t target_bytes, int N, int F, float scale, float *dy);
-  /* One optimizer update of n floats: w, m (and v for AdamW) updated from gradient g. */
-  void (*optimizer)(const pt_kernels *k, const pt_update *u, float *w, const float *g, float *m,
-                    float *v, int64_t n);
+  /* One optimizer update of n floats: w, m (and v for AdamW) updated from gradient g; w16
+   * NULL, or n bf16 written pt_bf16_bits(new w) (kernels/precision.h) in the same pass: the
+   * weight copy the products read (weight_copy below). */
+  void (*optimizer)(const pt_kernels *k, const pt_update *u, float *w, uint16_t *w16,
+                    const float *g, float *m, float *v, int64_t n);
   /* The same for many tensors at once (one launch on the GPU): chunks[0..n_chunks) of the
    * flat buffers w, g, m, v (v NULL for SGD), each updated as a call of `optimizer` on its
    * floats with u's factors for its decay flag: u is the update with decay (keep = 1 - lr*wd);
    * a piece without decay gets keep 1 (AdamW) and weight decay 0 (SGD), exactly the factors
-   * optimizer_update_tensor gives such a tensor. chunks: memory of the table's device. */
-  void (*optimizer_chunks)(const pt_kernels *k, const pt_update *u, float *w, const float *g,
-                           float *m, float *v, const pt_opt_chunk *chunks, int64_t n_chunks);
+   * optimizer_update_tensor gives such a tensor. chunks: memory of the table's device. w16:
+   * NULL, or laid out like w, written at the pieces' offsets (the gaps are not touched). */
+  void (*optimizer_chunks)(const pt_kernels *k, const pt_update *u, float *w, uint16_t *w16,
+                           const float *g, float *m, float *v, const pt_opt_chunk *chunks,
+                           int64_t n_chunks);
   /* Sum of squares in double; 1 when every element is finite. */
   double (*sumsq)(const pt_kernels *k, const float *x, int64_t n);
   int (*all_finite)(const pt_kernels *k, const float *x, int64_t n);
@@ -235,6 +239,13 @@ struct pt_kernels {
   void (*round_bf16)(const pt_kernels *k, float *x, int64_t n);
   void (*pack_bf16)(const pt_kernels *k, uint16_t *dst, const float *src, int64_t n);
   void (*unpack_bf16)(const pt_kernels *k, float *dst, const uint16_t *src, int64_t n);
+  /* bf16 tables whose products can take a ready bf16 weight (the GPU's, the CPU's oneDNN one;
+   * NULL elsewhere, the emulated CPU table included: it multiplies floats and would gain
+   * nothing): from now on a linear entry whose W lies whole in [base, base + n) reads copy at
+   * W's offset instead of converting W (kernels/weight_copy.h); copy NULL forgets base. The
+   * caller keeps copy[i] == pt_bf16_bits(base[i]) whenever a product may run, so results are
+   * the bits converting gives (model/model.c owns the model's copy). */
+  void (*weight_copy)(const pt_kernels *k, const float *base, const uint16_t *copy, int64_t n);
   /* Step statistics kept on the device until the caller reads them once (device/stats.h), so a
    * step need not wait for the device: these return without waiting. `sum`, `out` and `mark`
    * are device memory (host memory for the CPU table, where the result is there at once).

@@ -232,17 +232,21 @@ static void loss_acc(const pt_kernels *k, pt_loss_kind kind, const float *y, con
         scale, dy, sum);
 }
 
-/* An update reads w, g, m (and v) and writes w, m (and v). */
-static double update_bytes(const float *v, int64_t n) { return F4 * (v ? 7.0 : 5.0) * n; }
-static void optimizer(const pt_kernels *k, const pt_update *u, float *w, const float *g, float *m,
-                      float *v, int64_t n) {
-  TIMED(optimizer, OPTIMIZER, update_bytes(v, n), u, w, g, m, v, n);
+/* An update reads w, g, m (and v) and writes w, m (and v), and the bf16 copy when there is one. */
+static double update_bytes(const uint16_t *w16, const float *v, int64_t n) {
+  return (F4 * (v ? 7.0 : 5.0) + (w16 ? 2.0 : 0.0)) * n;
 }
-static void optimizer_chunks(const pt_kernels *k, const pt_update *u, float *w, const float *g,
-                             float *m, float *v, const pt_opt_chunk *chunks, int64_t n_chunks) {
+static void optimizer(const pt_kernels *k, const pt_update *u, float *w, uint16_t *w16,
+                      const float *g, float *m, float *v, int64_t n) {
+  TIMED(optimizer, OPTIMIZER, update_bytes(w16, v, n), u, w, w16, g, m, v, n);
+}
+static void optimizer_chunks(const pt_kernels *k, const pt_update *u, float *w, uint16_t *w16,
+                             const float *g, float *m, float *v, const pt_opt_chunk *chunks,
+                             int64_t n_chunks) {
   int64_t n = 0;
   for (int64_t i = 0; i < n_chunks; i++) n += chunks[i].n; /* host memory: kernels_timed.h */
-  TIMED(optimizer_chunks, OPTIMIZER, update_bytes(v, n), u, w, g, m, v, chunks, n_chunks);
+  TIMED(optimizer_chunks, OPTIMIZER, update_bytes(w16, v, n), u, w, w16, g, m, v, chunks,
+        n_chunks);
 }
 static double sumsq(const pt_kernels *k, const float *x, int64_t n) {
   TIMED_RETURN(double, sumsq, OPTIMIZER, F4 * n, x, n);
@@ -270,7 +274,8 @@ static void unpack_bf16(const pt_kernels *k, float *dst, const uint16_t *src, in
 
 const pt_kernels *kernels_timed_wrap(pt_kernels_timed *t, const pt_kernels *inner) {
   if (inner == &t->table) inner = t->inner; /* copy again what may have changed in place */
-  pt_kernels table = *inner; /* name, ctx, precision and which bf16 entries exist */
+  /* name, ctx, precision, which bf16 entries exist; weight_copy as it is (it times nothing) */
+  pt_kernels table = *inner;
 #define PT_KT_TAKE(entry) table.entry = entry; /* this file's wrapper of that name */
   PT_KERNELS_ENTRIES(PT_KT_TAKE)
 #undef PT_KT_TAKE

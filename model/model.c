@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "kernels/precision.h"
 
 int model_tie_owner(const pt_model *m, int li) {
   const char *key = m->layers[li].tie;
@@ -283,15 +284,39 @@ void model_alloc_ranges(pt_model *m, const pt_range *ranges, int n, pt_device *d
       init_remote_tie(m, &m->layers[li], seed);
     }
   bind_storage(m, m->params);
+  if (device_weight_copy_used(m->dev)) {
+    m->params_bf16 = device_alloc(m->dev, sizeof(uint16_t) * (size_t)m->n_floats);
+    m->dev->k->weight_copy(m->dev->k, m->params, m->params_bf16, m->n_floats);
+  }
   model_to_device(m);
+}
+
+/* The bf16 copy against the parameters just downloaded: a mismatch is a writer of the
+ * parameters that skipped model_to_device, and products that read stale weights. */
+static void check_weight_copy(const pt_model *m) {
+  size_t bytes = sizeof(uint16_t) * (size_t)m->n_floats;
+  int shared = device_shares_host_memory(m->dev);
+  uint16_t *copy = shared ? m->params_bf16 : pt_calloc((size_t)m->n_floats + 1, sizeof *copy);
+  if (copy != m->params_bf16) device_download(m->dev, copy, m->params_bf16, bytes);
+  for (int i = 0; i < m->n_tensors; i++) {
+    const pt_tensor *t = &m->tensors[i];
+    for (int64_t j = t->offset; j < t->offset + t->numel; j++)
+      if (copy[j] != pt_bf16_bits(m->host_params[j]))
+        pt_fatal("the bf16 copy of parameter %s is stale at element %lld: the parameters were "
+                 "written without model_to_device (please report this)", t->name,
+                 (long long)(j - t->offset));
+  }
+  if (copy != m->params_bf16) free(copy);
 }
 
 void model_to_host(pt_model *m) {
   device_download(m->dev, m->host_params, m->params, sizeof(float) * (size_t)m->n_floats);
+  if (m->params_bf16) check_weight_copy(m);
 }
 
 void model_to_device(pt_model *m) {
   device_upload(m->dev, m->params, m->host_params, sizeof(float) * (size_t)m->n_floats);
+  if (m->params_bf16) m->dev->k->pack_bf16(m->dev->k, m->params_bf16, m->params, m->n_floats);
 }
 
 void model_zero_grads(pt_model *m) {
@@ -300,6 +325,10 @@ void model_zero_grads(pt_model *m) {
 
 void model_free(pt_model *m) {
   if (m->host_params != m->params) free(m->host_params);
+  if (m->params_bf16) {
+    if (m->dev->k->weight_copy) m->dev->k->weight_copy(m->dev->k, m->params, NULL, 0);
+    device_free(m->dev, m->params_bf16);
+  }
   if (m->dev) {
     device_free(m->dev, m->params);
     device_free(m->dev, m->grads);

@@ -57,6 +57,12 @@ typedef struct {
   pt_device *dev;        /* where params and grads live (device.h) */
   float *params, *grads; /* device buffers: what layers and the optimizer use */
   float *host_params;    /* host copy for checkpoints and gathers (== params on the cpu) */
+  /* train.precision bf16 where the device's products read it (device_weight_copy_used): the
+   * parameters as bf16, laid out like params (n_floats), registered with the kernel table
+   * (kernels.h's weight_copy) so products read it instead of converting the weight. Always
+   * pt_bf16_bits(params): written by model_to_device and by the optimizer's update in the same
+   * pass; model_to_host checks it. NULL otherwise. */
+  uint16_t *params_bf16;
   int64_t n_floats;      /* parameters (and the optimizer's view of the gradients) */
   int64_t n_grad_floats; /* n_floats plus the gradients of borrowed tied copies */
   pt_tensor *tensors;
@@ -79,7 +85,10 @@ void model_alloc_ranges(pt_model *m, const pt_range *ranges, int n, pt_device *d
 /* Whether layer li is in one of the held ranges. */
 int model_holds_layer(const pt_model *m, int li);
 /* host_params <- params (before reading tensors on the host), and the way back (after writing
- * them there, e.g. loading a checkpoint). Nothing to do on the cpu. */
+ * them there, e.g. loading a checkpoint). The transfers do nothing on the cpu, but every writer
+ * of the parameters other than the optimizer must call model_to_device (on the cpu too): it
+ * rewrites the bf16 weight copy. model_to_host ends the job when the copy does not match the
+ * parameters (a writer that did not). */
 void model_to_host(pt_model *m);
 void model_to_device(pt_model *m);
 void model_zero_grads(pt_model *m);

@@ -89,7 +89,8 @@ void optimizer_step(pt_optimizer *o, pt_model *m, double lr) {
   o->t++;
   device_update u = optimizer_update(&o->cfg, o->t, lr);
   optimizer_update_tensor(&u, &o->cfg, 1); /* the pieces without decay use keep 1, wd 0 */
-  device_optimizer_chunks(o->dev, &u, m->params, m->grads, o->m, o->v, o->chunks, o->n_chunks);
+  device_optimizer_chunks(o->dev, &u, m->params, m->params_bf16, m->grads, o->m, o->v,
+                          o->chunks, o->n_chunks);
 }
 
 double lr_at(const spec_train *c, int64_t step) {

@@ -33,7 +33,8 @@ void optimizer_to_host(pt_optimizer *o);
 void optimizer_to_device(pt_optimizer *o);
 /* One update of every tensor of m (always the same model for one o): one kernel call over all
  * of them (device_optimizer_chunks), each tensor with its own decay flag, tied copies held
- * here included; the gaps between tensors are not touched. */
+ * here included; the gaps between tensors are not touched. The model's bf16 weight copy (when
+ * it has one) is written in the same pass. */
 void optimizer_step(pt_optimizer *o, pt_model *m, double lr);
 /* The update optimizer_step applies at step t (1-based) with learning rate lr, and its
  * per-tensor part (decay: the tensor's pt_tensor.decay): for callers that run the kernel

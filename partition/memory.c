@@ -129,7 +129,8 @@ static int64_t scratch_b(const pt_model *m, const shape_ctx *c, int li) {
  * (kernels/cpu/kernels_cpu_precision.c) keep the weight and PT_PRECISION_BLOCK_ROWS rows of
  * each activation operand as floats (bf16 through oneDNN, kernels/cpu/kernels_cpu_bf16.c: the
  * same as bf16, with oneDNN's working memory in the half left over); the GPU's bf16 products (ops_linear.cu) keep both operands
- * whole, as bf16: a weight or B*T rows of the wider side, each. GPU tf32 needs none. Which of the
+ * whole, as bf16: a weight or B*T rows of the wider side, each (a bound: with the model's bf16
+ * weight copy, weight_copy_halves, no weight is converted into scratch). GPU tf32 needs none. Which of the
  * two is the device kind's precision_in_gemm (device.h). Per process, whatever the stage count:
  * bounded here by the range's parameters. */
 static int64_t precision_scratch_bytes(const pt_model *m, const shape_ctx *c, int first,
@@ -196,6 +197,13 @@ static shape_ctx shape_of(const pt_model *m, int first, int last) {
   return c;
 }
 
+/* The bf16 weight copy's bytes per parameter byte, times 2: 1 (half) or 0. Once allocated, the
+ * model says; before, the device kind the spec names. */
+static int weight_copy_halves(const pt_model *m) {
+  if (m->dev) return m->params_bf16 != NULL;
+  return device_kind_weight_copy_used(m->spec->pipeline.device, m->spec->train.precision);
+}
+
 static int optimizer_copies(const pt_model *m) {
   return m->spec->train.optimizer == SPEC_OPTIMIZER_SGD ? 1 : 2;
 }
@@ -213,10 +221,12 @@ void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight
   /* a tied copy held twice by one stage shares the weight but keeps its own gradient */
   out->grads = out->params + tied_duplicate_bytes(m, first, last);
   out->optimizer = optimizer_copies(m) * out->params;
+  out->weight_copy = weight_copy_halves(m) * out->params / 2;
   out->in_flight = in_flight;
   out->activations = in_flight * per_slot_bytes(m, &c, first, last);
   out->workspace = workspace_bytes(m, &c, first, last);
-  out->total = out->params + out->grads + out->optimizer + out->activations + out->workspace;
+  out->total = out->params + out->grads + out->optimizer + out->weight_copy + out->activations +
+               out->workspace;
 }
 
 /* Layer li's stored and borrowed parameter bytes under model_alloc_ranges' rule: a tied weight
@@ -257,7 +267,9 @@ void memory_estimate_rank(const pt_model *m, const pt_range *ranges,
   out->params = stored;
   out->grads = stored + borrowed;
   out->optimizer = optimizer_copies(m) * stored;
-  out->total = out->params + out->grads + out->optimizer + out->activations + out->workspace;
+  out->weight_copy = weight_copy_halves(m) * stored / 2;
+  out->total = out->params + out->grads + out->optimizer + out->weight_copy + out->activations +
+               out->workspace;
 }
 
 /* engine/stage.c's dout sets: one output-sized buffer per layer with parameters, per set.

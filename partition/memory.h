@@ -6,6 +6,9 @@
  *   grads       same size as params, plus a gradient buffer for each tied copy that shares
  *               a weight stored on the same stage
  *   optimizer   AdamW: 2 x params (m, v); SGD: 1 x params
+ *   weight_copy train.precision bf16 where the device's products read a bf16 copy of the
+ *               parameters (device_weight_copy_used; model/model.h's params_bf16): params / 2;
+ *               else 0
  *   activations per micro-batch in flight: the stage input, the kept layer outputs and (without
  *               activation checkpointing) every layer's saved state (train.precision bf16: as
  *               engine/stage_store.h keeps them, the outputs as bf16 and the saved parts forward
@@ -50,7 +53,7 @@
 #include "model/model.h"
 
 typedef struct {
-  int64_t params, grads, optimizer, activations, workspace, stash, comm;
+  int64_t params, grads, optimizer, weight_copy, activations, workspace, stash, comm;
   int64_t total;
   int in_flight, w_pending;
   int comm_peers; /* peers whose NCCL buffers comm counts */

@@ -179,6 +179,7 @@ static cJSON *memory_json(const pt_stage_memory *mm) {
   cJSON_AddNumberToObject(mem, "params", (double)mm->params);
   cJSON_AddNumberToObject(mem, "grads", (double)mm->grads);
   cJSON_AddNumberToObject(mem, "optimizer", (double)mm->optimizer);
+  cJSON_AddNumberToObject(mem, "weight_copy", (double)mm->weight_copy);
   cJSON_AddNumberToObject(mem, "activations", (double)mm->activations);
   cJSON_AddNumberToObject(mem, "workspace", (double)mm->workspace);
   cJSON_AddNumberToObject(mem, "comm", (double)mm->comm);

@@ -52,8 +52,8 @@ static void run_optimizer(void *ctx) {
   int64_t off = 0;
   for (int p = 0; p < c->L->n_params; p++) {
     optimizer_update_tensor(&u, c->cfg, c->L->params[p].decay);
-    device_optimizer(c->d, &u, c->w + off, c->g + off, c->m + off, c->v ? c->v + off : NULL,
-                     c->L->params[p].numel);
+    device_optimizer(c->d, &u, c->w + off, NULL, c->g + off, c->m + off,
+                     c->v ? c->v + off : NULL, c->L->params[p].numel);
     off += layer_param_stride(c->L, p); /* the model's layout */
   }
 }

@@ -190,22 +190,24 @@ static double loss(const pt_kernels *k, pt_loss_kind kind, const float *y, const
   return loss_forward_backward(kind, y, targets, N, F, s, dy);
 }
 
-static void optimizer(const pt_kernels *k, const pt_update *u, float *w, const float *g,
-                      float *m, float *v, int64_t n) {
-  if (u->adam) op_adamw_step(u, w, g, m, v, n);
-  else op_sgd_step(u, w, g, m, n);
+static void optimizer(const pt_kernels *k, const pt_update *u, float *w, uint16_t *w16,
+                      const float *g, float *m, float *v, int64_t n) {
+  if (u->adam) op_adamw_step(u, w, w16, g, m, v, n);
+  else op_sgd_step(u, w, w16, g, m, n);
 }
 
 /* Piece by piece, each as the per-tensor entry with its tensor's factors: the same float
  * operations on every element as the tensor-by-tensor loop, so the same bits. */
-static void optimizer_chunks(const pt_kernels *k, const pt_update *u, float *w, const float *g,
-                             float *m, float *v, const pt_opt_chunk *chunks, int64_t n_chunks) {
+static void optimizer_chunks(const pt_kernels *k, const pt_update *u, float *w, uint16_t *w16,
+                             const float *g, float *m, float *v, const pt_opt_chunk *chunks,
+                             int64_t n_chunks) {
   for (int64_t c = 0; c < n_chunks; c++) {
     const int64_t o = chunks[c].offset;
     pt_update r = *u;
     r.decay = chunks[c].decay != 0;
     if (!r.decay) r.keep = 1.0f;
-    optimizer(k, &r, w + o, g + o, m + o, v ? v + o : NULL, chunks[c].n);
+    optimizer(k, &r, w + o, w16 ? w16 + o : NULL, g + o, m + o, v ? v + o : NULL,
+              chunks[c].n);
   }
 }
 

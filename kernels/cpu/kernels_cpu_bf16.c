@@ -10,7 +10,8 @@
  * kernels/cpu/onednn.c also takes through the tracker): the weight, and the activation
  * operands PT_PRECISION_BLOCK_ROWS rows at a time. dW's product reads dy's block as its
  * transpose (a strided operand: oneDNN's kernels copy it faster than a transposing conversion
- * here). */
+ * here). A weight inside a registered weight copy (the weight_copy entry, kernels/weight_copy.h:
+ * the model's parameters under bf16) is read there and not converted: the same bits. */
 #include "kernels/cpu/kernels_cpu_bf16.h"
 
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "core/error.h"
 #include "kernels/cpu/onednn.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/weight_copy.h"
 
 enum { SCRATCH_W, SCRATCH_X, SCRATCH_Y, N_SCRATCH };
 
@@ -39,9 +41,23 @@ static const uint16_t *converted(int which, const float *x, int64_t n) {
   return r;
 }
 
+/* The process's weight copies: every thread's products read the one model buffer. */
+static pt_weight_copies g_copies;
+
+static void weight_copy(const pt_kernels *k, const float *base, const uint16_t *copy, int64_t n) {
+  weight_copies_set(&g_copies, base, copy, n);
+}
+
+/* The weight W[No, Ni] as bf16: its registered copy, else converted into scratch. */
+static const uint16_t *weight(const float *W, int No, int Ni) {
+  int64_t n = (int64_t)No * Ni;
+  const uint16_t *copy = weight_copies_find(&g_copies, W, n);
+  return copy ? copy : converted(SCRATCH_W, W, n);
+}
+
 static void linear_forward(const pt_kernels *k, float *y, const float *x, const float *W,
                            const float *b, int N, int Ni, int No) {
-  const uint16_t *w = converted(SCRATCH_W, W, (int64_t)No * Ni);
+  const uint16_t *w = weight(W, No, Ni);
   for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
     int rows = op_block_rows(N, n0);
     onednn_shape s = {.M = rows, .K = Ni, .N = No, .b_rows_are_n = 1};
@@ -54,7 +70,7 @@ static void linear_forward(const pt_kernels *k, float *y, const float *x, const 
 static void linear_forward_residual(const pt_kernels *k, float *y, const float *res,
                                     const float *x, const float *W, const float *b, int N, int Ni,
                                     int No) {
-  const uint16_t *w = converted(SCRATCH_W, W, (int64_t)No * Ni);
+  const uint16_t *w = weight(W, No, Ni);
   for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
     int rows = op_block_rows(N, n0);
     const uint16_t *xb = converted(SCRATCH_X, x + (int64_t)n0 * Ni, (int64_t)rows * Ni);
@@ -68,7 +84,7 @@ static void linear_forward_residual(const pt_kernels *k, float *y, const float *
 
 static void linear_backward_input(const pt_kernels *k, float *dx, const float *dy, const float *W,
                                   int N, int Ni, int No, int acc) {
-  const uint16_t *w = converted(SCRATCH_W, W, (int64_t)No * Ni);
+  const uint16_t *w = weight(W, No, Ni);
   for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
     int rows = op_block_rows(N, n0);
     onednn_shape s = {.M = rows, .K = No, .N = Ni, .acc = acc};
@@ -99,5 +115,6 @@ pt_kernels kernels_cpu_bf16_make(const pt_kernels *emulated) {
   t.linear_backward_input = linear_backward_input;
   t.linear_backward_weight = linear_backward_weight;
   /* linear_forward_gelu, linear_backward_input_gelu: kernels_cpu's, composing these products */
+  t.weight_copy = weight_copy;
   return t;
 }

@@ -10,7 +10,7 @@
  * bf16 products on this CPU. */
 const char *kernels_cpu_bf16_isa(void);
 /* `emulated` (the bf16 table of rounded float32 copies) with its four linear entries replaced
- * by bf16 products accumulated in float32. */
+ * by bf16 products accumulated in float32, and the weight_copy entry they read. */
 pt_kernels kernels_cpu_bf16_make(const pt_kernels *emulated);
 
 #endif

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "kernels/cpu/kernels_cpu_bf16.h"
 #include "kernels/cpu/ops.h"
@@ -130,11 +131,8 @@ const pt_kernels *kernels_cpu_bf16_hardware(void) { return bf16_hardware(NULL); 
 /* PIPETRAIN_CPU_BF16=emulated: the emulation even where the hardware path exists. Read once. */
 static int bf16_forced_emulated(void) {
   static int forced = -1;
-  if (forced >= 0) return forced;
-  const char *v = getenv("PIPETRAIN_CPU_BF16");
-  if (v && *v && strcmp(v, "auto") && strcmp(v, "emulated"))
-    pt_fail_input("PIPETRAIN_CPU_BF16=%s: the environment variable takes auto or emulated", v);
-  return forced = v && !strcmp(v, "emulated");
+  if (forced < 0) forced = pt_env_switch("PIPETRAIN_CPU_BF16", "auto", "emulated");
+  return forced;
 }
 
 const char *kernels_cpu_bf16_products(void) {

@@ -83,9 +83,11 @@ void op_scale(float *x, float s, int64_t n);
 double op_sumsq(const float *x, int64_t n);
 int op_all_finite(const float *x, int64_t n);
 /* optimizer.c: AdamW (m and v) and SGD (m: momentum) over n floats, model/optimizer.h's
- * semantics with u's precomputed factors. */
-void op_adamw_step(const pt_update *u, float *w, const float *g, float *m, float *v, int64_t n);
-void op_sgd_step(const pt_update *u, float *w, const float *g, float *m, int64_t n);
+ * semantics with u's precomputed factors; w16 NULL or n bf16 given the new weights' bits. */
+void op_adamw_step(const pt_update *u, float *w, uint16_t *w16, const float *g, float *m,
+                   float *v, int64_t n);
+void op_sgd_step(const pt_update *u, float *w, uint16_t *w16, const float *g, float *m,
+                 int64_t n);
 
 /* The precision tables' products go PT_PRECISION_BLOCK_ROWS rows at a time (kernels.h): the rows
  * of the block of a product over N rows that starts at row n0. */

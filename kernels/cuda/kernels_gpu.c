@@ -237,24 +237,25 @@ static double loss(const pt_kernels *k, pt_loss_kind kind, const float *y, const
 
 /* Tensor by tensor (u->decay says whether this one decays), so no decay mask. AdamW gets the
  * factors the CPU kernel uses, as they are (u->keep is 1 without decay). */
-static void optimizer(const pt_kernels *k, const pt_update *u, float *w, const float *g,
-                      float *m, float *v, int64_t n) {
+static void optimizer(const pt_kernels *k, const pt_update *u, float *w, uint16_t *w16,
+                      const float *g, float *m, float *v, int64_t n) {
   float wd = u->decay ? (float)u->weight_decay : 0.0f;
   if (u->adam)
-    cuda_adamw_step(ctx(k), w, g, m, v, NULL, n, (float)u->beta1, (float)u->beta2, (float)u->eps,
-                    u->step, u->inv_sqrt_bc2, u->keep);
+    cuda_adamw_step(ctx(k), w, w16, g, m, v, NULL, n, (float)u->beta1, (float)u->beta2,
+                    (float)u->eps, u->step, u->inv_sqrt_bc2, u->keep);
   else
-    cuda_sgd_step(ctx(k), w, g, m, NULL, n, (float)u->lr, (float)u->momentum, wd, u->t == 1);
+    cuda_sgd_step(ctx(k), w, w16, g, m, NULL, n, (float)u->lr, (float)u->momentum, wd, u->t == 1);
 }
 
 /* One launch, a block per piece (ops_cuda.h). */
-static void optimizer_chunks(const pt_kernels *k, const pt_update *u, float *w, const float *g,
-                             float *m, float *v, const pt_opt_chunk *chunks, int64_t n_chunks) {
+static void optimizer_chunks(const pt_kernels *k, const pt_update *u, float *w, uint16_t *w16,
+                             const float *g, float *m, float *v, const pt_opt_chunk *chunks,
+                             int64_t n_chunks) {
   if (u->adam)
-    cuda_adamw_chunks(ctx(k), w, g, m, v, chunks, n_chunks, (float)u->beta1, (float)u->beta2,
-                      (float)u->eps, u->step, u->inv_sqrt_bc2, u->keep);
+    cuda_adamw_chunks(ctx(k), w, w16, g, m, v, chunks, n_chunks, (float)u->beta1,
+                      (float)u->beta2, (float)u->eps, u->step, u->inv_sqrt_bc2, u->keep);
   else
-    cuda_sgd_chunks(ctx(k), w, g, m, chunks, n_chunks, (float)u->lr, (float)u->momentum,
+    cuda_sgd_chunks(ctx(k), w, w16, g, m, chunks, n_chunks, (float)u->lr, (float)u->momentum,
                     (float)u->weight_decay, u->t == 1);
 }
 
@@ -279,6 +280,10 @@ static void pack_bf16(const pt_kernels *k, uint16_t *dst, const float *src, int6
 
 static void unpack_bf16(const pt_kernels *k, float *dst, const uint16_t *src, int64_t n) {
   cuda_unpack_bf16(ctx(k), dst, src, n);
+}
+
+static void weight_copy(const pt_kernels *k, const float *base, const uint16_t *copy, int64_t n) {
+  weight_copies_set(&state(k)->bf16.copies, base, copy, n);
 }
 
 /* The device targets buffer (reused by every micro-batch in stream order), grown when needed. */
@@ -341,6 +346,7 @@ void kernels_gpu_set_precision(kernels_gpu *kg, pt_precision p) {
   kg->table.round_bf16 = b ? round_bf16 : NULL;
   kg->table.pack_bf16 = b ? pack_bf16 : NULL;
   kg->table.unpack_bf16 = b ? unpack_bf16 : NULL;
+  kg->table.weight_copy = b ? weight_copy : NULL;
 }
 
 void kernels_gpu_close(kernels_gpu *kg) {

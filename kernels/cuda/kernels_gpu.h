@@ -42,7 +42,9 @@ void kernels_gpu_open(kernels_gpu *kg, gpu_ctx *g);
  * the cuBLAS handle's pedantic math, tf32 its TF32 tensor-op math (every float32 product of the
  * handle, attention's batched ones included), bf16 default math (no TF32 for the float32
  * products) with the linear entries multiplying bf16 copies of their operands and the
- * round/pack entries set; the cuBLASLt products' compute type (gpu_ctx's lt_compute) follows. */
+ * round/pack and weight_copy entries set (the registered weight copies live in the table's
+ * bf16 scratch and stay registered across precision changes); the cuBLASLt products' compute
+ * type (gpu_ctx's lt_compute) follows. */
 void kernels_gpu_set_precision(kernels_gpu *kg, pt_precision p);
 /* Frees kg's device buffers (a device lives as long as its process, so only tests call it). */
 void kernels_gpu_close(kernels_gpu *kg);

@@ -22,6 +22,7 @@ extern "C" {
 
 #include "kernels/cuda/gpu.h"
 #include "kernels/kernels.h" /* pt_opt_chunk */
+#include "kernels/weight_copy.h"
 
 /* The kernels' names and arguments mirror kernels/cpu/ops.h with the context first; see there.
  * Elementwise kernels (gelu, relu, add, scale, the optimizers) let the output alias any input
@@ -135,21 +136,22 @@ void cuda_loss_mse(gpu_ctx *g, float *dy, double *loss_sum_dev, const float *y,
  * device (pt_update: step = lr / (1 - beta1^t), inv_sqrt_bc2 = 1 / sqrt(1 - beta2^t),
  * keep = 1 - lr * weight_decay, each rounded to float once), never recomputed in float here.
  * SGD: first_step is 1 on the optimizer's first step (t == 1: momentum = d); momentum may be
- * NULL when mu == 0. */
-void cuda_adamw_step(gpu_ctx *g, float *w, const float *grad, float *m, float *v,
-                     const uint8_t *decay_mask, int64_t n, float beta1, float beta2, float eps,
-                     float step, float inv_sqrt_bc2, float keep);
-void cuda_sgd_step(gpu_ctx *g, float *w, const float *grad, float *momentum,
+ * NULL when mu == 0. w16: NULL, or n bf16 given pt_bf16_bits of each new weight in the same
+ * pass (kernels.h's optimizer entry). */
+void cuda_adamw_step(gpu_ctx *g, float *w, uint16_t *w16, const float *grad, float *m,
+                     float *v, const uint8_t *decay_mask, int64_t n, float beta1, float beta2,
+                     float eps, float step, float inv_sqrt_bc2, float keep);
+void cuda_sgd_step(gpu_ctx *g, float *w, uint16_t *w16, const float *grad, float *momentum,
                    const uint8_t *decay_mask, int64_t n, float lr, float mu, float weight_decay,
                    int first_step);
 /* The same updates over the pieces chunks[0..n_chunks) (kernels.h's pt_opt_chunk, device
  * memory) of flat buffers, one launch, a block per piece: a piece's floats get exactly what
  * the call above gives a tensor (keep / weight_decay where the piece's decay is set; keep 1 /
  * 0 elsewhere). */
-void cuda_adamw_chunks(gpu_ctx *g, float *w, const float *grad, float *m, float *v,
-                       const pt_opt_chunk *chunks, int64_t n_chunks, float beta1, float beta2,
-                       float eps, float step, float inv_sqrt_bc2, float keep);
-void cuda_sgd_chunks(gpu_ctx *g, float *w, const float *grad, float *momentum,
+void cuda_adamw_chunks(gpu_ctx *g, float *w, uint16_t *w16, const float *grad, float *m,
+                       float *v, const pt_opt_chunk *chunks, int64_t n_chunks, float beta1,
+                       float beta2, float eps, float step, float inv_sqrt_bc2, float keep);
+void cuda_sgd_chunks(gpu_ctx *g, float *w, uint16_t *w16, const float *grad, float *momentum,
                      const pt_opt_chunk *chunks, int64_t n_chunks, float lr, float mu,
                      float weight_decay, int first_step);
 void cuda_scale(gpu_ctx *g, float *x, float s, int64_t n);
@@ -168,10 +170,13 @@ void cuda_finite_mark(gpu_ctx *g, int *mark_dev, int value, const float *x, int6
 typedef struct {
   uint16_t *a, *b;
   size_t cap_a, cap_b; /* elements */
+  /* Weights with a ready bf16 copy (the table's weight_copy entry): read, not converted. */
+  pt_weight_copies copies;
 } cuda_bf16_scratch;
 /* The linear kernels above with the products' operands converted to bf16 (round to nearest
  * even, kernels/precision.h) into s, then cublasGemmEx: bf16 inputs, float32 accumulation and
- * output. Bias sums and everything else as the float32 kernels. */
+ * output; a W inside one of s->copies is read from its copy instead (the same bits). Bias sums
+ * and everything else as the float32 kernels. */
 void cuda_op_linear_forward_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float *x,
                                  const float *W, const float *b, int N, int Ni, int No);
 void cuda_op_linear_forward_residual_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *y,

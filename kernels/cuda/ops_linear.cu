@@ -1,6 +1,7 @@
 /* Linear layers on the GPU (kernels/cpu/ops_linear.c): cuBLAS float32 products (pedantic math:
  * no TF32, unless train.precision tf32 set the handle's math mode) and the bias kernels; the
- * bf16 variants convert the operands and multiply with cublasGemmEx. Where an epilogue saves a
+ * bf16 variants convert the operands (a weight with a registered copy, kernels/weight_copy.h,
+ * is read there) and multiply with cublasGemmEx. Where an epilogue saves a
  * pass over memory, the product goes through cuBLASLt instead (lt_product): bias (BIAS, no fill
  * pass), residual plus bias (C = res, beta 1, BIAS), bias and GELU saving the pre-activation
  * (GELU_AUX_BIAS), and the GELU gradient (DGELU). Where cuBLASLt has no algorithm for a shape
@@ -66,7 +67,7 @@ static const uint16_t *to_bf16(gpu_ctx *g, uint16_t **buf, size_t *cap, const fl
 static int64_t extent(int rows, int cols, int ld) { return (int64_t)(cols - 1) * ld + rows; }
 
 /* A product's A and B as the library reads them: the float32 tensors (s NULL), or bf16 copies
- * of them in s. */
+ * of them in s; a_weight: A is a layer's weight, read from its registered copy when s has one. */
 struct operands {
   const void *a, *b;
   cudaDataType_t type;
@@ -74,25 +75,27 @@ struct operands {
 
 static operands product_operands(gpu_ctx *g, cuda_bf16_scratch *s, cublasOperation_t ta,
                                  cublasOperation_t tb, int m, int n, int k, const float *A,
-                                 int lda, const float *B, int ldb) {
+                                 int lda, const float *B, int ldb, int a_weight) {
   if (!s) return operands{A, B, CUDA_R_32F};
   int64_t na = ta == CUBLAS_OP_N ? extent(m, k, lda) : extent(k, m, lda);
   int64_t nb = tb == CUBLAS_OP_N ? extent(k, n, ldb) : extent(n, k, ldb);
-  return operands{to_bf16(g, &s->a, &s->cap_a, A, na), to_bf16(g, &s->b, &s->cap_b, B, nb),
-                  CUDA_R_16BF};
+  const uint16_t *a16 = a_weight ? weight_copies_find(&s->copies, A, na) : NULL;
+  if (!a16) a16 = to_bf16(g, &s->a, &s->cap_a, A, na);
+  return operands{a16, to_bf16(g, &s->b, &s->cap_b, B, nb), CUDA_R_16BF};
 }
 
 /* C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, column-major, alpha 1: float32 (s NULL) or with A and
- * B converted to bf16 into s and float32 accumulation (cublasGemmEx). k > 0. */
+ * B converted to bf16 into s and float32 accumulation (cublasGemmEx). k > 0. a_weight: A is a
+ * layer's weight, read from its bf16 copy when s has one. */
 static void product(gpu_ctx *g, cuda_bf16_scratch *s, cublasOperation_t ta, cublasOperation_t tb,
                     int m, int n, int k, const float *A, int lda, const float *B, int ldb,
-                    float beta, float *C, int ldc) {
+                    float beta, float *C, int ldc, int a_weight) {
   const float one = 1.0f;
   if (!s) {
     CUBLAS_CHECK(cublasSgemm(g->blas, ta, tb, m, n, k, &one, A, lda, B, ldb, &beta, C, ldc));
     return;
   }
-  operands o = product_operands(g, s, ta, tb, m, n, k, A, lda, B, ldb);
+  operands o = product_operands(g, s, ta, tb, m, n, k, A, lda, B, ldb, a_weight);
   CUBLAS_CHECK(cublasGemmEx(g->blas, ta, tb, m, n, k, &one, o.a, o.type, lda, o.b, o.type, ldb,
                             &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
@@ -197,7 +200,8 @@ static int lt_product(gpu_ctx *g, cuda_bf16_scratch *s, const char *name, const 
                                                     &found, &n_found),
                 "cublasLtMatmulAlgoGetHeuristic", LT_ANSWERED, "cuBLASLt", gpu_cublas_error_text);
   if (st != CUBLAS_STATUS_SUCCESS || n_found < 1) return 0;
-  operands o = product_operands(g, s, a.ta, a.tb, a.m, a.n, a.k, a.A, a.lda, a.B, a.ldb);
+  /* A is a layer's weight in every cuBLASLt product (forward, DGELU's input gradient) */
+  operands o = product_operands(g, s, a.ta, a.tb, a.m, a.n, a.k, a.A, a.lda, a.B, a.ldb, 1);
   const float one = 1.0f;
   PT_CHECK_CUBLASLT(cublasLtMatmul(g->lt, d.op, &one, o.a, d.a, o.b, d.b, &a.beta,
                                    a.beta != 0.0f ? a.C : a.D, d.c, a.D, d.c, &found.algo,
@@ -222,7 +226,7 @@ static int lt_forward(gpu_ctx *g, cuda_bf16_scratch *s, const char *name,
  *   C(o, n) = sum_i W[o][i] x[n][i] = y[n][o], at y + o + n*No. */
 static void linear_gemm(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float *x,
                         const float *W, int N, int Ni, int No, float beta) {
-  product(g, s, CUBLAS_OP_T, CUBLAS_OP_N, No, N, Ni, W, Ni, x, Ni, beta, y, No);
+  product(g, s, CUBLAS_OP_T, CUBLAS_OP_N, No, N, Ni, W, Ni, x, Ni, beta, y, No, 1);
 }
 
 static void forward(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float *x, const float *W,
@@ -262,7 +266,8 @@ static void forward_residual(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const f
 static void backward_input(gpu_ctx *g, cuda_bf16_scratch *s, float *dx, const float *dy,
                            const float *W, int N, int Ni, int No, int acc) {
   if (N <= 0 || Ni <= 0) return;
-  product(g, s, CUBLAS_OP_N, CUBLAS_OP_N, Ni, N, No, W, Ni, dy, No, acc ? 1.0f : 0.0f, dx, Ni);
+  product(g, s, CUBLAS_OP_N, CUBLAS_OP_N, Ni, N, No, W, Ni, dy, No, acc ? 1.0f : 0.0f, dx, Ni,
+          1);
 }
 
 /* h = x W^T + b and y = gelu(h) in one matmul (GELU_AUX_BIAS), else the two calls. */
@@ -297,7 +302,8 @@ static void backward_input_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *dh, con
 static void backward_weight(gpu_ctx *g, cuda_bf16_scratch *s, float *dW, float *db,
                             const float *dy, const float *x, int N, int Ni, int No) {
   if (N <= 0 || No <= 0) return;
-  if (Ni > 0) product(g, s, CUBLAS_OP_N, CUBLAS_OP_T, Ni, No, N, x, Ni, dy, No, 1.0f, dW, Ni);
+  if (Ni > 0)
+    product(g, s, CUBLAS_OP_N, CUBLAS_OP_T, Ni, No, N, x, Ni, dy, No, 1.0f, dW, Ni, 0);
   if (db) cuda_op_colsum_acc(g, db, dy, N, No);
 }
 

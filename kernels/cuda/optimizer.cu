@@ -3,18 +3,20 @@
  * factors the host computed once for every device (model/optimizer.c: optimizer_update), so a
  * step gives the CPU's bits; the sum of squares in double with a fixed two-pass reduction.
  * Products and sums are written __fmul_rn/__fadd_rn where nvcc would otherwise fuse them into
- * a multiply-add the CPU kernel (built without contraction) does not do. */
+ * a multiply-add the CPU kernel (built without contraction) does not do. w16 (NULL: none)
+ * gets the new weights' bf16 bits in the same pass, the weight copy the products read. */
 #include <math.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/precision.h"
 
 /* CPU op_adamw_step, with keep (1 - lr*wd, or 1) where decay applies (everywhere when
  * decay_mask is NULL; elsewhere p is left as it is, which p * 1 also does):
  *   p *= keep;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g;
  *   p -= step * m / (sqrtf(v) * inv_sqrt_bc2 + eps). */
-__device__ __forceinline__ void adamw_one(float *w, const float *grad, float *m, float *v,
-                                          int64_t i, int decay, float b1, float b2, float eps,
-                                          float step, float inv_sqrt_bc2, float keep) {
+__device__ __forceinline__ void adamw_one(float *w, uint16_t *w16, const float *grad, float *m,
+                                          float *v, int64_t i, int decay, float b1, float b2,
+                                          float eps, float step, float inv_sqrt_bc2, float keep) {
   float p = w[i], g = grad[i];
   if (decay) p *= keep;
   float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(1.0f - b1, g));
@@ -23,33 +25,35 @@ __device__ __forceinline__ void adamw_one(float *w, const float *grad, float *m,
   v[i] = vi;
   p -= __fmul_rn(step, mi) / __fadd_rn(__fmul_rn(sqrtf(vi), inv_sqrt_bc2), eps);
   w[i] = p;
+  if (w16) w16[i] = pt_bf16_bits(p);
 }
 
 static __global__ void __launch_bounds__(PT_THREADS)
-    adamw_kernel(float *w, const float *grad, float *m, float *v, const uint8_t *decay_mask,
-                 int64_t n, float b1, float b2, float eps, float step, float inv_sqrt_bc2,
-                 float keep) {
+    adamw_kernel(float *w, uint16_t *w16, const float *grad, float *m, float *v,
+                 const uint8_t *decay_mask, int64_t n, float b1, float b2, float eps, float step,
+                 float inv_sqrt_bc2, float keep) {
   PT_GRID_LOOP(i, n) {
-    adamw_one(w, grad, m, v, i, !decay_mask || decay_mask[i], b1, b2, eps, step, inv_sqrt_bc2,
+    adamw_one(w, w16, grad, m, v, i, !decay_mask || decay_mask[i], b1, b2, eps, step, inv_sqrt_bc2,
               keep);
   }
 }
 
 /* Block b updates piece chunks[b] (the same operations on each float as adamw_kernel). */
 static __global__ void __launch_bounds__(PT_THREADS)
-    adamw_chunks_kernel(float *w, const float *grad, float *m, float *v,
+    adamw_chunks_kernel(float *w, uint16_t *w16, const float *grad, float *m, float *v,
                         const pt_opt_chunk *chunks, float b1, float b2, float eps, float step,
                         float inv_sqrt_bc2, float keep) {
   const pt_opt_chunk c = chunks[blockIdx.x];
   for (int64_t i = c.offset + threadIdx.x; i < c.offset + c.n; i += blockDim.x)
-    adamw_one(w, grad, m, v, i, c.decay, b1, b2, eps, step, inv_sqrt_bc2, keep);
+    adamw_one(w, w16, grad, m, v, i, c.decay, b1, b2, eps, step, inv_sqrt_bc2, keep);
 }
 
 /* The CPU's op_sgd_step, wd = weight_decay where decay applies (everywhere when decay_mask is
  * NULL), 0 elsewhere:
  *   d = g + wd p;  m = t > 1 ? mu m + d : d;  p -= lr * (mu > 0 ? m : d). */
-__device__ __forceinline__ void sgd_one(float *w, const float *grad, float *momentum, int64_t i,
-                                        float wd, float lr, float mu, int first_step) {
+__device__ __forceinline__ void sgd_one(float *w, uint16_t *w16, const float *grad,
+                                        float *momentum, int64_t i, float wd, float lr, float mu,
+                                        int first_step) {
   float p = w[i];
   float d = __fadd_rn(grad[i], __fmul_rn(wd, p));
   float mi = d;
@@ -59,25 +63,28 @@ __device__ __forceinline__ void sgd_one(float *w, const float *grad, float *mome
   }
   p = __fsub_rn(p, __fmul_rn(lr, mu > 0.0f ? mi : d));
   w[i] = p;
+  if (w16) w16[i] = pt_bf16_bits(p);
 }
 
 static __global__ void __launch_bounds__(PT_THREADS)
-    sgd_kernel(float *w, const float *grad, float *momentum, const uint8_t *decay_mask, int64_t n,
-               float lr, float mu, float weight_decay, int first_step) {
+    sgd_kernel(float *w, uint16_t *w16, const float *grad, float *momentum,
+               const uint8_t *decay_mask, int64_t n, float lr, float mu, float weight_decay,
+               int first_step) {
   PT_GRID_LOOP(i, n) {
     float wd = (!decay_mask || decay_mask[i]) ? weight_decay : 0.0f;
-    sgd_one(w, grad, momentum, i, wd, lr, mu, first_step);
+    sgd_one(w, w16, grad, momentum, i, wd, lr, mu, first_step);
   }
 }
 
 /* Block b updates piece chunks[b] (the same operations on each float as sgd_kernel). */
 static __global__ void __launch_bounds__(PT_THREADS)
-    sgd_chunks_kernel(float *w, const float *grad, float *momentum, const pt_opt_chunk *chunks,
-                      float lr, float mu, float weight_decay, int first_step) {
+    sgd_chunks_kernel(float *w, uint16_t *w16, const float *grad, float *momentum,
+                      const pt_opt_chunk *chunks, float lr, float mu, float weight_decay,
+                      int first_step) {
   const pt_opt_chunk c = chunks[blockIdx.x];
   const float wd = c.decay ? weight_decay : 0.0f;
   for (int64_t i = c.offset + threadIdx.x; i < c.offset + c.n; i += blockDim.x)
-    sgd_one(w, grad, momentum, i, wd, lr, mu, first_step);
+    sgd_one(w, w16, grad, momentum, i, wd, lr, mu, first_step);
 }
 
 static __global__ void __launch_bounds__(PT_THREADS) scale_kernel(float *x, float s, int64_t n) {
@@ -112,21 +119,22 @@ static int sumsq_blocks(int64_t n) {
   return (int)(b < 1 ? 1 : b > CUDA_REDUCE_SCRATCH_DOUBLES ? CUDA_REDUCE_SCRATCH_DOUBLES : b);
 }
 
-extern "C" void cuda_adamw_step(gpu_ctx *g, float *w, const float *grad, float *m, float *v,
-                                const uint8_t *decay_mask, int64_t n, float beta1, float beta2,
-                                float eps, float step, float inv_sqrt_bc2, float keep) {
+extern "C" void cuda_adamw_step(gpu_ctx *g, float *w, uint16_t *w16, const float *grad,
+                                float *m, float *v, const uint8_t *decay_mask, int64_t n,
+                                float beta1, float beta2, float eps, float step,
+                                float inv_sqrt_bc2, float keep) {
   if (n <= 0) return;
-  PT_LAUNCH(adamw_kernel, pt_grid(n), PT_THREADS, 0, g->stream, w, grad, m, v, decay_mask, n, beta1,
-            beta2, eps, step, inv_sqrt_bc2, keep);
+  PT_LAUNCH(adamw_kernel, pt_grid(n), PT_THREADS, 0, g->stream, w, w16, grad, m, v, decay_mask, n,
+            beta1, beta2, eps, step, inv_sqrt_bc2, keep);
   PT_LAUNCH_CHECK();
 }
 
-extern "C" void cuda_sgd_step(gpu_ctx *g, float *w, const float *grad, float *momentum,
-                              const uint8_t *decay_mask, int64_t n, float lr, float mu,
-                              float weight_decay, int first_step) {
+extern "C" void cuda_sgd_step(gpu_ctx *g, float *w, uint16_t *w16, const float *grad,
+                              float *momentum, const uint8_t *decay_mask, int64_t n, float lr,
+                              float mu, float weight_decay, int first_step) {
   if (n <= 0) return;
-  PT_LAUNCH(sgd_kernel, pt_grid(n), PT_THREADS, 0, g->stream, w, grad, momentum, decay_mask, n, lr,
-            mu, weight_decay, first_step);
+  PT_LAUNCH(sgd_kernel, pt_grid(n), PT_THREADS, 0, g->stream, w, w16, grad, momentum, decay_mask,
+            n, lr, mu, weight_decay, first_step);
   PT_LAUNCH_CHECK();
 }
 
@@ -137,22 +145,22 @@ static unsigned chunk_grid(int64_t n_chunks) {
   return (unsigned)n_chunks;
 }
 
-extern "C" void cuda_adamw_chunks(gpu_ctx *g, float *w, const float *grad, float *m, float *v,
-                                  const pt_opt_chunk *chunks, int64_t n_chunks, float beta1,
-                                  float beta2, float eps, float step, float inv_sqrt_bc2,
-                                  float keep) {
+extern "C" void cuda_adamw_chunks(gpu_ctx *g, float *w, uint16_t *w16, const float *grad,
+                                  float *m, float *v, const pt_opt_chunk *chunks, int64_t n_chunks,
+                                  float beta1, float beta2, float eps, float step,
+                                  float inv_sqrt_bc2, float keep) {
   if (n_chunks <= 0) return;
-  PT_LAUNCH(adamw_chunks_kernel, chunk_grid(n_chunks), PT_THREADS, 0, g->stream, w, grad, m, v,
-            chunks, beta1, beta2, eps, step, inv_sqrt_bc2, keep);
+  PT_LAUNCH(adamw_chunks_kernel, chunk_grid(n_chunks), PT_THREADS, 0, g->stream, w, w16, grad, m,
+            v, chunks, beta1, beta2, eps, step, inv_sqrt_bc2, keep);
   PT_LAUNCH_CHECK();
 }
 
-extern "C" void cuda_sgd_chunks(gpu_ctx *g, float *w, const float *grad, float *momentum,
-                                const pt_opt_chunk *chunks, int64_t n_chunks, float lr, float mu,
-                                float weight_decay, int first_step) {
+extern "C" void cuda_sgd_chunks(gpu_ctx *g, float *w, uint16_t *w16, const float *grad,
+                                float *momentum, const pt_opt_chunk *chunks, int64_t n_chunks,
+                                float lr, float mu, float weight_decay, int first_step) {
   if (n_chunks <= 0) return;
-  PT_LAUNCH(sgd_chunks_kernel, chunk_grid(n_chunks), PT_THREADS, 0, g->stream, w, grad, momentum,
-            chunks, lr, mu, weight_decay, first_step);
+  PT_LAUNCH(sgd_chunks_kernel, chunk_grid(n_chunks), PT_THREADS, 0, g->stream, w, w16, grad,
+            momentum, chunks, lr, mu, weight_decay, first_step);
   PT_LAUNCH_CHECK();
 }
 

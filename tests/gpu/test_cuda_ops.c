@@ -32,6 +32,7 @@
 #include "kernels/cuda/kernels_gpu.h"
 #include "kernels/kernels.h"
 #include "kernels/loss.h"
+#include "kernels/precision.h"
 #include "model/model.h"
 #include "model/optimizer.h"
 
@@ -959,7 +960,7 @@ static void test_adamw(int64_t n, int64_t n_decay, int use_mask, float wd) {
     /* the factors as the host computes them for every device (model/optimizer.c) */
     float step = (float)((double)lr / bc1), inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
     float keep = (float)(1.0 - (double)lr * (double)wd);
-    cuda_adamw_step(&G, d_p, d_g, d_m, d_v, d_mask, n, b1, b2, eps, step, inv_sqrt_bc2, keep);
+    cuda_adamw_step(&G, d_p, NULL, d_g, d_m, d_v, d_mask, n, b1, b2, eps, step, inv_sqrt_bc2, keep);
     for (int64_t i = 0; i < n; i++) {
       if (mask[i]) rp[i] *= 1.0 - (double)lr * wd;
       rm[i] = b1 * rm[i] + (1.0 - b1) * g[i];
@@ -994,7 +995,7 @@ static void test_sgd(int64_t n, int64_t n_decay, float mu) {
   for (int t = 1; t <= 3; t++) {
     float *g = hrand(n, -1, 1);
     setf(d_g, g, n);
-    cuda_sgd_step(&G, d_p, d_g, d_m, d_mask, n, lr, mu, wd, t == 1);
+    cuda_sgd_step(&G, d_p, NULL, d_g, d_m, d_mask, n, lr, mu, wd, t == 1);
     for (int64_t i = 0; i < n; i++) {
       double dd = g[i] + (mask[i] ? (double)wd : 0.0) * rp[i];
       rm[i] = t > 1 ? mu * rm[i] + dd : dd;
@@ -1046,8 +1047,8 @@ static void test_optimizer_bits(kernels_gpu *kg, spec_optimizer kind, double mu,
     device_update u = optimizer_update(&c, t, c.lr);
     optimizer_update_tensor(&u, &c, decay);
     differ |= factors_differ(&u);
-    kernels_cpu.optimizer(&kernels_cpu, &u, w, g, m, v, n);
-    kg->table.optimizer(&kg->table, &u, d_w, d_g, d_m, d_v, n);
+    kernels_cpu.optimizer(&kernels_cpu, &u, w, NULL, g, m, v, n);
+    kg->table.optimizer(&kg->table, &u, d_w, NULL, d_g, d_m, d_v, n);
     char op[64];
     snprintf(op, sizeof op, "optimizer step %d w (vs cpu)", t);
     expect_same_bits(op, shape, downf(d_w, n), w, n);
@@ -1065,7 +1066,8 @@ static void test_optimizer_bits(kernels_gpu *kg, spec_optimizer kind, double mu,
  * loop it replaced (kernels_cpu.optimizer per tensor, optimizer_update_tensor's factors), bit
  * for bit, through both tables: tensors with and without decay, one longer than a piece
  * (several pieces), one of a single float, gaps between them (64-byte alignment) holding junk
- * that must stay as it is. Three steps. */
+ * that must stay as it is. Three steps. Both tables also write the bf16 weight copy: each
+ * piece's floats as pt_bf16_bits of the new weights, the gaps' junk left alone. */
 static void test_optimizer_chunks(kernels_gpu *kg, spec_optimizer kind, double mu) {
   char shape[96];
   snprintf(shape, sizeof shape, "%s mu=%g, 5 tensors", kind == SPEC_OPTIMIZER_SGD ? "sgd"
@@ -1088,19 +1090,34 @@ static void test_optimizer_chunks(kernels_gpu *kg, spec_optimizer kind, double m
   float *w1 = hcopy(w, n), *m1 = hcopy(m, n), *v1 = hcopy(v, n); /* the CPU table's chunks */
   float *d_w = upf(w, n), *d_m = upf(m, n), *d_v = upf(v, n), *d_g = dnew(sizeof(float) * n);
   pt_opt_chunk *d_chunks = up(chunks, sizeof chunks);
+  uint16_t *h16 = hnew(sizeof(uint16_t) * (size_t)n), *junk = hnew(sizeof(uint16_t) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) junk[i] = h16[i] = (uint16_t)(0x5a5a + i);
+  uint16_t *d16 = up(h16, sizeof(uint16_t) * (size_t)n);
   for (int t = 1; t <= 3; t++) {
     float *g = hrand(n, -1, 1);
     setf(d_g, g, n);
     device_update u = optimizer_update(&c, t, c.lr);
     for (int i = 0; i < NT; i++) { /* the reference: the loop optimizer_step used to run */
       optimizer_update_tensor(&u, &c, decay[i]);
-      kernels_cpu.optimizer(&kernels_cpu, &u, w + offset[i], g + offset[i], m + offset[i],
+      kernels_cpu.optimizer(&kernels_cpu, &u, w + offset[i], NULL, g + offset[i], m + offset[i],
                             v + offset[i], numel[i]);
     }
     optimizer_update_tensor(&u, &c, 1);
-    kernels_cpu.optimizer_chunks(&kernels_cpu, &u, w1, g, m1, v1, chunks, nc);
-    kg->table.optimizer_chunks(&kg->table, &u, d_w, d_g, d_m, d_v, d_chunks, nc);
+    kernels_cpu.optimizer_chunks(&kernels_cpu, &u, w1, h16, g, m1, v1, chunks, nc);
+    kg->table.optimizer_chunks(&kg->table, &u, d_w, d16, d_g, d_m, d_v, d_chunks, nc);
   }
+  uint16_t *g16 = hnew(sizeof(uint16_t) * (size_t)n);
+  gpu_to_host(&G, g16, d16, sizeof(uint16_t) * (size_t)n);
+  int64_t bad = -1;
+  for (int64_t i = 0, p = 0; i < n && bad < 0; i++) {
+    while (p < nc && chunks[p].offset + chunks[p].n <= i) p++;
+    int in = p < nc && chunks[p].offset <= i;
+    uint16_t want = in ? pt_bf16_bits(w[i]) : junk[i];
+    if (h16[i] != want || g16[i] != want) bad = i;
+  }
+  CHECK(bad < 0, "%s: optimizer_chunks' bf16 copy at %lld: cpu %04x, gpu %04x, want %04x",
+        shape, (long long)bad, bad < 0 ? 0 : h16[bad], bad < 0 ? 0 : g16[bad],
+        bad < 0 ? 0 : (unsigned)pt_bf16_bits(w[bad]));
   expect_same_bits("optimizer_chunks cpu w (vs per tensor)", shape, w1, w, n);
   expect_same_bits("optimizer_chunks cpu m (vs per tensor)", shape, m1, m, n);
   expect_same_bits("optimizer_chunks gpu w (vs per tensor)", shape, downf(d_w, n), w, n);
@@ -1301,6 +1318,51 @@ static void test_tables(kernels_gpu *kg) {
 
 /* ---- train.precision ---------------------------------------------------------------------- */
 
+/* Buffers of the table's device (gpu) or the host. */
+static void to_table(int gpu, void *dst, const void *src, size_t bytes) {
+  if (gpu) gpu_to_device(&G, dst, src, bytes);
+  else memcpy(dst, src, bytes);
+}
+static float *from_table(int gpu, const float *src, int64_t n) {
+  if (gpu) return downf(src, n);
+  return hcopy(src, n);
+}
+
+/* A bf16 table's weight_copy entry (the GPU's, the CPU's oneDNN one): with W's copy registered
+ * the forward and input-gradient products read it and give the bits converting W gives; a wrong
+ * copy changes them (so it is read); forgotten, W is converted again. */
+static void test_weight_copy(const pt_kernels *k, const char *shape, float *y, const float *x,
+                             const float *W, const float *b, float *dx, const float *dy, int N,
+                             int Ni, int No, int gpu) {
+  int64_t nx = (int64_t)N * Ni, ny = (int64_t)N * No, nw = (int64_t)No * Ni;
+  char what[160];
+  snprintf(what, sizeof what, "%s %s", shape, gpu ? "gpu" : "cpu");
+  k->linear_forward(k, y, x, W, b, N, Ni, No);
+  k->linear_backward_input(k, dx, dy, W, N, Ni, No, 0);
+  float *want_y = from_table(gpu, y, ny), *want_dx = from_table(gpu, dx, nx);
+  uint16_t *copy = gpu ? dnew(sizeof(uint16_t) * (size_t)nw) : hnew(sizeof(uint16_t) * (size_t)nw);
+  k->pack_bf16(k, copy, W, nw);
+  k->weight_copy(k, W, copy, nw);
+  k->linear_forward(k, y, x, W, b, N, Ni, No);
+  expect_same_bits("weight copy linear_forward", what, from_table(gpu, y, ny), want_y, ny);
+  k->linear_backward_input(k, dx, dy, W, N, Ni, No, 0);
+  expect_same_bits("weight copy linear_backward_input", what, from_table(gpu, dx, nx), want_dx,
+                   nx);
+  uint16_t *zeros = hnew(sizeof(uint16_t) * (size_t)nw);
+  memset(zeros, 0, sizeof(uint16_t) * (size_t)nw);
+  to_table(gpu, copy, zeros, sizeof(uint16_t) * (size_t)nw);
+  k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+  float *got = from_table(gpu, y, ny);
+  int64_t nonzero = 0;
+  for (int64_t i = 0; i < ny; i++) nonzero += got[i] != 0.0f;
+  CHECK(nonzero == 0, "%s: a zero weight copy gave %lld nonzero outputs: the copy is not read",
+        what, (long long)nonzero);
+  k->weight_copy(k, W, NULL, 0);
+  k->linear_forward(k, y, x, W, b, N, Ni, No);
+  expect_same_bits("weight copy forgotten: linear_forward", what, from_table(gpu, y, ny), want_y,
+                   ny);
+}
+
 /* The GPU table set to tf32 or bf16 against the CPU's table for the same precision: the same
  * products of rounded operands (CPU: rounded copies and sgemm; GPU: cublasGemmEx on bf16, or
  * the handle's TF32 math), so they agree as float32 products do (TOL_DEFAULT); the bf16 entries
@@ -1360,6 +1422,8 @@ static void test_precision_table(kernels_gpu *kg, pt_precision p, int N, int Ni,
     float *yr = downf(d_y, ny), *back = downf(d_dx, nx);
     ck->round_bf16(ck, yr, ny);
     expect_same_bits("pack_bf16 + unpack_bf16", shape, back, yr, ny < nx ? ny : nx);
+    test_weight_copy(gk, shape, d_y, d_x, d_W, d_b, d_dx, d_dy, N, Ni, No, 1);
+    if (ck->weight_copy) test_weight_copy(ck, shape, yc, x, W, b, dxc, dy, N, Ni, No, 0);
   }
   kernels_gpu_set_precision(kg, PT_PRECISION_FP32);
   scope_end();

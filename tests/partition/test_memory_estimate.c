@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "engine/train.h"
+#include "kernels/precision.h"
 #include "test_util.h"
 
 /* The data and training settings of the token models below. */
@@ -355,6 +356,51 @@ static int bf16_cases(const char *device) {
   return 0;
 }
 
+/* --- train.precision bf16: the weight copy ---------------------------------------------------- */
+
+/* The model's bf16 weight copy (model/model.h's params_bf16): allocated exactly when the plan
+ * counts it (weight_copy, params / 2), measured by the tracker, and holding the parameters'
+ * bf16 bits once allocated. */
+static void weight_copy_case(void) {
+  static const char *const bf16[] = {"train.precision=bf16"};
+  pt_spec s;
+  if (load(&s, GPT, bf16, 1) != 0) return;
+  pt_model m;
+  spec_errors e = {0};
+  if (model_configure(&m, &s, &e) != 0) {
+    CHECK(0, "weight copy: %s", e.msg);
+    spec_free(&s);
+    return;
+  }
+  pt_stage_memory planned, est;
+  memory_estimate_stage(&m, 0, m.n_layers, 1, &planned);
+  device_set_precision(device_current(), SPEC_PRECISION_BF16);
+  size_t before = pt_mem_current();
+  model_alloc(&m, 0, m.n_layers);
+  size_t measured = pt_mem_current() - before;
+  memory_estimate_stage(&m, 0, m.n_layers, 1, &est);
+  int64_t copy = m.params_bf16 ? 2 * m.n_floats : 0;
+  printf("weight copy: %s, %lld bytes planned, %lld allocated\n",
+         m.params_bf16 ? "used" : "not used (emulated bf16 products)",
+         (long long)planned.weight_copy, (long long)copy);
+  CHECK(planned.weight_copy == copy && est.weight_copy == copy,
+        "weight copy: planned %lld before allocation, %lld after; allocated %lld",
+        (long long)planned.weight_copy, (long long)est.weight_copy, (long long)copy);
+  CHECK(measured >= (size_t)(est.params + est.grads + copy) &&
+            measured < (size_t)(est.params + est.grads + copy + 3 * 64),
+        "weight copy: model_alloc took %zu bytes, the plan's params + grads + copy %lld",
+        measured, (long long)(est.params + est.grads + copy));
+  int64_t stale = -1;
+  for (int64_t i = 0; m.params_bf16 && i < m.n_floats && stale < 0; i++)
+    if (m.params_bf16[i] != pt_bf16_bits(m.params[i])) stale = i;
+  CHECK(stale < 0, "weight copy: element %lld is not the parameter's bf16 bits", (long long)stale);
+  model_free(&m);
+  device_set_precision(device_current(), SPEC_PRECISION_FP32);
+  CHECK(pt_mem_current() == before, "weight copy: %zd tracked bytes left after model_free",
+        (ssize_t)(pt_mem_current() - before));
+  spec_free(&s);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) { /* a device's bf16 storage only: `gpu` in the emulator build, `emulated` */
     make_data();
@@ -405,6 +451,7 @@ int main(int argc, char **argv) {
   slice_case("mlp middle", g_mlp, NULL, 0, 2, 6, 3, 2);
   bf16_cases("cpu");
   bf16_cases("emulated");
+  weight_copy_case();
   remove(g_f32_path);
   return test_summary("memory_estimate");
 }

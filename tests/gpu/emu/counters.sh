@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# counters.sh PIPE_TRAIN: what one training step asks of the (emulated) GPU, from the CUDA
-# emulator's counters (PT_EMU_COUNTERS, tests/gpu/emu/emu.h): kernel launches, cuBLAS products,
-# host-device synchronisations and bytes copied each way, per step and per stage, for
-# tests/pipeline/gate.yaml sequential and in 2 stages (comm.backend: mpi). A step's counts are
-# the difference between runs of 4 and 2 steps, halved: start-up and the end are left out.
+# counters.sh PIPE_TRAIN [--set K=V ...]: what one training step asks of the (emulated) GPU,
+# from the CUDA emulator's counters (PT_EMU_COUNTERS, tests/gpu/emu/emu.h): kernel launches,
+# cuBLAS products, host-device synchronisations and bytes copied each way, per step and per
+# stage, for tests/pipeline/gate.yaml sequential and in 2 stages (comm.backend: mpi), with the
+# settings given (e.g. --set train.precision=bf16). A step's counts are the difference between
+# runs of 4 and 2 steps, halved: start-up and the end are left out.
 #
 # The target it checks (issue 16): at most 3 host-device synchronisations per step, sequential
 # and on each pipeline stage, outside the transport. The emulator says where each wait was
@@ -14,12 +15,14 @@
 # table, the device) counts. Fails when a run fails, a step does nothing, or the target is
 # missed.
 pipe_train=$(realpath "$1")
+shift
+extra=("$@")
 source "$(dirname "$0")/../../lib.sh"
 run() { # NAME NP STEPS SETTINGS...: appends each rank's counter line to $work/NAME.STEPS
   local name=$1 np=$2 steps=$3
   shift 3
   local cmd=("$pipe_train" tests/pipeline/gate.yaml --quiet --set pipeline.device=gpu
-             --set train.steps="$steps" "$@")
+             --set train.steps="$steps" "${extra[@]}" "$@")
   if [[ $np == 0 ]]; then
     PT_EMU_COUNTERS="$work/$name.$steps" "${cmd[@]}" --sequential >/dev/null
   else
