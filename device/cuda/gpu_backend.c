@@ -68,7 +68,7 @@ static void g_zero(pt_device *d, void *p, size_t bytes) {
 }
 
 static void g_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
-  gpu_cost_note("cudaMemcpyAsync d2d", 0.0, 0.0, 2.0 * (double)bytes);
+  gpu_cost_note("cudaMemcpyAsync:d2d", 0.0, 0.0, 2.0 * (double)bytes);
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx(d)->stream));
 }
 

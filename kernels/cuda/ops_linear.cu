@@ -62,13 +62,13 @@ static int64_t extent(int rows, int cols, int ld) { return (int64_t)(cols - 1) *
 typedef struct {
   const char *fp32, *tf32, *bf16;
 } product_names;
-static const product_names k_fwd = {"cublasSgemm fwd", "cublasSgemm tf32 fwd",
-                                    "cublasGemmEx bf16 fwd"};
-static const product_names k_bwd_input = {"cublasSgemm bwd_input", "cublasSgemm tf32 bwd_input",
-                                          "cublasGemmEx bf16 bwd_input"};
-static const product_names k_bwd_weight = {"cublasSgemm bwd_weight",
-                                           "cublasSgemm tf32 bwd_weight",
-                                           "cublasGemmEx bf16 bwd_weight"};
+static const product_names k_fwd = {"cublasSgemm:fwd", "cublasSgemm_tf32:fwd",
+                                    "cublasGemmEx_bf16:fwd"};
+static const product_names k_bwd_input = {"cublasSgemm:bwd_input", "cublasSgemm_tf32:bwd_input",
+                                          "cublasGemmEx_bf16:bwd_input"};
+static const product_names k_bwd_weight = {"cublasSgemm:bwd_weight",
+                                           "cublasSgemm_tf32:bwd_weight",
+                                           "cublasGemmEx_bf16:bwd_weight"};
 
 /* A product's cost: 2 m n k FLOPs, on tensor cores for bf16 and TF32 (the handle's math mode,
  * kernels_gpu_set_precision), on the ordinary cores for pedantic float32; A and B read once at

@@ -59,7 +59,7 @@ extern "C" void cuda_op_add_inplace(gpu_ctx *g, float *y, const float *a, int64_
 
 extern "C" void cuda_op_copy(gpu_ctx *g, float *y, const float *x, int64_t n) {
   if (n <= 0 || y == x) return;
-  gpu_cost_note("cudaMemcpyAsync d2d", 0.0, 0.0, 8.0 * (double)n);
+  gpu_cost_note("cudaMemcpyAsync:d2d", 0.0, 0.0, 8.0 * (double)n);
   CUDA_CHECK(cudaMemcpyAsync(y, x, sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice,
                              g->stream));
 }
