@@ -95,12 +95,18 @@ PY
 : > "$work/raw"
 echo "$(basename "$spec") bf16 on $gpu, $rounds rounds alternating (seq, 2stage, torch):"
 for ((r = 1; r <= rounds; r++)); do
-  "$bin" "$spec" --sequential "${common[@]}" --metrics "$work/seq.jsonl" >/dev/null &&
+  if "$bin" "$spec" --sequential "${common[@]}" --metrics "$work/seq.jsonl" >/dev/null; then
     echo "seq $(median_ms "$work/seq.jsonl")" >> "$work/raw"
-  mpirun -np 2 --oversubscribe "$bin" "$spec" "${common[@]}" "${two_stage[@]}" \
-    --metrics "$work/two.jsonl" >/dev/null && echo "2stage $(median_ms "$work/two.jsonl")" >> "$work/raw"
-  "$py" "$root/bench/torch_gpt.py" "$spec" --device "$torch_device" --precision bf16 --compile \
-    > "$work/torch.json" && echo "torch $(tail -1 "$work/torch.json")" >> "$work/raw"
+  else echo "round $r: pipe_train --sequential failed (exit $?)"; fi
+  if mpirun -np 2 --oversubscribe "$bin" "$spec" "${common[@]}" "${two_stage[@]}" \
+      --metrics "$work/two.jsonl" >/dev/null; then
+    echo "2stage $(median_ms "$work/two.jsonl")" >> "$work/raw"
+  else echo "round $r: pipe_train in 2 stages failed (exit $?)"; fi
+  if "$py" "$root/bench/torch_gpt.py" "$spec" --device "$torch_device" --precision bf16 \
+      --compile > "$work/torch.json"; then
+    echo "torch $(tail -1 "$work/torch.json")" >> "$work/raw"
+  else echo "round $r: bench/torch_gpt.py --compile failed (exit $?)"; fi
+  [[ -s $work/raw ]] || { echo "bench/gpu_targets.sh: no run succeeded" >&2; exit 1; }
   echo "after round $r:"
   summary
 done

@@ -131,20 +131,29 @@ t=$SECONDS
 py=${PT_TORCH_VENV:-/opt/torch/.venv}/bin/python
 [[ -x $py ]] || py=python3
 export PYTHONPATH=$PT_KIT/py${PYTHONPATH:+:$PYTHONPATH} # PyYAML, where the venv lacks it
+have_torch() { # PHASE: true when $py has torch and yaml, else PHASE's row says why not
+  "$py" -c 'import torch, yaml' 2>/dev/null && return 0
+  if [[ $dry == 1 ]]; then row "$1" skip 0 "$py has no torch (dry)"
+  else row "$1" FAIL 0 "$py has no torch or yaml"; fi
+  return 1
+}
+# SCRIPT LOG DRY_SECONDS SECONDS ROUNDS: bench/SCRIPT under a timeout, on the CPU with the tiny
+# gate model for one round (dry), else on GPT-2 small on the GPU; its exit status
+run_bench() {
+  if [[ $dry == 1 ]]; then
+    PT_BENCH_DEVICE=cpu PIPE_TRAIN=$pt PYTHON=$py timeout "$3" bash "bench/$1" \
+      tests/pipeline/gate.yaml 1 > "$out/$2" 2>&1
+  else
+    GPU_ROOFLINE=$PT_KIT/build/gpu_roofline PIPE_TRAIN=$pt PYTHON=$py timeout "$4" \
+      bash "bench/$1" bench/gpt2_small.yaml "$5" > "$out/$2" 2>&1
+  fi
+}
 if [[ $bench == 0 ]]; then
   row bench skip 0 "--no-bench"
-elif ! "$py" -c 'import torch, yaml' 2>/dev/null; then
-  if [[ $dry == 1 ]]; then row bench skip 0 "$py has no torch (dry)"
-  else row bench FAIL 0 "$py has no torch or yaml"; fi
+elif ! have_torch bench; then
+  :
 else
-  if [[ $dry == 1 ]]; then
-    PT_BENCH_DEVICE=cpu PIPE_TRAIN=$pt PYTHON=$py timeout "${PT_CHECK_DRY_BENCH_S:-600}" bash bench/gpu_vs_torch.sh \
-      tests/pipeline/gate.yaml 1 > "$out/bench.log" 2>&1
-  else
-    PIPE_TRAIN=$pt PYTHON=$py timeout 180 bash bench/gpu_vs_torch.sh bench/gpt2_small.yaml \
-      "${PT_CHECK_BENCH_ROUNDS:-1}" \
-      > "$out/bench.log" 2>&1
-  fi
+  run_bench gpu_vs_torch.sh bench.log "${PT_CHECK_DRY_BENCH_S:-600}" 180 "${PT_CHECK_BENCH_ROUNDS:-1}"
   rc=$?
   if [[ $rc == 0 ]]; then row bench ok $((SECONDS - t)) "bench.log"
   else row bench FAIL $((SECONDS - t)) "exit $rc (bench.log)"; fi
@@ -159,18 +168,10 @@ if [[ $targets == 0 ]]; then
   row targets skip 0 "--no-targets"
 elif [[ $box -lt 45 ]]; then
   row targets skip 0 "$left s left of the run's ${PT_CHECK_DEADLINE_S:-540} s"
-elif ! "$py" -c 'import torch, yaml' 2>/dev/null; then
-  if [[ $dry == 1 ]]; then row targets skip 0 "$py has no torch (dry)"
-  else row targets FAIL 0 "$py has no torch or yaml"; fi
+elif ! have_torch targets; then
+  :
 else
-  if [[ $dry == 1 ]]; then
-    PT_BENCH_DEVICE=cpu PIPE_TRAIN=$pt PYTHON=$py timeout "$box" bash bench/gpu_targets.sh \
-      tests/pipeline/gate.yaml 1 > "$out/targets.log" 2>&1
-  else
-    GPU_ROOFLINE=$PT_KIT/build/gpu_roofline PIPE_TRAIN=$pt PYTHON=$py timeout "$box" \
-      bash bench/gpu_targets.sh bench/gpt2_small.yaml "${PT_CHECK_TARGETS_ROUNDS:-2}" \
-      > "$out/targets.log" 2>&1
-  fi
+  run_bench gpu_targets.sh targets.log "$box" "$box" "${PT_CHECK_TARGETS_ROUNDS:-2}"
   rc=$?
   got=$(grep '^targets:' "$out/targets.log" | tail -1)
   rounds_done=$(grep -c '^after round' "$out/targets.log")
