@@ -2,6 +2,9 @@
 """tests/gpu/roofline_check.py GPU_ROOFLINE: the GPU cost ledger (kernels/cuda/cost.h) and the
 roofline bench (bench/gpu_roofline.c) on tests/gpu/roofline_tiny.yaml, so neither drifts:
 
+0. every launch site of kernels/cuda/*.cu notes its cost: a PT_LAUNCH( or a cuBLAS/cuDNN call
+   has a gpu_cost_note( (or a *_note( helper) in the lines before it in its function, or is a
+   PT_LAUNCH_COSTED;
 1. the ledger under PT_EMU_COUNT_ONLY (nothing runs) equals the ledger of the same step with
    the kernels run (--execute): the counts depend on the shapes only;
 2. the bench's scaling in blocks (from runs at 1 and 2 blocks) equals the direct run at 3;
@@ -11,7 +14,9 @@ roofline bench (bench/gpu_roofline.c) on tests/gpu/roofline_tiny.yaml, so neithe
 4. the report has its lines (the table, both GPUs' floors and MFU, the launch overhead).
 Run from the repository root. Exits non-zero on any failed check; 77 (skipped) where a build
 for real GPUs finds none."""
+import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -30,6 +35,27 @@ def check(ok, what):
 
 def close(a, b, what, rel=1e-12):
     check(abs(a - b) <= rel * max(abs(a), abs(b), 1.0), f"{what}: {a!r} != {b!r}")
+
+
+# A call that does device work: a launch, or a library product/attention call.
+LAUNCH = re.compile(r"\bPT_LAUNCH\(|\bcublas(Lt)?[A-Z]\w*\(|\bcudnn[A-Z]\w*\(")
+NOT_WORK = re.compile(r"cublas(Lt)?(Create|Destroy|Set|Get)\w*\(|cudnn(Create|Destroy|Set|Get)\w*\(")
+
+
+def launch_sites_noted():
+    for path in sorted(glob.glob("kernels/cuda/*.cu")) + sorted(glob.glob("kernels/cuda/*.cpp")):
+        lines = open(path).read().split("\n")
+        for i, line in enumerate(lines):
+            code = line.split("//")[0]
+            if not LAUNCH.search(code) or NOT_WORK.search(code) or "#define" in code:
+                continue
+            start = i
+            while start > 0 and not lines[start - 1].startswith("}"):  # back to the function's top
+                start -= 1
+            before = "\n".join(lines[start:i])
+            check("gpu_cost_note(" in before or re.search(r"\w_note\(", before),
+                  f"{path}:{i + 1}: a launch with no cost noted before it (kernels/cuda/cost.h: "
+                  f"PT_LAUNCH_COSTED, or gpu_cost_note beside it)")
 
 
 def run(binary, *args, env_extra=None):
@@ -94,6 +120,7 @@ def report_lines(text):
 
 def main():
     binary = sys.argv[1]
+    launch_sites_noted()
     counted = ledger(run(binary, "--direct", "--raw"))
     executed = ledger(run(binary, "--direct", "--raw", "--execute"))
     same_ledger(counted, executed, "count-only against executed")
