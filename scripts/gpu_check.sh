@@ -137,7 +137,7 @@ have_torch() { # PHASE: true when $py has torch and yaml, else PHASE's row says 
   else row "$1" FAIL 0 "$py has no torch or yaml"; fi
   return 1
 }
-# SCRIPT LOG DRY_SECONDS SECONDS ROUNDS: bench/SCRIPT under a timeout, on the CPU with the tiny
+# SCRIPT LOG DRY_SECONDS SECONDS ROUNDS: the bench script SCRIPT under a timeout, on the CPU with the tiny
 # gate model for one round (dry), else on GPT-2 small on the GPU; its exit status
 run_bench() {
   if [[ $dry == 1 ]]; then
