@@ -137,8 +137,8 @@ have_torch() { # PHASE: true when $py has torch and yaml, else PHASE's row says 
   else row "$1" FAIL 0 "$py has no torch or yaml"; fi
   return 1
 }
-# SCRIPT LOG DRY_SECONDS SECONDS ROUNDS: the bench script SCRIPT under a timeout, on the CPU with the tiny
-# gate model for one round (dry), else on GPT-2 small on the GPU; its exit status
+# SCRIPT LOG DRY_SECONDS SECONDS ROUNDS: the bench script SCRIPT under a timeout, on the CPU
+# with the tiny gate model for one round (dry), else on GPT-2 small on the GPU; its exit status
 run_bench() {
   if [[ $dry == 1 ]]; then
     PT_BENCH_DEVICE=cpu PIPE_TRAIN=$pt PYTHON=$py timeout "$3" bash "bench/$1" \
