@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# scripts/gpu_check.sh [--dry] [--no-bench] [OUTDIR]: the one command for a bare GPU machine
-# (docs/gpu.md, "Running on a real GPU"). Run from the repository root with the kit of
-# scripts/gpu_kit.sh beside it (kit/, or pipetrain-kit.tar.gz, unpacked here when kit/ is
-# absent). Phases, each under its own timeout, at most about 7.5 minutes in all, logs in OUTDIR (default
+# scripts/gpu_check.sh [--dry] [--no-bench] [--no-targets] [OUTDIR]: the one command for a bare
+# GPU machine (docs/gpu.md, "Running on a real GPU"). Run from the repository root with the kit
+# of scripts/gpu_kit.sh beside it (kit/, or pipetrain-kit.tar.gz, unpacked here when kit/ is
+# absent). Phases, each under its own timeout, at most about 7.5 minutes until the targets phase,
+# which takes what is left of 9 minutes (inside a device call's 10), logs in OUTDIR (default
 # $OUT, else gpu-check/) as they go, a table printed last; exits 1 when a phase failed:
 #   machine   GPU, driver, nvcc, PyTorch, which CUDA libraries the kit's programs load
 #   ctest     every gpu_ test of the kit on the device; a skip counts as a failure
@@ -11,17 +12,25 @@
 #             1f1b, zbv, tied weights, checkpointing, bf16
 #   bench     bench/gpu_vs_torch.sh on bench/gpt2_small.yaml, 1 round (PT_CHECK_BENCH_ROUNDS;
 #             --no-bench: skipped): the rows written before a timeout stay in bench.log
+#   targets   issue 26's targets, bench/gpu_targets.sh on bench/gpt2_small.yaml: bf16
+#             --sequential, 2 stages on the one GPU and torch.compile, alternated
+#             (PT_CHECK_TARGETS_ROUNDS, default 2), beside bench/gpu_roofline's prediction; last,
+#             in the time left until PT_CHECK_DEADLINE_S (default 540) seconds from the start, at
+#             most PT_CHECK_TARGETS_S (150); skipped under 45 s left or with --no-targets; the
+#             rounds done before the time box stay in targets.log
 #   counters  skipped: the emulator's counters need the emulator's build (tests/gpu/emu/counters.sh)
 # --dry: the same phases where there is no GPU (what tests/kit/kit_check.sh runs in a bare
 # Debian): the gates on the cpu device, the gpu_ tests may skip, the benchmark on the CPU with
 # tests/pipeline/gate.yaml (the tiny gate model) for 1 round (skipped where python3 has no torch).
 set -uo pipefail
-dry=0 bench=1
+dry=0 bench=1 targets=1
 while [[ ${1:-} == --* ]]; do
   case $1 in
     --dry) dry=1 ;;
     --no-bench) bench=0 ;;
-    *) echo "gpu_check.sh: unknown option $1; use [--dry] [--no-bench] [OUTDIR]" >&2; exit 2 ;;
+    --no-targets) targets=0 ;;
+    *) echo "gpu_check.sh: unknown option $1; use [--dry] [--no-bench] [--no-targets] [OUTDIR]" >&2
+       exit 2 ;;
   esac
   shift
 done
@@ -122,23 +131,55 @@ t=$SECONDS
 py=${PT_TORCH_VENV:-/opt/torch/.venv}/bin/python
 [[ -x $py ]] || py=python3
 export PYTHONPATH=$PT_KIT/py${PYTHONPATH:+:$PYTHONPATH} # PyYAML, where the venv lacks it
+have_torch() { # PHASE: true when $py has torch and yaml, else PHASE's row says why not
+  "$py" -c 'import torch, yaml' 2>/dev/null && return 0
+  if [[ $dry == 1 ]]; then row "$1" skip 0 "$py has no torch (dry)"
+  else row "$1" FAIL 0 "$py has no torch or yaml"; fi
+  return 1
+}
+# SCRIPT LOG DRY_SECONDS SECONDS ROUNDS: the bench script SCRIPT under a timeout, on the CPU
+# with the tiny gate model for one round (dry), else on GPT-2 small on the GPU; its exit status
+run_bench() {
+  if [[ $dry == 1 ]]; then
+    PT_BENCH_DEVICE=cpu PIPE_TRAIN=$pt PYTHON=$py timeout "$3" bash "bench/$1" \
+      tests/pipeline/gate.yaml 1 > "$out/$2" 2>&1
+  else
+    GPU_ROOFLINE=$PT_KIT/build/gpu_roofline PIPE_TRAIN=$pt PYTHON=$py timeout "$4" \
+      bash "bench/$1" bench/gpt2_small.yaml "$5" > "$out/$2" 2>&1
+  fi
+}
 if [[ $bench == 0 ]]; then
   row bench skip 0 "--no-bench"
-elif ! "$py" -c 'import torch, yaml' 2>/dev/null; then
-  if [[ $dry == 1 ]]; then row bench skip 0 "$py has no torch (dry)"
-  else row bench FAIL 0 "$py has no torch or yaml"; fi
+elif ! have_torch bench; then
+  :
 else
-  if [[ $dry == 1 ]]; then
-    PT_BENCH_DEVICE=cpu PIPE_TRAIN=$pt PYTHON=$py timeout "${PT_CHECK_DRY_BENCH_S:-600}" bash bench/gpu_vs_torch.sh \
-      tests/pipeline/gate.yaml 1 > "$out/bench.log" 2>&1
-  else
-    PIPE_TRAIN=$pt PYTHON=$py timeout 180 bash bench/gpu_vs_torch.sh bench/gpt2_small.yaml \
-      "${PT_CHECK_BENCH_ROUNDS:-1}" \
-      > "$out/bench.log" 2>&1
-  fi
+  run_bench gpu_vs_torch.sh bench.log "${PT_CHECK_DRY_BENCH_S:-600}" 180 "${PT_CHECK_BENCH_ROUNDS:-1}"
   rc=$?
   if [[ $rc == 0 ]]; then row bench ok $((SECONDS - t)) "bench.log"
   else row bench FAIL $((SECONDS - t)) "exit $rc (bench.log)"; fi
+fi
+
+# targets: the issue's measurements beside the roofline's, in what is left of the run's budget
+t=$SECONDS
+left=$((${PT_CHECK_DEADLINE_S:-540} - (SECONDS - start)))
+box=${PT_CHECK_TARGETS_S:-150}
+[[ $left -lt $box ]] && box=$left
+if [[ $targets == 0 ]]; then
+  row targets skip 0 "--no-targets"
+elif [[ $box -lt 45 ]]; then
+  row targets skip 0 "$left s left of the run's ${PT_CHECK_DEADLINE_S:-540} s"
+elif ! have_torch targets; then
+  :
+else
+  run_bench gpu_targets.sh targets.log "$box" "$box" "${PT_CHECK_TARGETS_ROUNDS:-2}"
+  rc=$?
+  got=$(grep '^targets:' "$out/targets.log" | tail -1)
+  rounds_done=$(grep -c '^after round' "$out/targets.log")
+  if [[ $rc == 0 || ( $rc == 124 && -n $got ) ]]; then
+    row targets ok $((SECONDS - t)) "$rounds_done round(s)$([[ $rc == 124 ]] && echo ", time box ${box} s"): ${got#targets: } (targets.log)"
+  else
+    row targets FAIL $((SECONDS - t)) "exit $rc (targets.log)"
+  fi
 fi
 
 row counters skip 0 "the emulator's counters need its build (ctest -R gpu_emu_counters in build-gpuemu); the real run has none without a profiler"

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "device/device.h"
 #include "device/gpu_backend.h"
+#include "kernels/cuda/cost.h"
 #include "kernels/cuda/gpu.h"
 #include "kernels/cuda/kernels_gpu.h"
 #include "kernels/cuda/staging.h"
@@ -62,10 +63,12 @@ static void g_download(pt_device *d, void *dst, const void *src, size_t bytes) {
 }
 
 static void g_zero(pt_device *d, void *p, size_t bytes) {
+  gpu_cost_note("cudaMemsetAsync", 0.0, 0.0, (double)bytes);
   CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, ctx(d)->stream));
 }
 
 static void g_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
+  gpu_cost_note("cudaMemcpyAsync:d2d", 0.0, 0.0, 2.0 * (double)bytes);
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx(d)->stream));
 }
 

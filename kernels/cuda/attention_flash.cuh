@@ -68,6 +68,14 @@ static inline dim3 flash_grid(int B, int T, int H, int BT) {
   return dim3((unsigned)(B * H), (unsigned)tiles);
 }
 
+/* The scores a pass over heads x causal tiles computes: B H n(n+1)/2 tiles of BT x BT, n the
+ * tiles of T (the diagonal tiles whole; a document mask skips tiles, not counted). The
+ * kernels' scalar FMAs (2 FLOPs) per score and head dim are counted on it, for the ledger. */
+static inline double flash_scores_visited(int B, int T, int H, int BT) {
+  const double n = (T + BT - 1) / BT;
+  return (double)B * H * n * (n + 1) / 2 * BT * BT;
+}
+
 /* Rows r0 .. r0 + BT - 1 of a [*, ld] matrix, columns col .. col + hd - 1, into tile[BT][LD];
  * rows at or past T read as 0 (so a partial tile multiplies zeros). Every thread of the block
  * calls it; the caller synchronises before reading the tile. */

@@ -106,6 +106,12 @@ static __global__ void __launch_bounds__(PT_THREADS)
   if (threadIdx.x == 0) *out = accumulate ? *out + s : s;
 }
 
+/* pt_sum_partials_kernel's cost: count partials read and added, the double out read and
+ * written. */
+static inline pt_cost pt_cost_sum_partials(int64_t count) {
+  return pt_cost_of(0.0, (double)count, 8.0 * count + 16.0);
+}
+
 /* Column reductions over x[N,D] (colsum_acc, LayerNorm's weight gradient) cut the rows into
  * chunks so that a narrow D still fills the GPU: block (column group of 32, chunk) writes its
  * chunk's column sums into scratch, and pt_chunk_sum_kernel adds the chunks in chunk order
@@ -125,6 +131,16 @@ static inline int pt_col_chunks(int N, int D, int parts) {
 }
 /* Rows per chunk for a chunk count from pt_col_chunks (the last chunk may be shorter). */
 static inline int pt_col_chunk_rows(int N, int chunks) { return (N + chunks - 1) / chunks; }
+
+/* Bytes a column reduction's first pass writes for `parts` sums of D columns: the partials of
+ * its chunks, or (one chunk) the accumulators, read and written. */
+static inline double pt_col_out_bytes(int D, int chunks, int parts) {
+  return chunks == 1 ? 8.0 * D * parts : 4.0 * chunks * D * parts;
+}
+/* pt_chunk_sum_kernel's cost: the chunks' partials read, each accumulator read and written. */
+static inline pt_cost pt_cost_chunk_sum(int chunks, int D, int parts) {
+  return pt_cost_of(0.0, (double)chunks * D * parts, 4.0 * ((double)chunks * D + 2.0 * D) * parts);
+}
 
 /* acc0[c] += sum over chunks r in order of part[r D + c]; and acc1 (when not NULL) likewise
  * from the second array, part + chunks D. Thread per column. */

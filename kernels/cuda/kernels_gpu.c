@@ -2,6 +2,7 @@
  * the table's gpu_ctx. */
 #include "kernels/cuda/kernels_gpu.h"
 
+#include "kernels/cuda/cost.h"
 #include "kernels/cuda/ops_cuda.h"
 
 static kernels_gpu *state(const pt_kernels *k) { return k->ctx; }
@@ -227,6 +228,7 @@ static double loss(const pt_kernels *k, pt_loss_kind kind, const float *y, const
     kg->targets_bytes = target_bytes;
   }
   gpu_staged_to_device(kg->g, &kg->staging, kg->targets, targets, target_bytes); /* no wait */
+  gpu_cost_note("cudaMemsetAsync", 0.0, 0.0, sizeof(double));
   CUDA_CHECK(cudaMemsetAsync(kg->sum, 0, sizeof(double), kg->g->stream));
   if (kind == LOSS_CROSS_ENTROPY)
     cuda_loss_cross_entropy(kg->g, dy, kg->sum, y, kg->targets, N, F, s, kg->reduce);
@@ -266,6 +268,7 @@ static double sumsq(const pt_kernels *k, const float *x, int64_t n) {
 
 static int all_finite(const pt_kernels *k, const float *x, int64_t n) {
   int bad = 0;
+  gpu_cost_note("cudaMemsetAsync", 0.0, 0.0, sizeof(int));
   CUDA_CHECK(cudaMemsetAsync(state(k)->flag, 0, sizeof(int), ctx(k)->stream));
   cuda_check_finite(ctx(k), state(k)->flag, x, n);
   gpu_to_host(ctx(k), &bad, state(k)->flag, sizeof bad);

@@ -1,5 +1,6 @@
 /* kernels/cuda/launch.cuh: PT_LAUNCH(kernel, grid, block, smem, stream, args...), the one way the
- * .cu files launch a kernel.
+ * .cu files launch a kernel, and PT_LAUNCH_COSTED, the same with the launch's cost noted in the
+ * ledger (kernels/cuda/cost.h) under the kernel's name.
  *
  * Under nvcc it is exactly kernel<<<grid, block, smem, stream>>>(args...). Elsewhere the .cu
  * files are being compiled as host C++ by the CUDA emulation (tests/gpu/emu, docs/gpu.md, "The
@@ -12,6 +13,8 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/cost.h"
+
 #ifdef __CUDACC__
 #define PT_LAUNCH(kernel, grid, block, smem, stream, ...) \
   kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
@@ -19,5 +22,28 @@
 #define PT_LAUNCH(kernel, grid, block, smem, stream, ...) \
   pt_emu_launch(#kernel, __FILE__, __LINE__, kernel, grid, block, smem, stream, __VA_ARGS__)
 #endif
+
+/* What one launch must do (cost.h): FLOPs on tensor cores, FLOPs elsewhere, compulsory bytes. */
+struct pt_cost {
+  double tensor_flops, other_flops, bytes;
+};
+static inline pt_cost pt_cost_of(double tensor_flops, double other_flops, double bytes) {
+  return pt_cost{tensor_flops, other_flops, bytes};
+}
+/* n elements, each read from `in` arrays and written to `out` arrays of 4-byte floats, with
+ * `flops` arithmetic operations each (an exp or tanh counts as one): an elementwise kernel. */
+static inline pt_cost pt_cost_elementwise(double n, int in, int out, double flops) {
+  return pt_cost{0.0, flops * n, 4.0 * n * (in + out)};
+}
+
+/* PT_LAUNCH after noting cost (a pt_cost) under #kernel: the launch and what it costs sit
+ * together. A kernel reached through a pointer (a template instance) notes its own name with
+ * gpu_cost_note beside its PT_LAUNCH instead. */
+#define PT_LAUNCH_COSTED(kernel, cost, grid, block, smem, stream, ...)                       \
+  do {                                                                                      \
+    const pt_cost pt_cost_ = (cost);                                                        \
+    gpu_cost_note(#kernel, pt_cost_.tensor_flops, pt_cost_.other_flops, pt_cost_.bytes);    \
+    PT_LAUNCH(kernel, grid, block, smem, stream, __VA_ARGS__);                              \
+  } while (0)
 
 #endif

@@ -92,15 +92,16 @@ extern "C" void cuda_loss_cross_entropy(gpu_ctx *g, float *dy, double *loss_sum_
                                         float scale, double *scratch) {
   if (N <= 0 || V <= 0) return;
   unsigned blocks = row_blocks(N);
-  /* logits read, gradient written, ids read; the exps (about 2 per logit) and the gradient's
-   * scaling and the rescaled sums counted as 4 FLOPs per logit */
-  gpu_cost_note("cross_entropy_kernel", 0, 4.0 * N * (double)V,
-                8.0 * N * (double)V + 4.0 * N + 8.0 * blocks);
-  PT_LAUNCH(cross_entropy_kernel, blocks, PT_THREADS, 0, g->stream, dy, scratch, logits, targets, N,
-            V, scale);
+  /* logits read and the gradient written once each (the kernel reads a row twice: the second
+   * read is not compulsory), ids read, a partial sum per block; the exps (about 2 per logit),
+   * the gradient's scaling and the rescaled sums: 4 FLOPs per logit */
+  const double NV = (double)N * V;
+  const pt_cost cost = pt_cost_of(0.0, 4.0 * NV, 8.0 * NV + 4.0 * N + 8.0 * blocks);
+  PT_LAUNCH_COSTED(cross_entropy_kernel, cost, blocks, PT_THREADS, 0, g->stream, dy, scratch,
+                   logits, targets, N, V, scale);
   PT_LAUNCH_CHECK();
-  PT_LAUNCH(pt_sum_partials_kernel, 1, PT_THREADS, 0, g->stream, loss_sum_dev, scratch, (int)blocks,
-            1);
+  PT_LAUNCH_COSTED(pt_sum_partials_kernel, pt_cost_sum_partials(blocks), 1, PT_THREADS, 0,
+                   g->stream, loss_sum_dev, scratch, (int)blocks, 1);
   PT_LAUNCH_CHECK();
 }
 
@@ -108,9 +109,11 @@ extern "C" void cuda_loss_mse(gpu_ctx *g, float *dy, double *loss_sum_dev, const
                               const float *targets, int N, int F, float scale, double *scratch) {
   if (N <= 0 || F <= 0) return;
   unsigned blocks = row_blocks(N);
-  PT_LAUNCH(mse_kernel, blocks, PT_THREADS, 0, g->stream, dy, scratch, y, targets, N, F, scale);
+  const double NF = (double)N * F;
+  PT_LAUNCH_COSTED(mse_kernel, pt_cost_of(0.0, 6.0 * NF, 12.0 * NF + 8.0 * blocks), blocks,
+                   PT_THREADS, 0, g->stream, dy, scratch, y, targets, N, F, scale);
   PT_LAUNCH_CHECK();
-  PT_LAUNCH(pt_sum_partials_kernel, 1, PT_THREADS, 0, g->stream, loss_sum_dev, scratch, (int)blocks,
-            1);
+  PT_LAUNCH_COSTED(pt_sum_partials_kernel, pt_cost_sum_partials(blocks), 1, PT_THREADS, 0,
+                   g->stream, loss_sum_dev, scratch, (int)blocks, 1);
   PT_LAUNCH_CHECK();
 }

@@ -46,26 +46,31 @@ static __global__ void __launch_bounds__(PT_THREADS)
 
 extern "C" void cuda_op_gelu_forward(gpu_ctx *g, float *y, const float *x, int64_t n) {
   if (n <= 0) return;
-  PT_LAUNCH(gelu_forward_kernel, pt_grid(n), PT_THREADS, 0, g->stream, y, x, n);
+  /* v^3, the polynomial, tanh, the product: 9 operations an element */
+  PT_LAUNCH_COSTED(gelu_forward_kernel, pt_cost_elementwise(n, 1, 1, 9), pt_grid(n), PT_THREADS,
+                   0, g->stream, y, x, n);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_gelu_backward(gpu_ctx *g, float *dx, const float *dy, const float *x,
                                       int64_t n) {
   if (n <= 0) return;
-  PT_LAUNCH(gelu_backward_kernel, pt_grid(n), PT_THREADS, 0, g->stream, dx, dy, x, n);
+  PT_LAUNCH_COSTED(gelu_backward_kernel, pt_cost_elementwise(n, 2, 1, 18), pt_grid(n),
+                   PT_THREADS, 0, g->stream, dx, dy, x, n);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_relu_forward(gpu_ctx *g, float *y, const float *x, int64_t n) {
   if (n <= 0) return;
-  PT_LAUNCH(relu_forward_kernel, pt_grid(n), PT_THREADS, 0, g->stream, y, x, n);
+  PT_LAUNCH_COSTED(relu_forward_kernel, pt_cost_elementwise(n, 1, 1, 1), pt_grid(n), PT_THREADS,
+                   0, g->stream, y, x, n);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_relu_backward(gpu_ctx *g, float *dx, const float *dy, const float *x,
                                       int64_t n) {
   if (n <= 0) return;
-  PT_LAUNCH(relu_backward_kernel, pt_grid(n), PT_THREADS, 0, g->stream, dx, dy, x, n);
+  PT_LAUNCH_COSTED(relu_backward_kernel, pt_cost_elementwise(n, 2, 1, 1), pt_grid(n),
+                   PT_THREADS, 0, g->stream, dx, dy, x, n);
   PT_LAUNCH_CHECK();
 }

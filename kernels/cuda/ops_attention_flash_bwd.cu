@@ -155,9 +155,19 @@ static void flash_backward(gpu_ctx *g, float *dqkv, const float *dout, const flo
   typedef void (*pass)(float *, const float *, const float *, const float *, int, int, int, int,
                        float, const int32_t *);
   pass dkdv = flash_dkdv_kernel<BT, MAXHD>, dq = flash_dq_kernel<BT, MAXHD>;
+  /* scalar FMAs per score: S and dP recomputed in both passes (2 hd each), dV and dK (pass 2),
+   * dQ (pass 3), ~6 for P and dS. Bytes: q, k, v, dO, lse and D read once; dk, dv (pass 2),
+   * dq (pass 3) written. */
+  const int hd = d / H;
+  const double scores = flash_scores_visited(B, T, H, BT), rows = (double)B * T;
+  const double kv = rows * 2.0 * KVH * hd, stats = 2.0 * rows * H;
+  gpu_cost_note("flash_dkdv_kernel", 0.0, scores * (8.0 * hd + 6.0),
+                4.0 * (2.0 * rows * d + 2.0 * kv + stats));
   PT_LAUNCH(dkdv, flash_grid(B, T, KVH, BT), PT_THREADS, 0, g->stream, dqkv, dout, qkv, lse, T,
             d, H, KVH, scale, doc);
   PT_LAUNCH_CHECK();
+  gpu_cost_note("flash_dq_kernel", 0.0, scores * (6.0 * hd + 6.0),
+                4.0 * (3.0 * rows * d + kv + stats));
   PT_LAUNCH(dq, flash_grid(B, T, H, BT), PT_THREADS, 0, g->stream, dqkv, dout, qkv, lse, T, d, H,
             KVH, scale, doc);
   PT_LAUNCH_CHECK();
@@ -172,8 +182,10 @@ extern "C" void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float 
   const int hd = d / H;
   const float scale = flash_prepare(d, H, KVH);
   const int64_t rows = (int64_t)B * H * T, per_block = PT_THREADS / 32;
-  PT_LAUNCH(flash_rowdot_kernel, (unsigned)((rows + per_block - 1) / per_block), PT_THREADS, 0,
-            g->stream, dqkv, dout, o, rows, T, d, H, d + 2 * KVH * hd);
+  /* D = rowsum(dO * O): dO and O read, one float a (row, head) written */
+  const pt_cost cost = pt_cost_of(0.0, 2.0 * B * T * (double)d, 4.0 * (2.0 * B * T * d + rows));
+  PT_LAUNCH_COSTED(flash_rowdot_kernel, cost, (unsigned)((rows + per_block - 1) / per_block),
+                   PT_THREADS, 0, g->stream, dqkv, dout, o, rows, T, d, H, d + 2 * KVH * hd);
   PT_LAUNCH_CHECK();
   if (hd <= 64)
     flash_backward<32, 64>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale, doc_start);

@@ -100,6 +100,12 @@ static void flash_forward(gpu_ctx *g, float *o, float *lse, const float *qkv, in
                           int H, int KVH, float scale, const int32_t *doc_start) {
   void (*kernel)(float *, float *, const float *, int, int, int, int, float, const int32_t *) =
       flash_forward_kernel<BT, MAXHD>;
+  /* scalar FMAs: S = q k^T and o += P v (2 hd FLOPs each per score) and ~5 for the online
+   * softmax; q, k, v read once, o and lse written */
+  const int hd = d / H;
+  const double scores = flash_scores_visited(B, T, H, BT), rows = (double)B * T;
+  gpu_cost_note("flash_forward_kernel", 0.0, scores * (4.0 * hd + 5.0),
+                4.0 * (rows * (d + 2.0 * KVH * hd) + rows * d + rows * H));
   PT_LAUNCH(kernel, flash_grid(B, T, H, BT), PT_THREADS, 0, g->stream, o, lse, qkv, T, d, H,
             KVH, scale, doc_start);
   PT_LAUNCH_CHECK();

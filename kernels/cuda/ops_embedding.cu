@@ -142,8 +142,9 @@ extern "C" void cuda_op_embedding_forward(gpu_ctx *g, float *y, const int32_t *i
                                           const float *table, int N, int D, int V) {
   if (N <= 0 || D <= 0) return;
   int64_t total = (int64_t)N * D;
-  PT_LAUNCH(embedding_forward_kernel, pt_grid(total), PT_THREADS, 0, g->stream, y, ids, table,
-            total, D, V);
+  /* ids read, the N rows gathered and written */
+  PT_LAUNCH_COSTED(embedding_forward_kernel, pt_cost_of(0.0, 0.0, 4.0 * N + 8.0 * total),
+                   pt_grid(total), PT_THREADS, 0, g->stream, y, ids, table, total, D, V);
   PT_LAUNCH_CHECK();
 }
 
@@ -162,20 +163,28 @@ extern "C" void cuda_op_embedding_backward(gpu_ctx *g, float *dtable, const int3
   if (N <= 0 || D <= 0) return;
   const int64_t P = emb_sort_len(N), C = P < EMB_SORT_CHUNK ? P : EMB_SORT_CHUNK;
   const unsigned chunks = (unsigned)(P / C);
-  PT_LAUNCH(emb_sort_local_kernel, chunks, PT_THREADS, 0, g->stream, scratch, ids, N, (int)C,
-            (int64_t)0);
+  /* the sort: integer compares, no FLOPs; each pass reads and writes the P 8-byte keys (the
+   * first reads the ids instead) */
+  PT_LAUNCH_COSTED(emb_sort_local_kernel, pt_cost_of(0.0, 0.0, 4.0 * N + 8.0 * P), chunks,
+                   PT_THREADS, 0, g->stream, scratch, ids, N, (int)C, (int64_t)0);
   PT_LAUNCH_CHECK();
   for (int64_t k = 2 * C; k <= P; k <<= 1) {
     for (int64_t j = k / 2; j >= C; j >>= 1) {
-      PT_LAUNCH(emb_sort_step_kernel, pt_grid(P / 2), PT_THREADS, 0, g->stream, scratch, P, k, j);
+      PT_LAUNCH_COSTED(emb_sort_step_kernel, pt_cost_of(0.0, 0.0, 16.0 * P), pt_grid(P / 2),
+                       PT_THREADS, 0, g->stream, scratch, P, k, j);
       PT_LAUNCH_CHECK();
     }
-    PT_LAUNCH(emb_sort_local_kernel, chunks, PT_THREADS, 0, g->stream, scratch, ids, N, (int)C, k);
+    PT_LAUNCH_COSTED(emb_sort_local_kernel, pt_cost_of(0.0, 0.0, 16.0 * P), chunks, PT_THREADS, 0,
+                     g->stream, scratch, ids, N, (int)C, k);
     PT_LAUNCH_CHECK();
   }
   dim3 grid((unsigned)(N < PT_MAX_BLOCKS ? N : PT_MAX_BLOCKS),
             (unsigned)(((int64_t)D + PT_THREADS - 1) / PT_THREADS));
-  PT_LAUNCH(emb_segment_sum_kernel, grid, PT_THREADS, 0, g->stream, dtable, scratch, dy, N, D, V);
+  /* keys and dy read; the rows of the distinct ids (at most min(N, V): the bound is counted)
+   * read and written */
+  const double ND = (double)N * D, rows = N < V ? N : V;
+  PT_LAUNCH_COSTED(emb_segment_sum_kernel, pt_cost_of(0.0, ND, 8.0 * N + 4.0 * ND + 8.0 * rows * D),
+                   grid, PT_THREADS, 0, g->stream, dtable, scratch, dy, N, D, V);
   PT_LAUNCH_CHECK();
 }
 
@@ -184,12 +193,15 @@ extern "C" void cuda_op_pos_forward(gpu_ctx *g, float *y, const float *x, const 
   int64_t TD = (int64_t)T * D, total = (int64_t)B * TD;
   if (total <= 0) return;
   if (positions) {
-    PT_LAUNCH(pos_forward_docs_kernel, pt_grid(total), PT_THREADS, 0, g->stream, y, x, pos,
-              positions, total, D);
+    /* x read, a gathered pos row per token, y written, the positions */
+    PT_LAUNCH_COSTED(pos_forward_docs_kernel,
+                     pt_cost_of(0.0, (double)total, 4.0 * (3.0 * total + (double)B * T)),
+                     pt_grid(total), PT_THREADS, 0, g->stream, y, x, pos, positions, total, D);
     PT_LAUNCH_CHECK();
     return;
   }
-  PT_LAUNCH(pos_forward_kernel, pt_grid(total), PT_THREADS, 0, g->stream, y, x, pos, total, TD);
+  PT_LAUNCH_COSTED(pos_forward_kernel, pt_cost_of(0.0, (double)total, 4.0 * (2.0 * total + TD)),
+                   pt_grid(total), PT_THREADS, 0, g->stream, y, x, pos, total, TD);
   PT_LAUNCH_CHECK();
 }
 
@@ -198,11 +210,15 @@ extern "C" void cuda_op_pos_backward_weight(gpu_ctx *g, float *dpos, const float
   int64_t TD = (int64_t)T * D;
   if (B <= 0 || TD <= 0) return;
   if (positions) {
-    PT_LAUNCH(pos_backward_docs_kernel, pt_grid(TD), PT_THREADS, 0, g->stream, dpos, dy,
-              positions, B, T, D);
+    const double BTD = (double)B * TD;
+    PT_LAUNCH_COSTED(pos_backward_docs_kernel,
+                     pt_cost_of(0.0, BTD, 4.0 * (BTD + 2.0 * TD + (double)B * T)), pt_grid(TD),
+                     PT_THREADS, 0, g->stream, dpos, dy, positions, B, T, D);
     PT_LAUNCH_CHECK();
     return;
   }
-  PT_LAUNCH(pos_backward_weight_kernel, pt_grid(TD), PT_THREADS, 0, g->stream, dpos, dy, B, TD);
+  const double BTD = (double)B * TD;
+  PT_LAUNCH_COSTED(pos_backward_weight_kernel, pt_cost_of(0.0, BTD, 4.0 * (BTD + 2.0 * TD)),
+                   pt_grid(TD), PT_THREADS, 0, g->stream, dpos, dy, B, TD);
   PT_LAUNCH_CHECK();
 }

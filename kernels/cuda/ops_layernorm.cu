@@ -104,8 +104,11 @@ extern "C" void cuda_op_layernorm_forward(gpu_ctx *g, float *y, float *mean, flo
                                           const float *x, const float *w, const float *b, int N,
                                           int D, float eps) {
   if (N <= 0 || D <= 0) return;
-  PT_LAUNCH(layernorm_forward_kernel, (unsigned)N, PT_THREADS, 0, g->stream, y, mean, rstd, x, w, b,
-            D, eps);
+  /* x read, y written, w and b read, mean and rstd written; sum, centre, square, normalise */
+  const double ND = (double)N * D;
+  const pt_cost cost = pt_cost_of(0.0, 8.0 * ND, 4.0 * (2 * ND + 2 * D + 2 * N));
+  PT_LAUNCH_COSTED(layernorm_forward_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, y, mean,
+                   rstd, x, w, b, D, eps);
   PT_LAUNCH_CHECK();
 }
 
@@ -114,8 +117,11 @@ extern "C" void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const fl
                                                  const float *mean, const float *rstd, int N,
                                                  int D, int acc) {
   if (N <= 0 || D <= 0) return;
-  PT_LAUNCH(layernorm_backward_input_kernel, (unsigned)N, PT_THREADS, 0, g->stream, dx, dy, x, w,
-            mean, rstd, D, acc);
+  /* dy, x, w, mean, rstd read, dx written (and read when accumulating) */
+  const double ND = (double)N * D;
+  const pt_cost cost = pt_cost_of(0.0, (13.0 + acc) * ND, 4.0 * ((3 + acc) * ND + D + 2 * N));
+  PT_LAUNCH_COSTED(layernorm_backward_input_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, dx,
+                   dy, x, w, mean, rstd, D, acc);
   PT_LAUNCH_CHECK();
 }
 
@@ -127,11 +133,14 @@ extern "C" void cuda_op_layernorm_backward_weight(gpu_ctx *g, float *dw, float *
   const int chunks = pt_col_chunks(N, D, 2), rows = pt_col_chunk_rows(N, chunks);
   float *part = chunks == 1 ? NULL : g->col_scratch;
   dim3 block(32, LN_LANES), grid((unsigned)(((int64_t)D + 31) / 32), (unsigned)chunks);
-  PT_LAUNCH(layernorm_backward_weight_kernel, grid, block, 0, g->stream, dw, db, part, dy, x, mean,
-            rstd, N, D, rows);
+  const double ND = (double)N * D;
+  const pt_cost cost =
+      pt_cost_of(0.0, 5.0 * ND, 4.0 * (2 * ND + 2 * N) + pt_col_out_bytes(D, chunks, 2));
+  PT_LAUNCH_COSTED(layernorm_backward_weight_kernel, cost, grid, block, 0, g->stream, dw, db, part,
+                   dy, x, mean, rstd, N, D, rows);
   PT_LAUNCH_CHECK();
   if (!part) return;
-  PT_LAUNCH(pt_chunk_sum_kernel, pt_grid(D), PT_THREADS, 0, g->stream, dw, db,
-            (const float *)part, chunks, D);
+  PT_LAUNCH_COSTED(pt_chunk_sum_kernel, pt_cost_chunk_sum(chunks, D, 2), pt_grid(D), PT_THREADS, 0,
+                   g->stream, dw, db, (const float *)part, chunks, D);
   PT_LAUNCH_CHECK();
 }

@@ -58,7 +58,8 @@ static const uint16_t *to_bf16(gpu_ctx *g, uint16_t **buf, size_t *cap, const fl
     *buf = (uint16_t *)gpu_alloc(g, sizeof(uint16_t) * (size_t)n);
     *cap = (size_t)n;
   }
-  PT_LAUNCH(to_bf16_kernel, pt_grid(n), PT_THREADS, 0, g->stream, *buf, src, n);
+  PT_LAUNCH_COSTED(to_bf16_kernel, pt_cost_of(0.0, 0.0, 6.0 * n), pt_grid(n), PT_THREADS, 0,
+                   g->stream, *buf, src, n);
   PT_LAUNCH_CHECK();
   return *buf;
 }
@@ -84,13 +85,41 @@ static operands product_operands(gpu_ctx *g, cuda_bf16_scratch *s, cublasOperati
   return operands{a16, to_bf16(g, &s->b, &s->cap_b, B, nb), CUDA_R_16BF};
 }
 
+/* The ledger's row of a product: by precision and role (fwd, bwd_input, bwd_weight). */
+typedef struct {
+  const char *fp32, *tf32, *bf16;
+} product_names;
+static const product_names k_fwd = {"cublasSgemm:fwd", "cublasSgemm_tf32:fwd",
+                                    "cublasGemmEx_bf16:fwd"};
+static const product_names k_bwd_input = {"cublasSgemm:bwd_input", "cublasSgemm_tf32:bwd_input",
+                                          "cublasGemmEx_bf16:bwd_input"};
+static const product_names k_bwd_weight = {"cublasSgemm:bwd_weight",
+                                           "cublasSgemm_tf32:bwd_weight",
+                                           "cublasGemmEx_bf16:bwd_weight"};
+
+/* A product's cost: 2 m n k FLOPs, on tensor cores for bf16 and TF32 (the handle's math mode,
+ * kernels_gpu_set_precision), on the ordinary cores for pedantic float32; A and B read once at
+ * their width (2 bytes bf16, else 4), C written (and read first when beta != 0). */
+static void product_note(gpu_ctx *g, const product_names *names, int bf16, int m, int n, int k,
+                         float beta) {
+  cublasMath_t math = CUBLAS_DEFAULT_MATH;
+  if (!bf16) CUBLAS_CHECK(cublasGetMathMode(g->blas, &math));
+  const int tf32 = !bf16 && math == CUBLAS_TF32_TENSOR_OP_MATH;
+  const double flops = 2.0 * m * n * k, in = bf16 ? 2.0 : 4.0;
+  const double bytes = in * ((double)m * k + (double)k * n) + 4.0 * m * n * (beta != 0.0f ? 2 : 1);
+  const char *name = bf16 ? names->bf16 : tf32 ? names->tf32 : names->fp32;
+  gpu_cost_note(name, bf16 || tf32 ? flops : 0.0, bf16 || tf32 ? 0.0 : flops, bytes);
+}
+
 /* C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, column-major, alpha 1: float32 (s NULL) or with A and
  * B converted to bf16 into s and float32 accumulation (cublasGemmEx). k > 0. a_weight: A is a
  * layer's weight, read from its bf16 copy when s has one. */
-static void product(gpu_ctx *g, cuda_bf16_scratch *s, cublasOperation_t ta, cublasOperation_t tb,
-                    int m, int n, int k, const float *A, int lda, const float *B, int ldb,
-                    float beta, float *C, int ldc, int a_weight) {
+static void product(gpu_ctx *g, cuda_bf16_scratch *s, const product_names *names,
+                    cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                    int ldc, int a_weight) {
   const float one = 1.0f;
+  product_note(g, names, s != NULL, m, n, k, beta);
   if (!s) {
     CUBLAS_CHECK(cublasSgemm(g->blas, ta, tb, m, n, k, &one, A, lda, B, ldb, &beta, C, ldc));
     return;
@@ -226,7 +255,7 @@ static int lt_forward(gpu_ctx *g, cuda_bf16_scratch *s, const char *name,
  *   C(o, n) = sum_i W[o][i] x[n][i] = y[n][o], at y + o + n*No. */
 static void linear_gemm(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float *x,
                         const float *W, int N, int Ni, int No, float beta) {
-  product(g, s, CUBLAS_OP_T, CUBLAS_OP_N, No, N, Ni, W, Ni, x, Ni, beta, y, No, 1);
+  product(g, s, &k_fwd, CUBLAS_OP_T, CUBLAS_OP_N, No, N, Ni, W, Ni, x, Ni, beta, y, No, 1);
 }
 
 static void forward(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float *x, const float *W,
@@ -239,7 +268,8 @@ static void forward(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float *x, 
   float beta = 0.0f;
   if (b) {
     int64_t total = (int64_t)N * No;
-    PT_LAUNCH(fill_rows_kernel, pt_grid(total), PT_THREADS, 0, g->stream, y, b, total, No);
+    PT_LAUNCH_COSTED(fill_rows_kernel, pt_cost_of(0.0, 0.0, 4.0 * (total + No)), pt_grid(total),
+                     PT_THREADS, 0, g->stream, y, b, total, No);
     PT_LAUNCH_CHECK();
     beta = 1.0f;
   }
@@ -254,7 +284,9 @@ static void forward_residual(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const f
                       b, N, Ni, No))
     return;
   int64_t total = (int64_t)N * No;
-  PT_LAUNCH(add_rows_kernel, pt_grid(total), PT_THREADS, 0, g->stream, y, res, b, total, No);
+  const pt_cost cost = pt_cost_of(0.0, b ? (double)total : 0.0, 4.0 * (2.0 * total + (b ? No : 0)));
+  PT_LAUNCH_COSTED(add_rows_kernel, cost, pt_grid(total), PT_THREADS, 0, g->stream, y, res, b,
+                   total, No);
   PT_LAUNCH_CHECK();
   linear_gemm(g, s, y, x, W, N, Ni, No, 1.0f);
 }
@@ -266,8 +298,8 @@ static void forward_residual(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const f
 static void backward_input(gpu_ctx *g, cuda_bf16_scratch *s, float *dx, const float *dy,
                            const float *W, int N, int Ni, int No, int acc) {
   if (N <= 0 || Ni <= 0) return;
-  product(g, s, CUBLAS_OP_N, CUBLAS_OP_N, Ni, N, No, W, Ni, dy, No, acc ? 1.0f : 0.0f, dx, Ni,
-          1);
+  product(g, s, &k_bwd_input, CUBLAS_OP_N, CUBLAS_OP_N, Ni, N, No, W, Ni, dy, No,
+          acc ? 1.0f : 0.0f, dx, Ni, 1);
 }
 
 /* h = x W^T + b and y = gelu(h) in one matmul (GELU_AUX_BIAS), else the two calls. */
@@ -303,7 +335,8 @@ static void backward_weight(gpu_ctx *g, cuda_bf16_scratch *s, float *dW, float *
                             const float *dy, const float *x, int N, int Ni, int No) {
   if (N <= 0 || No <= 0) return;
   if (Ni > 0)
-    product(g, s, CUBLAS_OP_N, CUBLAS_OP_T, Ni, No, N, x, Ni, dy, No, 1.0f, dW, Ni, 0);
+    product(g, s, &k_bwd_weight, CUBLAS_OP_N, CUBLAS_OP_T, Ni, No, N, x, Ni, dy, No, 1.0f, dW, Ni,
+            0);
   if (db) cuda_op_colsum_acc(g, db, dy, N, No);
 }
 
@@ -376,18 +409,21 @@ extern "C" void cuda_bf16_scratch_free(cuda_bf16_scratch *s) {
 
 extern "C" void cuda_round_bf16(gpu_ctx *g, float *x, int64_t n) {
   if (n <= 0) return;
-  PT_LAUNCH(round_bf16_kernel, pt_grid(n), PT_THREADS, 0, g->stream, x, n);
+  PT_LAUNCH_COSTED(round_bf16_kernel, pt_cost_elementwise(n, 1, 1, 0), pt_grid(n), PT_THREADS, 0,
+                   g->stream, x, n);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_pack_bf16(gpu_ctx *g, uint16_t *dst, const float *src, int64_t n) {
   if (n <= 0) return;
-  PT_LAUNCH(to_bf16_kernel, pt_grid(n), PT_THREADS, 0, g->stream, dst, src, n);
+  PT_LAUNCH_COSTED(to_bf16_kernel, pt_cost_of(0.0, 0.0, 6.0 * n), pt_grid(n), PT_THREADS, 0,
+                   g->stream, dst, src, n);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_unpack_bf16(gpu_ctx *g, float *dst, const uint16_t *src, int64_t n) {
   if (n <= 0) return;
-  PT_LAUNCH(from_bf16_kernel, pt_grid(n), PT_THREADS, 0, g->stream, dst, src, n);
+  PT_LAUNCH_COSTED(from_bf16_kernel, pt_cost_of(0.0, 0.0, 6.0 * n), pt_grid(n), PT_THREADS, 0,
+                   g->stream, dst, src, n);
   PT_LAUNCH_CHECK();
 }

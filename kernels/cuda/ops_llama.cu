@@ -117,7 +117,9 @@ static __global__ void __launch_bounds__(PT_THREADS)
 extern "C" void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, float *rstd, const float *x,
                                         const float *w, int N, int D, float eps) {
   if (N <= 0 || D <= 0) return;
-  PT_LAUNCH(rmsnorm_forward_kernel, (unsigned)N, PT_THREADS, 0, g->stream, y, rstd, x, w, D, eps);
+  const double ND = (double)N * D;
+  PT_LAUNCH_COSTED(rmsnorm_forward_kernel, pt_cost_of(0.0, 4.0 * ND, 4.0 * (2 * ND + D + N)),
+                   (unsigned)N, PT_THREADS, 0, g->stream, y, rstd, x, w, D, eps);
   PT_LAUNCH_CHECK();
 }
 
@@ -125,8 +127,10 @@ extern "C" void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const floa
                                                const float *x, const float *w, const float *rstd,
                                                int N, int D, int acc) {
   if (N <= 0 || D <= 0) return;
-  PT_LAUNCH(rmsnorm_backward_input_kernel, (unsigned)N, PT_THREADS, 0, g->stream, dx, dy, x, w,
-            rstd, D, acc);
+  const double ND = (double)N * D;
+  const pt_cost cost = pt_cost_of(0.0, (9.0 + acc) * ND, 4.0 * ((3 + acc) * ND + D + N));
+  PT_LAUNCH_COSTED(rmsnorm_backward_input_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, dx,
+                   dy, x, w, rstd, D, acc);
   PT_LAUNCH_CHECK();
 }
 
@@ -136,12 +140,15 @@ extern "C" void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const flo
   const int chunks = pt_col_chunks(N, D, 1), rows = pt_col_chunk_rows(N, chunks);
   float *part = chunks == 1 ? NULL : g->col_scratch;
   dim3 block(32, RMS_LANES), grid((unsigned)(((int64_t)D + 31) / 32), (unsigned)chunks);
-  PT_LAUNCH(rmsnorm_backward_weight_kernel, grid, block, 0, g->stream, dw, part, dy, x, rstd, N,
-            D, rows);
+  const double ND = (double)N * D;
+  const pt_cost cost =
+      pt_cost_of(0.0, 3.0 * ND, 4.0 * (2 * ND + N) + pt_col_out_bytes(D, chunks, 1));
+  PT_LAUNCH_COSTED(rmsnorm_backward_weight_kernel, cost, grid, block, 0, g->stream, dw, part, dy, x,
+                   rstd, N, D, rows);
   PT_LAUNCH_CHECK();
   if (!part) return;
-  PT_LAUNCH(pt_chunk_sum_kernel, pt_grid(D), PT_THREADS, 0, g->stream, dw, (float *)NULL,
-            (const float *)part, chunks, D);
+  PT_LAUNCH_COSTED(pt_chunk_sum_kernel, pt_cost_chunk_sum(chunks, D, 1), pt_grid(D), PT_THREADS, 0,
+                   g->stream, dw, (float *)NULL, (const float *)part, chunks, D);
   PT_LAUNCH_CHECK();
 }
 
@@ -149,15 +156,19 @@ extern "C" void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KV
                              float theta, int dir, const int32_t *positions) {
   const int64_t n = (int64_t)B * T * (H + KVH) * (hd / 2);
   if (n <= 0) return;
-  PT_LAUNCH(rope_kernel, pt_grid(n), PT_THREADS, 0, g->stream, qkv, n, T, H + KVH,
-            (H + 2 * KVH) * hd, hd, theta, dir, positions);
+  /* each pair read and written in place, 6 operations (the angle's own math not counted);
+   * the positions read once a row */
+  const pt_cost cost = pt_cost_of(0.0, 6.0 * n, 16.0 * n + (positions ? 4.0 * B * T : 0.0));
+  PT_LAUNCH_COSTED(rope_kernel, cost, pt_grid(n), PT_THREADS, 0, g->stream, qkv, n, T, H + KVH,
+                   (H + 2 * KVH) * hd, hd, theta, dir, positions);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_swiglu_forward(gpu_ctx *g, float *y, const float *gu, int N, int F) {
   const int64_t n = (int64_t)N * F;
   if (n <= 0) return;
-  PT_LAUNCH(swiglu_forward_kernel, pt_grid(n), PT_THREADS, 0, g->stream, y, gu, n, F);
+  PT_LAUNCH_COSTED(swiglu_forward_kernel, pt_cost_elementwise(n, 2, 1, 5), pt_grid(n), PT_THREADS,
+                   0, g->stream, y, gu, n, F);
   PT_LAUNCH_CHECK();
 }
 
@@ -165,6 +176,7 @@ extern "C" void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, const float *dy,
                                         int N, int F) {
   const int64_t n = (int64_t)N * F;
   if (n <= 0) return;
-  PT_LAUNCH(swiglu_backward_kernel, pt_grid(n), PT_THREADS, 0, g->stream, dgu, dy, gu, n, F);
+  PT_LAUNCH_COSTED(swiglu_backward_kernel, pt_cost_elementwise(n, 3, 2, 12), pt_grid(n),
+                   PT_THREADS, 0, g->stream, dgu, dy, gu, n, F);
   PT_LAUNCH_CHECK();
 }

@@ -45,18 +45,21 @@ static __global__ void __launch_bounds__(32 * COLSUM_LANES)
 
 extern "C" void cuda_op_add(gpu_ctx *g, float *y, const float *a, const float *b, int64_t n) {
   if (n <= 0) return;
-  PT_LAUNCH(add_kernel, pt_grid(n), PT_THREADS, 0, g->stream, y, a, b, n);
+  PT_LAUNCH_COSTED(add_kernel, pt_cost_elementwise(n, 2, 1, 1), pt_grid(n), PT_THREADS, 0,
+                   g->stream, y, a, b, n);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_add_inplace(gpu_ctx *g, float *y, const float *a, int64_t n) {
   if (n <= 0) return;
-  PT_LAUNCH(add_inplace_kernel, pt_grid(n), PT_THREADS, 0, g->stream, y, a, n);
+  PT_LAUNCH_COSTED(add_inplace_kernel, pt_cost_elementwise(n, 2, 1, 1), pt_grid(n), PT_THREADS,
+                   0, g->stream, y, a, n);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_copy(gpu_ctx *g, float *y, const float *x, int64_t n) {
   if (n <= 0 || y == x) return;
+  gpu_cost_note("cudaMemcpyAsync:d2d", 0.0, 0.0, 8.0 * (double)n);
   CUDA_CHECK(cudaMemcpyAsync(y, x, sizeof(float) * (size_t)n, cudaMemcpyDeviceToDevice,
                              g->stream));
 }
@@ -66,11 +69,13 @@ extern "C" void cuda_op_colsum_acc(gpu_ctx *g, float *acc, const float *x, int N
   if (N <= 0 || D <= 0) return;
   const int chunks = pt_col_chunks(N, D, 1), rows = pt_col_chunk_rows(N, chunks);
   dim3 block(32, COLSUM_LANES), grid((unsigned)(((int64_t)D + 31) / 32), (unsigned)chunks);
-  PT_LAUNCH(colsum_acc_kernel, grid, block, 0, g->stream, chunks == 1 ? acc : scratch, x, N, D,
-            rows, chunks == 1);
+  const double ND = (double)N * D;
+  const pt_cost cost = pt_cost_of(0.0, ND, 4.0 * ND + pt_col_out_bytes(D, chunks, 1));
+  PT_LAUNCH_COSTED(colsum_acc_kernel, cost, grid, block, 0, g->stream, chunks == 1 ? acc : scratch,
+                   x, N, D, rows, chunks == 1);
   PT_LAUNCH_CHECK();
   if (chunks == 1) return;
-  PT_LAUNCH(pt_chunk_sum_kernel, pt_grid(D), PT_THREADS, 0, g->stream, acc, (float *)NULL,
-            (const float *)scratch, chunks, D);
+  PT_LAUNCH_COSTED(pt_chunk_sum_kernel, pt_cost_chunk_sum(chunks, D, 1), pt_grid(D), PT_THREADS,
+                   0, g->stream, acc, (float *)NULL, (const float *)scratch, chunks, D);
   PT_LAUNCH_CHECK();
 }

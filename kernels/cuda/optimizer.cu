@@ -6,6 +6,7 @@
  * a multiply-add the CPU kernel (built without contraction) does not do. w16 (NULL: none)
  * gets the new weights' bf16 bits in the same pass, the weight copy the products read. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/precision.h"
@@ -112,6 +113,19 @@ static __global__ void __launch_bounds__(PT_THREADS)
   PT_GRID_LOOP(i, n) if (pt_dev_nonfinite(x[i])) *flag = 1;
 }
 
+/* An AdamW update of n floats: w, grad, m, v read, w, m, v written (and a mask byte each, and
+ * the 2-byte bf16 weight copy written where there is one, kernels.h's optimizer entry);
+ * decay, the two moments, the square root and the step: 14 operations a float. */
+static pt_cost adamw_cost(double n, int mask, int copy) {
+  return pt_cost_of(0.0, 14.0 * n, (28.0 + mask + 2.0 * copy) * n);
+}
+/* SGD: w, grad (and momentum) read, w (and momentum, and the bf16 copy) written; decay,
+ * momentum, step. */
+static pt_cost sgd_cost(double n, int momentum, int mask, int copy) {
+  return pt_cost_of(0.0, (momentum ? 6.0 : 4.0) * n,
+                    ((momentum ? 20.0 : 12.0) + mask + 2.0 * copy) * n);
+}
+
 /* Blocks of the first sumsq pass: about 16 items per thread, at most the scratch's 1024; a
  * function of n only, so the tree (and the bits) are the same on every GPU. */
 static int sumsq_blocks(int64_t n) {
@@ -124,8 +138,9 @@ extern "C" void cuda_adamw_step(gpu_ctx *g, float *w, uint16_t *w16, const float
                                 float beta1, float beta2, float eps, float step,
                                 float inv_sqrt_bc2, float keep) {
   if (n <= 0) return;
-  PT_LAUNCH(adamw_kernel, pt_grid(n), PT_THREADS, 0, g->stream, w, w16, grad, m, v, decay_mask, n,
-            beta1, beta2, eps, step, inv_sqrt_bc2, keep);
+  PT_LAUNCH_COSTED(adamw_kernel, adamw_cost((double)n, decay_mask != NULL, w16 != NULL),
+                   pt_grid(n), PT_THREADS, 0, g->stream, w, w16, grad, m, v, decay_mask, n, beta1,
+                   beta2, eps, step, inv_sqrt_bc2, keep);
   PT_LAUNCH_CHECK();
 }
 
@@ -133,9 +148,35 @@ extern "C" void cuda_sgd_step(gpu_ctx *g, float *w, uint16_t *w16, const float *
                               float *momentum, const uint8_t *decay_mask, int64_t n, float lr,
                               float mu, float weight_decay, int first_step) {
   if (n <= 0) return;
-  PT_LAUNCH(sgd_kernel, pt_grid(n), PT_THREADS, 0, g->stream, w, w16, grad, momentum, decay_mask,
-            n, lr, mu, weight_decay, first_step);
+  PT_LAUNCH_COSTED(sgd_kernel,
+                   sgd_cost((double)n, momentum != NULL, decay_mask != NULL, w16 != NULL),
+                   pt_grid(n), PT_THREADS, 0, g->stream, w, w16, grad, momentum, decay_mask, n, lr,
+                   mu, weight_decay, first_step);
   PT_LAUNCH_CHECK();
+}
+
+/* The floats the pieces chunks[0..n_chunks) (device memory) cover, for the ledger: the list is
+ * read back once (a wait, at the first update only) and remembered by its address and length,
+ * a few lists at a time (a list freed and another made at the same address with the same
+ * length would be counted with the old total: the ledger only). */
+static double chunk_floats(gpu_ctx *g, const pt_opt_chunk *chunks, int64_t n_chunks) {
+  static struct {
+    const pt_opt_chunk *at;
+    int64_t n;
+    double floats;
+  } seen[8];
+  static int next;
+  for (int i = 0; i < 8; i++)
+    if (seen[i].at == chunks && seen[i].n == n_chunks) return seen[i].floats;
+  pt_opt_chunk *host = (pt_opt_chunk *)malloc(sizeof *host * (size_t)n_chunks);
+  if (!host) pt_fatal("optimizer: no memory for %lld pieces", (long long)n_chunks);
+  gpu_to_host(g, host, chunks, sizeof *host * (size_t)n_chunks);
+  double floats = 0.0;
+  for (int64_t i = 0; i < n_chunks; i++) floats += host[i].n;
+  free(host);
+  seen[next] = {chunks, n_chunks, floats};
+  next = (next + 1) % 8;
+  return floats;
 }
 
 /* One block per piece: the grid's x dimension takes up to 2^31 - 1 of them. */
@@ -150,8 +191,9 @@ extern "C" void cuda_adamw_chunks(gpu_ctx *g, float *w, uint16_t *w16, const flo
                                   float beta1, float beta2, float eps, float step,
                                   float inv_sqrt_bc2, float keep) {
   if (n_chunks <= 0) return;
-  PT_LAUNCH(adamw_chunks_kernel, chunk_grid(n_chunks), PT_THREADS, 0, g->stream, w, w16, grad, m,
-            v, chunks, beta1, beta2, eps, step, inv_sqrt_bc2, keep);
+  const pt_cost cost = adamw_cost(chunk_floats(g, chunks, n_chunks), 0, w16 != NULL);
+  PT_LAUNCH_COSTED(adamw_chunks_kernel, cost, chunk_grid(n_chunks), PT_THREADS, 0, g->stream, w,
+                   w16, grad, m, v, chunks, beta1, beta2, eps, step, inv_sqrt_bc2, keep);
   PT_LAUNCH_CHECK();
 }
 
@@ -159,32 +201,39 @@ extern "C" void cuda_sgd_chunks(gpu_ctx *g, float *w, uint16_t *w16, const float
                                 float *momentum, const pt_opt_chunk *chunks, int64_t n_chunks,
                                 float lr, float mu, float weight_decay, int first_step) {
   if (n_chunks <= 0) return;
-  PT_LAUNCH(sgd_chunks_kernel, chunk_grid(n_chunks), PT_THREADS, 0, g->stream, w, w16, grad,
-            momentum, chunks, lr, mu, weight_decay, first_step);
+  const pt_cost cost = sgd_cost(chunk_floats(g, chunks, n_chunks), momentum != NULL, 0,
+                                w16 != NULL);
+  PT_LAUNCH_COSTED(sgd_chunks_kernel, cost, chunk_grid(n_chunks), PT_THREADS, 0, g->stream, w,
+                   w16, grad, momentum, chunks, lr, mu, weight_decay, first_step);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_scale(gpu_ctx *g, float *x, float s, int64_t n) {
   if (n <= 0) return;
-  PT_LAUNCH(scale_kernel, pt_grid(n), PT_THREADS, 0, g->stream, x, s, n);
+  PT_LAUNCH_COSTED(scale_kernel, pt_cost_elementwise(n, 1, 1, 1), pt_grid(n), PT_THREADS, 0,
+                   g->stream, x, s, n);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_sumsq(gpu_ctx *g, double *out_dev, const float *x, int64_t n,
                            double *scratch) {
   if (n <= 0) {
+    gpu_cost_note("cudaMemsetAsync", 0.0, 0.0, sizeof(double));
     CUDA_CHECK(cudaMemsetAsync(out_dev, 0, sizeof(double), g->stream)); /* 0.0 */
     return;
   }
   int blocks = sumsq_blocks(n);
-  PT_LAUNCH(sumsq_partial_kernel, (unsigned)blocks, PT_THREADS, 0, g->stream, scratch, x, n);
+  PT_LAUNCH_COSTED(sumsq_partial_kernel, pt_cost_of(0.0, 2.0 * n, 4.0 * n + 8.0 * blocks),
+                   (unsigned)blocks, PT_THREADS, 0, g->stream, scratch, x, n);
   PT_LAUNCH_CHECK();
-  PT_LAUNCH(pt_sum_partials_kernel, 1, PT_THREADS, 0, g->stream, out_dev, scratch, blocks, 0);
+  PT_LAUNCH_COSTED(pt_sum_partials_kernel, pt_cost_sum_partials(blocks), 1, PT_THREADS, 0,
+                   g->stream, out_dev, scratch, blocks, 0);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_check_finite(gpu_ctx *g, int *flag_dev, const float *x, int64_t n) {
   if (n <= 0) return;
-  PT_LAUNCH(check_finite_kernel, pt_grid(n), PT_THREADS, 0, g->stream, flag_dev, x, n);
+  PT_LAUNCH_COSTED(check_finite_kernel, pt_cost_elementwise(n, 1, 0, 1), pt_grid(n), PT_THREADS,
+                   0, g->stream, flag_dev, x, n);
   PT_LAUNCH_CHECK();
 }

@@ -14,6 +14,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
 extern "C" void cuda_finite_mark(gpu_ctx *g, int *mark_dev, int value, const float *x,
                                  int64_t n) {
   if (n <= 0) return;
-  PT_LAUNCH(finite_mark_kernel, pt_grid(n), PT_THREADS, 0, g->stream, mark_dev, value, x, n);
+  PT_LAUNCH_COSTED(finite_mark_kernel, pt_cost_elementwise(n, 1, 0, 1), pt_grid(n), PT_THREADS, 0,
+                   g->stream, mark_dev, value, x, n);
   PT_LAUNCH_CHECK();
 }

@@ -65,6 +65,7 @@ cublasStatus_t pt_emu_cublasDestroy(PT_EMU_AT, cublasHandle_t handle);
 cublasStatus_t pt_emu_cublasSetStream(PT_EMU_AT, cublasHandle_t handle, cudaStream_t stream);
 cublasStatus_t pt_emu_cublasGetStream(PT_EMU_AT, cublasHandle_t handle, cudaStream_t *stream);
 cublasStatus_t pt_emu_cublasSetMathMode(PT_EMU_AT, cublasHandle_t handle, cublasMath_t mode);
+cublasStatus_t pt_emu_cublasGetMathMode(PT_EMU_AT, cublasHandle_t handle, cublasMath_t *mode);
 cublasStatus_t pt_emu_cublasSgemm(PT_EMU_AT, cublasHandle_t handle, cublasOperation_t transa,
                                   cublasOperation_t transb, int m, int n, int k,
                                   const float *alpha, const float *A, int lda, const float *B,
@@ -90,6 +91,7 @@ cublasStatus_t pt_emu_cublasGemmEx(PT_EMU_AT, cublasHandle_t handle, cublasOpera
 #define cublasSetStream(h, s) pt_emu_cublasSetStream(PT_EMU_HERE, h, s)
 #define cublasGetStream(h, s) pt_emu_cublasGetStream(PT_EMU_HERE, h, s)
 #define cublasSetMathMode(h, m) pt_emu_cublasSetMathMode(PT_EMU_HERE, h, m)
+#define cublasGetMathMode(h, m) pt_emu_cublasGetMathMode(PT_EMU_HERE, h, m)
 #define cublasSgemm(...) pt_emu_cublasSgemm(PT_EMU_HERE, __VA_ARGS__)
 #define cublasGemmEx(...) pt_emu_cublasGemmEx(PT_EMU_HERE, __VA_ARGS__)
 #define cublasSgemmStridedBatched(...) pt_emu_cublasSgemmStridedBatched(PT_EMU_HERE, __VA_ARGS__)

@@ -59,6 +59,7 @@ config read_config() {
   c.ucontext = !std::strcmp(fibers, "ucontext");
   c.counters = env_or("PT_EMU_COUNTERS", nullptr);
   if (c.counters && !std::strcmp(c.counters, "0")) c.counters = nullptr;
+  c.count_only = env_count("PT_EMU_COUNT_ONLY", 0, 1) != 0;
   g_rng = c.seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
   g_reading = false;
   return c;

@@ -54,6 +54,7 @@ queued queue_copy(const char *api, void *dst, const void *src, size_t bytes, cud
                        [dst, staged] { std::memcpy(dst, staged.data(), staged.size()); }),
             false};
   }
+  if (dst_dev && src_dev && cfg().count_only) return {stream_tail(s), true};
   return {enqueue_fn(s, api, file, line, [dst, src, bytes] { std::memmove(dst, src, bytes); }),
           dst_dev && src_dev};
 }
@@ -96,6 +97,7 @@ cudaError_t pt_emu_cudaMemsetAsync(const char *file, int line, void *ptr, int va
   if (bytes == 0) return cudaSuccess;
   require_device("cudaMemsetAsync destination", ptr, bytes, file, line);
   g_counters.memset_bytes += bytes;
+  if (cfg().count_only) return cudaSuccess;
   enqueue_fn(s, "cudaMemsetAsync", file, line, [ptr, value, bytes] { std::memset(ptr, value, bytes); });
   return cudaSuccess;
 }
@@ -106,6 +108,7 @@ cudaError_t pt_emu_cudaMemset(const char *file, int line, void *ptr, int value, 
   if (bytes == 0) return cudaSuccess;
   require_device("cudaMemset destination", ptr, bytes, file, line);
   g_counters.memset_bytes += bytes;
+  if (cfg().count_only) return cudaSuccess;
   enqueue_fn(resolve_stream(nullptr, "cudaMemset", file, line), "cudaMemset", file, line,
              [ptr, value, bytes] { std::memset(ptr, value, bytes); });
   return cudaSuccess;

@@ -132,6 +132,7 @@ cublasStatus_t queue_gemm(const char *what, const char *file, int line, pt_emu_c
   }
   check_matrix("cuBLAS matrix C", g.C, g.m, g.n, g.ldc, g.sc, g.batch, file, line);
   g_counters.blas_calls++;
+  if (cfg().count_only) return CUBLAS_STATUS_SUCCESS;
   enqueue_fn(resolve_stream(h->stream, what, file, line), what, file, line, [g] { run(g); });
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -181,6 +182,15 @@ cublasStatus_t pt_emu_cublasSetMathMode(const char *file, int line, cublasHandle
   if (!g_handles.count(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (mode < CUBLAS_DEFAULT_MATH || mode > CUBLAS_TF32_TENSOR_OP_MATH) return CUBLAS_STATUS_INVALID_VALUE;
   handle->math = mode; /* TF32: the float32 products' inputs rounded to TF32 (queue_gemm) */
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t pt_emu_cublasGetMathMode(const char *file, int line, cublasHandle_t handle,
+                                        cublasMath_t *mode) {
+  api_enter("cublasGetMathMode", file, line);
+  if (!g_handles.count(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!mode) return CUBLAS_STATUS_INVALID_VALUE;
+  *mode = handle->math;
   return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -22,6 +22,11 @@ struct config {
   size_t stack_bytes;   /* PT_EMU_STACK_KB, per emulated thread */
   bool ucontext;        /* PT_EMU_FIBERS=ucontext: the portable switch instead of the fast one */
   const char *counters; /* PT_EMU_COUNTERS: NULL, "1" (stderr) or a file */
+  /* PT_EMU_COUNT_ONLY=1: calls are checked and counted (the counters, the kernels' cost
+   * ledger) but kernels, products, memsets and device-to-device copies do not run, so a
+   * model at its real size costs no compute and no memory beyond what the host writes
+   * (bench/gpu_roofline.c). Host copies still run. New blocks under 1 MiB read as zeros. */
+  bool count_only;
 };
 const config &cfg();
 const char *thread_order_name(thread_order o);

@@ -62,6 +62,10 @@ cudaError_t enqueue_launch(const launch_site &site, void (*body)(void *), void (
          site.file, site.line, site.kernel, site.smem);
   pt_emu_stream *s = resolve_stream(site.stream, site.kernel, site.file, site.line);
   g_counters.launches++;
+  if (cfg().count_only) {
+    destroy(call);
+    return cudaSuccess;
+  }
   launch *l = new launch{kernel_info{site.kernel, site.file, site.line, body, call, site.grid,
                                      site.block}, destroy};
   enqueue(s, op_spec{site.kernel, site.file, site.line, run_grid,

@@ -85,7 +85,10 @@ cudaError_t pt_emu_cudaMalloc(const char *file, int line, void **ptr, size_t byt
   if (bytes > cfg().memory_bytes - used(dev)) return cudaErrorMemoryAllocation;
   void *p = take(bytes);
   if (!p) return cudaErrorMemoryAllocation;
-  std::memset(p, 0xff, bytes); /* a GPU's new memory is not zeroed: reading it shows (NaN) */
+  if (!cfg().count_only)
+    std::memset(p, 0xff, bytes); /* a GPU's new memory is not zeroed: reading it shows (NaN) */
+  else if (bytes < (1u << 20))
+    std::memset(p, 0, bytes); /* the sums and flags the host reads back stay 0 */
   used(dev) += bytes;
   g_blocks[reinterpret_cast<uintptr_t>(p)] = block_info{reinterpret_cast<uintptr_t>(p), bytes, dev, file, line};
   *ptr = p;

@@ -1,0 +1,301 @@
+/* bench/gpu_roofline.c: the floor of one training step on an H100 and an H200, kernel by
+ * kernel, from what each GPU launch must do (the ledger, kernels/cuda/cost.h) and the GPUs'
+ * published peaks. No GPU needed: under the CUDA emulator (the emulated build) the step runs
+ * with PT_EMU_COUNT_ONLY=1, which checks and counts every call but runs none, so the spec's
+ * real shapes cost neither compute nor memory. On a real GPU the same program runs the step.
+ *
+ *   gpu_roofline [SPEC] [--set KEY=VALUE ...] [--direct] [--raw] [--execute]
+ *
+ * SPEC (default bench/gpt2_small.yaml) runs as one process on pipeline.device gpu. The ledger
+ * is taken over one step after a warm-up step. The costs are closed forms in the number L of
+ * the spec's repeated block (the layer type that occurs most often): each block launches the
+ * same kernels on the same shapes, and the optimizer's work is linear in the parameters, so
+ * every row is a + b L. The ledger is measured at 1 and 2 blocks and scaled:
+ *   row(L) = row(1) + (L - 1) (row(2) - row(1))
+ * (launches, FLOPs and bytes alike; tests/gpu/roofline_check.py checks it against a direct run).
+ * --direct runs the spec as it is instead. --raw prints the ledger rows only, exactly
+ * ("row NAME LAUNCHES TENSOR OTHER BYTES"). --execute runs the kernels under the emulator too
+ * (for the test: the counts must not change).
+ *
+ * The model: kernels run one after another on one stream; a kernel row's floor is
+ *   max(tensor / P_tensor + other / P_fp32, bytes / BW)
+ * over its launches' totals (compute on tensor cores and on the ordinary cores do not overlap;
+ * memory traffic overlaps compute). P_tensor is the dense bf16 peak for train.precision bf16,
+ * the TF32 peak for tf32. The step's floor is the sum of the rows'. The achievable estimate
+ * divides by ACHIEVE_TENSOR of the tensor peak and ACHIEVE_OTHER of the fp32 peak and of the
+ * bandwidth. MFU = model FLOPs / (time x dense bf16 peak), model FLOPs per token =
+ * 6 params + 12 L dim seq_len (PaLM, appendix B; the convention of llm.c and nanoGPT; attention
+ * counted whole, not causal half). Launch overhead: launches per step x LAUNCH_US. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/train.h"
+#include "kernels/cuda/cost.h"
+
+/* Published dense peaks (no sparsity). H100 SXM5: NVIDIA H100 Tensor Core GPU datasheet
+ * (2023): BF16 989.4 TFLOP/s, TF32 494.7, FP32 66.9, HBM3 3.35 TB/s. H200 SXM: NVIDIA H200
+ * datasheet (2024): same compute as the H100 SXM, HBM3e 4.8 TB/s. */
+typedef struct {
+  const char *name;
+  double bf16, tf32, fp32, bw; /* FLOP/s, FLOP/s, FLOP/s, bytes/s */
+} gpu_peaks;
+static const gpu_peaks k_gpus[] = {
+    {"H100", 989.4e12, 494.7e12, 66.9e12, 3.35e12},
+    {"H200", 989.4e12, 494.7e12, 66.9e12, 4.8e12},
+};
+#define N_GPUS 2
+
+/* Stated achievable fractions: cuBLAS bf16 products at these shapes reach about 70% of the
+ * tensor peak, streaming kernels about 80% of HBM bandwidth. */
+#define ACHIEVE_TENSOR 0.70
+#define ACHIEVE_OTHER 0.80
+/* Host cost of one kernel launch: NVIDIA, "Getting Started with CUDA Graphs" (2019): 3.8 us
+ * per short kernel launched back to back, against 2.9 us of kernel; a launch the GPU has to
+ * wait for costs its whole submission, about 4 us. Both bounds are printed. */
+#define LAUNCH_US 4.0
+#define LAUNCH_GAP_US 1.0
+
+typedef struct {
+  char name[96];
+  double launches, tensor, other, bytes;
+} roof_row;
+
+typedef struct {
+  roof_row rows[GPU_COST_MAX_ROWS];
+  int n;
+  double params, tokens, blocks; /* per step */
+  double attn;                   /* 12 L dim seq_len: the model FLOPs' attention term a token */
+  int tf32;                      /* train.precision tf32: products on the TF32 tensor peak */
+} roof_ledger;
+
+typedef struct {
+  const char *path;
+  const char *over[72];
+  int n_over, direct, raw;
+} roof_args;
+
+/* The layer type occurring most often (the repeated block), and how often. */
+static const char *block_type(const pt_spec *s, int *count) {
+  const char *best = NULL;
+  *count = 0;
+  for (int i = 0; i < s->n_layers; i++) {
+    int c = 0;
+    for (int j = 0; j < s->n_layers; j++) c += !strcmp(s->layers[j].type, s->layers[i].type);
+    if (c > *count) *count = c, best = s->layers[i].type;
+  }
+  return best;
+}
+
+/* Keeps the first `keep` layers of type `type`, drops the rest (indices renumbered). */
+static void keep_blocks(pt_spec *s, const char *type, int keep) {
+  char kept_type[SPEC_NAME_MAX];
+  snprintf(kept_type, sizeof kept_type, "%s", type);
+  int n = 0, seen = 0;
+  for (int i = 0; i < s->n_layers; i++) {
+    if (!strcmp(s->layers[i].type, kept_type) && seen++ >= keep) continue;
+    s->layers[n] = s->layers[i];
+    s->layers[n].index = n;
+    n++;
+  }
+  s->n_layers = n;
+}
+
+static void ledger_add(roof_ledger *l, const char *name, double w, double launches, double tensor,
+                       double other, double bytes) {
+  int i = 0;
+  while (i < l->n && strcmp(l->rows[i].name, name)) i++;
+  if (i == l->n) {
+    snprintf(l->rows[l->n++].name, sizeof l->rows[0].name, "%s", name);
+    l->rows[i].launches = l->rows[i].tensor = l->rows[i].other = l->rows[i].bytes = 0;
+  }
+  l->rows[i].launches += w * launches;
+  l->rows[i].tensor += w * tensor;
+  l->rows[i].other += w * other;
+  l->rows[i].bytes += w * bytes;
+}
+
+/* One step of the spec with `keep` blocks (-1: all) after a warm-up step; the ledger of that
+ * step into out. Exits 2 on bad input. */
+static void measure(const roof_args *a, int keep, roof_ledger *out) {
+  pt_spec spec;
+  spec_errors e = {0};
+  if (spec_load(a->path, a->over, a->n_over, &spec, &e) != 0) {
+    fprintf(stderr, "%s\n", e.msg);
+    exit(2);
+  }
+  int count = 0;
+  const char *type = block_type(&spec, &count);
+  if (keep >= 0) keep_blocks(&spec, type, keep);
+  pt_trainer t;
+  char err[1024];
+  if (trainer_init(&t, &spec, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    exit(2);
+  }
+  pt_step_metrics m;
+  if (trainer_step(&t, &m) < 0 || (gpu_cost_reset(), trainer_step(&t, &m)) < 0) {
+    fprintf(stderr, "gpu_roofline: %s: the step failed: %s\n", a->path, t.part.error);
+    exit(1);
+  }
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < gpu_cost_count(); i++) {
+    const gpu_cost_row *r = gpu_cost_row_at(i);
+    ledger_add(out, r->kernel, 1.0, (double)r->launches, r->tensor_flops, r->other_flops,
+               r->bytes);
+  }
+  /* The gradient clip scales the gradients (one pass, kernels/cuda/optimizer.cu's scale_kernel)
+   * only in a step whose norm exceeds train.grad_clip; count-only mode reads a norm of 0. The
+   * ledger assumes the step clips (early training does), with scale_kernel's closed form. */
+  int clipped = 0;
+  for (int i = 0; i < out->n; i++) clipped |= !strcmp(out->rows[i].name, "scale_kernel");
+  const double grads = (double)t.part.model.n_floats;
+  if (spec.train.grad_clip > 0 && !clipped)
+    ledger_add(out, "scale_kernel", 1, 1, 0, grads, 8 * grads);
+  const double tokens_seq = (double)spec.train.micro_batch_size * spec.train.micro_batches *
+                            (spec.pipeline.data_parallel > 0 ? spec.pipeline.data_parallel : 1);
+  out->blocks = keep >= 0 ? (keep < count ? keep : count) : count;
+  out->params = (double)model_param_count(&t.part.model);
+  out->tokens = tokens_seq * (double)spec.seq_len;
+  out->attn = 12.0 * out->blocks * (double)spec.dim * (double)spec.seq_len;
+  out->tf32 = spec.train.precision == SPEC_PRECISION_TF32;
+  trainer_free(&t);
+  spec_free(&spec);
+}
+
+/* l1 + (L - 1) (l2 - l1), row by row and for the model's sizes. */
+static void scale_blocks(const roof_ledger *l1, const roof_ledger *l2, double L, roof_ledger *out) {
+  memset(out, 0, sizeof *out);
+  for (int pass = 0; pass < 2; pass++) {
+    const roof_ledger *l = pass ? l1 : l2;
+    double w = pass ? 2.0 - L : L - 1.0; /* l1 (2 - L) + l2 (L - 1) */
+    for (int i = 0; i < l->n; i++) {
+      const roof_row *r = &l->rows[i];
+      ledger_add(out, r->name, w, r->launches, r->tensor, r->other, r->bytes);
+    }
+  }
+  out->params = l1->params + (L - 1.0) * (l2->params - l1->params);
+  out->attn = l1->attn + (L - 1.0) * (l2->attn - l1->attn);
+  out->tokens = l1->tokens;
+  out->blocks = L;
+  out->tf32 = l1->tf32;
+}
+
+static double row_floor(const roof_row *r, const gpu_peaks *g, double tensor_peak, double ft,
+                        double fo) {
+  double compute = r->tensor / (ft * tensor_peak) + r->other / (fo * g->fp32);
+  double memory = r->bytes / (fo * g->bw);
+  return compute > memory ? compute : memory;
+}
+
+static void print_table(const roof_ledger *l, double tensor_peak[N_GPUS], double floor[N_GPUS]) {
+  printf("%-36s %9s %12s %12s %10s", "kernel", "launches", "tensor GF", "other GF", "GB");
+  for (int g = 0; g < N_GPUS; g++) printf(" %9s %6s", k_gpus[g].name, "share");
+  printf("  bound\n");
+  for (int i = 0; i < l->n; i++) {
+    const roof_row *r = &l->rows[i];
+    printf("%-36s %9.0f %12.3f %12.3f %10.4f", r->name, r->launches, r->tensor / 1e9,
+           r->other / 1e9, r->bytes / 1e9);
+    for (int g = 0; g < N_GPUS; g++) {
+      double f = row_floor(r, &k_gpus[g], tensor_peak[g], 1.0, 1.0);
+      printf(" %7.1fus %5.1f%%", f * 1e6, 100.0 * f / floor[g]);
+    }
+    double c = r->tensor / tensor_peak[0] + r->other / k_gpus[0].fp32;
+    printf("  %s\n", c > r->bytes / k_gpus[0].bw ? "compute" : "memory");
+  }
+}
+
+static void print_summary(const roof_ledger *l, double tensor_peak[N_GPUS], double floor[N_GPUS]) {
+  double launches = 0;
+  for (int i = 0; i < l->n; i++) launches += l->rows[i].launches;
+  const double model = (6.0 * l->params + l->attn) * l->tokens;
+  printf("model FLOPs per step: %.4g (6 x %.4g params + 12 L dim T = %.4g a token, x %.0f "
+         "tokens)\n", model, l->params, l->attn, l->tokens);
+  for (int g = 0; g < N_GPUS; g++) {
+    double achieve = 0;
+    for (int i = 0; i < l->n; i++)
+      achieve += row_floor(&l->rows[i], &k_gpus[g], tensor_peak[g], ACHIEVE_TENSOR, ACHIEVE_OTHER);
+    printf("%s: step floor %.3f ms, %.0f tokens/s, MFU %.1f%% at the floor; at %.0f%% of the "
+           "tensor peak and %.0f%% of fp32 and bandwidth: %.3f ms, %.0f tokens/s, MFU %.1f%%\n",
+           k_gpus[g].name, floor[g] * 1e3, l->tokens / floor[g],
+           100.0 * model / (floor[g] * k_gpus[g].bf16), 100 * ACHIEVE_TENSOR, 100 * ACHIEVE_OTHER,
+           achieve * 1e3, l->tokens / achieve, 100.0 * model / (achieve * k_gpus[g].bf16));
+  }
+  printf("launches per step: %.0f; launch overhead at %.0f us a launch: %.3f ms = %.1f%% of the "
+         "H100 floor (at %.0f us, the gap between back-to-back launches: %.1f%%)\n", launches,
+         LAUNCH_US, launches * LAUNCH_US * 1e-3, 100.0 * launches * LAUNCH_US * 1e-6 / floor[0],
+         LAUNCH_GAP_US, 100.0 * launches * LAUNCH_GAP_US * 1e-6 / floor[0]);
+}
+
+static void print_report(const roof_args *a, const roof_ledger *l) {
+  double tensor_peak[N_GPUS], floor[N_GPUS];
+  for (int g = 0; g < N_GPUS; g++) {
+    tensor_peak[g] = l->tf32 ? k_gpus[g].tf32 : k_gpus[g].bf16;
+    floor[g] = 0;
+    for (int i = 0; i < l->n; i++)
+      floor[g] += row_floor(&l->rows[i], &k_gpus[g], tensor_peak[g], 1.0, 1.0);
+  }
+  printf("gpu_roofline: %s, %.0f tokens a step, %.0f blocks (%s)\n", a->path, l->tokens,
+         l->blocks, a->direct ? "run directly" : "ledger at 1 and 2 blocks, scaled linearly");
+  printf("peaks (dense, published): ");
+  for (int g = 0; g < N_GPUS; g++)
+    printf("%s bf16 %.1f / tf32 %.1f / fp32 %.1f TFLOP/s, %.2f TB/s%s", k_gpus[g].name,
+           k_gpus[g].bf16 / 1e12, k_gpus[g].tf32 / 1e12, k_gpus[g].fp32 / 1e12,
+           k_gpus[g].bw / 1e12, g + 1 < N_GPUS ? "; " : "\n");
+  print_table(l, tensor_peak, floor);
+  print_summary(l, tensor_peak, floor);
+}
+
+static void parse_args(int argc, char **argv, roof_args *a) {
+  *a = (roof_args){.path = "bench/gpt2_small.yaml",
+                   .over = {"pipeline.stages=1", "pipeline.data_parallel=1",
+                            "pipeline.device=gpu"},
+                   .n_over = 3};
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--set") && i + 1 < argc && a->n_over < 72)
+      a->over[a->n_over++] = argv[++i];
+    else if (!strcmp(argv[i], "--direct")) a->direct = 1;
+    else if (!strcmp(argv[i], "--raw")) a->raw = 1;
+    else if (!strcmp(argv[i], "--execute")) unsetenv("PT_EMU_COUNT_ONLY");
+    else if (argv[i][0] != '-') a->path = argv[i];
+    else {
+      fprintf(stderr, "usage: gpu_roofline [SPEC] [--set K=V] [--direct] [--raw] [--execute]\n");
+      exit(2);
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  /* before the first CUDA call: the emulator reads its settings then (a GPU ignores them); the
+   * emulated device gets an H100's 80 GiB, which count-only mode never touches */
+  setenv("PT_EMU_COUNT_ONLY", "1", 0);
+  setenv("PT_EMU_MEMORY_MB", "81920", 0);
+  roof_args a;
+  parse_args(argc, argv, &a);
+  roof_ledger l, l1, l2;
+  if (a.direct) {
+    measure(&a, -1, &l);
+  } else {
+    measure(&a, 1, &l1);
+    measure(&a, 2, &l2);
+    pt_spec spec;
+    spec_errors e = {0};
+    if (spec_load(a.path, a.over, a.n_over, &spec, &e) != 0) {
+      fprintf(stderr, "%s\n", e.msg);
+      return 2;
+    }
+    int count = 0;
+    block_type(&spec, &count);
+    spec_free(&spec);
+    if (count < 2) measure(&a, -1, &l), a.direct = 1;
+    else scale_blocks(&l1, &l2, count, &l);
+  }
+  if (a.raw) {
+    for (int i = 0; i < l.n; i++)
+      printf("row %s %.17g %.17g %.17g %.17g\n", l.rows[i].name, l.rows[i].launches,
+             l.rows[i].tensor, l.rows[i].other, l.rows[i].bytes);
+    return 0;
+  }
+  print_report(&a, &l);
+  return 0;
+}
