@@ -10,6 +10,7 @@ static int g_rank = -1;
 static pt_abort_hook g_hook;
 
 void pt_error_set_rank(int rank) { g_rank = rank; }
+int pt_error_rank(void) { return g_rank; }
 void pt_error_set_abort_hook(pt_abort_hook hook) { g_hook = hook; }
 
 static void print_prefix(void) {

@@ -17,8 +17,10 @@
 #define PT_EXIT_INPUT 2
 #define PT_EXIT_FATAL 1
 
-/* Rank this process reports in messages; -1 (the default) prints no rank. */
+/* Rank this process reports in messages; -1 (the default) prints no rank. pt_error_rank says
+ * which was set (-1: none, a single process), for notices only rank 0 should print. */
 void pt_error_set_rank(int rank);
+int pt_error_rank(void);
 
 /* Called before exit so a multi-rank run can abort its peers (e.g. MPI_Abort). */
 typedef void (*pt_abort_hook)(int exit_code);

@@ -2,10 +2,12 @@
 # scripts/gpu_check.sh [--dry] [--no-bench] [OUTDIR]: the one command for a bare GPU machine
 # (docs/gpu.md, "Running on a real GPU"). Run from the repository root with the kit of
 # scripts/gpu_kit.sh beside it (kit/, or pipetrain-kit.tar.gz, unpacked here when kit/ is
-# absent). Phases, each under its own timeout, at most about 7.5 minutes in all, logs in OUTDIR (default
+# absent). Phases, each under its own timeout, at most about 8.5 minutes in all, logs in OUTDIR (default
 # $OUT, else gpu-check/) as they go, a table printed last; exits 1 when a phase failed:
 #   machine   GPU, driver, nvcc, PyTorch, which CUDA libraries the kit's programs load
 #   ctest     every gpu_ test of the kit on the device; a skip counts as a failure
+#   attention which bf16 attention the GPU runs (cuDNN, or the fused kernels and why) and its
+#             error against float32 (tests/gpu/test_attention_bf16.c again, its output kept)
 #   gates     2 and 4 ranks sharing GPU 0 over the staged transport (comm.backend=mpi,
 #             pipeline.devices=[0,0]) against the sequential GPU run (tests/pipeline/gate.sh):
 #             1f1b, zbv, tied weights, checkpointing, bf16
@@ -85,6 +87,20 @@ elif [[ $rc != 0 ]] || { [[ $skipped -gt 0 && $dry == 0 ]]; }; then
   row ctest FAIL $((SECONDS - t)) "$summary, $skipped skipped (ctest.log)"
 else
   row ctest ok $((SECONDS - t)) "$summary, $skipped skipped$([[ $dry == 1 ]] && echo ' (dry: skips allowed)')"
+fi
+
+# attention: the bf16 attention's library and errors (kernels/cuda/attention_bf16.h)
+t=$SECONDS
+timeout 60 "$PT_KIT/build/tests/gpu/test_attention_bf16" > "$out/attention.log" 2>&1
+rc=$?
+lib=$(grep -m1 -o 'attention library: .*' "$out/attention.log")
+errs=$(grep -o '\] [a-z-]*: o [^ ]*, dqkv [^ ]*' "$out/attention.log" | head -2 | cut -c3- | paste -sd';')
+if [[ $rc == 77 && $dry == 1 ]]; then
+  row attention ok $((SECONDS - t)) "skipped (dry: no GPU)"
+elif [[ $rc != 0 ]]; then
+  row attention FAIL $((SECONDS - t)) "rc $rc; ${lib:-no library line} (attention.log)"
+else
+  row attention ok $((SECONDS - t)) "$lib; $errs"
 fi
 
 # gates: ranks sharing one GPU over the staged transport, against the sequential GPU run
