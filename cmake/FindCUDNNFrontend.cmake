@@ -2,18 +2,14 @@
 # kernels/cuda/attention_cudnn.cpp needs (docs/gpu.md, "Attention").
 #
 # cuDNN (cudnn.h, libcudnn) next to the CUDA toolkit (run find_package(CUDAToolkit) first), then
-# under CUDNN_ROOT / $CUDNN_HOME and the system paths. The frontend (cudnn_frontend.h) from
+# under CUDNN_ROOT and the system paths. The frontend (cudnn_frontend.h) from
 # CUDNN_FRONTEND_INCLUDE_DIR / $CUDNN_FRONTEND_INCLUDE_DIR, else the include/ folder the
 # nvidia-cudnn-frontend wheel puts in site-packages of the venv scripts/install-python.sh makes
 # (${PIPETRAIN_VENV:-~/.cache/pipetrain/venv}). Defines CUDNNFrontend_FOUND, CUDNN_VERSION,
-# CUDNN_FRONTEND_VERSION and the imported targets CUDNN::cudnn and CUDNN::frontend (the
-# frontend's headers as system headers, linking CUDNN::cudnn).
-find_path(CUDNN_INCLUDE_DIR cudnn.h
-  HINTS ${CUDNN_ROOT} ENV CUDNN_HOME ${CUDAToolkit_INCLUDE_DIRS}
-  PATH_SUFFIXES include)
-find_library(CUDNN_LIBRARY NAMES cudnn
-  HINTS ${CUDNN_ROOT} ENV CUDNN_HOME ${CUDAToolkit_LIBRARY_DIR}
-  PATH_SUFFIXES lib lib64)
+# CUDNN_FRONTEND_VERSION, CUDNN_LIBRARY and the imported target CUDNN::frontend (its headers
+# and cuDNN's as system headers, linking CUDNN_LIBRARY).
+find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDNN_ROOT}/include)
+find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDNN_ROOT}/lib)
 
 set(_fe_venv "$ENV{PIPETRAIN_VENV}")
 if(NOT _fe_venv)
@@ -46,14 +42,9 @@ find_package_handle_standard_args(CUDNNFrontend
   VERSION_VAR CUDNN_FRONTEND_VERSION)
 
 if(CUDNNFrontend_FOUND AND NOT TARGET CUDNN::frontend)
-  add_library(CUDNN::cudnn UNKNOWN IMPORTED)
-  set_target_properties(CUDNN::cudnn PROPERTIES
-    IMPORTED_LOCATION "${CUDNN_LIBRARY}"
-    INTERFACE_INCLUDE_DIRECTORIES "${CUDNN_INCLUDE_DIR}")
   add_library(CUDNN::frontend INTERFACE IMPORTED)
-  set_target_properties(CUDNN::frontend PROPERTIES
-    INTERFACE_SYSTEM_INCLUDE_DIRECTORIES "${CUDNN_FRONTEND_INCLUDE_DIR}"
-    INTERFACE_INCLUDE_DIRECTORIES "${CUDNN_FRONTEND_INCLUDE_DIR}"
-    INTERFACE_LINK_LIBRARIES CUDNN::cudnn)
+  target_include_directories(CUDNN::frontend SYSTEM INTERFACE ${CUDNN_FRONTEND_INCLUDE_DIR}
+                             ${CUDNN_INCLUDE_DIR})
+  target_link_libraries(CUDNN::frontend INTERFACE ${CUDNN_LIBRARY})
 endif()
 mark_as_advanced(CUDNN_INCLUDE_DIR CUDNN_LIBRARY CUDNN_FRONTEND_INCLUDE_DIR)

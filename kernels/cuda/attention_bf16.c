@@ -2,23 +2,11 @@
  * takes the shape, the in-house fused float32 kernels elsewhere. */
 #include "kernels/cuda/attention_bf16.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "kernels/cuda/cost.h"
 #include "kernels/cuda/ops_cuda.h"
-
-/* One line on stderr from rank 0 (every rank meets the same shapes). */
-__attribute__((format(printf, 1, 2))) static void notice(const char *fmt, ...) {
-  if (pt_error_rank() > 0) return;
-  char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "pipetrain: notice: %s\n", line);
-}
 
 static int same_shape(const attention_cudnn_shape *a, const attention_cudnn_shape *b) {
   return a->B == b->B && a->T == b->T && a->H == b->H && a->KVH == b->KVH && a->hd == b->hd;
@@ -37,7 +25,7 @@ static attention_cudnn_plan *plan_for(gpu_ctx *g, cuda_attention_bf16 *a,
   char why[768] = "";
   attention_cudnn_plan *p = attention_cudnn_plan_build(g, s, why, sizeof why);
   if (!p)
-    notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d: %s; the in-house float32 kernels run "
+    pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d: %s; the in-house float32 kernels run "
            "it", s->B, s->T, s->H, s->KVH, s->hd, why);
   a->shapes[a->n_shapes++] = (cuda_attention_bf16_entry){.shape = *s, .plan = p};
   return p;
@@ -51,7 +39,7 @@ static attention_cudnn_plan *route(gpu_ctx *g, cuda_attention_bf16 *a, int B, in
     return NULL;
   if (doc_start) {
     if (!a->said_documents)
-      notice("bf16 attention with packed documents (data.documents): cuDNN's ragged offsets "
+      pt_notice("bf16 attention with packed documents (data.documents): cuDNN's ragged offsets "
              "would need each document as its own sequence, not a mask within a row; the "
              "in-house float32 kernels run it");
     a->said_documents = 1;
