@@ -8,7 +8,9 @@
  *     TOL_BF16 of the CPU's float32, causal, grouped-query (H != KVH), T cut by every tile;
  *   - two runs give the same bits (the deterministic backward);
  *   - the saved state is lse[B,H,T] and no scratch, as in fp32;
- *   - the library ran each plain shape (unless the build has none), one plan per shape;
+ *   - the library ran each plain shape (unless the build has none), one plan per shape, and the
+ *     ledger (kernels/cuda/cost.h) has its calls at 4*B*H*T*T*hd/2 tensor FLOPs forward, 2.5
+ *     times that backward;
  *   - packed documents and a head dim the library refuses (12) fall back to the in-house
  *     kernels, bit for bit what those give in fp32, each said once on stderr;
  *   - fp32 never calls the library.
@@ -23,6 +25,7 @@
 
 #include "../test_util.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cuda/cost.h"
 #include "kernels/cuda/kernels_gpu.h"
 
 /* Norm-wise relative error max|gpu - cpu| / max|cpu| allowed against float32. bf16 keeps 8
@@ -69,6 +72,18 @@ static double norm_err(const float *x, const float *ref, int64_t n) {
 
 static int same_bits(const float *a, const float *b, int64_t n) {
   return memcmp(a, b, sizeof(float) * (size_t)n) == 0;
+}
+
+/* The ledger's row `name` (kernels/cuda/cost.h): launches and tensor FLOPs (0 launches: none). */
+static void expect_cost(const char *shape, const char *name, uint64_t launches, double flops) {
+  const gpu_cost_row *r = NULL;
+  for (int i = 0; i < gpu_cost_count(); i++)
+    if (strcmp(gpu_cost_row_at(i)->kernel, name) == 0) r = gpu_cost_row_at(i);
+  const uint64_t n = r ? r->launches : 0;
+  CHECK(n == launches && (!r || fabs(r->tensor_flops - flops) <= 1e-9 * flops),
+        "[%s] ledger %s: %llu launches, %.6g tensor FLOPs; expected %llu, %.6g", shape, name,
+        (unsigned long long)n, r ? r->tensor_flops : 0.0, (unsigned long long)launches,
+        launches ? flops : 0.0);
 }
 
 typedef struct {
@@ -130,12 +145,16 @@ static void attention_case(int B, int T, int d, int H, int KVH, int docs, int li
   float *d_qkv = to_device(qkv, sizeof(float) * nqkv), *d_dout = to_device(dout, sizeof(float) * no);
   int32_t *d_doc = doc ? to_device(doc, sizeof(int32_t) * (size_t)B * T) : NULL;
   const int64_t lib0 = KG.attention.library_calls, fall0 = KG.attention.fallback_calls;
+  gpu_cost_reset();
   attention_run a = run_table(k, d_qkv, d_dout, B, T, d, H, KVH, d_doc);
   attention_run b = run_table(k, d_qkv, d_dout, B, T, d, H, KVH, d_doc);
   const int64_t lib = KG.attention.library_calls - lib0, fall = KG.attention.fallback_calls - fall0;
   CHECK(lib == (library ? 4 : 0) && fall == (library ? 0 : 4),
         "[%s] %lld library and %lld in-house calls, expected the %s to run all 4", shape,
         (long long)lib, (long long)fall, library ? "library" : "in-house kernels");
+  const double fwd = 4.0 * B * H * T * (double)T * (d / H) / 2; /* per forward call */
+  expect_cost(shape, "cudnn_attention_forward", library ? 2 : 0, 2 * fwd);
+  expect_cost(shape, "cudnn_attention_backward", library ? 2 : 0, 2 * 2.5 * fwd);
   const double eo = norm_err(a.o, o_cpu, no), eg = norm_err(a.dqkv, dqkv_cpu, nqkv);
   printf("  [%s] %s: o %.2e, dqkv %.2e against float32 (tolerance %.0e)\n", shape,
          lib ? "library" : "in-house", eo, eg, TOL_BF16);
