@@ -25,8 +25,8 @@ static attention_cudnn_plan *plan_for(gpu_ctx *g, cuda_attention_bf16 *a,
   char why[768] = "";
   attention_cudnn_plan *p = attention_cudnn_plan_build(g, s, why, sizeof why);
   if (!p)
-    pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d: %s; the in-house float32 kernels run "
-           "it", s->B, s->T, s->H, s->KVH, s->hd, why);
+    pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d: %s; the in-house float32 kernels "
+              "run it", s->B, s->T, s->H, s->KVH, s->hd, why);
   a->shapes[a->n_shapes++] = (cuda_attention_bf16_entry){.shape = *s, .plan = p};
   return p;
 }
@@ -39,9 +39,10 @@ static attention_cudnn_plan *route(gpu_ctx *g, cuda_attention_bf16 *a, int B, in
     return NULL;
   if (doc_start) {
     if (!a->said_documents)
-      pt_notice("bf16 attention with packed documents (data.documents): cuDNN's ragged offsets "
-             "would need each document as its own sequence, not a mask within a row; the "
-             "in-house float32 kernels run it");
+      pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d with packed documents "
+                "(data.documents): cuDNN's ragged offsets would need each document as its own "
+                "sequence, not a mask within a row; the in-house float32 kernels run it (and "
+                "every other shape with documents)", B, T, H, KVH, d / H);
     a->said_documents = 1;
     return NULL;
   }
