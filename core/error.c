@@ -48,16 +48,28 @@ void pt_fail_input(const char *fmt, ...) {
   die(PT_EXIT_INPUT);
 }
 
-void pt_warn(const char *fmt, ...) {
-  va_list ap;
-  fflush(stdout); /* the warning lands after the progress line it concerns */
+static void say(const char *label, const char *fmt, va_list ap) {
+  fflush(stdout); /* the line lands after the progress line it concerns */
   print_prefix();
-  fprintf(stderr, "warning: ");
-  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", label);
   vfprintf(stderr, fmt, ap);
-  va_end(ap);
   fputc('\n', stderr);
   fflush(stderr);
+}
+
+void pt_warn(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  say("warning", fmt, ap);
+  va_end(ap);
+}
+
+void pt_notice(const char *fmt, ...) {
+  if (g_rank > 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  say("notice", fmt, ap);
+  va_end(ap);
 }
 
 int pt_errorf(char *err, size_t errsz, const char *fmt, ...) {

@@ -32,6 +32,9 @@ int pt_errorf(char *err, size_t errsz, const char *fmt, ...) __attribute__((form
 /* A problem the run survives (e.g. a periodic checkpoint the disk had no room for): one line
  * "pipetrain[rank R]: warning: ..." on stderr; the run goes on. */
 void pt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Something the user may want to know that every rank meets alike (e.g. a fallback to a slower
+ * kernel): "pipetrain[rank 0]: notice: ..." from rank 0 only (or the single process). */
+void pt_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Checking a library call, one shape for every library: PT_CHECK_<LIBRARY>(call) evaluates call
  * once and, when the result is not the library's success, ends the job (pt_fatal: exit code 1,

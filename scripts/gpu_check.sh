@@ -2,22 +2,25 @@
 # scripts/gpu_check.sh [--dry] [--no-bench] [--no-targets] [OUTDIR]: the one command for a bare
 # GPU machine (docs/gpu.md, "Running on a real GPU"). Run from the repository root with the kit
 # of scripts/gpu_kit.sh beside it (kit/, or pipetrain-kit.tar.gz, unpacked here when kit/ is
-# absent). Phases, each under its own timeout, at most about 7.5 minutes until the targets phase,
-# which takes what is left of 9 minutes (inside a device call's 10), logs in OUTDIR (default
+# absent). Phases, each under its own timeout, at most about 5.5 minutes until the targets phase;
+# targets and bench then take what is left of 9 minutes (inside a device call's 10), logs in OUTDIR (default
 # $OUT, else gpu-check/) as they go, a table printed last; exits 1 when a phase failed:
 #   machine   GPU, driver, nvcc, PyTorch, which CUDA libraries the kit's programs load
 #   ctest     every gpu_ test of the kit on the device; a skip counts as a failure
+#   attention which bf16 attention the GPU runs (cuDNN, or the fused kernels and why) and its
+#             error against float32 (tests/gpu/test_attention_bf16.c again, its output kept)
 #   gates     2 and 4 ranks sharing GPU 0 over the staged transport (comm.backend=mpi,
 #             pipeline.devices=[0,0]) against the sequential GPU run (tests/pipeline/gate.sh):
 #             1f1b, zbv, tied weights, checkpointing, bf16
-#   bench     bench/gpu_vs_torch.sh on bench/gpt2_small.yaml, 1 round (PT_CHECK_BENCH_ROUNDS;
-#             --no-bench: skipped): the rows written before a timeout stay in bench.log
 #   targets   issue 26's targets, bench/gpu_targets.sh on bench/gpt2_small.yaml: bf16
 #             --sequential, 2 stages on the one GPU and torch.compile, alternated
-#             (PT_CHECK_TARGETS_ROUNDS, default 2), beside bench/gpu_roofline's prediction; last,
-#             in the time left until PT_CHECK_DEADLINE_S (default 540) seconds from the start, at
+#             (PT_CHECK_TARGETS_ROUNDS, default 2), beside bench/gpu_roofline's prediction, in
+#             the time left until PT_CHECK_DEADLINE_S (default 540) seconds from the start, at
 #             most PT_CHECK_TARGETS_S (150); skipped under 45 s left or with --no-targets; the
 #             rounds done before the time box stay in targets.log
+#   bench     bench/gpu_vs_torch.sh on bench/gpt2_small.yaml, 1 round (PT_CHECK_BENCH_ROUNDS;
+#             --no-bench: skipped), in what is left of the same budget (at most 180 s, skipped
+#             under 45 s): the rows written before a timeout stay in bench.log
 #   counters  skipped: the emulator's counters need the emulator's build (tests/gpu/emu/counters.sh)
 # --dry: the same phases where there is no GPU (what tests/kit/kit_check.sh runs in a bare
 # Debian): the gates on the cpu device, the gpu_ tests may skip, the benchmark on the CPU with
@@ -96,6 +99,20 @@ else
   row ctest ok $((SECONDS - t)) "$summary, $skipped skipped$([[ $dry == 1 ]] && echo ' (dry: skips allowed)')"
 fi
 
+# attention: the bf16 attention's library and errors (kernels/cuda/attention_bf16.h)
+t=$SECONDS
+timeout 60 "$PT_KIT/build/tests/gpu/test_attention_bf16" > "$out/attention.log" 2>&1
+rc=$?
+lib=$(grep -m1 -o 'attention library: .*' "$out/attention.log")
+errs=$(grep -o '\] [a-z-]*: o [^ ]*, dqkv [^ ]*' "$out/attention.log" | head -2 | cut -c3- | paste -sd';')
+if [[ $rc == 77 && $dry == 1 ]]; then
+  row attention ok $((SECONDS - t)) "skipped (dry: no GPU)"
+elif [[ $rc != 0 ]]; then
+  row attention FAIL $((SECONDS - t)) "rc $rc; ${lib:-no library line} (attention.log)"
+else
+  row attention ok $((SECONDS - t)) "$lib; $errs"
+fi
+
 # gates: ranks sharing one GPU over the staged transport, against the sequential GPU run
 t=$SECONDS
 if [[ $dry == 1 ]]; then dev=cpu; share2= share4=; else
@@ -126,8 +143,7 @@ else
   row gates ok $((SECONDS - t)) "$dev, bitwise: ${gates_ok[*]}"
 fi
 
-# bench: pipetrain against the machine's PyTorch, eager and torch.compile
-t=$SECONDS
+# the two measuring phases' python and bench runner
 py=${PT_TORCH_VENV:-/opt/torch/.venv}/bin/python
 [[ -x $py ]] || py=python3
 export PYTHONPATH=$PT_KIT/py${PYTHONPATH:+:$PYTHONPATH} # PyYAML, where the venv lacks it
@@ -148,17 +164,6 @@ run_bench() {
       bash "bench/$1" bench/gpt2_small.yaml "$5" > "$out/$2" 2>&1
   fi
 }
-if [[ $bench == 0 ]]; then
-  row bench skip 0 "--no-bench"
-elif ! have_torch bench; then
-  :
-else
-  run_bench gpu_vs_torch.sh bench.log "${PT_CHECK_DRY_BENCH_S:-600}" 180 "${PT_CHECK_BENCH_ROUNDS:-1}"
-  rc=$?
-  if [[ $rc == 0 ]]; then row bench ok $((SECONDS - t)) "bench.log"
-  else row bench FAIL $((SECONDS - t)) "exit $rc (bench.log)"; fi
-fi
-
 # targets: the issue's measurements beside the roofline's, in what is left of the run's budget
 t=$SECONDS
 left=$((${PT_CHECK_DEADLINE_S:-540} - (SECONDS - start)))
@@ -180,6 +185,24 @@ else
   else
     row targets FAIL $((SECONDS - t)) "exit $rc (targets.log)"
   fi
+fi
+
+# bench: pipetrain against the machine's PyTorch, eager and torch.compile, in what is left
+t=$SECONDS
+left=$((${PT_CHECK_DEADLINE_S:-540} - (SECONDS - start)))
+bench_s=180
+[[ $left -lt $bench_s ]] && bench_s=$left
+if [[ $bench == 0 ]]; then
+  row bench skip 0 "--no-bench"
+elif [[ $dry == 0 && $bench_s -lt 45 ]]; then
+  row bench skip 0 "$left s left of the run's ${PT_CHECK_DEADLINE_S:-540} s"
+elif ! have_torch bench; then
+  :
+else
+  run_bench gpu_vs_torch.sh bench.log "${PT_CHECK_DRY_BENCH_S:-600}" "$bench_s" "${PT_CHECK_BENCH_ROUNDS:-1}"
+  rc=$?
+  if [[ $rc == 0 ]]; then row bench ok $((SECONDS - t)) "bench.log"
+  else row bench FAIL $((SECONDS - t)) "exit $rc (bench.log)"; fi
 fi
 
 row counters skip 0 "the emulator's counters need its build (ctest -R gpu_emu_counters in build-gpuemu); the real run has none without a profiler"

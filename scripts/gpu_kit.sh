@@ -59,8 +59,9 @@ for so in "$plugins"/*.so "$out/pmix"/*.so; do
 done
 
 # Every library the kit's programs and plugins load, but glibc's, the C++ runtime's and CUDA's
-# (cuBLAS, cudart, NCCL: the GPU machine's PyTorch wheels, env.sh).
-skip='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libutil|libresolv|libanl|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvrtc|libnvJitLink)[.-]'
+# (cuBLAS, cudart, NCCL, cuDNN, whose engines it loads at run time, hundreds of MB: the GPU
+# machine's PyTorch wheels, env.sh).
+skip='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libutil|libresolv|libanl|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libnvrtc|libnvJitLink)[.-]'
 mapfile -t elfs < <(find "$out/build" "$out/ompi/bin" "$plugins" "$out/pmix" -type f \
   \( -perm -u+x -o -name '*.so' \) -exec sh -c 'head -c4 "$1" | grep -q ELF' _ {} \; -print)
 declare -A seen=()

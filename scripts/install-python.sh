@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Python packages the Hugging Face tests and scripts/tokenize.py use (torch,
-# transformers, safetensors, tokenizers, numpy, pyyaml) from PyPI into a virtual environment at
+# transformers, safetensors, tokenizers, numpy, pyyaml), and nvidia-cudnn-frontend (the C++
+# headers of cuDNN's graph API that the GPU build's bf16 attention compiles against,
+# cmake/FindCUDNNFrontend.cmake), from PyPI into a virtual environment at
 # ${PIPETRAIN_VENV:-$HOME/.cache/pipetrain/venv}, which CMake's PT_PYTHON then defaults to.
 # Idempotent: does nothing when that venv (or, with no venv there, python3) already imports
 # them all. The PyPI torch wheel brings
 # its CUDA libraries (about 3 GB): once per machine or CI cache.
 set -euo pipefail
 venv=${PIPETRAIN_VENV:-$HOME/.cache/pipetrain/venv}
-modules="torch transformers safetensors tokenizers numpy yaml"
+modules="torch transformers safetensors tokenizers numpy yaml cudnn"
 check="import importlib.util, sys
 missing = [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]
 sys.exit(1 if missing else 0)"
@@ -27,6 +29,7 @@ if [ ! -x "$venv/bin/python" ]; then
   fi
 fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet torch transformers safetensors tokenizers numpy pyyaml
+"$venv/bin/python" -m pip install --quiet torch transformers safetensors tokenizers numpy pyyaml \
+  nvidia-cudnn-frontend
 "$venv/bin/python" -c "$check" $modules
 echo "install-python: $venv has $modules (configure with -DPT_PYTHON=$venv/bin/python, the default when it exists)"

@@ -78,17 +78,26 @@ static int64_t attention_scratch_floats(const pt_kernels *k, int B, int T, int d
   return cuda_op_attention_scratch_floats(B, T, d, H, KVH);
 }
 
+/* bf16: the library's attention where it takes the shape (attention_bf16.h); the in-house float32
+ * kernels otherwise and in fp32/tf32. Both save lse[B,H,T] and need no scratch. */
 static void attention_forward(const pt_kernels *k, float *o, float *lse, const float *qkv, int B,
                               int T, int d, int H, int KVH, const int32_t *doc_start,
                               float *scratch) {
-  cuda_op_attention_forward(ctx(k), o, lse, qkv, B, T, d, H, KVH, doc_start, scratch);
+  if (k->precision == PT_PRECISION_BF16)
+    cuda_attention_bf16_forward(ctx(k), &state(k)->attention, o, lse, qkv, B, T, d, H, KVH,
+                                doc_start);
+  else cuda_op_attention_forward(ctx(k), o, lse, qkv, B, T, d, H, KVH, doc_start, scratch);
 }
 
 static void attention_backward(const pt_kernels *k, float *dqkv, const float *dout,
                                const float *qkv, const float *o, const float *lse, int B, int T,
                                int d, int H, int KVH, const int32_t *doc_start, float *scratch) {
-  cuda_op_attention_backward(ctx(k), dqkv, dout, qkv, o, lse, B, T, d, H, KVH, doc_start,
-                             scratch);
+  if (k->precision == PT_PRECISION_BF16)
+    cuda_attention_bf16_backward(ctx(k), &state(k)->attention, dqkv, dout, qkv, o, lse, B, T, d,
+                                 H, KVH, doc_start);
+  else
+    cuda_op_attention_backward(ctx(k), dqkv, dout, qkv, o, lse, B, T, d, H, KVH, doc_start,
+                               scratch);
 }
 
 static void rmsnorm_forward(const pt_kernels *k, float *y, float *rstd, const float *x,
@@ -354,6 +363,7 @@ void kernels_gpu_set_precision(kernels_gpu *kg, pt_precision p) {
 
 void kernels_gpu_close(kernels_gpu *kg) {
   cuda_bf16_scratch_free(&kg->bf16);
+  cuda_attention_bf16_free(&kg->attention);
   gpu_free(kg->sum);
   gpu_free(kg->reduce);
   gpu_free(kg->flag);

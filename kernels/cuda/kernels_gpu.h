@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 
+#include "kernels/cuda/attention_bf16.h"
 #include "kernels/cuda/gpu.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/cuda/staging.h"
@@ -29,6 +30,7 @@ typedef struct {
   uint64_t *sort_keys;  /* device: embedding backward's sort (grown on demand) */
   int64_t sort_keys_n;
   cuda_bf16_scratch bf16; /* train.precision bf16: the products' operands as bf16 */
+  cuda_attention_bf16 attention; /* train.precision bf16: attention's plans and bf16 buffers */
   gpu_staging staging;  /* loss_acc's targets on their way to the device (staging.h) */
 } kernels_gpu;
 
@@ -41,10 +43,11 @@ void kernels_gpu_open(kernels_gpu *kg, gpu_ctx *g);
 /* The table computes in precision p from now on (kernels/kernels.h's pt_precision): fp32 sets
  * the cuBLAS handle's pedantic math, tf32 its TF32 tensor-op math (every float32 product of the
  * handle, attention's batched ones included), bf16 default math (no TF32 for the float32
- * products) with the linear entries multiplying bf16 copies of their operands and the
- * round/pack and weight_copy entries set (the registered weight copies live in the table's
- * bf16 scratch and stay registered across precision changes); the cuBLASLt products' compute
- * type (gpu_ctx's lt_compute) follows. */
+ * products) with the linear entries multiplying bf16 copies of their operands, attention on
+ * bf16 operands through attention_bf16.h (cuDNN where it takes the shape), and the round/pack
+ * and weight_copy entries set (the registered weight copies live in the table's bf16 scratch
+ * and stay registered across precision changes); the cuBLASLt products' compute type
+ * (gpu_ctx's lt_compute) follows. */
 void kernels_gpu_set_precision(kernels_gpu *kg, pt_precision p);
 /* Frees kg's device buffers (a device lives as long as its process, so only tests call it). */
 void kernels_gpu_close(kernels_gpu *kg);

@@ -48,7 +48,7 @@ cudart=$(ldd build-kit/pipe_train | awk '$1 ~ /^libcudart/ {print $3}')
 [[ -n $cudart ]] || fail "build-kit/pipe_train does not load libcudart"
 wheel=$chroot/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib
 mkdir -p "$wheel"
-for lib in $(ldd build-kit/pipe_train | awk '$1 ~ /^lib(cudart|cublas|cublasLt|nccl)\./ {print $3}'); do
+for lib in $(ldd build-kit/pipe_train | awk '$1 ~ /^lib(cudart|cublas|cublasLt|cudnn|nccl|nvrtc)\./ {print $3}'); do
   cp -l "$(realpath "$lib")" "$wheel/$(basename "$lib")" 2>/dev/null || cp -L "$lib" "$wheel/"
 done
 # /proc, /sys (hwloc's topology) and a /dev/shm for Open MPI's shared memory, as on any

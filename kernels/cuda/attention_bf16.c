@@ -1,0 +1,134 @@
+/* bf16 attention on the GPU (attention_bf16.h): the library behind attention_cudnn.h where it
+ * takes the shape, the in-house fused float32 kernels elsewhere. */
+#include "kernels/cuda/attention_bf16.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/cuda/cost.h"
+#include "kernels/cuda/ops_cuda.h"
+
+static int same_shape(const attention_cudnn_shape *a, const attention_cudnn_shape *b) {
+  return a->B == b->B && a->T == b->T && a->H == b->H && a->KVH == b->KVH && a->hd == b->hd;
+}
+
+/* The plan of shape s (NULL: refused), built the first time s is seen. */
+static attention_cudnn_plan *plan_for(gpu_ctx *g, cuda_attention_bf16 *a,
+                                      const attention_cudnn_shape *s) {
+  for (int i = 0; i < a->n_shapes; i++)
+    if (same_shape(&a->shapes[i].shape, s)) return a->shapes[i].plan;
+  if (a->n_shapes == a->cap_shapes) {
+    a->cap_shapes = a->cap_shapes ? 2 * a->cap_shapes : 8;
+    a->shapes = realloc(a->shapes, sizeof *a->shapes * (size_t)a->cap_shapes);
+    if (!a->shapes) pt_fatal("attention: out of memory for %d shapes", a->cap_shapes);
+  }
+  char why[768] = "";
+  attention_cudnn_plan *p = attention_cudnn_plan_build(g, s, why, sizeof why);
+  if (!p)
+    pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d: %s; the in-house float32 kernels "
+              "run it", s->B, s->T, s->H, s->KVH, s->hd, why);
+  a->shapes[a->n_shapes++] = (cuda_attention_bf16_entry){.shape = *s, .plan = p};
+  return p;
+}
+
+/* The library's plan for this call, or NULL for the in-house kernels (bad shapes included:
+ * those report their error there). */
+static attention_cudnn_plan *route(gpu_ctx *g, cuda_attention_bf16 *a, int B, int T, int d,
+                                   int H, int KVH, const int32_t *doc_start) {
+  if (B <= 0 || T <= 0 || d <= 0 || H <= 0 || KVH <= 0 || d % H != 0 || H % KVH != 0)
+    return NULL;
+  if (doc_start) {
+    if (!a->said_documents)
+      pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d with packed documents "
+                "(data.documents): cuDNN's ragged offsets would need each document as its own "
+                "sequence, not a mask within a row; the in-house float32 kernels run it (and "
+                "every other shape with documents)", B, T, H, KVH, d / H);
+    a->said_documents = 1;
+    return NULL;
+  }
+  attention_cudnn_shape s = {.B = B, .T = T, .H = H, .KVH = KVH, .hd = d / H};
+  return plan_for(g, a, &s);
+}
+
+/* Device buffer *buf of at least bytes (grown; gpu_free waits for work still using the old). */
+static void *grown(gpu_ctx *g, void **buf, size_t *have, size_t bytes) {
+  if (*have < bytes) {
+    if (*buf) gpu_free(*buf);
+    *buf = gpu_alloc(g, bytes);
+    *have = bytes;
+  }
+  return *buf;
+}
+
+/* bf16 room for qkv, o, dout and dqkv: n_qkv elements twice, n_o twice. */
+static uint16_t *bf16_room(gpu_ctx *g, cuda_attention_bf16 *a, int64_t n_qkv, int64_t n_o) {
+  void *p = a->bf16;
+  uint16_t *r = grown(g, &p, &a->bf16_bytes, sizeof(uint16_t) * (size_t)(2 * n_qkv + 2 * n_o));
+  a->bf16 = r;
+  return r;
+}
+
+static void *workspace(gpu_ctx *g, cuda_attention_bf16 *a, const attention_cudnn_plan *p) {
+  size_t bytes = attention_cudnn_plan_workspace(p);
+  return bytes ? grown(g, &a->workspace, &a->workspace_bytes, bytes) : NULL;
+}
+
+/* The ledger (cost.h): the two products QK^T and PV over the causal half of the scores on
+ * tensor cores, 4*B*H*T*T*hd/2 FLOPs (2 per multiply-add, the diagonal's own half not counted);
+ * backward's five products (S again, dP, dV, dK, dQ) 2.5 times that. The softmax's arithmetic
+ * is not counted. Bytes: the bf16 operands read and results written once, lse (float32) once. */
+static void note_cost(const char *name, double products, int B, int T, int H, int64_t n_qkv,
+                      int64_t n_o, double tensors) {
+  const double hd_all = (double)n_o / ((double)B * T); /* H*hd */
+  gpu_cost_note(name, products * 4.0 * B * T * (double)T * hd_all / 2.0, 0.0,
+                2.0 * tensors * (double)(n_qkv + n_o) + 4.0 * B * H * (double)T);
+}
+
+void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, float *lse,
+                                 const float *qkv, int B, int T, int d, int H, int KVH,
+                                 const int32_t *doc_start) {
+  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start);
+  if (!p) {
+    a->fallback_calls++;
+    cuda_op_attention_forward(g, o, lse, qkv, B, T, d, H, KVH, doc_start, NULL);
+    return;
+  }
+  const int64_t n_o = (int64_t)B * T * d, n_qkv = (int64_t)B * T * (d + 2 * KVH * (d / H));
+  uint16_t *qkv_b = bf16_room(g, a, n_qkv, n_o), *o_b = qkv_b + n_qkv;
+  cuda_pack_bf16(g, qkv_b, qkv, n_qkv);
+  attention_cudnn_forward(g, p, workspace(g, a, p), o_b, lse, qkv_b);
+  note_cost("cudnn_attention_forward", 1.0, B, T, H, n_qkv, n_o, 1.0);
+  cuda_unpack_bf16(g, o, o_b, n_o);
+  a->library_calls++;
+}
+
+void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqkv,
+                                  const float *dout, const float *qkv, const float *o,
+                                  const float *lse, int B, int T, int d, int H, int KVH,
+                                  const int32_t *doc_start) {
+  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start);
+  if (!p) {
+    a->fallback_calls++;
+    cuda_op_attention_backward(g, dqkv, dout, qkv, o, lse, B, T, d, H, KVH, doc_start, NULL);
+    return;
+  }
+  const int64_t n_o = (int64_t)B * T * d, n_qkv = (int64_t)B * T * (d + 2 * KVH * (d / H));
+  uint16_t *qkv_b = bf16_room(g, a, n_qkv, n_o), *o_b = qkv_b + n_qkv;
+  uint16_t *dout_b = o_b + n_o, *dqkv_b = dout_b + n_o;
+  cuda_pack_bf16(g, qkv_b, qkv, n_qkv);
+  cuda_pack_bf16(g, o_b, o, n_o);
+  cuda_pack_bf16(g, dout_b, dout, n_o);
+  attention_cudnn_backward(g, p, workspace(g, a, p), dqkv_b, dout_b, qkv_b, o_b, lse);
+  note_cost("cudnn_attention_backward", 2.5, B, T, H, n_qkv, n_o, 2.0);
+  cuda_unpack_bf16(g, dqkv, dqkv_b, n_qkv);
+  a->library_calls++;
+}
+
+void cuda_attention_bf16_free(cuda_attention_bf16 *a) {
+  for (int i = 0; i < a->n_shapes; i++)
+    if (a->shapes[i].plan) attention_cudnn_plan_free(a->shapes[i].plan);
+  free(a->shapes);
+  if (a->bf16) gpu_free(a->bf16);
+  if (a->workspace) gpu_free(a->workspace);
+  *a = (cuda_attention_bf16){0};
+}

@@ -1,0 +1,52 @@
+/* kernels/cuda/attention_bf16.h: the GPU table's attention under train.precision bf16
+ * (kernels_gpu.c; fp32 and tf32 keep the in-house float32 kernels of ops_cuda.h, the bitwise
+ * reference). Same tensors and contract as kernels/kernels.h's attention entries (float32 qkv,
+ * o, dout, dqkv; saved = lse[B,H,T], cuda_op_attention_saved_floats; no table scratch):
+ *   - plain causal shapes go to the library behind attention_cudnn.h (cuDNN on a real GPU, its
+ *     substitute under the emulator): qkv (and in backward o and dout) converted to bf16 by one
+ *     kernel each into a buffer kept here, the library's bf16 o and dqkv widened back to float32;
+ *   - a shape the library refuses, and packed documents (doc_start != NULL: cuDNN's ragged
+ *     offsets would make each document its own sequence, which this layout of whole rows does not
+ *     do), run the in-house fused float32 kernels on the float32 tensors. Each reason is said
+ *     once on stderr by rank 0 (a notice, not an error).
+ * The library's plan is built at the first forward of a shape (B, T, H, KVH, hd) and kept for
+ * forward and backward alike, so the two always take the same path; forward's lse means the
+ * same on both paths. Buffers grow to the largest shape seen and are kept. One per table; the
+ * rank's one host thread calls it, in stream order.
+ */
+#ifndef PT_ATTENTION_BF16_H
+#define PT_ATTENTION_BF16_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/cuda/attention_cudnn.h"
+#include "kernels/cuda/gpu.h"
+
+typedef struct {
+  attention_cudnn_shape shape;
+  attention_cudnn_plan *plan; /* NULL: refused, the in-house kernels run it */
+} cuda_attention_bf16_entry;
+
+typedef struct {
+  cuda_attention_bf16_entry *shapes; /* every shape seen, in order */
+  int n_shapes, cap_shapes;
+  int said_documents;          /* the packed-documents notice was given */
+  uint16_t *bf16;              /* device: the bf16 operands and results */
+  size_t bf16_bytes;
+  void *workspace;             /* device: the library's workspace */
+  size_t workspace_bytes;
+  int64_t library_calls, fallback_calls; /* forward and backward calls on each path */
+} cuda_attention_bf16;
+
+/* kernels.h's attention_forward / attention_backward (lse is the saved state). */
+void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, float *lse,
+                                 const float *qkv, int B, int T, int d, int H, int KVH,
+                                 const int32_t *doc_start);
+void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqkv,
+                                  const float *dout, const float *qkv, const float *o,
+                                  const float *lse, int B, int T, int d, int H, int KVH,
+                                  const int32_t *doc_start);
+void cuda_attention_bf16_free(cuda_attention_bf16 *a);
+
+#endif

@@ -1,0 +1,71 @@
+/* attention_cudnn.h under the CUDA emulator, which has no cuDNN: the same contract computed by
+ * the in-house fused float32 kernels (ops_cuda.h) on the bf16 operands widened exactly to
+ * float32, with o and dqkv rounded back to bf16, so the numbers resemble a bf16 library's and
+ * everything around the call (conversions, plan cache, workspace, fallback, saved sizes) runs
+ * here. It refuses what cuDNN's SDPA documents it refuses for bf16 (a head dim that is not a
+ * multiple of 8, or above 256), so the fallback path runs here too. The float32 copies live in
+ * the caller's workspace, which this plan asks for.
+ */
+#include "kernels/cuda/attention_cudnn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/cuda/ops_cuda.h"
+
+struct attention_cudnn_plan {
+  attention_cudnn_shape s;
+  int64_t n_qkv, n_o; /* elements of qkv and of o */
+};
+
+extern "C" const char *attention_cudnn_backend(void) { return "emulator substitute"; }
+
+extern "C" attention_cudnn_plan *attention_cudnn_plan_build(gpu_ctx *g,
+                                                            const attention_cudnn_shape *s,
+                                                            char *why, size_t whysz) {
+  (void)g;
+  if (s->hd % 8 != 0 || s->hd > 256) {
+    snprintf(why, whysz, "head dim %d: cuDNN's bf16 attention takes multiples of 8 up to 256",
+             s->hd);
+    return NULL;
+  }
+  attention_cudnn_plan *p = (attention_cudnn_plan *)calloc(1, sizeof *p);
+  if (!p) pt_fatal("attention plan: out of memory");
+  p->s = *s;
+  p->n_o = (int64_t)s->B * s->T * s->H * s->hd;
+  p->n_qkv = (int64_t)s->B * s->T * (s->H + 2 * s->KVH) * s->hd;
+  return p;
+}
+
+/* Forward: qkv, o; backward adds dout and dqkv. */
+extern "C" size_t attention_cudnn_plan_workspace(const attention_cudnn_plan *p) {
+  return sizeof(float) * (size_t)(2 * p->n_qkv + 2 * p->n_o);
+}
+
+extern "C" void attention_cudnn_plan_free(attention_cudnn_plan *p) { free(p); }
+
+extern "C" void attention_cudnn_forward(gpu_ctx *g, const attention_cudnn_plan *p,
+                                        void *workspace, uint16_t *o, float *lse,
+                                        const uint16_t *qkv) {
+  const attention_cudnn_shape *s = &p->s;
+  float *qkv_f = (float *)workspace, *o_f = qkv_f + p->n_qkv;
+  cuda_unpack_bf16(g, qkv_f, qkv, p->n_qkv);
+  cuda_op_attention_forward(g, o_f, lse, qkv_f, s->B, s->T, s->H * s->hd, s->H, s->KVH, NULL,
+                            NULL);
+  cuda_pack_bf16(g, o, o_f, p->n_o);
+}
+
+extern "C" void attention_cudnn_backward(gpu_ctx *g, const attention_cudnn_plan *p,
+                                         void *workspace, uint16_t *dqkv, const uint16_t *dout,
+                                         const uint16_t *qkv, const uint16_t *o,
+                                         const float *lse) {
+  const attention_cudnn_shape *s = &p->s;
+  float *qkv_f = (float *)workspace, *dqkv_f = qkv_f + p->n_qkv;
+  float *o_f = dqkv_f + p->n_qkv, *dout_f = o_f + p->n_o;
+  cuda_unpack_bf16(g, qkv_f, qkv, p->n_qkv);
+  cuda_unpack_bf16(g, o_f, o, p->n_o);
+  cuda_unpack_bf16(g, dout_f, dout, p->n_o);
+  cuda_op_attention_backward(g, dqkv_f, dout_f, qkv_f, o_f, lse, s->B, s->T, s->H * s->hd, s->H,
+                             s->KVH, NULL, NULL);
+  cuda_pack_bf16(g, dqkv, dqkv_f, p->n_qkv);
+}
