@@ -43,17 +43,22 @@ static void alloc_checkpoint_workspace(pt_stage *st) {
 }
 
 static void alloc_workspace(pt_stage *st) {
-  size_t max_out = 0, max_scratch = 0;
+  size_t max_in = 0, max_scratch = 0;
   for (int li = 0; li < st->n; li++) {
     const pt_layer *L = &st->m->layers[st->first + li];
     size_t sc = device_scratch_bytes(st->m->dev, L, st->B, st->T);
-    if (out_bytes(st, li) > max_out) max_out = out_bytes(st, li);
+    size_t in = sizeof(float) * (size_t)st->B * st->T * L->in_dim;
+    if (in > max_in) max_in = in;
     if (sc > max_scratch) max_scratch = sc;
   }
   st->scratch = stage_alloc(st, max_scratch);
-  /* gradients ping-pong between two buffers wide enough for any output or the stage input */
-  size_t in_bytes = sizeof(float) * (size_t)st->B * st->T * st->m->layers[st->first].in_dim;
-  size_t gbytes = max_out > in_bytes ? max_out : in_bytes;
+  /* Input gradients ping-pong between two buffers wide enough for any layer's input; a packed
+   * split backward also unpacks the stage's received output gradient there (the loss gradient
+   * of the model's last layer is not moved: it is written over the logits, and a set keeps it
+   * as float32), so the logits never need a gradient buffer of their own. */
+  size_t gbytes = max_in;
+  if (st->last < st->m->n_layers && out_bytes(st, st->n - 1) > gbytes)
+    gbytes = out_bytes(st, st->n - 1);
   st->grad[0] = stage_alloc(st, gbytes);
   st->grad[1] = stage_alloc(st, gbytes);
   if (st->ckpt) alloc_checkpoint_workspace(st);

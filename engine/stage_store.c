@@ -180,12 +180,12 @@ const float *store_before_backward_weight(pt_stage *st, int slot, int li, const 
   const pt_kernels *k = st->m->dev->k;
   store_ready(st, slot, li, 1);
   int64_t m = out_floats(st, li, st->cur_B, st->cur_T);
-  if (dout_f32(st, li)) k->copy(k, st->grad[0], set, m);
-  else k->unpack_bf16(k, st->grad[0], set, m);
+  const float *dout = dout_f32(st, li) ? set : st->grad[0]; /* the loss gradient is read there */
+  if (!dout_f32(st, li)) k->unpack_bf16(k, st->grad[0], set, m);
   if (st->wk_saved) {
     move_parts(st, li, st->wk_saved, (char *)set + dout_rest(st, li, st->cur_B, st->cur_T), 1, 0,
                FROM_REST);
     st->wk_saved_tag = -1;
   }
-  return st->grad[0];
+  return dout;
 }

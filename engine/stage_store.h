@@ -37,7 +37,8 @@ void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io);
  * layer with parameters) keeps there io->dout and the parts backward_weight will read. */
 void store_after_backward_input(pt_stage *st, int slot, int li, const pt_io *io, void *set);
 /* Before layer li's deferred backward_weight: store_ready, then the set's parts back into the
- * saved area; returns the dout the set kept, as float32 (in st->grad[0]). */
+ * saved area; returns the dout the set kept, as float32 (unpacked into st->grad[0], or the
+ * set itself for the loss gradient, kept float32). */
 const float *store_before_backward_weight(pt_stage *st, int slot, int li, const void *set);
 
 #endif

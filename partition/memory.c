@@ -167,14 +167,22 @@ static int64_t packed_work_bytes(const pt_model *m, const shape_ctx *c, int firs
   return wk[0] + wk[1] + ws;
 }
 
+/* The stage's two input-gradient buffers (engine/stage.c alloc_workspace): any layer's input,
+ * or the received output gradient of a stage that does not end the model. */
+static int64_t grad_buffer_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {
+  int64_t g = 0;
+  for (int li = first; li < last; li++)
+    if (4 * (int64_t)c->B * c->T * m->layers[li].in_dim > g)
+      g = 4 * (int64_t)c->B * c->T * m->layers[li].in_dim;
+  if (last < m->n_layers && out_b(m, c, last - 1) > g) g = out_b(m, c, last - 1);
+  return g;
+}
+
 static int64_t workspace_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {
-  int64_t max_out = 0, max_scratch = 0, ws = 0;
-  for (int li = first; li < last; li++) {
-    if (out_b(m, c, li) > max_out) max_out = out_b(m, c, li);
+  int64_t max_scratch = 0, ws = 0;
+  for (int li = first; li < last; li++)
     if (scratch_b(m, c, li) > max_scratch) max_scratch = scratch_b(m, c, li);
-  }
-  int64_t in_grad = 4 * (int64_t)c->B * c->T * m->layers[first].in_dim;
-  ws = max_scratch + 2 * (max_out > in_grad ? max_out : in_grad);
+  ws = max_scratch + 2 * grad_buffer_bytes(m, c, first, last);
   for (int j = 0; c->ckpt && j < c->ckpt; j++) {
     int64_t o = 0, s = 0;
     for (int local = j; local < c->n; local += c->ckpt) {
@@ -347,7 +355,7 @@ int64_t memory_bound_stage(const pt_model *m, int n_stages, int stage, int first
   slot += (is_last ? 0 : max_out) + (is_last ? bt4 * target_cols(m) : 0);
   int64_t max_kept = packed(m) ? max_out / 2 : max_out;
   slot += c.ckpt ? (int64_t)((c.n + c.ckpt - 1) / c.ckpt) * max_kept : sum_kept;
-  int64_t ws = max_sc + 2 * (max_out > max_in ? max_out : max_in) + (is_last ? max_out : 0);
+  int64_t ws = max_sc + 2 * (!is_last && max_out > max_in ? max_out : max_in); /* gradients */
   if (packed(m)) { /* packed_work_bytes, the wire's packed messages and rounded operands */
     ws += 2 * max_out + (c.ckpt ? 0 : max_saved) + precision_scratch_bytes(m, &c, first, last);
     slot += (is_last ? 0 : max_out / 2) + (is_first ? 0 : max_in / 2);
