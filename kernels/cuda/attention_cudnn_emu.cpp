@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "kernels/cuda/cost.h"
 #include "kernels/cuda/ops_cuda.h"
 
 struct attention_cudnn_plan {
@@ -49,10 +50,12 @@ extern "C" void attention_cudnn_forward(gpu_ctx *g, const attention_cudnn_plan *
                                         const uint16_t *qkv) {
   const attention_cudnn_shape *s = &p->s;
   float *qkv_f = (float *)workspace, *o_f = qkv_f + p->n_qkv;
+  gpu_cost_pause();
   cuda_unpack_bf16(g, qkv_f, qkv, p->n_qkv);
   cuda_op_attention_forward(g, o_f, lse, qkv_f, s->B, s->T, s->H * s->hd, s->H, s->KVH, NULL,
                             NULL);
   cuda_pack_bf16(g, o, o_f, p->n_o);
+  gpu_cost_resume();
 }
 
 extern "C" void attention_cudnn_backward(gpu_ctx *g, const attention_cudnn_plan *p,
@@ -62,10 +65,12 @@ extern "C" void attention_cudnn_backward(gpu_ctx *g, const attention_cudnn_plan 
   const attention_cudnn_shape *s = &p->s;
   float *qkv_f = (float *)workspace, *dqkv_f = qkv_f + p->n_qkv;
   float *o_f = dqkv_f + p->n_qkv, *dout_f = o_f + p->n_o;
+  gpu_cost_pause();
   cuda_unpack_bf16(g, qkv_f, qkv, p->n_qkv);
   cuda_unpack_bf16(g, o_f, o, p->n_o);
   cuda_unpack_bf16(g, dout_f, dout, p->n_o);
   cuda_op_attention_backward(g, dqkv_f, dout_f, qkv_f, o_f, lse, s->B, s->T, s->H * s->hd, s->H,
                              s->KVH, NULL, NULL);
   cuda_pack_bf16(g, dqkv, dqkv_f, p->n_qkv);
+  gpu_cost_resume();
 }

@@ -31,6 +31,12 @@ void gpu_cost_note(const char *kernel, double tensor_flops, double other_flops, 
 int gpu_cost_count(void);
 const gpu_cost_row *gpu_cost_row_at(int i);
 void gpu_cost_reset(void);
+/* While paused (calls nest), gpu_cost_note notes nothing: a library call emulated by other
+ * launches (the emulator's cuDNN substitute, attention_cudnn_emu.cpp) pauses the ledger for its
+ * inner launches, so the ledger holds what a real GPU runs: the library call's own row, noted by
+ * its caller. */
+void gpu_cost_pause(void);
+void gpu_cost_resume(void);
 
 #ifdef __cplusplus
 }

@@ -58,8 +58,9 @@ static const uint16_t *to_bf16(gpu_ctx *g, uint16_t **buf, size_t *cap, const fl
     *buf = (uint16_t *)gpu_alloc(g, sizeof(uint16_t) * (size_t)n);
     *cap = (size_t)n;
   }
-  PT_LAUNCH_COSTED(to_bf16_kernel, pt_cost_of(0.0, 0.0, 6.0 * n), pt_grid(n), PT_THREADS, 0,
-                   g->stream, *buf, src, n);
+  /* a row of its own, apart from the storage's and the attention's packs (cuda_pack_bf16) */
+  gpu_cost_note("to_bf16_kernel:operand", 0.0, 0.0, 6.0 * n);
+  PT_LAUNCH(to_bf16_kernel, pt_grid(n), PT_THREADS, 0, g->stream, *buf, src, n);
   PT_LAUNCH_CHECK();
   return *buf;
 }
@@ -177,7 +178,7 @@ static void lt_set(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr,
 /* The ledger's row for one matmul (kernels/cuda/cost.h): the product on tensor cores (bf16,
  * TF32) or not (pedantic float32), the epilogue's few FLOPs per element of D elsewhere; bytes
  * of A and B at their width, C when read, D, the bias and aux. */
-static void lt_cost(const char *name, const lt_args &a, bool tensor, size_t width) {
+static void lt_note(const char *name, const lt_args &a, bool tensor, size_t width) {
   double mn = (double)a.m * a.n, product = 2.0 * mn * a.k;
   double per = (a.beta != 0.0f) + (a.bias != NULL) +
                (a.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? 10.0 : 0.0) +
@@ -232,10 +233,10 @@ static int lt_product(gpu_ctx *g, cuda_bf16_scratch *s, const char *name, const 
   /* A is a layer's weight in every cuBLASLt product (forward, DGELU's input gradient) */
   operands o = product_operands(g, s, a.ta, a.tb, a.m, a.n, a.k, a.A, a.lda, a.B, a.ldb, 1);
   const float one = 1.0f;
+  lt_note(name, a, s || compute == CUBLAS_COMPUTE_32F_FAST_TF32, s ? 2 : 4);
   PT_CHECK_CUBLASLT(cublasLtMatmul(g->lt, d.op, &one, o.a, d.a, o.b, d.b, &a.beta,
                                    a.beta != 0.0f ? a.C : a.D, d.c, a.D, d.c, &found.algo,
                                    g->lt_workspace, GPU_LT_WORKSPACE_BYTES, g->stream));
-  lt_cost(name, a, s || compute == CUBLAS_COMPUTE_32F_FAST_TF32, s ? 2 : 4);
   return 1;
 }
 

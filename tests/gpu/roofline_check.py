@@ -8,10 +8,13 @@ roofline bench (bench/gpu_roofline.c) on tests/gpu/roofline_tiny.yaml, so neithe
 1. the ledger under PT_EMU_COUNT_ONLY (nothing runs) equals the ledger of the same step with
    the kernels run (--execute): the counts depend on the shapes only;
 2. the bench's scaling in blocks (from runs at 1 and 2 blocks) equals the direct run at 3;
-3. rows against closed forms: the linear layers' products (2 N Ni No each, forward, backward
-   input and backward weight, on tensor cores under bf16), GELU's and LayerNorm's bytes and
-   FLOPs, the launches, AdamW over every parameter (writing the bf16 weight copy), the bf16
-   conversions (activation operands only);
+3. rows against closed forms: the linear layers' products by role and cuBLASLt epilogue (2 N
+   Ni No each, on tensor cores under bf16), the fused GELU and DGELU epilogues' FLOPs and
+   bytes, LayerNorm forward and the fused residual backward, the launches, AdamW over every
+   parameter (writing the bf16 weight copy), cuDNN attention under bf16 (no in-house rows
+   beside it), the bf16 conversions (the products' activation operands; the rounding at the
+   layers' boundaries; the storage's packs, unpacks and rounding of the saved parts; the
+   attention's packs);
 4. the report has its lines (the table, both GPUs' floors and MFU, the launch overhead).
 Run from the repository root. Exits non-zero on any failed check; 77 (skipped) where a build
 for real GPUs finds none."""
@@ -38,9 +41,11 @@ def close(a, b, what, rel=1e-12):
     check(abs(a - b) <= rel * max(abs(a), abs(b), 1.0), f"{what}: {a!r} != {b!r}")
 
 
-# A call that does device work: a launch, or a library product/attention call.
+# A call that does device work: a launch, or a library product/attention call. Of cuBLASLt only
+# cublasLtMatmul does: the rest describe the matmul or ask the heuristic, on the host.
 LAUNCH = re.compile(r"\bPT_LAUNCH\(|\bcublas(Lt)?[A-Z]\w*\(|\bcudnn[A-Z]\w*\(")
-NOT_WORK = re.compile(r"cublas(Lt)?(Create|Destroy|Set|Get)\w*\(|cudnn(Create|Destroy|Set|Get)\w*\(")
+NOT_WORK = re.compile(r"cublas(Create|Destroy|Set|Get)\w*\(|cublasLt(?!Matmul\()\w*\(|"
+                      r"cudnn(Create|Destroy|Set|Get)\w*\(")
 
 
 def launch_sites_noted():
@@ -91,28 +96,95 @@ def same_ledger(a, b, what):
 
 
 def closed_forms(r):
-    mm = 12 * D * D * L + D * V  # weights of the products: 4 linear layers a block, the head
+    """Rows of the tiny GPT's bf16 step against forms derived from its shapes. A block's linear
+    layers: qkv D->3D and the projection D->D, fc D->4D and fc2 4D->D, each with a bias; the
+    tied head D->V has none. cuBLASLt runs each biased forward product with its epilogue: qkv
+    BIAS, the projections BIAS with the residual as C (beta 1), fc GELU_AUX_BIAS; fc2's input
+    gradient is DGELU (times gelu'(h)); the head and the other input gradients and every weight
+    gradient are cublasGemmEx."""
+    sq = D * D
+    tensor = {  # row: (launches, sum of Ni No over them in one micro-batch)
+        "cublasLt_bias": (M * L, L * 3 * sq),
+        "cublasLt_bias_residual": (2 * M * L, L * 5 * sq),
+        "cublasLt_gelu_aux_bias": (M * L, L * 4 * sq),
+        "cublasGemmEx_bf16:fwd": (M, D * V),
+        "cublasGemmEx_bf16:bwd_input": (M * (3 * L + 1), L * 8 * sq + D * V),
+        "cublasLt_dgelu": (M * L, L * 4 * sq),
+        "cublasGemmEx_bf16:bwd_weight": (M * (4 * L + 1), L * 12 * sq + D * V),
+    }
+    for row, (launches, mm) in tensor.items():
+        got = r[row]
+        close(got[0], launches, f"{row} launches")
+        close(got[1], 2.0 * M * N * mm, f"{row} tensor FLOPs = 2 N sum(Ni No) (bf16)")
     for role in ("fwd", "bwd_input", "bwd_weight"):
-        launches, tensor, other, _ = r["cublasGemmEx_bf16:" + role]
-        close(tensor, 2.0 * M * N * mm, f"bf16 {role} tensor FLOPs = 2 N sum(Ni No)")
-        close(other, 0.0, f"bf16 {role}: no FLOPs off the tensor cores")
-        close(launches, M * (4 * L + 1), f"bf16 {role} launches")
-    launches, _, other, nbytes = r["gelu_forward_kernel"]
-    close(launches, M * L, "gelu launches")
-    close(nbytes, M * L * 8.0 * N * 4 * D, "gelu bytes: 4 N 4D in and out")
-    close(other, M * L * 9.0 * N * 4 * D, "gelu FLOPs: 9 an element")
+        close(r["cublasGemmEx_bf16:" + role][2], 0.0, f"bf16 {role}: no FLOPs off the tensor cores")
+    # the epilogues' FLOPs an element of D (4D x N per micro-batch and block for GELU and DGELU,
+    # D x N for the projections: bias and residual)
+    close(r["cublasLt_gelu_aux_bias"][2], M * L * 11.0 * N * 4 * D, "GELU_AUX_BIAS: 10 + bias")
+    close(r["cublasLt_dgelu"][2], M * L * 16.0 * N * 4 * D, "DGELU: 16 an element")
+    close(r["cublasLt_bias_residual"][2], 2 * M * L * 2.0 * N * D, "bias + residual: 2")
+    # GELU_AUX_BIAS's bytes: W [4D, D] and x [N, D] in bf16, D and the aux written, the bias
+    close(r["cublasLt_gelu_aux_bias"][3],
+          M * L * (2.0 * (4 * D * D + N * D) + 4.0 * (2 * 4 * D * N + 4 * D)),
+          "GELU_AUX_BIAS bytes")
+    check(not any(k.startswith("gelu_") for k in r), "the GELU kernels run only where cuBLASLt "
+          f"cannot fuse: {[k for k in r if k.startswith('gelu_')]}")
+    # norms: forward plain (the residual add is the projections' epilogue), backward fused
     launches, _, other, nbytes = r["layernorm_forward_kernel"]
     close(launches, M * (2 * L + 1), "layernorm launches")
     close(nbytes, M * (2 * L + 1) * 4.0 * (2 * N * D + 2 * D + 2 * N), "layernorm bytes")
     close(other, M * (2 * L + 1) * 8.0 * N * D, "layernorm FLOPs")
+    launches, _, other, nbytes = r["layernorm_backward_input_residual_kernel"]
+    close(launches, 2 * M * L, "fused residual layernorm backward launches")
+    close(other, 2 * M * L * 13.0 * N * D, "fused residual layernorm backward FLOPs")
+    close(nbytes, 2 * M * L * 4.0 * (4 * N * D + D + 2 * N),
+          "fused residual layernorm backward bytes: dy, x, dres in, dx out; w; mean, rstd")
     params = L * (12 * D * D + 13 * D) + V * D + T * D + 2 * D
     launches, _, other, nbytes = r["adamw_chunks_kernel"]
     close(launches, 1, "adamw: one launch")
     close(other, 14.0 * params, "adamw FLOPs: 14 a parameter")
     close(nbytes, 30.0 * params, "adamw bytes: w, g, m, v read, w, m, v and the bf16 copy written")
-    launches, _, _, _ = r["to_bf16_kernel"]
-    close(launches, 4 * M * (4 * L + 1),
-          "to_bf16 launches: the products' activation operands only (weights read from the copy)")
+    # attention under bf16: the library's rows only (the emulator's substitute runs the in-house
+    # kernels with the ledger paused); QK^T and PV over the causal half, backward 2.5 times
+    check(not any(k.startswith("flash_") for k in r), "no in-house attention rows under bf16")
+    n_qkv, n_o, lse = B * T * 3 * D, B * T * D, 4.0 * B * 2 * T  # 2 heads
+    for row, products, tensors in (("cudnn_attention_forward", 1.0, 1),
+                                   ("cudnn_attention_backward", 2.5, 2)):
+        launches, tflops, other, nbytes = r[row]
+        close(launches, M * L, f"{row} launches")
+        close(tflops, M * L * products * 4.0 * B * T * T * D / 2, f"{row} tensor FLOPs")
+        close(other, 0.0, f"{row}: no other FLOPs counted")
+        close(nbytes, M * L * (2.0 * tensors * (n_qkv + n_o) + lse), f"{row} bytes")
+    # conversions: the products' activation operands (weights read from the copy): x of each
+    # forward, dy of each input gradient, x and dy of each weight gradient
+    sum_ni, sum_no = L * 7 * D + D, L * 9 * D + V
+    launches, _, _, nbytes = r["to_bf16_kernel:operand"]
+    close(launches, 4 * M * (4 * L + 1), "operand conversions: 4 a linear layer")
+    close(nbytes, 6.0 * M * N * (2 * sum_ni + 2 * sum_no), "operand conversions: 6 bytes each")
+    # A micro-batch's other conversions (one stage, no stash sets, no checkpointing), per token:
+    # - rounding (8 bytes an element): at the layers' boundaries each output forward (the
+    #   embeddings', the blocks' and the final norm's D, the head's V) and each input gradient
+    #   backward but the embedding's (D each), 2L + 7 launches; and the block's saved parts in
+    #   bf16 (engine/stage_store.c, one launch a run of adjacent parts): forward writes xln1 and
+    #   qkv (4D), atty and x1 (2D), xln2, h and g (9D), backward_input h (4D) and dx1, dxln2,
+    #   dqkv, dxln1 (6D): 5 runs, 25D (the norms' mean and rstd and the attention's lse stay
+    #   float32);
+    # - packs to rest (6 bytes an element): every layer's output (D, the head's V), L + 4, and
+    #   the block's 3 forward runs (15D); the attention's qkv forward, qkv, o and dout backward;
+    # - unpacks: the input of each block, the final norm and the head (D), L + 2, the block's 3
+    #   runs back (15D); the attention's o forward and dqkv backward.
+    outs = D * (L + 3) + V
+    forms = {  # row: (launches, elements) a micro-batch
+        "round_bf16_kernel": (2 * L + 7 + 5 * L, outs + D * (L + 3) + 25 * D * L),
+        "to_bf16_kernel": (L + 4 + 3 * L + 4 * L, outs + 15 * D * L + 8 * D * L),
+        "from_bf16_kernel": (L + 2 + 3 * L + 2 * L, D * (L + 2) + 15 * D * L + 4 * D * L),
+    }
+    for row, (launches, per_token) in forms.items():
+        launched, _, other, nbytes = r[row]
+        close(launched, M * launches, f"{row} launches")
+        close(other, 0.0, f"{row}: no FLOPs counted")
+        close(nbytes, (8.0 if row == "round_bf16_kernel" else 6.0) * M * N * per_token,
+              f"{row} bytes")
 
 
 def report_lines(text):
