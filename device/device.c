@@ -71,9 +71,13 @@ static void interpose(pt_device *d) {
   if (g_wrap) d->k = g_wrap(d->k, g_wrap_arg);
 }
 
-/* g_device changes only once the kind has opened. */
+/* g_device changes only once the kind has opened. A device lives as long as its process, so
+ * selecting the one already open (a second trainer in one process: tests, bench/gpu_roofline)
+ * keeps it rather than opening it again beside the first. */
 int device_select(spec_device kind, int id, char *err, size_t errsz) {
   pt_device d = {device_kind(kind), NULL, NULL};
+  if (g_device.ops == d.ops && g_device.impl && d.ops->local_id && d.ops->local_id(&g_device) == id)
+    return 0;
   if (d.ops->open(&d, id, err, errsz) != 0) return -1;
   interpose(&d);
   g_device = d;

@@ -122,7 +122,8 @@ const pt_device_ops *device_kind(spec_device kind);
 /* Usable devices of the kind `kind` resolves to, on this node (0 where not built). */
 int device_count(spec_device kind);
 /* Makes `kind` (resolved as by device_resolve) the process-wide device, opening local device
- * `id` where the kind is one_per_rank. 0, or -1 with err (not in this build, no such device). */
+ * `id` where the kind is one_per_rank (the device already open when it is that one: a device
+ * lives as long as its process). 0, or -1 with err (not in this build, no such device). */
 int device_select(spec_device kind, int id, char *err, size_t errsz);
 const char *device_name(const pt_device *d); /* its kind's name, "cpu", "emulated", "gpu" */
 /* Makes d compute in precision p (train.precision, resolved once at load): its kernel table
