@@ -38,6 +38,9 @@ tar -C "$build" --exclude='./tests/test_*' --exclude=./tests/fuzz --exclude=CMak
   --exclude='*.o' --exclude='*.a' --exclude='*.d' --exclude=Makefile --exclude=cmake_install.cmake \
   --exclude=CMakeCache.txt -cf - . |
   tar -C "$out" --one-top-level=build -xf -
+# but the one CPU test program a gpu_ test runs: gpu_memory_estimate_bf16 (tests/gpu) is
+# test_memory_estimate on the GPU
+cp "$build/tests/test_memory_estimate" "$out/build/tests/"
 
 # Open MPI's prefix, mirrored under ompi/ so that OPAL_PREFIX relocates every directory it
 # derives from it (ompi_info --path all: plugins in lib/.../openmpi3, help in share/openmpi).
