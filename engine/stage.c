@@ -201,8 +201,8 @@ static void forward_range(pt_stage *st, int slot, int lo, int hi) {
     if (st->packed) store_ready(st, slot, li, 0);
     pt_io io = layer_io(st, slot, li, NULL, NULL);
     L->type->forward(L, &io);
-    store_bf16(&io, io.out, L->out_dim);
-    if (st->packed) store_after_forward(st, slot, li, &io);
+    if (st->packed) store_after_forward(st, slot, li, &io); /* rounds io.out as it keeps it */
+    else store_bf16(&io, io.out, L->out_dim);
     if (st->check_finite)
       device_finite_check(st->m->dev, st->finite_mark, check_value(st, li), io.out,
                           (int64_t)io.B * io.T * L->out_dim);

@@ -26,6 +26,8 @@ static size_t dout_rest(const pt_stage *st, int li, int B, int T) {
   return ((size_t)out_floats(st, li, B, T) * (dout_f32(st, li) ? 4 : 2) + 63) & ~(size_t)63;
 }
 
+static void share_copies(pt_stage *st, int slot, int li);
+
 void store_alloc(pt_stage *st) {
   size_t wk[2] = {0, 0}, ws = 0, n = (size_t)st->n_slots * st->n;
   st->out16 = pt_calloc(n, sizeof(void *));
@@ -48,6 +50,7 @@ void store_alloc(pt_stage *st) {
 }
 
 void store_free(pt_stage *st) {
+  share_copies(st, 0, -1); /* the working area goes: no copies of it may outlive it */
   for (int i = 0; st->out16 && i < st->n_slots * st->n; i++) {
     stage_release(st, st->out16[i]);
     stage_release(st, st->saved16[i]);
@@ -71,8 +74,9 @@ static int in_layout(const pt_saved_part *p, int set) {
   return set ? p->writers == PT_SAVED_STASH : (p->writers & PT_SAVED_FORWARD) != 0;
 }
 
-/* What is done to a run of parts: rounded in place, moved to rest or back. */
-enum { ROUND, TO_REST, FROM_REST };
+/* What is done to a run of parts: rounded in place, moved to rest or back, or both of the first
+ * two in one pass (the float32 parts of such a run are only moved: they are not rounded). */
+enum { ROUND, TO_REST, FROM_REST, ROUND_TO_REST };
 
 /* Parts next to each other both in the area and at rest, of one kind, go in one call. */
 typedef struct {
@@ -85,9 +89,10 @@ typedef struct {
 static void run_flush(const pt_kernels *k, part_run *u, int op) {
   if (u->n == 0) return;
   if (op == ROUND) k->round_bf16(k, u->f, u->n);
+  else if (u->bf16 && op == ROUND_TO_REST) k->round_pack_bf16(k, (uint16_t *)u->r, u->f, u->n);
   else if (u->bf16 && op == TO_REST) k->pack_bf16(k, (uint16_t *)u->r, u->f, u->n);
   else if (u->bf16) k->unpack_bf16(k, u->f, (const uint16_t *)u->r, u->n);
-  else if (op == TO_REST) k->copy(k, (float *)u->r, u->f, u->n);
+  else if (op != FROM_REST) k->copy(k, (float *)u->r, u->f, u->n);
   else k->copy(k, u->f, (const float *)u->r, u->n);
   u->n = 0;
 }
@@ -140,40 +145,83 @@ static void need_out(pt_stage *st, int slot, int li) {
   st->wk_tag[li & 1] = tag;
 }
 
+/* The table's activation copies (kernels.h activation_copies): the parts of layer li's saved
+ * area that only forward writes and that are bf16 at rest, whose copies at rest equal the
+ * working area from their move to or from rest until the next forward or move (backward_input
+ * writes other parts only, layer.h); so products and attention read them instead of converting.
+ * li < 0: none (before a forward writes the area). */
+static void share_copies(pt_stage *st, int slot, int li) {
+  const pt_kernels *k = st->m->dev->k;
+  if (!k->activation_copies) return;
+  pt_weight_range r[PT_WEIGHT_COPY_RANGES];
+  int n = 0;
+  if (li >= 0 && !st->ckpt && st->saved16[slot * st->n + li]) {
+    pt_saved_part p[PT_MAX_SAVED_PARTS];
+    const float *f = st->wk_saved;
+    const char *at = st->saved16[slot * st->n + li];
+    int parts = parts_at(st, li, st->cur_B, st->cur_T, p);
+    for (int i = 0; i < parts; f += p[i].floats, i++) {
+      if (!in_layout(&p[i], 0)) continue;
+      const uint16_t *c = (const uint16_t *)at;
+      at += layer_saved_part_rest(&p[i]);
+      if (!p[i].bf16 || p[i].writers != PT_SAVED_FORWARD) continue;
+      if (n && r[n - 1].base + r[n - 1].n == f && r[n - 1].copy + r[n - 1].n == c)
+        r[n - 1].n += p[i].floats;
+      else if (n < PT_WEIGHT_COPY_RANGES)
+        weight_range_put(&r[n++], f, c, p[i].floats);
+    }
+  }
+  k->activation_copies(k, r, n);
+}
+
 void store_ready(pt_stage *st, int slot, int li, int backward) {
   if (li > 0 && stage_kept(st, li - 1)) need_out(st, slot, li - 1);
-  if (!backward) return;
-  if (stage_kept(st, li)) need_out(st, slot, li);
+  if (!backward) { /* forward writes the area: no copies of it from here on */
+    share_copies(st, slot, -1);
+    return;
+  }
+  /* no need_out(li): no layer's backward reads its own output (layer.h) */
   int tag = slot * st->n + li;
-  if (st->ckpt || !st->saved16[tag] || st->wk_saved_tag == tag) return;
-  move_parts(st, li, st->wk_saved, st->saved16[tag], 0, 0, FROM_REST);
+  if (st->ckpt || !st->saved16[tag]) return;
+  if (st->wk_saved_tag != tag) move_parts(st, li, st->wk_saved, st->saved16[tag], 0, 0, FROM_REST);
   st->wk_saved_tag = tag;
+  share_copies(st, slot, li);
 }
 
 void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io) {
   const pt_kernels *k = st->m->dev->k;
   int tag = slot * st->n + li;
-  if (io->saved) round_parts(st, li, io->saved, PT_SAVED_FORWARD);
+  int64_t n_out = out_floats(st, li, io->B, io->T);
   if (stage_kept(st, li)) {
-    k->pack_bf16(k, st->out16[tag], io->out, out_floats(st, li, io->B, io->T));
+    k->round_pack_bf16(k, st->out16[tag], io->out, n_out);
     st->wk_tag[li & 1] = tag;
+  } else {
+    k->round_bf16(k, io->out, n_out);
   }
-  if (st->ckpt) return;
-  if (st->saved16[tag]) move_parts(st, li, io->saved, st->saved16[tag], 0, 0, TO_REST);
+  if (st->ckpt || !st->saved16[tag]) {
+    if (io->saved) round_parts(st, li, io->saved, PT_SAVED_FORWARD);
+    return;
+  }
+  move_parts(st, li, io->saved, st->saved16[tag], 0, 0, ROUND_TO_REST);
   st->wk_saved_tag = tag;
+  share_copies(st, slot, li);
 }
 
 void store_after_backward_input(pt_stage *st, int slot, int li, const pt_io *io, void *set) {
   const pt_kernels *k = st->m->dev->k;
-  if (io->saved) round_parts(st, li, io->saved, PT_SAVED_STASH);
   st->wk_saved_tag = -1; /* backward_input rewrote parts of it */
-  if (!set) return;
+  if (!set) {
+    if (io->saved) round_parts(st, li, io->saved, PT_SAVED_STASH);
+    return;
+  }
   int64_t m = out_floats(st, li, io->B, io->T);
   if (dout_f32(st, li)) k->copy(k, set, io->dout, m);
   else k->pack_bf16(k, set, io->dout, m);
   if (!io->saved) return;
-  move_parts(st, li, io->saved, (char *)set + dout_rest(st, li, io->B, io->T), 1, 0, TO_REST);
-  move_parts(st, li, io->saved, st->saved16[slot * st->n + li], 0, 1, TO_REST);
+  /* every part backward_input writes goes to rest: the set's, or the slot's when forward's */
+  move_parts(st, li, io->saved, (char *)set + dout_rest(st, li, io->B, io->T), 1, 0,
+             ROUND_TO_REST);
+  move_parts(st, li, io->saved, st->saved16[slot * st->n + li], 0, 1, ROUND_TO_REST);
 }
 
 const float *store_before_backward_weight(pt_stage *st, int slot, int li, const void *set) {

@@ -29,12 +29,16 @@ void store_free(pt_stage *st);
 /* Bytes of one stash set for layer li (a layer with parameters). */
 size_t store_set_bytes(const pt_stage *st, int li);
 /* The float32 buffers hold the slot's input of layer li (a kept output of li - 1) and, for a
- * backward step, its kept output and its saved area. */
+ * backward step, its saved area (not its output: no backward reads it). Backward: the table's
+ * activation copies (kernels.h) are then the saved parts only forward writes, read at rest by
+ * products instead of converted; forward: none (forward rewrites the area). */
 void store_ready(pt_stage *st, int slot, int li, int backward);
-/* After layer li's forward wrote io: rounds the parts it wrote, keeps the output and parts. */
+/* After layer li's forward wrote io: rounds its output and the parts it wrote, keeps the output
+ * and parts at rest (rounded and packed in one pass). */
 void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io);
 /* After layer li's backward_input: rounds the stash parts; with a stash set (split backward,
- * layer with parameters) keeps there io->dout and the parts backward_weight will read. */
+ * layer with parameters) keeps there io->dout and the parts backward_weight will read (the
+ * parts rounded and packed in one pass). */
 void store_after_backward_input(pt_stage *st, int slot, int li, const pt_io *io, void *set);
 /* Before layer li's deferred backward_weight: store_ready, then the set's parts back into the
  * saved area; returns the dout the set kept, as float32 (unpacked into st->grad[0], or the

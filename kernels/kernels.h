@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "kernels/loss.h"
+#include "kernels/weight_copy.h"
 
 /* One optimizer update (model/optimizer.h semantics): the raw settings, and the float factors
  * the CPU kernel uses (computed once per tensor by the optimizer, so every device agrees). */
@@ -239,6 +240,9 @@ struct pt_kernels {
   void (*round_bf16)(const pt_kernels *k, float *x, int64_t n);
   void (*pack_bf16)(const pt_kernels *k, uint16_t *dst, const float *src, int64_t n);
   void (*unpack_bf16)(const pt_kernels *k, float *dst, const uint16_t *src, int64_t n);
+  /* round_bf16 then pack_bf16 of the same n floats in one pass (x rounded in place, dst its
+   * bits): what the stage does to a tensor it keeps at rest right after the step writing it. */
+  void (*round_pack_bf16)(const pt_kernels *k, uint16_t *dst, float *x, int64_t n);
   /* bf16 tables whose products can take a ready bf16 weight (the GPU's, the CPU's oneDNN one;
    * NULL elsewhere, the emulated CPU table included: it multiplies floats and would gain
    * nothing): from now on a linear entry whose W lies whole in [base, base + n) reads copy at
@@ -246,6 +250,15 @@ struct pt_kernels {
    * caller keeps copy[i] == pt_bf16_bits(base[i]) whenever a product may run, so results are
    * the bits converting gives (model/model.c owns the model's copy). */
   void (*weight_copy)(const pt_kernels *k, const float *base, const uint16_t *copy, int64_t n);
+  /* bf16 tables whose products (and attention) can read a ready bf16 activation (the GPU's;
+   * NULL elsewhere): replaces the table's set of activation copies with r[0..n) (n 0: none).
+   * Any product operand, and the bf16 attention's qkv and o, lying whole in one range reads
+   * its copy instead of converting (more than the table holds: the rest are converted). The
+   * caller keeps every copy equal to pt_bf16_bits of its range from this call until it
+   * replaces the set, and replaces it before anything writes a range (engine/stage_store.c:
+   * the saved parts only forward writes, between their move to or from rest and the next
+   * forward or move). */
+  void (*activation_copies)(const pt_kernels *k, const pt_weight_range *r, int n);
   /* Step statistics kept on the device until the caller reads them once (device/stats.h), so a
    * step need not wait for the device: these return without waiting. `sum`, `out` and `mark`
    * are device memory (host memory for the CPU table, where the result is there at once).

@@ -272,9 +272,14 @@ static void unpack_bf16(const pt_kernels *k, float *dst, const uint16_t *src, in
   TIMED(unpack_bf16, OTHER, 6.0 * n, dst, src, n);
 }
 
+static void round_pack_bf16(const pt_kernels *k, uint16_t *dst, float *x, int64_t n) {
+  TIMED(round_pack_bf16, OTHER, 10.0 * n, dst, x, n);
+}
+
 const pt_kernels *kernels_timed_wrap(pt_kernels_timed *t, const pt_kernels *inner) {
   if (inner == &t->table) inner = t->inner; /* copy again what may have changed in place */
-  /* name, ctx, precision, which bf16 entries exist; weight_copy as it is (it times nothing) */
+  /* name, ctx, precision, which bf16 entries exist; weight_copy and
+   * activation_copies as they are (they time nothing) */
   pt_kernels table = *inner;
 #define PT_KT_TAKE(entry) table.entry = entry; /* this file's wrapper of that name */
   PT_KERNELS_ENTRIES(PT_KT_TAKE)
@@ -282,6 +287,7 @@ const pt_kernels *kernels_timed_wrap(pt_kernels_timed *t, const pt_kernels *inne
   if (inner->round_bf16) table.round_bf16 = round_bf16;
   if (inner->pack_bf16) table.pack_bf16 = pack_bf16;
   if (inner->unpack_bf16) table.unpack_bf16 = unpack_bf16;
+  if (inner->round_pack_bf16) table.round_pack_bf16 = round_pack_bf16;
   t->table = table;
   t->inner = inner;
   kernels_timed_reset(t);
@@ -311,7 +317,7 @@ const char *kernels_timed_category_name(pt_kernel_category c) {
 const char *kernels_timed_entry_name(pt_kernel_entry e) {
 #define PT_KT_NAME(entry) #entry,
   static const char *const names[PT_KT_COUNT] = {PT_KERNELS_ENTRIES(PT_KT_NAME) "round_bf16",
-                                                 "pack_bf16", "unpack_bf16"};
+                                                 "pack_bf16", "unpack_bf16", "round_pack_bf16"};
 #undef PT_KT_NAME
   return e >= 0 && e < PT_KT_COUNT ? names[e] : "?";
 }

@@ -41,6 +41,7 @@ typedef enum {
 #define PT_KT_ENUM(entry) PT_KT_##entry,
 typedef enum {
   PT_KERNELS_ENTRIES(PT_KT_ENUM) PT_KT_round_bf16, PT_KT_pack_bf16, PT_KT_unpack_bf16,
+  PT_KT_round_pack_bf16,
   PT_KT_COUNT
 } pt_kernel_entry;
 

@@ -96,6 +96,13 @@ static void unpack_bf16(const pt_kernels *k, float *dst, const uint16_t *src, in
   for (int64_t i = 0; i < n; i++) dst[i] = pt_bf16_float(src[i]);
 }
 
+static void round_pack_bf16(const pt_kernels *k, uint16_t *dst, float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    dst[i] = pt_bf16_bits(x[i]);
+    x[i] = pt_bf16_float(dst[i]);
+  }
+}
+
 static pt_kernels make(pt_precision p) {
   pt_kernels t = kernels_cpu;
   t.precision = p;
@@ -105,7 +112,8 @@ static pt_kernels make(pt_precision p) {
   t.linear_backward_weight = linear_backward_weight;
   /* linear_forward_gelu, linear_backward_input_gelu: kernels_cpu's, composing these products */
   if (p == PT_PRECISION_BF16)
-    t.round_bf16 = round_bf16, t.pack_bf16 = pack_bf16, t.unpack_bf16 = unpack_bf16;
+    t.round_bf16 = round_bf16, t.pack_bf16 = pack_bf16, t.unpack_bf16 = unpack_bf16,
+    t.round_pack_bf16 = round_pack_bf16;
   return t;
 }
 

@@ -84,6 +84,15 @@ static void note_cost(const char *name, double products, int B, int T, int H, in
                 2.0 * tensors * (double)(n_qkv + n_o) + 4.0 * B * H * (double)T);
 }
 
+/* x's registered bf16 copy, else x converted into buf. */
+static const uint16_t *operand(gpu_ctx *g, const cuda_attention_bf16 *a, uint16_t *buf,
+                               const float *x, int64_t n) {
+  const uint16_t *copy = a->acts ? weight_copies_find(a->acts, x, n) : NULL;
+  if (copy) return copy;
+  cuda_pack_bf16(g, buf, x, n);
+  return buf;
+}
+
 void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, float *lse,
                                  const float *qkv, int B, int T, int d, int H, int KVH,
                                  const int32_t *doc_start) {
@@ -95,8 +104,7 @@ void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, f
   }
   const int64_t n_o = (int64_t)B * T * d, n_qkv = (int64_t)B * T * (d + 2 * KVH * (d / H));
   uint16_t *qkv_b = bf16_room(g, a, n_qkv, n_o), *o_b = qkv_b + n_qkv;
-  cuda_pack_bf16(g, qkv_b, qkv, n_qkv);
-  attention_cudnn_forward(g, p, workspace(g, a, p), o_b, lse, qkv_b);
+  attention_cudnn_forward(g, p, workspace(g, a, p), o_b, lse, operand(g, a, qkv_b, qkv, n_qkv));
   note_cost("cudnn_attention_forward", 1.0, B, T, H, n_qkv, n_o, 1.0);
   cuda_unpack_bf16(g, o, o_b, n_o);
   a->library_calls++;
@@ -115,10 +123,9 @@ void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqk
   const int64_t n_o = (int64_t)B * T * d, n_qkv = (int64_t)B * T * (d + 2 * KVH * (d / H));
   uint16_t *qkv_b = bf16_room(g, a, n_qkv, n_o), *o_b = qkv_b + n_qkv;
   uint16_t *dout_b = o_b + n_o, *dqkv_b = dout_b + n_o;
-  cuda_pack_bf16(g, qkv_b, qkv, n_qkv);
-  cuda_pack_bf16(g, o_b, o, n_o);
+  const uint16_t *qkv_in = operand(g, a, qkv_b, qkv, n_qkv), *o_in = operand(g, a, o_b, o, n_o);
   cuda_pack_bf16(g, dout_b, dout, n_o);
-  attention_cudnn_backward(g, p, workspace(g, a, p), dqkv_b, dout_b, qkv_b, o_b, lse);
+  attention_cudnn_backward(g, p, workspace(g, a, p), dqkv_b, dout_b, qkv_in, o_in, lse);
   note_cost("cudnn_attention_backward", 2.5, B, T, H, n_qkv, n_o, 2.0);
   cuda_unpack_bf16(g, dqkv, dqkv_b, n_qkv);
   a->library_calls++;

@@ -4,7 +4,8 @@
  * o, dout, dqkv; saved = lse[B,H,T], cuda_op_attention_saved_floats; no table scratch):
  *   - plain causal shapes go to the library behind attention_cudnn.h (cuDNN on a real GPU, its
  *     substitute under the emulator): qkv (and in backward o and dout) converted to bf16 by one
- *     kernel each into a buffer kept here, the library's bf16 o and dqkv widened back to float32;
+ *     kernel each into a buffer kept here (a qkv or o with a registered activation copy is read
+ *     there instead), the library's bf16 o and dqkv widened back to float32;
  *   - a shape the library refuses, and packed documents (doc_start != NULL: cuDNN's ragged
  *     offsets would make each document its own sequence, which this layout of whole rows does not
  *     do), run the in-house fused float32 kernels on the float32 tensors. Each reason is said
@@ -22,6 +23,7 @@
 
 #include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/gpu.h"
+#include "kernels/weight_copy.h"
 
 typedef struct {
   attention_cudnn_shape shape;
@@ -37,6 +39,9 @@ typedef struct {
   void *workspace;             /* device: the library's workspace */
   size_t workspace_bytes;
   int64_t library_calls, fallback_calls; /* forward and backward calls on each path */
+  /* The table's activation copies (kernels.h activation_copies): a qkv or o inside one is
+   * handed to the library as it is, not converted. NULL: none. */
+  const pt_weight_copies *acts;
 } cuda_attention_bf16;
 
 /* kernels.h's attention_forward / attention_backward (lse is the saved state). */

@@ -298,6 +298,17 @@ static void weight_copy(const pt_kernels *k, const float *base, const uint16_t *
   weight_copies_set(&state(k)->bf16.copies, base, copy, n);
 }
 
+static void round_pack_bf16(const pt_kernels *k, uint16_t *dst, float *x, int64_t n) {
+  cuda_round_pack_bf16(ctx(k), dst, x, n);
+}
+
+/* More ranges than the registry holds: the first ones, the others converted (kernels.h). */
+static void activation_copies(const pt_kernels *k, const pt_weight_range *r, int n) {
+  pt_weight_copies *acts = &state(k)->bf16.acts;
+  *acts = (pt_weight_copies){0};
+  for (int i = 0; i < n && i < PT_WEIGHT_COPY_RANGES; i++) acts->r[i] = r[i];
+}
+
 /* The device targets buffer (reused by every micro-batch in stream order), grown when needed. */
 static void *device_targets(kernels_gpu *kg, size_t bytes) {
   if (kg->targets_bytes < bytes) {
@@ -359,6 +370,10 @@ void kernels_gpu_set_precision(kernels_gpu *kg, pt_precision p) {
   kg->table.pack_bf16 = b ? pack_bf16 : NULL;
   kg->table.unpack_bf16 = b ? unpack_bf16 : NULL;
   kg->table.weight_copy = b ? weight_copy : NULL;
+  kg->table.round_pack_bf16 = b ? round_pack_bf16 : NULL;
+  kg->table.activation_copies = b ? activation_copies : NULL;
+  kg->bf16.acts = (pt_weight_copies){0};
+  kg->attention.acts = &kg->bf16.acts;
 }
 
 void kernels_gpu_close(kernels_gpu *kg) {

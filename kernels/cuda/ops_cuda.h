@@ -172,6 +172,9 @@ typedef struct {
   size_t cap_a, cap_b; /* elements */
   /* Weights with a ready bf16 copy (the table's weight_copy entry): read, not converted. */
   pt_weight_copies copies;
+  /* Activations with a ready bf16 copy (the table's activation_copies entry): read, not
+   * converted, wherever they are an operand. */
+  pt_weight_copies acts;
 } cuda_bf16_scratch;
 /* The linear kernels above with the products' operands converted to bf16 (round to nearest
  * even, kernels/precision.h) into s, then cublasGemmEx: bf16 inputs, float32 accumulation and
@@ -198,9 +201,11 @@ void cuda_op_linear_forward_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *y, flo
 void cuda_op_linear_backward_input_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *dh,
                                         const float *dy, const float *W, const float *h,
                                         float *scratch, int N, int Ni, int No);
-/* Elementwise: x rounded to bf16 values in place; n floats to n bf16 and back. */
+/* Elementwise: x rounded to bf16 values in place; n floats to n bf16 and back; both of the
+ * first two in one pass. */
 void cuda_round_bf16(gpu_ctx *g, float *x, int64_t n);
 void cuda_pack_bf16(gpu_ctx *g, uint16_t *dst, const float *src, int64_t n);
+void cuda_round_pack_bf16(gpu_ctx *g, uint16_t *dst, float *x, int64_t n);
 void cuda_unpack_bf16(gpu_ctx *g, float *dst, const uint16_t *src, int64_t n);
 
 #ifdef __cplusplus

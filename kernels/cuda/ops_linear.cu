@@ -46,6 +46,14 @@ static __global__ void __launch_bounds__(PT_THREADS)
 static __global__ void __launch_bounds__(PT_THREADS) round_bf16_kernel(float *x, int64_t n) {
   PT_GRID_LOOP(i, n) x[i] = pt_round_bf16(x[i]);
 }
+static __global__ void __launch_bounds__(PT_THREADS)
+    round_pack_bf16_kernel(uint16_t *dst, float *x, int64_t n) {
+  PT_GRID_LOOP(i, n) {
+    const uint16_t h = pt_bf16_bits(x[i]);
+    dst[i] = h;
+    x[i] = pt_bf16_float(h);
+  }
+}
 
 /* A bf16 copy of n floats in *buf (capacity *cap elements, grown as needed). */
 static const uint16_t *to_bf16(gpu_ctx *g, uint16_t **buf, size_t *cap, const float *src,
@@ -69,7 +77,8 @@ static const uint16_t *to_bf16(gpu_ctx *g, uint16_t **buf, size_t *cap, const fl
 static int64_t extent(int rows, int cols, int ld) { return (int64_t)(cols - 1) * ld + rows; }
 
 /* A product's A and B as the library reads them: the float32 tensors (s NULL), or bf16 copies
- * of them in s; a_weight: A is a layer's weight, read from its registered copy when s has one. */
+ * of them in s; a_weight: A is a layer's weight, read from its registered copy when s has one;
+ * an activation operand (B, or A when not a weight) with a registered copy in s->acts reads it. */
 struct operands {
   const void *a, *b;
   cudaDataType_t type;
@@ -81,9 +90,11 @@ static operands product_operands(gpu_ctx *g, cuda_bf16_scratch *s, cublasOperati
   if (!s) return operands{A, B, CUDA_R_32F};
   int64_t na = ta == CUBLAS_OP_N ? extent(m, k, lda) : extent(k, m, lda);
   int64_t nb = tb == CUBLAS_OP_N ? extent(k, n, ldb) : extent(n, k, ldb);
-  const uint16_t *a16 = a_weight ? weight_copies_find(&s->copies, A, na) : NULL;
+  const uint16_t *a16 = weight_copies_find(a_weight ? &s->copies : &s->acts, A, na);
+  const uint16_t *b16 = weight_copies_find(&s->acts, B, nb);
   if (!a16) a16 = to_bf16(g, &s->a, &s->cap_a, A, na);
-  return operands{a16, to_bf16(g, &s->b, &s->cap_b, B, nb), CUDA_R_16BF};
+  if (!b16) b16 = to_bf16(g, &s->b, &s->cap_b, B, nb);
+  return operands{a16, b16, CUDA_R_16BF};
 }
 
 /* The ledger's row of a product: by precision and role (fwd, bwd_input, bwd_weight). */
@@ -419,6 +430,13 @@ extern "C" void cuda_pack_bf16(gpu_ctx *g, uint16_t *dst, const float *src, int6
   if (n <= 0) return;
   PT_LAUNCH_COSTED(to_bf16_kernel, pt_cost_of(0.0, 0.0, 6.0 * n), pt_grid(n), PT_THREADS, 0,
                    g->stream, dst, src, n);
+  PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_round_pack_bf16(gpu_ctx *g, uint16_t *dst, float *x, int64_t n) {
+  if (n <= 0) return;
+  PT_LAUNCH_COSTED(round_pack_bf16_kernel, pt_cost_of(0.0, 0.0, 10.0 * n), pt_grid(n), PT_THREADS,
+                   0, g->stream, dst, x, n);
   PT_LAUNCH_CHECK();
 }
 

@@ -156,35 +156,37 @@ def closed_forms(r):
         close(other, 0.0, f"{row}: no other FLOPs counted")
         close(nbytes, M * L * (2.0 * tensors * (n_qkv + n_o) + lse), f"{row} bytes")
     # conversions: the products' activation operands (weights read from the copy): x of each
-    # forward, dy of each input gradient, x and dy of each weight gradient
+    # forward, dy of each input gradient, x and dy of each weight gradient, but a block's x in
+    # its weight gradients (xln1, atty, xln2, g: 7D), read from their copies at rest
     sum_ni, sum_no = L * 7 * D + D, L * 9 * D + V
     launches, _, _, nbytes = r["to_bf16_kernel:operand"]
-    close(launches, 4 * M * (4 * L + 1), "operand conversions: 4 a linear layer")
-    close(nbytes, 6.0 * M * N * (2 * sum_ni + 2 * sum_no), "operand conversions: 6 bytes each")
+    close(launches, M * (12 * L + 4), "operand conversions: 4 a linear layer, 3 a block's")
+    close(nbytes, 6.0 * M * N * (2 * sum_ni + 2 * sum_no - 7 * D * L),
+          "operand conversions: 6 bytes each")
     # A micro-batch's other conversions (one stage, no stash sets, no checkpointing), per token:
-    # - rounding (8 bytes an element): at the layers' boundaries each output forward (the
-    #   embeddings', the blocks' and the final norm's D, the head's V) and each input gradient
-    #   backward but the embedding's (D each), 2L + 7 launches; and the block's saved parts in
-    #   bf16 (engine/stage_store.c, one launch a run of adjacent parts): forward writes xln1 and
-    #   qkv (4D), atty and x1 (2D), xln2, h and g (9D), backward_input h (4D) and dx1, dxln2,
-    #   dqkv, dxln1 (6D): 5 runs, 25D (the norms' mean and rstd and the attention's lse stay
-    #   float32);
-    # - packs to rest (6 bytes an element): every layer's output (D, the head's V), L + 4, and
-    #   the block's 3 forward runs (15D); the attention's qkv forward, qkv, o and dout backward;
+    # - rounded and packed to rest in one pass (10 bytes an element): every layer's output (D,
+    #   the head's V), L + 4, and the block's saved parts in bf16 that forward writes, one
+    #   launch a run of adjacent parts (engine/stage_store.c): xln1 and qkv (4D), atty and x1
+    #   (2D), xln2, h and g (9D): 3 runs, 15D (the norms' mean and rstd and the attention's lse
+    #   stay float32);
+    # - rounded only (8 bytes): each input gradient backward but the embedding's (D each), L + 3,
+    #   and the parts backward_input writes: h (4D) and dx1, dxln2, dqkv, dxln1 (6D), 2 runs;
+    # - packed only (6 bytes): the attention's qkv forward and dout backward (its qkv and o
+    #   backward are read from their copies at rest);
     # - unpacks: the input of each block, the final norm and the head (D), L + 2, the block's 3
     #   runs back (15D); the attention's o forward and dqkv backward.
     outs = D * (L + 3) + V
-    forms = {  # row: (launches, elements) a micro-batch
-        "round_bf16_kernel": (2 * L + 7 + 5 * L, outs + D * (L + 3) + 25 * D * L),
-        "to_bf16_kernel": (L + 4 + 3 * L + 4 * L, outs + 15 * D * L + 8 * D * L),
-        "from_bf16_kernel": (L + 2 + 3 * L + 2 * L, D * (L + 2) + 15 * D * L + 4 * D * L),
+    forms = {  # row: (launches, elements, bytes an element) a micro-batch
+        "round_pack_bf16_kernel": (L + 4 + 3 * L, outs + 15 * D * L, 10.0),
+        "round_bf16_kernel": (L + 3 + 2 * L, D * (L + 3) + 10 * D * L, 8.0),
+        "to_bf16_kernel": (2 * L, 4 * D * L, 6.0),
+        "from_bf16_kernel": (L + 2 + 3 * L + 2 * L, D * (L + 2) + 15 * D * L + 4 * D * L, 6.0),
     }
-    for row, (launches, per_token) in forms.items():
+    for row, (launches, per_token, width) in forms.items():
         launched, _, other, nbytes = r[row]
         close(launched, M * launches, f"{row} launches")
         close(other, 0.0, f"{row}: no FLOPs counted")
-        close(nbytes, (8.0 if row == "round_bf16_kernel" else 6.0) * M * N * per_token,
-              f"{row} bytes")
+        close(nbytes, width * M * N * per_token, f"{row} bytes")
 
 
 def report_lines(text):

@@ -1363,6 +1363,48 @@ static void test_weight_copy(const pt_kernels *k, const char *shape, float *y, c
                    ny);
 }
 
+/* The GPU table's activation_copies entry: with copies of x and dy registered every product
+ * reads them (either operand) and gives the bits converting gives; a wrong copy changes them
+ * (so it is read); after the set is replaced by none, x and dy are converted again. */
+static void test_activation_copies(const pt_kernels *k, const char *shape, float *y,
+                                   const float *x, const float *W, float *dx, const float *dy,
+                                   float *dW, int N, int Ni, int No) {
+  int64_t nx = (int64_t)N * Ni, ny = (int64_t)N * No, nw = (int64_t)No * Ni;
+  uint16_t *cx = dnew(sizeof(uint16_t) * (size_t)nx), *cdy = dnew(sizeof(uint16_t) * (size_t)ny);
+  k->pack_bf16(k, cx, x, nx);
+  k->pack_bf16(k, cdy, dy, ny);
+  float *zero = hnew(sizeof(float) * (size_t)nw);
+  memset(zero, 0, sizeof(float) * (size_t)nw);
+  uint16_t *zero16 = hnew(sizeof(uint16_t) * (size_t)nx);
+  memset(zero16, 0, sizeof(uint16_t) * (size_t)nx);
+  const int rounds = 3; /* none, the true copies, x's copy zeroed */
+  float *got[3][3];
+  for (int r = 0; r < rounds; r++) {
+    pt_weight_range ranges[2];
+    weight_range_put(&ranges[0], x, cx, nx);
+    weight_range_put(&ranges[1], dy, cdy, ny);
+    if (r == 2) to_table(1, cx, zero16, sizeof(uint16_t) * (size_t)nx);
+    k->activation_copies(k, ranges, r ? 2 : 0);
+    to_table(1, dW, zero, sizeof(float) * (size_t)nw);
+    k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+    k->linear_backward_input(k, dx, dy, W, N, Ni, No, 0);
+    k->linear_backward_weight(k, dW, NULL, dy, x, N, Ni, No);
+    got[r][0] = downf(y, ny), got[r][1] = downf(dx, nx), got[r][2] = downf(dW, nw);
+  }
+  k->activation_copies(k, NULL, 0);
+  expect_same_bits("activation copies linear_forward", shape, got[1][0], got[0][0], ny);
+  expect_same_bits("activation copies linear_backward_input", shape, got[1][1], got[0][1], nx);
+  expect_same_bits("activation copies linear_backward_weight", shape, got[1][2], got[0][2], nw);
+  int64_t nonzero = 0;
+  for (int64_t i = 0; i < ny; i++) nonzero += got[2][0][i] != 0.0f;
+  for (int64_t i = 0; i < nw; i++) nonzero += got[2][2][i] != 0.0f;
+  CHECK(nonzero == 0, "%s: a zero copy of x gave %lld nonzero products: the copy is not read",
+        shape, (long long)nonzero);
+  k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+  expect_same_bits("activation copies replaced by none: linear_forward", shape, downf(y, ny),
+                   got[0][0], ny);
+}
+
 /* The GPU table set to tf32 or bf16 against the CPU's table for the same precision: the same
  * products of rounded operands (CPU: rounded copies and sgemm; GPU: cublasGemmEx on bf16, or
  * the handle's TF32 math), so they agree as float32 products do (TOL_DEFAULT); the bf16 entries
@@ -1422,6 +1464,16 @@ static void test_precision_table(kernels_gpu *kg, pt_precision p, int N, int Ni,
     float *yr = downf(d_y, ny), *back = downf(d_dx, nx);
     ck->round_bf16(ck, yr, ny);
     expect_same_bits("pack_bf16 + unpack_bf16", shape, back, yr, ny < nx ? ny : nx);
+    float *d_r = upf(dy, ny), *rr = hcopy(dy, ny);
+    uint16_t *packed = hnew(sizeof(uint16_t) * (size_t)ny);
+    gk->round_pack_bf16(gk, d_w16, d_r, ny < nx ? ny : nx);
+    ck->round_pack_bf16(ck, packed, rr, ny < nx ? ny : nx);
+    expect_same_bits("round_pack_bf16: rounded", shape, downf(d_r, ny), rr, ny);
+    uint16_t *got16 = hnew(sizeof(uint16_t) * (size_t)nx);
+    gpu_to_host(&G, got16, d_w16, sizeof(uint16_t) * (size_t)(ny < nx ? ny : nx));
+    CHECK(memcmp(got16, packed, sizeof(uint16_t) * (size_t)(ny < nx ? ny : nx)) == 0,
+          "%s: round_pack_bf16's bits differ from the CPU's", shape);
+    test_activation_copies(gk, shape, d_y, d_x, d_W, d_dx, d_dy, d_dW, N, Ni, No);
     test_weight_copy(gk, shape, d_y, d_x, d_W, d_b, d_dx, d_dy, N, Ni, No, 1);
     if (ck->weight_copy) test_weight_copy(ck, shape, yc, x, W, b, dxc, dy, N, Ni, No, 0);
   }
