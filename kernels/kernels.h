@@ -60,9 +60,10 @@ typedef struct pt_kernels pt_kernels;
  *   fp32  float32 products (cuBLAS pedantic math): the bitwise reference
  *   tf32  the products' inputs rounded to tf32 (kernels/precision.h), float32 accumulation
  *   bf16  the products' inputs rounded to bf16, float32 accumulation; the stage rounds every
- *         layer's output and input gradient to bf16 (round_bf16), and activations and
- *         gradients cross stages as packed bf16 (pack_bf16 / unpack_bf16); the stage also
- *         keeps the activations of micro-batches in flight packed (engine/stage_store.c)
+ *         layer's output and input gradient to bf16 (round_bf16; round_pack_bf16 what it keeps
+ *         packed), and activations and gradients cross stages as packed bf16 (pack_bf16 /
+ *         unpack_bf16); the stage also keeps the activations of micro-batches in flight
+ *         packed (engine/stage_store.c)
  * Everything else (LayerNorm, softmax, attention, losses, norms, the optimizer, the master
  * weights and gradients) stays float32 in every mode. docs/gpu.md, "Precision". */
 typedef enum { PT_PRECISION_FP32, PT_PRECISION_TF32, PT_PRECISION_BF16 } pt_precision;

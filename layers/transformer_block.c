@@ -15,9 +15,13 @@ enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, MP_
 /* Views into the saved area. The first group is written by forward; the stash by
  * backward_input for backward_weight (which may run later in zero-bubble schedules). attn is the
  * attention's own saved state, attention_saved_floats of the table (the CPU's probabilities
- * [B,H,T,T], the GPU's log-sum-exps [B,H,T]), so the area's size depends on the table. */
+ * [B,H,T,T], the GPU's log-sum-exps [B,H,T]), so the area's size depends on the table.
+ * In the area (the fields' order) the float32 statistics come first, then what may be
+ * bf16: forward's parts with h last, then the stash. So under bf16 storage each kind is one
+ * run of adjacent parts (engine/stage_store.c moves and rounds a run in one call), and forward's
+ * parts but h, which backward_input overwrites, are one range the products read at rest. */
 typedef struct {
-  float *mean1, *rstd1, *xln1, *qkv, *attn, *atty, *x1, *mean2, *rstd2, *xln2, *h, *g;
+  float *mean1, *rstd1, *mean2, *rstd2, *attn, *xln1, *qkv, *atty, *x1, *xln2, *g, *h;
   float *dx1, *dxln2, *dqkv, *dxln1; /* stash; h holds d(fc output) after backward_input */
 } block_saved;
 
@@ -25,8 +29,8 @@ enum { N_SAVED = 16 };
 
 /* Floats of each saved view, in the order of block_saved's fields. */
 static void block_saved_sizes(int64_t N, int64_t d, int64_t attn, int64_t sizes[N_SAVED]) {
-  const int64_t s[N_SAVED] = {N,     N,     N * d,     3 * N * d, attn,  N * d,
-                              N * d, N,     N,         N * d,     4 * N * d, 4 * N * d,
+  const int64_t s[N_SAVED] = {N,     N,         N,     N,     attn,      N * d,
+                              3 * N * d, N * d, N * d, N * d, 4 * N * d, 4 * N * d,
                               N * d, N * d, 3 * N * d, N * d};
   /* round each up to 16 floats so every view stays 64-byte aligned */
   for (int i = 0; i < N_SAVED; i++) sizes[i] = (s[i] + 15) & ~(int64_t)15;
@@ -43,9 +47,9 @@ static void block_views(const pt_layer *L, const pt_kernels *k, int B, int T, vo
                         block_saved *v) {
   int64_t sizes[N_SAVED];
   block_saved_sizes((int64_t)B * T, L->out_dim, block_attn_floats(L, k, B, T), sizes);
-  float **slots[N_SAVED] = {&v->mean1, &v->rstd1, &v->xln1, &v->qkv,  &v->attn, &v->atty,
-                            &v->x1,    &v->mean2, &v->rstd2, &v->xln2, &v->h,    &v->g,
-                            &v->dx1,   &v->dxln2, &v->dqkv, &v->dxln1};
+  float **slots[N_SAVED] = {&v->mean1, &v->rstd1, &v->mean2, &v->rstd2, &v->attn, &v->xln1,
+                            &v->qkv,   &v->atty,  &v->x1,    &v->xln2,  &v->g,    &v->h,
+                            &v->dx1,   &v->dxln2, &v->dqkv,  &v->dxln1};
   float *p = saved;
   for (int i = 0; i < N_SAVED; i++) {
     *slots[i] = p;
@@ -66,8 +70,8 @@ static size_t block_saved_bytes(const pt_layer *L, int B, int T) {
 static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
-  static const int f32[N_SAVED] = {1, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0};
-  static const int writers[N_SAVED] = {F, F, F, F, F, F, F, F, F, F, F | S, F, S, S, S, S};
+  static const int f32[N_SAVED] = {1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  static const int writers[N_SAVED] = {F, F, F, F, F, F, F, F, F, F, F, F | S, S, S, S, S};
   int64_t sizes[N_SAVED];
   block_saved_sizes((int64_t)B * T, L->out_dim, block_attn_floats(L, k, B, T), sizes);
   for (int i = 0; i < N_SAVED; i++)

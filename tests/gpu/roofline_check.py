@@ -166,21 +166,21 @@ def closed_forms(r):
     # A micro-batch's other conversions (one stage, no stash sets, no checkpointing), per token:
     # - rounded and packed to rest in one pass (10 bytes an element): every layer's output (D,
     #   the head's V), L + 4, and the block's saved parts in bf16 that forward writes, one
-    #   launch a run of adjacent parts (engine/stage_store.c): xln1 and qkv (4D), atty and x1
-    #   (2D), xln2, h and g (9D): 3 runs, 15D (the norms' mean and rstd and the attention's lse
-    #   stay float32);
+    #   launch a run of adjacent parts (engine/stage_store.c; the block keeps them adjacent):
+    #   xln1, qkv, atty, x1, xln2, g and h, 15D (the norms' mean and rstd and the attention's lse
+    #   stay float32, adjacent too: one device copy);
     # - rounded only (8 bytes): each input gradient backward but the embedding's (D each), L + 3,
-    #   and the parts backward_input writes: h (4D) and dx1, dxln2, dqkv, dxln1 (6D), 2 runs;
+    #   and the parts backward_input writes: h (4D) and dx1, dxln2, dqkv, dxln1 (6D), one run;
     # - packed only (6 bytes): the attention's qkv forward and dout backward (its qkv and o
     #   backward are read from their copies at rest);
-    # - unpacks: the input of each block, the final norm and the head (D), L + 2, the block's 3
-    #   runs back (15D); the attention's o forward and dqkv backward.
+    # - unpacks: the input of each block, the final norm and the head (D), L + 2, the block's
+    #   run back (15D); the attention's o forward and dqkv backward.
     outs = D * (L + 3) + V
     forms = {  # row: (launches, elements, bytes an element) a micro-batch
-        "round_pack_bf16_kernel": (L + 4 + 3 * L, outs + 15 * D * L, 10.0),
-        "round_bf16_kernel": (L + 3 + 2 * L, D * (L + 3) + 10 * D * L, 8.0),
+        "round_pack_bf16_kernel": (L + 4 + L, outs + 15 * D * L, 10.0),
+        "round_bf16_kernel": (L + 3 + L, D * (L + 3) + 10 * D * L, 8.0),
         "to_bf16_kernel": (2 * L, 4 * D * L, 6.0),
-        "from_bf16_kernel": (L + 2 + 3 * L + 2 * L, D * (L + 2) + 15 * D * L + 4 * D * L, 6.0),
+        "from_bf16_kernel": (L + 2 + L + 2 * L, D * (L + 2) + 15 * D * L + 4 * D * L, 6.0),
     }
     for row, (launches, per_token, width) in forms.items():
         launched, _, other, nbytes = r[row]
