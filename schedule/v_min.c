@@ -2,11 +2,11 @@
  * NeurIPS 2024). Two chunks per rank in a V (rank r holds chunks r and 2P - 1 - r), the
  * backward split into I and W, every rank repeating one block per micro-batch every 6 unit
  * passes (schedule/emit.h: schedule_run_v_block). In the block the forward goes down and back
- * up one rank per pass, the I right behind it: rank r's down chunk lives about 4(P - r) passes
- * and its up chunk about 2r, so a rank holds about (4P + 1) / 6 + 2 micro-batches of its two
- * half-stage chunks, a third of 1F1B's 2P. The fill and the drain leave the rest of a block's
- * way idle: 4P - 5 passes of a step of 6M + 4P - 5 (2 more when 3 divides P, the gap that
- * keeps the block's passes apart). */
+ * up one rank per pass, the I right behind it: rank r's down chunk lives about 4P - 2r passes
+ * and its up chunk about 2r, so a rank holds at most floor(2P / 3) + 3 micro-batches of its two
+ * half-stage chunks, a third of 1F1B's 2P as P grows. The fill and the drain leave the rest of
+ * a block's way idle: 4P - 5 passes of a step of 6M + 4P - 5 (2 more when 3 divides P, the gap
+ * that keeps the block's passes apart), for P, M >= 2. */
 #include "schedule/emit.h"
 
 /* F down at r, F up on the way back, I up from rank 0 at 2P + gap, I down back. */
