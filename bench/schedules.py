@@ -32,7 +32,7 @@ import tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SCHEDULES = ["gpipe", "1f1b", "interleaved_1f1b", "looped_bfs", "zb_h1", "zb_h2", "zbv",
-             "dualpipev"]
+             "dualpipev", "v_half", "v_min"]
 VIRTUAL = {"interleaved_1f1b": 2, "looped_bfs": 2}  # the "any v" entries, run with v = 2
 ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
            OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")

@@ -61,6 +61,22 @@ void schedule_list_run(schedule_gen *g, const schedule_policy *p);
  * first, W passes filling the gaps, at most cap micro-batches in flight per stage. */
 void schedule_run_zero_bubble(schedule_gen *g, int (*warm)(int s, int P), int cap);
 
+/* A V schedule built from one repeating block (Qi et al., NeurIPS 2024: V-Half, V-Min). On
+ * rank r, micro-batch k's six passes run at time t[j] + 6k with unit costs (F = I = W = 1):
+ * t[V_F_DOWN] the forward of the down chunk r, then the up chunk 2P - 1 - r's forward, its I,
+ * the down chunk's I; the first four come from the entry, their residues mod 6 distinct. The
+ * W passes take the two residues left: the up chunk's W the first after its I, the down
+ * chunk's the next one after its own I. */
+enum { V_F_DOWN, V_F_UP, V_I_UP, V_I_DOWN, V_W_UP, V_W_DOWN, V_PASSES };
+typedef void (*schedule_v_block)(int r, int P, int t[V_PASSES]);
+/* Rank r's block with its W times filled in. */
+void schedule_v_block_times(schedule_v_block block, int r, int P, int t[V_PASSES]);
+/* Every rank's passes in the order of their block times (no two coincide). */
+void schedule_run_v_block(schedule_gen *g, schedule_v_block block);
+/* The activation slots of rank r's two chunks, closed form: a chunk holds micro-batch k from
+ * its forward to its W, so min(M, floor((t_W - t_F) / 6) + 1) of them at once. */
+int schedule_v_block_in_flight(schedule_v_block block, int r, int P, int M);
+
 /* Turns g's compute orders into s's full lists: with `transfers`, the receives, sends and
  * loads each action needs (none between chunks on one rank); with `step_end`, FLUSH (the held
  * sends out), the reductions and the optimizer; receives posted as early as their buffers

@@ -7,12 +7,14 @@
 #include "schedule/schedule.h"
 
 extern const pt_schedule_type schedule_1f1b, schedule_dualpipev, schedule_gpipe,
-    schedule_interleaved_1f1b, schedule_looped_bfs, schedule_zb_h1, schedule_zb_h2, schedule_zbv;
+    schedule_interleaved_1f1b, schedule_looped_bfs, schedule_v_half, schedule_v_min,
+    schedule_zb_h1, schedule_zb_h2, schedule_zbv;
 
 /* One entry per schedule (declared above), in the order errors list the names. */
 const pt_schedule_type *const schedule_types[] = {
     &schedule_1f1b, &schedule_gpipe, &schedule_interleaved_1f1b, &schedule_looped_bfs,
-    &schedule_zb_h1, &schedule_zb_h2, &schedule_zbv, &schedule_dualpipev, NULL};
+    &schedule_zb_h1, &schedule_zb_h2, &schedule_zbv, &schedule_dualpipev, &schedule_v_half,
+    &schedule_v_min, NULL};
 
 static int file_in_flight(int stage, int n_stages, int n_micro) { return n_micro; }
 

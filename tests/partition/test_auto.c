@@ -169,11 +169,12 @@ static void test_search_optimum(void) {
   const double spike[NL] = {0.5, 4, 0.5, 0.5, 3, 0.5, 0.5, 2};
   const double *models[] = {skew, ramp, spike};
   const char *sched[][2] = {{"1f1b", "1"}, {"gpipe", "1"}, {"zb_h1", "1"}, {"zb_h2", "1"},
-                            {"interleaved_1f1b", "2"}, {"zbv", "2"}, {"dualpipev", "2"}};
+                            {"interleaved_1f1b", "2"}, {"zbv", "2"}, {"dualpipev", "2"},
+                            {"v_half", "2"}, {"v_min", "2"}};
   for (int exhaustive = 1; exhaustive >= 0; exhaustive--) { /* every split, then local moves */
     auto_exhaustive_splits = exhaustive ? 2000 : 0;
     for (int m = 0; m < 3; m++)
-      for (int k = 0; k < 7; k++) check_optimum(sched[k][0], sched[k][1], models[m], 0.5, 0.05);
+      for (int k = 0; k < 9; k++) check_optimum(sched[k][0], sched[k][1], models[m], 0.5, 0.05);
   }
   auto_exhaustive_splits = 2000;
 }

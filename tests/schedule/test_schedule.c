@@ -82,6 +82,8 @@ static int expected_in_flight(const char *name, int P, int M, int st) {
 
 /* The most slots a rank of the V schedules holds over its two chunks (docs/schedules.md). */
 static int v_bound(const char *name, int P) {
+  if (!strcmp(name, "v_half")) return P + 2;
+  if (!strcmp(name, "v_min")) return 2 * P / 3 + 3;
   return !strcmp(name, "zbv") ? 2 * P + P / 2 + 1 : !strcmp(name, "dualpipev") ? 3 * P : -1;
 }
 
@@ -164,6 +166,8 @@ static double closed_span(const char *name, int P, int v, int M) {
   if (!strcmp(name, "zb_h1") || !strcmp(name, "zb_h2")) return M >= P ? 3.0 * M + P - 1 : -1;
   if (!strcmp(name, "zbv")) return M >= 2 * P - 1 ? 6.0 * M + P - 1 : -1;
   if (!strcmp(name, "dualpipev")) return 6.0 * M + P - 1;
+  if (!strcmp(name, "v_half")) return 2 * M > P ? 6.0 * M + (7 * P - 7 + (P % 2 ? 0 : 3)) / 2 : -1;
+  if (!strcmp(name, "v_min")) return P >= 2 && M >= 2 ? 6.0 * M + 4 * P - 5 + (P % 3 ? 0 : 2) : -1;
   return -1;
 }
 
@@ -206,6 +210,41 @@ static void test_zero_bubble_costs(void) {
       CHECK(M < 2 * P - 1 || s2 == work + (P - 1) * c.f, "zb_h2 P=%d M=%d: step %g", P, M, s2);
       schedule_free(&h1), schedule_free(&h2);
     }
+}
+
+/* V-Half and V-Min beyond the layouts test_generators runs, up to 24 ranks: the rank's
+ * simulated peak (its chunks' slots, as the lists hold them) is the entry's closed form, within
+ * the bound the docs give, against 1F1B's 2P half-stage micro-batches on stage 0 about a half
+ * and a third; the simulated step is the closed form of the bubble. */
+static void test_v_memory(void) {
+  static const char *const names[] = {"v_half", "v_min"};
+  for (int n = 0; n < 2; n++) {
+    const pt_schedule_type *t = schedule_find(names[n]);
+    CHECK(t != NULL, "%s: not registered", names[n]);
+    if (!t) continue;
+    for (int P = 2; P <= 24; P += P < 8 ? 1 : 4)
+      for (int M = 1; M <= 3 * P; M += M < 4 ? 1 : P) {
+        pt_schedule s;
+        char err[256] = "";
+        CHECK(schedule_build_v(&s, t, P, 2, M, err, sizeof err) == 0, "%s P=%d M=%d: %s",
+              t->name, P, M, err);
+        int peak = 0;
+        for (int r = 0; r < P; r++) {
+          int sum = s.n_slots[r] + s.n_slots[2 * P - 1 - r], want = t->in_flight(r, P, M);
+          CHECK(sum == want && sum <= v_bound(t->name, P), "%s P=%d M=%d rank %d: %d slots, "
+                "closed form %d, bound %d", t->name, P, M, r, sum, want, v_bound(t->name, P));
+          peak = sum > peak ? sum : peak;
+        }
+        double share = (double)peak / (2 * P), goal = n == 0 ? 0.5 : 1.0 / 3;
+        CHECK(M < 2 * P || share <= goal + 3.0 / P, "%s P=%d M=%d: peak %d of 1F1B's %d", t->name,
+              P, M, peak, 2 * P);
+        double step = 0, want = closed_span(t->name, P, 2, M);
+        schedule_time(&s, &schedule_unit_costs, 1, &step, NULL, NULL, 0);
+        CHECK(want < 0 || step == want, "%s P=%d M=%d: step %g, closed form %g", t->name, P, M,
+              step, want);
+        schedule_free(&s);
+      }
+  }
 }
 
 /* The figures docs/schedules.md quotes: P = 4, M = 8 and P = 8, M = 16, unit costs. */
@@ -261,7 +300,7 @@ static void test_spec_names(void) {
   } bad[] = {
       {"layers: [gelu]\npipeline: {schedule: zigzag}\n", NULL,
        "inline.yaml:2:22: error: pipeline.schedule: expected one of 1f1b, gpipe, interleaved_1f1b, "
-       "looped_bfs, zb_h1, zb_h2, zbv, dualpipev, got 'zigzag'"},
+       "looped_bfs, zb_h1, zb_h2, zbv, dualpipev, v_half, v_min, got 'zigzag'"},
       {"layers: [gelu]\n", "pipeline.schedule=1F1B",
        "--set pipeline.schedule=1F1B: error: pipeline.schedule: expected one of 1f1b, gpipe, "},
       {"layers: [gelu]\npipeline: {schedule: zbv, virtual_stages: 3}\n", NULL,
@@ -420,6 +459,7 @@ int main(int argc, char **argv) {
   test_interleaved_is_1f1b();
   test_bubbles();
   test_zero_bubble_costs();
+  test_v_memory();
   test_spec_names();
   test_mutations();
   print_bubbles();
