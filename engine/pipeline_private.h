@@ -24,6 +24,21 @@ void pipeline_broadcast_ties(pt_pipeline *p);
 void pipeline_reduce_ties(pt_pipeline *p);
 void pipeline_free_ties(pt_pipeline *p);
 
+/* The sharded optimizer (engine/pipeline_shard.c). init sets sharded, grads_on_last and
+ * shard_ends; reduce is REDUCE_DP's sum; norm_sums
+ * gives every replica the last one's per-tensor sums of squares (n of them) when only that one
+ * holds every summed gradient; gather, after an update, brings the other replicas' ranges of
+ * the parameters and rewrites their bf16 copy; collect assembles the whole optimizer state in
+ * whole on replica 0 (host copies; optimizer_free it), the others sending theirs. Collective
+ * over the stage's data-parallel group, each wait under the watchdog. init runs once the
+ * optimizer is allocated (part_alloc_ranges, given the ranges' count: the replicas). */
+void pipeline_shard_init(pt_pipeline *p);
+void pipeline_shard_free(pt_pipeline *p);
+void pipeline_shard_reduce(pt_pipeline *p);
+void pipeline_shard_norm_sums(pt_pipeline *p, double *sums, int n);
+void pipeline_shard_gather(pt_pipeline *p);
+void pipeline_shard_collect(pt_pipeline *p, pt_optimizer *whole);
+
 /* Chunk of global index c on this rank (NULL when another rank runs it). */
 static inline pt_chunk *pipeline_chunk(pt_pipeline *p, int c) {
   int i = c >= 0 && c < p->plan.n_chunks ? p->chunk_at[c] : -1;
