@@ -15,6 +15,9 @@
 void pipeline_shard_init(pt_pipeline *p) {
   const pt_spec *s = p->part.spec;
   p->sharded = p->part.opt.shards > 1;
+  if (s->pipeline.shard_optimizer && p->dp == 1)
+    pt_notice("pipeline.shard_optimizer has no effect with one data-parallel replica "
+              "(pipeline.data_parallel 1): it keeps the whole optimizer state");
   if (!p->sharded) return;
   /* the chain's reduce-scatter leaves the whole sum on the last replica (comm.h) */
   p->grads_on_last = s->dp_reduce == SPEC_DP_REDUCE_CHAIN;

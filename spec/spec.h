@@ -215,7 +215,8 @@ typedef struct {
   int64_t timeout_s;       /* a rank blocked this long on a peer ends the job (0: never) */
   spec_device device;      /* auto: a GPU when there is one */
   /* pipeline.shard_optimizer: each data-parallel replica of a stage keeps the optimizer state
-   * of 1/data_parallel of its parameters (ZeRO-1); refused with an explicit data_parallel 1 */
+   * of 1/data_parallel of its parameters (ZeRO-1); with one replica (data_parallel 1, which
+   * auto may resolve to) and under --sequential it changes nothing, and the engine says so */
   int shard_optimizer;
 } spec_pipeline;
 

@@ -486,12 +486,6 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   p->timeout_s = spec_get_int(m, "timeout_s", 0, 60, 0, 86400, e);
   p->device = spec_get_enum(m, "device", SPEC_DEVICE_AUTO, spec_device_names, e);
   p->shard_optimizer = spec_get_bool(m, "shard_optimizer", 0, e);
-  /* an explicit 1 (or none) leaves nothing to shard over: surely a forgotten data_parallel;
-   * auto may resolve to 1 on a small job, where the one replica's shard is everything */
-  if (!e->failed && p->shard_optimizer && p->data_parallel == 1)
-    spec_error(e, spec_find(m, "shard_optimizer"), 1, "pipeline.shard_optimizer: true shards the "
-               "optimizer state over data-parallel replicas, but pipeline.data_parallel is 1; set "
-               "pipeline.data_parallel > 1 (or auto), or drop shard_optimizer");
   spec_check_unused(m, "pipeline", keys, e);
 }
 
