@@ -24,14 +24,17 @@ void pipeline_broadcast_ties(pt_pipeline *p);
 void pipeline_reduce_ties(pt_pipeline *p);
 void pipeline_free_ties(pt_pipeline *p);
 
-/* The sharded optimizer (engine/pipeline_shard.c). init sets sharded, grads_on_last and
- * shard_ends; reduce is REDUCE_DP's sum; norm_sums
- * gives every replica the last one's per-tensor sums of squares (n of them) when only that one
- * holds every summed gradient; gather, after an update, brings the other replicas' ranges of
- * the parameters and rewrites their bf16 copy; collect assembles the whole optimizer state in
- * whole on replica 0 (host copies; optimizer_free it), the others sending theirs. Collective
- * over the stage's data-parallel group, each wait under the watchdog. init runs once the
- * optimizer is allocated (part_alloc_ranges, given the ranges' count: the replicas). */
+/* The sharded optimizer (engine/pipeline_shard.c), collective over the stage's data-parallel
+ * group, each wait under the watchdog:
+ *   init       once part_alloc_ranges made the optimizer (sharded when given the replicas):
+ *              sets sharded, grads_on_last and shard_ends; a notice when there is one replica
+ *   reduce     REDUCE_DP's sum (the chain's reduce-scatter, or comm.dp_reduce allreduce)
+ *   norm_sums  the last replica's n per-tensor sums of squares to all, when only it holds
+ *              every summed gradient
+ *   gather     after an update: the other replicas' ranges of the parameters, and their bf16
+ *              copy rewritten
+ *   collect    the whole optimizer state (host copies) assembled in whole on replica 0, the
+ *              others sending theirs; optimizer_free(whole) afterwards on every replica */
 void pipeline_shard_init(pt_pipeline *p);
 void pipeline_shard_free(pt_pipeline *p);
 void pipeline_shard_reduce(pt_pipeline *p);
