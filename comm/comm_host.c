@@ -114,11 +114,13 @@ void comm_host_reduce_scatter_f32(MPI_Comm mpi, float *buf, size_t n, const size
   int rank, size;
   if (!group_of(mpi, n, &rank, &size)) return;
   chain_f32(mpi, buf, n, rank, size);
-  int *counts = pt_calloc((size_t)size, sizeof(int)), *displs = pt_calloc((size_t)size, sizeof(int));
+  int *counts = pt_calloc((size_t)size, sizeof(int));
+  int *displs = pt_calloc((size_t)size, sizeof(int));
   range_counts(ends, size, counts, displs);
   int last = rank == size - 1;
-  PT_CHECK_MPI(MPI_Scatterv(buf, counts, displs, MPI_FLOAT, last ? MPI_IN_PLACE : buf + displs[rank],
-                            counts[rank], MPI_FLOAT, size - 1, mpi));
+  PT_CHECK_MPI(MPI_Scatterv(buf, counts, displs, MPI_FLOAT,
+                            last ? MPI_IN_PLACE : buf + displs[rank], counts[rank], MPI_FLOAT,
+                            size - 1, mpi));
   free(counts), free(displs);
 }
 
@@ -126,7 +128,8 @@ void comm_host_allgather_f32(MPI_Comm mpi, float *buf, size_t n, const size_t *e
   int rank, size;
   if (!group_of(mpi, n, &rank, &size)) return;
   if (n > (size_t)INT32_MAX) pt_fatal("gather of %zu elements is too large", n);
-  int *counts = pt_calloc((size_t)size, sizeof(int)), *displs = pt_calloc((size_t)size, sizeof(int));
+  int *counts = pt_calloc((size_t)size, sizeof(int));
+  int *displs = pt_calloc((size_t)size, sizeof(int));
   range_counts(ends, size, counts, displs);
   PT_CHECK_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
                               mpi));
