@@ -228,6 +228,7 @@ static double global_norm(pt_pipeline *p) {
   double *mine = pt_calloc((size_t)n + 1, sizeof(double)), s = 0.0;
   int *hdr = pt_calloc((size_t)v + 1, sizeof(int));
   pipeline_read_step(p, mine);
+  if (p->sharded) pipeline_shard_norm_sums(p, mine, n);
   tensor_runs(p, hdr);
   int root = plan_rank(&p->plan, p->replica, 0);
   if (p->stage_id == 0) {
@@ -265,6 +266,7 @@ static void act_optimizer(pt_pipeline *p, double *norm, double *lr) {
   double t0 = pt_now_s();
   p->nonfinite = part_update(&p->part, *norm, *lr); /* the same on every rank: the norm is */
   p->step_compute_s += pt_now_s() - t0;
+  if (p->sharded && !p->nonfinite) pipeline_shard_gather(p); /* the others' updated ranges */
   if (p->nonfinite) name_nonfinite(p);
 }
 
@@ -295,7 +297,9 @@ static void reduce_dp(pt_pipeline *p) {
   watchdog_arm("the data-parallel gradient reduction", -1, p->part.step + 1);
   float *g = p->part.model.grads;
   size_t n = (size_t)p->part.model.n_floats;
-  if (p->dp > 1 && p->part.spec->dp_reduce == SPEC_DP_REDUCE_ALLREDUCE)
+  if (p->sharded)
+    pipeline_shard_reduce(p); /* each range summed onto its owner (pipeline_shard.c) */
+  else if (p->dp > 1 && p->part.spec->dp_reduce == SPEC_DP_REDUCE_ALLREDUCE)
     comm_allreduce_sum_f32_unordered(p->dp_comm, g, n); /* faster, not bitwise (comm.h) */
   else if (p->dp > 1)
     comm_allreduce_sum_f32(p->dp_comm, g, n);

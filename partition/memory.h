@@ -5,7 +5,9 @@
  *               held by two stages, it counts on both)
  *   grads       same size as params, plus a gradient buffer for each tied copy that shares
  *               a weight stored on the same stage
- *   optimizer   AdamW: 2 x params (m, v); SGD: 1 x params
+ *   optimizer   AdamW: 2 x params (m, v); SGD: 1 x params; with pipeline.shard_optimizer over
+ *               D > 1 replicas, of the largest of the D ranges optimizer_shard_end cuts the
+ *               parameters into (about params / D)
  *   weight_copy train.precision bf16 where the device's products read a bf16 copy of the
  *               parameters (device_weight_copy_used; model/model.h's params_bf16): params / 2;
  *               else 0
@@ -33,7 +35,8 @@
  *               gradients on the data-parallel group when there are replicas, the tied weight
  *               on each tie group) and NCCL's own buffers, comm_peers x memory_nccl_peer_bytes():
  *               a peer is a rank this one exchanges with over a NCCL communicator (its pipeline
- *               neighbours; two ring neighbours in the data-parallel group; every other holder
+ *               neighbours; two ring neighbours in the data-parallel group, or every other
+ *               replica when the optimizer is sharded (its gather); every other holder
  *               of a tied weight, whom a tie chain may visit). The engine counts the same
  *               figures in its measured peak as it makes them (the scratch when allocated, a
  *               peer's buffers at the first transfer with it), since NCCL's own allocations

@@ -58,10 +58,13 @@ static void print_header(FILE *f, const pt_plan *p, const pt_model *m) {
   char chunks[96] = "";
   if (p->virtual_stages > 1)
     snprintf(chunks, sizeof chunks, " in %d chunks (%d per stage)", p->n_chunks, p->virtual_stages);
+  char shard[64] = ""; /* the optim column is then one replica's range */
+  if (s->pipeline.shard_optimizer && p->data_parallel > 1)
+    snprintf(shard, sizeof shard, ", optimizer sharded over %d replicas", p->data_parallel);
   fprintf(f, "plan for %s: %d layers%s on %d stages x %d replicas = %d ranks (partition: %s, "
-          "schedule: %s, %d micro-batches)\n", s->path, p->n_layers, chunks, p->n_stages,
+          "schedule: %s, %d micro-batches%s)\n", s->path, p->n_layers, chunks, p->n_stages,
           p->data_parallel, p->n_stages * p->data_parallel, p->method, p->schedule->name,
-          p->micro_batches);
+          p->micro_batches, shard);
 }
 
 static void print_stage(FILE *f, const pt_plan *p, const pt_model *m, int st, double gflops) {
@@ -250,6 +253,8 @@ cJSON *plan_json(const pt_plan *p, const pt_model *m, double gflops) {
     cJSON_AddNumberToObject(o, "chunks", p->n_chunks);
   }
   cJSON_AddNumberToObject(o, "data_parallel", p->data_parallel);
+  cJSON_AddBoolToObject(o, "shard_optimizer",
+                        m->spec->pipeline.shard_optimizer && p->data_parallel > 1);
   cJSON_AddStringToObject(o, "partition", p->method);
   cJSON_AddStringToObject(o, "schedule", p->schedule->name);
   cJSON_AddNumberToObject(o, "micro_batches", p->micro_batches);
