@@ -77,6 +77,7 @@ void stage_offload_init(pt_stage *st, const stage_offload_plan *plan) {
     }
     q->offloaded = pt_calloc((size_t)plan->n_micro, 1);
     memcpy(q->offloaded, plan->offloaded[k], (size_t)plan->n_micro);
+    if (q->bytes == 0) q->n_frames = 0; /* nothing of the kind here (a one-layer stage's outputs) */
   }
   st->offload = o;
 }

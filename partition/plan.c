@@ -342,6 +342,8 @@ static void plan_offload(pt_plan *p, const pt_model *m, const pt_schedule *s) {
   if (!offload_any(p->offload, p->n_stages)) return;
   if (!s && schedule_build_spec(&built, m->spec, err, sizeof err) != 0) return; /* reported */
   const pt_schedule *sc = s ? s : &built;
+  char idle[160] = "";
+  int n_idle = 0;
   for (int c = 0; c < p->n_chunks; c++)
     for (int k = 0; k < OFFLOAD_KINDS; k++) {
       double f = p->offload[p->chunk_stage[c]].fraction[k];
@@ -350,9 +352,16 @@ static void plan_offload(pt_plan *p, const pt_model *m, const pt_schedule *s) {
       schedule_offload_sim(sc, c, f, &o);
       memory_add_offload(m, p->bounds[c], p->bounds[c + 1], k, o.frames, o.hosts,
                          &p->chunk_mem[c]);
+      if (o.frames >= p->chunk_in_flight[c] && n_idle < (int)sizeof idle - 8)
+        n_idle += snprintf(idle + n_idle, sizeof idle - (size_t)n_idle, "%s%d %s",
+                           n_idle ? ", " : "", c, k == OFFLOAD_OUTPUTS ? "outputs" : "saved");
       schedule_offload_free(&o);
     }
   if (!s) schedule_free(&built);
+  if (n_idle)
+    plan_warn(p, "pipeline.offload saves no device memory on chunk %s: the micro-batches kept, a "
+              "forward's frame and a prefetch's fill the slots (a chunk holding 2 micro-batches "
+              "or fewer cannot save; a larger fraction may)", idle);
 }
 
 /* Each chunk alone, then each stage: its chunks' memory together (a chunk whose predecessor is

@@ -25,27 +25,32 @@ int schedule_prefetch_at(const pt_action *acts, int n, int i) {
  * schedule may split some micro-batches' and not others'). */
 static int releases(pt_action_kind k) { return k == ACT_BACKWARD || k == ACT_BACKWARD_WEIGHT; }
 
-/* Marks k micro-batches: the micro-batches ranked by how long they are held (longest first,
- * ties by number), the j-th taken where floor((j + 1) k / M) steps up. Taking the k longest
- * instead would leave the warm-up's micro-batches of 1F1B, held shorter, all on the device at
- * the peak; spread over the ranking, every set of micro-batches held at once (which hold about
- * alike) loses about the same share, and so does the peak. k = M: all. */
+/* Marks up to k micro-batches: the micro-batches ranked by how long they are held (longest
+ * first, ties by number), the j-th taken where floor((j + 1) k / M) steps up. Taking the k
+ * longest instead would leave the warm-up's micro-batches of 1F1B, held shorter, all on the
+ * device at the peak; spread over the ranking, every set of micro-batches held at once (which
+ * hold about alike) loses about the same share, and so does the peak. A micro-batch whose
+ * backward is the next compute action after its own forward (the last stage's) never goes out:
+ * its prefetch would be issued before it went out. */
 static void choose(const pt_action *a, int n, int chunk, int n_micro, int k, unsigned char *off) {
   int *hold = pt_calloc((size_t)n_micro, sizeof(int));
-  unsigned char *ranked = pt_calloc((size_t)n_micro, 1);
+  unsigned char *ranked = pt_calloc((size_t)n_micro, 1), *stays = pt_calloc((size_t)n_micro, 1);
   for (int i = 0; i < n; i++) {
     if (a[i].chunk != chunk || a[i].mb < 0 || a[i].mb >= n_micro) continue;
     if (a[i].kind == ACT_FORWARD) hold[a[i].mb] -= i;
     if (releases(a[i].kind)) hold[a[i].mb] += i;
+    int j = schedule_prefetch_at(a, n, i);
+    if (a[i].kind == ACT_FORWARD && j >= 0 && a[j].chunk == chunk && a[j].mb == a[i].mb)
+      stays[a[i].mb] = 1;
   }
   for (int j = 0; j < n_micro; j++) {
     int best = -1;
     for (int mb = 0; mb < n_micro; mb++)
       if (!ranked[mb] && (best < 0 || hold[mb] > hold[best])) best = mb;
     ranked[best] = 1;
-    if ((int64_t)(j + 1) * k / n_micro > (int64_t)j * k / n_micro) off[best] = 1;
+    if ((int64_t)(j + 1) * k / n_micro > (int64_t)j * k / n_micro) off[best] = !stays[best];
   }
-  free(hold), free(ranked);
+  free(hold), free(ranked), free(stays);
 }
 
 typedef struct {

@@ -14,7 +14,9 @@ static void check_counts(const pt_schedule *s, int c, double f, const char *name
   schedule_offload_sim(s, c, f, &o);
   int n = 0;
   for (int mb = 0; mb < s->n_micro; mb++) n += o.offloaded[mb];
-  CHECK(n == (int)(f * s->n_micro + 0.999999), "%s chunk %d f %.2f: %d offloaded", name, c, f, n);
+  CHECK(n <= (int)(f * s->n_micro + 0.999999), "%s chunk %d f %.2f: %d offloaded", name, c, f, n);
+  if (c == 0 && s->n_ranks > 1 && f == 1.0) /* chunk 0's backward never follows its forward */
+    CHECK(n == s->n_micro, "%s chunk 0: %d of %d offloaded", name, n, s->n_micro);
   CHECK(o.frames >= 1 && o.frames <= s->n_slots[c] + 1, "%s chunk %d f %.2f: %d frames for %d "
         "slots", name, c, f, o.frames, s->n_slots[c]);
   CHECK(o.hosts <= s->n_slots[c], "%s chunk %d: %d host buffers", name, c, o.hosts);
@@ -47,6 +49,8 @@ int main(void) {
   CHECK(fr == 6, "1f1b P=8 stage 0 half out: %d frames", fr);
   frames_of("gpipe", 4, 8, 0, 1.0, &fr, &ho); /* every forward, then every backward */
   CHECK(fr == 2 && ho == 8, "gpipe stage 0 all out: %d frames, %d host buffers", fr, ho);
+  frames_of("1f1b", 4, 16, 3, 1.0, &fr, &ho); /* the last stage: B right after F, kept */
+  CHECK(fr == 1 && ho == 0, "1f1b last stage: %d frames, %d host buffers", fr, ho);
   const char *names[] = {"1f1b", "gpipe", "zb_h1", "zb_h2", "interleaved_1f1b", "zbv",
                          "dualpipev", NULL};
   double fs[] = {0, 0.25, 0.5, 1.0};
