@@ -183,9 +183,9 @@ void device_upload_nowait(pt_device *d, void *dst, const void *src, size_t bytes
 void device_zero(pt_device *d, void *p, size_t bytes);
 /* Activation offload (engine/stage_offload.h), where the kind `kind` resolves to offloads
  * (device_kind_offloads, its trait: the emulated device and the gpu, not the cpu, whose device
- * memory is the host's). Pinned host memory (a GPU's cudaHostAlloc; plain host memory on the emulated
- * device), zeroed, not counted in the device's memory; events mark a point of the copy stream
- * (NULL where copies finish when called). device_copy_async copies bytes between device memory
+ * memory is the host's). Pinned host memory (a GPU's cudaHostAlloc; plain host memory on the
+ * emulated device), zeroed, not counted in the device's memory; events mark a point of the copy
+ * stream (NULL where copies finish when called). device_copy_async copies bytes between device memory
  * and pinned host memory (to_device: host to device) on the device's copy stream, after all
  * work queued so far on its compute stream, and records `done` (an event or NULL) after it;
  * device_wait_event makes later compute work wait for ev (NULL: nothing). */

@@ -26,8 +26,8 @@ typedef struct {
  * by how long they are held (in actions of the rank's list from their FORWARD to their release,
  * longest first; schedule_offload.c says why not simply the longest), but never one whose
  * backward is the compute action right after its own forward (it would be prefetched before it
- * went out); the frames and host buffers the rules above need. fraction 0: none offloaded, frames = the slots. out->offloaded
- * is allocated (schedule_offload_free). */
+ * went out); the frames and host buffers the rules above need. fraction 0: none offloaded,
+ * frames = the slots. out->offloaded is allocated (schedule_offload_free). */
 void schedule_offload_sim(const pt_schedule *s, int chunk, double fraction, pt_offload_sim *out);
 void schedule_offload_free(pt_offload_sim *o);
 /* The index of the BACKWARD or BACKWARD_INPUT whose prefetch is issued when action i of the
