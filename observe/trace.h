@@ -8,8 +8,9 @@
  * span is a complete event {"ph": "X", "name", "cat", "ts", "dur", "pid": rank, "tid": 0 (1 for
  * the copies below), "args": {"mb", "step"}} (and "chunk" for a rank running several chunks)
  * in microseconds on rank 0's clock (each rank's offset to rank 0 is measured at start-up
- * with ping-pongs), plus "process_name" metadata events naming each track "rank R (stage S, replica D)". Spans on a
- * track nest properly: waits are recorded inside the action that waited.
+ * with ping-pongs), plus "process_name" metadata events naming each track "rank R (stage S,
+ * replica D)". Spans on a track nest properly: waits are recorded inside the action that
+ * waited.
  *
  * Span names and categories:
  *   F<mb>/forward, B<mb>/backward (backward_input and backward_weight of every layer, fused),
