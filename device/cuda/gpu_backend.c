@@ -118,7 +118,7 @@ static void g_copy_async(pt_device *d, void *dst, const void *src, size_t bytes,
 
 /* Tests on the CUDA emulator only (its cuda_runtime_api.h defines PT_CUDA_EMULATION):
  * PT_EMU_OFFLOAD_UNORDERED=1 drops the compute stream's waits for offload copies, so
- * tests/gpu/offload_order.sh can show the emulator catches the missing ordering. Never set in a
+ * tests/gpu/overlap_order.sh (gpu_offload_order) can show the emulator catches the missing ordering. Never set in a
  * build for a real GPU: there it is always 0. */
 static int offload_unordered(void) {
 #ifdef PT_CUDA_EMULATION
