@@ -70,9 +70,14 @@ void part_alloc_ranges(pt_part *p, const pt_range *ranges, int n, int shard, int
 }
 
 void part_stage_init(pt_part *p, pt_stage *st, int first, int last, int slots) {
+  part_stage_init_offload(p, st, first, last, slots, NULL);
+}
+
+void part_stage_init_offload(pt_part *p, pt_stage *st, int first, int last, int slots,
+                             const struct stage_offload_plan *offload) {
   const spec_train *c = &p->spec->train;
-  stage_init(st, &p->model, first, last, p->B, p->T, slots,
-             (int)c->activation_checkpoint_interval);
+  stage_init_offload(st, &p->model, first, last, p->B, p->T, slots,
+                     (int)c->activation_checkpoint_interval, offload);
   st->check_finite = c->on_nonfinite == SPEC_NONFINITE_ABORT;
   st->finite_mark = device_stats_mark(&p->stats, p->n_marks++);
   part_enable_docs(p, st);

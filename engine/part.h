@@ -69,6 +69,9 @@ void part_alloc_ranges(pt_part *p, const pt_range *ranges, int n, int shard, int
 /* An executor over layers [first, last) of the allocated model with `slots` slots, set to check
  * outputs for non-finite values as train.on_nonfinite asks. */
 void part_stage_init(pt_part *p, pt_stage *st, int first, int last, int slots);
+/* The same with pipeline.offload's plan for the chunk (engine/stage_offload.h; NULL: none). */
+void part_stage_init_offload(pt_part *p, pt_stage *st, int first, int last, int slots,
+                             const struct stage_offload_plan *offload);
 void part_free(pt_part *p);
 
 /* Writes micro-batch mb of replica `replica` of the current step: inputs (the stage's input

@@ -257,7 +257,7 @@ static void alloc_chunks(pt_pipeline *p) {
   free(ranges);
   for (int i = 0; i < p->n_chunks; i++) {
     pt_chunk *k = &p->chunks[i];
-    part_stage_init(&p->part, &k->stage, k->first, k->last, k->slots);
+    pipeline_offload_init(p, k);
     stage_alloc_stash(&k->stage, p->sched.n_w_pending[k->id]);
   }
 }

@@ -42,6 +42,14 @@ void pipeline_shard_norm_sums(pt_pipeline *p, double *sums, int n);
 void pipeline_shard_gather(pt_pipeline *p);
 void pipeline_shard_collect(pt_pipeline *p, pt_optimizer *whole);
 
+/* pipeline.offload (engine/pipeline_offload.c): chunk k's executor, with its frames and host
+ * buffers where its stage offloads; before action i of the rank's list, the prefetch for the
+ * backward that follows it (schedule_prefetch_at); the copies made since the last call as
+ * spans of the trace's copy track (when the step is traced; dropped otherwise). Local. */
+void pipeline_offload_init(pt_pipeline *p, pt_chunk *k);
+void pipeline_offload_prefetch(pt_pipeline *p, const pt_action *acts, int n, int i);
+void pipeline_offload_trace(pt_pipeline *p);
+
 /* Chunk of global index c on this rank (NULL when another rank runs it). */
 static inline pt_chunk *pipeline_chunk(pt_pipeline *p, int c) {
   int i = c >= 0 && c < p->plan.n_chunks ? p->chunk_at[c] : -1;

@@ -7,6 +7,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "engine/pipeline_private.h"
+#include "engine/stage_offload.h"
 #include "observe/watchdog.h"
 
 /* Tags of the activation (grad 0) and gradient (grad 1) of mb crossing the boundary after chunk
@@ -109,6 +110,7 @@ static void act_forward(pt_pipeline *p, pt_chunk *k, int mb) {
                 stage_output(&q->stage, slot_of(q, mb)), in_bytes);
   }
   part_set_docs(&p->part, &k->stage, s, p->replica, mb);
+  stage_offload_micro_batch(&k->stage, s, mb);
   stage_forward(&k->stage, s, p->part.B, p->part.cur_T);
   p->step_compute_s += pt_now_s() - t0;
   if (++p->in_flight > p->peak_in_flight) p->peak_in_flight = p->in_flight;
@@ -411,8 +413,10 @@ int pipeline_step(pt_pipeline *p, pt_step_metrics *out) {
   const pt_action *acts = p->sched.acts[p->stage_id];
   for (int i = 0; i < p->sched.n_acts[p->stage_id]; i++) {
     double a0 = pt_now_s();
+    pipeline_offload_prefetch(p, acts, p->sched.n_acts[p->stage_id], i);
     run_action(p, &acts[i], &norm, &lr);
     if (tracing(p)) trace_action(p, &acts[i], a0);
+    pipeline_offload_trace(p);
   }
   p->compute_s += p->step_compute_s;
   double loss = gather_loss(p);

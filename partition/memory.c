@@ -281,6 +281,7 @@ void memory_estimate_rank(const pt_model *m, const pt_range *ranges,
     out->activations += chunk[i].activations - chunk[i].in_flight * din;
     out->workspace += chunk[i].workspace;
     out->stash += chunk[i].stash;
+    out->activations_host += chunk[i].activations_host;
     out->in_flight += chunk[i].in_flight;
     out->w_pending += chunk[i].w_pending;
     for (int li = a; li < b; li++) layer_storage(m, ranges, n, li, &stored, &borrowed);
@@ -318,6 +319,25 @@ void memory_add_stash(const pt_model *m, int first, int last, int w_pending,
   out->stash = memory_stash_bytes(m, first, last, w_pending);
   out->activations += out->stash; /* per micro-batch like the slots: one column in --plan */
   out->total += out->stash;
+}
+
+int64_t memory_offload_bytes(const pt_model *m, int first, int last, int kind) {
+  shape_ctx c = shape_of(m, first, last);
+  int64_t b = 0;
+  for (int li = first; li < last; li++) {
+    int64_t x = kind == 0 ? (li < last - 1 && kept(&c, li - first) ? kept_out_b(m, &c, li) : 0)
+                          : (c.ckpt == 0 ? kept_saved_b(m, &c, li) : 0);
+    b += (x + 63) & ~(int64_t)63;
+  }
+  return b;
+}
+
+void memory_add_offload(const pt_model *m, int first, int last, int kind, int frames, int hosts,
+                        pt_stage_memory *out) {
+  int64_t b = memory_offload_bytes(m, first, last, kind);
+  out->activations -= (int64_t)(out->in_flight - frames) * b;
+  out->total -= (int64_t)(out->in_flight - frames) * b;
+  out->activations_host += (int64_t)hosts * b;
 }
 
 int memory_uses_nccl(const pt_spec *s) {

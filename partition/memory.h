@@ -57,6 +57,7 @@
 
 typedef struct {
   int64_t params, grads, optimizer, weight_copy, activations, workspace, stash, comm;
+  int64_t activations_host; /* pipeline.offload: stashed activations in host memory instead */
   int64_t total;
   int in_flight, w_pending;
   int comm_peers; /* peers whose NCCL buffers comm counts */
@@ -78,6 +79,15 @@ static inline int64_t memory_nccl_peer_bytes(void) {
  * whose buffers the host cannot address (a GPU; device.h's host_addressable) and comm.backend
  * is nccl or auto. */
 int memory_uses_nccl(const pt_spec *s);
+
+/* pipeline.offload (partition/offload.h): the bytes one micro-batch keeps of the kind (its
+ * OFFLOAD_OUTPUTS or OFFLOAD_SAVED tensors) in a device frame or a host buffer of
+ * engine/stage_offload.c, each tensor rounded up to 64 bytes. memory_add_offload takes a chunk
+ * whose pooled kind needs `frames` device frames instead of its in_flight slots and `hosts` host
+ * buffers: activations (and total) lose the difference, activations_host gains the buffers. */
+int64_t memory_offload_bytes(const pt_model *m, int first, int last, int kind);
+void memory_add_offload(const pt_model *m, int first, int last, int kind, int frames, int hosts,
+                        pt_stage_memory *out);
 
 /* Estimate for layers [first, last) of a configured model (no storage needed). */
 void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight,
