@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "layers/rope_freqs.h"
 #include "model/model.h"
 
 typedef enum { HF_GPT2, HF_LLAMA } hf_family;
@@ -53,6 +54,7 @@ typedef struct {
   const hf_arch *arch;
   int64_t vocab, seq_len, dim, heads, kv_heads, layers, ffn;
   double eps, rope_theta;
+  pt_rope_scaling rope; /* Llama family: the rotary type and its parameters (theta unused) */
   int tied;
 } hf_config;
 

@@ -27,17 +27,21 @@ static int refuse(const pt_model *m, int li, char *err, size_t errsz, const char
 typedef struct {
   int64_t heads, kv_heads, ffn;
   double eps, theta;
+  pt_rope_scaling rope; /* llama_block's rope_scaling (its pt_rope state) */
 } block_shape;
 
 static block_shape read_block(const pt_model *m, int li) {
   const pt_layer *L = &m->layers[li];
-  block_shape b = {0};
+  block_shape b;
+  memset(&b, 0, sizeof b); /* padding too: blocks are compared with memcmp */
   b.heads = layer_setting_int(L, "heads");
   if (layer_is(m, li, "llama_block")) {
     b.kv_heads = layer_setting_int(L, "kv_heads");
     b.ffn = layer_setting_int(L, "ffn_dim");
     b.eps = layer_setting_num(L, "eps");
     b.theta = layer_setting_num(L, "rope_theta");
+    memcpy(&b.rope, &((const pt_rope *)L->state)->scaling, sizeof b.rope);
+    b.rope.theta = 0; /* hf_config keeps it in rope_theta */
   }
   return b;
 }
@@ -52,7 +56,7 @@ static int check_blocks(const pt_model *m, int first, int end, hf_config *c, cha
                     "transformers config has one set for all blocks");
   }
   c->heads = b0.heads, c->kv_heads = b0.kv_heads ? b0.kv_heads : b0.heads, c->ffn = b0.ffn;
-  c->eps = b0.eps, c->rope_theta = b0.theta;
+  c->eps = b0.eps, c->rope_theta = b0.theta, c->rope = b0.rope;
   c->layers = end - first;
   return 0;
 }

@@ -4,8 +4,10 @@
  *   y = h + down(silu(gate(n2(h))) * up(n2(h)))
  * Causal grouped-query attention (heads query heads, kv_heads kv heads; query head j reads kv
  * head j / (heads / kv_heads)), scale 1/sqrt(head_dim), head_dim = dim / heads; rotary
- * embeddings in Hugging Face's rotate-half convention (kernels.h, rope). Settings: llama_settings
- * below.
+ * embeddings in Hugging Face's rotate-half convention (kernels.h, rope), their angle table made
+ * once at configure from rope_theta and the optional `rope_scaling` map (layers/rope_freqs.h:
+ * transformers' llama3, linear and yarn types) and kept in L->state. Settings: llama_settings
+ * below, plus rope_scaling, read by configure.
  *
  * Parameters in the order of docs/layers.md. q, k, v are one parameter group, used as one
  * stacked [(heads + 2 kv_heads) head_dim, dim] matrix, and gate, up another, used as one
@@ -15,6 +17,7 @@
 
 #include "core/error.h"
 #include "layers/builtin.h"
+#include "layers/rope_freqs.h"
 
 enum { ATTN_NORM, Q_W, K_W, V_W, O_W, MLP_NORM, GATE_W, UP_W, DOWN_W, N_PARAMS };
 
@@ -131,10 +134,16 @@ static void llama_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e
   if (H % KVH != 0)
     spec_error(e, s->args, 0, "llama_block: kv_heads %lld must divide heads %lld",
                (long long)KVH, (long long)H);
-  else if (hd % 2 != 0)
-    spec_error(e, s->args, 0, "llama_block: head dim %lld (dim / heads) must be even for the "
-               "rotary embedding", (long long)hd);
+  else if (hd % 2 != 0 || hd / 2 > PT_ROPE_MAX_PAIRS)
+    spec_error(e, s->args, 0, "llama_block: head dim %lld (dim / heads) must be even and at most "
+               "%d for the rotary embedding", (long long)hd, 2 * PT_ROPE_MAX_PAIRS);
+  pt_rope_scaling scaling;
+  rope_scaling_read(spec_find(s->args, "rope_scaling"), layer_setting_num(L, "rope_theta"),
+                    &scaling, e);
   if (e->failed) return;
+  pt_rope *rope = layer_state_alloc(L, sizeof(pt_rope));
+  rope->scaling = scaling;
+  rope_freqs_make(&scaling, (int)hd, &rope->freqs);
   L->out_dim = (int)d;
   layer_add_param(L, "attn_norm.weight", 1, d, 0, 0, 0);
   const pt_param_decl qkv[3] = {{"attn.q.weight", 2, {H * hd, d}},
@@ -165,7 +174,7 @@ static void llama_forward(pt_layer *L, const pt_io *io) {
   const int N = (int)m.N, d = (int)m.d, H = (int)m.H, KVH = (int)m.KVH, F = (int)m.F;
   const pt_kernels *k = io->k;
   const float eps = (float)layer_setting_num(L, "eps");
-  const float theta = (float)layer_setting_num(L, "rope_theta");
+  const pt_rope *rope = L->state;
   float *const *w = L->w;
   const float *x = io->in;
   layer_check_groups(L, w);
@@ -173,7 +182,7 @@ static void llama_forward(pt_layer *L, const pt_io *io) {
   views(L, k, io->B, io->T, io->saved, &s);
   k->rmsnorm_forward(k, s.xn1, s.rstd1, x, w[ATTN_NORM], N, d, eps);
   k->linear_forward(k, s.qkv, s.xn1, w[Q_W], NULL, N, d, (int)m.W);
-  k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, theta, 1, io->positions);
+  k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, &rope->freqs, 1, io->positions);
   k->attention_forward(k, s.atty, s.attn, s.qkv, io->B, io->T, d, H, KVH, io->doc_start,
                        io->scratch);
   k->linear_forward(k, s.h, s.atty, w[O_W], NULL, N, d, d);
@@ -188,7 +197,7 @@ static void llama_backward_input(pt_layer *L, const pt_io *io) {
   llama_dims m = dims_of(L, io->B, io->T);
   const int N = (int)m.N, d = (int)m.d, H = (int)m.H, KVH = (int)m.KVH, F = (int)m.F;
   const pt_kernels *k = io->k;
-  const float theta = (float)layer_setting_num(L, "rope_theta");
+  const pt_rope *rope = L->state;
   float *const *w = L->w;
   const float *dy = io->dout;
   llama_saved s;
@@ -202,7 +211,7 @@ static void llama_backward_input(pt_layer *L, const pt_io *io) {
   k->linear_backward_input(k, datty, s.dh, w[O_W], N, d, d, 0);
   k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, io->B, io->T, d, H, KVH,
                         io->doc_start, attn_scratch);
-  k->rope(k, s.dqkv, io->B, io->T, H, KVH, (int)m.hd, theta, -1, io->positions);
+  k->rope(k, s.dqkv, io->B, io->T, H, KVH, (int)m.hd, &rope->freqs, -1, io->positions);
   k->linear_backward_input(k, s.dxn1, s.dqkv, w[Q_W], N, d, (int)m.W, 0);
   if (!io->din) return;
   k->rmsnorm_backward_input_residual(k, io->din, s.dh, s.dxn1, io->in, w[ATTN_NORM], s.rstd1, N,

@@ -294,14 +294,37 @@ static void fwd_rmsnorm(const ref_shape *s, double *const *p, const double *in, 
     ref_rms(in + r * s->in_dim, p[0], s->in_dim, rms_eps(s), out + r * s->in_dim);
 }
 
+/* inv_freq[i] of pair i as transformers' scaled types define it, in double. */
+static double ref_scaled_inv_freq(const ref_shape *s, double inv, int i, int hd, double theta) {
+  const double pi = 3.141592653589793, f = s->rope_factor;
+  if (s->rope_type == 1) return inv / f;
+  if (s->rope_type == 2) {
+    double wavelen = 2 * pi / inv, orig = s->rope_orig;
+    if (wavelen < orig / s->rope_high) return inv;
+    if (wavelen > orig / s->rope_low) return inv / f;
+    double smooth = (orig / wavelen - s->rope_low) / (s->rope_high - s->rope_low);
+    return (1 - smooth) * inv / f + smooth * inv;
+  }
+  /* yarn: a linear ramp over pairs [low, high) from inv (extrapolation) to inv / f */
+  double lo = floor(hd * log(s->rope_orig / (32 * 2 * pi)) / (2 * log(theta)));
+  double hi = ceil(hd * log(s->rope_orig / (1 * 2 * pi)) / (2 * log(theta)));
+  lo = lo < 0 ? 0 : lo;
+  hi = hi > hd - 1 ? hd - 1 : hi;
+  if (lo == hi) hi += 0.001;
+  double ramp = fmin(fmax((i - lo) / (hi - lo), 0.0), 1.0);
+  return inv / f * ramp + inv * (1 - ramp);
+}
+
 /* Rotates one head x[hd] at position t in place (rotate-half pairs i, i + hd/2). */
-static void ref_rope_head(double *x, int hd, int t, double theta) {
+static void ref_rope_head(const ref_shape *s, double *x, int hd, int t, double theta) {
   int half = hd / 2;
+  double scale = s->rope_type == 3 && s->rope_factor > 1 ? 0.1 * log(s->rope_factor) + 1 : 1;
   for (int i = 0; i < half; i++) {
     /* the angle exactly as float32 arithmetic defines it (Hugging Face's convention) */
     float inv = (float)(1.0 / (double)(float)pow(theta, (double)((float)(2 * i) / (float)hd)));
+    if (s->rope_type) inv = (float)ref_scaled_inv_freq(s, inv, i, hd, theta);
     float ang = (float)t * inv;
-    double c = cos((double)ang), sn = sin((double)ang), a = x[i], b = x[i + half];
+    double c = cos((double)ang) * scale, sn = sin((double)ang) * scale, a = x[i], b = x[i + half];
     x[i] = a * c - b * sn;
     x[i + half] = b * c + a * sn;
   }
@@ -325,8 +348,8 @@ static int llama_sequence(const ref_shape *s, double *const *p, const double *x,
     ref_affine(p[1], NULL, n, d, H * hd, q + (int64_t)t * H * hd);
     ref_affine(p[2], NULL, n, d, K * hd, k + (int64_t)t * K * hd);
     ref_affine(p[3], NULL, n, d, K * hd, v + (int64_t)t * K * hd);
-    for (int j = 0; j < H; j++) ref_rope_head(q + (int64_t)t * H * hd + j * hd, hd, t, theta);
-    for (int j = 0; j < K; j++) ref_rope_head(k + (int64_t)t * K * hd + j * hd, hd, t, theta);
+    for (int j = 0; j < H; j++) ref_rope_head(s, q + (int64_t)t * H * hd + j * hd, hd, t, theta);
+    for (int j = 0; j < K; j++) ref_rope_head(s, k + (int64_t)t * K * hd + j * hd, hd, t, theta);
   }
   for (int t = 0; ok && t < T; t++) {
     for (int j = 0; j < H; j++) {
