@@ -2,8 +2,8 @@
  *
  * A transformers directory is config.json plus model.safetensors (or shards listed by
  * model.safetensors.index.json). Supported: GPT2LMHeadModel (pipetrain's GPT-2 layers) and the
- * Llama family (LlamaForCausalLM; MistralForCausalLM and Qwen2ForCausalLM where their blocks are
- * Llama's) as llama_block layers. Everything the layers cannot represent is refused with one
+ * Llama family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM with llama_block's
+ * qkv_bias) as llama_block layers; docs/checkpoint.md's family table says what each takes. Everything the layers cannot represent is refused with one
  * line naming the file and the config key or tensor. The name mapping per architecture is data
  * (hf_arch.c); import and export walk the same table.
  *
@@ -36,6 +36,7 @@ typedef struct {
 
 typedef struct {
   const char *architecture; /* config.json architectures[0] */
+  const char *model_type;   /* config.json model_type of an export */
   hf_family family;
   const hf_name *names;
   int n_names;
@@ -55,6 +56,7 @@ typedef struct {
   int64_t vocab, seq_len, dim, heads, kv_heads, layers, ffn;
   double eps, rope_theta;
   pt_rope_scaling rope; /* Llama family: the rotary type and its parameters (theta unused) */
+  int qkv_bias;         /* Llama family: biases on q, k, v (Qwen2) */
   int tied;
 } hf_config;
 

@@ -42,12 +42,31 @@ static const hf_name k_llama[] = {
 };
 static const char *const k_llama_ignored[] = {".rotary_emb.inv_freq", NULL};
 
+/* Qwen2ForCausalLM: Llama's tensors plus biases on q, k and v (llama_block's qkv_bias). */
+static const hf_name k_qwen2[] = {
+    {HF_ROLE_EMBED, "weight", "model.embed_tokens.weight", 0},
+    {HF_ROLE_BLOCK, "attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0},
+    {HF_ROLE_BLOCK, "attn.q.weight", "model.layers.%d.self_attn.q_proj.weight", 0},
+    {HF_ROLE_BLOCK, "attn.k.weight", "model.layers.%d.self_attn.k_proj.weight", 0},
+    {HF_ROLE_BLOCK, "attn.v.weight", "model.layers.%d.self_attn.v_proj.weight", 0},
+    {HF_ROLE_BLOCK, "attn.o.weight", "model.layers.%d.self_attn.o_proj.weight", 0},
+    {HF_ROLE_BLOCK, "mlp_norm.weight", "model.layers.%d.post_attention_layernorm.weight", 0},
+    {HF_ROLE_BLOCK, "mlp.gate.weight", "model.layers.%d.mlp.gate_proj.weight", 0},
+    {HF_ROLE_BLOCK, "mlp.up.weight", "model.layers.%d.mlp.up_proj.weight", 0},
+    {HF_ROLE_BLOCK, "mlp.down.weight", "model.layers.%d.mlp.down_proj.weight", 0},
+    {HF_ROLE_BLOCK, "attn.q.bias", "model.layers.%d.self_attn.q_proj.bias", 0},
+    {HF_ROLE_BLOCK, "attn.k.bias", "model.layers.%d.self_attn.k_proj.bias", 0},
+    {HF_ROLE_BLOCK, "attn.v.bias", "model.layers.%d.self_attn.v_proj.bias", 0},
+    {HF_ROLE_NORM, "weight", "model.norm.weight", 0},
+    {HF_ROLE_HEAD, "weight", "lm_head.weight", 0},
+};
+
 #define N(a) ((int)(sizeof a / sizeof a[0]))
 static const hf_arch k_archs[] = {
-    {"GPT2LMHeadModel", HF_GPT2, k_gpt2, N(k_gpt2), k_gpt2_ignored},
-    {"LlamaForCausalLM", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored},
-    {"MistralForCausalLM", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored},
-    {"Qwen2ForCausalLM", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored},
+    {"GPT2LMHeadModel", "gpt2", HF_GPT2, k_gpt2, N(k_gpt2), k_gpt2_ignored},
+    {"LlamaForCausalLM", "llama", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored},
+    {"MistralForCausalLM", "mistral", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored},
+    {"Qwen2ForCausalLM", "qwen2", HF_LLAMA, k_qwen2, N(k_qwen2), k_llama_ignored},
 };
 
 const hf_arch *hf_arch_find(const char *architecture) {

@@ -235,7 +235,12 @@ static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
   if (strcmp(act, "silu"))
     cfg_fail(r, "hidden_act", "'%s' is not supported: llama_block's MLP is SwiGLU (silu)", act);
   read_rope(r, c, max_pos);
-  cfg_require_bool(r, "attention_bias", 0, 0, "llama_block's projections have no biases");
+  /* Qwen2's attention has q/k/v biases and no o bias whatever the config says; Llama's
+   * attention_bias would add o's too */
+  c->qkv_bias = !strcmp(c->arch->architecture, "Qwen2ForCausalLM");
+  if (!c->qkv_bias)
+    cfg_require_bool(r, "attention_bias", 0, 0, "llama_block's projections have no biases "
+                     "but q, k, v's (Qwen2ForCausalLM)");
   cfg_require_bool(r, "mlp_bias", 0, 0, "llama_block's MLP has no biases");
   cfg_require_bool(r, "use_sliding_window", 0, 0, "llama_block attends to the whole sequence");
   c->seq_len = seq_len ? seq_len : (max_pos < LLAMA_SEQ_CAP ? max_pos : LLAMA_SEQ_CAP);
@@ -355,9 +360,10 @@ char *hf_spec_text(const hf_config *c, const char *source) {
     char rope[400];
     rope_spec_text(&c->rope, rope, sizeof rope);
     n += snprintf(s + n, cap - (size_t)n, "  - llama_block: {repeat: %lld, kv_heads: %lld, "
-                  "ffn_dim: %lld, rope_theta: %s, eps: %s%s}\n  - rmsnorm: {eps: %s}\n",
+                  "ffn_dim: %lld, rope_theta: %s, eps: %s%s%s}\n  - rmsnorm: {eps: %s}\n",
                   (long long)c->layers, (long long)c->kv_heads, (long long)c->ffn,
-                  fmt_num(c->rope_theta, theta, sizeof theta), eps, rope, eps);
+                  fmt_num(c->rope_theta, theta, sizeof theta), eps,
+                  c->qkv_bias ? ", qkv_bias: true" : "", rope, eps);
   }
   snprintf(s + n, cap - (size_t)n,
            "  - lm_head: %s\nloss: cross_entropy\n"
@@ -420,7 +426,7 @@ static cJSON *rope_json(const hf_config *c) {
 
 static cJSON *llama_json(const hf_config *c) {
   cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "model_type", "llama");
+  cJSON_AddStringToObject(o, "model_type", c->arch->model_type);
   cJSON_AddNumberToObject(o, "vocab_size", (double)c->vocab);
   cJSON_AddNumberToObject(o, "hidden_size", (double)c->dim);
   cJSON_AddNumberToObject(o, "intermediate_size", (double)c->ffn);
@@ -436,7 +442,7 @@ static cJSON *llama_json(const hf_config *c) {
   if (c->rope.type != PT_ROPE_DEFAULT) /* transformers 4 */
     cJSON_AddItemToObject(o, "rope_scaling", cJSON_Duplicate(rope, 1));
   cJSON_AddItemToObject(o, "rope_parameters", rope); /* transformers 5 */
-  cJSON_AddFalseToObject(o, "attention_bias");
+  if (!c->qkv_bias) cJSON_AddFalseToObject(o, "attention_bias"); /* Qwen2's q/k/v always have */
   cJSON_AddFalseToObject(o, "mlp_bias");
   cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
   return o;

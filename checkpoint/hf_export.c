@@ -28,6 +28,7 @@ typedef struct {
   int64_t heads, kv_heads, ffn;
   double eps, theta;
   pt_rope_scaling rope; /* llama_block's rope_scaling (its pt_rope state) */
+  int64_t qkv_bias;
 } block_shape;
 
 static block_shape read_block(const pt_model *m, int li) {
@@ -42,6 +43,7 @@ static block_shape read_block(const pt_model *m, int li) {
     b.theta = layer_setting_num(L, "rope_theta");
     memcpy(&b.rope, &((const pt_rope *)L->state)->scaling, sizeof b.rope);
     b.rope.theta = 0; /* hf_config keeps it in rope_theta */
+    b.qkv_bias = layer_setting_bool(L, "qkv_bias");
   }
   return b;
 }
@@ -56,7 +58,8 @@ static int check_blocks(const pt_model *m, int first, int end, hf_config *c, cha
                     "transformers config has one set for all blocks");
   }
   c->heads = b0.heads, c->kv_heads = b0.kv_heads ? b0.kv_heads : b0.heads, c->ffn = b0.ffn;
-  c->eps = b0.eps, c->rope_theta = b0.theta, c->rope = b0.rope;
+  c->eps = b0.eps, c->rope_theta = b0.theta, c->rope = b0.rope, c->qkv_bias = (int)b0.qkv_bias;
+  if (c->qkv_bias) c->arch = hf_arch_find("Qwen2ForCausalLM"); /* Llama has no q/k/v-only bias */
   c->layers = end - first;
   return 0;
 }

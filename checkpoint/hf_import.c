@@ -157,8 +157,9 @@ static int check_all_used(const hf_source *s, const hf_config *c, char *err, siz
       if (!ok) {
         snprintf(err, errsz, "%s: tensor '%s' has no place in pipetrain's %s layers (%s)",
                  s->files[i].path, name, c->arch->family == HF_GPT2 ? "GPT-2" : "llama_block",
-                 c->arch->family == HF_LLAMA && strstr(name, "bias") ? "llama_block has no biases"
-                                                                     : "not in the mapping");
+                 c->arch->family == HF_LLAMA && strstr(name, "bias")
+                     ? "llama_block has biases only on q, k, v, as Qwen2ForCausalLM"
+                     : "not in the mapping");
         return -1;
       }
     }

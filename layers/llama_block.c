@@ -1,5 +1,5 @@
 /* llama_block: the Llama decoder layer (Hugging Face's LlamaDecoderLayer) on [B,T,dim],
- * pre-RMSNorm, no biases:
+ * pre-RMSNorm, no biases but optional ones on q, k, v (qkv_bias: Qwen2's attention):
  *   h = x + o(attn(rope(q(n1(x))), rope(k(n1(x))), v(n1(x))))
  *   y = h + down(silu(gate(n2(h))) * up(n2(h)))
  * Causal grouped-query attention (heads query heads, kv_heads kv heads; query head j reads kv
@@ -11,7 +11,8 @@
  *
  * Parameters in the order of docs/layers.md. q, k, v are one parameter group, used as one
  * stacked [(heads + 2 kv_heads) head_dim, dim] matrix, and gate, up another, used as one
- * [2 ffn_dim, dim] matrix (one GEMM each; layer_add_param_group keeps them adjacent).
+ * [2 ffn_dim, dim] matrix (one GEMM each; layer_add_param_group keeps them adjacent); with
+ * qkv_bias, the q, k, v biases are a last group, one stacked bias of that GEMM.
  */
 #include <math.h>
 
@@ -19,7 +20,7 @@
 #include "layers/builtin.h"
 #include "layers/rope_freqs.h"
 
-enum { ATTN_NORM, Q_W, K_W, V_W, O_W, MLP_NORM, GATE_W, UP_W, DOWN_W, N_PARAMS };
+enum { ATTN_NORM, Q_W, K_W, V_W, O_W, MLP_NORM, GATE_W, UP_W, DOWN_W, QKV_B };
 
 /* Views into the saved area. The first group is written by forward (qkv after the rotation,
  * as attention read it); the stash by backward_input for backward_weight. attn is the
@@ -116,6 +117,7 @@ static const pt_setting_decl llama_settings[] = {
     {"ffn_dim", PT_SETTING_INT, 0, NULL, 1, 1 << 24, 1, "the SwiGLU MLP's hidden width"},
     {"rope_theta", PT_SETTING_NUM, 10000.0, NULL, 1e-30, 1e30, 0, "rotary embedding base"},
     {"eps", PT_SETTING_NUM, 1e-6, NULL, 1e-12, 1.0, 0, "the two RMSNorms' eps"},
+    {"qkv_bias", PT_SETTING_BOOL, 0, NULL, 0, 1, 0, "biases on q, k and v (Qwen2)"},
     {.name = NULL},
 };
 
@@ -155,15 +157,25 @@ static void llama_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e
   const pt_param_decl gate_up[2] = {{"mlp.gate.weight", 2, {F, d}}, {"mlp.up.weight", 2, {F, d}}};
   layer_add_param_group(L, gate_up, 2);
   layer_add_param(L, "mlp.down.weight", 2, d, F, 0, 0);
+  if (!layer_setting_bool(L, "qkv_bias")) return;
+  const pt_param_decl qkv_bias[3] = {{"attn.q.bias", 1, {H * hd}},
+                                     {"attn.k.bias", 1, {KVH * hd}},
+                                     {"attn.v.bias", 1, {KVH * hd}}};
+  layer_add_param_group(L, qkv_bias, 3);
+}
+
+/* The stacked q|k|v bias (or its gradient), NULL without qkv_bias. */
+static float *qkv_bias(const pt_layer *L, float *const *v) {
+  return L->n_params > QKV_B ? v[QKV_B] : NULL;
 }
 
 static void llama_init(pt_layer *L, uint64_t seed) {
-  /* N(0, 0.02) (Hugging Face's initializer_range), norms 1; the projections into the residual
-   * stream (o, down) scaled by 1/sqrt(2 * blocks) as GPT-2's are. */
+  /* N(0, 0.02) (Hugging Face's initializer_range), norms 1, biases 0; the projections into the
+   * residual stream (o, down) scaled by 1/sqrt(2 * blocks) as GPT-2's are. */
   float resid_std = 0.02f / sqrtf(2.0f * (float)(L->type_count > 0 ? L->type_count : 1));
   for (int p = 0; p < L->n_params; p++) {
     if (L->params[p].ndim == 1)
-      layer_init_const(L, p, 1.0f);
+      layer_init_const(L, p, p >= QKV_B ? 0.0f : 1.0f);
     else
       layer_init_normal(L, p, seed, (p == O_W || p == DOWN_W) ? resid_std : 0.02f);
   }
@@ -181,7 +193,7 @@ static void llama_forward(pt_layer *L, const pt_io *io) {
   llama_saved s;
   views(L, k, io->B, io->T, io->saved, &s);
   k->rmsnorm_forward(k, s.xn1, s.rstd1, x, w[ATTN_NORM], N, d, eps);
-  k->linear_forward(k, s.qkv, s.xn1, w[Q_W], NULL, N, d, (int)m.W);
+  k->linear_forward(k, s.qkv, s.xn1, w[Q_W], qkv_bias(L, w), N, d, (int)m.W);
   k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, &rope->freqs, 1, io->positions);
   k->attention_forward(k, s.atty, s.attn, s.qkv, io->B, io->T, d, H, KVH, io->doc_start,
                        io->scratch);
@@ -230,7 +242,7 @@ static void llama_backward_weight(pt_layer *L, const pt_io *io) {
   k->linear_backward_weight(k, g[GATE_W], NULL, s.dgu, s.xn2, N, d, 2 * F);
   k->rmsnorm_backward_weight(k, g[MLP_NORM], s.dxn2, s.h, s.rstd2, N, d);
   k->linear_backward_weight(k, g[O_W], NULL, s.dh, s.atty, N, d, d);
-  k->linear_backward_weight(k, g[Q_W], NULL, s.dqkv, s.xn1, N, d, (int)m.W);
+  k->linear_backward_weight(k, g[Q_W], qkv_bias(L, g), s.dqkv, s.xn1, N, d, (int)m.W);
   k->rmsnorm_backward_weight(k, g[ATTN_NORM], s.dxn1, io->in, s.rstd1, N, d);
 }
 
@@ -241,6 +253,7 @@ static void llama_cost(const pt_layer *L, int T, pt_layer_cost *c) {
    * T x T square of every query head */
   double weights = (double)m.W * m.d + (double)m.d * m.d + 3.0 * m.F * m.d;
   c->fwd_flops = 2.0 * T * weights + 4.0 * T * (double)T * m.d;
+  if (L->n_params > QKV_B) c->fwd_flops += (double)T * m.W; /* the q|k|v bias adds */
   c->bwd_flops = 2.0 * c->fwd_flops;
 }
 

@@ -3,11 +3,13 @@
 transformers itself on a tiny random model it makes on the spot (FAMILY one of FAMILIES below:
 gpt2, llama (Llama 2-style), llama31 (Llama 3.1-style: llama3 rope scaling, GQA), llama32
 (Llama 3.2-style: llama3 rope scaling, tied head), llama_linear and llama_yarn (those rope
-types; llama_linear's config.json rewritten in transformers 4's rope_scaling spelling)).
+types; llama_linear's config.json rewritten in transformers 4's rope_scaling spelling), qwen2
+(Qwen2/Qwen2.5: q/k/v biases, GQA, tied head)).
 
   1. import; pipetrain's loss on step 0's batch equals transformers' to 1e-5 relative (and,
-     for scaled rope, transformers' loss without the scaling differs: the check has teeth)
-  2. 10 steps pipelined (2 stages, mpirun; the scaled-rope families with zbv, a V schedule)
+     for scaled rope / Qwen2, transformers' loss without the scaling / the q, k, v biases
+     differs: the check has teeth)
+  2. 10 steps pipelined (2 stages, mpirun; the families after llama with zbv, a V schedule)
      and sequential: --gather files equal byte for byte,
      --gather-hf directories too
   3. export (pipe_convert --to-hf); transformers loads it with no missing, unexpected or
@@ -56,8 +58,8 @@ def run(cmd, **kw):
     return r
 
 
-# The Llama-family configs: (LlamaConfig arguments, rope_scaling or None). Small original
-# contexts put the 16 positions' pairs in every band of llama3 and yarn's ramp.
+# The Llama-family configs: (config arguments, rope_scaling or None); qwen2 is Qwen2's classes.
+# Small original contexts put the 16 positions' pairs in every band of llama3 and yarn's ramp.
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 8}
 FAMILIES = {
@@ -70,7 +72,15 @@ FAMILIES = {
                      {"rope_type": "linear", "factor": 4.0}),
     "llama_yarn": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2),
                    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4}),
+    "qwen2": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                   rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False),
+              None),
 }
+
+
+def causal_lm(cfg):
+    return (transformers.Qwen2ForCausalLM if FAMILY == "qwen2" else
+            transformers.LlamaForCausalLM)(cfg)
 
 
 def llama_config(scaled=True):
@@ -81,7 +91,7 @@ def llama_config(scaled=True):
     kw.update(args)
     if rope and scaled:
         kw["rope_scaling"] = dict(rope)
-    return transformers.LlamaConfig(**kw)
+    return (transformers.Qwen2Config if FAMILY == "qwen2" else transformers.LlamaConfig)(**kw)
 
 
 def legacy_rope_spelling(out):
@@ -102,7 +112,7 @@ def make_model(out):
                                       n_positions=T, bos_token_id=0, eos_token_id=0)
         model = transformers.GPT2LMHeadModel(cfg)
     else:
-        model = transformers.LlamaForCausalLM(llama_config())
+        model = causal_lm(llama_config())
     sharpen = FAMILY in FAMILIES and FAMILIES[FAMILY][1] is not None
     with torch.no_grad():  # LayerNorm / RMSNorm weights away from 1, biases away from 0
         for name, p in model.named_parameters():
@@ -197,17 +207,23 @@ def steps(work):
             "--set", f"train.micro_batches={MB}", "--set", "train.optimizer.lr=3.0e-3",
             "--set", "pipeline.stages=2"]
     scaled = FAMILY in FAMILIES and FAMILIES[FAMILY][1] is not None
-    if scaled:
+    if FAMILY not in ("gpt2", "llama"):
         sets += ["--set", "pipeline.schedule=zbv"]
     # 1. the imported model's loss
     a, b = pt_loss(spec, sets, ck, 0, work), hf_loss(model, tokens, 0)
     check(close(a, b), f"import: pipetrain loss {a:.9g} vs transformers {b:.9g} "
           f"(relative difference {abs(a - b) / abs(b):.2e}, rtol {RTOL})")
     if scaled:
-        plain = transformers.LlamaForCausalLM(llama_config(scaled=False))
+        plain = causal_lm(llama_config(scaled=False))
         plain.load_state_dict(model.state_dict())
         u = hf_loss(plain, tokens, 0)
         check(not close(u, b), f"the rope scaling changes transformers' loss ({u:.9g} unscaled)")
+    if FAMILY == "qwen2":
+        plain = causal_lm(llama_config())
+        plain.load_state_dict({k: (torch.zeros_like(v) if k.endswith("proj.bias") else v)
+                               for k, v in model.state_dict().items()})
+        u = hf_loss(plain, tokens, 0)
+        check(not close(u, b), f"the q, k, v biases change transformers' loss ({u:.9g} without)")
     # 2. 10 steps, pipelined and sequential
     outs = {}
     for mode in ("seq", "p2"):

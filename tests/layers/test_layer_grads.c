@@ -132,7 +132,8 @@ static void describe(lcase *c) {
     n += snprintf(c->desc + n, sizeof c->desc - n, " kv_heads=%d ffn_dim=%d rope_theta=%g",
                   c->s.kv_heads, c->s.ffn_dim, c->s.rope_theta);
   if (c->s.rope_type)
-    snprintf(c->desc + n, sizeof c->desc - n, " rope_scaling=%s", rope_types[c->s.rope_type]);
+    n += snprintf(c->desc + n, sizeof c->desc - n, " rope_scaling=%s", rope_types[c->s.rope_type]);
+  if (c->s.qkv_bias) snprintf(c->desc + n, sizeof c->desc - n, " qkv_bias");
 }
 
 /* llama_block's rope_scaling map of ref_shape's rope fields ("" for none). */
@@ -197,6 +198,7 @@ static lcase random_case(const char *type, uint64_t *rng) {
     c.s.ffn_dim = rng_int(rng, 1, 12);
     c.s.rope_theta = rng_int(rng, 0, 1) ? 10000.0 : 100.0;
     if (rng_int(rng, 0, 1)) set_rope(&c, rng_int(rng, 1, 3));
+    c.s.qkv_bias = rng_int(rng, 0, 1);
   }
   c.seed = rng_next(rng);
   return c;
@@ -287,6 +289,14 @@ static int make_cases(lcase *cases, uint64_t *rng) {
     set_rope(&c, type);
     n = add(cases, n, c);
   }
+  /* qkv_bias (Qwen2): grouped-query, and with llama3 rope (Qwen2.5 configs may scale) */
+  c = llama_case(2, 5, 8, 4, 2, 6, 10000.0, 0.0, rng);
+  c.s.qkv_bias = 1;
+  n = add(cases, n, c);
+  c = llama_case(1, 70, 16, 2, 1, 4, 100.0, 0.0, rng);
+  c.s.qkv_bias = 1;
+  set_rope(&c, 2);
+  n = add(cases, n, c);
   c = edge_case("rmsnorm", 2, 4, 4, 8, 1, 7, 0, rng);
   c.eps_arg = 1;
   c.s.rms_eps = 1e-3;
@@ -312,8 +322,9 @@ static void case_yaml(const lcase *c, char *buf, size_t sz) {
     char rope[200];
     rope_yaml(&c->s, rope, sizeof rope);
     n += (size_t)snprintf(args + n, sizeof args - n,
-                          "kv_heads: %d, ffn_dim: %d, rope_theta: %.17g, %s", c->s.kv_heads,
-                          c->s.ffn_dim, c->s.rope_theta, rope);
+                          "kv_heads: %d, ffn_dim: %d, rope_theta: %.17g, %s%s", c->s.kv_heads,
+                          c->s.ffn_dim, c->s.rope_theta, rope,
+                          c->s.qkv_bias ? "qkv_bias: true, " : "");
   }
   if (n >= 2) args[n - 2] = '\0'; /* drop the last ", " */
   snprintf(buf, sz,

@@ -80,6 +80,11 @@ static int llama_params(const ref_shape *s, ref_param *out) {
   add_param(out, &n, "mlp.gate.weight", F, d);
   add_param(out, &n, "mlp.up.weight", F, d);
   add_param(out, &n, "mlp.down.weight", d, F);
+  if (s->qkv_bias) {
+    add_param(out, &n, "attn.q.bias", (int64_t)s->heads * hd, 0);
+    add_param(out, &n, "attn.k.bias", (int64_t)K * hd, 0);
+    add_param(out, &n, "attn.v.bias", (int64_t)K * hd, 0);
+  }
   return n;
 }
 
@@ -345,9 +350,10 @@ static int llama_sequence(const ref_shape *s, double *const *p, const double *x,
   int ok = n && q && k && v && att && h && sc && g && u && o;
   for (int t = 0; ok && t < T; t++) {
     ref_rms(x + (int64_t)t * d, p[0], d, eps, n);
-    ref_affine(p[1], NULL, n, d, H * hd, q + (int64_t)t * H * hd);
-    ref_affine(p[2], NULL, n, d, K * hd, k + (int64_t)t * K * hd);
-    ref_affine(p[3], NULL, n, d, K * hd, v + (int64_t)t * K * hd);
+    const int bias = s->qkv_bias;
+    ref_affine(p[1], bias ? p[9] : NULL, n, d, H * hd, q + (int64_t)t * H * hd);
+    ref_affine(p[2], bias ? p[10] : NULL, n, d, K * hd, k + (int64_t)t * K * hd);
+    ref_affine(p[3], bias ? p[11] : NULL, n, d, K * hd, v + (int64_t)t * K * hd);
     for (int j = 0; j < H; j++) ref_rope_head(s, q + (int64_t)t * H * hd + j * hd, hd, t, theta);
     for (int j = 0; j < K; j++) ref_rope_head(s, k + (int64_t)t * K * hd + j * hd, hd, t, theta);
   }

@@ -66,6 +66,8 @@ typedef struct {
    * frequency factors, rope_orig (original_max_position_embeddings: llama3, yarn). */
   int rope_type, rope_orig;
   double rope_factor, rope_low, rope_high;
+  int qkv_bias; /* llama_block: biases on q, k, v (params attn.q.bias, attn.k.bias, attn.v.bias
+                   after mlp.down.weight) */
 } ref_shape;
 
 /* A shape with every argument at its default: in_dim = dim, linear out = dim with bias,
