@@ -57,6 +57,7 @@ typedef struct {
   double eps, rope_theta;
   pt_rope_scaling rope; /* Llama family: the rotary type and its parameters (theta unused) */
   int qkv_bias;         /* Llama family: biases on q, k, v (Qwen2) */
+  int64_t head_dim;     /* Llama family: dims of a head (hidden_size / heads by default) */
   int tied;
 } hf_config;
 

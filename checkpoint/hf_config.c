@@ -221,16 +221,16 @@ static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
   c->rope_theta = cfg_num(r, "rope_theta", 10000.0);
   c->tied = cfg_bool(r, "tie_word_embeddings", 0);
   if (r->failed) return;
-  if (c->dim % c->heads != 0)
+  if (c->dim % c->heads != 0) /* the spec's model.heads must divide model.dim */
     cfg_fail(r, "num_attention_heads", "%lld does not divide hidden_size %lld",
              (long long)c->heads, (long long)c->dim);
   if (c->heads % c->kv_heads != 0)
     cfg_fail(r, "num_key_value_heads", "%lld does not divide num_attention_heads %lld",
              (long long)c->kv_heads, (long long)c->heads);
-  int64_t hd = cfg_int(r, "head_dim", 0, c->dim / c->heads, 1, 1 << 20);
-  if (!r->failed && hd != c->dim / c->heads)
-    cfg_fail(r, "head_dim", "%lld is not supported: llama_block's head_dim is hidden_size / "
-             "num_attention_heads = %lld", (long long)hd, (long long)(c->dim / c->heads));
+  c->head_dim = cfg_int(r, "head_dim", 0, c->dim / c->heads, 2, 2 * PT_ROPE_MAX_PAIRS);
+  if (!r->failed && c->head_dim % 2 != 0)
+    cfg_fail(r, "head_dim", "%lld is not supported: the rotary embedding needs an even head_dim",
+             (long long)c->head_dim);
   const char *act = cfg_str(r, "hidden_act", "silu");
   if (strcmp(act, "silu"))
     cfg_fail(r, "hidden_act", "'%s' is not supported: llama_block's MLP is SwiGLU (silu)", act);
@@ -357,13 +357,15 @@ char *hf_spec_text(const hf_config *c, const char *source) {
                   "  - transformer_block: {repeat: %lld}\n  - layernorm: {eps: %s}\n",
                   (long long)c->layers, eps);
   else {
-    char rope[400];
+    char rope[400], head_dim[40] = "";
     rope_spec_text(&c->rope, rope, sizeof rope);
+    if (c->head_dim != c->dim / c->heads)
+      snprintf(head_dim, sizeof head_dim, ", head_dim: %lld", (long long)c->head_dim);
     n += snprintf(s + n, cap - (size_t)n, "  - llama_block: {repeat: %lld, kv_heads: %lld, "
-                  "ffn_dim: %lld, rope_theta: %s, eps: %s%s%s}\n  - rmsnorm: {eps: %s}\n",
+                  "ffn_dim: %lld, rope_theta: %s, eps: %s%s%s%s}\n  - rmsnorm: {eps: %s}\n",
                   (long long)c->layers, (long long)c->kv_heads, (long long)c->ffn,
                   fmt_num(c->rope_theta, theta, sizeof theta), eps,
-                  c->qkv_bias ? ", qkv_bias: true" : "", rope, eps);
+                  c->qkv_bias ? ", qkv_bias: true" : "", head_dim, rope, eps);
   }
   snprintf(s + n, cap - (size_t)n,
            "  - lm_head: %s\nloss: cross_entropy\n"
@@ -433,7 +435,7 @@ static cJSON *llama_json(const hf_config *c) {
   cJSON_AddNumberToObject(o, "num_hidden_layers", (double)c->layers);
   cJSON_AddNumberToObject(o, "num_attention_heads", (double)c->heads);
   cJSON_AddNumberToObject(o, "num_key_value_heads", (double)c->kv_heads);
-  cJSON_AddNumberToObject(o, "head_dim", (double)(c->dim / c->heads));
+  cJSON_AddNumberToObject(o, "head_dim", (double)c->head_dim);
   cJSON_AddStringToObject(o, "hidden_act", "silu");
   cJSON_AddNumberToObject(o, "max_position_embeddings", (double)c->seq_len);
   cJSON_AddNumberToObject(o, "rms_norm_eps", c->eps);

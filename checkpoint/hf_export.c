@@ -28,7 +28,7 @@ typedef struct {
   int64_t heads, kv_heads, ffn;
   double eps, theta;
   pt_rope_scaling rope; /* llama_block's rope_scaling (its pt_rope state) */
-  int64_t qkv_bias;
+  int64_t qkv_bias, head_dim;
 } block_shape;
 
 static block_shape read_block(const pt_model *m, int li) {
@@ -44,6 +44,8 @@ static block_shape read_block(const pt_model *m, int li) {
     memcpy(&b.rope, &((const pt_rope *)L->state)->scaling, sizeof b.rope);
     b.rope.theta = 0; /* hf_config keeps it in rope_theta */
     b.qkv_bias = layer_setting_bool(L, "qkv_bias");
+    b.head_dim = layer_setting_int(L, "head_dim");
+    if (!b.head_dim) b.head_dim = m->spec->dim / b.heads;
   }
   return b;
 }
@@ -59,6 +61,7 @@ static int check_blocks(const pt_model *m, int first, int end, hf_config *c, cha
   }
   c->heads = b0.heads, c->kv_heads = b0.kv_heads ? b0.kv_heads : b0.heads, c->ffn = b0.ffn;
   c->eps = b0.eps, c->rope_theta = b0.theta, c->rope = b0.rope, c->qkv_bias = (int)b0.qkv_bias;
+  c->head_dim = b0.head_dim;
   if (c->qkv_bias) c->arch = hf_arch_find("Qwen2ForCausalLM"); /* Llama has no q/k/v-only bias */
   c->layers = end - first;
   return 0;

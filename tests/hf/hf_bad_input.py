@@ -99,8 +99,8 @@ def main():
     expect("attention_bias true", from_hf(d, root), f"{d}/config.json", "attention_bias")
     d = model_dir(root, "act", {**LLAMA, "hidden_act": "gelu"})
     expect("hidden_act not silu", from_hf(d, root), f"{d}/config.json", "hidden_act")
-    d = model_dir(root, "hd", {**LLAMA, "head_dim": 8})
-    expect("head_dim != hidden/heads", from_hf(d, root), f"{d}/config.json", "head_dim")
+    d = model_dir(root, "hd", {**LLAMA, "head_dim": 7})
+    expect("odd head_dim", from_hf(d, root), f"{d}/config.json", "head_dim")
     d = model_dir(root, "mistral", {**LLAMA, "architectures": ["MistralForCausalLM"],
                                     "sliding_window": 4})
     expect("Mistral sliding_window < seq_len", from_hf(d, root), f"{d}/config.json",

@@ -4,7 +4,8 @@ transformers itself on a tiny random model it makes on the spot (FAMILY one of F
 gpt2, llama (Llama 2-style), llama31 (Llama 3.1-style: llama3 rope scaling, GQA), llama32
 (Llama 3.2-style: llama3 rope scaling, tied head), llama_linear and llama_yarn (those rope
 types; llama_linear's config.json rewritten in transformers 4's rope_scaling spelling), qwen2
-(Qwen2/Qwen2.5: q/k/v biases, GQA, tied head)).
+(Qwen2/Qwen2.5: q/k/v biases, GQA, tied head), mistral_head_dim (MistralForCausalLM with a
+head_dim other than hidden_size / heads, as Mistral Nemo's)).
 
   1. import; pipetrain's loss on step 0's batch equals transformers' to 1e-5 relative (and,
      for scaled rope / Qwen2, transformers' loss without the scaling / the q, k, v biases
@@ -75,12 +76,16 @@ FAMILIES = {
     "qwen2": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
                    rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False),
               None),
+    "mistral_head_dim": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                              head_dim=16, sliding_window=None), None),
 }
+# transformers' classes of a family: (config, model); Llama's where not named
+CLASSES = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+           "mistral_head_dim": ("MistralConfig", "MistralForCausalLM")}
 
 
 def causal_lm(cfg):
-    return (transformers.Qwen2ForCausalLM if FAMILY == "qwen2" else
-            transformers.LlamaForCausalLM)(cfg)
+    return getattr(transformers, CLASSES.get(FAMILY, ("", "LlamaForCausalLM"))[1])(cfg)
 
 
 def llama_config(scaled=True):
@@ -91,7 +96,7 @@ def llama_config(scaled=True):
     kw.update(args)
     if rope and scaled:
         kw["rope_scaling"] = dict(rope)
-    return (transformers.Qwen2Config if FAMILY == "qwen2" else transformers.LlamaConfig)(**kw)
+    return getattr(transformers, CLASSES.get(FAMILY, ("LlamaConfig", ""))[0])(**kw)
 
 
 def legacy_rope_spelling(out):

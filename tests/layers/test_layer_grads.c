@@ -133,7 +133,8 @@ static void describe(lcase *c) {
                   c->s.kv_heads, c->s.ffn_dim, c->s.rope_theta);
   if (c->s.rope_type)
     n += snprintf(c->desc + n, sizeof c->desc - n, " rope_scaling=%s", rope_types[c->s.rope_type]);
-  if (c->s.qkv_bias) snprintf(c->desc + n, sizeof c->desc - n, " qkv_bias");
+  if (c->s.qkv_bias) n += snprintf(c->desc + n, sizeof c->desc - n, " qkv_bias");
+  if (c->s.head_dim) snprintf(c->desc + n, sizeof c->desc - n, " head_dim=%d", c->s.head_dim);
 }
 
 /* llama_block's rope_scaling map of ref_shape's rope fields ("" for none). */
@@ -199,6 +200,7 @@ static lcase random_case(const char *type, uint64_t *rng) {
     c.s.rope_theta = rng_int(rng, 0, 1) ? 10000.0 : 100.0;
     if (rng_int(rng, 0, 1)) set_rope(&c, rng_int(rng, 1, 3));
     c.s.qkv_bias = rng_int(rng, 0, 1);
+    if (rng_int(rng, 0, 1)) c.s.head_dim = 2 * rng_int(rng, 1, 4);
   }
   c.seed = rng_next(rng);
   return c;
@@ -297,6 +299,17 @@ static int make_cases(lcase *cases, uint64_t *rng) {
   c.s.qkv_bias = 1;
   set_rope(&c, 2);
   n = add(cases, n, c);
+  /* head_dim independent of dim / heads: wider (H hd > dim), narrower, and 3 heads of 6 over
+   * dim 12 (the spec's model needs heads to divide dim) */
+  c = llama_case(2, 5, 8, 2, 1, 6, 10000.0, 0.0, rng);
+  c.s.head_dim = 8;
+  n = add(cases, n, c);
+  c = llama_case(1, 70, 16, 4, 2, 4, 100.0, 0.0, rng);
+  c.s.head_dim = 2;
+  n = add(cases, n, c);
+  c = llama_case(2, 3, 12, 3, 1, 5, 10000.0, 0.0, rng);
+  c.s.head_dim = 6;
+  n = add(cases, n, c);
   c = edge_case("rmsnorm", 2, 4, 4, 8, 1, 7, 0, rng);
   c.eps_arg = 1;
   c.s.rms_eps = 1e-3;
@@ -325,6 +338,8 @@ static void case_yaml(const lcase *c, char *buf, size_t sz) {
                           "kv_heads: %d, ffn_dim: %d, rope_theta: %.17g, %s%s", c->s.kv_heads,
                           c->s.ffn_dim, c->s.rope_theta, rope,
                           c->s.qkv_bias ? "qkv_bias: true, " : "");
+    if (c->s.head_dim)
+      n += (size_t)snprintf(args + n, sizeof args - n, "head_dim: %d, ", c->s.head_dim);
   }
   if (n >= 2) args[n - 2] = '\0'; /* drop the last ", " */
   snprintf(buf, sz,

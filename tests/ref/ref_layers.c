@@ -68,9 +68,12 @@ static int block_params(int64_t d, ref_param *out) {
 }
 
 static int llama_kv_heads(const ref_shape *s) { return s->kv_heads > 0 ? s->kv_heads : s->heads; }
+static int llama_head_dim(const ref_shape *s) {
+  return s->head_dim > 0 ? s->head_dim : s->dim / s->heads;
+}
 
 static int llama_params(const ref_shape *s, ref_param *out) {
-  int n = 0, d = s->dim, hd = d / s->heads, K = llama_kv_heads(s), F = s->ffn_dim;
+  int n = 0, d = s->dim, hd = llama_head_dim(s), K = llama_kv_heads(s), F = s->ffn_dim;
   add_param(out, &n, "attn_norm.weight", d, 0);
   add_param(out, &n, "attn.q.weight", (int64_t)s->heads * hd, d);
   add_param(out, &n, "attn.k.weight", (int64_t)K * hd, d);
@@ -340,7 +343,7 @@ static double ref_silu(double g) { return g / (1.0 + exp(-g)); }
 /* One sequence x [T, d] -> y [T, d]. */
 static int llama_sequence(const ref_shape *s, double *const *p, const double *x, int T,
                           double *y) {
-  int d = s->dim, H = s->heads, hd = d / H, K = llama_kv_heads(s), F = s->ffn_dim;
+  int d = s->dim, H = s->heads, hd = llama_head_dim(s), K = llama_kv_heads(s), F = s->ffn_dim;
   double theta = s->rope_theta > 0 ? s->rope_theta : REF_ROPE_THETA, eps = rms_eps(s);
   double *n = malloc(sizeof(double) * d), *q = malloc(sizeof(double) * T * H * hd);
   double *k = malloc(sizeof(double) * T * K * hd), *v = malloc(sizeof(double) * T * K * hd);
@@ -392,7 +395,9 @@ static int llama_sequence(const ref_shape *s, double *const *p, const double *x,
 static int fwd_llama(const ref_shape *s, double *const *p, const double *in, int B, int T,
                      double *out) {
   int d = s->dim, K = llama_kv_heads(s);
-  if (s->heads <= 0 || d % s->heads != 0 || s->heads % K != 0 || s->ffn_dim <= 0) return -1;
+  if (s->heads <= 0 || (!s->head_dim && d % s->heads != 0) || s->heads % K != 0 ||
+      s->ffn_dim <= 0)
+    return -1;
   for (int b = 0; b < B; b++)
     if (llama_sequence(s, p, in + (int64_t)b * T * d, T, out + (int64_t)b * T * d) != 0)
       return -1;

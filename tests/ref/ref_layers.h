@@ -68,6 +68,7 @@ typedef struct {
   double rope_factor, rope_low, rope_high;
   int qkv_bias; /* llama_block: biases on q, k, v (params attn.q.bias, attn.k.bias, attn.v.bias
                    after mlp.down.weight) */
+  int head_dim; /* llama_block: hd (0 means dim / heads); q [H hd, d], o [d, H hd] */
 } ref_shape;
 
 /* A shape with every argument at its default: in_dim = dim, linear out = dim with bias,
