@@ -27,11 +27,13 @@ typedef enum { HF_GPT2, HF_LLAMA } hf_family;
 typedef enum { HF_ROLE_EMBED, HF_ROLE_POS, HF_ROLE_BLOCK, HF_ROLE_NORM, HF_ROLE_HEAD } hf_role;
 
 /* One tensor: pipetrain's "<layer>.<pt>" is transformers' `hf` (%d: the block index), stored
- * transposed there when `transpose` (GPT-2's Conv1D keeps [in, out]). */
+ * transposed there when `transpose` (GPT-2's Conv1D keeps [in, out]). `optional`: a tensor of
+ * a layer option (llama_block's qkv_bias) that import and export skip where the layer has no
+ * such parameter; a file's tensor of that name then stays unused, and is refused. */
 typedef struct {
   hf_role role;
   const char *pt, *hf;
-  int transpose;
+  int transpose, optional;
 } hf_name;
 
 typedef struct {

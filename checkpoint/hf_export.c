@@ -135,6 +135,7 @@ static int build_entries(const pt_model *m, const hf_config *c, st_entry *e, flo
       snprintf(pt, sizeof pt, "%d.%s", li, nm->pt);
       int ti = find_pt_tensor(m, pt);
       if (ti < 0 && nm->role == HF_ROLE_HEAD && c->tied) continue; /* transformers re-ties it */
+      if (ti < 0 && nm->optional) continue;
       if (ti < 0 || n == max)
         return refuse(m, li, err, errsz, "no tensor of the expected name (see docs/checkpoint.md)");
       const pt_tensor *t = &m->tensors[ti];

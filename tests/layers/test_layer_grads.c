@@ -291,25 +291,24 @@ static int make_cases(lcase *cases, uint64_t *rng) {
     set_rope(&c, type);
     n = add(cases, n, c);
   }
-  /* qkv_bias (Qwen2): grouped-query, and with llama3 rope (Qwen2.5 configs may scale) */
-  c = llama_case(2, 5, 8, 4, 2, 6, 10000.0, 0.0, rng);
-  c.s.qkv_bias = 1;
-  n = add(cases, n, c);
-  c = llama_case(1, 70, 16, 2, 1, 4, 100.0, 0.0, rng);
-  c.s.qkv_bias = 1;
-  set_rope(&c, 2);
-  n = add(cases, n, c);
-  /* head_dim independent of dim / heads: wider (H hd > dim), narrower, and 3 heads of 6 over
-   * dim 12 (the spec's model needs heads to divide dim) */
-  c = llama_case(2, 5, 8, 2, 1, 6, 10000.0, 0.0, rng);
-  c.s.head_dim = 8;
-  n = add(cases, n, c);
-  c = llama_case(1, 70, 16, 4, 2, 4, 100.0, 0.0, rng);
-  c.s.head_dim = 2;
-  n = add(cases, n, c);
-  c = llama_case(2, 3, 12, 3, 1, 5, 10000.0, 0.0, rng);
-  c.s.head_dim = 6;
-  n = add(cases, n, c);
+  /* qkv_bias (Qwen2): grouped-query, and with llama3 rope (Qwen2.5 configs may scale); head_dim
+   * independent of dim / heads: wider (H hd > dim), narrower, and 3 heads of 6 over dim 12 (the
+   * spec's model needs heads to divide dim) */
+  static const struct {
+    int B, T, dim, heads, kv_heads, ffn_dim;
+    double theta;
+    int qkv_bias, rope_type, head_dim;
+  } opts[] = {{2, 5, 8, 4, 2, 6, 10000.0, 1, 0, 0},  {1, 70, 16, 2, 1, 4, 100.0, 1, 2, 0},
+              {2, 5, 8, 2, 1, 6, 10000.0, 0, 0, 8},  {1, 70, 16, 4, 2, 4, 100.0, 0, 0, 2},
+              {2, 3, 12, 3, 1, 5, 10000.0, 0, 0, 6}};
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+    c = llama_case(opts[i].B, opts[i].T, opts[i].dim, opts[i].heads, opts[i].kv_heads,
+                   opts[i].ffn_dim, opts[i].theta, 0.0, rng);
+    c.s.qkv_bias = opts[i].qkv_bias;
+    c.s.head_dim = opts[i].head_dim;
+    if (opts[i].rope_type) set_rope(&c, opts[i].rope_type);
+    n = add(cases, n, c);
+  }
   c = edge_case("rmsnorm", 2, 4, 4, 8, 1, 7, 0, rng);
   c.eps_arg = 1;
   c.s.rms_eps = 1e-3;
