@@ -1,10 +1,11 @@
 /* checkpoint/hf.h: Hugging Face transformers model directories in and out.
  *
  * A transformers directory is config.json plus model.safetensors (or shards listed by
- * model.safetensors.index.json). Supported: GPT2LMHeadModel (pipetrain's GPT-2 layers) and the
- * Llama family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM with llama_block's
- * qkv_bias) as llama_block layers; docs/checkpoint.md's family table says what each takes. Everything the layers cannot represent is refused with one
- * line naming the file and the config key or tensor. The name mapping per architecture is data
+ * model.safetensors.index.json). Supported: GPT2LMHeadModel (pipetrain's GPT-2 layers) and
+ * the Llama family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM with llama_block's
+ * qkv_bias) as llama_block layers; docs/checkpoint.md's family table says what each takes.
+ * Everything the layers cannot represent is refused with one line naming the file and the
+ * config key or tensor. The name mapping per architecture is data
  * (hf_arch.c); import and export walk the same table.
  *
  * Layer order of a converted spec (what export accepts, too):

@@ -4,10 +4,10 @@
  *   y = h + down(silu(gate(n2(h))) * up(n2(h)))
  * Causal grouped-query attention (heads query heads, kv_heads kv heads; query head j reads kv
  * head j / (heads / kv_heads)), scale 1/sqrt(head_dim), head_dim = dim / heads unless set
- * (heads x head_dim may differ from dim: o maps it back); rotary
- * embeddings in Hugging Face's rotate-half convention (kernels.h, rope), their angle table made
- * once at configure from rope_theta and the optional `rope_scaling` map (layers/rope_freqs.h:
- * transformers' llama3, linear and yarn types) and kept in L->state. Settings: llama_settings
+ * (heads x head_dim may then differ from dim: o maps it back); rotary embeddings in Hugging
+ * Face's rotate-half convention (kernels.h, rope), their angle table made once at configure
+ * from rope_theta and the optional `rope_scaling` map (layers/rope_freqs.h: transformers'
+ * llama3, linear and yarn types) and kept in L->state. Settings: llama_settings
  * below, plus rope_scaling, read by configure.
  *
  * Parameters in the order of docs/layers.md. q, k, v are one parameter group, used as one
@@ -126,28 +126,37 @@ static const pt_setting_decl llama_settings[] = {
     {.name = NULL},
 };
 
-static void llama_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
-  int64_t d = layer_require_model_int(s, s->spec->dim, "dim", "llama_block", e);
+/* The head dim (head_dim, or dim / heads) after checking the attention's shape; 0 on error. */
+static int64_t checked_head_dim(const pt_layer *L, const pt_layer_setup *s, int64_t d,
+                                spec_errors *e) {
   int64_t H = layer_setting_int(L, "heads"), KVH = layer_setting_int(L, "kv_heads");
-  int64_t F = layer_setting_int(L, "ffn_dim");
-  layer_expect_features(s, d, "llama_block", e);
-  if (e->failed) return;
   int64_t hd = layer_setting_int(L, "head_dim");
   if (hd == 0 && d % H != 0) {
     spec_error(e, s->args, 0, "llama_block: dim %lld is not divisible by heads %lld (or set "
                "head_dim)", (long long)d, (long long)H);
-    return;
+    return 0;
   }
   if (hd == 0) hd = d / H;
   if (H % KVH != 0)
     spec_error(e, s->args, 0, "llama_block: kv_heads %lld must divide heads %lld",
                (long long)KVH, (long long)H);
   else if (hd % 2 != 0 || hd / 2 > PT_ROPE_MAX_PAIRS)
-    spec_error(e, s->args, 0, "llama_block: head dim %lld (head_dim or dim / heads) must be even and at most "
-               "%d for the rotary embedding", (long long)hd, 2 * PT_ROPE_MAX_PAIRS);
+    spec_error(e, s->args, 0, "llama_block: head dim %lld (head_dim or dim / heads) must be "
+               "even and at most %d for the rotary embedding", (long long)hd,
+               2 * PT_ROPE_MAX_PAIRS);
   else if (H * hd > INT32_MAX / 4)
     spec_error(e, s->args, 0, "llama_block: heads x head_dim %lld is too large",
                (long long)(H * hd));
+  return e->failed ? 0 : hd;
+}
+
+static void llama_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
+  int64_t d = layer_require_model_int(s, s->spec->dim, "dim", "llama_block", e);
+  int64_t H = layer_setting_int(L, "heads"), KVH = layer_setting_int(L, "kv_heads");
+  int64_t F = layer_setting_int(L, "ffn_dim");
+  layer_expect_features(s, d, "llama_block", e);
+  if (e->failed) return;
+  int64_t hd = checked_head_dim(L, s, d, e);
   pt_rope_scaling scaling;
   rope_scaling_read(spec_find(s->args, "rope_scaling"), layer_setting_num(L, "rope_theta"),
                     &scaling, e);
