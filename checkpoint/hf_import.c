@@ -118,6 +118,7 @@ static int import_one(hf_source *s, const hf_config *c, pt_model *m, const hf_na
   int ti = find_pt_tensor(m, pt);
   if (ti < 0) {
     if (nm->role == HF_ROLE_HEAD && c->tied) return 0; /* stored once, as the embedding */
+    if (nm->optional) return 0;
     snprintf(err, errsz, "%s: pipetrain's %s layer %d has no tensor '%s' for '%s' (does this build's "
              "layer match docs/checkpoint.md?)", dir, m->spec->layers[li].type, li, pt, hf);
     return -1;
@@ -157,8 +158,9 @@ static int check_all_used(const hf_source *s, const hf_config *c, char *err, siz
       if (!ok) {
         snprintf(err, errsz, "%s: tensor '%s' has no place in pipetrain's %s layers (%s)",
                  s->files[i].path, name, c->arch->family == HF_GPT2 ? "GPT-2" : "llama_block",
-                 c->arch->family == HF_LLAMA && strstr(name, "bias") ? "llama_block has no biases"
-                                                                     : "not in the mapping");
+                 c->arch->family == HF_LLAMA && strstr(name, "bias")
+                     ? "llama_block has biases only on q, k, v, as Qwen2ForCausalLM"
+                     : "not in the mapping");
         return -1;
       }
     }

@@ -122,6 +122,7 @@ int model_configure(pt_model *m, const pt_spec *spec, spec_errors *e) {
   if (!e->failed) count_types(m);
   if (!e->failed) spec_check_unused(spec->model, "model", NULL, e);
   if (e->failed) {
+    for (int li = 0; li < m->n_layers; li++) layer_state_free(&m->layers[li]);
     free(m->layers);
     m->layers = NULL;
     return -1;
@@ -341,6 +342,7 @@ void model_free(pt_model *m) {
   free(m->tensors);
   free(m->tie_copies);
   free(m->ranges);
+  for (int li = 0; li < m->n_layers && m->layers; li++) layer_state_free(&m->layers[li]);
   free(m->layers);
   memset(m, 0, sizeof *m);
 }

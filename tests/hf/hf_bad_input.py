@@ -84,16 +84,23 @@ def main():
     d = model_dir(root, "bert", {**GPT2, "architectures": ["BertForMaskedLM"]}, wte)
     expect("unknown architecture", from_hf(d, root), f"{d}/config.json", "architectures",
            "BertForMaskedLM")
-    d = model_dir(root, "rope", {**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": 2.0}})
-    expect("rope_scaling set", from_hf(d, root), f"{d}/config.json", "rope_scaling")
-    d = model_dir(root, "rope5", {**LLAMA, "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}})
-    expect("rope_parameters not default", from_hf(d, root), f"{d}/config.json", "rope_parameters")
+    d = model_dir(root, "rope", {**LLAMA, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}})
+    expect("rope_scaling of another type", from_hf(d, root), f"{d}/config.json", "rope_scaling",
+           "dynamic")
+    d = model_dir(root, "rope5", {**LLAMA, "rope_parameters": {"rope_type": "yarn", "factor": 2.0,
+                                                               "mscale": 1.0}})
+    expect("rope_parameters with a key llama_block lacks", from_hf(d, root), f"{d}/config.json",
+           "rope_parameters", "mscale")
+    d = model_dir(root, "rope3", {**LLAMA, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                                                            "low_freq_factor": 1.0}})
+    expect("llama3 rope without high_freq_factor", from_hf(d, root), f"{d}/config.json",
+           "rope_scaling", "high_freq_factor")
     d = model_dir(root, "bias", {**LLAMA, "attention_bias": True})
     expect("attention_bias true", from_hf(d, root), f"{d}/config.json", "attention_bias")
     d = model_dir(root, "act", {**LLAMA, "hidden_act": "gelu"})
     expect("hidden_act not silu", from_hf(d, root), f"{d}/config.json", "hidden_act")
-    d = model_dir(root, "hd", {**LLAMA, "head_dim": 8})
-    expect("head_dim != hidden/heads", from_hf(d, root), f"{d}/config.json", "head_dim")
+    d = model_dir(root, "hd", {**LLAMA, "head_dim": 7})
+    expect("odd head_dim", from_hf(d, root), f"{d}/config.json", "head_dim")
     d = model_dir(root, "mistral", {**LLAMA, "architectures": ["MistralForCausalLM"],
                                     "sliding_window": 4})
     expect("Mistral sliding_window < seq_len", from_hf(d, root), f"{d}/config.json",
