@@ -244,7 +244,12 @@ load manifest_t "^pipetrain: $W/manifest_t/$O: .*optimizer step 3, .*optimizer\\
 copy manifest_unsealed_t # an older manifest (no checksum): t still checked against the file
 edit unseal "$work/manifest_unsealed_t"
 edit manifest_set "$work/manifest_unsealed_t" optimizer.t 5 0
-load manifest_unsealed_t "^pipetrain: $W/manifest_unsealed_t/$O: .*optimizer\\.t 5"
+code=0 # the notice, then the refusal
+"$pipe_train" "$spec" --sequential --load "$work/manifest_unsealed_t" >"$work/out" 2>&1 || code=$?
+[[ $code == 2 && $(wc -l <"$work/out") == 2 ]] && grep -q "notice: .*has no manifest_crc32" "$work/out" &&
+  grep -Eq "^pipetrain: $W/manifest_unsealed_t/$O: .*optimizer\\.t 5" "$work/out" ||
+  { cat "$work/out"; fail "manifest_unsealed_t: expected the notice and one refusal, exit 2 (got $code)"; }
+echo "ok: manifest_unsealed_t: exit 2: $(tail -1 "$work/out")"
 
 copy unsealed # an older manifest without the checksum still loads, with a notice
 edit unseal "$work/unsealed"
