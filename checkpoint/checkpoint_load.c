@@ -303,7 +303,7 @@ static int load_optimizer_tensor(file_cache *fc, const char *model_file, const c
   char file[64], name[ST_NAME_MAX + 32];
   const char *dash = strchr(model_file, '-');
   snprintf(file, sizeof file, "optim%s", dash ? dash : "");
-  int adam = o->v != NULL;
+  int adam = o->host_v != NULL;
   snprintf(name, sizeof name, "%s.%s", key, adam ? "exp_avg" : "momentum_buffer");
   if (read_tensor(fc, file, name, d, o->host_m + off, err, errsz) != 0) return -1;
   snprintf(name, sizeof name, "%s.exp_avg_sq", key);

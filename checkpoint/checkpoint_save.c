@@ -54,7 +54,7 @@ static void fill_entry(const pt_model *m, const pt_tensor *t, const float *base,
 
 static int write_optim(const char *path, const pt_model *m, const pt_optimizer *o, const int *idx,
                        int n, uint32_t *crc, char *err, size_t errsz) {
-  int adam = o->v != NULL;
+  int adam = o->host_v != NULL;
   st_entry *e = pt_calloc((size_t)(2 * n + 1), sizeof *e);
   char (*names)[ST_NAME_MAX + 32] = pt_calloc((size_t)(2 * n + 1), ST_NAME_MAX + 32);
   int k = 0;

@@ -316,7 +316,12 @@ void model_to_host(pt_model *m) {
 
 void model_to_device(pt_model *m) {
   device_upload(m->dev, m->params, m->host_params, sizeof(float) * (size_t)m->n_floats);
-  if (m->params_bf16) m->dev->k->pack_bf16(m->dev->k, m->params_bf16, m->params, m->n_floats);
+  model_refresh_weight_copy(m, 0, m->n_floats);
+}
+
+void model_refresh_weight_copy(pt_model *m, int64_t first, int64_t n) {
+  if (m->params_bf16 && n > 0)
+    m->dev->k->pack_bf16(m->dev->k, m->params_bf16 + first, m->params + first, n);
 }
 
 void model_zero_grads(pt_model *m) {

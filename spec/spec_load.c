@@ -508,7 +508,7 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   static const char *const keys[] = {"stages",       "data_parallel", "partition",  "schedule",
                                      "boundaries",   "stage_layers",  "max_memory", "devices",
                                      "tie_check_every", "timeout_s", "device", "virtual_stages",
-                                     "schedule_file", NULL};
+                                     "schedule_file", "shard_optimizer", "offload", NULL};
   spec_pipeline *p = &s->pipeline;
   spec_node *m = spec_section(s->root, "pipeline", "pipeline", e);
   p->node = m;
@@ -523,9 +523,11 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   p->stage_layers = spec_find_value(m, "stage_layers");
   p->max_memory = spec_find_value(m, "max_memory");
   p->devices = spec_find_value(m, "devices");
+  p->offload = spec_find_value(m, "offload");
   p->tie_check_every = spec_get_int(m, "tie_check_every", 0, 100, 0, INT64_MAX, e);
   p->timeout_s = spec_get_int(m, "timeout_s", 0, 60, 0, 86400, e);
   p->device = spec_get_enum(m, "device", SPEC_DEVICE_AUTO, spec_device_names, e);
+  p->shard_optimizer = spec_get_bool(m, "shard_optimizer", 0, e);
   spec_check_unused(m, "pipeline", keys, e);
 }
 
