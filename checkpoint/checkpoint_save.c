@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "checkpoint/checkpoint.h"
 #include "core/error.h"
@@ -217,6 +218,14 @@ static cJSON *json_layout(const ckpt_layout *lay) {
   return o;
 }
 
+uint32_t checkpoint_manifest_crc(const void *manifest) {
+  char *text = cJSON_PrintUnformatted((const cJSON *)manifest);
+  if (!text) pt_fatal("out of memory checking a manifest");
+  uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)text, (uInt)strlen(text));
+  free(text);
+  return crc;
+}
+
 int checkpoint_write_manifest(const char *dir, const pt_model *m, const pt_spec_source *src,
                               int64_t step, int64_t opt_t, const ckpt_layout *layout,
                               const ckpt_stage_files *files, char *err, size_t errsz) {
@@ -241,6 +250,7 @@ int checkpoint_write_manifest(const char *dir, const pt_model *m, const pt_spec_
   cJSON_AddItemToObject(o, "tensors", json_tensors(m, layout->bounds, layout->n_chunks, files));
   cJSON_AddItemToObject(o, "ties", json_ties(m));
   cJSON_AddItemToObject(o, "spec", json_spec(src));
+  cJSON_AddNumberToObject(o, CKPT_MANIFEST_CRC, (double)checkpoint_manifest_crc(o));
   char *text = cJSON_Print(o), path[4200];
   cJSON_Delete(o);
   if (!text) pt_fatal("out of memory writing a manifest");
@@ -349,8 +359,8 @@ int checkpoint_check_writable(const char *target, int is_file, const char *what,
   if (!S_ISDIR(st.st_mode)) why = "it is not a directory";
   else if (access(path, W_OK | X_OK) != 0) why = strerror(errno);
   if (!why) return 0;
-  snprintf(err, errsz, "%s %s: cannot write there: %s: %s; choose a directory this job can write",
-           what, target, path, why);
+  pt_errorf_short(err, errsz, "%s %s: cannot write there: %s: %s; choose a directory this job "
+                  "can write", what, target, path, why);
   return -1;
 }
 

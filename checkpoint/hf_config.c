@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "checkpoint/hf.h"
 #include "core/error.h"
@@ -59,7 +60,7 @@ static double cfg_num(cfg_reader *r, const char *key, double def) {
   const cJSON *it = cfg_item(r, key);
   if (!it) return def;
   if (!cJSON_IsNumber(it) || !(it->valuedouble > 0) || !isfinite(it->valuedouble)) {
-    cfg_fail(r, key, "expected a positive number");
+    cfg_fail(r, key, "%g: expected a positive number", cJSON_IsNumber(it) ? it->valuedouble : NAN);
     return def;
   }
   return it->valuedouble;
@@ -197,6 +198,12 @@ static void read_rope(cfg_reader *r, hf_config *c, int64_t max_pos) {
     }
     seen = keys[k];
     cJSON_ArrayForEach(it, p) {
+      if (!strcmp(it->string, "rope_theta") && !(cJSON_IsNumber(it) && it->valuedouble > 0 &&
+                                                 isfinite(it->valuedouble))) {
+        cfg_fail(r, keys[k], "rope_theta %g: expected a positive number (RoPE's base, e.g. 10000)",
+                 cJSON_IsNumber(it) ? it->valuedouble : NAN);
+        return;
+      }
       if (read_rope_key(r, keys[k], it, c)) continue;
       cfg_fail(r, keys[k], "%s %s%s%s is not supported: llama_block's rope_scaling takes "
                "rope_type default, linear, llama3 or yarn with factor, low_freq_factor, "
@@ -253,6 +260,12 @@ static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
 }
 
 static char *read_text(const char *path, char *err, size_t errsz) {
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    snprintf(err, errsz, "%s: is a %s, not a file: --from-hf wants the model directory that holds "
+             "config.json as a file", path, S_ISDIR(st.st_mode) ? "directory" : "special file");
+    return NULL;
+  }
   FILE *f = fopen(path, "rb");
   if (!f) {
     snprintf(err, errsz, "%s: cannot open: %s", path, strerror(errno));
@@ -276,6 +289,20 @@ static char *read_text(const char *path, char *err, size_t errsz) {
   return buf;
 }
 
+/* The first key that appears twice in one object of o (depth first), or NULL. cJSON keeps both
+ * and finds the first, Python's json (and so transformers) keeps the last: such a file means
+ * different models to the two, so it is refused rather than read either way. */
+static const cJSON *json_duplicate_key(const cJSON *o) {
+  const cJSON *it, *later, *d;
+  cJSON_ArrayForEach(it, o) {
+    if (cJSON_IsObject(o))
+      for (later = it->next; later; later = later->next)
+        if (!strcmp(it->string, later->string)) return it;
+    if ((cJSON_IsObject(it) || cJSON_IsArray(it)) && (d = json_duplicate_key(it))) return d;
+  }
+  return NULL;
+}
+
 int hf_config_read(const char *dir, int64_t seq_len, hf_config *c, char *err, size_t errsz) {
   memset(c, 0, sizeof *c);
   char path[4200];
@@ -289,9 +316,15 @@ int hf_config_read(const char *dir, int64_t seq_len, hf_config *c, char *err, si
     cJSON_Delete(r.root);
     return -1;
   }
+  const cJSON *dup = json_duplicate_key(r.root);
+  if (dup)
+    cfg_fail(&r, dup->string, "the key appears twice in one object (transformers would take the "
+             "last, pipetrain the first); keep one");
   const cJSON *archs = cJSON_GetObjectItemCaseSensitive(r.root, "architectures");
   const cJSON *a0 = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
-  if (!cJSON_IsString(a0))
+  if (r.failed)
+    ;
+  else if (!cJSON_IsString(a0))
     cfg_fail(&r, "architectures", "missing or not a list of names; expected one of %s",
              hf_arch_list());
   else if (!(c->arch = hf_arch_find(a0->valuestring)))

@@ -218,6 +218,13 @@ int hf_export(const pt_model *m, const char *dir, char *err, size_t errsz) {
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
   if (checkpoint_make_dir(tmp, err, errsz) != 0) return -1;
   int rc = write_files(m, &c, tmp, err, errsz);
+  size_t n = strlen(tmp);
+  if (rc != 0 && !strncmp(err, tmp, n)) { /* name the user's directory, not our temporary */
+    char why[1024];
+    snprintf(why, sizeof why, "%s", err + n);
+    snprintf(err, errsz, "%s%s (nothing was written to %s; free space or choose another "
+             "directory)", dir, why, dir);
+  }
   if (rc == 0) rc = move_into(tmp, dir, err, errsz);
   if (rc != 0) { /* what is left in tmp is ours */
     char p[4400];

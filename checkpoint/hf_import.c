@@ -109,6 +109,31 @@ static int find_pt_tensor(const pt_model *m, const char *name) {
   return -1;
 }
 
+/* tie_word_embeddings: true with an lm_head.weight in the files: transformers ties the two only
+ * when their values agree, and otherwise keeps the head apart (with a warning). pipetrain's
+ * tied spec has one tensor for both, so an lm_head that differs from the embedding would be
+ * dropped: it is refused instead, naming the fix. */
+static int check_tied_head(hf_source *s, pt_model *m, const char *hf, const char *dir, char *err,
+                           size_t errsz) {
+  int fi = -1, ti = find_pt_tensor(m, "0.weight");
+  const st_tensor *t = source_find(s, hf, &fi);
+  if (!t || ti < 0) return 0;
+  const pt_tensor *emb = &m->tensors[ti];
+  const pt_param_desc *d = &m->layers[emb->layer].params[emb->param];
+  int64_t n = d->shape[0] * (d->ndim > 1 ? d->shape[1] : 1);
+  float *head = pt_calloc((size_t)n + 1, sizeof *head);
+  int rc = st_read_as_f32(&s->files[fi], t, d->ndim, d->shape, head, err, errsz);
+  if (rc == 0 && memcmp(head, m->host_params + emb->offset, (size_t)n * sizeof *head) != 0) {
+    snprintf(err, errsz, "%s: tensor '%s' differs from the input embedding, but config.json says "
+             "tie_word_embeddings: true (transformers then keeps them apart): set "
+             "\"tie_word_embeddings\": false in %s/config.json to convert the separate head",
+             s->files[fi].path, hf, dir);
+    rc = -1;
+  }
+  free(head);
+  return rc;
+}
+
 static int import_one(hf_source *s, const hf_config *c, pt_model *m, const hf_name *nm, int b,
                       const char *dir, char *err, size_t errsz) {
   int li = hf_role_layer(c->arch->family, nm->role, b, (int)c->layers);
@@ -117,7 +142,8 @@ static int import_one(hf_source *s, const hf_config *c, pt_model *m, const hf_na
   snprintf(hf, sizeof hf, nm->hf, b);
   int ti = find_pt_tensor(m, pt);
   if (ti < 0) {
-    if (nm->role == HF_ROLE_HEAD && c->tied) return 0; /* stored once, as the embedding */
+    if (nm->role == HF_ROLE_HEAD && c->tied) /* stored once, as the embedding */
+      return check_tied_head(s, m, hf, dir, err, errsz);
     if (nm->optional) return 0;
     snprintf(err, errsz, "%s: pipetrain's %s layer %d has no tensor '%s' for '%s' (does this build's "
              "layer match docs/checkpoint.md?)", dir, m->spec->layers[li].type, li, pt, hf);

@@ -17,19 +17,20 @@
 static int map_file(pt_data *d, const char *path, char *err, size_t errsz) {
   int fd = open(path, O_RDONLY);
   if (fd < 0) {
-    snprintf(err, errsz, "%s: cannot open data file: %s", path, strerror(errno));
+    pt_errorf_short(err, errsz, "%s: cannot open data file: %s", path, strerror(errno));
     return -1;
   }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size == 0) {
-    snprintf(err, errsz, "%s: data file is empty; point data.path at a token file", path);
+  struct stat st = {0};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+    pt_errorf_short(err, errsz, "%s: data file is %s; point data.path at a token file", path,
+                    S_ISREG(st.st_mode) ? "empty" : "not a regular file (a directory or device)");
     close(fd);
     return -1;
   }
   void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
   if (p == MAP_FAILED) {
-    snprintf(err, errsz, "%s: cannot map data file: %s", path, strerror(errno));
+    pt_errorf_short(err, errsz, "%s: cannot map data file: %s", path, strerror(errno));
     return -1;
   }
   d->map = p;
