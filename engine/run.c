@@ -142,9 +142,10 @@ static char *plan_text(run_state *r) {
 /* Rank 0's --tensorboard file, continued after the step this run starts at; the spec and the
  * plan as texts at the run's first step (so a later resume from here drops them with the rest). */
 static void open_tensorboard(run_state *r) {
-  char err[4400];
-  if (tensorboard_open(&r->tb, r->o->tensorboard_dir, r->start, err, sizeof err) != 0)
-    pt_fatal("%s", err);
+  char err[4400] = "";
+  if (checkpoint_make_dir(r->o->tensorboard_dir, err, sizeof err) != 0 ||
+      tensorboard_open(&r->tb, r->o->tensorboard_dir, r->start, err, sizeof err) != 0)
+    pt_fail_input("--tensorboard %s: %s", r->o->tensorboard_dir, err);
   if (r->o->src.text) tensorboard_text(&r->tb, r->start + 1, "spec", r->o->src.text);
   char *plan = plan_text(r);
   if (plan) tensorboard_text(&r->tb, r->start + 1, "plan", plan);

@@ -1,9 +1,8 @@
 /* pipe_report: a run's curves as one self-contained HTML page, without MPI, a server or the spec.
- *   pipe_report METRICS.jsonl [--trace TRACE.json [--step N]] [--plan PLAN.txt]
- *               [--title TEXT] OUT.html
- *       METRICS.jsonl from `pipe_train ... --metrics`; TRACE.json from `--trace` (its step N,
- *       default the first recorded, drawn as pipe_trace draws it); PLAN.txt the output of
- *       `pipe_train SPEC --plan`. The page is observe/report.h's: inline SVG, no scripts.
+ *   pipe_report METRICS.jsonl [--trace TRACE.json] [--plan PLAN.txt] [--title TEXT] OUT.html
+ *       METRICS.jsonl from `pipe_train ... --metrics`; TRACE.json from `--trace` (its first
+ *       recorded step, drawn as pipe_trace draws it: pick it with --trace-steps); PLAN.txt the
+ *       output of `pipe_train SPEC --plan`. The page is observe/report.h's: inline SVG, no scripts.
  * Exit codes: 0 success, 2 bad input (usage, unreadable metrics, trace or plan), 1 the page could
  * not be written. */
 #include <stdio.h>
@@ -15,12 +14,11 @@
 #include "observe/report.h"
 #include "observe/trace_read.h"
 
-#define USAGE "usage: pipe_report METRICS.jsonl [--trace TRACE.json [--step N]] [--plan PLAN.txt] " \
+#define USAGE "usage: pipe_report METRICS.jsonl [--trace TRACE.json] [--plan PLAN.txt] " \
               "[--title TEXT] OUT.html"
 
 typedef struct {
   const char *metrics, *out, *trace, *plan, *title;
-  long long step; /* 0: the first recorded */
 } report_args;
 
 static void parse(int argc, char **argv, report_args *a) {
@@ -28,12 +26,7 @@ static void parse(int argc, char **argv, report_args *a) {
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
     int has_value = i + 1 < argc;
-    if (!strcmp(s, "--step") && has_value) {
-      char *end;
-      a->step = strtoll(argv[++i], &end, 10);
-      if (*end || end == argv[i] || a->step < 1)
-        pt_fail_input("--step '%s': expected a step number >= 1", argv[i]);
-    } else if (!strcmp(s, "--trace") && has_value) {
+    if (!strcmp(s, "--trace") && has_value) {
       a->trace = argv[++i];
     } else if (!strcmp(s, "--plan") && has_value) {
       a->plan = argv[++i];
@@ -50,7 +43,6 @@ static void parse(int argc, char **argv, report_args *a) {
     }
   }
   if (!a->out) pt_fail_input(USAGE);
-  if (a->step && !a->trace) pt_fail_input("--step goes with --trace TRACE.json");
 }
 
 /* A whole file as a string (NULL if it cannot be read). */
@@ -73,7 +65,7 @@ static char *read_all(const char *path) {
 static char *schedule_svg(const report_args *a) {
   pt_trace_step t;
   char err[1024], title[512], tmp[] = "/tmp/pipe_report_XXXXXX";
-  if (trace_read_step(a->trace, a->step, &t, err, sizeof err) != 0) pt_fail_input("%s", err);
+  if (trace_read_step(a->trace, 0, &t, err, sizeof err) != 0) pt_fail_input("%s", err);
   int fd = mkstemp(tmp);
   if (fd < 0) pt_fatal("cannot create a temporary file for the schedule picture");
   close(fd);

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,10 +45,6 @@ int tensorboard_open(pt_tensorboard *t, const char *dir, int64_t start_step, cha
   memset(t, 0, sizeof *t);
   char path[4200];
   snprintf(path, sizeof path, "%s/%s", dir, TENSORBOARD_FILE);
-  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-    snprintf(err, errsz, "--tensorboard %s: cannot create the directory: %s", dir, strerror(errno));
-    return -1;
-  }
   t->f = fopen(path, start_step > 0 ? "r+b" : "wb");
   if (!t->f && start_step > 0 && errno == ENOENT) t->f = fopen(path, "wb");
   if (!t->f) {

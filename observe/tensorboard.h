@@ -21,8 +21,8 @@ typedef struct {
 
 #define TENSORBOARD_FILE "events.out.tfevents.pipetrain"
 
-/* Opens (creating DIR, one level) for a run that continues after start_step; 0, or -1 with a
- * one-line err naming the path. */
+/* Opens the file in DIR (which must exist) for a run that continues after start_step; 0, or -1
+ * with a one-line err naming the path. */
 int tensorboard_open(pt_tensorboard *t, const char *dir, int64_t start_step, char *err,
                      size_t errsz);
 /* A text summary (shown as Markdown; text is put in a code block). */
