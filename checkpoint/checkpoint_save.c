@@ -22,7 +22,7 @@ int checkpoint_make_dir(const char *dir, char *err, size_t errsz) {
     if (c != '/' && c != '\0') continue;
     *p = '\0';
     if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-      snprintf(err, errsz, "%s: cannot create the checkpoint directory: %s", path, strerror(errno));
+      snprintf(err, errsz, "%s: cannot create the directory: %s", path, strerror(errno));
       return -1;
     }
     *p = c;

@@ -41,6 +41,7 @@ static void usage(FILE *f) {
           "                      pipelined run of the same spec)\n"
           "  --set KEY=VALUE     override a spec value, e.g. --set train.steps=50 (repeatable)\n"
           "  --metrics FILE      write one JSON object per step to FILE\n"
+          "  --tensorboard DIR   write TensorBoard events (scalars per step, spec, plan) to DIR\n"
           "  --quiet             no per-step lines on stdout\n"
           "  --bind auto|none    bind each rank's threads to the cores nearest its GPU, or\n"
           "                      spread over cores and NUMA nodes (auto, the default); none\n"
@@ -108,6 +109,8 @@ static void parse_args(int argc, char **argv, cli_args *a) {
       a->json = 1;
     } else if (!strcmp(s, "--metrics")) {
       a->run.metrics_path = option_value(argc, argv, &i);
+    } else if (!strcmp(s, "--tensorboard")) {
+      a->run.tensorboard_dir = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--save")) {
       a->run.save_dir = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--trace")) {
