@@ -73,7 +73,8 @@ enum {
   PT_TAG_GATHER_PARAMS = 1 << 20,      /* pipeline_gather: a stage's weights to rank 0 */
   PT_TAG_GATHER_ROOT = (1 << 20) + 1,  /* pipeline_gather_root: small per-rank values to rank 0 */
   PT_TAG_GRAD_NORM = (1 << 20) + 2,    /* global_norm: per-tensor sums of squares to stage 0 */
-  PT_TAG_SHARD_STATE = (1 << 20) + 3   /* pipeline_shard_collect: a replica's optimizer range */
+  PT_TAG_SHARD_STATE = (1 << 20) + 3,  /* pipeline_shard_collect: a replica's optimizer range */
+  PT_TAG_START_LINES = (1 << 20) + 16  /* engine/start_lines.c: each rank's start-up line to 0 */
 };
 
 /* Device buffers (see the top), over the group's device transport. */

@@ -13,6 +13,7 @@
 #include "data/data.h"
 #include "device/gemm_rate.h"
 #include "device/placement.h"
+#include "engine/start_lines.h"
 #include "engine/engine.h"
 #include "kernels/kernels.h"
 #include "model/param_dump.h"
@@ -30,7 +31,7 @@ typedef struct {
   double gemm, fpt;    /* sgemm FLOP/s of one rank, model FLOPs per token: for MFU */
   double spent;        /* seconds in steps so far, for the ETA */
   int64_t start;       /* the step this run started at */
-  char placement[1280]; /* the start-up line of what computes and where this rank is bound */
+  char placement[PT_START_LINE_BYTES]; /* what computes and where this rank is bound */
 } run_state;
 
 void run_exit(int code, const char *msg) {
@@ -88,7 +89,7 @@ static void place_rank(run_state *r) {
   placement_request rq = {r->launched ? comm_local_rank() : 0, n, r->o->bind, device_gpu_id(d),
                           any_gpu ? list : NULL};
   placement_result out;
-  char err[512], who[64] = "pipetrain";
+  char err[512];
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = (int)(cores / n) > 0 ? (int)(cores / n) : 1;
   int placed = placement_apply(&rq, &out, err, sizeof err) == 0;
@@ -96,7 +97,6 @@ static void place_rank(run_state *r) {
   else pt_warn("placement: %s; running unbound", err);
   if (!getenv("OPENBLAS_NUM_THREADS")) kernels_cpu_set_threads(threads);
   if (placed) { /* what computes (for cpu: the BLAS kernel and its threads), then where */
-    if (r->launched) snprintf(who, sizeof who, "pipetrain[rank %d]", comm_rank(comm_world()));
     char prec[80] = "", what[256]; /* train.precision, when not the default; the CPU's products */
     spec_precision p = r->spec->train.precision;
     const char *products = device_cpu_bf16_products(r->spec->pipeline.device, p);
@@ -104,7 +104,7 @@ static void place_rank(run_state *r) {
       snprintf(prec, sizeof prec, ", %s%s%s", spec_precision_names[p],
                products ? " products " : "", products ? products : "");
     device_describe(d, what, sizeof what);
-    snprintf(r->placement, sizeof r->placement, "%s: %s%s; %s\n", who, what, prec, out.text);
+    snprintf(r->placement, sizeof r->placement, "%s%s; %s", what, prec, out.text);
   }
   free(ids);
   free(list);
@@ -160,7 +160,7 @@ static void run_start(run_state *r) {
                 r->launched ? comm_rank(comm_world()) : 0);
   watchdog_arm("the other ranks to start", -1, 0);
   open_engine(r);
-  if (!o->quiet) fputs(r->placement, stdout);
+  if (!o->quiet) start_lines_print(r->placement, r->launched, o->verbose, stdout);
   watchdog_disarm();
   r->root = r->e.rank == 0;
   if (r->root && o->metrics_path && !(r->metrics = fopen(o->metrics_path, "w")))

@@ -18,6 +18,7 @@ typedef struct {
   int sequential; /* the sequential engine (one process), else the pipelined one (mpirun) */
   int quiet;      /* no start-up, progress or report lines on stdout */
   int bind;       /* PT_BIND_AUTO | PT_BIND_NONE (device/placement.h) */
+  int verbose;    /* the start-up lines of every rank, not collapsed (engine/start_lines.h) */
   const char *metrics_path;            /* one JSON line per step (rank 0), or NULL */
   const char *tensorboard_dir;         /* TensorBoard events (rank 0; observe/tensorboard.h) */
   const char *load_path;               /* a checkpoint to continue from, or NULL */
