@@ -43,7 +43,7 @@ pt_same_bits "$work/best.0.bin" "$work/pres.0.bin"
 
 echo "(c) 2 stages under mpirun with OPENBLAS_CORETYPE=Prescott: the sequential run's bits"
 OPENBLAS_CORETYPE=Prescott pt_mpirun 2 "$pipe_train" "$spec" "${sets[@]}" \
-  --set pipeline.stages=2 --metrics "$work/p2.jsonl" --dump-params "$work/p2" \
+  --set pipeline.stages=2 --metrics "$work/p2.jsonl" --dump-params "$work/p2" --verbose \
   >"$work/p2.out" 2>"$work/p2.err"
 [ "$(grep -c "restarted with OPENBLAS_CORETYPE=$best" "$work/p2.err")" = 1 ] ||
   fail "mpirun: not one restart line for the job: $(cat "$work/p2.err")"
