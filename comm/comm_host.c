@@ -72,12 +72,18 @@ static void host_connect(void *state, const int *peers, int n) {
     if (rank > 0) {                                                                        \
       TYPE *acc = malloc(sizeof(TYPE) * n);                                                \
       if (!acc) pt_fatal("out of memory in a reduction of %zu elements", n);               \
+      comm_note_wait(mpi, "the running sum", rank - 1, 0);                                 \
       PT_CHECK_MPI(MPI_Recv(acc, (int)n, MPITYPE, rank - 1, tag, mpi, MPI_STATUS_IGNORE)); \
       for (size_t i = 0; i < n; i++) buf[i] = acc[i] + buf[i];                             \
       free(acc);                                                                           \
     }                                                                                      \
-    if (rank < size - 1) PT_CHECK_MPI(MPI_Send(buf, (int)n, MPITYPE, rank + 1, tag, mpi)); \
+    if (rank < size - 1) {                                                                 \
+      comm_note_wait(mpi, "the running sum", rank + 1, 0);                                 \
+      PT_CHECK_MPI(MPI_Send(buf, (int)n, MPITYPE, rank + 1, tag, mpi));                    \
+    }                                                                                      \
+    comm_note_wait(mpi, "the sum", size - 1, 1);                                           \
     PT_CHECK_MPI(MPI_Bcast(buf, (int)n, MPITYPE, size - 1, mpi));                          \
+    comm_note_wait(mpi, NULL, -1, 0);                                                      \
   }
 
 DEFINE_CHAIN_SUM(comm_host_sum_f32, float, MPI_FLOAT)

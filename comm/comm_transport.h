@@ -50,5 +50,8 @@ const comm_transport *comm_transport_find(int gpu, spec_comm_backend backend);
 void comm_host_sum_f32(MPI_Comm mpi, float *buf, size_t n);
 void comm_host_sum_f64(MPI_Comm mpi, double *buf, size_t n);
 void comm_host_allreduce_f32(MPI_Comm mpi, float *buf, size_t n);
+/* Tells comm_set_wait_hook's hook (if any) that this rank is about to block on group rank peer
+ * of mpi (-1: any), or (call NULL) that it no longer does. */
+void comm_note_wait(MPI_Comm mpi, const char *call, int peer, int relay);
 
 #endif

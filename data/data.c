@@ -11,13 +11,16 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "data/data_pack.h"
 #include "data/source.h"
 
 static int map_file(pt_data *d, const char *path, char *err, size_t errsz) {
-  int fd = open(path, O_RDONLY);
+  const char *why;
+  int fd = pt_open_regular_file(path, &why); /* a FIFO must not block, a device stream */
   if (fd < 0) {
-    snprintf(err, errsz, "%s: cannot open data file: %s", path, strerror(errno));
+    snprintf(err, errsz, "%s: cannot open data file: %s; point data.path at a token file", path,
+             why);
     return -1;
   }
   struct stat st;
