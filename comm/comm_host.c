@@ -60,8 +60,10 @@ static void host_connect(void *state, const int *peers, int n) {
 }
 
 /* Chain sum: rank 0's buffer goes to rank 1, which adds its own and passes it on; the last rank
- * holds ((x0 + x1) + x2) + ... and broadcasts it. O(size) latency, but the order of additions
- * is fixed, which is what makes results reproducible across layouts. */
+ * holds ((x0 + x1) + x2) + ... and sends it to each rank in turn. O(size) latency, but the order
+ * of additions is fixed, which is what makes results reproducible across layouts; and every
+ * transfer has one known peer, so a rank that stopped is named by the rank waiting on it
+ * (comm_note_wait), where a broadcast's tree would hide it. */
 #define DEFINE_CHAIN_SUM(NAME, TYPE, MPITYPE)                                              \
   void NAME(MPI_Comm mpi, TYPE *buf, size_t n) {                                           \
     int rank, size, tag = PT_TAG_CHAIN_SUM;                                                \
@@ -80,9 +82,13 @@ static void host_connect(void *state, const int *peers, int n) {
     if (rank < size - 1) {                                                                 \
       comm_note_wait(mpi, "the running sum", rank + 1, 0);                                 \
       PT_CHECK_MPI(MPI_Send(buf, (int)n, MPITYPE, rank + 1, tag, mpi));                    \
+      comm_note_wait(mpi, "the sum", size - 1, 1);                                         \
+      PT_CHECK_MPI(MPI_Recv(buf, (int)n, MPITYPE, size - 1, tag, mpi, MPI_STATUS_IGNORE)); \
     }                                                                                      \
-    comm_note_wait(mpi, "the sum", size - 1, 1);                                           \
-    PT_CHECK_MPI(MPI_Bcast(buf, (int)n, MPITYPE, size - 1, mpi));                          \
+    for (int r = 0; rank == size - 1 && r < size - 1; r++) {                               \
+      comm_note_wait(mpi, "the sum", r, 0);                                                \
+      PT_CHECK_MPI(MPI_Send(buf, (int)n, MPITYPE, r, tag, mpi));                           \
+    }                                                                                      \
     comm_note_wait(mpi, NULL, -1, 0);                                                      \
   }
 

@@ -56,7 +56,7 @@ static int save_finish(pt_pipeline *p, const char *dir, const pt_spec_source *sr
   return ok;
 }
 
-/* A test-only hook (tests/engine/stalled_save.sh): PIPETRAIN_TEST_STALL_SAVE=RANK:SECONDS
+/* A test-only hook (tests/engine/stalled_wait.sh): PIPETRAIN_TEST_STALL_SAVE=RANK:SECONDS
  * makes that rank sleep in every save before it writes, as a hung filesystem would. */
 static void test_stall_save(const pt_pipeline *p) {
   const char *v = getenv("PIPETRAIN_TEST_STALL_SAVE");

@@ -11,13 +11,18 @@ static int g_seconds, g_rank;
 static char g_msg[512], g_what[200];
 static int64_t g_step;
 static int g_armed, g_by_comm, g_relay, g_peer = -1;
-static volatile sig_atomic_t g_len;
+static volatile sig_atomic_t g_len, g_said; /* g_said: the line is out, the exit comes */
 
+/* The line, then a grace of 2 s before the exit (which makes mpirun end the others): ranks
+ * that wait on each other in a chain all time out about now, and the one waiting on the rank
+ * that stopped gets to name it too. Nothing re-arms or disarms it meanwhile. */
 static void on_alarm(int sig) {
   (void)sig;
+  if (g_said) _exit(1);
+  g_said = 1;
   ssize_t ignored = write(STDERR_FILENO, g_msg, (size_t)g_len);
   (void)ignored;
-  _exit(1);
+  alarm(2);
 }
 
 /* The ranks that can name the missing one end the job first: a rank waiting on one that is
@@ -41,7 +46,7 @@ static void format_msg(int peer) {
  * message names it, the countdown runs on. A blocking call outside any armed wait is watched
  * under its own name until it returns. */
 static void on_comm_wait(const char *call, int peer, int relay) {
-  if (g_seconds <= 0) return;
+  if (g_seconds <= 0 || g_said) return;
   if (!call) {
     if (g_by_comm) watchdog_disarm();
     return;
@@ -71,7 +76,7 @@ void watchdog_init(int seconds, int rank) {
 }
 
 static void arm(const char *what, int peer, int64_t step, unsigned extra) {
-  if (g_seconds <= 0) return;
+  if (g_seconds <= 0 || g_said) return;
   alarm(0); /* no alarm while the message changes */
   snprintf(g_what, sizeof g_what, "%s", what);
   g_step = step, g_armed = 1, g_by_comm = 0, g_relay = extra > 0, g_peer = peer;
@@ -86,7 +91,7 @@ void watchdog_arm_relay(const char *what, int peer, int64_t step) {
 }
 
 void watchdog_disarm(void) {
-  if (g_seconds <= 0) return;
+  if (g_seconds <= 0 || g_said) return;
   alarm(0);
   g_armed = 0, g_by_comm = 0;
 }
