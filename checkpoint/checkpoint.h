@@ -61,6 +61,12 @@ int checkpoint_write_stage(const char *dir, const pt_model *m, const pt_optimize
 int checkpoint_write_manifest(const char *dir, const pt_model *m, const pt_spec_source *src,
                               int64_t step, int64_t opt_t, const ckpt_layout *layout,
                               const ckpt_stage_files *files, char *err, size_t errsz);
+/* The manifest's own checksum: CRC-32 (zlib's, as the files' crc32) of the manifest printed
+ * without whitespace (cJSON_PrintUnformatted, keys in file order) and without its
+ * CKPT_MANIFEST_CRC key, so reformatting the file keeps it valid and any changed value breaks it.
+ * manifest is a cJSON object that has no CKPT_MANIFEST_CRC item. */
+#define CKPT_MANIFEST_CRC "manifest_crc32"
+uint32_t checkpoint_manifest_crc(const void *manifest);
 /* Creates dir (and parents) if needed. */
 int checkpoint_make_dir(const char *dir, char *err, size_t errsz);
 /* Before writing a checkpoint into dir: a complete checkpoint already there is renamed, whole,

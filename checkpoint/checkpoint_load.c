@@ -101,7 +101,27 @@ static int check_manifest(pt_checkpoint *c, char *err, size_t errsz) {
   return 0;
 }
 
-int checkpoint_open(pt_checkpoint *c, const char *path, char *err, size_t errsz) {
+/* The manifest's checksum (CKPT_MANIFEST_CRC). A manifest written before it existed has none and
+ * still loads, with a notice: refusing would strand every older checkpoint, and its step and t
+ * are still cross-checked against the optimizer files' CRC-protected metadata on resume. */
+static int check_seal(pt_checkpoint *c, char *err, size_t errsz) {
+  cJSON *seal = cJSON_DetachItemFromObjectCaseSensitive(c->manifest, CKPT_MANIFEST_CRC);
+  if (!seal) {
+    pt_notice("%s/manifest.json has no " CKPT_MANIFEST_CRC " (written by an older pipetrain): "
+              "its values are not checksummed; a save with this version adds one", c->dir);
+    return 0;
+  }
+  double want = cJSON_GetNumberValue(seal);
+  cJSON_Delete(seal);
+  uint32_t got = checkpoint_manifest_crc(c->manifest);
+  if (want == (double)got) return 0;
+  snprintf(err, errsz, "%s/manifest.json: damaged: its content has CRC-32 %08x, its "
+           CKPT_MANIFEST_CRC " says %.0f (the file changed after the save): restore it from a "
+           "copy or load an earlier checkpoint", c->dir, got, want);
+  return -1;
+}
+
+static int open_checkpoint(pt_checkpoint *c, const char *path, char *err, size_t errsz) {
   memset(c, 0, sizeof *c);
   if (resolve_dir(path, c->dir, sizeof c->dir, err, errsz) != 0) return -1;
   char mpath[4400];
@@ -111,11 +131,22 @@ int checkpoint_open(pt_checkpoint *c, const char *path, char *err, size_t errsz)
   c->manifest = cJSON_Parse(text);
   free(text);
   if (!c->manifest) return manifest_fail(err, errsz, c, "is not valid JSON (damaged?)");
-  if (check_manifest(c, err, errsz) != 0) {
+  if (check_seal(c, err, errsz) != 0 || check_manifest(c, err, errsz) != 0) {
     checkpoint_close(c);
     return -1;
   }
   return 0;
+}
+
+/* The reason is formatted in full, then shortened: a path of several KB would otherwise push
+ * the reason out of err. */
+int checkpoint_open(pt_checkpoint *c, const char *path, char *err, size_t errsz) {
+  size_t bigsz = strlen(path) * 3 + 8192;
+  char *big = pt_calloc(bigsz, 1);
+  int rc = open_checkpoint(c, path, big, bigsz);
+  if (rc != 0) pt_shorten_words(err, errsz, big);
+  free(big);
+  return rc;
 }
 
 void checkpoint_close(pt_checkpoint *c) {
@@ -171,6 +202,23 @@ static int file_record(const pt_checkpoint *c, const char *name, uint32_t *crc) 
   return 1;
 }
 
+/* An optimizer file records the optimizer's step count t in its CRC-checked metadata "step":
+ * it must agree with the manifest's optimizer.t (a changed t would change AdamW's bias
+ * correction without a word). */
+static int check_optim_step(const pt_checkpoint *c, const char *name, const st_file *f,
+                            const char *path, char *err, size_t errsz) {
+  const char *step = strncmp(name, "optim", 5) ? NULL : st_meta(f, "step");
+  if (!step) return 0;
+  char *end;
+  errno = 0;
+  long long t = strtoll(step, &end, 10);
+  if (!errno && end != step && !*end && t == c->opt_t) return 0;
+  snprintf(err, errsz, "%s: its metadata says optimizer step %s, %s/manifest.json says "
+           "optimizer.t %lld: one of them is damaged; restore the checkpoint from a copy or load "
+           "an earlier one", path, step, c->dir, (long long)c->opt_t);
+  return -1;
+}
+
 static st_file *cache_get(file_cache *fc, const char *name, char *err, size_t errsz) {
   for (int i = 0; i < fc->n; i++)
     if (!strcmp(fc->files[i].name, name)) return &fc->files[i].f;
@@ -201,6 +249,10 @@ static st_file *cache_get(file_cache *fc, const char *name, char *err, size_t er
   }
   open_file *o = &fc->files[fc->n];
   if (st_open(&o->f, path, err, errsz) != 0) return NULL;
+  if (check_optim_step(fc->c, name, &o->f, path, err, errsz) != 0) {
+    st_close(&o->f);
+    return NULL;
+  }
   snprintf(o->name, sizeof o->name, "%s", name);
   fc->n++;
   return &o->f;
@@ -251,7 +303,7 @@ static int load_optimizer_tensor(file_cache *fc, const char *model_file, const c
   char file[64], name[ST_NAME_MAX + 32];
   const char *dash = strchr(model_file, '-');
   snprintf(file, sizeof file, "optim%s", dash ? dash : "");
-  int adam = o->v != NULL;
+  int adam = o->host_v != NULL;
   snprintf(name, sizeof name, "%s.%s", key, adam ? "exp_avg" : "momentum_buffer");
   if (read_tensor(fc, file, name, d, o->host_m + off, err, errsz) != 0) return -1;
   snprintf(name, sizeof name, "%s.exp_avg_sq", key);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "checkpoint/checkpoint.h"
 #include "core/error.h"
@@ -22,7 +23,7 @@ int checkpoint_make_dir(const char *dir, char *err, size_t errsz) {
     if (c != '/' && c != '\0') continue;
     *p = '\0';
     if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-      snprintf(err, errsz, "%s: cannot create the checkpoint directory: %s", path, strerror(errno));
+      snprintf(err, errsz, "%s: cannot create the directory: %s", path, strerror(errno));
       return -1;
     }
     *p = c;
@@ -54,7 +55,7 @@ static void fill_entry(const pt_model *m, const pt_tensor *t, const float *base,
 
 static int write_optim(const char *path, const pt_model *m, const pt_optimizer *o, const int *idx,
                        int n, uint32_t *crc, char *err, size_t errsz) {
-  int adam = o->v != NULL;
+  int adam = o->host_v != NULL;
   st_entry *e = pt_calloc((size_t)(2 * n + 1), sizeof *e);
   char (*names)[ST_NAME_MAX + 32] = pt_calloc((size_t)(2 * n + 1), ST_NAME_MAX + 32);
   int k = 0;
@@ -218,6 +219,14 @@ static cJSON *json_layout(const ckpt_layout *lay) {
   return o;
 }
 
+uint32_t checkpoint_manifest_crc(const void *manifest) {
+  char *text = cJSON_PrintUnformatted((const cJSON *)manifest);
+  if (!text) pt_fatal("out of memory checking a manifest");
+  uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)text, (uInt)strlen(text));
+  free(text);
+  return crc;
+}
+
 int checkpoint_write_manifest(const char *dir, const pt_model *m, const pt_spec_source *src,
                               int64_t step, int64_t opt_t, const ckpt_layout *layout,
                               const ckpt_stage_files *files, char *err, size_t errsz) {
@@ -242,6 +251,7 @@ int checkpoint_write_manifest(const char *dir, const pt_model *m, const pt_spec_
   cJSON_AddItemToObject(o, "tensors", json_tensors(m, layout->bounds, layout->n_chunks, files));
   cJSON_AddItemToObject(o, "ties", json_ties(m));
   cJSON_AddItemToObject(o, "spec", json_spec(src));
+  cJSON_AddNumberToObject(o, CKPT_MANIFEST_CRC, (double)checkpoint_manifest_crc(o));
   char *text = cJSON_Print(o), path[4200];
   cJSON_Delete(o);
   if (!text) pt_fatal("out of memory writing a manifest");
@@ -394,8 +404,8 @@ int checkpoint_check_writable(const char *target, int is_file, const char *what,
   else if (!S_ISDIR(st.st_mode)) why = "it is not a directory";
   if (!why && access(path, W_OK | X_OK) != 0) why = strerror(errno);
   if (!why) return 0;
-  snprintf(err, errsz, "%s %s: cannot write there: %s: %s; choose a directory this job can write",
-           what, target, path, why);
+  pt_errorf_short(err, errsz, "%s %s: cannot write there: %s: %s; choose a directory this job "
+                  "can write", what, target, path, why);
   return -1;
 }
 

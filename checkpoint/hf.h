@@ -1,10 +1,11 @@
 /* checkpoint/hf.h: Hugging Face transformers model directories in and out.
  *
  * A transformers directory is config.json plus model.safetensors (or shards listed by
- * model.safetensors.index.json). Supported: GPT2LMHeadModel (pipetrain's GPT-2 layers) and the
- * Llama family (LlamaForCausalLM; MistralForCausalLM and Qwen2ForCausalLM where their blocks are
- * Llama's) as llama_block layers. Everything the layers cannot represent is refused with one
- * line naming the file and the config key or tensor. The name mapping per architecture is data
+ * model.safetensors.index.json). Supported: GPT2LMHeadModel (pipetrain's GPT-2 layers) and
+ * the Llama family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM with llama_block's
+ * qkv_bias) as llama_block layers; docs/checkpoint.md's family table says what each takes.
+ * Everything the layers cannot represent is refused with one line naming the file and the
+ * config key or tensor. The name mapping per architecture is data
  * (hf_arch.c); import and export walk the same table.
  *
  * Layer order of a converted spec (what export accepts, too):
@@ -18,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "layers/rope_freqs.h"
 #include "model/model.h"
 
 typedef enum { HF_GPT2, HF_LLAMA } hf_family;
@@ -26,15 +28,18 @@ typedef enum { HF_GPT2, HF_LLAMA } hf_family;
 typedef enum { HF_ROLE_EMBED, HF_ROLE_POS, HF_ROLE_BLOCK, HF_ROLE_NORM, HF_ROLE_HEAD } hf_role;
 
 /* One tensor: pipetrain's "<layer>.<pt>" is transformers' `hf` (%d: the block index), stored
- * transposed there when `transpose` (GPT-2's Conv1D keeps [in, out]). */
+ * transposed there when `transpose` (GPT-2's Conv1D keeps [in, out]). `optional`: a tensor of
+ * a layer option (llama_block's qkv_bias) that import and export skip where the layer has no
+ * such parameter; a file's tensor of that name then stays unused, and is refused. */
 typedef struct {
   hf_role role;
   const char *pt, *hf;
-  int transpose;
+  int transpose, optional;
 } hf_name;
 
 typedef struct {
   const char *architecture; /* config.json architectures[0] */
+  const char *model_type;   /* config.json model_type of an export */
   hf_family family;
   const hf_name *names;
   int n_names;
@@ -53,6 +58,9 @@ typedef struct {
   const hf_arch *arch;
   int64_t vocab, seq_len, dim, heads, kv_heads, layers, ffn;
   double eps, rope_theta;
+  pt_rope_scaling rope; /* Llama family: the rotary type and its parameters (theta unused) */
+  int qkv_bias;         /* Llama family: biases on q, k, v (Qwen2) */
+  int64_t head_dim;     /* Llama family: dims of a head (hidden_size / heads by default) */
   int tied;
 } hf_config;
 

@@ -5,49 +5,54 @@
 
 /* GPT2LMHeadModel: Conv1D weights are [in, out], pipetrain's linear weights [out, in]. */
 static const hf_name k_gpt2[] = {
-    {HF_ROLE_EMBED, "weight", "transformer.wte.weight", 0},
-    {HF_ROLE_POS, "weight", "transformer.wpe.weight", 0},
-    {HF_ROLE_BLOCK, "ln1.weight", "transformer.h.%d.ln_1.weight", 0},
-    {HF_ROLE_BLOCK, "ln1.bias", "transformer.h.%d.ln_1.bias", 0},
-    {HF_ROLE_BLOCK, "attn.qkv.weight", "transformer.h.%d.attn.c_attn.weight", 1},
-    {HF_ROLE_BLOCK, "attn.qkv.bias", "transformer.h.%d.attn.c_attn.bias", 0},
-    {HF_ROLE_BLOCK, "attn.proj.weight", "transformer.h.%d.attn.c_proj.weight", 1},
-    {HF_ROLE_BLOCK, "attn.proj.bias", "transformer.h.%d.attn.c_proj.bias", 0},
-    {HF_ROLE_BLOCK, "ln2.weight", "transformer.h.%d.ln_2.weight", 0},
-    {HF_ROLE_BLOCK, "ln2.bias", "transformer.h.%d.ln_2.bias", 0},
-    {HF_ROLE_BLOCK, "mlp.fc.weight", "transformer.h.%d.mlp.c_fc.weight", 1},
-    {HF_ROLE_BLOCK, "mlp.fc.bias", "transformer.h.%d.mlp.c_fc.bias", 0},
-    {HF_ROLE_BLOCK, "mlp.proj.weight", "transformer.h.%d.mlp.c_proj.weight", 1},
-    {HF_ROLE_BLOCK, "mlp.proj.bias", "transformer.h.%d.mlp.c_proj.bias", 0},
-    {HF_ROLE_NORM, "weight", "transformer.ln_f.weight", 0},
-    {HF_ROLE_NORM, "bias", "transformer.ln_f.bias", 0},
-    {HF_ROLE_HEAD, "weight", "lm_head.weight", 0},
+    {HF_ROLE_EMBED, "weight", "transformer.wte.weight", 0, 0},
+    {HF_ROLE_POS, "weight", "transformer.wpe.weight", 0, 0},
+    {HF_ROLE_BLOCK, "ln1.weight", "transformer.h.%d.ln_1.weight", 0, 0},
+    {HF_ROLE_BLOCK, "ln1.bias", "transformer.h.%d.ln_1.bias", 0, 0},
+    {HF_ROLE_BLOCK, "attn.qkv.weight", "transformer.h.%d.attn.c_attn.weight", 1, 0},
+    {HF_ROLE_BLOCK, "attn.qkv.bias", "transformer.h.%d.attn.c_attn.bias", 0, 0},
+    {HF_ROLE_BLOCK, "attn.proj.weight", "transformer.h.%d.attn.c_proj.weight", 1, 0},
+    {HF_ROLE_BLOCK, "attn.proj.bias", "transformer.h.%d.attn.c_proj.bias", 0, 0},
+    {HF_ROLE_BLOCK, "ln2.weight", "transformer.h.%d.ln_2.weight", 0, 0},
+    {HF_ROLE_BLOCK, "ln2.bias", "transformer.h.%d.ln_2.bias", 0, 0},
+    {HF_ROLE_BLOCK, "mlp.fc.weight", "transformer.h.%d.mlp.c_fc.weight", 1, 0},
+    {HF_ROLE_BLOCK, "mlp.fc.bias", "transformer.h.%d.mlp.c_fc.bias", 0, 0},
+    {HF_ROLE_BLOCK, "mlp.proj.weight", "transformer.h.%d.mlp.c_proj.weight", 1, 0},
+    {HF_ROLE_BLOCK, "mlp.proj.bias", "transformer.h.%d.mlp.c_proj.bias", 0, 0},
+    {HF_ROLE_NORM, "weight", "transformer.ln_f.weight", 0, 0},
+    {HF_ROLE_NORM, "bias", "transformer.ln_f.bias", 0, 0},
+    {HF_ROLE_HEAD, "weight", "lm_head.weight", 0, 0},
 };
 /* Causal-mask buffers older GPT-2 files carry. */
 static const char *const k_gpt2_ignored[] = {".attn.bias", ".attn.masked_bias", NULL};
 
 static const hf_name k_llama[] = {
-    {HF_ROLE_EMBED, "weight", "model.embed_tokens.weight", 0},
-    {HF_ROLE_BLOCK, "attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0},
-    {HF_ROLE_BLOCK, "attn.q.weight", "model.layers.%d.self_attn.q_proj.weight", 0},
-    {HF_ROLE_BLOCK, "attn.k.weight", "model.layers.%d.self_attn.k_proj.weight", 0},
-    {HF_ROLE_BLOCK, "attn.v.weight", "model.layers.%d.self_attn.v_proj.weight", 0},
-    {HF_ROLE_BLOCK, "attn.o.weight", "model.layers.%d.self_attn.o_proj.weight", 0},
-    {HF_ROLE_BLOCK, "mlp_norm.weight", "model.layers.%d.post_attention_layernorm.weight", 0},
-    {HF_ROLE_BLOCK, "mlp.gate.weight", "model.layers.%d.mlp.gate_proj.weight", 0},
-    {HF_ROLE_BLOCK, "mlp.up.weight", "model.layers.%d.mlp.up_proj.weight", 0},
-    {HF_ROLE_BLOCK, "mlp.down.weight", "model.layers.%d.mlp.down_proj.weight", 0},
-    {HF_ROLE_NORM, "weight", "model.norm.weight", 0},
-    {HF_ROLE_HEAD, "weight", "lm_head.weight", 0},
+    {HF_ROLE_EMBED, "weight", "model.embed_tokens.weight", 0, 0},
+    {HF_ROLE_BLOCK, "attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0, 0},
+    {HF_ROLE_BLOCK, "attn.q.weight", "model.layers.%d.self_attn.q_proj.weight", 0, 0},
+    {HF_ROLE_BLOCK, "attn.k.weight", "model.layers.%d.self_attn.k_proj.weight", 0, 0},
+    {HF_ROLE_BLOCK, "attn.v.weight", "model.layers.%d.self_attn.v_proj.weight", 0, 0},
+    {HF_ROLE_BLOCK, "attn.o.weight", "model.layers.%d.self_attn.o_proj.weight", 0, 0},
+    {HF_ROLE_BLOCK, "mlp_norm.weight", "model.layers.%d.post_attention_layernorm.weight", 0, 0},
+    {HF_ROLE_BLOCK, "mlp.gate.weight", "model.layers.%d.mlp.gate_proj.weight", 0, 0},
+    {HF_ROLE_BLOCK, "mlp.up.weight", "model.layers.%d.mlp.up_proj.weight", 0, 0},
+    {HF_ROLE_BLOCK, "mlp.down.weight", "model.layers.%d.mlp.down_proj.weight", 0, 0},
+    /* Qwen2's (llama_block's qkv_bias): skipped where the blocks have none */
+    {HF_ROLE_BLOCK, "attn.q.bias", "model.layers.%d.self_attn.q_proj.bias", 0, 1},
+    {HF_ROLE_BLOCK, "attn.k.bias", "model.layers.%d.self_attn.k_proj.bias", 0, 1},
+    {HF_ROLE_BLOCK, "attn.v.bias", "model.layers.%d.self_attn.v_proj.bias", 0, 1},
+    {HF_ROLE_NORM, "weight", "model.norm.weight", 0, 0},
+    {HF_ROLE_HEAD, "weight", "lm_head.weight", 0, 0},
 };
 static const char *const k_llama_ignored[] = {".rotary_emb.inv_freq", NULL};
 
+
 #define N(a) ((int)(sizeof a / sizeof a[0]))
 static const hf_arch k_archs[] = {
-    {"GPT2LMHeadModel", HF_GPT2, k_gpt2, N(k_gpt2), k_gpt2_ignored},
-    {"LlamaForCausalLM", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored},
-    {"MistralForCausalLM", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored},
-    {"Qwen2ForCausalLM", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored},
+    {"GPT2LMHeadModel", "gpt2", HF_GPT2, k_gpt2, N(k_gpt2), k_gpt2_ignored},
+    {"LlamaForCausalLM", "llama", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored},
+    {"MistralForCausalLM", "mistral", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored},
+    {"Qwen2ForCausalLM", "qwen2", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored},
 };
 
 const hf_arch *hf_arch_find(const char *architecture) {

@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "checkpoint/hf.h"
 #include "core/error.h"
+#include "spec/spec.h"
 
 #define LLAMA_SEQ_CAP 2048 /* default seq_len of an imported Llama-family model */
 
@@ -58,7 +60,7 @@ static double cfg_num(cfg_reader *r, const char *key, double def) {
   const cJSON *it = cfg_item(r, key);
   if (!it) return def;
   if (!cJSON_IsNumber(it) || !(it->valuedouble > 0) || !isfinite(it->valuedouble)) {
-    cfg_fail(r, key, "expected a positive number");
+    cfg_fail(r, key, "%g: expected a positive number", cJSON_IsNumber(it) ? it->valuedouble : NAN);
     return def;
   }
   return it->valuedouble;
@@ -114,10 +116,79 @@ static void read_gpt2(cfg_reader *r, hf_config *c, int64_t seq_len) {
              "seq_len positions", (long long)n_pos, (long long)c->seq_len);
 }
 
-/* RoPE: rope_theta and rope_scaling (transformers 4), or rope_parameters (5); only the default
- * rotary embedding with one theta. */
-static void read_rope(cfg_reader *r, hf_config *c) {
+/* One rope_scaling / rope_parameters entry into c->rope: 1 if the key is one llama_block
+ * represents (its value checked), 0 if not. */
+static int read_rope_key(cfg_reader *r, const char *key, const cJSON *it, hf_config *c) {
+  const char *k = it->string;
+  int num = cJSON_IsNumber(it) && it->valuedouble > 0 && isfinite(it->valuedouble);
+  if (!strcmp(k, "rope_type") || !strcmp(k, "type")) {
+    int t = cJSON_IsString(it) ? spec_name_index(pt_rope_type_names, it->valuestring) : -1;
+    if (t < 0)
+      cfg_fail(r, key, "%s %s%s%s is not supported: llama_block implements the rope types "
+               "default, linear, llama3 and yarn", k, cJSON_IsString(it) ? "'" : "",
+               cJSON_IsString(it) ? it->valuestring : "", cJSON_IsString(it) ? "'" : "");
+    else
+      c->rope.type = (pt_rope_type)t;
+    return 1;
+  }
+  if (!strcmp(k, "truncate") && cJSON_IsBool(it)) {
+    c->rope.truncate = cJSON_IsTrue(it);
+    return 1;
+  }
+  /* null: transformers' default (beta_fast 32, beta_slow 1, yarn's attention factor) */
+  if (cJSON_IsNull(it) && (!strcmp(k, "beta_fast") || !strcmp(k, "beta_slow") ||
+                           !strcmp(k, "attention_factor")))
+    return 1;
+  if (!num) return 0;
+  double v = it->valuedouble;
+  if (!strcmp(k, "rope_theta")) c->rope_theta = v;
+  else if (!strcmp(k, "factor")) c->rope.factor = v;
+  else if (!strcmp(k, "low_freq_factor")) c->rope.low_freq_factor = v;
+  else if (!strcmp(k, "high_freq_factor")) c->rope.high_freq_factor = v;
+  else if (!strcmp(k, "original_max_position_embeddings") && v == floor(v) && v <= INT32_MAX)
+    c->rope.original_max_position_embeddings = (int64_t)v;
+  else if (!strcmp(k, "beta_fast")) c->rope.beta_fast = v;
+  else if (!strcmp(k, "beta_slow")) c->rope.beta_slow = v;
+  else if (!strcmp(k, "attention_factor")) c->rope.attention_factor = v;
+  else return 0;
+  return 1;
+}
+
+/* What each rope type needs that the config left out: transformers' defaults, or a refusal. */
+static void finish_rope(cfg_reader *r, const char *key, hf_config *c, int64_t max_pos) {
+  pt_rope_scaling *p = &c->rope;
+  if (p->type == PT_ROPE_DEFAULT) {
+    memset(p, 0, sizeof *p);
+    return;
+  }
+  if (p->type != PT_ROPE_YARN) p->truncate = 0;
+  if ((p->type == PT_ROPE_LLAMA3 || p->type == PT_ROPE_YARN) &&
+      !p->original_max_position_embeddings)
+    p->original_max_position_embeddings = max_pos;
+  if (p->type == PT_ROPE_YARN) {
+    if (!p->factor) p->factor = (double)max_pos / (double)p->original_max_position_embeddings;
+    if (!p->beta_fast) p->beta_fast = 32;
+    if (!p->beta_slow) p->beta_slow = 1;
+  }
+  const char *missing = !p->factor ? "factor"
+                        : p->type == PT_ROPE_LLAMA3 && !p->low_freq_factor ? "low_freq_factor"
+                        : p->type == PT_ROPE_LLAMA3 && !p->high_freq_factor ? "high_freq_factor"
+                                                                             : NULL;
+  if (missing)
+    cfg_fail(r, key, "rope_type '%s' needs %s", pt_rope_type_names[p->type], missing);
+  else if (p->type == PT_ROPE_LLAMA3 && !(p->high_freq_factor > p->low_freq_factor))
+    cfg_fail(r, key, "high_freq_factor %g must exceed low_freq_factor %g", p->high_freq_factor,
+             p->low_freq_factor);
+}
+
+/* RoPE: rope_theta and rope_scaling (transformers 4), or rope_parameters (5): the default type
+ * or llama3, linear, yarn with the parameters llama_block's rope_scaling takes
+ * (layers/rope_freqs.h); any other key is refused, naming it. */
+static void read_rope(cfg_reader *r, hf_config *c, int64_t max_pos) {
   const char *keys[] = {"rope_scaling", "rope_parameters"};
+  memset(&c->rope, 0, sizeof c->rope);
+  c->rope.truncate = 1;
+  const char *seen = NULL;
   for (int k = 0; k < 2; k++) {
     const cJSON *p = cfg_item(r, keys[k]), *it;
     if (!p) continue;
@@ -125,20 +196,24 @@ static void read_rope(cfg_reader *r, hf_config *c) {
       cfg_fail(r, keys[k], "expected an object or null");
       return;
     }
+    seen = keys[k];
     cJSON_ArrayForEach(it, p) {
-      int ok = !strcmp(it->string, "rope_theta") && cJSON_IsNumber(it) && it->valuedouble > 0;
-      ok = ok || ((!strcmp(it->string, "rope_type") || !strcmp(it->string, "type")) &&
-                  cJSON_IsString(it) && !strcmp(it->valuestring, "default"));
-      if (!ok) {
-        cfg_fail(r, keys[k], "%s %s%s%s is not supported: llama_block implements only the default "
-                 "RoPE (rope_type default, one rope_theta)", it->string,
-                 cJSON_IsString(it) ? "'" : "", cJSON_IsString(it) ? it->valuestring : "",
-                 cJSON_IsString(it) ? "'" : "");
+      if (!strcmp(it->string, "rope_theta") && !(cJSON_IsNumber(it) && it->valuedouble > 0 &&
+                                                 isfinite(it->valuedouble))) {
+        cfg_fail(r, keys[k], "rope_theta %g: expected a positive number (RoPE's base, e.g. 10000)",
+                 cJSON_IsNumber(it) ? it->valuedouble : NAN);
         return;
       }
-      if (!strcmp(it->string, "rope_theta")) c->rope_theta = it->valuedouble;
+      if (read_rope_key(r, keys[k], it, c)) continue;
+      cfg_fail(r, keys[k], "%s %s%s%s is not supported: llama_block's rope_scaling takes "
+               "rope_type default, linear, llama3 or yarn with factor, low_freq_factor, "
+               "high_freq_factor, original_max_position_embeddings, beta_fast, beta_slow, "
+               "attention_factor, truncate", it->string, cJSON_IsString(it) ? "'" : "",
+               cJSON_IsString(it) ? it->valuestring : "", cJSON_IsString(it) ? "'" : "");
+      return;
     }
   }
+  if (!r->failed) finish_rope(r, seen ? seen : "rope_scaling", c, max_pos);
 }
 
 static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
@@ -153,21 +228,26 @@ static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
   c->rope_theta = cfg_num(r, "rope_theta", 10000.0);
   c->tied = cfg_bool(r, "tie_word_embeddings", 0);
   if (r->failed) return;
-  if (c->dim % c->heads != 0)
+  if (c->dim % c->heads != 0) /* the spec's model.heads must divide model.dim */
     cfg_fail(r, "num_attention_heads", "%lld does not divide hidden_size %lld",
              (long long)c->heads, (long long)c->dim);
   if (c->heads % c->kv_heads != 0)
     cfg_fail(r, "num_key_value_heads", "%lld does not divide num_attention_heads %lld",
              (long long)c->kv_heads, (long long)c->heads);
-  int64_t hd = cfg_int(r, "head_dim", 0, c->dim / c->heads, 1, 1 << 20);
-  if (!r->failed && hd != c->dim / c->heads)
-    cfg_fail(r, "head_dim", "%lld is not supported: llama_block's head_dim is hidden_size / "
-             "num_attention_heads = %lld", (long long)hd, (long long)(c->dim / c->heads));
+  c->head_dim = cfg_int(r, "head_dim", 0, c->dim / c->heads, 2, 2 * PT_ROPE_MAX_PAIRS);
+  if (!r->failed && c->head_dim % 2 != 0)
+    cfg_fail(r, "head_dim", "%lld is not supported: the rotary embedding needs an even head_dim",
+             (long long)c->head_dim);
   const char *act = cfg_str(r, "hidden_act", "silu");
   if (strcmp(act, "silu"))
     cfg_fail(r, "hidden_act", "'%s' is not supported: llama_block's MLP is SwiGLU (silu)", act);
-  read_rope(r, c);
-  cfg_require_bool(r, "attention_bias", 0, 0, "llama_block's projections have no biases");
+  read_rope(r, c, max_pos);
+  /* Qwen2's attention has q/k/v biases and no o bias whatever the config says; Llama's
+   * attention_bias would add o's too */
+  c->qkv_bias = !strcmp(c->arch->architecture, "Qwen2ForCausalLM");
+  if (!c->qkv_bias)
+    cfg_require_bool(r, "attention_bias", 0, 0, "llama_block's projections have no biases "
+                     "but q, k, v's (Qwen2ForCausalLM)");
   cfg_require_bool(r, "mlp_bias", 0, 0, "llama_block's MLP has no biases");
   cfg_require_bool(r, "use_sliding_window", 0, 0, "llama_block attends to the whole sequence");
   c->seq_len = seq_len ? seq_len : (max_pos < LLAMA_SEQ_CAP ? max_pos : LLAMA_SEQ_CAP);
@@ -180,6 +260,12 @@ static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
 }
 
 static char *read_text(const char *path, char *err, size_t errsz) {
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    snprintf(err, errsz, "%s: is a %s, not a file: --from-hf wants the model directory that holds "
+             "config.json as a file", path, S_ISDIR(st.st_mode) ? "directory" : "special file");
+    return NULL;
+  }
   FILE *f = fopen(path, "rb");
   if (!f) {
     snprintf(err, errsz, "%s: cannot open: %s", path, strerror(errno));
@@ -203,6 +289,20 @@ static char *read_text(const char *path, char *err, size_t errsz) {
   return buf;
 }
 
+/* The first key that appears twice in one object of o (depth first), or NULL. cJSON keeps both
+ * and finds the first, Python's json (and so transformers) keeps the last: such a file means
+ * different models to the two, so it is refused rather than read either way. */
+static const cJSON *json_duplicate_key(const cJSON *o) {
+  const cJSON *it, *later, *d;
+  cJSON_ArrayForEach(it, o) {
+    if (cJSON_IsObject(o))
+      for (later = it->next; later; later = later->next)
+        if (!strcmp(it->string, later->string)) return it;
+    if ((cJSON_IsObject(it) || cJSON_IsArray(it)) && (d = json_duplicate_key(it))) return d;
+  }
+  return NULL;
+}
+
 int hf_config_read(const char *dir, int64_t seq_len, hf_config *c, char *err, size_t errsz) {
   memset(c, 0, sizeof *c);
   char path[4200];
@@ -216,9 +316,15 @@ int hf_config_read(const char *dir, int64_t seq_len, hf_config *c, char *err, si
     cJSON_Delete(r.root);
     return -1;
   }
+  const cJSON *dup = json_duplicate_key(r.root);
+  if (dup)
+    cfg_fail(&r, dup->string, "the key appears twice in one object (transformers would take the "
+             "last, pipetrain the first); keep one");
   const cJSON *archs = cJSON_GetObjectItemCaseSensitive(r.root, "architectures");
   const cJSON *a0 = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
-  if (!cJSON_IsString(a0))
+  if (r.failed)
+    ;
+  else if (!cJSON_IsString(a0))
     cfg_fail(&r, "architectures", "missing or not a list of names; expected one of %s",
              hf_arch_list());
   else if (!(c->arch = hf_arch_find(a0->valuestring)))
@@ -244,6 +350,31 @@ static const char *fmt_num(double v, char *buf, size_t n) {
   return buf;
 }
 
+/* ", rope_scaling: {...}" of a scaled rope for a llama_block entry ("" for the default). */
+static void rope_spec_text(const pt_rope_scaling *p, char *out, size_t n) {
+  char a[40], b[40], f[40];
+  out[0] = '\0';
+  if (p->type == PT_ROPE_DEFAULT) return;
+  int k = snprintf(out, n, ", rope_scaling: {type: %s, factor: %s", pt_rope_type_names[p->type],
+                   fmt_num(p->factor, f, sizeof f));
+  if (p->type == PT_ROPE_LLAMA3)
+    k += snprintf(out + k, n - (size_t)k, ", low_freq_factor: %s, high_freq_factor: %s",
+                  fmt_num(p->low_freq_factor, a, sizeof a),
+                  fmt_num(p->high_freq_factor, b, sizeof b));
+  if (p->type != PT_ROPE_LINEAR)
+    k += snprintf(out + k, n - (size_t)k, ", original_max_position_embeddings: %lld",
+                  (long long)p->original_max_position_embeddings);
+  if (p->type == PT_ROPE_YARN) {
+    k += snprintf(out + k, n - (size_t)k, ", beta_fast: %s, beta_slow: %s, truncate: %s",
+                  fmt_num(p->beta_fast, a, sizeof a), fmt_num(p->beta_slow, b, sizeof b),
+                  p->truncate ? "true" : "false");
+    if (p->attention_factor > 0)
+      k += snprintf(out + k, n - (size_t)k, ", attention_factor: %s",
+                    fmt_num(p->attention_factor, f, sizeof f));
+  }
+  snprintf(out + k, n - (size_t)k, "}");
+}
+
 char *hf_spec_text(const hf_config *c, const char *source) {
   size_t cap = 4096;
   char *s = pt_calloc(cap, 1), eps[40], theta[40];
@@ -258,11 +389,17 @@ char *hf_spec_text(const hf_config *c, const char *source) {
     n += snprintf(s + n, cap - (size_t)n, "  - pos_embedding: {}\n"
                   "  - transformer_block: {repeat: %lld}\n  - layernorm: {eps: %s}\n",
                   (long long)c->layers, eps);
-  else
+  else {
+    char rope[400], head_dim[40] = "";
+    rope_spec_text(&c->rope, rope, sizeof rope);
+    if (c->head_dim != c->dim / c->heads)
+      snprintf(head_dim, sizeof head_dim, ", head_dim: %lld", (long long)c->head_dim);
     n += snprintf(s + n, cap - (size_t)n, "  - llama_block: {repeat: %lld, kv_heads: %lld, "
-                  "ffn_dim: %lld, rope_theta: %s, eps: %s}\n  - rmsnorm: {eps: %s}\n",
+                  "ffn_dim: %lld, rope_theta: %s, eps: %s%s%s%s}\n  - rmsnorm: {eps: %s}\n",
                   (long long)c->layers, (long long)c->kv_heads, (long long)c->ffn,
-                  fmt_num(c->rope_theta, theta, sizeof theta), eps, eps);
+                  fmt_num(c->rope_theta, theta, sizeof theta), eps,
+                  c->qkv_bias ? ", qkv_bias: true" : "", head_dim, rope, eps);
+  }
   snprintf(s + n, cap - (size_t)n,
            "  - lm_head: %s\nloss: cross_entropy\n"
            "# CHANGE_ME: point data.path at your token file (scripts/tokenize.py writes one with\n"
@@ -298,24 +435,49 @@ static cJSON *gpt2_json(const hf_config *c) {
   return o;
 }
 
+/* The rope's transformers parameters: rope_type, rope_theta and the type's own. */
+static cJSON *rope_json(const hf_config *c) {
+  const pt_rope_scaling *p = &c->rope;
+  cJSON *rope = cJSON_CreateObject();
+  cJSON_AddStringToObject(rope, "rope_type", pt_rope_type_names[p->type]);
+  cJSON_AddNumberToObject(rope, "rope_theta", c->rope_theta);
+  if (p->type != PT_ROPE_DEFAULT) cJSON_AddNumberToObject(rope, "factor", p->factor);
+  if (p->type == PT_ROPE_LLAMA3) {
+    cJSON_AddNumberToObject(rope, "low_freq_factor", p->low_freq_factor);
+    cJSON_AddNumberToObject(rope, "high_freq_factor", p->high_freq_factor);
+  }
+  if (p->type == PT_ROPE_LLAMA3 || p->type == PT_ROPE_YARN)
+    cJSON_AddNumberToObject(rope, "original_max_position_embeddings",
+                            (double)p->original_max_position_embeddings);
+  if (p->type == PT_ROPE_YARN) {
+    cJSON_AddNumberToObject(rope, "beta_fast", p->beta_fast);
+    cJSON_AddNumberToObject(rope, "beta_slow", p->beta_slow);
+    cJSON_AddBoolToObject(rope, "truncate", p->truncate);
+    if (p->attention_factor > 0)
+      cJSON_AddNumberToObject(rope, "attention_factor", p->attention_factor);
+  }
+  return rope;
+}
+
 static cJSON *llama_json(const hf_config *c) {
   cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "model_type", "llama");
+  cJSON_AddStringToObject(o, "model_type", c->arch->model_type);
   cJSON_AddNumberToObject(o, "vocab_size", (double)c->vocab);
   cJSON_AddNumberToObject(o, "hidden_size", (double)c->dim);
   cJSON_AddNumberToObject(o, "intermediate_size", (double)c->ffn);
   cJSON_AddNumberToObject(o, "num_hidden_layers", (double)c->layers);
   cJSON_AddNumberToObject(o, "num_attention_heads", (double)c->heads);
   cJSON_AddNumberToObject(o, "num_key_value_heads", (double)c->kv_heads);
-  cJSON_AddNumberToObject(o, "head_dim", (double)(c->dim / c->heads));
+  cJSON_AddNumberToObject(o, "head_dim", (double)c->head_dim);
   cJSON_AddStringToObject(o, "hidden_act", "silu");
   cJSON_AddNumberToObject(o, "max_position_embeddings", (double)c->seq_len);
   cJSON_AddNumberToObject(o, "rms_norm_eps", c->eps);
   cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta); /* transformers 4 */
-  cJSON *rope = cJSON_AddObjectToObject(o, "rope_parameters"); /* transformers 5 */
-  cJSON_AddStringToObject(rope, "rope_type", "default");
-  cJSON_AddNumberToObject(rope, "rope_theta", c->rope_theta);
-  cJSON_AddFalseToObject(o, "attention_bias");
+  cJSON *rope = rope_json(c);
+  if (c->rope.type != PT_ROPE_DEFAULT) /* transformers 4 */
+    cJSON_AddItemToObject(o, "rope_scaling", cJSON_Duplicate(rope, 1));
+  cJSON_AddItemToObject(o, "rope_parameters", rope); /* transformers 5 */
+  if (!c->qkv_bias) cJSON_AddFalseToObject(o, "attention_bias"); /* Qwen2's q/k/v always have */
   cJSON_AddFalseToObject(o, "mlp_bias");
   cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
   return o;

@@ -27,17 +27,25 @@ static int refuse(const pt_model *m, int li, char *err, size_t errsz, const char
 typedef struct {
   int64_t heads, kv_heads, ffn;
   double eps, theta;
+  pt_rope_scaling rope; /* llama_block's rope_scaling (its pt_rope state) */
+  int64_t qkv_bias, head_dim;
 } block_shape;
 
 static block_shape read_block(const pt_model *m, int li) {
   const pt_layer *L = &m->layers[li];
-  block_shape b = {0};
+  block_shape b;
+  memset(&b, 0, sizeof b); /* padding too: blocks are compared with memcmp */
   b.heads = layer_setting_int(L, "heads");
   if (layer_is(m, li, "llama_block")) {
     b.kv_heads = layer_setting_int(L, "kv_heads");
     b.ffn = layer_setting_int(L, "ffn_dim");
     b.eps = layer_setting_num(L, "eps");
     b.theta = layer_setting_num(L, "rope_theta");
+    memcpy(&b.rope, &((const pt_rope *)L->state)->scaling, sizeof b.rope);
+    b.rope.theta = 0; /* hf_config keeps it in rope_theta */
+    b.qkv_bias = layer_setting_bool(L, "qkv_bias");
+    b.head_dim = layer_setting_int(L, "head_dim");
+    if (!b.head_dim) b.head_dim = m->spec->dim / b.heads;
   }
   return b;
 }
@@ -52,7 +60,9 @@ static int check_blocks(const pt_model *m, int first, int end, hf_config *c, cha
                     "transformers config has one set for all blocks");
   }
   c->heads = b0.heads, c->kv_heads = b0.kv_heads ? b0.kv_heads : b0.heads, c->ffn = b0.ffn;
-  c->eps = b0.eps, c->rope_theta = b0.theta;
+  c->eps = b0.eps, c->rope_theta = b0.theta, c->rope = b0.rope, c->qkv_bias = (int)b0.qkv_bias;
+  c->head_dim = b0.head_dim;
+  if (c->qkv_bias) c->arch = hf_arch_find("Qwen2ForCausalLM"); /* Llama has no q/k/v-only bias */
   c->layers = end - first;
   return 0;
 }
@@ -125,6 +135,7 @@ static int build_entries(const pt_model *m, const hf_config *c, st_entry *e, flo
       snprintf(pt, sizeof pt, "%d.%s", li, nm->pt);
       int ti = find_pt_tensor(m, pt);
       if (ti < 0 && nm->role == HF_ROLE_HEAD && c->tied) continue; /* transformers re-ties it */
+      if (ti < 0 && nm->optional) continue;
       if (ti < 0 || n == max)
         return refuse(m, li, err, errsz, "no tensor of the expected name (see docs/checkpoint.md)");
       const pt_tensor *t = &m->tensors[ti];
@@ -207,6 +218,13 @@ int hf_export(const pt_model *m, const char *dir, char *err, size_t errsz) {
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
   if (checkpoint_make_dir(tmp, err, errsz) != 0) return -1;
   int rc = write_files(m, &c, tmp, err, errsz);
+  size_t n = strlen(tmp);
+  if (rc != 0 && !strncmp(err, tmp, n)) { /* name the user's directory, not our temporary */
+    char why[1024];
+    snprintf(why, sizeof why, "%s", err + n);
+    snprintf(err, errsz, "%s%s (nothing was written to %s; free space or choose another "
+             "directory)", dir, why, dir);
+  }
   if (rc == 0) rc = move_into(tmp, dir, err, errsz);
   if (rc != 0) { /* what is left in tmp is ours */
     char p[4400];

@@ -129,6 +129,31 @@ static int is_float_dtype(const char *dtype) {
   return !strcmp(dtype, "F32") || !strcmp(dtype, "F16") || !strcmp(dtype, "BF16");
 }
 
+/* tie_word_embeddings: true with an lm_head.weight in the files: transformers ties the two only
+ * when their values agree, and otherwise keeps the head apart (with a warning). pipetrain's
+ * tied spec has one tensor for both, so an lm_head that differs from the embedding would be
+ * dropped: it is refused instead, naming the fix. */
+static int check_tied_head(hf_source *s, const pt_model *m, const char *hf, const char *dir,
+                           char *err, size_t errsz) {
+  int fi = -1, ti = find_pt_tensor(m, "0.weight");
+  const st_tensor *t = source_find(s, hf, &fi);
+  if (!t || ti < 0) return 0;
+  const pt_tensor *emb = &m->tensors[ti];
+  const pt_param_desc *d = &m->layers[emb->layer].params[emb->param];
+  int64_t n = d->shape[0] * (d->ndim > 1 ? d->shape[1] : 1);
+  float *head = pt_calloc((size_t)n + 1, sizeof *head);
+  int rc = st_read_as_f32(&s->files[fi], t, d->ndim, d->shape, head, err, errsz);
+  if (rc == 0 && memcmp(head, m->host_params + emb->offset, (size_t)n * sizeof *head) != 0) {
+    snprintf(err, errsz, "%s: tensor '%s' differs from the input embedding, but config.json says "
+             "tie_word_embeddings: true (transformers then keeps them apart): set "
+             "\"tie_word_embeddings\": false in %s/config.json to convert the separate head",
+             s->files[fi].path, hf, dir);
+    rc = -1;
+  }
+  free(head);
+  return rc;
+}
+
 /* Where block b's tensor of mapping nm comes from and goes (*t NULL: nothing to import, a head
  * tied to the embedding), its dtype and shape checked against the layer's parameter (*d);
  * *shape gets the shape in the file. 0, or -1 with err naming the directory and tensor. */
@@ -140,7 +165,9 @@ static int locate(hf_source *s, const hf_config *c, const pt_model *m, const hf_
   snprintf(hf, sizeof hf, nm->hf, b);
   *t = NULL;
   *d = param_of(m, li, nm->pt);
-  if (nm->role == HF_ROLE_HEAD && c->tied) return 0; /* stored once, as the embedding */
+  if (nm->role == HF_ROLE_HEAD && c->tied) /* stored once, as the embedding (read by then) */
+    return m->host_params ? check_tied_head(s, m, hf, dir, err, errsz) : 0;
+  if (!*d && nm->optional) return 0;
   if (!*d) {
     snprintf(err, errsz, "%s: pipetrain's %s layer %d has no tensor '%d.%s' for '%s' (does this "
              "build's layer match docs/checkpoint.md?)", dir, m->spec->layers[li].type, li, li,
@@ -216,8 +243,9 @@ static int check_all_used(const hf_source *s, const hf_config *c, char *err, siz
       if (!ok) {
         snprintf(err, errsz, "%s: tensor '%s' has no place in pipetrain's %s layers (%s)",
                  s->files[i].path, name, c->arch->family == HF_GPT2 ? "GPT-2" : "llama_block",
-                 c->arch->family == HF_LLAMA && strstr(name, "bias") ? "llama_block has no biases"
-                                                                     : "not in the mapping");
+                 c->arch->family == HF_LLAMA && strstr(name, "bias")
+                     ? "llama_block has biases only on q, k, v, as Qwen2ForCausalLM"
+                     : "not in the mapping");
         return -1;
       }
     }

@@ -72,7 +72,9 @@ enum {
   PT_TAG_CLOCK_PONG = 950,             /* and its answer */
   PT_TAG_GATHER_PARAMS = 1 << 20,      /* pipeline_gather: a stage's weights to rank 0 */
   PT_TAG_GATHER_ROOT = (1 << 20) + 1,  /* pipeline_gather_root: small per-rank values to rank 0 */
-  PT_TAG_GRAD_NORM = (1 << 20) + 2     /* global_norm: per-tensor sums of squares to stage 0 */
+  PT_TAG_GRAD_NORM = (1 << 20) + 2,    /* global_norm: per-tensor sums of squares to stage 0 */
+  PT_TAG_SHARD_STATE = (1 << 20) + 3,  /* pipeline_shard_collect: a replica's optimizer range */
+  PT_TAG_START_LINES = (1 << 20) + 16  /* engine/start_lines.c: each rank's start-up line to 0 */
 };
 
 /* Device buffers (see the top), over the group's device transport. */
@@ -126,6 +128,14 @@ void comm_allreduce_sum_f64(pt_comm *c, double *buf, size_t n);
  * additions is the library's: NOT bitwise equal to comm_allreduce_sum_f32 or a sequential run,
  * and it may change with the group size, the message size or the library's version. */
 void comm_allreduce_sum_f32_unordered(pt_comm *c, float *buf, size_t n);
+/* The sharded optimizer's two halves (pipeline.shard_optimizer), on a device buffer of n floats
+ * cut into one range per group rank: rank r's is [ends[r - 1], ends[r]) (from 0 for rank 0;
+ * ends[size - 1] = n). comm_reduce_scatter_sum_f32 sums in comm_allreduce_sum_f32's order, so
+ * with the same bits: afterwards each rank's own range holds the sum, and so does the whole
+ * buffer of the last group rank (the chain ends there); the other ranks' other ranges hold
+ * partial sums. comm_allgather_f32 copies every rank's range to every rank (no arithmetic). */
+void comm_reduce_scatter_sum_f32(pt_comm *c, float *buf, size_t n, const size_t *ends);
+void comm_allgather_f32(pt_comm *c, float *buf, size_t n, const size_t *ends);
 /* The rest take host buffers. */
 void comm_allreduce_max_u64(pt_comm *c, uint64_t *buf, size_t n);
 void comm_allreduce_min_u64(pt_comm *c, uint64_t *buf, size_t n);

@@ -186,6 +186,14 @@ void comm_allreduce_sum_f32_unordered(pt_comm *c, float *buf, size_t n) {
   c->device.t->allreduce_f32(c->device.state, buf, n);
 }
 
+void comm_reduce_scatter_sum_f32(pt_comm *c, float *buf, size_t n, const size_t *ends) {
+  c->device.t->reduce_scatter_f32(c->device.state, buf, n, ends);
+}
+
+void comm_allgather_f32(pt_comm *c, float *buf, size_t n, const size_t *ends) {
+  c->device.t->allgather_f32(c->device.state, buf, n, ends);
+}
+
 void comm_allreduce_sum_f64(pt_comm *c, double *buf, size_t n) {
   comm_host_sum_f64(c->mpi, buf, n);
 }

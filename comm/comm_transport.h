@@ -35,6 +35,9 @@ typedef struct comm_transport {
   void (*flush)(void *state);
   void (*sum_f32)(void *state, float *buf, size_t n);       /* comm_allreduce_sum_f32 */
   void (*allreduce_f32)(void *state, float *buf, size_t n); /* ..._sum_f32_unordered */
+  /* comm_reduce_scatter_sum_f32, comm_allgather_f32 (ends: comm.h) */
+  void (*reduce_scatter_f32)(void *state, float *buf, size_t n, const size_t *ends);
+  void (*allgather_f32)(void *state, float *buf, size_t n, const size_t *ends);
   void (*connect)(void *state, const int *peers, int n);
 } comm_transport;
 
@@ -50,6 +53,9 @@ const comm_transport *comm_transport_find(int gpu, spec_comm_backend backend);
 void comm_host_sum_f32(MPI_Comm mpi, float *buf, size_t n);
 void comm_host_sum_f64(MPI_Comm mpi, double *buf, size_t n);
 void comm_host_allreduce_f32(MPI_Comm mpi, float *buf, size_t n);
+/* The same for the sharded optimizer's halves (comm.h's ends), over an MPI communicator. */
+void comm_host_reduce_scatter_f32(MPI_Comm mpi, float *buf, size_t n, const size_t *ends);
+void comm_host_allgather_f32(MPI_Comm mpi, float *buf, size_t n, const size_t *ends);
 /* Tells comm_set_wait_hook's hook (if any) that this rank is about to block on group rank peer
  * of mpi (-1: any), or (call NULL) that it no longer does. */
 void comm_note_wait(MPI_Comm mpi, const char *call, int peer, int relay);

@@ -81,6 +81,44 @@ int pt_errorf(char *err, size_t errsz, const char *fmt, ...) {
   return -1;
 }
 
+#define PT_WORD_MAX 160
+#define PT_WORD_HEAD 100
+#define PT_WORD_TAIL 50
+
+char *pt_shorten_words(char *dst, size_t dstsz, const char *src) {
+  size_t o = 0;
+  if (!dstsz) return dst;
+  while (*src && o + 1 < dstsz) {
+    size_t len = strcspn(src, " \t\n");
+    if (len == 0) len = 1; /* a blank is copied as it is */
+    const char *tail = src + len - PT_WORD_TAIL;
+    int cut = len > PT_WORD_MAX;
+    int w = cut ? snprintf(dst + o, dstsz - o, "%.*s...%.*s", PT_WORD_HEAD, src, PT_WORD_TAIL, tail)
+                : snprintf(dst + o, dstsz - o, "%.*s", (int)len, src);
+    if (w < 0) break;
+    o += (size_t)w < dstsz - o ? (size_t)w : dstsz - o - 1;
+    src += len;
+  }
+  dst[o] = '\0';
+  return dst;
+}
+
+int pt_errorf_short(char *err, size_t errsz, const char *fmt, ...) {
+  if (!err || errsz == 0) return -1;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *full = malloc(n > 0 ? (size_t)n + 1 : 1);
+  if (!full) return pt_errorf(err, errsz, "%s", "out of memory formatting an error message");
+  va_start(ap, fmt);
+  vsnprintf(full, n > 0 ? (size_t)n + 1 : 1, fmt, ap);
+  va_end(ap);
+  pt_shorten_words(err, errsz, full);
+  free(full);
+  return -1;
+}
+
 void pt_fail_lib(const char *file, int line, const char *call, const char *library,
                  const char *code_text) {
   pt_fatal("%s:%d: %s failed: %s: %s", file, line, call, library, code_text);

@@ -29,6 +29,12 @@ void pt_fail_input(const char *fmt, ...) __attribute__((noreturn, format(printf,
 /* For functions that fail with -1 and a one-line reason: writes the reason into err (nothing
  * when err is NULL or errsz is 0) and returns -1, so `return pt_errorf(err, errsz, ...);`. */
 int pt_errorf(char *err, size_t errsz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Copies the message src into dst (dstsz bytes) with every word (run of non-blank characters)
+ * longer than 160 bytes cut to its first 100 and last 50 bytes around "...", so a reason that
+ * quotes a 100 KB argument still fits a one-line buffer whole. Returns dst. */
+char *pt_shorten_words(char *dst, size_t dstsz, const char *src);
+/* pt_errorf with the words of the formatted message shortened as pt_shorten_words does. */
+int pt_errorf_short(char *err, size_t errsz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A problem the run survives (e.g. a periodic checkpoint the disk had no room for): one line
  * "pipetrain[rank R]: warning: ..." on stderr; the run goes on. */
 void pt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -19,20 +19,20 @@ static int map_file(pt_data *d, const char *path, char *err, size_t errsz) {
   const char *why;
   int fd = pt_open_regular_file(path, &why); /* a FIFO must not block, a device stream */
   if (fd < 0) {
-    snprintf(err, errsz, "%s: cannot open data file: %s; point data.path at a token file", path,
-             why);
+    pt_errorf_short(err, errsz, "%s: cannot open data file: %s; point data.path at a token file",
+                    path, why);
     return -1;
   }
-  struct stat st;
+  struct stat st = {0};
   if (fstat(fd, &st) != 0 || st.st_size == 0) {
-    snprintf(err, errsz, "%s: data file is empty; point data.path at a token file", path);
+    pt_errorf_short(err, errsz, "%s: data file is empty; point data.path at a token file", path);
     close(fd);
     return -1;
   }
   void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
   if (p == MAP_FAILED) {
-    snprintf(err, errsz, "%s: cannot map data file: %s", path, strerror(errno));
+    pt_errorf_short(err, errsz, "%s: cannot map data file: %s", path, strerror(errno));
     return -1;
   }
   d->map = p;

@@ -137,6 +137,22 @@ void device_download(pt_device *d, void *dst, const void *src, size_t bytes) {
   d->ops->download(d, dst, src, bytes);
 }
 void device_zero(pt_device *d, void *p, size_t bytes) { d->ops->zero(d, p, bytes); }
+int device_kind_offloads(spec_device kind) { return device_kind(kind)->is.offloads; }
+void *device_pinned_alloc(pt_device *d, size_t bytes) { return d->ops->pinned_alloc(d, bytes); }
+void device_pinned_free(pt_device *d, void *p) {
+  if (p) d->ops->pinned_free(d, p);
+}
+void *device_event_new(pt_device *d) { return d->ops->event_new(d); }
+void device_event_free(pt_device *d, void *ev) {
+  if (ev) d->ops->event_free(d, ev);
+}
+void device_copy_async(pt_device *d, void *dst, const void *src, size_t bytes, int to_device,
+                       void *done) {
+  d->ops->copy_async(d, dst, src, bytes, to_device, done);
+}
+void device_wait_event(pt_device *d, void *ev) {
+  if (ev) d->ops->wait_event(d, ev);
+}
 void device_sync(pt_device *d) { d->ops->sync(d); }
 void device_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
   d->ops->copy(d, dst, src, bytes);

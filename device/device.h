@@ -56,6 +56,9 @@ typedef struct {
    * both operands whole, as bf16 (kernels/cuda/ops_linear.cu); 0: the CPU tables' float copies
    * of the weight and blocks of rows (kernels/cpu/kernels_cpu_precision.c). */
   int precision_in_gemm;
+  /* Stashed activations may go to host memory (pipeline.offload, engine/stage_offload.h): the
+   * kind's device memory is its own, and its table has the offload entries. 0 on the cpu. */
+  int offloads;
 } pt_device_traits;
 
 /* A kind of device: its traits, how to find and open one, and everything that differs between
@@ -83,6 +86,15 @@ typedef struct {
   void (*copy)(pt_device *d, void *dst, const void *src, size_t bytes); /* device to device */
   void (*sync)(pt_device *d); /* waits for everything queued (device_sync) */
   void (*upload_nowait)(pt_device *d, void *dst, const void *src, size_t bytes);
+  /* Activation offload (engine/stage_offload.h): all six where is.offloads, else NULL. See the
+   * device_* calls of the same names. */
+  void *(*pinned_alloc)(pt_device *d, size_t bytes);
+  void (*pinned_free)(pt_device *d, void *p);
+  void *(*event_new)(pt_device *d);
+  void (*event_free)(pt_device *d, void *ev);
+  void (*copy_async)(pt_device *d, void *dst, const void *src, size_t bytes, int to_device,
+                     void *done);
+  void (*wait_event)(pt_device *d, void *ev);
 
   /* Compute: the kernel table for precision p becomes d->k (device_set_precision). */
   void (*set_precision)(pt_device *d, pt_precision p);
@@ -169,6 +181,22 @@ void device_download(pt_device *d, void *dst, const void *src, size_t bytes);
  * them in pinned memory of its own, kernels/cuda/staging.h); src may be reused at once too. */
 void device_upload_nowait(pt_device *d, void *dst, const void *src, size_t bytes);
 void device_zero(pt_device *d, void *p, size_t bytes);
+/* Activation offload (engine/stage_offload.h), where the kind `kind` resolves to offloads
+ * (device_kind_offloads, its trait: the emulated device and the gpu, not the cpu, whose device
+ * memory is the host's). Pinned host memory (a GPU's cudaHostAlloc; plain host memory on the
+ * emulated device), zeroed, not counted in the device's memory; events mark a point of the copy
+ * stream (NULL where copies finish when called). device_copy_async copies bytes between device memory
+ * and pinned host memory (to_device: host to device) on the device's copy stream, after all
+ * work queued so far on its compute stream, and records `done` (an event or NULL) after it;
+ * device_wait_event makes later compute work wait for ev (NULL: nothing). */
+int device_kind_offloads(spec_device kind);
+void *device_pinned_alloc(pt_device *d, size_t bytes);
+void device_pinned_free(pt_device *d, void *p);
+void *device_event_new(pt_device *d);
+void device_event_free(pt_device *d, void *ev);
+void device_copy_async(pt_device *d, void *dst, const void *src, size_t bytes, int to_device,
+                       void *done);
+void device_wait_event(pt_device *d, void *ev);
 void device_copy(pt_device *d, void *dst, const void *src, size_t bytes); /* device to device */
 /* Returns once the work queued on d has run (a GPU's stream): what a timer must wait for, as
  * kernels return before they finish there. Nothing to wait for on the host kinds. */

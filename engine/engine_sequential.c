@@ -67,5 +67,8 @@ int engine_open_sequential(pt_engine *e, const pt_spec *spec, char *err, size_t 
     return -1;
   }
   *e = (pt_engine){.ops = &sequential_ops, .part = &s->t.part, .rank = 0, .ranks = 1, .impl = s};
+  if (spec->pipeline.shard_optimizer) /* the replicas run in this one process: nothing to share */
+    pt_notice("pipeline.shard_optimizer has no effect under --sequential: its one process keeps "
+              "the whole optimizer state (the same bits)");
   return 0;
 }

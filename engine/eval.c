@@ -4,11 +4,13 @@
 
 #include "core/error.h"
 #include "data/data.h"
+#include "engine/stage_offload.h"
 
 const float *eval_stage_forward(pt_stage *st, int slot, int B, int T) {
   pt_stage keep = *st;
   st->check_finite = 0;
   const float *y = stage_forward(st, slot, B, T);
+  if (st->offload) stage_offload_release(st, slot); /* no backward follows; y is not pooled */
   st->check_finite = keep.check_finite;
   st->ws_slot = -1; /* the checkpoint workspace now holds eval data: no slot's segment */
   st->check_seq = keep.check_seq, st->bad_layer = keep.bad_layer;

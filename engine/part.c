@@ -63,16 +63,21 @@ static void alloc_stats(pt_part *p, int n_executors) {
                     n_executors);
 }
 
-void part_alloc_ranges(pt_part *p, const pt_range *ranges, int n) {
+void part_alloc_ranges(pt_part *p, const pt_range *ranges, int n, int shard, int shards) {
   model_alloc_ranges(&p->model, ranges, n, device_current());
-  optimizer_init(&p->opt, &p->spec->train, p->model.n_floats);
+  optimizer_init_shard(&p->opt, &p->spec->train, p->model.n_floats, shard, shards);
   alloc_stats(p, n);
 }
 
 void part_stage_init(pt_part *p, pt_stage *st, int first, int last, int slots) {
+  part_stage_init_offload(p, st, first, last, slots, NULL);
+}
+
+void part_stage_init_offload(pt_part *p, pt_stage *st, int first, int last, int slots,
+                             const struct stage_offload_plan *offload) {
   const spec_train *c = &p->spec->train;
-  stage_init(st, &p->model, first, last, p->B, p->T, slots,
-             (int)c->activation_checkpoint_interval);
+  stage_init_offload(st, &p->model, first, last, p->B, p->T, slots,
+                     (int)c->activation_checkpoint_interval, offload);
   st->check_finite = c->on_nonfinite == SPEC_NONFINITE_ABORT;
   st->finite_mark = device_stats_mark(&p->stats, p->n_marks++);
   part_enable_docs(p, st);
@@ -187,7 +192,12 @@ double part_end_step(pt_part *p, double t0, double loss, double lr, double norm,
 int part_load(pt_part *p, const char *path, char *err, size_t errsz) {
   pt_checkpoint c;
   if (checkpoint_open(&c, path, err, errsz) != 0) return -1;
-  int rc = checkpoint_load(&c, &p->model, &p->opt, err, errsz);
+  pt_optimizer whole; /* a shard reads the whole state, then keeps its range */
+  int sharded = p->opt.shards > 1;
+  if (sharded) optimizer_init_whole(&whole, &p->opt);
+  int rc = checkpoint_load(&c, &p->model, sharded ? &whole : &p->opt, err, errsz);
+  if (rc == 0 && sharded) optimizer_shard_take(&p->opt, &whole);
+  if (sharded) optimizer_free(&whole);
   if (rc == 0) p->step = c.step, model_to_device(&p->model), optimizer_to_device(&p->opt);
   checkpoint_close(&c);
   return rc;

@@ -63,11 +63,15 @@ int part_check_memory(const pt_part *p, int64_t need, int sharers, const char *w
                       size_t errsz);
 /* Allocates layers [first, last), their stage executor with `slots` slots, the optimizer. */
 void part_alloc(pt_part *p, int first, int last, int slots);
-/* Allocates the layers of n ranges (model_alloc_ranges) and the optimizer; no executor. */
-void part_alloc_ranges(pt_part *p, const pt_range *ranges, int n);
+/* Allocates the layers of n ranges (model_alloc_ranges) and the optimizer, whose state covers
+ * range `shard` of `shards` of the parameters (optimizer_init_shard; 0 of 1: all); no executor. */
+void part_alloc_ranges(pt_part *p, const pt_range *ranges, int n, int shard, int shards);
 /* An executor over layers [first, last) of the allocated model with `slots` slots, set to check
  * outputs for non-finite values as train.on_nonfinite asks. */
 void part_stage_init(pt_part *p, pt_stage *st, int first, int last, int slots);
+/* The same with pipeline.offload's plan for the chunk (engine/stage_offload.h; NULL: none). */
+void part_stage_init_offload(pt_part *p, pt_stage *st, int first, int last, int slots,
+                             const struct stage_offload_plan *offload);
 void part_free(pt_part *p);
 
 /* Writes micro-batch mb of replica `replica` of the current step: inputs (the stage's input
@@ -105,8 +109,8 @@ int part_update(pt_part *p, double norm, double lr);
  * returns its wall time in seconds since t0 (pt_now_s). */
 double part_end_step(pt_part *p, double t0, double loss, double lr, double norm,
                      pt_step_metrics *out);
-/* Reads this part's tensors and optimizer state from a checkpoint of any layout and continues
- * at its step; 0 or -1 with err. */
+/* Reads this part's tensors and optimizer state (a sharded optimizer's range of it) from a
+ * checkpoint of any layout and continues at its step; 0 or -1 with err. */
 int part_load(pt_part *p, const char *path, char *err, size_t errsz);
 
 #endif

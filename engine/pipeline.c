@@ -251,11 +251,13 @@ static void alloc_chunks(pt_pipeline *p) {
   pt_range *ranges = pt_calloc((size_t)p->n_chunks, sizeof *ranges);
   for (int i = 0; i < p->n_chunks; i++)
     ranges[i] = (pt_range){p->chunks[i].first, p->chunks[i].last};
-  part_alloc_ranges(&p->part, ranges, p->n_chunks);
+  int shards = p->part.spec->pipeline.shard_optimizer ? p->dp : 1; /* ranges of the state */
+  part_alloc_ranges(&p->part, ranges, p->n_chunks, shards > 1 ? p->replica : 0, shards);
+  pipeline_shard_init(p);
   free(ranges);
   for (int i = 0; i < p->n_chunks; i++) {
     pt_chunk *k = &p->chunks[i];
-    part_stage_init(&p->part, &k->stage, k->first, k->last, k->slots);
+    pipeline_offload_init(p, k);
     stage_alloc_stash(&k->stage, p->sched.n_w_pending[k->id]);
   }
 }
@@ -306,6 +308,7 @@ void pipeline_free(pt_pipeline *p) {
   free(p->chunks);
   free(p->chunk_at);
   pipeline_free_ties(p);
+  pipeline_shard_free(p);
   comm_free(p->pipe);
   comm_free(p->dp_comm);
   trace_free(&p->trace);

@@ -12,6 +12,9 @@
  * one's gradient slot. Groups: the pipeline of this replica, the data-parallel group of this
  * stage, and one group per tie key and replica (the stages holding a copy). The loss of each
  * step is the sum over replicas of their micro-batch losses, reported by rank 0.
+ * pipeline.shard_optimizer with replicas (engine/pipeline_shard.c): each replica of a stage
+ * keeps the optimizer state of one range of the stage's parameters, updates that range and
+ * gathers the others from the other replicas; the bits stay the unsharded run's.
  *
  * Every rank of the job calls every function here (collective) unless it says otherwise; the
  * caller owns the pt_pipeline and the spec, which must outlive it. The loop that drives it is
@@ -76,6 +79,9 @@ typedef struct {
   int n_chunks;
   int *chunk_at;       /* [plan.n_chunks]: index in chunks, or -1 for another rank's chunk */
   pt_comm *pipe, *dp_comm;
+  int sharded;         /* pipeline.shard_optimizer with dp > 1: part.opt holds one range */
+  int grads_on_last;   /* sharded over the chain: the whole gradient sum is on the last replica */
+  size_t *shard_ends;  /* [dp] where each replica's range ends (comm.h's ends; sharded only) */
   pt_tie_group *ties;
   int n_ties;
   char wait_text[96];  /* what the watchdog says a wait is for, with the chunk */

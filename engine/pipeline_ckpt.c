@@ -1,7 +1,9 @@
 /* Checkpoints and gathers of the pipelined engine (engine/pipeline.h). A checkpoint has one file
  * per chunk, written by the rank that runs it (replica 0), so its files follow the model's order
  * whatever the placement: chunk c's file holds layers [bounds[c], bounds[c + 1]), exactly what
- * a one-chunk-per-stage run of as many stages would write. */
+ * a one-chunk-per-stage run of as many stages would write. A sharded optimizer's state is
+ * assembled whole on replica 0 first (pipeline_shard_collect), so its checkpoints are the
+ * unsharded run's. */
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -65,18 +67,19 @@ static void test_stall_save(const pt_pipeline *p) {
     sleep((unsigned)seconds);
 }
 
-/* Replica 0 writes a file pair per chunk it runs; rec gets REC numbers per chunk and ok (as
- * doubles, for pipeline_gather_root: CRCs and byte counts are exact in them). */
-static int write_chunks(pt_pipeline *p, const char *dir, double *rec, char *err,
-                        size_t errsz) {
+/* Replica 0 writes a file pair per chunk it runs (the optimizer state from opt); rec gets REC
+ * numbers per chunk and ok (as doubles, for pipeline_gather_root: CRCs and byte counts are exact
+ * in them). */
+static int write_chunks(pt_pipeline *p, const char *dir, const pt_optimizer *opt, double *rec,
+                        char *err, size_t errsz) {
   int ok = 1;
   test_stall_save(p);
   for (int i = 0; i < p->n_chunks && ok && p->replica == 0; i++) {
     const pt_chunk *k = &p->chunks[i];
     ckpt_stage_files f;
     memset(&f, 0, sizeof f);
-    ok = checkpoint_write_stage(dir, &p->part.model, &p->part.opt, k->id, k->first, k->last, &f,
-                                err, errsz) == 0;
+    ok = checkpoint_write_stage(dir, &p->part.model, opt, k->id, k->first, k->last, &f, err,
+                                errsz) == 0;
     double *r = rec + REC * i;
     r[0] = f.model_crc, r[1] = (double)f.model_bytes;
     r[2] = f.optim_crc, r[3] = (double)f.optim_bytes;
@@ -96,7 +99,11 @@ int pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src, ch
   if (!agree_with_root(p, ok, "rank 0 to begin the checkpoint save")) return -1;
   int per_rank = REC * p->plan.virtual_stages + 1, world = p->P * p->dp;
   double *rec = pt_calloc((size_t)per_rank, sizeof(double));
-  write_chunks(p, dir, rec, err, errsz);
+  pt_optimizer whole; /* sharded: the replicas' ranges, assembled on replica 0 */
+  memset(&whole, 0, sizeof whole);
+  if (p->sharded) pipeline_shard_collect(p, &whole);
+  write_chunks(p, dir, p->sharded ? &whole : &p->part.opt, rec, err, errsz);
+  optimizer_free(&whole);
   double *all = pt_calloc((size_t)per_rank * (size_t)world, sizeof(double));
   pipeline_gather_root(p, rec, per_rank, all, "the checkpoint save's files");
   ok = 1;

@@ -7,6 +7,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "engine/pipeline_private.h"
+#include "engine/stage_offload.h"
 #include "observe/watchdog.h"
 
 /* Tags of the activation (grad 0) and gradient (grad 1) of mb crossing the boundary after chunk
@@ -109,6 +110,7 @@ static void act_forward(pt_pipeline *p, pt_chunk *k, int mb) {
                 stage_output(&q->stage, slot_of(q, mb)), in_bytes);
   }
   part_set_docs(&p->part, &k->stage, s, p->replica, mb);
+  stage_offload_micro_batch(&k->stage, s, mb);
   stage_forward(&k->stage, s, p->part.B, p->part.cur_T);
   p->step_compute_s += pt_now_s() - t0;
   if (++p->in_flight > p->peak_in_flight) p->peak_in_flight = p->in_flight;
@@ -228,6 +230,7 @@ static double global_norm(pt_pipeline *p) {
   double *mine = pt_calloc((size_t)n + 1, sizeof(double)), s = 0.0;
   int *hdr = pt_calloc((size_t)v + 1, sizeof(int));
   pipeline_read_step(p, mine);
+  if (p->sharded) pipeline_shard_norm_sums(p, mine, n);
   tensor_runs(p, hdr);
   int root = plan_rank(&p->plan, p->replica, 0);
   if (p->stage_id == 0) {
@@ -265,6 +268,7 @@ static void act_optimizer(pt_pipeline *p, double *norm, double *lr) {
   double t0 = pt_now_s();
   p->nonfinite = part_update(&p->part, *norm, *lr); /* the same on every rank: the norm is */
   p->step_compute_s += pt_now_s() - t0;
+  if (p->sharded && !p->nonfinite) pipeline_shard_gather(p); /* the others' updated ranges */
   if (p->nonfinite) name_nonfinite(p);
 }
 
@@ -295,7 +299,9 @@ static void reduce_dp(pt_pipeline *p) {
   watchdog_arm("the data-parallel gradient reduction", -1, p->part.step + 1);
   float *g = p->part.model.grads;
   size_t n = (size_t)p->part.model.n_floats;
-  if (p->dp > 1 && p->part.spec->dp_reduce == SPEC_DP_REDUCE_ALLREDUCE)
+  if (p->sharded)
+    pipeline_shard_reduce(p); /* each range summed onto its owner (pipeline_shard.c) */
+  else if (p->dp > 1 && p->part.spec->dp_reduce == SPEC_DP_REDUCE_ALLREDUCE)
     comm_allreduce_sum_f32_unordered(p->dp_comm, g, n); /* faster, not bitwise (comm.h) */
   else if (p->dp > 1)
     comm_allreduce_sum_f32(p->dp_comm, g, n);
@@ -407,8 +413,10 @@ int pipeline_step(pt_pipeline *p, pt_step_metrics *out) {
   const pt_action *acts = p->sched.acts[p->stage_id];
   for (int i = 0; i < p->sched.n_acts[p->stage_id]; i++) {
     double a0 = pt_now_s();
+    pipeline_offload_prefetch(p, acts, p->sched.n_acts[p->stage_id], i);
     run_action(p, &acts[i], &norm, &lr);
     if (tracing(p)) trace_action(p, &acts[i], a0);
+    pipeline_offload_trace(p);
   }
   p->compute_s += p->step_compute_s;
   double loss = gather_loss(p);

@@ -14,10 +14,13 @@
 #include "data/data.h"
 #include "device/gemm_rate.h"
 #include "device/placement.h"
+#include "engine/start_lines.h"
 #include "engine/engine.h"
 #include "kernels/kernels.h"
 #include "model/param_dump.h"
+#include "observe/tensorboard.h"
 #include "observe/watchdog.h"
+#include "partition/plan.h"
 
 typedef struct {
   const pt_spec *spec;
@@ -25,10 +28,11 @@ typedef struct {
   pt_engine e;
   int launched, root;  /* under mpirun; this process reports (rank 0) */
   FILE *metrics;       /* rank 0's --metrics file */
+  pt_tensorboard tb;   /* rank 0's --tensorboard events file (tb.f NULL without) */
   double gemm, fpt;    /* sgemm FLOP/s of one rank, model FLOPs per token: for MFU */
   double spent;        /* seconds in steps so far, for the ETA */
   int64_t start;       /* the step this run started at */
-  char placement[1280]; /* the start-up line of what computes and where this rank is bound */
+  char placement[PT_START_LINE_BYTES]; /* what computes and where this rank is bound */
 } run_state;
 
 void run_exit(int code, const char *msg) {
@@ -60,6 +64,8 @@ static void check_outputs(const run_state *r) {
   int bad = s->train.ckpt_dir[0] && checkpoint_check_writable(s->train.ckpt_dir, 0,
                                                               "train.checkpoint.dir", err, sizeof err);
   bad = bad || (o->save_dir && checkpoint_check_writable(o->save_dir, 0, "--save", err, sizeof err));
+  bad = bad || (o->tensorboard_dir &&
+                checkpoint_check_writable(o->tensorboard_dir, 0, "--tensorboard", err, sizeof err));
   bad = bad || (o->gather_path &&
                 checkpoint_check_writable(o->gather_path, 1, "--gather", err, sizeof err));
   bad = bad || (o->gather_hf_dir &&
@@ -96,7 +102,7 @@ static void place_rank(run_state *r) {
   placement_request rq = {r->launched ? comm_local_rank() : 0, n, r->o->bind, device_gpu_id(d),
                           any_gpu ? list : NULL};
   placement_result out;
-  char err[512], who[64] = "pipetrain";
+  char err[512];
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = (int)(cores / n) > 0 ? (int)(cores / n) : 1;
   int placed = placement_apply(&rq, &out, err, sizeof err) == 0;
@@ -104,7 +110,6 @@ static void place_rank(run_state *r) {
   else pt_warn("placement: %s; running unbound", err);
   if (!getenv("OPENBLAS_NUM_THREADS")) kernels_cpu_set_threads(threads);
   if (placed) { /* what computes (for cpu: the BLAS kernel and its threads), then where */
-    if (r->launched) snprintf(who, sizeof who, "pipetrain[rank %d]", comm_rank(comm_world()));
     char prec[80] = "", what[256]; /* train.precision, when not the default; the CPU's products */
     spec_precision p = r->spec->train.precision;
     const char *products = device_cpu_bf16_products(r->spec->pipeline.device, p);
@@ -112,7 +117,7 @@ static void place_rank(run_state *r) {
       snprintf(prec, sizeof prec, ", %s%s%s", spec_precision_names[p],
                products ? " products " : "", products ? products : "");
     device_describe(d, what, sizeof what);
-    snprintf(r->placement, sizeof r->placement, "%s: %s%s; %s\n", who, what, prec, out.text);
+    snprintf(r->placement, sizeof r->placement, "%s%s; %s", what, prec, out.text);
   }
   free(ids);
   free(list);
@@ -133,6 +138,33 @@ static void open_engine(run_state *r) {
   if (failed) run_fail(r, PT_EXIT_INPUT, err); /* one rank holds the message */
 }
 
+/* The plan as `pipe_train --plan` prints it, for --tensorboard's text; NULL if it cannot be
+ * built (then no text). */
+static char *plan_text(run_state *r) {
+  pt_plan p;
+  spec_errors se = {0};
+  if (plan_build(&p, &r->e.part->model, &se) != 0) return NULL;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (f) plan_print(f, &p, &r->e.part->model, r->gemm / 1e9), fclose(f);
+  plan_free(&p);
+  return text;
+}
+
+/* Rank 0's --tensorboard file, continued after the step this run starts at; the spec and the
+ * plan as texts at the run's first step (so a later resume from here drops them with the rest). */
+static void open_tensorboard(run_state *r) {
+  char err[4400] = "";
+  if (checkpoint_make_dir(r->o->tensorboard_dir, err, sizeof err) != 0 ||
+      tensorboard_open(&r->tb, r->o->tensorboard_dir, r->start, err, sizeof err) != 0)
+    pt_fail_input("--tensorboard %s: %s", r->o->tensorboard_dir, err);
+  if (r->o->src.text) tensorboard_text(&r->tb, r->start + 1, "spec", r->o->src.text);
+  char *plan = plan_text(r);
+  if (plan) tensorboard_text(&r->tb, r->start + 1, "plan", plan);
+  free(plan);
+}
+
 static void run_start(run_state *r) {
   const pt_run_options *o = r->o;
   signals_defer_first(); /* a preemption from here on saves what the run has */
@@ -142,7 +174,7 @@ static void run_start(run_state *r) {
                 r->launched ? comm_rank(comm_world()) : 0);
   watchdog_arm("the other ranks to start", -1, 0);
   open_engine(r);
-  if (!o->quiet) fputs(r->placement, stdout);
+  if (!o->quiet) start_lines_print(r->placement, r->launched, o->verbose, stdout);
   watchdog_disarm();
   r->root = r->e.rank == 0;
   if (r->root && o->metrics_path && !(r->metrics = fopen(o->metrics_path, "w")))
@@ -155,6 +187,7 @@ static void run_start(run_state *r) {
   r->gemm = gemm_measure_flops(512, 0.2);
   r->fpt = model_flops_per_token(&r->e.part->model);
   r->start = r->e.part->step;
+  if (r->root && o->tensorboard_dir) open_tensorboard(r);
 }
 
 /* A save the run cannot do without (--save, or after a signal): its failure is the run's, every
@@ -224,6 +257,7 @@ static void report_step(run_state *r, pt_step_metrics *m, int status) {
   m->mfu = m->tokens_per_s * r->fpt / (r->gemm * r->e.ranks);
   r->spent += m->step_ms / 1e3;
   if (r->metrics) metrics_write_json(r->metrics, m);
+  if (r->tb.f) tensorboard_step(&r->tb, m);
   double eta = r->spent / (double)(m->step - r->start) * (double)(m->steps - m->step);
   if (!r->o->quiet) metrics_print_progress(stdout, m, r->spec->log_every, eta);
 }
@@ -269,6 +303,7 @@ static void run_finish(run_state *r) {
   if (o->dump_prefix) param_dump_write(&e->part->model, o->dump_prefix, e->rank);
   if (r->metrics && fclose(r->metrics) != 0)
     pt_fatal("closing the metrics file: %s", strerror(errno));
+  if (tensorboard_close(&r->tb) != 0) pt_fatal("closing the TensorBoard events file");
   e->ops->free(e);
 }
 

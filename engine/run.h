@@ -2,12 +2,12 @@
  *
  * run_train drives either engine (engine/engine.h) through the same steps: it checks that the
  * outputs are writable, binds the process (--bind), builds the engine and loads --load, then
- * loops over the steps writing metrics (--metrics, rank 0) and progress lines, periodic
- * checkpoints (train.checkpoint.every, pruned to .keep), and on SIGTERM/SIGINT finishes the step,
- * saves and returns (exit 0, "preempted after step N"); at the end --save, --gather, the trace,
- * the per-stage report and --dump-params. Failures end the process: exit 2 for bad input (a
- * spec, data or checkpoint that does not fit), 1 for the rest, every rank alike. Every rank of
- * the job calls run_train with the same spec and options; the sequential run has one. */
+ * loops over the steps writing metrics (--metrics, --tensorboard; rank 0) and progress lines,
+ * periodic checkpoints (train.checkpoint.every, pruned to .keep), and on SIGTERM/SIGINT finishes
+ * the step, saves and returns (exit 0, "preempted after step N"); at the end --save, --gather,
+ * the trace, the per-stage report and --dump-params. Failures end the process: exit 2 for bad
+ * input (a spec, data or checkpoint that does not fit), 1 for the rest, every rank alike. Every
+ * rank of the job calls run_train with the same spec and options; the sequential run has one. */
 #ifndef PT_RUN_H
 #define PT_RUN_H
 
@@ -18,7 +18,9 @@ typedef struct {
   int sequential; /* the sequential engine (one process), else the pipelined one (mpirun) */
   int quiet;      /* no start-up, progress or report lines on stdout */
   int bind;       /* PT_BIND_AUTO | PT_BIND_NONE (device/placement.h) */
+  int verbose;    /* the start-up lines of every rank, not collapsed (engine/start_lines.h) */
   const char *metrics_path;            /* one JSON line per step (rank 0), or NULL */
+  const char *tensorboard_dir;         /* TensorBoard events (rank 0; observe/tensorboard.h) */
   const char *load_path;               /* a checkpoint to continue from, or NULL */
   const char *save_dir, *gather_path;  /* written at the end, or NULL */
   const char *gather_hf_dir;           /* a transformers directory written at the end, or NULL */

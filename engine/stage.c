@@ -1,5 +1,6 @@
 #include "engine/stage.h"
 #include "engine/stage_store.h"
+#include "engine/stage_offload.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -66,6 +67,11 @@ static void alloc_workspace(pt_stage *st) {
 
 void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, int n_slots,
                 int ckpt) {
+  stage_init_offload(st, m, first, last, B, T, n_slots, ckpt, NULL);
+}
+
+void stage_init_offload(pt_stage *st, pt_model *m, int first, int last, int B, int T,
+                        int n_slots, int ckpt, const stage_offload_plan *plan) {
   memset(st, 0, sizeof *st);
   st->m = m;
   st->first = first;
@@ -80,6 +86,7 @@ void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, in
   st->ws_slot = -1;
   st->bad_layer = -1;
   st->packed = m->dev->k->pack_bf16 != NULL;
+  if (plan) stage_offload_init(st, plan);
   const pt_layer *L0 = &m->layers[first];
   size_t in_bytes = L0->in_tokens ? sizeof(int32_t) * (size_t)B * T
                                   : sizeof(float) * (size_t)B * T * L0->in_dim;
@@ -90,17 +97,21 @@ void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, in
   for (int s = 0; s < n_slots; s++) {
     st->input[s] = stage_alloc(st, in_bytes);
     for (int li = 0; li < st->n && !st->packed; li++) {
-      if (stage_kept(st, li)) st->out[s * st->n + li] = stage_alloc(st, out_bytes(st, li));
-      if (st->ckpt == 0) st->saved[s * st->n + li] = stage_alloc(st, saved_bytes(st, li));
+      if (stage_kept(st, li) && !stage_offload_pooled(st, OFFLOAD_OUTPUTS, li))
+        st->out[s * st->n + li] = stage_alloc(st, out_bytes(st, li));
+      if (st->ckpt == 0 && !stage_offload_pooled(st, OFFLOAD_SAVED, li))
+        st->saved[s * st->n + li] = stage_alloc(st, saved_bytes(st, li));
     }
   }
   if (st->packed) store_alloc(st);
+  if (st->offload) stage_offload_alloc(st);
   alloc_workspace(st);
   /* where the data loader writes: the slot itself on the cpu, else a host staging buffer */
   if (!device_shares_host_memory(m->dev)) st->input_host = pt_calloc(in_bytes + 64, 1);
 }
 
 void stage_free(pt_stage *st) {
+  stage_offload_free(st); /* first: the slots' pointers into its frames go */
   for (int i = 0; i < st->n_slots; i++) stage_release(st, st->input[i]);
   for (int i = 0; i < st->n_slots * st->n; i++) {
     stage_release(st, st->out[i]);
@@ -224,7 +235,9 @@ const float *stage_forward(pt_stage *st, int slot, int B, int T) {
     pt_fatal("micro-batch %dx%d exceeds the stage's allocation %dx%d", B, T, st->B, st->T);
   st->cur_B = B;
   st->cur_T = T;
+  if (st->offload) stage_offload_before_forward(st, slot);
   forward_range(st, slot, 0, st->n);
+  if (st->offload) stage_offload_after_forward(st, slot);
   if (st->ckpt) {
     st->ws_slot = slot;
     st->ws_seg = (st->n - 1) / st->ckpt;
@@ -264,6 +277,7 @@ float *stage_output(pt_stage *st, int slot) {
  * backward that follows does not unpack the logits back over the gradient (a layer's backward
  * never reads its own output, layers/layer.h). */
 float *stage_loss_gradient(pt_stage *st, int slot) {
+  if (st->offload) stage_offload_before_backward(st, slot);
   int last = (st->n - 1) / (st->ckpt ? st->ckpt : 1);
   if (st->ckpt && (st->ws_slot != slot || st->ws_seg != last)) {
     forward_range(st, slot, last * st->ckpt, st->n);
@@ -275,7 +289,12 @@ float *stage_loss_gradient(pt_stage *st, int slot) {
 
 const float *stage_backward(pt_stage *st, int slot, const float *dout, int need_din,
                             float *din_out) {
-  if (!st->ckpt) return backward_range(st, slot, 0, st->n, dout, need_din, din_out);
+  if (st->offload) stage_offload_before_backward(st, slot);
+  if (!st->ckpt) {
+    dout = backward_range(st, slot, 0, st->n, dout, need_din, din_out);
+    if (st->offload) stage_offload_release(st, slot);
+    return dout;
+  }
   for (int seg = (st->n - 1) / st->ckpt; seg >= 0; seg--) {
     int lo = seg * st->ckpt, hi = lo + st->ckpt < st->n ? lo + st->ckpt : st->n;
     if (st->ws_slot != slot || st->ws_seg != seg) forward_range(st, slot, lo, hi);
@@ -283,6 +302,7 @@ const float *stage_backward(pt_stage *st, int slot, const float *dout, int need_
     st->ws_seg = seg;
     dout = backward_range(st, slot, lo, hi, dout, need_din, din_out);
   }
+  if (st->offload) stage_offload_release(st, slot);
   return dout;
 }
 
@@ -334,6 +354,7 @@ static float *input_grad_buffer(pt_stage *st, float **keep, int li, const float 
 const float *stage_backward_input(pt_stage *st, int slot, const float *dout, int need_din,
                                   float *din_out) {
   if (st->ckpt) return stage_backward(st, slot, dout, need_din, din_out);
+  if (st->offload) stage_offload_before_backward(st, slot);
   float **keep = take_stash(st, slot), *din = NULL;
   if (keep[st->n - 1] && !st->packed) { /* the caller's buffer may be reused before W */
     const pt_layer *L = &st->m->layers[st->last - 1];
@@ -370,4 +391,5 @@ void stage_backward_weight(pt_stage *st, int slot) {
   }
   st->stash_used[set] = 0;
   st->stash_of[slot] = -1;
+  if (st->offload) stage_offload_release(st, slot);
 }

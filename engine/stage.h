@@ -75,10 +75,20 @@ typedef struct {
   float *wk[2];         /* float32 kept outputs of the layers of each parity being run */
   void *wk_saved;       /* float32 saved area of the layer being run (ckpt == 0) */
   int wk_tag[2], wk_saved_tag; /* slot * n + li whose values they hold, -1: none */
+  /* pipeline.offload: the pooled slot buffers' frames and host copies (engine/stage_offload.h);
+   * NULL: every slot has buffers of its own */
+  struct stage_offload *offload;
 } pt_stage;
+
+typedef struct stage_offload stage_offload;
+struct stage_offload_plan;
 
 void stage_init(pt_stage *st, pt_model *m, int first, int last, int B, int T, int n_slots,
                 int ckpt);
+/* stage_init with part of the stashed activations offloaded as plan says
+ * (engine/stage_offload.h); plan NULL: stage_init. */
+void stage_init_offload(pt_stage *st, pt_model *m, int first, int last, int B, int T,
+                        int n_slots, int ckpt, const struct stage_offload_plan *plan);
 void stage_free(pt_stage *st);
 void *stage_input(pt_stage *st, int slot);
 /* Host memory for the input of slot, and its copy to the device (nothing to do on the cpu). */

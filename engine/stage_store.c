@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "engine/stage_offload.h"
 
 static const pt_layer *layer_of(const pt_stage *st, int li) { return &st->m->layers[st->first + li]; }
 
@@ -40,8 +41,10 @@ void store_alloc(pt_stage *st) {
     if (stage_kept(st, li) && ob > wk[li & 1]) wk[li & 1] = ob;
     if (st->ckpt == 0 && sb > ws) ws = sb;
     for (int s = 0; s < st->n_slots; s++) {
-      if (stage_kept(st, li)) st->out16[s * st->n + li] = stage_alloc(st, ob / 2);
-      if (rest) st->saved16[s * st->n + li] = stage_alloc(st, rest);
+      if (stage_kept(st, li) && !stage_offload_pooled(st, OFFLOAD_OUTPUTS, li))
+        st->out16[s * st->n + li] = stage_alloc(st, ob / 2);
+      if (rest && !stage_offload_pooled(st, OFFLOAD_SAVED, li))
+        st->saved16[s * st->n + li] = stage_alloc(st, rest);
     }
   }
   for (int p = 0; p < 2; p++) st->wk[p] = wk[p] ? stage_alloc(st, wk[p]) : NULL;

@@ -34,6 +34,16 @@
 #include "kernels/loss.h"
 #include "kernels/weight_copy.h"
 
+/* The rotary embedding's angles per pair of a head (the rope entry below): inv_freq[j] for
+ * pair j < pairs, and the factor cos and sin are multiplied by. Small and fixed-size so a GPU
+ * launch passes it by value. */
+#define PT_ROPE_MAX_PAIRS 256
+typedef struct {
+  int pairs;
+  float scale;
+  float inv_freq[PT_ROPE_MAX_PAIRS];
+} pt_rope_freqs;
+
 /* One optimizer update (model/optimizer.h semantics): the raw settings, and the float factors
  * the CPU kernel uses (computed once per tensor by the optimizer, so every device agrees). */
 typedef struct {
@@ -145,14 +155,16 @@ struct pt_kernels {
                                   const float *x, const float *rstd, int N, int D);
   /* Rotary position embedding in place on the q and k parts of qkv[B,T,(H + 2*KVH)*hd] (the
    * attention's layout; v untouched), Hugging Face's rotate-half convention: position t of the
-   * sequence, pair (j, j + hd/2) of each head, j < hd/2, angle a = t * inv_freq[j] in float with
-   * inv_freq[j] = 1 / theta^(2j/hd) (float); c = cos a, s = sin a (rounded from double);
+   * sequence, pair (j, j + hd/2) of each head, j < hd/2, angle a = t * f->inv_freq[j] in float
+   * (f: host memory, made once by the layer, layers/rope_freqs.h); c = cos a, s = sin a (rounded
+   * from double), each then times f->scale in float (yarn's attention factor, else 1: exact);
    * dir = 1: x'[j] = x[j] c - x[j+hd/2] s,  x'[j+hd/2] = x[j+hd/2] c + x[j] s;
-   * dir = -1: the transpose (angle -a), which backward applies to a gradient. hd even.
+   * dir = -1: the transpose (angle -a), which backward applies to a gradient. hd even, hd / 2 =
+   * f->pairs <= PT_ROPE_MAX_PAIRS.
    * positions: NULL (token t is at position t), or int32 [B,T] device memory: token (b, t) is at
    * positions[b*T + t] (< T; packed documents restart them at each document). */
   void (*rope)(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, int hd,
-               float theta, int dir, const int32_t *positions);
+               const pt_rope_freqs *f, int dir, const int32_t *positions);
   /* SwiGLU: gu[N,2F] = gate (F) | up (F) per row; y[N,F] = silu(gate) * up, silu(g) = g /
    * (1 + exp(-g)); backward: dgu[N,2F] = d/dgate | d/dup given dy[N,F]. */
   void (*swiglu_forward)(const pt_kernels *k, float *y, const float *gu, int N, int F);

@@ -159,8 +159,8 @@ static void rmsnorm_backward_weight(const pt_kernels *k, float *dw, const float 
   TIMED(rmsnorm_backward_weight, NORM, F4 * (2.0 * N * D + N + 2.0 * D), dw, dy, x, rstd, N, D);
 }
 static void rope(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, int hd,
-                 float theta, int dir, const int32_t *positions) {
-  TIMED(rope, ACTIVATION, F4 * 2.0 * B * T * (H + KVH) * (double)hd, qkv, B, T, H, KVH, hd, theta,
+                 const pt_rope_freqs *f, int dir, const int32_t *positions) {
+  TIMED(rope, ACTIVATION, F4 * 2.0 * B * T * (H + KVH) * (double)hd, qkv, B, T, H, KVH, hd, f,
         dir, positions);
 }
 static void swiglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {

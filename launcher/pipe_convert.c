@@ -9,6 +9,8 @@
  *   pipe_convert CKPT --to-hf HFDIR
  *       the checkpoint as a transformers model directory (config.json, model.safetensors)
  * Exit codes: 0 success, 2 bad input, 1 other failures. */
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,8 +49,12 @@ static void parse(int argc, char **argv, convert_args *a) {
     else if (!strcmp(s, "--to-hf") && has_value) a->to_hf = argv[++i];
     else if (!strcmp(s, "--spec-out") && has_value) a->spec_out = argv[++i];
     else if (!strcmp(s, "--seq-len") && has_value) {
-      a->seq_len = atoll(argv[++i]);
-      if (a->seq_len < 1) pt_fail_input("--seq-len '%s': expected a positive integer", argv[i]);
+      char *end;
+      errno = 0;
+      a->seq_len = strtoll(argv[++i], &end, 10);
+      if (errno || end == argv[i] || *end || a->seq_len < 1 || a->seq_len > INT32_MAX)
+        pt_fail_input("--seq-len '%.40s': expected an integer in [1, %d] (the model's sequence "
+                      "length, model.seq_len of the spec it writes)", argv[i], INT32_MAX);
     } else if (s[0] == '-') pt_fail_input("unknown or incomplete option '%s'; usage: %s", s, USAGE);
     else if (!a->ckpt) a->ckpt = s;
     else if (!a->out_file) a->out_file = s;
@@ -188,6 +194,11 @@ int main(int argc, char **argv) {
   if (a.from_hf) return from_hf(&a);
   pt_checkpoint c;
   char err[1024];
+  /* HFDIR and its parent (the export is written beside it, then renamed): checked before the
+   * checkpoint is read, a place this job cannot write is bad input */
+  if (a.to_hf && (checkpoint_check_writable(a.to_hf, 0, "--to-hf", err, sizeof err) != 0 ||
+                  checkpoint_check_writable(a.to_hf, 1, "--to-hf", err, sizeof err) != 0))
+    pt_fail_input("%s", err);
   if (checkpoint_open(&c, a.ckpt, err, sizeof err) != 0) pt_fail_input("%s", err);
   pt_spec spec;
   pt_spec_source src;

@@ -14,6 +14,7 @@
 #include "engine/auto_plan.h"
 #include "engine/run.h"
 #include "kernels/cpu/blas_kernel.h"
+#include "launcher/self_launch.h"
 #include "observe/trace.h"
 #include "partition/plan.h"
 #include <cjson/cJSON.h>
@@ -32,6 +33,7 @@ typedef struct {
   int actions_format; /* --format actions: the schedule as a schedule file */
   auto_plan_options auto_opts; /* --from-trace, --layer-times */
   int times_given;             /* either was given: --plan predicts the step */
+  int nproc;                   /* --nproc N: ranks to start without mpirun; 0: the spec's */
   pt_run_options run;
 } cli_args;
 
@@ -40,9 +42,14 @@ static void usage(FILE *f) {
           "usage: pipe_train SPEC.yaml [options]\n"
           "  --sequential        run every layer in this one process (same results as the\n"
           "                      pipelined run of the same spec)\n"
+          "  --nproc N           started without mpirun: start N ranks on this node (default:\n"
+          "                      stages x data_parallel; with data_parallel: auto, N / stages\n"
+          "                      replicas). Under mpirun or srun the launcher decides\n"
           "  --set KEY=VALUE     override a spec value, e.g. --set train.steps=50 (repeatable)\n"
           "  --metrics FILE      write one JSON object per step to FILE\n"
+          "  --tensorboard DIR   write TensorBoard events (scalars per step, spec, plan) to DIR\n"
           "  --quiet             no per-step lines on stdout\n"
+          "  --verbose           each rank's start-up line (device, binding), not collapsed\n"
           "  --bind auto|none    bind each rank's threads to the cores nearest its GPU, or\n"
           "                      spread over cores and NUMA nodes (auto, the default); none\n"
           "                      keeps the binding it started with\n"
@@ -85,6 +92,15 @@ static void parse_args(int argc, char **argv, cli_args *a) {
       exit(0);
     } else if (!strcmp(s, "--sequential")) {
       a->run.sequential = 1;
+    } else if (!strcmp(s, "--nproc")) {
+      const char *v = option_value(argc, argv, &i);
+      char *end;
+      long n = strtol(v, &end, 10);
+      if (*end || end == v || n < 1 || n > 4096)
+        pt_fail_input("--nproc '%s': expected a number of ranks from 1 to 4096", v);
+      a->nproc = (int)n;
+    } else if (!strcmp(s, "--verbose")) {
+      a->run.verbose = 1;
     } else if (!strcmp(s, "--quiet")) {
       a->run.quiet = 1;
     } else if (!strcmp(s, "--plan")) {
@@ -109,6 +125,8 @@ static void parse_args(int argc, char **argv, cli_args *a) {
       a->json = 1;
     } else if (!strcmp(s, "--metrics")) {
       a->run.metrics_path = option_value(argc, argv, &i);
+    } else if (!strcmp(s, "--tensorboard")) {
+      a->run.tensorboard_dir = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--save")) {
       a->run.save_dir = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--trace")) {
@@ -142,6 +160,8 @@ static void parse_args(int argc, char **argv, cli_args *a) {
     }
   }
   if (a->json && !a->plan) pt_fail_input("--json goes with --plan");
+  if (a->nproc && a->run.sequential)
+    pt_fail_input("--nproc starts ranks for a pipelined run; --sequential runs in one process");
   if (a->svg_path && !a->print_schedule) pt_fail_input("--svg goes with --print-schedule");
   if (a->actions_format && !a->print_schedule) pt_fail_input("--format goes with --print-schedule");
   int64_t first, last;
@@ -306,6 +326,29 @@ static void predict(const cli_args *a, const pt_spec *spec, auto_choice *ac) {
     pt_fail_input("%s", err);
 }
 
+/* The job's ranks: stages x data_parallel, or --nproc (which data_parallel: auto divides by the
+ * stages, and which must match the spec otherwise and the launcher's count under one). */
+static int64_t job_ranks(const cli_args *a, const pt_spec *spec, int dp_auto, int launched,
+                         int world) {
+  int64_t S = spec->pipeline.stages, procs = S * spec->pipeline.data_parallel;
+  if (!a->nproc) return procs;
+  char msg[4608] = "";
+  if (launched && a->nproc != world)
+    snprintf(msg, sizeof msg, "--nproc %d but the launcher started %d ranks; leave --nproc out "
+             "under mpirun or srun", a->nproc, world);
+  else if (dp_auto && a->nproc % S != 0)
+    snprintf(msg, sizeof msg, "--nproc %d: pipeline.data_parallel: auto divides the ranks by "
+             "pipeline.stages (%lld), which does not go evenly; give a multiple of %lld",
+             a->nproc, (long long)S, (long long)S);
+  else if (!dp_auto && a->nproc != procs)
+    snprintf(msg, sizeof msg, "--nproc %d: %s needs pipeline.stages (%lld) x "
+             "pipeline.data_parallel (%lld) = %lld ranks; give --nproc %lld, or set "
+             "pipeline.data_parallel: auto", a->nproc, spec->path, (long long)S,
+             (long long)spec->pipeline.data_parallel, (long long)procs, (long long)procs);
+  if (msg[0]) fail_everywhere(launched, msg);
+  return a->nproc;
+}
+
 /* Layer types of the program's own, registered before the spec is read. pipe_train has none; a
  * program that is pipe_train plus its own layers (bench/bench_schedules.c, docs/layers.md)
  * compiles this file with one more source that defines it. */
@@ -327,11 +370,12 @@ int main(int argc, char **argv) {
   if (spec_load(a.spec_path, a.overrides, a.n_overrides, &spec, &e) != 0)
     fail_everywhere(launched, e.msg);
   if (launched) check_same_spec(&spec);
+  int dp_auto = spec.pipeline.data_parallel == SPEC_AUTO;
   auto_choice ac;
   resolve_auto(&a, &spec, launched, &ac);
   if (!schedule_from_spec(&spec.pipeline, &e)) fail_everywhere(launched, e.msg);
   int world = launched ? comm_size(comm_world()) : 1, root = !launched || comm_rank(comm_world()) == 0;
-  int64_t procs = spec.pipeline.stages * spec.pipeline.data_parallel;
+  int64_t procs = job_ranks(&a, &spec, dp_auto, launched, world);
   if (a.plan || a.print_schedule) {
     if (root && a.plan) predict(&a, &spec, &ac), print_plan(&spec, a.json, &ac);
     if (root && a.print_schedule) print_schedule(&spec, a.svg_path, a.actions_format);
@@ -345,10 +389,11 @@ int main(int argc, char **argv) {
     a.run.sequential = 1;
     run_train(&spec, &a.run);
   } else if (!launched) {
-    pt_fail_input("%s: pipeline.stages (%lld) x pipeline.data_parallel (%lld) = %lld processes: "
-                  "start it with mpirun -np %lld, or add --sequential (same results, one process)",
-                  spec.path, (long long)spec.pipeline.stages, (long long)spec.pipeline.data_parallel,
-                  (long long)procs, (long long)procs);
+    char what[4352];
+    long long S = spec.pipeline.stages, D = procs / spec.pipeline.stages;
+    snprintf(what, sizeof what, "%s: %lld stage%s x %lld replica%s", spec.path, S,
+             S == 1 ? "" : "s", D, D == 1 ? "" : "s");
+    self_launch((int)procs, what, argc, argv);
   } else {
     run_train(&spec, &a.run);
   }

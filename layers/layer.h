@@ -168,6 +168,10 @@ struct pt_layer {
   /* The kernel table the layer's steps run with, for the sizes that depend on it (saved_bytes):
    * model_alloc_ranges sets its device's; NULL (the CPU's) before. Read it with layer_kernels. */
   const pt_kernels *k;
+  /* What configure derived beyond settings and parameters, the type's own struct (llama_block:
+   * its rotary table, layers/rope_freqs.h), from layer_state_alloc; read-only after configure
+   * (a copy of the pt_layer shares it); layer_state_free releases it (model_free does). */
+  void *state;
 };
 
 /* --- Registry ----------------------------------------------------------------------------- */
@@ -219,6 +223,9 @@ int64_t layer_param_stride(const pt_layer *L, int p);
  * group as one tensor, against a caller that bound the views apart. */
 void layer_check_groups(const pt_layer *L, float *const *v);
 int layer_param_owned(const pt_layer *L, int p);
+/* L->state, zeroed, of bytes (once per configure); layer_state_free frees it. */
+void *layer_state_alloc(pt_layer *L, size_t bytes);
+void layer_state_free(pt_layer *L);
 /* The type's init, or nothing when it has none (the storage is zeroed when allocated). */
 void layer_init_params(pt_layer *L, uint64_t seed);
 /* L->k, or the CPU's table when it is NULL. */

@@ -1,10 +1,22 @@
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "layers/builtin.h"
 #include "layers/layer.h"
+
+void *layer_state_alloc(pt_layer *L, size_t bytes) {
+  free(L->state);
+  L->state = pt_calloc(1, bytes);
+  return L->state;
+}
+
+void layer_state_free(pt_layer *L) {
+  free(L->state);
+  L->state = NULL;
+}
 
 int layer_add_param(pt_layer *L, const char *name, int ndim, int64_t d0, int64_t d1, int64_t d2,
                     int64_t d3) {

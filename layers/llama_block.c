@@ -1,22 +1,27 @@
 /* llama_block: the Llama decoder layer (Hugging Face's LlamaDecoderLayer) on [B,T,dim],
- * pre-RMSNorm, no biases:
+ * pre-RMSNorm, no biases but optional ones on q, k, v (qkv_bias: Qwen2's attention):
  *   h = x + o(attn(rope(q(n1(x))), rope(k(n1(x))), v(n1(x))))
  *   y = h + down(silu(gate(n2(h))) * up(n2(h)))
  * Causal grouped-query attention (heads query heads, kv_heads kv heads; query head j reads kv
- * head j / (heads / kv_heads)), scale 1/sqrt(head_dim), head_dim = dim / heads; rotary
- * embeddings in Hugging Face's rotate-half convention (kernels.h, rope). Settings: llama_settings
- * below.
+ * head j / (heads / kv_heads)), scale 1/sqrt(head_dim), head_dim = dim / heads unless set
+ * (heads x head_dim may then differ from dim: o maps it back); rotary embeddings in Hugging
+ * Face's rotate-half convention (kernels.h, rope), their angle table made once at configure
+ * from rope_theta and the optional `rope_scaling` map (layers/rope_freqs.h: transformers'
+ * llama3, linear and yarn types) and kept in L->state. Settings: llama_settings
+ * below, plus rope_scaling, read by configure.
  *
  * Parameters in the order of docs/layers.md. q, k, v are one parameter group, used as one
  * stacked [(heads + 2 kv_heads) head_dim, dim] matrix, and gate, up another, used as one
- * [2 ffn_dim, dim] matrix (one GEMM each; layer_add_param_group keeps them adjacent).
+ * [2 ffn_dim, dim] matrix (one GEMM each; layer_add_param_group keeps them adjacent); with
+ * qkv_bias, the q, k, v biases are a last group, one stacked bias of that GEMM.
  */
 #include <math.h>
 
 #include "core/error.h"
 #include "layers/builtin.h"
+#include "layers/rope_freqs.h"
 
-enum { ATTN_NORM, Q_W, K_W, V_W, O_W, MLP_NORM, GATE_W, UP_W, DOWN_W, N_PARAMS };
+enum { ATTN_NORM, Q_W, K_W, V_W, O_W, MLP_NORM, GATE_W, UP_W, DOWN_W, QKV_B };
 
 /* Views into the saved area. The first group is written by forward (qkv after the rotation,
  * as attention read it); the stash by backward_input for backward_weight. attn is the
@@ -29,7 +34,7 @@ typedef struct {
 enum { N_SAVED = 15 };
 
 typedef struct {
-  int64_t N, d, H, KVH, hd, F, W; /* W = (H + 2 KVH) hd: the qkv row */
+  int64_t N, d, H, KVH, hd, F, W, A; /* W = (H + 2 KVH) hd: the qkv row; A = H hd: attention's */
 } llama_dims;
 
 static llama_dims dims_of(const pt_layer *L, int B, int T) {
@@ -39,21 +44,23 @@ static llama_dims dims_of(const pt_layer *L, int B, int T) {
   m.H = layer_setting_int(L, "heads");
   m.KVH = layer_setting_int(L, "kv_heads");
   m.F = layer_setting_int(L, "ffn_dim");
-  m.hd = m.d / m.H;
+  m.hd = layer_setting_int(L, "head_dim");
+  if (m.hd == 0) m.hd = m.d / m.H;
   m.W = (m.H + 2 * m.KVH) * m.hd;
+  m.A = m.H * m.hd;
   return m;
 }
 
 static int64_t attn_floats(const pt_layer *L, const pt_kernels *k, int B, int T) {
   llama_dims m = dims_of(L, B, T);
-  return k->attention_saved_floats(k, B, T, L->out_dim, (int)m.H, (int)m.KVH);
+  return k->attention_saved_floats(k, B, T, (int)m.A, (int)m.H, (int)m.KVH);
 }
 
 /* Floats of each saved view, in the order of llama_saved's fields, each rounded up to 16 so every
  * view stays 64-byte aligned. */
 static void saved_sizes(const llama_dims *m, int64_t attn, int64_t sizes[N_SAVED]) {
   const int64_t N = m->N, d = m->d;
-  const int64_t s[N_SAVED] = {N,     N * d, N * m->W,         attn,  N * d,     N * d, N,
+  const int64_t s[N_SAVED] = {N,     N * d, N * m->W,         attn,  N * m->A,  N * d, N,
                               N * d, 2 * N * m->F, N * m->F, N * d, N * d, 2 * N * m->F,
                               N * m->W, N * d};
   for (int i = 0; i < N_SAVED; i++) sizes[i] = (s[i] + 15) & ~(int64_t)15;
@@ -98,11 +105,11 @@ static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
   return N_SAVED;
 }
 
-/* backward_input's da[N,F] and datty[N,d], then the attention's scratch (forward's at 0). */
+/* backward_input's da[N,F] and datty[N,A], then the attention's scratch (forward's at 0). */
 static size_t llama_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T) {
   llama_dims m = dims_of(L, B, T);
-  int64_t attn = k->attention_scratch_floats(k, B, T, (int)m.d, (int)m.H, (int)m.KVH);
-  int64_t da = (m.N * m.F + 15) & ~(int64_t)15, datty = (m.N * m.d + 15) & ~(int64_t)15;
+  int64_t attn = k->attention_scratch_floats(k, B, T, (int)m.A, (int)m.H, (int)m.KVH);
+  int64_t da = (m.N * m.F + 15) & ~(int64_t)15, datty = (m.N * m.A + 15) & ~(int64_t)15;
   return sizeof(float) * (size_t)(da + datty + attn + 64);
 }
 
@@ -113,8 +120,35 @@ static const pt_setting_decl llama_settings[] = {
     {"ffn_dim", PT_SETTING_INT, 0, NULL, 1, 1 << 24, 1, "the SwiGLU MLP's hidden width"},
     {"rope_theta", PT_SETTING_NUM, 10000.0, NULL, 1e-30, 1e30, 0, "rotary embedding base"},
     {"eps", PT_SETTING_NUM, 1e-6, NULL, 1e-12, 1.0, 0, "the two RMSNorms' eps"},
+    {"qkv_bias", PT_SETTING_BOOL, 0, NULL, 0, 1, 0, "biases on q, k and v (Qwen2)"},
+    {"head_dim", PT_SETTING_INT, 0, NULL, 0, 1 << 16, 0,
+     "dims of a head; 0: dim / heads (heads must divide dim)"},
     {.name = NULL},
 };
+
+/* The head dim (head_dim, or dim / heads) after checking the attention's shape; 0 on error. */
+static int64_t checked_head_dim(const pt_layer *L, const pt_layer_setup *s, int64_t d,
+                                spec_errors *e) {
+  int64_t H = layer_setting_int(L, "heads"), KVH = layer_setting_int(L, "kv_heads");
+  int64_t hd = layer_setting_int(L, "head_dim");
+  if (hd == 0 && d % H != 0) {
+    spec_error(e, s->args, 0, "llama_block: dim %lld is not divisible by heads %lld (or set "
+               "head_dim)", (long long)d, (long long)H);
+    return 0;
+  }
+  if (hd == 0) hd = d / H;
+  if (H % KVH != 0)
+    spec_error(e, s->args, 0, "llama_block: kv_heads %lld must divide heads %lld",
+               (long long)KVH, (long long)H);
+  else if (hd % 2 != 0 || hd / 2 > PT_ROPE_MAX_PAIRS)
+    spec_error(e, s->args, 0, "llama_block: head dim %lld (head_dim or dim / heads) must be "
+               "even and at most %d for the rotary embedding", (long long)hd,
+               2 * PT_ROPE_MAX_PAIRS);
+  else if (H * hd > INT32_MAX / 4)
+    spec_error(e, s->args, 0, "llama_block: heads x head_dim %lld is too large",
+               (long long)(H * hd));
+  return e->failed ? 0 : hd;
+}
 
 static void llama_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   int64_t d = layer_require_model_int(s, s->spec->dim, "dim", "llama_block", e);
@@ -122,19 +156,14 @@ static void llama_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e
   int64_t F = layer_setting_int(L, "ffn_dim");
   layer_expect_features(s, d, "llama_block", e);
   if (e->failed) return;
-  if (d % H != 0) {
-    spec_error(e, s->args, 0, "llama_block: dim %lld is not divisible by heads %lld",
-               (long long)d, (long long)H);
-    return;
-  }
-  int64_t hd = d / H;
-  if (H % KVH != 0)
-    spec_error(e, s->args, 0, "llama_block: kv_heads %lld must divide heads %lld",
-               (long long)KVH, (long long)H);
-  else if (hd % 2 != 0)
-    spec_error(e, s->args, 0, "llama_block: head dim %lld (dim / heads) must be even for the "
-               "rotary embedding", (long long)hd);
+  int64_t hd = checked_head_dim(L, s, d, e);
+  pt_rope_scaling scaling;
+  rope_scaling_read(spec_find(s->args, "rope_scaling"), layer_setting_num(L, "rope_theta"),
+                    &scaling, e);
   if (e->failed) return;
+  pt_rope *rope = layer_state_alloc(L, sizeof(pt_rope));
+  rope->scaling = scaling;
+  rope_freqs_make(&scaling, (int)hd, &rope->freqs);
   L->out_dim = (int)d;
   layer_add_param(L, "attn_norm.weight", 1, d, 0, 0, 0);
   const pt_param_decl qkv[3] = {{"attn.q.weight", 2, {H * hd, d}},
@@ -146,15 +175,25 @@ static void llama_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e
   const pt_param_decl gate_up[2] = {{"mlp.gate.weight", 2, {F, d}}, {"mlp.up.weight", 2, {F, d}}};
   layer_add_param_group(L, gate_up, 2);
   layer_add_param(L, "mlp.down.weight", 2, d, F, 0, 0);
+  if (!layer_setting_bool(L, "qkv_bias")) return;
+  const pt_param_decl qkv_bias[3] = {{"attn.q.bias", 1, {H * hd}},
+                                     {"attn.k.bias", 1, {KVH * hd}},
+                                     {"attn.v.bias", 1, {KVH * hd}}};
+  layer_add_param_group(L, qkv_bias, 3);
+}
+
+/* The stacked q|k|v bias (or its gradient), NULL without qkv_bias. */
+static float *qkv_bias(const pt_layer *L, float *const *v) {
+  return L->n_params > QKV_B ? v[QKV_B] : NULL;
 }
 
 static void llama_init(pt_layer *L, uint64_t seed) {
-  /* N(0, 0.02) (Hugging Face's initializer_range), norms 1; the projections into the residual
-   * stream (o, down) scaled by 1/sqrt(2 * blocks) as GPT-2's are. */
+  /* N(0, 0.02) (Hugging Face's initializer_range), norms 1, biases 0; the projections into the
+   * residual stream (o, down) scaled by 1/sqrt(2 * blocks) as GPT-2's are. */
   float resid_std = 0.02f / sqrtf(2.0f * (float)(L->type_count > 0 ? L->type_count : 1));
   for (int p = 0; p < L->n_params; p++) {
     if (L->params[p].ndim == 1)
-      layer_init_const(L, p, 1.0f);
+      layer_init_const(L, p, p >= QKV_B ? 0.0f : 1.0f);
     else
       layer_init_normal(L, p, seed, (p == O_W || p == DOWN_W) ? resid_std : 0.02f);
   }
@@ -163,20 +202,21 @@ static void llama_init(pt_layer *L, uint64_t seed) {
 static void llama_forward(pt_layer *L, const pt_io *io) {
   llama_dims m = dims_of(L, io->B, io->T);
   const int N = (int)m.N, d = (int)m.d, H = (int)m.H, KVH = (int)m.KVH, F = (int)m.F;
+  const int A = (int)m.A;
   const pt_kernels *k = io->k;
   const float eps = (float)layer_setting_num(L, "eps");
-  const float theta = (float)layer_setting_num(L, "rope_theta");
+  const pt_rope *rope = L->state;
   float *const *w = L->w;
   const float *x = io->in;
   layer_check_groups(L, w);
   llama_saved s;
   views(L, k, io->B, io->T, io->saved, &s);
   k->rmsnorm_forward(k, s.xn1, s.rstd1, x, w[ATTN_NORM], N, d, eps);
-  k->linear_forward(k, s.qkv, s.xn1, w[Q_W], NULL, N, d, (int)m.W);
-  k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, theta, 1, io->positions);
-  k->attention_forward(k, s.atty, s.attn, s.qkv, io->B, io->T, d, H, KVH, io->doc_start,
+  k->linear_forward(k, s.qkv, s.xn1, w[Q_W], qkv_bias(L, w), N, d, (int)m.W);
+  k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, &rope->freqs, 1, io->positions);
+  k->attention_forward(k, s.atty, s.attn, s.qkv, io->B, io->T, A, H, KVH, io->doc_start,
                        io->scratch);
-  k->linear_forward(k, s.h, s.atty, w[O_W], NULL, N, d, d);
+  k->linear_forward(k, s.h, s.atty, w[O_W], NULL, N, A, d);
   k->rmsnorm_forward_residual(k, s.h, s.xn2, s.rstd2, s.h, x, w[MLP_NORM], N, d, eps);
   k->linear_forward(k, s.gu, s.xn2, w[GATE_W], NULL, N, d, 2 * F);
   k->swiglu_forward(k, s.a, s.gu, N, F);
@@ -187,22 +227,23 @@ static void llama_forward(pt_layer *L, const pt_io *io) {
 static void llama_backward_input(pt_layer *L, const pt_io *io) {
   llama_dims m = dims_of(L, io->B, io->T);
   const int N = (int)m.N, d = (int)m.d, H = (int)m.H, KVH = (int)m.KVH, F = (int)m.F;
+  const int A = (int)m.A;
   const pt_kernels *k = io->k;
-  const float theta = (float)layer_setting_num(L, "rope_theta");
+  const pt_rope *rope = L->state;
   float *const *w = L->w;
   const float *dy = io->dout;
   llama_saved s;
   views(L, k, io->B, io->T, io->saved, &s);
   float *da = io->scratch, *datty = da + ((m.N * F + 15) & ~(int64_t)15);
-  float *attn_scratch = datty + ((m.N * d + 15) & ~(int64_t)15);
+  float *attn_scratch = datty + ((m.N * A + 15) & ~(int64_t)15);
   k->linear_backward_input(k, da, dy, w[DOWN_W], N, F, d, 0);
   k->swiglu_backward(k, s.dgu, da, s.gu, N, F);
   k->linear_backward_input(k, s.dxn2, s.dgu, w[GATE_W], N, d, 2 * F, 0);
   k->rmsnorm_backward_input_residual(k, s.dh, dy, s.dxn2, s.h, w[MLP_NORM], s.rstd2, N, d);
-  k->linear_backward_input(k, datty, s.dh, w[O_W], N, d, d, 0);
-  k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, io->B, io->T, d, H, KVH,
+  k->linear_backward_input(k, datty, s.dh, w[O_W], N, A, d, 0);
+  k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, io->B, io->T, A, H, KVH,
                         io->doc_start, attn_scratch);
-  k->rope(k, s.dqkv, io->B, io->T, H, KVH, (int)m.hd, theta, -1, io->positions);
+  k->rope(k, s.dqkv, io->B, io->T, H, KVH, (int)m.hd, &rope->freqs, -1, io->positions);
   k->linear_backward_input(k, s.dxn1, s.dqkv, w[Q_W], N, d, (int)m.W, 0);
   if (!io->din) return;
   k->rmsnorm_backward_input_residual(k, io->din, s.dh, s.dxn1, io->in, w[ATTN_NORM], s.rstd1, N,
@@ -220,8 +261,8 @@ static void llama_backward_weight(pt_layer *L, const pt_io *io) {
   k->linear_backward_weight(k, g[DOWN_W], NULL, io->dout, s.a, N, F, d);
   k->linear_backward_weight(k, g[GATE_W], NULL, s.dgu, s.xn2, N, d, 2 * F);
   k->rmsnorm_backward_weight(k, g[MLP_NORM], s.dxn2, s.h, s.rstd2, N, d);
-  k->linear_backward_weight(k, g[O_W], NULL, s.dh, s.atty, N, d, d);
-  k->linear_backward_weight(k, g[Q_W], NULL, s.dqkv, s.xn1, N, d, (int)m.W);
+  k->linear_backward_weight(k, g[O_W], NULL, s.dh, s.atty, N, (int)m.A, d);
+  k->linear_backward_weight(k, g[Q_W], qkv_bias(L, g), s.dqkv, s.xn1, N, d, (int)m.W);
   k->rmsnorm_backward_weight(k, g[ATTN_NORM], s.dxn1, io->in, s.rstd1, N, d);
 }
 
@@ -230,8 +271,9 @@ static void llama_cost(const pt_layer *L, int T, pt_layer_cost *c) {
   llama_dims m = dims_of(L, 1, T);
   /* the linears (2 flops per weight per token), plus both attention products over the full
    * T x T square of every query head */
-  double weights = (double)m.W * m.d + (double)m.d * m.d + 3.0 * m.F * m.d;
-  c->fwd_flops = 2.0 * T * weights + 4.0 * T * (double)T * m.d;
+  double weights = (double)m.W * m.d + (double)m.d * m.A + 3.0 * m.F * m.d;
+  c->fwd_flops = 2.0 * T * weights + 4.0 * T * (double)T * m.A;
+  if (L->n_params > QKV_B) c->fwd_flops += (double)T * m.W; /* the q|k|v bias adds */
   c->bwd_flops = 2.0 * c->fwd_flops;
 }
 

@@ -122,6 +122,7 @@ int model_configure(pt_model *m, const pt_spec *spec, spec_errors *e) {
   if (!e->failed) count_types(m);
   if (!e->failed) spec_check_unused(spec->model, "model", NULL, e);
   if (e->failed) {
+    for (int li = 0; li < m->n_layers; li++) layer_state_free(&m->layers[li]);
     free(m->layers);
     m->layers = NULL;
     return -1;
@@ -328,7 +329,12 @@ void model_to_host(pt_model *m) {
 
 void model_to_device(pt_model *m) {
   device_upload(m->dev, m->params, m->host_params, sizeof(float) * (size_t)m->n_floats);
-  if (m->params_bf16) m->dev->k->pack_bf16(m->dev->k, m->params_bf16, m->params, m->n_floats);
+  model_refresh_weight_copy(m, 0, m->n_floats);
+}
+
+void model_refresh_weight_copy(pt_model *m, int64_t first, int64_t n) {
+  if (m->params_bf16 && n > 0)
+    m->dev->k->pack_bf16(m->dev->k, m->params_bf16 + first, m->params + first, n);
 }
 
 void model_zero_grads(pt_model *m) {
@@ -348,6 +354,7 @@ void model_free(pt_model *m) {
   free(m->tensors);
   free(m->tie_copies);
   free(m->ranges);
+  for (int li = 0; li < m->n_layers && m->layers; li++) layer_state_free(&m->layers[li]);
   free(m->layers);
   memset(m, 0, sizeof *m);
 }

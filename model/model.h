@@ -94,6 +94,9 @@ int model_holds_layer(const pt_model *m, int li);
  * parameters (a writer that did not). */
 void model_to_host(pt_model *m);
 void model_to_device(pt_model *m);
+/* Rewrites the bf16 weight copy of params [first, first + n) (nothing without one): for a
+ * writer of those parameters on the device, e.g. a gather of other replicas' updates. */
+void model_refresh_weight_copy(pt_model *m, int64_t first, int64_t n);
 void model_zero_grads(pt_model *m);
 /* Adds each borrowed tied copy's gradient into its owner's (layer order). */
 void model_tie_reduce_local(pt_model *m);

@@ -15,14 +15,61 @@ static float *state_alloc(pt_device *d, int64_t n, float **host) {
   return b;
 }
 
-void optimizer_init(pt_optimizer *o, const spec_train *cfg, int64_t n_floats) {
+int64_t optimizer_shard_end(int64_t n, int shards, int r) {
+  if (r < 0) return 0;
+  if (r >= shards - 1) return n;
+  int64_t end = (n * (r + 1) / shards + 15) & ~(int64_t)15;
+  return end < n ? end : n;
+}
+
+int64_t optimizer_shard_max(int64_t n, int shards) {
+  int64_t most = 0;
+  for (int r = 0; r < shards; r++) {
+    int64_t len = optimizer_shard_end(n, shards, r) - optimizer_shard_end(n, shards, r - 1);
+    if (len > most) most = len;
+  }
+  return most;
+}
+
+void optimizer_init_shard(pt_optimizer *o, const spec_train *cfg, int64_t n_floats, int shard,
+                          int shards) {
   memset(o, 0, sizeof *o);
   o->cfg = *cfg;
-  o->n_floats = n_floats;
+  o->model_floats = n_floats;
+  o->shard = shard, o->shards = shards;
+  o->lo = optimizer_shard_end(n_floats, shards, shard - 1);
+  o->n_floats = optimizer_shard_end(n_floats, shards, shard) - o->lo;
   o->dev = device_current();
-  o->m = state_alloc(o->dev, n_floats, &o->host_m);
+  o->m = state_alloc(o->dev, o->n_floats, &o->host_m);
   /* SGD keeps one buffer (momentum); AdamW two */
-  if (cfg->optimizer != SPEC_OPTIMIZER_SGD) o->v = state_alloc(o->dev, n_floats, &o->host_v);
+  if (cfg->optimizer != SPEC_OPTIMIZER_SGD) o->v = state_alloc(o->dev, o->n_floats, &o->host_v);
+}
+
+void optimizer_init(pt_optimizer *o, const spec_train *cfg, int64_t n_floats) {
+  optimizer_init_shard(o, cfg, n_floats, 0, 1);
+}
+
+void optimizer_init_whole(pt_optimizer *whole, const pt_optimizer *o) {
+  memset(whole, 0, sizeof *whole);
+  whole->cfg = o->cfg;
+  whole->t = o->t;
+  whole->n_floats = whole->model_floats = o->model_floats;
+  whole->shards = 1;
+  whole->host_m = pt_calloc((size_t)o->model_floats + 16, sizeof(float));
+  if (o->v) whole->host_v = pt_calloc((size_t)o->model_floats + 16, sizeof(float));
+}
+
+void optimizer_shard_put(pt_optimizer *whole, const pt_optimizer *o) {
+  size_t bytes = sizeof(float) * (size_t)o->n_floats;
+  memcpy(whole->host_m + o->lo, o->host_m, bytes);
+  if (o->v) memcpy(whole->host_v + o->lo, o->host_v, bytes);
+}
+
+void optimizer_shard_take(pt_optimizer *o, const pt_optimizer *whole) {
+  size_t bytes = sizeof(float) * (size_t)o->n_floats;
+  memcpy(o->host_m, whole->host_m + o->lo, bytes);
+  if (o->v) memcpy(o->host_v, whole->host_v + o->lo, bytes);
+  o->t = whole->t;
 }
 
 void optimizer_free(pt_optimizer *o) {
@@ -61,19 +108,32 @@ void optimizer_update_tensor(device_update *u, const spec_train *c, int decay) {
   u->keep = decay ? (float)(1.0 - u->lr * c->weight_decay) : 1.0f;
 }
 
-/* Every tensor the per-tensor loop would update (all of m->tensors, with their decay flags),
- * cut into pieces of at most PT_OPT_CHUNK_FLOATS, uploaded once. */
+/* Tensor t's part inside the state's range [lo, hi): its first float there and its length
+ * (0 when none). */
+static int64_t tensor_in_range(const pt_optimizer *o, const pt_tensor *t, int64_t *len) {
+  int64_t a = t->offset > o->lo ? t->offset : o->lo, hi = o->lo + o->n_floats;
+  int64_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+  *len = b > a ? b - a : 0;
+  return a;
+}
+
+/* Every tensor the per-tensor loop would update (all of m->tensors, with their decay flags; of
+ * a shard, their parts inside its range, at offsets from its start), cut into pieces of at
+ * most PT_OPT_CHUNK_FLOATS, uploaded once. */
 static void optimizer_build_chunks(pt_optimizer *o, const pt_model *m) {
-  int64_t n = 0;
-  for (int i = 0; i < m->n_tensors; i++)
-    n += (m->tensors[i].numel + PT_OPT_CHUNK_FLOATS - 1) / PT_OPT_CHUNK_FLOATS;
+  int64_t n = 0, len;
+  for (int i = 0; i < m->n_tensors; i++) {
+    tensor_in_range(o, &m->tensors[i], &len);
+    n += (len + PT_OPT_CHUNK_FLOATS - 1) / PT_OPT_CHUNK_FLOATS;
+  }
   pt_opt_chunk *host = pt_calloc((size_t)n + 1, sizeof *host);
   int64_t c = 0;
   for (int i = 0; i < m->n_tensors; i++) {
     const pt_tensor *t = &m->tensors[i];
-    for (int64_t at = 0; at < t->numel; at += PT_OPT_CHUNK_FLOATS) {
-      int64_t len = t->numel - at < PT_OPT_CHUNK_FLOATS ? t->numel - at : PT_OPT_CHUNK_FLOATS;
-      host[c++] = (pt_opt_chunk){.offset = t->offset + at, .n = (int32_t)len,
+    int64_t first = tensor_in_range(o, t, &len) - o->lo;
+    for (int64_t at = 0; at < len; at += PT_OPT_CHUNK_FLOATS) {
+      int64_t piece = len - at < PT_OPT_CHUNK_FLOATS ? len - at : PT_OPT_CHUNK_FLOATS;
+      host[c++] = (pt_opt_chunk){.offset = first + at, .n = (int32_t)piece,
                                  .decay = t->decay != 0};
     }
   }
@@ -84,12 +144,13 @@ static void optimizer_build_chunks(pt_optimizer *o, const pt_model *m) {
 }
 
 void optimizer_step(pt_optimizer *o, pt_model *m, double lr) {
-  if (o->n_floats != m->n_floats) pt_fatal("optimizer state does not match the model's size");
+  if (o->model_floats != m->n_floats) pt_fatal("optimizer state does not match the model's size");
   if (!o->chunks) optimizer_build_chunks(o, m);
   o->t++;
   device_update u = optimizer_update(&o->cfg, o->t, lr);
   optimizer_update_tensor(&u, &o->cfg, 1); /* the pieces without decay use keep 1, wd 0 */
-  device_optimizer_chunks(o->dev, &u, m->params, m->params_bf16, m->grads, o->m, o->v,
+  uint16_t *w16 = m->params_bf16 ? m->params_bf16 + o->lo : NULL;
+  device_optimizer_chunks(o->dev, &u, m->params + o->lo, w16, m->grads + o->lo, o->m, o->v,
                           o->chunks, o->n_chunks);
 }
 

@@ -3,7 +3,12 @@
  *
  * AdamW: p -= lr*wd*p (decoupled, only tensors with decay set: rank >= 2); m = b1 m + (1-b1) g;
  * v = b2 v + (1-b2) g^2; p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps). State m, v are
- * float buffers laid out like the parameters (moved whole by checkpoints). */
+ * float buffers laid out like the parameters (moved whole by checkpoints).
+ *
+ * Sharded (pipeline.shard_optimizer, ZeRO-1): the state covers one contiguous range of the
+ * model's buffer, [lo, lo + n_floats), optimizer_shard_end's range of this replica; the step
+ * updates the parameters (and their bf16 copy) of that range only, the caller gathers the rest
+ * from the other replicas. The update of each float is the same as unsharded, so the bits are. */
 #ifndef PT_OPTIMIZER_H
 #define PT_OPTIMIZER_H
 
@@ -17,7 +22,9 @@ typedef struct {
   pt_device *dev;
   float *m, *v;            /* device buffers, n_floats each (v unused by SGD) */
   float *host_m, *host_v;  /* their host copies for checkpoints (the same on the cpu) */
-  int64_t n_floats;
+  int64_t n_floats;        /* of the state: the shard's range (the model's n_floats unsharded) */
+  int64_t lo, model_floats; /* the range's first float; the model's n_floats */
+  int shard, shards;       /* this range's index and the count (0 of 1: not sharded) */
   int64_t t;     /* steps taken */
   /* The model's tensors as the pieces of one multi-tensor update (kernels.h, pt_opt_chunk),
    * device memory, built by the first optimizer_step from that model's tensors. */
@@ -27,6 +34,23 @@ typedef struct {
 
 /* State on the current device (device.h). */
 void optimizer_init(pt_optimizer *o, const spec_train *cfg, int64_t n_floats);
+/* State for range `shard` of `shards` of a model of n_floats (optimizer_shard_end). */
+void optimizer_init_shard(pt_optimizer *o, const spec_train *cfg, int64_t n_floats, int shard,
+                          int shards);
+/* The sharding rule: n floats cut into `shards` contiguous ranges, range r being
+ * [optimizer_shard_end(n, shards, r - 1), optimizer_shard_end(n, shards, r)): n r / shards
+ * rounded up to 16 floats (64 bytes), the last ending at n; -1 gives 0. Sizes alone decide it,
+ * so every replica, a checkpoint's writer and reader, and the plan agree. */
+int64_t optimizer_shard_end(int64_t n, int shards, int r);
+/* The largest range's floats (what the plan counts per replica). */
+int64_t optimizer_shard_max(int64_t n, int shards);
+/* Host-only state of the whole model (no device buffers: host_m, host_v of o's model_floats,
+ * lo 0), o's configuration and step count: what a checkpoint of a sharded o writes and reads.
+ * optimizer_shard_put copies o's range in (from host_m, host_v), optimizer_shard_take copies it
+ * out with the step count (then optimizer_to_device). */
+void optimizer_init_whole(pt_optimizer *whole, const pt_optimizer *o);
+void optimizer_shard_put(pt_optimizer *whole, const pt_optimizer *o);
+void optimizer_shard_take(pt_optimizer *o, const pt_optimizer *whole);
 void optimizer_free(pt_optimizer *o);
 /* host_m/host_v <- m/v, and back (see model_to_host). */
 void optimizer_to_host(pt_optimizer *o);

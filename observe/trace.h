@@ -5,11 +5,12 @@
  * a window [first_step, last_step] (1-based, inclusive) into a growing buffer; at the end rank 0
  * gathers them and writes one JSON file: {"traceEvents": [...], "displayTimeUnit": "ms",
  * "metadata": {...}} (the run's schedule and layout: trace_write.h, trace_layout.h). Every
- * span is a complete event {"ph": "X", "name", "cat", "ts", "dur", "pid": rank, "tid": 0,
- * "args": {"mb", "step"}} (and "chunk" for a rank running several chunks) in microseconds on
- * rank 0's clock (each rank's offset to rank 0 is measured at start-up with ping-pongs), plus
- * "process_name" metadata events naming each track "rank R (stage S, replica D)". Spans on a
- * track nest properly: waits are recorded inside the action that waited.
+ * span is a complete event {"ph": "X", "name", "cat", "ts", "dur", "pid": rank, "tid": 0 (1 for
+ * the copies below), "args": {"mb", "step"}} (and "chunk" for a rank running several chunks)
+ * in microseconds on rank 0's clock (each rank's offset to rank 0 is measured at start-up
+ * with ping-pongs), plus "process_name" metadata events naming each track "rank R (stage S,
+ * replica D)". Spans on a track nest properly: waits are recorded inside the action that
+ * waited.
  *
  * Span names and categories:
  *   F<mb>/forward, B<mb>/backward (backward_input and backward_weight of every layer, fused),
@@ -17,7 +18,9 @@
  *   recv act<mb>, recv grad<mb>/receive (posting), send act<mb>, send grad<mb>/send (posting),
  *   wait/wait (blocked on a receive or on a send's completion, inside F/B/I/optimizer),
  *   load<mb>/load, tied grads/allreduce, data-parallel grads/allreduce, optimizer/optimizer,
- *   flush/send (held sends issued: the schedule's FLUSH).
+ *   flush/send (held sends issued: the schedule's FLUSH),
+ *   offload, prefetch/copy (pipeline.offload's copies of args.mb out and back,
+ *   engine/stage_offload.h; on track "tid" 1 of the rank, apart from the actions).
  */
 #ifndef PT_TRACE_H
 #define PT_TRACE_H

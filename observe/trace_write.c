@@ -15,9 +15,11 @@
  * a space ("recv act 3"). */
 static const char *const NAMES[] = {"F", "B", "I", "W", "recv act", "recv grad", "send act",
                                     "send grad", "wait", "load", "tied grads",
-                                    "data-parallel grads", "optimizer", "flush"};
+                                    "data-parallel grads", "optimizer", "flush", "offload",
+                                    "prefetch"};
 static const char *const CATS[] = {"forward", "backward", "backward_input", "backward_weight",
-                                   "receive", "send", "wait", "load", "allreduce", "optimizer"};
+                                   "receive", "send", "wait", "load", "allreduce", "optimizer",
+                                   "copy"};
 enum { N_NAMES = sizeof NAMES / sizeof NAMES[0], N_CATS = sizeof CATS / sizeof CATS[0], FIELDS = 7,
        N_COMPUTE = 4, N_PER_MB = 8 };
 
@@ -66,7 +68,7 @@ static cJSON *span_event(const double *f, int rank) {
   cJSON_AddNumberToObject(e, "ts", f[4] * 1e6);
   cJSON_AddNumberToObject(e, "dur", (f[5] - f[4]) * 1e6);
   cJSON_AddNumberToObject(e, "pid", rank);
-  cJSON_AddNumberToObject(e, "tid", 0);
+  cJSON_AddNumberToObject(e, "tid", !strcmp(CATS[(int)f[1]], "copy")); /* copies: track 1 */
   args = cJSON_AddObjectToObject(e, "args");
   if (mb >= 0) cJSON_AddNumberToObject(args, "mb", mb);
   cJSON_AddNumberToObject(args, "step", f[3]);

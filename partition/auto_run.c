@@ -53,10 +53,11 @@ static void chunk_costs(evaluator *ev, const int *b) {
 }
 
 /* Each rank's optimizer time, and with data parallelism the gradient all-reduce (a ring moves
- * 2 (D - 1) / D of the rank's gradients). */
+ * 2 (D - 1) / D of the rank's gradients; a sharded optimizer's reduce-scatter and gather move
+ * as much, and its update covers 1 / D of the layers' parameters). */
 static void rank_costs(evaluator *ev, const pt_plan *p) {
   const pt_layer_times *t = ev->a->t;
-  int D = p->data_parallel;
+  int D = p->data_parallel, shards = ev->m.spec->pipeline.shard_optimizer && D > 1 ? D : 1;
   for (int r = 0; r < ev->a->P; r++) {
     ev->opt[r] = 0;
     if (D > 1)
@@ -64,7 +65,8 @@ static void rank_costs(evaluator *ev, const pt_plan *p) {
                    2.0 * (D - 1) / D * (double)p->mem[r].params / t->p2p_bytes_per_s;
   }
   for (int c = 0; c < ev->C; c++)
-    for (int l = p->bounds[c]; l < p->bounds[c + 1]; l++) ev->opt[p->chunk_stage[c]] += t->opt[l];
+    for (int l = p->bounds[c]; l < p->bounds[c + 1]; l++)
+      ev->opt[p->chunk_stage[c]] += t->opt[l] / shards;
 }
 
 static int simulate(evaluator *ev, score *sc) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "device/device.h"
+#include "model/optimizer.h"
 
 static int64_t tied_duplicate_bytes(const pt_model *m, int first, int last) {
   int64_t dup = 0;
@@ -216,6 +217,18 @@ static int optimizer_copies(const pt_model *m) {
   return m->spec->train.optimizer == SPEC_OPTIMIZER_SGD ? 1 : 2;
 }
 
+/* Replicas sharing a stage's optimizer state (pipeline.shard_optimizer), else 1. */
+static int optimizer_shards(const pt_model *m) {
+  const spec_pipeline *p = &m->spec->pipeline;
+  return p->shard_optimizer && p->data_parallel > 1 ? (int)p->data_parallel : 1;
+}
+
+/* The optimizer state one replica keeps for params bytes of parameters: all of it, or sharded
+ * the largest range optimizer_shard_end cuts (what the engine allocates). */
+static int64_t optimizer_bytes(const pt_model *m, int64_t params) {
+  return optimizer_copies(m) * 4 * optimizer_shard_max(params / 4, optimizer_shards(m));
+}
+
 int64_t memory_engine_bytes(const pt_model *m, int first, int last, int in_flight) {
   shape_ctx c = shape_of(m, first, last);
   return engine_bytes(m, &c, first, last, in_flight);
@@ -228,7 +241,7 @@ void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight
   out->params = param_bytes(m, first, last);
   /* a tied copy held twice by one stage shares the weight but keeps its own gradient */
   out->grads = out->params + tied_duplicate_bytes(m, first, last);
-  out->optimizer = optimizer_copies(m) * out->params;
+  out->optimizer = optimizer_bytes(m, out->params);
   out->weight_copy = weight_copy_halves(m) * out->params / 2;
   out->in_flight = in_flight;
   out->activations = in_flight * per_slot_bytes(m, &c, first, last);
@@ -268,13 +281,14 @@ void memory_estimate_rank(const pt_model *m, const pt_range *ranges,
     out->activations += chunk[i].activations - chunk[i].in_flight * din;
     out->workspace += chunk[i].workspace;
     out->stash += chunk[i].stash;
+    out->activations_host += chunk[i].activations_host;
     out->in_flight += chunk[i].in_flight;
     out->w_pending += chunk[i].w_pending;
     for (int li = a; li < b; li++) layer_storage(m, ranges, n, li, &stored, &borrowed);
   }
   out->params = stored;
   out->grads = stored + borrowed;
-  out->optimizer = optimizer_copies(m) * stored;
+  out->optimizer = optimizer_bytes(m, stored);
   out->weight_copy = weight_copy_halves(m) * stored / 2;
   out->total = out->params + out->grads + out->optimizer + out->weight_copy + out->activations +
                out->workspace;
@@ -307,6 +321,25 @@ void memory_add_stash(const pt_model *m, int first, int last, int w_pending,
   out->total += out->stash;
 }
 
+int64_t memory_offload_bytes(const pt_model *m, int first, int last, int kind) {
+  shape_ctx c = shape_of(m, first, last);
+  int64_t b = 0;
+  for (int li = first; li < last; li++) {
+    int64_t x = kind == 0 ? (li < last - 1 && kept(&c, li - first) ? kept_out_b(m, &c, li) : 0)
+                          : (c.ckpt == 0 ? kept_saved_b(m, &c, li) : 0);
+    b += (x + 63) & ~(int64_t)63;
+  }
+  return b;
+}
+
+void memory_add_offload(const pt_model *m, int first, int last, int kind, int frames, int hosts,
+                        pt_stage_memory *out) {
+  int64_t b = memory_offload_bytes(m, first, last, kind);
+  out->activations -= (int64_t)(out->in_flight - frames) * b;
+  out->total -= (int64_t)(out->in_flight - frames) * b;
+  out->activations_host += (int64_t)hosts * b;
+}
+
 int memory_uses_nccl(const pt_spec *s) {
   return s->comm_backend != SPEC_COMM_MPI && !device_kind(s->pipeline.device)->is.host_addressable;
 }
@@ -318,7 +351,8 @@ int memory_uses_nccl(const pt_spec *s) {
 static int64_t comm_bound(const pt_model *m, int n_stages, int first, int last, int64_t sum_p) {
   const pt_spec *s = m->spec;
   if (!memory_uses_nccl(s)) return 0;
-  int dp = s->pipeline.data_parallel != 1, peers = (n_stages > 1 ? 2 : 0) + (dp ? 2 : 0);
+  int dp = s->pipeline.data_parallel != 1, shards = optimizer_shards(m);
+  int peers = (n_stages > 1 ? 2 : 0) + (!dp ? 0 : shards > 1 ? shards - 1 : 2); /* sharded: all */
   int64_t scratch = dp ? sum_p : 0;
   for (int li = first; li < last; li++) {
     const pt_layer *L = &m->layers[li];
@@ -363,7 +397,9 @@ int64_t memory_bound_stage(const pt_model *m, int n_stages, int stage, int first
   if (c.ckpt) ws += (int64_t)c.ckpt * (max_out + max_saved);
   if (is_last && !is_first) ws += bt4 * (m->input_dim + 1);
   if (is_first && !is_last) ws += bt4 * target_cols(m);
-  return (2 + optimizer_copies(m)) * sum_p + in_flight * slot + ws +
+  int64_t opt = optimizer_copies(m) * 4 * (sum_p / 4 / optimizer_shards(m) + 16); /* >= exact */
+  if (optimizer_shards(m) == 1) opt = optimizer_copies(m) * sum_p;
+  return 2 * sum_p + opt + in_flight * slot + ws +
          comm_bound(m, n_stages, first, last, sum_p);
 }
 

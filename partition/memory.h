@@ -5,7 +5,9 @@
  *               held by two stages, it counts on both)
  *   grads       same size as params, plus a gradient buffer for each tied copy that shares
  *               a weight stored on the same stage
- *   optimizer   AdamW: 2 x params (m, v); SGD: 1 x params
+ *   optimizer   AdamW: 2 x params (m, v); SGD: 1 x params; with pipeline.shard_optimizer over
+ *               D > 1 replicas, of the largest of the D ranges optimizer_shard_end cuts the
+ *               parameters into (about params / D)
  *   weight_copy train.precision bf16 where the device's products read a bf16 copy of the
  *               parameters (device_weight_copy_used; model/model.h's params_bf16): params / 2;
  *               else 0
@@ -33,7 +35,8 @@
  *               gradients on the data-parallel group when there are replicas, the tied weight
  *               on each tie group) and NCCL's own buffers, comm_peers x memory_nccl_peer_bytes():
  *               a peer is a rank this one exchanges with over a NCCL communicator (its pipeline
- *               neighbours; two ring neighbours in the data-parallel group; every other holder
+ *               neighbours; two ring neighbours in the data-parallel group, or every other
+ *               replica when the optimizer is sharded (its gather); every other holder
  *               of a tied weight, whom a tie chain may visit). The engine counts the same
  *               figures in its measured peak as it makes them (the scratch when allocated, a
  *               peer's buffers at the first transfer with it), since NCCL's own allocations
@@ -54,6 +57,7 @@
 
 typedef struct {
   int64_t params, grads, optimizer, weight_copy, activations, workspace, stash, comm;
+  int64_t activations_host; /* pipeline.offload: stashed activations in host memory instead */
   int64_t total;
   int in_flight, w_pending;
   int comm_peers; /* peers whose NCCL buffers comm counts */
@@ -75,6 +79,15 @@ static inline int64_t memory_nccl_peer_bytes(void) {
  * whose buffers the host cannot address (a GPU; device.h's host_addressable) and comm.backend
  * is nccl or auto. */
 int memory_uses_nccl(const pt_spec *s);
+
+/* pipeline.offload (partition/offload.h): the bytes one micro-batch keeps of the kind (its
+ * OFFLOAD_OUTPUTS or OFFLOAD_SAVED tensors) in a device frame or a host buffer of
+ * engine/stage_offload.c, each tensor rounded up to 64 bytes. memory_add_offload takes a chunk
+ * whose pooled kind needs `frames` device frames instead of its in_flight slots and `hosts` host
+ * buffers: activations (and total) lose the difference, activations_host gains the buffers. */
+int64_t memory_offload_bytes(const pt_model *m, int first, int last, int kind);
+void memory_add_offload(const pt_model *m, int first, int last, int kind, int frames, int hosts,
+                        pt_stage_memory *out);
 
 /* Estimate for layers [first, last) of a configured model (no storage needed). */
 void memory_estimate_stage(const pt_model *m, int first, int last, int in_flight,

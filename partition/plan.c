@@ -8,6 +8,7 @@
 #include "partition/solve.h"
 #include "core/error.h"
 #include "schedule/schedule.h"
+#include "schedule/schedule_offload.h"
 
 double plan_layer_flops(const pt_model *m, int layer) {
   const pt_spec *s = m->spec;
@@ -320,12 +321,53 @@ static int parse_devices(pt_plan *p, spec_node *n, int may_share, spec_errors *e
   return e->failed ? -1 : 0;
 }
 
+static int parse_offload(pt_plan *p, const pt_model *m, spec_errors *e) {
+  int is_auto = 0;
+  p->offload = pt_calloc((size_t)p->n_stages, sizeof *p->offload);
+  if (offload_parse(m->spec, p->n_stages, p->offload, &is_auto, e) != 0) return -1;
+  if (is_auto)
+    plan_warn(p, "pipeline.offload: auto is the planner's choice, which it does not make yet: "
+              "nothing is offloaded where it says auto");
+  return 0;
+}
+
 /* --- Result ------------------------------------------------------------------------------- */
+
+/* pipeline.offload: each chunk's pooled kinds hold the frames and host buffers the schedule's
+ * action list needs (schedule/schedule_offload.h) instead of a buffer per slot. s: the
+ * schedule, or NULL to build the spec's. */
+static void plan_offload(pt_plan *p, const pt_model *m, const pt_schedule *s) {
+  pt_schedule built;
+  char err[512];
+  if (!offload_any(p->offload, p->n_stages)) return;
+  if (!s && schedule_build_spec(&built, m->spec, err, sizeof err) != 0) return; /* reported */
+  const pt_schedule *sc = s ? s : &built;
+  char idle[160] = "";
+  int n_idle = 0;
+  for (int c = 0; c < p->n_chunks; c++)
+    for (int k = 0; k < OFFLOAD_KINDS; k++) {
+      double f = p->offload[p->chunk_stage[c]].fraction[k];
+      if (f <= 0) continue;
+      pt_offload_sim o;
+      schedule_offload_sim(sc, c, f, &o);
+      memory_add_offload(m, p->bounds[c], p->bounds[c + 1], k, o.frames, o.hosts,
+                         &p->chunk_mem[c]);
+      if (o.frames >= p->chunk_in_flight[c] && n_idle < (int)sizeof idle - 8)
+        n_idle += snprintf(idle + n_idle, sizeof idle - (size_t)n_idle, "%s%d %s",
+                           n_idle ? ", " : "", c, k == OFFLOAD_OUTPUTS ? "outputs" : "saved");
+      schedule_offload_free(&o);
+    }
+  if (!s) schedule_free(&built);
+  if (n_idle)
+    plan_warn(p, "pipeline.offload saves no device memory on chunk %s: the micro-batches kept, a "
+              "forward's frame and a prefetch's fill the slots (a chunk holding 2 micro-batches "
+              "or fewer cannot save; a larger fraction may)", idle);
+}
 
 /* Each chunk alone, then each stage: its chunks' memory together (a chunk whose predecessor is
  * on the same stage takes its input gradient from there), time and parameters added, and the
  * stage's comm part where it uses NCCL. */
-static void plan_measure(pt_plan *p, const pt_model *m) {
+static void plan_measure(pt_plan *p, const pt_model *m, const pt_schedule *sched) {
   for (int c = 0; c < p->n_chunks; c++) {
     int a = p->bounds[c], b = p->bounds[c + 1];
     memory_estimate_stage(m, a, b, p->chunk_in_flight[c], &p->chunk_mem[c]);
@@ -335,6 +377,7 @@ static void plan_measure(pt_plan *p, const pt_model *m) {
       p->chunk_weight[c] += layer_params(m, i);
     }
   }
+  plan_offload(p, m, sched);
   int v = p->virtual_stages, *chunks = pt_calloc((size_t)v, sizeof(int));
   int *local_prev = pt_calloc((size_t)v, sizeof(int));
   pt_stage_memory *mem = pt_calloc((size_t)v, sizeof(pt_stage_memory));
@@ -479,6 +522,7 @@ int plan_build(pt_plan *p, const pt_model *m, spec_errors *e) {
   plan_alloc(p);
   int rc = parse_caps(p, pl->max_memory, e);
   if (rc == 0) rc = parse_devices(p, pl->devices, m->spec->comm_backend == SPEC_COMM_MPI, e);
+  if (rc == 0) rc = parse_offload(p, m, e);
   if (rc == 0 && pl->boundaries && pl->stage_layers) {
     spec_error(e, pl->stage_layers, 0, "give pipeline.boundaries or pipeline.stage_layers, not both");
     rc = -1;
@@ -490,7 +534,7 @@ int plan_build(pt_plan *p, const pt_model *m, spec_errors *e) {
     if (pl->boundaries && rc == 0 && pl->partition == SPEC_PARTITION_AUTO)
       snprintf(p->method, sizeof p->method, "auto"); /* the planner's split, pinned */
   }
-  if (rc == 0) plan_measure(p, m);
+  if (rc == 0) plan_measure(p, m, NULL);
   if (rc == 0) rc = check_fits(p, m, e);
   if (rc == 0) plan_check_balance(p, m);
   if (rc != 0) plan_free(p);
@@ -517,7 +561,8 @@ int plan_build_layout(pt_plan *p, const pt_model *m, const pt_schedule *s, const
   snprintf(p->method, sizeof p->method, "auto");
   int rc = parse_caps(p, pl->max_memory, e);
   if (rc == 0) rc = parse_devices(p, pl->devices, m->spec->comm_backend == SPEC_COMM_MPI, e);
-  if (rc == 0) plan_measure(p, m);
+  if (rc == 0) rc = parse_offload(p, m, e);
+  if (rc == 0) plan_measure(p, m, s);
   if (rc != 0) plan_free(p);
   return rc;
 }
@@ -545,6 +590,7 @@ void plan_free(pt_plan *p) {
   free(p->chunk_weight);
   free(p->devices);
   free(p->cap);
+  free(p->offload);
   free(p->mem);
   free(p->flops);
   free(p->weight);

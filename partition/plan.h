@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "partition/memory.h"
+#include "partition/offload.h"
 #include "model/model.h"
 #include "schedule/registry.h"
 #include "schedule/schedule.h"
@@ -35,6 +36,7 @@ typedef struct {
   int *chunk_w_pending; /* [n_chunks] its micro-batches between I and W (split schedules) */
   int *devices;         /* [n_stages * data_parallel], by rank; -1: the node-local rank */
   double *cap;          /* [n_stages] bytes; 0: none */
+  pt_offload_choice *offload; /* [n_stages] pipeline.offload (partition/offload.h) */
   pt_stage_memory *mem; /* [n_stages] a stage's chunks together */
   double *flops;        /* [n_stages] per step: forward + backward (+ recompute) */
   double *weight;       /* [n_stages] parameters (the method's measure with one chunk a stage) */

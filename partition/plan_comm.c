@@ -44,7 +44,9 @@ void plan_add_comm(pt_plan *p, const pt_model *m) {
   for (int s = 0; s < p->n_stages; s++) {
     pt_stage_memory *mm = &p->mem[s];
     int64_t scratch = dp ? mm->grads : 0; /* the data-parallel sum: all of the stage's */
-    int peers = pipeline_peers(p, s) + (dp ? (p->data_parallel > 2 ? 2 : 1) : 0);
+    int ring = p->data_parallel > 2 ? 2 : 1; /* the chain's neighbours; sharded, every replica */
+    if (m->spec->pipeline.shard_optimizer) ring = p->data_parallel - 1;
+    int peers = pipeline_peers(p, s) + (dp ? ring : 0);
     tie_groups(p, m, s, &scratch, &peers);
     mm->comm_peers = peers;
     mm->comm = scratch + peers * memory_nccl_peer_bytes();

@@ -58,10 +58,13 @@ static void print_header(FILE *f, const pt_plan *p, const pt_model *m) {
   char chunks[96] = "";
   if (p->virtual_stages > 1)
     snprintf(chunks, sizeof chunks, " in %d chunks (%d per stage)", p->n_chunks, p->virtual_stages);
+  char shard[64] = ""; /* the optim column is then one replica's range */
+  if (s->pipeline.shard_optimizer && p->data_parallel > 1)
+    snprintf(shard, sizeof shard, ", optimizer sharded over %d replicas", p->data_parallel);
   fprintf(f, "plan for %s: %d layers%s on %d stages x %d replicas = %d ranks (partition: %s, "
-          "schedule: %s, %d micro-batches)\n", s->path, p->n_layers, chunks, p->n_stages,
+          "schedule: %s, %d micro-batches%s)\n", s->path, p->n_layers, chunks, p->n_stages,
           p->data_parallel, p->n_stages * p->data_parallel, p->method, p->schedule->name,
-          p->micro_batches);
+          p->micro_batches, shard);
 }
 
 static void print_stage(FILE *f, const pt_plan *p, const pt_model *m, int st, double gflops) {
@@ -118,6 +121,22 @@ static void print_comm(FILE *f, const pt_plan *p) {
   fputc('\n', f);
 }
 
+/* pipeline.offload: what each offloading stage keeps in host memory, beside its activ column
+ * (what stays on the device). */
+static void print_offload(FILE *f, const pt_plan *p) {
+  int any = 0;
+  for (int s = 0; s < p->n_stages; s++) {
+    if (!p->mem[s].activations_host) continue;
+    char h[32];
+    memory_format_size(p->mem[s].activations_host, h, sizeof h);
+    fprintf(f, "%s stage %d %s (outputs %.2f, saved %.2f)", any ? "," : "offload (host memory, "
+            "not in memory; pipeline.offload):", s, h, p->offload[s].fraction[0],
+            p->offload[s].fraction[1]);
+    any = 1;
+  }
+  if (any) fputc('\n', f);
+}
+
 /* The settings the spec changed (layer_settings_describe), runs of alike layers folded:
  * "settings: 1-4 llama_block kv_heads 2, ffn_dim 344; 5 linear bias false". */
 static void print_settings(FILE *f, const pt_model *m) {
@@ -159,6 +178,7 @@ void plan_print(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
   for (int st = 0; st < p->n_stages; st++) print_stage(f, p, m, st, gflops);
   if (p->virtual_stages > 1) print_chunks(f, p, m, gflops);
   print_comm(f, p);
+  print_offload(f, p);
   print_settings(f, m);
   fprintf(f, "imbalance (slowest / mean stage time): %.3f; activations held for %s micro-batches "
           "in flight per stage (%s)\n", imbalance(p),
@@ -181,6 +201,7 @@ static cJSON *memory_json(const pt_stage_memory *mm) {
   cJSON_AddNumberToObject(mem, "optimizer", (double)mm->optimizer);
   cJSON_AddNumberToObject(mem, "weight_copy", (double)mm->weight_copy);
   cJSON_AddNumberToObject(mem, "activations", (double)mm->activations);
+  cJSON_AddNumberToObject(mem, "activations_host", (double)mm->activations_host);
   cJSON_AddNumberToObject(mem, "workspace", (double)mm->workspace);
   cJSON_AddNumberToObject(mem, "comm", (double)mm->comm);
   return mem;
@@ -250,6 +271,8 @@ cJSON *plan_json(const pt_plan *p, const pt_model *m, double gflops) {
     cJSON_AddNumberToObject(o, "chunks", p->n_chunks);
   }
   cJSON_AddNumberToObject(o, "data_parallel", p->data_parallel);
+  cJSON_AddBoolToObject(o, "shard_optimizer",
+                        m->spec->pipeline.shard_optimizer && p->data_parallel > 1);
   cJSON_AddStringToObject(o, "partition", p->method);
   cJSON_AddStringToObject(o, "schedule", p->schedule->name);
   cJSON_AddNumberToObject(o, "micro_batches", p->micro_batches);

@@ -19,6 +19,7 @@ packages=(
   strace                           # the kill-during-save test stops a save at exact points
   clang libclang-rt-dev            # libFuzzer: fuzzing the spec loader and checkpoint reader
   patchelf debootstrap             # the GPU kit (scripts/gpu_kit.sh) and its test in a bare Debian
+  chromium                         # headless, draws pipe_report's page in the report_render test
 )
 missing=()
 for p in "${packages[@]}"; do

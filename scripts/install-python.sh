@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Python packages the Hugging Face tests and scripts/tokenize.py use (torch,
-# transformers, safetensors, tokenizers, numpy, pyyaml), and nvidia-cudnn-frontend (the C++
+# transformers, safetensors, tokenizers, numpy, pyyaml), tensorboard (its reader checks
+# pipe_train --tensorboard's files, tests/observe/tensorboard.sh), and nvidia-cudnn-frontend (the C++
 # headers of cuDNN's graph API that the GPU build's bf16 attention compiles against,
 # cmake/FindCUDNNFrontend.cmake), from PyPI into a virtual environment at
 # ${PIPETRAIN_VENV:-$HOME/.cache/pipetrain/venv}, which CMake's PT_PYTHON then defaults to.
@@ -9,7 +10,7 @@
 # its CUDA libraries (about 3 GB): once per machine or CI cache.
 set -euo pipefail
 venv=${PIPETRAIN_VENV:-$HOME/.cache/pipetrain/venv}
-modules="torch transformers safetensors tokenizers numpy yaml cudnn"
+modules="torch transformers safetensors tokenizers numpy yaml tensorboard cudnn"
 check="import importlib.util, sys
 missing = [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]
 sys.exit(1 if missing else 0)"
@@ -30,6 +31,6 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet torch transformers safetensors tokenizers numpy pyyaml \
-  nvidia-cudnn-frontend
+  tensorboard nvidia-cudnn-frontend
 "$venv/bin/python" -c "$check" $modules
 echo "install-python: $venv has $modules (configure with -DPT_PYTHON=$venv/bin/python, the default when it exists)"

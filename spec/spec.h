@@ -211,9 +211,14 @@ typedef struct {
   spec_node *stage_layers; /* [[layer indices of stage 0], [of stage 1], ...] */
   spec_node *max_memory;   /* one size or a list per stage: 24GiB, 512MiB, 1000000 */
   spec_node *devices;      /* [device id per stage] or per (replica, stage) */
+  spec_node *offload;      /* none, a fraction, auto, {outputs:, saved:} or a list per stage */
   int64_t tie_check_every; /* compare tied copies' checksums every N steps (0: only at the end) */
   int64_t timeout_s;       /* a rank blocked this long on a peer ends the job (0: never) */
   spec_device device;      /* auto: a GPU when there is one */
+  /* pipeline.shard_optimizer: each data-parallel replica of a stage keeps the optimizer state
+   * of 1/data_parallel of its parameters (ZeRO-1); with one replica (data_parallel 1, which
+   * auto may resolve to) and under --sequential it changes nothing, and the engine says so */
+  int shard_optimizer;
 } spec_pipeline;
 
 typedef struct {

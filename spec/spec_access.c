@@ -106,11 +106,26 @@ spec_node *spec_find(spec_node *map, const char *key) {
 }
 
 /* A null value counts as absent, so `lr:` with nothing after it means "use the default". */
+/* YAML reads {dir:/x} as one key "dir:/x" with no value: such an entry gets its own line
+ * (returns 1) rather than "missing key 'dir'" or "unknown key 'dir:/x'". */
+static int spec_glued_key(spec_node *map, spec_errors *e) {
+  for (int i = 0; map && map->kind == SPEC_MAP && i < map->n_items; i++) {
+    spec_node *n = map->items[i];
+    const char *colon = n->key ? strchr(n->key, ':') : NULL;
+    if (!colon || colon == n->key || colon[1] == ' ' || !spec_node_is_null(n)) continue;
+    spec_error(e, n, 1, "'%.*s' is read as one key with no value (YAML needs a space after ':'); "
+               "write '%.*s: %.*s'", SPEC_SHOW_MAX, n->key, (int)(colon - n->key), n->key,
+               SPEC_SHOW_MAX, colon + 1);
+    return 1;
+  }
+  return 0;
+}
+
 static spec_node *spec_lookup(spec_node *map, const char *key, int required, spec_errors *e) {
   if (e->failed) return NULL;
   spec_node *n = spec_find(map, key);
   if (n && !spec_node_is_null(n)) return n;
-  if (required) {
+  if (required && !spec_glued_key(map, e)) {
     char path[SPEC_PATH_MAX];
     spec_node_path(map, path, sizeof path);
     spec_error(e, n ? n : map, 0, "%s%smissing required key '%s'; add '%s: VALUE'", path,
@@ -311,7 +326,7 @@ static void spec_describe_known(const char *key, const char *const *known, char 
 
 void spec_check_unused(spec_node *map, const char *what, const char *const *known,
                        spec_errors *e) {
-  if (e->failed || !map || map->kind != SPEC_MAP) return;
+  if (e->failed || !map || map->kind != SPEC_MAP || spec_glued_key(map, e)) return;
   for (int i = 0; i < map->n_items; i++) {
     spec_node *n = map->items[i];
     if (n->used) continue;

@@ -200,6 +200,22 @@ static void spec_load_entry(pt_spec *s, spec_node *entry, int *cap, spec_errors 
   }
 }
 
+/* A tie key links layers: one that no other layer carries (a typo, or its partner removed)
+ * would tie nothing and train a different model without a word. */
+static void spec_check_ties(const pt_spec *s, spec_errors *e) {
+  for (int i = 0; i < s->n_layers && !e->failed; i++) {
+    const spec_layer *l = &s->layers[i];
+    int partners = 0;
+    for (int j = 0; j < s->n_layers && l->tie[0]; j++)
+      partners += j != i && !strcmp(s->layers[j].tie, l->tie);
+    if (!l->tie[0] || partners) continue;
+    spec_error(e, spec_find(l->args, "tie"), 0, "layer %d (%s): tie '%s' names no other layer, "
+               "so nothing would be tied; give the layer that shares this weight the same key "
+               "(e.g. embedding: {tie: %s} and lm_head: {tie: %s}) or remove it", i, l->type,
+               l->tie, l->tie, l->tie);
+  }
+}
+
 static void spec_load_layers(pt_spec *s, spec_errors *e) {
   spec_node *list = spec_find(s->root, "layers");
   if (!list || spec_node_is_null(list)) {
@@ -218,6 +234,7 @@ static void spec_load_layers(pt_spec *s, spec_errors *e) {
   int cap = 0;
   for (int i = 0; i < list->n_items && !e->failed; i++)
     spec_load_entry(s, list->items[i], &cap, e);
+  spec_check_ties(s, e);
 }
 
 /* --- loss, data ----------------------------------------------------------------------------- */
@@ -237,12 +254,24 @@ static int g_resolve_data = 1;
 
 void spec_set_resolve_data(int on) { g_resolve_data = on; }
 
+/* A path that exists must be a regular file: a directory or a device (/dev/zero) would fail
+ * later with the system's words (ENODEV, "empty"), a FIFO would block in open(). */
+static void spec_check_regular(spec_node *n, const char *what, char *path, spec_errors *e) {
+  struct stat st;
+  if (!g_resolve_data || stat(path, &st) != 0 || S_ISREG(st.st_mode)) return;
+  spec_error(e, n, 0, "%s '%s' is a %s, not a regular file; give the path of the file itself",
+             what, path, S_ISDIR(st.st_mode) ? "directory" : S_ISFIFO(st.st_mode) ? "FIFO"
+             : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "device" : "special file");
+  path[0] = '\0';
+}
+
 /* Resolves rel, the value of node n, into out (outsz bytes); what names the file in errors
  * ("data file"). out is "" after an error. */
 static void spec_resolve_file(const pt_spec *s, spec_node *n, const char *what, const char *rel,
                               char *out, size_t outsz, spec_errors *e) {
   if (rel[0] == '/' || spec_is_file(rel) || !g_resolve_data) {
     snprintf(out, outsz, "%s", rel);
+    spec_check_regular(n, what, out, e);
     return;
   }
   const char *slash = strrchr(s->path, '/');
@@ -255,7 +284,13 @@ static void spec_resolve_file(const pt_spec *s, spec_node *n, const char *what, 
   int dir_len = (int)(slash - s->path) + (slash == s->path); /* keep "/" for "/spec.yaml" */
   const char *sep = dir_len > 0 && s->path[dir_len - 1] == '/' ? "" : "/";
   int w = snprintf(out, outsz, "%.*s%s%s", dir_len, s->path, sep, rel);
-  if (w > 0 && (size_t)w < outsz && spec_is_file(out)) return;
+  if (w > 0 && (size_t)w < outsz && spec_is_file(out)) {
+    spec_check_regular(n, what, out, e);
+    return;
+  }
+  snprintf(out, outsz, "%s", rel); /* ./rel is there but a directory */
+  spec_check_regular(n, what, out, e);
+  if (e->failed) return;
   spec_error(e, n, 0, "%s '%s' not found (looked in ./%s and %.*s%s%s); paths are "
              "relative to the working directory or to the spec file", what, rel, rel, dir_len,
              s->path, sep, rel);
@@ -385,14 +420,20 @@ static void spec_load_schedule(spec_train *t, spec_node *train, spec_errors *e) 
   spec_check_unused(m, "train.lr_schedule", keys, e);
 }
 
-/* train.checkpoint: {dir, every, keep}: periodic checkpoints into DIR/step-NNNNNNNN. */
+/* train.checkpoint: {dir, every, keep}: periodic checkpoints into DIR/step-NNNNNNNN. Without
+ * `every`, dir only receives the checkpoint a signal writes; `every: 0` would never save, so it
+ * is refused rather than read as "off". */
 static void spec_load_checkpoint(spec_train *t, spec_node *train, spec_errors *e) {
   static const char *const keys[] = {"dir", "every", "keep", NULL};
   spec_node *m = spec_find(train, "checkpoint");
   t->ckpt_keep = 3;
   if (!m || spec_node_is_null(m) || !spec_expect_map(m, "train.checkpoint", e)) return;
   spec_get_str(m, "dir", 1, "", t->ckpt_dir, sizeof t->ckpt_dir, e);
-  t->ckpt_every = spec_get_int(m, "every", 0, 0, 0, INT64_MAX, e);
+  spec_node *every = spec_find(m, "every");
+  if (!e->failed && every && every->kind == SPEC_SCALAR && !strcmp(every->value, "0"))
+    spec_error(e, every, 0, "train.checkpoint.every: 0 would never save a checkpoint; give a step "
+               "count >= 1 (leave `every` out to use dir only for the checkpoint a signal writes)");
+  t->ckpt_every = spec_get_int(m, "every", 0, 0, 1, INT64_MAX, e);
   t->ckpt_keep = spec_get_int(m, "keep", 0, 3, 1, 1000000, e);
   spec_check_unused(m, "train.checkpoint", keys, e);
 }
@@ -467,7 +508,7 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   static const char *const keys[] = {"stages",       "data_parallel", "partition",  "schedule",
                                      "boundaries",   "stage_layers",  "max_memory", "devices",
                                      "tie_check_every", "timeout_s", "device", "virtual_stages",
-                                     "schedule_file", NULL};
+                                     "schedule_file", "shard_optimizer", "offload", NULL};
   spec_pipeline *p = &s->pipeline;
   spec_node *m = spec_section(s->root, "pipeline", "pipeline", e);
   p->node = m;
@@ -482,9 +523,11 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   p->stage_layers = spec_find_value(m, "stage_layers");
   p->max_memory = spec_find_value(m, "max_memory");
   p->devices = spec_find_value(m, "devices");
+  p->offload = spec_find_value(m, "offload");
   p->tie_check_every = spec_get_int(m, "tie_check_every", 0, 100, 0, INT64_MAX, e);
   p->timeout_s = spec_get_int(m, "timeout_s", 0, 60, 0, 86400, e);
   p->device = spec_get_enum(m, "device", SPEC_DEVICE_AUTO, spec_device_names, e);
+  p->shard_optimizer = spec_get_bool(m, "shard_optimizer", 0, e);
   spec_check_unused(m, "pipeline", keys, e);
 }
 

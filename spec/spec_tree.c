@@ -24,17 +24,23 @@ spec_node *spec_tree_parse_value(const char *text, const char *origin, spec_erro
 
 /* --- Errors --------------------------------------------------------------------------------- */
 
+/* The message is formatted whole, then long words (an argument of 100 KB) are shortened, so
+ * the reason and the fix always fit e->msg. */
 static void spec_verror(spec_errors *e, const char *origin, int line, int col, const char *fmt,
                         va_list ap) {
   if (e->failed) return;
   e->failed = 1;
-  int n;
+  va_list again;
+  va_copy(again, ap);
+  int len = vsnprintf(NULL, 0, fmt, again);
+  va_end(again);
+  char *what = pt_calloc(len > 0 ? (size_t)len + 1 : 1, 1);
+  if (len > 0) vsnprintf(what, (size_t)len + 1, fmt, ap);
   if (line > 0)
-    n = snprintf(e->msg, sizeof e->msg, "%s:%d:%d: error: ", origin, line, col);
+    pt_errorf_short(e->msg, sizeof e->msg, "%s:%d:%d: error: %s", origin, line, col, what);
   else
-    n = snprintf(e->msg, sizeof e->msg, "%s: error: ", origin ? origin : "spec");
-  if (n < 0 || (size_t)n >= sizeof e->msg) return;
-  vsnprintf(e->msg + n, sizeof e->msg - (size_t)n, fmt, ap);
+    pt_errorf_short(e->msg, sizeof e->msg, "%s: error: %s", origin ? origin : "spec", what);
+  free(what);
 }
 
 void spec_error(spec_errors *e, const spec_node *n, int at_key, const char *fmt, ...) {

@@ -346,10 +346,9 @@ static void nccl_finish(nccl_link *d, int peer, size_t bytes) {
 }
 
 /* Chain sum on the device: receive the running sum from rank - 1, add this rank's values,
- * pass it on; the last rank broadcasts. The same order as the host path, so the same bits. */
-static void nccl_sum_f32(void *state, float *buf, size_t n) {
-  nccl_link *d = state;
-  if (d->size == 1 || n == 0) return;
+ * pass it on. The same order as the host path, so the same bits; the last rank ends with the
+ * sum. The chain's neighbours are noted here, the callers' other peers by them. */
+static void nccl_chain(nccl_link *d, float *buf, size_t n) {
   if (d->tmp_floats < n) { /* counted in the memory totals, as the plan counts it */
     if (d->tmp) PT_CHECK_CUDA(cudaFree(d->tmp));
     PT_CHECK_CUDA(cudaMalloc((void **)&d->tmp, n * sizeof(float)));
@@ -366,8 +365,60 @@ static void nccl_sum_f32(void *state, float *buf, size_t n) {
     PT_CHECK_CUDA(cudaGetLastError());
   }
   if (d->rank < d->size - 1) PT_CHECK_NCCL(ncclSend(buf, n, ncclFloat, d->rank + 1, d->comm, d->stream));
+}
+
+/* The chain, then the last rank broadcasts. */
+static void nccl_sum_f32(void *state, float *buf, size_t n) {
+  nccl_link *d = state;
+  if (d->size == 1 || n == 0) return;
+  nccl_chain(d, buf, n);
   PT_CHECK_NCCL(ncclBroadcast(buf, buf, n, ncclFloat, d->size - 1, d->comm, d->stream));
   nccl_finish(d, d->rank > 0 ? d->rank - 1 : d->rank + 1, n * sizeof(float));
+}
+
+/* Rank r's range of comm.h's ends: its first float and count. */
+static size_t range_of(const size_t *ends, int r, size_t *count) {
+  size_t lo = r ? ends[r - 1] : 0;
+  *count = ends[r] - lo;
+  return lo;
+}
+
+/* The chain, then the last rank sends each rank its range (one group). */
+static void nccl_reduce_scatter_f32(void *state, float *buf, size_t n, const size_t *ends) {
+  nccl_link *d = state;
+  if (d->size == 1 || n == 0) return;
+  nccl_chain(d, buf, n);
+  int last = d->size - 1;
+  size_t count, lo;
+  PT_CHECK_NCCL(ncclGroupStart());
+  for (int r = 0; r < last; r++) {
+    lo = range_of(ends, r, &count);
+    if (count == 0 || (d->rank != last && d->rank != r)) continue;
+    note_peer(d, d->rank == last ? r : last);
+    if (d->rank == last) PT_CHECK_NCCL(ncclSend(buf + lo, count, ncclFloat, r, d->comm, d->stream));
+    else PT_CHECK_NCCL(ncclRecv(buf + lo, count, ncclFloat, last, d->comm, d->stream));
+  }
+  PT_CHECK_NCCL(ncclGroupEnd());
+  nccl_finish(d, d->rank > 0 ? d->rank - 1 : d->rank + 1, n * sizeof(float));
+}
+
+/* Every rank sends its range to every other and receives theirs (one group). */
+static void nccl_allgather_f32(void *state, float *buf, size_t n, const size_t *ends) {
+  nccl_link *d = state;
+  if (d->size == 1 || n == 0) return;
+  issue_group(d, NULL); /* transfers held on this group go first, in issue order */
+  after_compute(d);
+  size_t mine, count, at = range_of(ends, d->rank, &mine);
+  PT_CHECK_NCCL(ncclGroupStart());
+  for (int r = 0; r < d->size; r++) {
+    size_t lo = range_of(ends, r, &count);
+    if (r == d->rank) continue;
+    note_peer(d, r);
+    if (mine) PT_CHECK_NCCL(ncclSend(buf + at, mine, ncclFloat, r, d->comm, d->stream));
+    if (count) PT_CHECK_NCCL(ncclRecv(buf + lo, count, ncclFloat, r, d->comm, d->stream));
+  }
+  PT_CHECK_NCCL(ncclGroupEnd());
+  nccl_finish(d, (d->rank + 1) % d->size, n * sizeof(float));
 }
 
 /* comm.dp_reduce: allreduce. NCCL's own reduction (ring or tree, chosen by NCCL): one call,
@@ -402,5 +453,7 @@ const comm_transport comm_transport_nccl = {
     .flush = nccl_flush,
     .sum_f32 = nccl_sum_f32,
     .allreduce_f32 = nccl_allreduce_f32,
+    .reduce_scatter_f32 = nccl_reduce_scatter_f32,
+    .allgather_f32 = nccl_allgather_f32,
     .connect = nccl_connect,
 };

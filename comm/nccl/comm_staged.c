@@ -97,27 +97,47 @@ static void staged_wait(pt_request *r) {
 /* MPI needs no grouping and holds nothing back. */
 static void staged_nothing(void *state) { (void)state; }
 
-/* A pinned host copy of buf, summed over MPI by sum, copied back (queued on the compute
- * stream; the copy's buffer is reused once it ran). */
-static void staged_reduce(staged_link *d, float *buf, size_t n,
-                          void (*sum)(MPI_Comm, float *, size_t)) {
+/* A pinned host copy of buf, reduced over MPI by op (ends: comm.h's ranges, or NULL), copied
+ * back (queued on the compute stream; the copy's buffer is reused once it ran). */
+typedef void (*host_op)(MPI_Comm mpi, float *buf, size_t n, const size_t *ends);
+
+static void staged_reduce(staged_link *d, float *buf, size_t n, host_op op, const size_t *ends) {
   if (d->size == 1 || n == 0) return;
   int slab = pinned_take(&d->pool, n * sizeof(float));
   float *host = pinned_host(&d->pool, slab);
   PT_CHECK_CUDA(cudaMemcpyAsync(host, buf, n * sizeof(float), cudaMemcpyDeviceToHost, d->compute));
   PT_CHECK_CUDA(cudaStreamSynchronize(d->compute));
-  sum(d->mpi, host, n);
+  op(d->mpi, host, n, ends);
   PT_CHECK_CUDA(cudaMemcpyAsync(buf, host, n * sizeof(float), cudaMemcpyHostToDevice, d->compute));
   pinned_give(&d->pool, slab, d->compute);
 }
 
+static void host_sum(MPI_Comm mpi, float *buf, size_t n, const size_t *ends) {
+  (void)ends;
+  comm_host_sum_f32(mpi, buf, n);
+}
+
+static void host_allreduce(MPI_Comm mpi, float *buf, size_t n, const size_t *ends) {
+  (void)ends;
+  comm_host_allreduce_f32(mpi, buf, n);
+}
+
 static void staged_sum_f32(void *state, float *buf, size_t n) {
-  staged_reduce(state, buf, n, comm_host_sum_f32);
+  staged_reduce(state, buf, n, host_sum, NULL);
 }
 
 /* comm.dp_reduce: allreduce: MPI_Allreduce on the host copy. */
 static void staged_allreduce_f32(void *state, float *buf, size_t n) {
-  staged_reduce(state, buf, n, comm_host_allreduce_f32);
+  staged_reduce(state, buf, n, host_allreduce, NULL);
+}
+
+/* The sharded optimizer's halves on the whole host copy (the host path's, so the same bits). */
+static void staged_reduce_scatter_f32(void *state, float *buf, size_t n, const size_t *ends) {
+  staged_reduce(state, buf, n, comm_host_reduce_scatter_f32, ends);
+}
+
+static void staged_allgather_f32(void *state, float *buf, size_t n, const size_t *ends) {
+  staged_reduce(state, buf, n, comm_host_allgather_f32, ends);
 }
 
 static void staged_connect(void *state, const int *peers, int n) {
@@ -139,5 +159,7 @@ const comm_transport comm_transport_staged = {
     .flush = staged_nothing,
     .sum_f32 = staged_sum_f32,
     .allreduce_f32 = staged_allreduce_f32,
+    .reduce_scatter_f32 = staged_reduce_scatter_f32,
+    .allgather_f32 = staged_allgather_f32,
     .connect = staged_connect,
 };

@@ -19,6 +19,10 @@ typedef struct {
   gpu_staging staging; /* device_upload_nowait's pinned buffers (staging.h) */
   struct { void *p; size_t bytes; } *blocks; /* live allocations, for the memory totals */
   int n_blocks, cap_blocks;
+  /* Activation offload's copy stream and the event that forks it from the compute stream,
+   * created at the first offload call. */
+  cudaStream_t copy_stream;
+  cudaEvent_t fork;
 } gpu_state;
 
 static gpu_state *state(pt_device *d) { return d->impl; }
@@ -73,6 +77,61 @@ static void g_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
 }
 
 static void g_sync(pt_device *d) { gpu_sync(ctx(d)); }
+
+/* --- Activation offload: pinned host memory, a second stream, events ----------------------- */
+
+static void *g_pinned_alloc(pt_device *d, size_t bytes) {
+  void *p = NULL;
+  CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+  memset(p, 0, bytes);
+  return p;
+}
+
+static void g_pinned_free(pt_device *d, void *p) { CUDA_CHECK(cudaFreeHost(p)); }
+
+static void *g_event_new(pt_device *d) {
+  cudaEvent_t ev;
+  CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  return ev;
+}
+
+static void g_event_free(pt_device *d, void *ev) { cudaEventDestroy((cudaEvent_t)ev); }
+
+/* The copy stream waits for the compute stream's work so far (the fork event), copies, and
+ * records done: the compute stream runs on meanwhile. */
+static void g_copy_async(pt_device *d, void *dst, const void *src, size_t bytes, int to_device,
+                         void *done) {
+  gpu_state *s = state(d);
+  if (!s->copy_stream) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming));
+  }
+  gpu_cost_note(to_device ? "cudaMemcpyAsync:prefetch" : "cudaMemcpyAsync:offload", 0.0, 0.0,
+                (double)bytes);
+  CUDA_CHECK(cudaEventRecord(s->fork, ctx(d)->stream));
+  CUDA_CHECK(cudaStreamWaitEvent(s->copy_stream, s->fork, 0));
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes,
+                             to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                             s->copy_stream));
+  if (done) CUDA_CHECK(cudaEventRecord((cudaEvent_t)done, s->copy_stream));
+}
+
+/* Tests on the CUDA emulator only (its cuda_runtime_api.h defines PT_CUDA_EMULATION):
+ * PT_EMU_OFFLOAD_UNORDERED=1 drops the compute stream's waits for offload copies, so
+ * tests/gpu/overlap_order.sh (gpu_offload_order) can show the emulator catches the missing ordering. Never set in a
+ * build for a real GPU: there it is always 0. */
+static int offload_unordered(void) {
+#ifdef PT_CUDA_EMULATION
+  const char *v = getenv("PT_EMU_OFFLOAD_UNORDERED");
+  return v && !strcmp(v, "1");
+#else
+  return 0;
+#endif
+}
+
+static void g_wait_event(pt_device *d, void *ev) {
+  if (!offload_unordered()) CUDA_CHECK(cudaStreamWaitEvent(ctx(d)->stream, (cudaEvent_t)ev, 0));
+}
 
 /* cuBLAS sgemm (the same pedantic float32 the kernels use) on n^3, timed with events: repeated
  * until `seconds` have passed, after one warm-up call. */
@@ -147,4 +206,6 @@ const pt_device_ops device_gpu_ops = {
     .zero = g_zero, .copy = g_copy, .sync = g_sync, .upload_nowait = g_upload_nowait,
     .set_precision = g_set_precision, .gemm_flops = g_gemm_flops, .describe = g_describe,
     .memory_bytes = g_memory, .local_id = g_local_id, .bus_id = g_bus_id, .model_name = g_name,
-    .stream = g_stream};
+    .stream = g_stream, .pinned_alloc = g_pinned_alloc, .pinned_free = g_pinned_free,
+    .event_new = g_event_new, .event_free = g_event_free, .copy_async = g_copy_async,
+    .wait_event = g_wait_event};

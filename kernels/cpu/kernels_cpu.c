@@ -103,8 +103,8 @@ static void rmsnorm_backward_weight(const pt_kernels *k, float *dw, const float 
 }
 
 static void rope(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, int hd,
-                 float theta, int dir, const int32_t *positions) {
-  op_rope(qkv, B, T, H, KVH, hd, theta, dir, positions);
+                 const pt_rope_freqs *f, int dir, const int32_t *positions) {
+  op_rope(qkv, B, T, H, KVH, hd, f, dir, positions);
 }
 
 static void swiglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {

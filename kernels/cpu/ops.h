@@ -60,7 +60,7 @@ void op_rmsnorm_backward_input(float *dx, const float *dy, const float *x, const
                                const float *rstd, int N, int D, int acc);
 void op_rmsnorm_backward_weight(float *dw, const float *dy, const float *x, const float *rstd,
                                 int N, int D);
-void op_rope(float *qkv, int B, int T, int H, int KVH, int hd, float theta, int dir,
+void op_rope(float *qkv, int B, int T, int H, int KVH, int hd, const pt_rope_freqs *f, int dir,
              const int32_t *positions);
 void op_swiglu_forward(float *y, const float *gu, int N, int F);
 void op_swiglu_backward(float *dgu, const float *dy, const float *gu, int N, int F);

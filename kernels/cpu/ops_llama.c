@@ -43,11 +43,12 @@ void op_rmsnorm_backward_weight(float *dw, const float *dy, const float *x, cons
 }
 
 /* Token (b, t) at position pos: its q and k heads rotated. */
-static void rope_token(float *row, int heads, int hd, int pos, float theta, int dir) {
+static void rope_token(float *row, int heads, int hd, int pos, const pt_rope_freqs *f,
+                       int dir) {
   const int half = hd / 2;
   for (int j = 0; j < half; j++) {
     float c, s;
-    rope_cos_sin(pos, j, hd, theta, &c, &s);
+    rope_cos_sin(pos, f->inv_freq[j], f->scale, &c, &s);
     if (dir < 0) s = -s;
     for (int h = 0; h < heads; h++) {
       float *x = row + (int64_t)h * hd;
@@ -58,18 +59,18 @@ static void rope_token(float *row, int heads, int hd, int pos, float theta, int 
   }
 }
 
-void op_rope(float *qkv, int B, int T, int H, int KVH, int hd, float theta, int dir,
+void op_rope(float *qkv, int B, int T, int H, int KVH, int hd, const pt_rope_freqs *f, int dir,
              const int32_t *positions) {
   const int half = hd / 2, heads = H + KVH, ld = (H + 2 * KVH) * hd;
   if (positions) {
     for (int64_t n = 0; n < (int64_t)B * T; n++)
-      rope_token(qkv + n * ld, heads, hd, positions[n], theta, dir);
+      rope_token(qkv + n * ld, heads, hd, positions[n], f, dir);
     return;
   }
   for (int t = 0; t < T; t++) {
     for (int j = 0; j < half; j++) {
       float c, s;
-      rope_cos_sin(t, j, hd, theta, &c, &s);
+      rope_cos_sin(t, f->inv_freq[j], f->scale, &c, &s);
       if (dir < 0) s = -s;
       for (int b = 0; b < B; b++) {
         float *row = qkv + ((int64_t)b * T + t) * ld;

@@ -143,8 +143,8 @@ static void rmsnorm_backward_input_residual(const pt_kernels *k, float *dx, cons
 }
 
 static void rope(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, int hd,
-                 float theta, int dir, const int32_t *positions) {
-  cuda_op_rope(ctx(k), qkv, B, T, H, KVH, hd, theta, dir, positions);
+                 const pt_rope_freqs *f, int dir, const int32_t *positions) {
+  cuda_op_rope(ctx(k), qkv, B, T, H, KVH, hd, f, dir, positions);
 }
 
 static void swiglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {

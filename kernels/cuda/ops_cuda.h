@@ -84,8 +84,8 @@ void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy, cons
                                     const float *w, const float *rstd, int N, int D, int acc);
 void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const float *dy, const float *x,
                                      const float *rstd, int N, int D);
-void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KVH, int hd, float theta,
-                  int dir, const int32_t *positions);
+void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KVH, int hd,
+                  const pt_rope_freqs *f, int dir, const int32_t *positions);
 void cuda_op_swiglu_forward(gpu_ctx *g, float *y, const float *gu, int N, int F);
 void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu, int N,
                              int F);

@@ -3,7 +3,7 @@
  * trees), and for backward_weight the column-tiled chunks of layernorm_backward_weight
  * (ops_layernorm.cu) with pt_chunk_sum_kernel adding the chunks in order: no atomics, the same
  * bits every run. rope and swiglu are elementwise; rope's cos and sin are the CPU's
- * (rope_angle.h). */
+ * (rope_angle.h), its pt_rope_freqs passed by value (kernel parameters, about 1 KiB). */
 #include "kernels/cpu/rope_angle.h"
 #include "kernels/cuda/common.cuh"
 
@@ -76,7 +76,7 @@ static __global__ void __launch_bounds__(32 * RMS_LANES)
 /* Element e = ((row * heads + h) * half + j) of the rotated pairs, row = b*T + t, heads the
  * H + KVH rotated heads (q's then k's, contiguous in the row). */
 static __global__ void __launch_bounds__(PT_THREADS)
-    rope_kernel(float *qkv, int64_t n, int T, int heads, int ld, int hd, float theta, int dir,
+    rope_kernel(float *qkv, int64_t n, int T, int heads, int ld, int hd, pt_rope_freqs f, int dir,
                 const int32_t *positions) {
   const int half = hd / 2;
   PT_GRID_LOOP(e, n) {
@@ -84,7 +84,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
     const int64_t rh = e / half, row = rh / heads;
     const int h = (int)(rh % heads), t = (int)(row % T);
     float c, s;
-    rope_cos_sin(positions ? positions[row] : t, j, hd, theta, &c, &s);
+    rope_cos_sin(positions ? positions[row] : t, f.inv_freq[j], f.scale, &c, &s);
     if (dir < 0) s = -s;
     float *xh = qkv + row * ld + (int64_t)h * hd;
     const float x0 = xh[j], x1 = xh[j + half];
@@ -153,14 +153,14 @@ extern "C" void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const flo
 }
 
 extern "C" void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KVH, int hd,
-                             float theta, int dir, const int32_t *positions) {
+                             const pt_rope_freqs *f, int dir, const int32_t *positions) {
   const int64_t n = (int64_t)B * T * (H + KVH) * (hd / 2);
   if (n <= 0) return;
   /* each pair read and written in place, 6 operations (the angle's own math not counted);
    * the positions read once a row */
   const pt_cost cost = pt_cost_of(0.0, 6.0 * n, 16.0 * n + (positions ? 4.0 * B * T : 0.0));
   PT_LAUNCH_COSTED(rope_kernel, cost, pt_grid(n), PT_THREADS, 0, g->stream, qkv, n, T, H + KVH,
-                   (H + 2 * KVH) * hd, hd, theta, dir, positions);
+                   (H + 2 * KVH) * hd, hd, *f, dir, positions);
   PT_LAUNCH_CHECK();
 }
 

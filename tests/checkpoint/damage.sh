@@ -20,7 +20,21 @@ pipe_convert=$(realpath "${2:-$(dirname "$pipe_train")/pipe_convert}")
 cat >"$work/edit.py" <<'EOF'
 """edit.py CKPT FILE OP ARGS: edits a checkpoint file in place and, for header edits, updates
 the manifest's crc32 and bytes for it so that only the header validation can notice."""
-import json, struct, sys, zlib, os
+import json, os, re, struct, sys, zlib
+
+def seal(m):
+    """Recomputes manifest_crc32 as pipetrain does: CRC-32 of the manifest printed without
+    whitespace and without that key (cJSON_PrintUnformatted's form for this content)."""
+    m.pop("manifest_crc32", None)
+    m["manifest_crc32"] = zlib.crc32(json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode())
+
+def check_seal(ckpt):
+    m = json.load(open(os.path.join(ckpt, "manifest.json")))
+    want = m["manifest_crc32"]
+    seal(m)
+    if m["manifest_crc32"] != want:
+        sys.exit(f"{ckpt}: manifest_crc32 {want}, recomputed {m['manifest_crc32']}")
+    print(f"  {ckpt}: manifest_crc32 {want} matches its content")
 
 def fix_manifest(ckpt, fname):
     mpath = os.path.join(ckpt, "manifest.json")
@@ -32,6 +46,7 @@ def fix_manifest(ckpt, fname):
             break
     else:
         sys.exit(f"{fname} not in the manifest")
+    seal(m)
     json.dump(m, open(mpath, "w"), indent=1)
 
 def edit_header(ckpt, fname, tensor, field, value):
@@ -70,11 +85,33 @@ def offsets(ckpt, fname, tensor):
     (n,) = struct.unpack_from("<Q", data, 0)
     print(json.dumps(json.loads(data[8:8 + n])[tensor]["data_offsets"]))
 
-def manifest_set(ckpt, key, value):
+def manifest_set(ckpt, key, value, reseal="1"):
+    """Sets key (a.b for a nested one) to the JSON value; reseal=0 leaves the checksum stale."""
     mpath = os.path.join(ckpt, "manifest.json")
     m = json.load(open(mpath))
-    m[key] = json.loads(value)
+    *path, last = key.split(".")
+    o = m
+    for k in path:
+        o = o[k]
+    o[last] = json.loads(value)
+    if reseal == "1":
+        seal(m)
     json.dump(m, open(mpath, "w"), indent=1)
+
+def unseal(ckpt):
+    mpath = os.path.join(ckpt, "manifest.json")
+    m = json.load(open(mpath))
+    del m["manifest_crc32"]
+    json.dump(m, open(mpath, "w"), indent=1)
+
+def flip_manifest(ckpt, key):
+    """Flips one bit of the first digit of the top-level number `key` in the text."""
+    mpath = os.path.join(ckpt, "manifest.json")
+    text = bytearray(open(mpath, "rb").read())
+    at = re.search(rb'"' + key.encode() + rb'":\s*', text).end()
+    text[at] ^= 0x01
+    open(mpath, "wb").write(bytes(text))
+    print(f"  flipped a bit of byte {at} of manifest.json ({key})")
 
 op = sys.argv[1]
 globals()[op](*sys.argv[2:])
@@ -194,6 +231,33 @@ load bad_json "^pipetrain: $W/bad_json/manifest\\.json: "
 copy other_format
 edit manifest_set "$work/other_format" format '"pipetrain-checkpoint/0"'
 load other_format "^pipetrain: $W/other_format/manifest\\.json: "
+
+edit check_seal "$work/good"
+copy manifest_step
+edit flip_manifest "$work/manifest_step" step
+load manifest_step "^pipetrain: $W/manifest_step/manifest\\.json: damaged: .*manifest_crc32.*restore"
+
+copy manifest_t # t edited and the checksum recomputed: the optimizer file's metadata disagrees
+edit manifest_set "$work/manifest_t" optimizer.t 5
+load manifest_t "^pipetrain: $W/manifest_t/$O: .*optimizer step 3, .*optimizer\\.t 5"
+
+copy manifest_unsealed_t # an older manifest (no checksum): t still checked against the file
+edit unseal "$work/manifest_unsealed_t"
+edit manifest_set "$work/manifest_unsealed_t" optimizer.t 5 0
+code=0 # the notice, then the refusal
+"$pipe_train" "$spec" --sequential --load "$work/manifest_unsealed_t" >"$work/out" 2>&1 || code=$?
+[[ $code == 2 && $(wc -l <"$work/out") == 2 ]] && grep -q "notice: .*has no manifest_crc32" "$work/out" &&
+  grep -Eq "^pipetrain: $W/manifest_unsealed_t/$O: .*optimizer\\.t 5" "$work/out" ||
+  { cat "$work/out"; fail "manifest_unsealed_t: expected the notice and one refusal, exit 2 (got $code)"; }
+echo "ok: manifest_unsealed_t: exit 2: $(tail -1 "$work/out")"
+
+copy unsealed # an older manifest without the checksum still loads, with a notice
+edit unseal "$work/unsealed"
+"$pipe_train" "$spec" --sequential --quiet --load "$work/unsealed" >"$work/out" 2>&1 ||
+  { cat "$work/out"; fail "a manifest without manifest_crc32 does not load"; }
+grep -q "notice: .*unsealed/manifest.json has no manifest_crc32" "$work/out" ||
+  { cat "$work/out"; fail "no notice for a manifest without manifest_crc32"; }
+echo "ok: unsealed: loads with $(grep notice "$work/out")"
 
 copy no_manifest
 rm "$work/no_manifest/manifest.json"

@@ -141,6 +141,55 @@ static void test_adamw(void) {
   optimizer_free(&o);
 }
 
+/* pipeline.shard_optimizer's ranges: contiguous, covering the buffer, ends on 16 floats, none
+ * much over n / D; and D replicas each updating their range (their state of it only) give the
+ * unsharded update's bits, the tensors cut anywhere. */
+static void test_adamw_sharded(void) {
+  spec_train c = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+  c.optimizer = SPEC_OPTIMIZER_ADAMW;
+  enum { N = 144 };
+  pt_tensor tens[3] = {{.offset = 0, .numel = 40, .decay = 1}, {.offset = 48, .numel = 70},
+                       {.offset = 128, .numel = 5, .decay = 1}};
+  float whole[N], grads[N];
+  for (int i = 0; i < N; i++)
+    whole[i] = 0.01f * (float)(i % 37) - 0.2f, grads[i] = 0.3f - 0.007f * (float)(i % 53);
+  for (int D = 2; D <= 5; D++) {
+    int64_t at = 0;
+    for (int r = 0; r < D; r++) {
+      int64_t end = optimizer_shard_end(N, D, r);
+      CHECK(optimizer_shard_end(N, D, r - 1) == at && end >= at, "D=%d range %d starts at %lld",
+            D, r, (long long)optimizer_shard_end(N, D, r - 1));
+      CHECK(r == D - 1 ? end == N : end % 16 == 0, "D=%d range %d ends at %lld", D, r,
+            (long long)end);
+      at = end;
+    }
+    CHECK(optimizer_shard_max(N, D) <= N / D + 16, "D=%d: largest range %lld", D,
+          (long long)optimizer_shard_max(N, D));
+    float ref[N], mine[N], sharded[N];
+    memcpy(ref, whole, sizeof ref), memcpy(sharded, whole, sizeof sharded);
+    pt_model m = {.params = ref, .grads = grads, .n_floats = N, .tensors = tens, .n_tensors = 3,
+                  .dev = device_host()};
+    pt_optimizer o, *part = calloc((size_t)D, sizeof *part);
+    optimizer_init(&o, &c, N);
+    for (int r = 0; r < D; r++) optimizer_init_shard(&part[r], &c, N, r, D);
+    for (int t = 1; t <= 3; t++) {
+      m.params = ref;
+      optimizer_step(&o, &m, c.lr);
+      for (int r = 0; r < D; r++) { /* each replica from the gathered parameters */
+        memcpy(mine, sharded, sizeof mine);
+        m.params = mine;
+        optimizer_step(&part[r], &m, c.lr);
+        int64_t lo = part[r].lo, n = part[r].n_floats;
+        memcpy(sharded + lo, mine + lo, sizeof(float) * (size_t)n);
+      }
+      CHECK(!memcmp(ref, sharded, sizeof ref), "D=%d step %d: the sharded update differs", D, t);
+    }
+    optimizer_free(&o);
+    for (int r = 0; r < D; r++) optimizer_free(&part[r]);
+    free(part);
+  }
+}
+
 static void test_lr_schedule(void) {
   spec_train c = {.lr = 1.0, .min_lr = 0.1, .warmup_steps = 10, .steps = 110};
   c.lr_schedule = SPEC_LR_COSINE;
@@ -186,6 +235,7 @@ int main(void) {
   test_data_errors();
   test_u32();
   test_adamw();
+  test_adamw_sharded();
   test_lr_schedule();
   test_clip();
   return test_summary("data_optim");

@@ -100,6 +100,7 @@ static void fuzz_spec_read_loaded(pt_spec *s) {
   fuzz_spec_read_node(s->pipeline.stage_layers);
   fuzz_spec_read_node(s->pipeline.max_memory);
   fuzz_spec_read_node(s->pipeline.devices);
+  fuzz_spec_read_node(s->pipeline.offload);
   /* the model map is read by layer types with the getters too */
   fuzz_spec_read_node(s->model);
 }

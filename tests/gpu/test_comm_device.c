@@ -6,7 +6,8 @@
  * one line naming it (none may go on to ncclCommInitRank with a zeroed id and hang).
  * Checks: a ring of grouped device sends/receives delivers every byte; the device chain sum
  * equals the host chain sum ((x0 + x1) + x2) + ... bit for bit, on the world and on a group
- * split from it; host buffers on the same groups go over MPI (an f64 sum, and host
+ * split from it, and so does the sharded optimizer's reduce-scatter, whose gather delivers every
+ * range; host buffers on the same groups go over MPI (an f64 sum, and host
  * sends interleaved with device ones on one group); comm_connect works; a send
  * the transport holds back goes out at comm_flush while its rank sums on another group (the
  * tied-weight deadlock of pipelined runs over NCCL: without the flush this test hangs); buffers
@@ -46,6 +47,38 @@ static void check_sum(gpu_ctx *g, pt_comm *c, const int *ranks, int n_ranks, int
   CHECK(bad == 0, "%s: %zu of %zu sums differ from the host chain order", what, bad, n);
   gpu_free(dev);
   free(host);
+}
+
+/* The sharded optimizer's halves (comm.h) on uneven ranges, rank 0's empty from 3 ranks on:
+ * the reduce-scatter leaves the chain's bits on each rank's range and on the last rank's whole
+ * buffer; the gather then brings every rank's range (marked with its rank) to every rank. */
+static void check_shard(gpu_ctx *g, pt_comm *c, const int *ranks, int n_ranks, int me, size_t n) {
+  int gr = comm_rank(c);
+  size_t *ends = calloc((size_t)n_ranks, sizeof *ends);
+  for (int r = 0; r < n_ranks; r++)
+    ends[r] = r == n_ranks - 1       ? n
+              : n_ranks > 2 && r == 0 ? 0
+                                      : (size_t)(r + 1) * n / (n_ranks + 1);
+  float *host = malloc(n * sizeof *host), *dev = gpu_alloc(g, n * sizeof *dev);
+  for (size_t i = 0; i < n; i++) host[i] = value(me, i);
+  gpu_to_device(g, dev, host, n * sizeof *host);
+  comm_reduce_scatter_sum_f32(c, dev, n, ends);
+  gpu_to_host(g, host, dev, n * sizeof *host);
+  size_t lo = gr ? ends[gr - 1] : 0, bad = 0;
+  int last = gr == n_ranks - 1; /* the chain ends there: the whole sum */
+  for (size_t i = last ? 0 : lo; i < ends[gr]; i++)
+    bad += host[i] != chain_expect(ranks, n_ranks, i);
+  CHECK(bad == 0, "reduce-scatter: %zu sums differ from the chain's on group rank %d", bad, gr);
+  for (size_t i = lo; i < ends[gr]; i++) host[i] = (float)gr + (float)(i % 8) / 8.0f;
+  gpu_to_device(g, dev, host, n * sizeof *host);
+  comm_allgather_f32(c, dev, n, ends);
+  gpu_to_host(g, host, dev, n * sizeof *host);
+  bad = 0;
+  for (int r = 0, i = 0; r < n_ranks; r++)
+    for (; (size_t)i < ends[r]; i++) bad += host[i] != (float)r + (float)(i % 8) / 8.0f;
+  CHECK(bad == 0, "gather: %zu floats not their range's owner's on group rank %d", bad, gr);
+  gpu_free(dev);
+  free(host), free(ends);
 }
 
 static void check_ring(gpu_ctx *g, pt_comm *c, int rank, int size, size_t bytes) {
@@ -244,9 +277,10 @@ int main(int argc, char **argv) {
   check_ring(&g, world, rank, size, 1);
   check_ring(&g, world, rank, size, (3u << 20) + 5);
   if (size > 1) check_reuse(&g, world, rank, size, !nccl);
-  int *everyone = malloc((size_t)size * sizeof(int)), n_sub = 0, sub[64] = {0};
+  int *everyone = calloc((size_t)size, sizeof(int)), n_sub = 0, sub[64] = {0};
   for (int r = 0; r < size; r++) everyone[r] = r;
   check_sum(&g, world, everyone, size, rank, 1000003, "world");
+  check_shard(&g, world, everyone, size, rank, 100003);
   for (int r = rank % 2; r < size && n_sub < 64; r += 2) sub[n_sub++] = r;
   pt_comm *half = comm_split(world, rank % 2, rank); /* even and odd ranks */
   check_sum(&g, half, sub, n_sub, rank, 4099, "split group");

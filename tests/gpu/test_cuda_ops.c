@@ -33,6 +33,7 @@
 #include "kernels/kernels.h"
 #include "kernels/loss.h"
 #include "kernels/precision.h"
+#include "layers/rope_freqs.h"
 #include "model/model.h"
 #include "model/optimizer.h"
 
@@ -630,11 +631,13 @@ static void test_positions(int B, int T, int D, int H, int KVH, int hd) {
   expect_same_bits("pos_backward_weight (vs cpu, (b, t) order)", shape, downf(d_dp, TD), dpc, TD);
   int64_t nr = (int64_t)B * T * (H + 2 * KVH) * hd;
   float *r = hrand(nr, -2, 2), *rc = hcopy(r, nr), *d_r = upf(r, nr);
-  op_rope(rc, B, T, H, KVH, hd, 10000.0f, 1, p);
-  cuda_op_rope(&G, d_r, B, T, H, KVH, hd, 10000.0f, 1, d_p);
+  pt_rope_freqs f;
+  rope_freqs_make(&(pt_rope_scaling){.theta = 10000.0}, hd, &f);
+  op_rope(rc, B, T, H, KVH, hd, &f, 1, p);
+  cuda_op_rope(&G, d_r, B, T, H, KVH, hd, &f, 1, d_p);
   expect_close("rope dir=1 positions", shape, downf(d_r, nr), rc, nr, TOL_DEFAULT);
-  op_rope(rc, B, T, H, KVH, hd, 10000.0f, -1, p);
-  cuda_op_rope(&G, d_r, B, T, H, KVH, hd, 10000.0f, -1, d_p);
+  op_rope(rc, B, T, H, KVH, hd, &f, -1, p);
+  cuda_op_rope(&G, d_r, B, T, H, KVH, hd, &f, -1, d_p);
   expect_close("rope dir=-1 positions (back to x)", shape, downf(d_r, nr), r, nr, TOL_DEFAULT);
   scope_end();
 }
@@ -684,25 +687,32 @@ static void test_rmsnorm(int N, int D) {
   scope_end();
 }
 
-/* rope forward, then backward (the transpose: a rotation's inverse, so it must give back x). */
-static void test_rope(int B, int T, int H, int KVH, int hd, float theta) {
+/* rope forward, then backward (the transpose: a rotation's inverse, so it gives back q and k
+ * times the table's scale squared, 1 but for yarn, and v untouched). */
+static void test_rope(int B, int T, int H, int KVH, int hd, const pt_rope_scaling *r) {
   char shape[96];
-  snprintf(shape, sizeof shape, "B=%d T=%d H=%d KVH=%d hd=%d theta=%g", B, T, H, KVH, hd, theta);
+  snprintf(shape, sizeof shape, "B=%d T=%d H=%d KVH=%d hd=%d theta=%g %s", B, T, H, KVH, hd,
+           r->theta, pt_rope_type_names[r->type]);
+  pt_rope_freqs f;
+  rope_freqs_make(r, hd, &f);
   int64_t n = (int64_t)B * T * (H + 2 * KVH) * hd;
-  float *x = hrand(n, -2, 2), *xc = hcopy(x, n);
-  op_rope(xc, B, T, H, KVH, hd, theta, 1, NULL);
+  float *x = hrand(n, -2, 2), *xc = hcopy(x, n), *xs = hcopy(x, n);
+  const int64_t ld = (int64_t)(H + 2 * KVH) * hd; /* v (the row's last KVH heads) not rotated */
+  for (int64_t i = 0; i < n; i++)
+    if (i % ld < (int64_t)(H + KVH) * hd) xs[i] = x[i] * f.scale * f.scale;
+  op_rope(xc, B, T, H, KVH, hd, &f, 1, NULL);
   float *d_x = upf(x, n);
-  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, 1, NULL);
+  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, &f, 1, NULL);
   float *y1 = downf(d_x, n);
   setf(d_x, x, n);
-  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, 1, NULL);
+  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, &f, 1, NULL);
   expect_close("rope dir=1", shape, y1, xc, n, TOL_DEFAULT);
   expect_same_bits("rope dir=1", shape, downf(d_x, n), y1, n);
-  op_rope(xc, B, T, H, KVH, hd, theta, -1, NULL);
-  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, theta, -1, NULL);
+  op_rope(xc, B, T, H, KVH, hd, &f, -1, NULL);
+  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, &f, -1, NULL);
   float *x1 = downf(d_x, n);
   expect_close("rope dir=-1 (vs cpu)", shape, x1, xc, n, TOL_DEFAULT);
-  expect_close("rope dir=-1 after dir=1 (vs x)", shape, x1, x, n, TOL_DEFAULT);
+  expect_close("rope dir=-1 after dir=1 (vs x scale^2)", shape, x1, xs, n, TOL_DEFAULT);
   scope_end();
 }
 
@@ -1542,8 +1552,19 @@ int main(void) {
   test_rmsnorm(7, 33);
   if (!small_only) test_rmsnorm(512, 256);
   test_rmsnorm(4000, 16); /* weight gradient: many row chunks */
-  test_rope(2, 7, 4, 2, 8, 10000.0f);
-  if (!small_only) test_rope(1, 1024, 2, 1, 64, 500000.0f); /* long positions, Llama 3's theta */
+  test_rope(2, 7, 4, 2, 8, &(pt_rope_scaling){.theta = 10000.0});
+  /* the scaled types: llama3 (Llama 3.1's parameters at a short original context, so pairs
+   * fall in all three bands), linear, yarn (cos/sin scaled) */
+  test_rope(2, 7, 4, 2, 16, &(pt_rope_scaling){.type = PT_ROPE_LLAMA3, .theta = 500000.0,
+            .factor = 8, .low_freq_factor = 1, .high_freq_factor = 4,
+            .original_max_position_embeddings = 64});
+  test_rope(2, 7, 4, 2, 8, &(pt_rope_scaling){.type = PT_ROPE_LINEAR, .theta = 10000.0,
+            .factor = 2});
+  test_rope(2, 7, 4, 2, 16, &(pt_rope_scaling){.type = PT_ROPE_YARN, .theta = 10000.0,
+            .factor = 4, .original_max_position_embeddings = 32, .beta_fast = 32,
+            .beta_slow = 1, .truncate = 1});
+  if (!small_only) /* long positions, Llama 3's theta */
+    test_rope(1, 1024, 2, 1, 64, &(pt_rope_scaling){.theta = 500000.0});
   test_swiglu(7, 33);
   if (!small_only) test_swiglu(512, 344);
   test_misc(7, 33);

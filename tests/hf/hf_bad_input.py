@@ -84,16 +84,23 @@ def main():
     d = model_dir(root, "bert", {**GPT2, "architectures": ["BertForMaskedLM"]}, wte)
     expect("unknown architecture", from_hf(d, root), f"{d}/config.json", "architectures",
            "BertForMaskedLM")
-    d = model_dir(root, "rope", {**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": 2.0}})
-    expect("rope_scaling set", from_hf(d, root), f"{d}/config.json", "rope_scaling")
-    d = model_dir(root, "rope5", {**LLAMA, "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}})
-    expect("rope_parameters not default", from_hf(d, root), f"{d}/config.json", "rope_parameters")
+    d = model_dir(root, "rope", {**LLAMA, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}})
+    expect("rope_scaling of another type", from_hf(d, root), f"{d}/config.json", "rope_scaling",
+           "dynamic")
+    d = model_dir(root, "rope5", {**LLAMA, "rope_parameters": {"rope_type": "yarn", "factor": 2.0,
+                                                               "mscale": 1.0}})
+    expect("rope_parameters with a key llama_block lacks", from_hf(d, root), f"{d}/config.json",
+           "rope_parameters", "mscale")
+    d = model_dir(root, "rope3", {**LLAMA, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                                                            "low_freq_factor": 1.0}})
+    expect("llama3 rope without high_freq_factor", from_hf(d, root), f"{d}/config.json",
+           "rope_scaling", "high_freq_factor")
     d = model_dir(root, "bias", {**LLAMA, "attention_bias": True})
     expect("attention_bias true", from_hf(d, root), f"{d}/config.json", "attention_bias")
     d = model_dir(root, "act", {**LLAMA, "hidden_act": "gelu"})
     expect("hidden_act not silu", from_hf(d, root), f"{d}/config.json", "hidden_act")
-    d = model_dir(root, "hd", {**LLAMA, "head_dim": 8})
-    expect("head_dim != hidden/heads", from_hf(d, root), f"{d}/config.json", "head_dim")
+    d = model_dir(root, "hd", {**LLAMA, "head_dim": 7})
+    expect("odd head_dim", from_hf(d, root), f"{d}/config.json", "head_dim")
     d = model_dir(root, "mistral", {**LLAMA, "architectures": ["MistralForCausalLM"],
                                     "sliding_window": 4})
     expect("Mistral sliding_window < seq_len", from_hf(d, root), f"{d}/config.json",
@@ -124,6 +131,36 @@ def main():
     expect("a missing tensor", from_hf(d, root), d, "transformer.ln_f.bias")
     d = model_dir(root, "nojson", GPT2)
     expect("no weights", from_hf(d, root), d, "model.safetensors")
+    # issue 29 case 6: cJSON would take the first n_layer, Python's json the last
+    d = model_dir(root, "dupkey", GPT2, gpt2_tensors())
+    with open(os.path.join(d, "config.json"), "w") as f:
+        f.write(json.dumps(GPT2)[:-1] + ', "n_layer": 2}')
+    expect("a duplicate key", from_hf(d, root), f"{d}/config.json", "n_layer", "twice")
+    d = model_dir(root, "dupnested", {**LLAMA, "rope_parameters": {"rope_type": "default"}})
+    with open(os.path.join(d, "config.json"), "w") as f:
+        f.write(json.dumps(LLAMA)[:-1] + ', "rope_parameters": {"rope_theta": 1.0, "rope_theta": 2.0}}')
+    expect("a duplicate nested key", from_hf(d, root), f"{d}/config.json", "rope_theta", "twice")
+    # case 5: tied, but lm_head.weight has its own values (transformers keeps them apart)
+    d = model_dir(root, "tiedhead", GPT2, {**gpt2_tensors(), "lm_head.weight": ([11, 8], [1.0] * 88)})
+    expect("tied with a different lm_head", from_hf(d, root), f"{d}/model.safetensors",
+           "lm_head.weight", "tie_word_embeddings")
+    d = model_dir(root, "tiedsame", GPT2, {**gpt2_tensors(), "lm_head.weight": ([11, 8], [0.0] * 88)})
+    r = subprocess.run(from_hf(d, os.path.join(root, "tiedsame")), capture_output=True, text=True)
+    print(("ok    " if r.returncode == 0 else "FAIL  ") + f"tied with an equal lm_head converts: exit {r.returncode} {r.stderr.strip()}")
+    if r.returncode != 0:
+        failures.append("tied with an equal lm_head")
+    # case 12: config.json a directory; rope_theta 0 names the value
+    d = os.path.join(root, "cfgdir")
+    os.makedirs(os.path.join(d, "config.json"))
+    expect("config.json a directory", from_hf(d, root), f"{d}/config.json", "is a directory")
+    d = model_dir(root, "theta0", {**LLAMA, "rope_theta": 0})
+    expect("rope_theta 0", from_hf(d, root), f"{d}/config.json", "rope_theta: 0:", "positive")
+    d = model_dir(root, "theta0p", {**LLAMA, "rope_parameters": {"rope_type": "default", "rope_theta": 0}})
+    expect("rope_parameters.rope_theta 0", from_hf(d, root), f"{d}/config.json", "rope_theta 0:",
+           "positive")
+    d = model_dir(root, "seqlen", LLAMA)
+    expect("--seq-len 1e12", [*from_hf(d, root), "--seq-len", "1000000000000"], "--seq-len",
+           "2147483647")
     # --to-hf of a model that is neither GPT-2 nor Llama shaped
     ck = os.path.join(root, "mlp-ck")
     r = subprocess.run([PIPE_TRAIN, MLP_SPEC, "--sequential", "--quiet", "--set",
@@ -134,6 +171,12 @@ def main():
     else:
         expect("--to-hf of an MLP", [PIPE_CONVERT, ck, "--to-hf", os.path.join(root, "out")],
                "layer 0 (linear)")
+        afile = os.path.join(root, "afile")
+        open(afile, "w").close()
+        expect("--to-hf into a file", [PIPE_CONVERT, ck, "--to-hf", afile], f"--to-hf {afile}",
+               "not a directory")
+        expect("--to-hf under a file", [PIPE_CONVERT, ck, "--to-hf", os.path.join(afile, "x")],
+               "not a directory")
         expect("--gather-hf of an MLP", [PIPE_TRAIN, MLP_SPEC, "--sequential", "--quiet",
                                          "--set", "train.steps=1", "--gather-hf",
                                          os.path.join(root, "out")], "layer 0 (linear)")

@@ -1,9 +1,17 @@
 #!/usr/bin/env python3
 """hf_models.py FAMILY PIPE_TRAIN PIPE_CONVERT: pipe_convert's Hugging Face import and export, checked against
-transformers itself on a tiny random model it makes on the spot (FAMILY gpt2 or llama).
+transformers itself on a tiny random model it makes on the spot (FAMILY one of FAMILIES below:
+gpt2, llama (Llama 2-style), llama31 (Llama 3.1-style: llama3 rope scaling, GQA), llama32
+(Llama 3.2-style: llama3 rope scaling, tied head), llama_linear and llama_yarn (those rope
+types; llama_linear's config.json rewritten in transformers 4's rope_scaling spelling), qwen2
+(Qwen2/Qwen2.5: q/k/v biases, GQA, tied head), mistral_head_dim (MistralForCausalLM with a
+head_dim other than hidden_size / heads, as Mistral Nemo's)).
 
-  1. import; pipetrain's loss on step 0's batch equals transformers' to 1e-5 relative
-  2. 10 steps pipelined (2 stages, mpirun) and sequential: --gather files equal byte for byte,
+  1. import; pipetrain's loss on step 0's batch equals transformers' to 1e-5 relative (and,
+     for scaled rope / Qwen2, transformers' loss without the scaling / the q, k, v biases
+     differs: the check has teeth)
+  2. 10 steps pipelined (2 stages, mpirun; the families after llama with zbv, a V schedule)
+     and sequential: --gather files equal byte for byte,
      --gather-hf directories too
   3. export (pipe_convert --to-hf); transformers loads it with no missing, unexpected or
      mismatched keys, and its loss on step 10's batch equals pipetrain's to 1e-5 relative;
@@ -51,6 +59,57 @@ def run(cmd, **kw):
     return r
 
 
+# The Llama-family configs: (config arguments, rope_scaling or None); qwen2 is Qwen2's classes.
+# Small original contexts put the 16 positions' pairs in every band of llama3 and yarn's ramp.
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 8}
+FAMILIES = {
+    "llama": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2), None),
+    "llama31": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                     rope_theta=500000.0), LLAMA3),
+    "llama32": (dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=1,
+                     rope_theta=500000.0, tie_word_embeddings=True), dict(LLAMA3, factor=32.0)),
+    "llama_linear": (dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=2),
+                     {"rope_type": "linear", "factor": 4.0}),
+    "llama_yarn": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2),
+                   {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4}),
+    "qwen2": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                   rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False),
+              None),
+    "mistral_head_dim": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                              head_dim=16, sliding_window=None), None),
+}
+# transformers' classes of a family: (config, model); Llama's where not named
+CLASSES = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+           "mistral_head_dim": ("MistralConfig", "MistralForCausalLM")}
+
+
+def causal_lm(cfg):
+    return getattr(transformers, CLASSES.get(FAMILY, ("", "LlamaForCausalLM"))[1])(cfg)
+
+
+def llama_config(scaled=True):
+    args, rope = FAMILIES[FAMILY]
+    kw = dict(vocab_size=VOCAB, intermediate_size=64, num_hidden_layers=2,
+              max_position_embeddings=T, rope_theta=10000.0, tie_word_embeddings=False,
+              bos_token_id=0, eos_token_id=0)
+    kw.update(args)
+    if rope and scaled:
+        kw["rope_scaling"] = dict(rope)
+    return getattr(transformers, CLASSES.get(FAMILY, ("LlamaConfig", ""))[0])(**kw)
+
+
+def legacy_rope_spelling(out):
+    """config.json as transformers 4 wrote it: rope_theta at the top, rope_scaling with `type`."""
+    path = os.path.join(out, "config.json")
+    cfg = json.load(open(path))
+    rope = cfg.pop("rope_parameters")
+    cfg["rope_theta"] = rope.pop("rope_theta")
+    rope["type"] = rope.pop("rope_type")
+    cfg["rope_scaling"] = rope
+    json.dump(cfg, open(path, "w"), indent=2)
+
+
 def make_model(out):
     torch.manual_seed(1234)
     if FAMILY == "gpt2":
@@ -58,17 +117,18 @@ def make_model(out):
                                       n_positions=T, bos_token_id=0, eos_token_id=0)
         model = transformers.GPT2LMHeadModel(cfg)
     else:
-        cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
-                                       num_hidden_layers=2, num_attention_heads=4,
-                                       num_key_value_heads=2, max_position_embeddings=T,
-                                       rope_theta=10000.0, tie_word_embeddings=False,
-                                       bos_token_id=0, eos_token_id=0)
-        model = transformers.LlamaForCausalLM(cfg)
+        model = causal_lm(llama_config())
+    sharpen = FAMILY in FAMILIES and FAMILIES[FAMILY][1] is not None
     with torch.no_grad():  # LayerNorm / RMSNorm weights away from 1, biases away from 0
         for name, p in model.named_parameters():
             if p.dim() == 1:
                 p.add_(0.1 * torch.randn_like(p))
+            # scaled RoPE: attention far from uniform, so the positions' angles show in the loss
+            if sharpen and (name.endswith("q_proj.weight") or name.endswith("k_proj.weight")):
+                p.mul_(20.0)
     model.save_pretrained(out)
+    if FAMILY == "llama_linear":
+        legacy_rope_spelling(out)
     return model
 
 
@@ -151,9 +211,24 @@ def steps(work):
     sets = ["--set", f"data.path={data}", "--set", f"train.micro_batch_size={MBS}",
             "--set", f"train.micro_batches={MB}", "--set", "train.optimizer.lr=3.0e-3",
             "--set", "pipeline.stages=2"]
+    scaled = FAMILY in FAMILIES and FAMILIES[FAMILY][1] is not None
+    if FAMILY not in ("gpt2", "llama"):
+        sets += ["--set", "pipeline.schedule=zbv"]
     # 1. the imported model's loss
     a, b = pt_loss(spec, sets, ck, 0, work), hf_loss(model, tokens, 0)
-    check(close(a, b), f"import: pipetrain loss {a:.9g} vs transformers {b:.9g} (rtol {RTOL})")
+    check(close(a, b), f"import: pipetrain loss {a:.9g} vs transformers {b:.9g} "
+          f"(relative difference {abs(a - b) / abs(b):.2e}, rtol {RTOL})")
+    if scaled:
+        plain = causal_lm(llama_config(scaled=False))
+        plain.load_state_dict(model.state_dict())
+        u = hf_loss(plain, tokens, 0)
+        check(not close(u, b), f"the rope scaling changes transformers' loss ({u:.9g} unscaled)")
+    if FAMILY == "qwen2":
+        plain = causal_lm(llama_config())
+        plain.load_state_dict({k: (torch.zeros_like(v) if k.endswith("proj.bias") else v)
+                               for k, v in model.state_dict().items()})
+        u = hf_loss(plain, tokens, 0)
+        check(not close(u, b), f"the q, k, v biases change transformers' loss ({u:.9g} without)")
     # 2. 10 steps, pipelined and sequential
     outs = {}
     for mode in ("seq", "p2"):
@@ -176,7 +251,8 @@ def steps(work):
           "--to-hf of the trained checkpoint == --gather-hf")
     trained = load_checked(out, "export")
     a, b = pt_loss(spec, sets, outs["p2"][2], 10, work), hf_loss(trained, tokens, 10)
-    check(close(a, b), f"export: pipetrain loss {a:.9g} vs transformers {b:.9g} at step 10")
+    check(close(a, b), f"export: pipetrain loss {a:.9g} vs transformers {b:.9g} at step 10 "
+          f"(relative difference {abs(a - b) / abs(b):.2e})")
     check(not close(a, hf_loss(model, tokens, 10)), "training changed the loss")
     # 4. HF -> pipetrain -> HF
     back = os.path.join(work, "back")

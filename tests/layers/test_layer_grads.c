@@ -99,6 +99,8 @@ static int rng_int(uint64_t *s, int lo, int hi) {
 
 /* --- Cases -------------------------------------------------------------------------------- */
 
+static const char *const rope_types[] = {"default", "linear", "llama3", "yarn"};
+
 typedef struct {
   const char *type;
   int B, T;
@@ -127,8 +129,36 @@ static void describe(lcase *c) {
   if (c->eps_arg)
     n += snprintf(c->desc + n, sizeof c->desc - n, " eps=%g", is_rms(c) ? c->s.rms_eps : c->s.eps);
   if (!strcmp(c->type, "llama_block"))
-    snprintf(c->desc + n, sizeof c->desc - n, " kv_heads=%d ffn_dim=%d rope_theta=%g",
-             c->s.kv_heads, c->s.ffn_dim, c->s.rope_theta);
+    n += snprintf(c->desc + n, sizeof c->desc - n, " kv_heads=%d ffn_dim=%d rope_theta=%g",
+                  c->s.kv_heads, c->s.ffn_dim, c->s.rope_theta);
+  if (c->s.rope_type)
+    n += snprintf(c->desc + n, sizeof c->desc - n, " rope_scaling=%s", rope_types[c->s.rope_type]);
+  if (c->s.qkv_bias) n += snprintf(c->desc + n, sizeof c->desc - n, " qkv_bias");
+  if (c->s.head_dim) snprintf(c->desc + n, sizeof c->desc - n, " head_dim=%d", c->s.head_dim);
+}
+
+/* llama_block's rope_scaling map of ref_shape's rope fields ("" for none). */
+static void rope_yaml(const ref_shape *s, char *buf, size_t sz) {
+  buf[0] = '\0';
+  if (s->rope_type == 1) snprintf(buf, sz, "rope_scaling: {type: linear, factor: %.17g}, ",
+                                  s->rope_factor);
+  if (s->rope_type == 2)
+    snprintf(buf, sz, "rope_scaling: {type: llama3, factor: %.17g, low_freq_factor: %.17g, "
+             "high_freq_factor: %.17g, original_max_position_embeddings: %d}, ", s->rope_factor,
+             s->rope_low, s->rope_high, s->rope_orig);
+  if (s->rope_type == 3)
+    snprintf(buf, sz, "rope_scaling: {type: yarn, factor: %.17g, "
+             "original_max_position_embeddings: %d}, ", s->rope_factor, s->rope_orig);
+}
+
+/* A llama_block case with rope scaling (ref_shape's rope_type): the factors chosen so that
+ * short sequences see every branch (llama3's three bands, yarn's ramp). */
+static void set_rope(lcase *c, int type) {
+  c->s.rope_type = type;
+  c->s.rope_factor = type == 1 ? 2.5 : 4.0;
+  c->s.rope_low = 1.0;
+  c->s.rope_high = 4.0;
+  c->s.rope_orig = 8;
 }
 
 /* A random case of type: B 1..3, T 1..7 (seq_len T..T+3), dim 4..24 with heads | dim,
@@ -168,6 +198,9 @@ static lcase random_case(const char *type, uint64_t *rng) {
     do c.s.kv_heads = rng_int(rng, 1, heads); while (heads % c.s.kv_heads != 0);
     c.s.ffn_dim = rng_int(rng, 1, 12);
     c.s.rope_theta = rng_int(rng, 0, 1) ? 10000.0 : 100.0;
+    if (rng_int(rng, 0, 1)) set_rope(&c, rng_int(rng, 1, 3));
+    c.s.qkv_bias = rng_int(rng, 0, 1);
+    if (rng_int(rng, 0, 1)) c.s.head_dim = 2 * rng_int(rng, 1, 4);
   }
   c.seed = rng_next(rng);
   return c;
@@ -248,6 +281,34 @@ static int make_cases(lcase *cases, uint64_t *rng) {
    * dim 40, heads 5, kv_heads 1, ffn_dim 7: gate 280 floats */
   n = add(cases, n, llama_case(2, 3, 6, 3, 1, 5, 10000.0, 0.0, rng));
   n = add(cases, n, llama_case(1, 3, 40, 5, 1, 7, 10000.0, 0.0, rng));
+  /* rope_scaling: each type, hd 8 and theta 100 (llama3: pairs in all three bands at
+   * original context 8), T 7 and T > 64 */
+  for (int type = 1; type <= 3; type++) {
+    c = llama_case(2, 7, 16, 2, 1, 6, 100.0, 0.0, rng);
+    set_rope(&c, type);
+    n = add(cases, n, c);
+    c = llama_case(1, 70, 16, 2, 2, 4, 10000.0, 0.0, rng);
+    set_rope(&c, type);
+    n = add(cases, n, c);
+  }
+  /* qkv_bias (Qwen2): grouped-query, and with llama3 rope (Qwen2.5 configs may scale); head_dim
+   * independent of dim / heads: wider (H hd > dim), narrower, and 3 heads of 6 over dim 12 (the
+   * spec's model needs heads to divide dim) */
+  static const struct {
+    int B, T, dim, heads, kv_heads, ffn_dim;
+    double theta;
+    int qkv_bias, rope_type, head_dim;
+  } opts[] = {{2, 5, 8, 4, 2, 6, 10000.0, 1, 0, 0},  {1, 70, 16, 2, 1, 4, 100.0, 1, 2, 0},
+              {2, 5, 8, 2, 1, 6, 10000.0, 0, 0, 8},  {1, 70, 16, 4, 2, 4, 100.0, 0, 0, 2},
+              {2, 3, 12, 3, 1, 5, 10000.0, 0, 0, 6}};
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+    c = llama_case(opts[i].B, opts[i].T, opts[i].dim, opts[i].heads, opts[i].kv_heads,
+                   opts[i].ffn_dim, opts[i].theta, 0.0, rng);
+    c.s.qkv_bias = opts[i].qkv_bias;
+    c.s.head_dim = opts[i].head_dim;
+    if (opts[i].rope_type) set_rope(&c, opts[i].rope_type);
+    n = add(cases, n, c);
+  }
   c = edge_case("rmsnorm", 2, 4, 4, 8, 1, 7, 0, rng);
   c.eps_arg = 1;
   c.s.rms_eps = 1e-3;
@@ -261,7 +322,7 @@ static int make_cases(lcase *cases, uint64_t *rng) {
 
 /* The one-layer spec of case c: the model map and a single `- TYPE: {ARGS}` entry. */
 static void case_yaml(const lcase *c, char *buf, size_t sz) {
-  char args[256] = "";
+  char args[512] = "";
   size_t n = 0;
   if (c->out_arg) n += (size_t)snprintf(args + n, sizeof args - n, "out: %d, ", c->s.out_dim);
   if (c->bias_arg >= 0)
@@ -269,10 +330,16 @@ static void case_yaml(const lcase *c, char *buf, size_t sz) {
   if (c->eps_arg)
     n += (size_t)snprintf(args + n, sizeof args - n, "eps: %.17g, ",
                           is_rms(c) ? c->s.rms_eps : c->s.eps);
-  if (!strcmp(c->type, "llama_block"))
+  if (!strcmp(c->type, "llama_block")) {
+    char rope[200];
+    rope_yaml(&c->s, rope, sizeof rope);
     n += (size_t)snprintf(args + n, sizeof args - n,
-                          "kv_heads: %d, ffn_dim: %d, rope_theta: %.17g, ", c->s.kv_heads,
-                          c->s.ffn_dim, c->s.rope_theta);
+                          "kv_heads: %d, ffn_dim: %d, rope_theta: %.17g, %s%s", c->s.kv_heads,
+                          c->s.ffn_dim, c->s.rope_theta, rope,
+                          c->s.qkv_bias ? "qkv_bias: true, " : "");
+    if (c->s.head_dim)
+      n += (size_t)snprintf(args + n, sizeof args - n, "head_dim: %d, ", c->s.head_dim);
+  }
   if (n >= 2) args[n - 2] = '\0'; /* drop the last ", " */
   snprintf(buf, sz,
            "model: {vocab: %d, seq_len: %d, dim: %d, heads: %d}\n"
@@ -283,7 +350,7 @@ static void case_yaml(const lcase *c, char *buf, size_t sz) {
 /* Loads the spec and configures the layer; 0 on success, else prints why and returns -1 (one
  * failed check). *loaded tells whether spec must be freed. */
 static int build_layer(const lcase *c, pt_spec *spec, int *loaded, pt_layer *L) {
-  char yaml[1024];
+  char yaml[1400];
   spec_errors e;
   memset(&e, 0, sizeof e);
   memset(spec, 0, sizeof *spec);
@@ -412,6 +479,7 @@ static void free_run(lrun *r) {
   free(r->wblock);
   free(r->gblock);
   for (int p = 0; p < r->L.n_params; p++) free(r->wd[p]);
+  layer_state_free(&r->L);
 }
 
 /* Random values of a scale that keeps every layer in its interesting range: matrices with

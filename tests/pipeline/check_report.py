@@ -13,7 +13,7 @@ import sys
 
 UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 LINE = re.compile(r"stage (\d+): peak (\d+) micro-batches in flight, peak memory ([0-9.]+) (\w+) "
-                  r"\(planned ([0-9.]+) (\w+)\)")
+                  r"\(planned ([0-9.]+) (\w+)[^)]*\)")  # GPU: ", of which comm ..."
 
 
 SLOTS = re.compile(r"^stage (\d+) \((\d+) slots?", re.M)

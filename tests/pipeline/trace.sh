@@ -2,7 +2,8 @@
 # trace.sh PIPE_TRAIN SCHEDULE [STAGES [--set K=V ...]]: a run of tests/pipeline/gate.yaml on
 # STAGES (3) stages (6 steps, steps 2..4 traced), checked by check_trace.py against the
 # schedule's action lists, with pipe_trace's picture of step 2 (next to pipe_train). SCHEDULE is
-# a registered name or file:PATH (pipeline.schedule_file).
+# a registered name or file:PATH (pipeline.schedule_file). With pipeline.offload=1.0 among the
+# settings, check_offload_trace.py checks the copy track too.
 pipe_train=$1 schedule=$2 stages=${3:-3}
 shift $(($# < 3 ? $# : 3))
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,3 +18,5 @@ timeout 120 mpirun -np "$stages" --oversubscribe "$pipe_train" "$here/gate.yaml"
 "$(dirname "$pipe_train")/pipe_trace" "$work/trace.json" "$work/step2.svg" --step 2 >/dev/null
 python3 "$here/check_trace.py" "$work/trace.json" "$work/metrics.jsonl" "$stages" 4 2 4 6 \
   "$work/schedule.txt" "$work/step2.svg"
+[[ " $* " != *" pipeline.offload=1.0 "* ]] ||
+  python3 "$here/check_offload_trace.py" "$work/trace.json" "$stages"

@@ -68,9 +68,12 @@ static int block_params(int64_t d, ref_param *out) {
 }
 
 static int llama_kv_heads(const ref_shape *s) { return s->kv_heads > 0 ? s->kv_heads : s->heads; }
+static int llama_head_dim(const ref_shape *s) {
+  return s->head_dim > 0 ? s->head_dim : s->dim / s->heads;
+}
 
 static int llama_params(const ref_shape *s, ref_param *out) {
-  int n = 0, d = s->dim, hd = d / s->heads, K = llama_kv_heads(s), F = s->ffn_dim;
+  int n = 0, d = s->dim, hd = llama_head_dim(s), K = llama_kv_heads(s), F = s->ffn_dim;
   add_param(out, &n, "attn_norm.weight", d, 0);
   add_param(out, &n, "attn.q.weight", (int64_t)s->heads * hd, d);
   add_param(out, &n, "attn.k.weight", (int64_t)K * hd, d);
@@ -80,6 +83,11 @@ static int llama_params(const ref_shape *s, ref_param *out) {
   add_param(out, &n, "mlp.gate.weight", F, d);
   add_param(out, &n, "mlp.up.weight", F, d);
   add_param(out, &n, "mlp.down.weight", d, F);
+  if (s->qkv_bias) {
+    add_param(out, &n, "attn.q.bias", (int64_t)s->heads * hd, 0);
+    add_param(out, &n, "attn.k.bias", (int64_t)K * hd, 0);
+    add_param(out, &n, "attn.v.bias", (int64_t)K * hd, 0);
+  }
   return n;
 }
 
@@ -294,14 +302,37 @@ static void fwd_rmsnorm(const ref_shape *s, double *const *p, const double *in, 
     ref_rms(in + r * s->in_dim, p[0], s->in_dim, rms_eps(s), out + r * s->in_dim);
 }
 
+/* inv_freq[i] of pair i as transformers' scaled types define it, in double. */
+static double ref_scaled_inv_freq(const ref_shape *s, double inv, int i, int hd, double theta) {
+  const double pi = 3.141592653589793, f = s->rope_factor;
+  if (s->rope_type == 1) return inv / f;
+  if (s->rope_type == 2) {
+    double wavelen = 2 * pi / inv, orig = s->rope_orig;
+    if (wavelen < orig / s->rope_high) return inv;
+    if (wavelen > orig / s->rope_low) return inv / f;
+    double smooth = (orig / wavelen - s->rope_low) / (s->rope_high - s->rope_low);
+    return (1 - smooth) * inv / f + smooth * inv;
+  }
+  /* yarn: a linear ramp over pairs [low, high) from inv (extrapolation) to inv / f */
+  double lo = floor(hd * log(s->rope_orig / (32 * 2 * pi)) / (2 * log(theta)));
+  double hi = ceil(hd * log(s->rope_orig / (1 * 2 * pi)) / (2 * log(theta)));
+  lo = lo < 0 ? 0 : lo;
+  hi = hi > hd - 1 ? hd - 1 : hi;
+  if (lo == hi) hi += 0.001;
+  double ramp = fmin(fmax((i - lo) / (hi - lo), 0.0), 1.0);
+  return inv / f * ramp + inv * (1 - ramp);
+}
+
 /* Rotates one head x[hd] at position t in place (rotate-half pairs i, i + hd/2). */
-static void ref_rope_head(double *x, int hd, int t, double theta) {
+static void ref_rope_head(const ref_shape *s, double *x, int hd, int t, double theta) {
   int half = hd / 2;
+  double scale = s->rope_type == 3 && s->rope_factor > 1 ? 0.1 * log(s->rope_factor) + 1 : 1;
   for (int i = 0; i < half; i++) {
     /* the angle exactly as float32 arithmetic defines it (Hugging Face's convention) */
     float inv = (float)(1.0 / (double)(float)pow(theta, (double)((float)(2 * i) / (float)hd)));
+    if (s->rope_type) inv = (float)ref_scaled_inv_freq(s, inv, i, hd, theta);
     float ang = (float)t * inv;
-    double c = cos((double)ang), sn = sin((double)ang), a = x[i], b = x[i + half];
+    double c = cos((double)ang) * scale, sn = sin((double)ang) * scale, a = x[i], b = x[i + half];
     x[i] = a * c - b * sn;
     x[i + half] = b * c + a * sn;
   }
@@ -312,7 +343,7 @@ static double ref_silu(double g) { return g / (1.0 + exp(-g)); }
 /* One sequence x [T, d] -> y [T, d]. */
 static int llama_sequence(const ref_shape *s, double *const *p, const double *x, int T,
                           double *y) {
-  int d = s->dim, H = s->heads, hd = d / H, K = llama_kv_heads(s), F = s->ffn_dim;
+  int d = s->dim, H = s->heads, hd = llama_head_dim(s), K = llama_kv_heads(s), F = s->ffn_dim;
   double theta = s->rope_theta > 0 ? s->rope_theta : REF_ROPE_THETA, eps = rms_eps(s);
   double *n = malloc(sizeof(double) * d), *q = malloc(sizeof(double) * T * H * hd);
   double *k = malloc(sizeof(double) * T * K * hd), *v = malloc(sizeof(double) * T * K * hd);
@@ -322,11 +353,12 @@ static int llama_sequence(const ref_shape *s, double *const *p, const double *x,
   int ok = n && q && k && v && att && h && sc && g && u && o;
   for (int t = 0; ok && t < T; t++) {
     ref_rms(x + (int64_t)t * d, p[0], d, eps, n);
-    ref_affine(p[1], NULL, n, d, H * hd, q + (int64_t)t * H * hd);
-    ref_affine(p[2], NULL, n, d, K * hd, k + (int64_t)t * K * hd);
-    ref_affine(p[3], NULL, n, d, K * hd, v + (int64_t)t * K * hd);
-    for (int j = 0; j < H; j++) ref_rope_head(q + (int64_t)t * H * hd + j * hd, hd, t, theta);
-    for (int j = 0; j < K; j++) ref_rope_head(k + (int64_t)t * K * hd + j * hd, hd, t, theta);
+    const int bias = s->qkv_bias;
+    ref_affine(p[1], bias ? p[9] : NULL, n, d, H * hd, q + (int64_t)t * H * hd);
+    ref_affine(p[2], bias ? p[10] : NULL, n, d, K * hd, k + (int64_t)t * K * hd);
+    ref_affine(p[3], bias ? p[11] : NULL, n, d, K * hd, v + (int64_t)t * K * hd);
+    for (int j = 0; j < H; j++) ref_rope_head(s, q + (int64_t)t * H * hd + j * hd, hd, t, theta);
+    for (int j = 0; j < K; j++) ref_rope_head(s, k + (int64_t)t * K * hd + j * hd, hd, t, theta);
   }
   for (int t = 0; ok && t < T; t++) {
     for (int j = 0; j < H; j++) {
@@ -363,7 +395,9 @@ static int llama_sequence(const ref_shape *s, double *const *p, const double *x,
 static int fwd_llama(const ref_shape *s, double *const *p, const double *in, int B, int T,
                      double *out) {
   int d = s->dim, K = llama_kv_heads(s);
-  if (s->heads <= 0 || d % s->heads != 0 || s->heads % K != 0 || s->ffn_dim <= 0) return -1;
+  if (s->heads <= 0 || (!s->head_dim && d % s->heads != 0) || s->heads % K != 0 ||
+      s->ffn_dim <= 0)
+    return -1;
   for (int b = 0; b < B; b++)
     if (llama_sequence(s, p, in + (int64_t)b * T * d, T, out + (int64_t)b * T * d) != 0)
       return -1;

@@ -36,7 +36,10 @@
  *                      query head j reads kv head j / (H/K); causal, scale 1/sqrt(hd); rope
  *                      rotates pairs (i, i + hd/2) of each q and k head at position t by the
  *                      angle t * inv_freq[i], inv_freq[i] = 1 / theta^(2i/hd), that angle as
- *                      float32 computes it (the convention's definition), cos/sin in double
+ *                      float32 computes it (the convention's definition), cos/sin in double;
+ *                      with rope_type set, inv_freq[i] scaled as transformers' linear, llama3
+ *                      or yarn formula says, evaluated in double (then rounded to float), and
+ *                      cos/sin times yarn's attention factor 0.1 ln(factor) + 1
  *
  * Batches are independent in every layer: ref_forward(B=1) on the slice of batch b gives the
  * rows of batch b, which lets finite-difference loops recompute only the batch they perturb.
@@ -58,6 +61,14 @@ typedef struct {
    * heads), ffn_dim, rope_theta (0 means 10000). */
   double rms_eps, rope_theta;
   int kv_heads, ffn_dim;
+  /* llama_block's rope_scaling: rope_type 0 none, 1 linear, 2 llama3, 3 yarn (beta_fast 32,
+   * beta_slow 1, truncated, attention factor from factor); rope_factor, llama3's low and high
+   * frequency factors, rope_orig (original_max_position_embeddings: llama3, yarn). */
+  int rope_type, rope_orig;
+  double rope_factor, rope_low, rope_high;
+  int qkv_bias; /* llama_block: biases on q, k, v (params attn.q.bias, attn.k.bias, attn.v.bias
+                   after mlp.down.weight) */
+  int head_dim; /* llama_block: hd (0 means dim / heads); q [H hd, d], o [d, H hd] */
 } ref_shape;
 
 /* A shape with every argument at its default: in_dim = dim, linear out = dim with bias,

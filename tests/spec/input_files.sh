@@ -24,8 +24,8 @@ expect() {
 
 expect "/dev/zero as the spec" "/dev/zero.*a device, not a regular file" /dev/zero
 expect "a FIFO as the spec" "fifo.*a FIFO" "$work/fifo"
-expect "a FIFO as data.path" "fifo.*a FIFO.*data.path" "$spec" --set "data.path=$work/fifo"
-expect "a FIFO as pipeline.schedule_file" "fifo.*a FIFO.*schedule_file" "$spec" \
+expect "a FIFO as data.path" "data.path.*fifo.*a FIFO" "$spec" --set "data.path=$work/fifo"
+expect "a FIFO as pipeline.schedule_file" "schedule_file.*fifo.*a FIFO" "$spec" \
   --set pipeline.stages=2 --set "pipeline.schedule_file=$work/fifo" --print-schedule
 
 echo "input_files: all checks passed"

@@ -256,8 +256,8 @@ static void test_seq_len_schedule(void) {
 static void test_absolute_data_path(void) {
   spec_errors e = {0, ""};
   pt_spec s;
-  CHECK_INT(load_text("layers: [gelu]\ndata: {path: /dev/null}\n", NULL, 0, &s, &e), 0);
-  if (!e.failed) CHECK_STR(s.data.path, "/dev/null");
+  CHECK_INT(load_text("layers: [gelu]\ndata: {path: /no/such/tokens.bin}\n", NULL, 0, &s, &e), 0);
+  if (!e.failed) CHECK_STR(s.data.path, "/no/such/tokens.bin");
   spec_free(&s);
 }
 
@@ -557,6 +557,15 @@ static const error_case g_text_errors[] = {
      "expected a tie key of letters, digits, '_', '.' and '-', got the quoted string \"w te\""},
     {L, "layers:\n  - a: {repeat: 100000}\n  - b\n", NULL, "3:5",
      "the layer list expands to more than 100000 layers"},
+    /* issue 29: a link to nothing, a file that is a directory, settings that never act */
+    {L, "layers:\n  - embedding: {tie: wte}\n  - lm_head: {tie: wtf}\n", NULL, "2:22",
+     "layer 0 (embedding): tie 'wte' names no other layer, so nothing would be tied"},
+    {L, "layers: [embedding]\ndata:\n  path: .\n", NULL, "3:9",
+     "data file '.' is a directory, not a regular file"},
+    {L, "layers: [gelu]\npipeline: {schedule_file: .}\n", NULL, "2:27",
+     "schedule file '.' is a directory, not a regular file"},
+    {L, "layers: [embedding]\ndata:\n  path: /dev/zero\n", NULL, "3:9",
+     "data file '/dev/zero' is a device, not a regular file"},
     /* --set */
     {L, NULL, "train.steps=abc", "", "train.steps: expected an integer >= 0, got 'abc'"},
     {L, NULL, "train.steps", "", "--set expects KEY=VALUE, e.g. --set pipeline.stages=2"},
@@ -568,6 +577,10 @@ static const error_case g_text_errors[] = {
     {L, NULL, "train.steps=*a", "", "anchors and aliases are not supported"},
     {L, NULL, "model.heads=7", "", "model.dim (256) is not divisible by model.heads (7)"},
     {L, NULL, "data.format=f32", "9:7", "data: missing required key 'inputs'"},
+    {L, NULL, "train.checkpoint={dir: ckpts, every: 0}", "",
+     "train.checkpoint.every: 0 would never save a checkpoint; give a step count >= 1"},
+    {L, NULL, "train.checkpoint={dir:/x}", "",
+     "'dir:/x' is read as one key with no value (YAML needs a space after ':'); write 'dir: /x'"},
     {L, "layers: [gelu]\n", "layers=[{gelu: {repeat: x}}]", "",
      "layers[0].gelu.repeat: expected an integer in [1, 100000], got 'x'"},
 };
@@ -622,6 +635,22 @@ static const file_case g_file_errors[] = {
     {L, ".", "", "it is a directory, not a file"},
 };
 #undef L
+
+/* An argument of several KB: the reason still reaches the message whole (issue 29 case 12). */
+static void test_long_argument(void) {
+  static char set[4200];
+  int n = snprintf(set, sizeof set, "model.dim=");
+  memset(set + n, '7', 4000);
+  const char *sets[1] = {set};
+  spec_errors e = {0, ""};
+  pt_spec s;
+  int rc = load_reference(sets, 1, &s, &e);
+  CHECK(rc == -1);
+  CHECK(strstr(e.msg, "model.dim: integer out of range") != NULL);
+  CHECK(strstr(e.msg, "expected an integer in [1, 2147483647]") != NULL);
+  CHECK(strlen(e.msg) < 600);
+  if (!rc) spec_free(&s);
+}
 
 static void test_file_errors(void) {
   for (size_t i = 0; i < sizeof g_file_errors / sizeof g_file_errors[0]; i++) {
@@ -774,6 +803,7 @@ int main(int argc, char **argv) {
   test_hash();
   test_text_errors();
   test_file_errors();
+  test_long_argument();
   test_limits();
   test_many_keys();
   test_access_bool();

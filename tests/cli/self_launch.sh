@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# self_launch.sh PIPE_TRAIN: pipe_train started without mpirun for a spec of several ranks starts
+# them itself (launcher/self_launch.h):
+#   (a) one line says what it started and the mpirun command; the 2-stage run gathers exactly
+#       the sequential run's model (the bitwise gate, through the self-launch)
+#   (b) data_parallel: auto with --nproc 4: 2 stages x 2 replicas, the same model bits
+#   (c) a rank killed (SIGKILL) ends the whole job within pipeline.timeout_s, naming the rank
+#   (d) SIGTERM to the ranks: the step ends, a checkpoint is written, exit 0 (as under mpirun)
+#   (e) bad input: --nproc not matching the spec, --nproc with --sequential, a launcher that
+#       cannot start, a child that finds no MPI environment: one line each, exit 2
+# Runs from a clean environment for MPI (no OMPI_* variables of an outer launcher).
+pipe_train=$1
+source "$(dirname "$0")/../lib.sh"
+marker="$work/marker"
+pt_at_exit 'pkill -9 -f -- "$marker" 2>/dev/null || true'
+for v in $(env | sed -n 's/^\(OMPI_COMM_WORLD[A-Z_]*\|PMIX_RANK\|PMI_SIZE\)=.*/\1/p'); do unset "$v"; done
+spec=tests/pipeline/gate.yaml
+common=(--quiet --set train.steps=3)
+
+"$pipe_train" "$spec" "${common[@]}" --sequential --gather "$work/seq.st" || fail "sequential run"
+timeout 120 "$pipe_train" "$spec" "${common[@]}" --set pipeline.stages=2 --gather "$work/p2.st" \
+  2>"$work/p2.err" || fail "self-launched 2-stage run: exit $? ($(cat "$work/p2.err"))"
+grep -q "^pipetrain: starting 2 ranks on this node (.*2 stages x 1 replica) through Open MPI: .*-np 2 .*pipe_train" \
+  "$work/p2.err" || fail "no line saying what was started: $(cat "$work/p2.err")"
+cmp -s "$work/seq.st" "$work/p2.st" || fail "the self-launched 2-stage model differs from the sequential one"
+echo "(a) $(head -c 160 "$work/p2.err")...; model bitwise equal to the sequential run's"
+
+timeout 180 "$pipe_train" "$spec" "${common[@]}" --set pipeline.stages=2 \
+  --set pipeline.data_parallel=auto --nproc 4 --gather "$work/dp.st" 2>"$work/dp.err" ||
+  fail "--nproc 4 with data_parallel auto: exit $? ($(cat "$work/dp.err"))"
+grep -q "starting 4 ranks on this node (.*2 stages x 2 replicas" "$work/dp.err" ||
+  fail "--nproc 4: $(cat "$work/dp.err")"
+grep -q -- "--nproc" "$work/dp.err" && fail "--nproc passed on to the ranks: $(cat "$work/dp.err")"
+"$pipe_train" "$spec" "${common[@]}" --sequential --set pipeline.data_parallel=2 \
+  --gather "$work/seq_dp.st" || fail "sequential run with 2 replicas"
+cmp -s "$work/seq_dp.st" "$work/dp.st" || fail "the 2 x 2 model differs from the sequential one"
+echo "(b) --nproc 4: 2 stages x 2 replicas, model bitwise equal to the sequential run's"
+
+# pids of this run's pipe_train ranks (the launcher itself is now mpiexec)
+ranks_of_run() { pt_ranks_of_run "$marker"; }
+"$pipe_train" "$spec" --quiet --set pipeline.stages=2 --set train.steps=1000000 \
+  --set pipeline.timeout_s=5 --set train.lr_schedule.name=constant --metrics "$marker.kill.jsonl" \
+  >"$work/kill.out" 2>&1 &
+job=$!
+for _ in $(seq 100); do [ "$(ranks_of_run | wc -l)" = 2 ] && break; sleep 0.2; done
+sleep 2
+victim=$(ranks_of_run | sed -n 2p)
+[ -n "$victim" ] || fail "could not find the self-launched ranks: $(cat "$work/kill.out")"
+rank=$(tr '\0' '\n' < "/proc/$victim/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+t0=$SECONDS
+kill -KILL "$victim"
+while [ -n "$(ranks_of_run)" ] && [ $((SECONDS - t0)) -lt 20 ]; do sleep 0.2; done
+took=$((SECONDS - t0))
+set +e; wait "$job"; code=$?; set -e
+[ -z "$(ranks_of_run)" ] || fail "ranks still running 20 s after rank $rank was killed"
+[ "$took" -le 10 ] || fail "the job took ${took} s to end after rank $rank was killed (timeout_s 5)"
+[ "$code" != 0 ] || fail "the job exited 0 after rank $rank was killed"
+grep -Eq "rank $rank\b" "$work/kill.out" || fail "no message names rank $rank: $(cat "$work/kill.out")"
+echo "(c) rank $rank killed: the job ended after ${took} s, exit $code"
+
+"$pipe_train" "$spec" --quiet --set pipeline.stages=2 --set train.steps=1000000 \
+  --set train.lr_schedule.name=constant --set "train.checkpoint={dir: $marker.ckpt, every: 1000000}" \
+  >"$work/term.out" 2>&1 &
+job=$!
+for _ in $(seq 100); do [ "$(ranks_of_run | wc -l)" = 2 ] && break; sleep 0.2; done
+sleep 2
+for p in $(ranks_of_run); do kill -TERM "$p"; done
+set +e; wait "$job"; code=$?; set -e
+[ "$code" = 0 ] || fail "SIGTERM to the ranks: exit $code (want 0): $(cat "$work/term.out")"
+grep -q "preempted after step" "$work/term.out" || fail "no preemption: $(cat "$work/term.out")"
+ls "$marker.ckpt" | grep -q '^step-' || fail "no checkpoint written"
+echo "(d) SIGTERM to the ranks: checkpoint $(ls "$marker.ckpt"), exit 0"
+
+bad() { # WANT_PATTERN ENV... -- ARGS...: exit 2 and one line matching
+  local want=$1; shift
+  local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  set +e; env "${envs[@]}" timeout 60 "$pipe_train" "$spec" --quiet "$@" >"$work/bad.out" 2>&1; local c=$?; set -e
+  [ "$c" = 2 ] || fail "$*: exit $c (want 2): $(cat "$work/bad.out")"
+  grep -Eq -- "$want" "$work/bad.out" || fail "$*: no line matching '$want': $(cat "$work/bad.out")"
+  echo "(e) $* -> $(grep -E -- "$want" "$work/bad.out" | head -1 | cut -c1-150)"
+}
+bad "--nproc 3: .*needs pipeline.stages \(2\) x pipeline.data_parallel \(1\) = 2 ranks" -- \
+  --set pipeline.stages=2 --nproc 3
+bad "--nproc 3: pipeline.data_parallel: auto .* multiple of 2" -- --set pipeline.stages=2 \
+  --set pipeline.data_parallel=auto --nproc 3
+bad "--nproc starts ranks for a pipelined run" -- --sequential --nproc 2
+bad "cannot start $work/none to run 2 ranks .*mpirun -np 2" PIPETRAIN_MPIEXEC="$work/none" -- \
+  --set pipeline.stages=2
+bad "MPI's environment did not reach this process" PIPETRAIN_SELF_LAUNCHED=1 -- --set pipeline.stages=2
+echo "self_launch: all checks passed"
