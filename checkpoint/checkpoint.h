@@ -80,11 +80,19 @@ void checkpoint_end_save(const char *dir);
  * so dir loads as it did before the attempt. */
 void checkpoint_abort_save(const char *dir);
 /* Before training: can this process create and write target (a directory, or with is_file a
- * file)? Checks the nearest existing part of the path (a directory, writable); creates nothing.
+ * file)? Every part of the path within NAME_MAX bytes; a file's directory must exist (and a
+ * file already there be writable); a directory's nearest existing part must be a writable
+ * directory (saves create the rest). Creates nothing.
  * `what` names the setting for the message ("--save", "train.checkpoint.dir"). 0, or -1 with a
  * one-line err. */
 int checkpoint_check_writable(const char *target, int is_file, const char *what, char *err,
                               size_t errsz);
+/* Before training, on the one rank that writes manifests: creates dir if needed and takes its
+ * lock, DIR/.pipetrain.lock (flock, held until this process ends, which removes the file; its
+ * text names the holder: host, pid, start time). A lock left by a job that ended without
+ * removing it is taken over with a note on stderr. 0, or -1 with a one-line err naming `what`
+ * and the holder when another job holds it. */
+int checkpoint_lock_dir(const char *dir, const char *what, char *err, size_t errsz);
 /* DIR/step-NNNNNNNN for periodic checkpoints. */
 void checkpoint_step_dir(const char *root, int64_t step, char *out, size_t outsz);
 /* Is name "step-N" or "step-N.previous"? Sets *step and *previous. */

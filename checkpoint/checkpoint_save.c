@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -338,12 +339,56 @@ void checkpoint_abort_save(const char *dir) {
   }
 }
 
+/* Why no file system would take target's name, or NULL: a part over NAME_MAX bytes (the run
+ * would train to the end, then fail to create it), or the whole over what the writers hold. */
+static const char *name_too_long(const char *target, char *why, size_t whysz) {
+  size_t n = strlen(target);
+  if (n + 64 >= 4096) { /* room for the names a save adds under it */
+    snprintf(why, whysz, "the path is %zu bytes, over the %d this job can use", n, 4096 - 64);
+    return why;
+  }
+  for (const char *p = target; *p;) {
+    size_t len = strcspn(p, "/");
+    if (len > NAME_MAX) {
+      snprintf(why, whysz, "its part '%.24s...' is %zu bytes, over the %d a file name may have",
+               p, len, NAME_MAX);
+      return why;
+    }
+    p += len + (p[len] == '/');
+  }
+  return NULL;
+}
+
+/* For a file: its directory must exist already (nothing creates it), and the file, if there, be
+ * a writable file. NULL when both hold. */
+static const char *file_place_problem(const char *target, const char *parent,
+                                      const struct stat *st) {
+  struct stat t;
+  if (!S_ISDIR(st->st_mode)) return "it is not a directory";
+  if (strcmp(target, parent) && stat(target, &t) == 0) {
+    if (S_ISDIR(t.st_mode)) return "the path is a directory, not a file";
+    if (access(target, W_OK) != 0) return "the file there is not writable";
+  }
+  return NULL;
+}
+
 int checkpoint_check_writable(const char *target, int is_file, const char *what, char *err,
                               size_t errsz) {
-  char path[4096];
+  char path[4096], why_buf[160];
   struct stat st;
+  const char *why = name_too_long(target, why_buf, sizeof why_buf);
+  if (why) {
+    snprintf(err, errsz, "%s %.200s...: cannot write there: %s; choose a shorter path", what,
+             target, why);
+    return -1;
+  }
   if (is_file) parent_of(target, path, sizeof path);
   else snprintf(path, sizeof path, "%s", target);
+  if (is_file && stat(path, &st) != 0) {
+    snprintf(err, errsz, "%s %s: cannot write there: its directory %s: %s; create it first",
+             what, target, path, strerror(errno));
+    return -1;
+  }
   for (;;) { /* the nearest part of the path that exists decides */
     if (stat(path, &st) == 0) break;
     char *slash = strrchr(path, '/');
@@ -355,9 +400,9 @@ int checkpoint_check_writable(const char *target, int is_file, const char *what,
       *slash = '\0';
     }
   }
-  const char *why = NULL;
-  if (!S_ISDIR(st.st_mode)) why = "it is not a directory";
-  else if (access(path, W_OK | X_OK) != 0) why = strerror(errno);
+  if (is_file) why = file_place_problem(target, path, &st);
+  else if (!S_ISDIR(st.st_mode)) why = "it is not a directory";
+  if (!why && access(path, W_OK | X_OK) != 0) why = strerror(errno);
   if (!why) return 0;
   pt_errorf_short(err, errsz, "%s %s: cannot write there: %s: %s; choose a directory this job "
                   "can write", what, target, path, why);

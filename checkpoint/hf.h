@@ -75,6 +75,11 @@ char *hf_spec_text(const hf_config *c, const char *source);
  * host) from DIR's safetensors, F32/F16/BF16 widened to float32. Every tensor of the files must
  * be used (or be a known non-weight buffer). 0, or -1 with err naming the file and tensor. */
 int hf_import_weights(const char *dir, const hf_config *c, pt_model *m, char *err, size_t errsz);
+/* The same checks without reading any data or needing storage (m configured, not allocated):
+ * every tensor the mapping needs present in the index and safetensors headers with the shape
+ * m's layers give and a float dtype, none left over. Before allocating a model to import into. */
+int hf_check_weights(const char *dir, const hf_config *c, const pt_model *m, char *err,
+                     size_t errsz);
 
 /* The config of a model m if it has one of the convertible shapes (layer order above, every
  * block alike), else -1 with err naming the layer that does not fit. */

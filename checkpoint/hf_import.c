@@ -109,12 +109,32 @@ static int find_pt_tensor(const pt_model *m, const char *name) {
   return -1;
 }
 
+/* The parameter of layer li named name (its state-dict suffix), or NULL: read from the layers
+ * alone, so it works before the model's storage exists. */
+static const pt_param_desc *param_of(const pt_model *m, int li, const char *name) {
+  const pt_layer *L = &m->layers[li];
+  for (int p = 0; p < L->n_params; p++)
+    if (!strcmp(L->params[p].name, name)) return &L->params[p];
+  return NULL;
+}
+
+static void shape_text(int ndim, const int64_t *shape, char *out, size_t outsz) {
+  size_t n = (size_t)snprintf(out, outsz, "[");
+  for (int i = 0; i < ndim && n < outsz; i++)
+    n += (size_t)snprintf(out + n, outsz - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (n < outsz) snprintf(out + n, outsz - n, "]");
+}
+
+static int is_float_dtype(const char *dtype) {
+  return !strcmp(dtype, "F32") || !strcmp(dtype, "F16") || !strcmp(dtype, "BF16");
+}
+
 /* tie_word_embeddings: true with an lm_head.weight in the files: transformers ties the two only
  * when their values agree, and otherwise keeps the head apart (with a warning). pipetrain's
  * tied spec has one tensor for both, so an lm_head that differs from the embedding would be
  * dropped: it is refused instead, naming the fix. */
-static int check_tied_head(hf_source *s, pt_model *m, const char *hf, const char *dir, char *err,
-                           size_t errsz) {
+static int check_tied_head(hf_source *s, const pt_model *m, const char *hf, const char *dir,
+                           char *err, size_t errsz) {
   int fi = -1, ti = find_pt_tensor(m, "0.weight");
   const st_tensor *t = source_find(s, hf, &fi);
   if (!t || ti < 0) return 0;
@@ -134,32 +154,71 @@ static int check_tied_head(hf_source *s, pt_model *m, const char *hf, const char
   return rc;
 }
 
-static int import_one(hf_source *s, const hf_config *c, pt_model *m, const hf_name *nm, int b,
-                      const char *dir, char *err, size_t errsz) {
+/* Where block b's tensor of mapping nm comes from and goes (*t NULL: nothing to import, a head
+ * tied to the embedding), its dtype and shape checked against the layer's parameter (*d);
+ * *shape gets the shape in the file. 0, or -1 with err naming the directory and tensor. */
+static int locate(hf_source *s, const hf_config *c, const pt_model *m, const hf_name *nm, int b,
+                  const char *dir, const st_tensor **t, int *fi, const pt_param_desc **d,
+                  int64_t shape[2], char *err, size_t errsz) {
   int li = hf_role_layer(c->arch->family, nm->role, b, (int)c->layers);
-  char pt[256], hf[256];
-  snprintf(pt, sizeof pt, "%d.%s", li, nm->pt);
+  char hf[256];
   snprintf(hf, sizeof hf, nm->hf, b);
-  int ti = find_pt_tensor(m, pt);
-  if (ti < 0) {
-    if (nm->role == HF_ROLE_HEAD && c->tied) /* stored once, as the embedding */
-      return check_tied_head(s, m, hf, dir, err, errsz);
-    if (nm->optional) return 0;
-    snprintf(err, errsz, "%s: pipetrain's %s layer %d has no tensor '%s' for '%s' (does this build's "
-             "layer match docs/checkpoint.md?)", dir, m->spec->layers[li].type, li, pt, hf);
+  *t = NULL;
+  *d = param_of(m, li, nm->pt);
+  if (nm->role == HF_ROLE_HEAD && c->tied) /* stored once, as the embedding (read by then) */
+    return m->host_params ? check_tied_head(s, m, hf, dir, err, errsz) : 0;
+  if (!*d && nm->optional) return 0;
+  if (!*d) {
+    snprintf(err, errsz, "%s: pipetrain's %s layer %d has no tensor '%d.%s' for '%s' (does this "
+             "build's layer match docs/checkpoint.md?)", dir, m->spec->layers[li].type, li, li,
+             nm->pt, hf);
     return -1;
   }
-  int fi = -1;
-  const st_tensor *t = source_find(s, hf, &fi);
-  if (!t) {
+  *t = source_find(s, hf, fi);
+  if (!*t) {
     snprintf(err, errsz, "%s: tensor '%s' is missing from the model's safetensors", dir, hf);
     return -1;
   }
+  if (!is_float_dtype((*t)->dtype)) {
+    snprintf(err, errsz, "%s: tensor '%s' is %s; pipetrain reads F32, F16 or BF16 weights",
+             s->files[*fi].path, hf, (*t)->dtype);
+    return -1;
+  }
+  int nd = (*d)->ndim, same = (*t)->ndim == nd;
+  for (int i = 0; i < nd && i < 2; i++) shape[i] = (*d)->shape[nm->transpose ? 1 - i : i];
+  for (int i = 0; same && i < nd; i++) same = (*t)->shape[i] == (nd == 2 ? shape[i] : (*d)->shape[i]);
+  if (!same) {
+    char have[128], want[128];
+    shape_text((*t)->ndim, (*t)->shape, have, sizeof have);
+    shape_text(nd, nd == 2 ? shape : (*d)->shape, want, sizeof want);
+    snprintf(err, errsz, "%s: tensor '%s' has shape %s in the file, but config.json makes it %s",
+             s->files[*fi].path, hf, have, want);
+    return -1;
+  }
+  return 0;
+}
+
+static int import_one(hf_source *s, const hf_config *c, pt_model *m, const hf_name *nm, int b,
+                      const char *dir, char *err, size_t errsz) {
+  const st_tensor *t;
+  const pt_param_desc *d;
+  int fi = -1;
+  int64_t shape[2];
+  if (locate(s, c, m, nm, b, dir, &t, &fi, &d, shape, err, errsz) != 0) return -1;
+  if (!t || !m->host_params) return 0; /* nothing to read, or only checking (hf_check_weights) */
+  char pt[256];
+  snprintf(pt, sizeof pt, "%d.%s", hf_role_layer(c->arch->family, nm->role, b, (int)c->layers),
+           nm->pt);
+  int ti = find_pt_tensor(m, pt);
+  if (ti < 0) {
+    snprintf(err, errsz, "%s: '%s' is a tied copy in pipetrain's model; it has nowhere to go", dir,
+             pt);
+    return -1;
+  }
   const pt_tensor *pt_t = &m->tensors[ti];
-  const pt_param_desc *d = &m->layers[pt_t->layer].params[pt_t->param];
   float *dst = m->host_params + pt_t->offset;
   if (!nm->transpose) return st_read_as_f32(&s->files[fi], t, d->ndim, d->shape, dst, err, errsz);
-  int64_t rows = d->shape[0], cols = d->shape[1], shape[2] = {cols, rows};
+  int64_t rows = d->shape[0], cols = d->shape[1];
   float *tmp = pt_calloc((size_t)(rows * cols), sizeof *tmp);
   int rc = st_read_as_f32(&s->files[fi], t, 2, shape, tmp, err, errsz);
   for (int64_t i = 0; rc == 0 && i < rows; i++)
@@ -191,6 +250,13 @@ static int check_all_used(const hf_source *s, const hf_config *c, char *err, siz
       }
     }
   return 0;
+}
+
+int hf_check_weights(const char *dir, const hf_config *c, const pt_model *m, char *err,
+                     size_t errsz) {
+  pt_model shape_only = *m; /* import_one reads nothing without storage */
+  shape_only.host_params = NULL;
+  return hf_import_weights(dir, c, &shape_only, err, errsz);
 }
 
 int hf_import_weights(const char *dir, const hf_config *c, pt_model *m, char *err, size_t errsz) {

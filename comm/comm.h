@@ -152,4 +152,12 @@ int comm_first_failed(pt_comm *c, int failed);
 void comm_broadcast(pt_comm *c, void *buf, size_t bytes, int root);
 void comm_barrier(pt_comm *c);
 
+/* Who a blocked rank waits on, for the watchdog (observe/watchdog.h) to name a rank that
+ * stopped. Before a collective blocks (and before each step of a chain sum) comm calls
+ * hook(call, peer, relay): call names it ("a broadcast"), peer is the world rank waited on
+ * (-1: any of the group), relay 1 when that rank is itself waiting on others (a reduction's
+ * result from its last rank); after it returns, hook(NULL, -1, 0). NULL: nobody is told. */
+typedef void (*comm_wait_hook)(const char *call, int peer, int relay);
+void comm_set_wait_hook(comm_wait_hook hook);
+
 #endif

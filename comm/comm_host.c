@@ -60,9 +60,11 @@ static void host_connect(void *state, const int *peers, int n) {
 }
 
 /* Chain sum: rank 0's buffer goes to rank 1, which adds its own and passes it on; the last rank
- * holds ((x0 + x1) + x2) + ... and broadcasts it. O(size) latency, but the order of additions
- * is fixed, which is what makes results reproducible across layouts. The chain alone (CHAIN)
- * also starts the reduce-scatter, which hands the last rank's sum out by range instead. */
+ * holds ((x0 + x1) + x2) + ... and sends it to each rank in turn. O(size) latency, but the order
+ * of additions is fixed, which is what makes results reproducible across layouts; and every
+ * transfer has one known peer, so a rank that stopped is named by the rank waiting on it
+ * (comm_note_wait), where a broadcast's tree would hide it. The chain alone (CHAIN) also starts
+ * the reduce-scatter, which hands the last rank's sum out by range instead. */
 #define DEFINE_CHAIN(NAME, TYPE, MPITYPE)                                                  \
   static void NAME(MPI_Comm mpi, TYPE *buf, size_t n, int rank, int size) {                \
     int tag = PT_TAG_CHAIN_SUM;                                                            \
@@ -70,15 +72,34 @@ static void host_connect(void *state, const int *peers, int n) {
     if (rank > 0) {                                                                        \
       TYPE *acc = malloc(sizeof(TYPE) * n);                                                \
       if (!acc) pt_fatal("out of memory in a reduction of %zu elements", n);               \
+      comm_note_wait(mpi, "the running sum", rank - 1, 0);                                 \
       PT_CHECK_MPI(MPI_Recv(acc, (int)n, MPITYPE, rank - 1, tag, mpi, MPI_STATUS_IGNORE)); \
       for (size_t i = 0; i < n; i++) buf[i] = acc[i] + buf[i];                             \
       free(acc);                                                                           \
     }                                                                                      \
-    if (rank < size - 1) PT_CHECK_MPI(MPI_Send(buf, (int)n, MPITYPE, rank + 1, tag, mpi)); \
+    if (rank < size - 1) {                                                                 \
+      comm_note_wait(mpi, "the running sum", rank + 1, 0);                                 \
+      PT_CHECK_MPI(MPI_Send(buf, (int)n, MPITYPE, rank + 1, tag, mpi));                    \
+    }                                                                                      \
   }
 
 DEFINE_CHAIN(chain_f32, float, MPI_FLOAT)
 DEFINE_CHAIN(chain_f64, double, MPI_DOUBLE)
+
+/* The chain's end: the last rank sends its sum (n elements of type, n checked by the chain) to
+ * each rank in turn, one known peer per transfer. */
+static void send_sum(MPI_Comm mpi, void *buf, size_t n, MPI_Datatype type, int rank, int size) {
+  int tag = PT_TAG_CHAIN_SUM;
+  if (rank < size - 1) {
+    comm_note_wait(mpi, "the sum", size - 1, 1);
+    PT_CHECK_MPI(MPI_Recv(buf, (int)n, type, size - 1, tag, mpi, MPI_STATUS_IGNORE));
+  }
+  for (int r = 0; rank == size - 1 && r < size - 1; r++) {
+    comm_note_wait(mpi, "the sum", r, 0);
+    PT_CHECK_MPI(MPI_Send(buf, (int)n, type, r, tag, mpi));
+  }
+  comm_note_wait(mpi, NULL, -1, 0);
+}
 
 /* This rank and the group's size; 0 when there is nothing to reduce (one rank, no elements). */
 static int group_of(MPI_Comm mpi, size_t n, int *rank, int *size) {
@@ -91,14 +112,14 @@ void comm_host_sum_f32(MPI_Comm mpi, float *buf, size_t n) {
   int rank, size;
   if (!group_of(mpi, n, &rank, &size)) return;
   chain_f32(mpi, buf, n, rank, size);
-  PT_CHECK_MPI(MPI_Bcast(buf, (int)n, MPI_FLOAT, size - 1, mpi));
+  send_sum(mpi, buf, n, MPI_FLOAT, rank, size);
 }
 
 void comm_host_sum_f64(MPI_Comm mpi, double *buf, size_t n) {
   int rank, size;
   if (!group_of(mpi, n, &rank, &size)) return;
   chain_f64(mpi, buf, n, rank, size);
-  PT_CHECK_MPI(MPI_Bcast(buf, (int)n, MPI_DOUBLE, size - 1, mpi));
+  send_sum(mpi, buf, n, MPI_DOUBLE, rank, size);
 }
 
 /* comm.h's ends as MPI's counts and displacements (int: n was checked against INT32_MAX). */
@@ -118,9 +139,11 @@ void comm_host_reduce_scatter_f32(MPI_Comm mpi, float *buf, size_t n, const size
   int *displs = pt_calloc((size_t)size, sizeof(int));
   range_counts(ends, size, counts, displs);
   int last = rank == size - 1;
+  comm_note_wait(mpi, "the sum", last ? -1 : size - 1, !last);
   PT_CHECK_MPI(MPI_Scatterv(buf, counts, displs, MPI_FLOAT,
                             last ? MPI_IN_PLACE : buf + displs[rank], counts[rank], MPI_FLOAT,
                             size - 1, mpi));
+  comm_note_wait(mpi, NULL, -1, 0);
   free(counts), free(displs);
 }
 
@@ -131,8 +154,10 @@ void comm_host_allgather_f32(MPI_Comm mpi, float *buf, size_t n, const size_t *e
   int *counts = pt_calloc((size_t)size, sizeof(int));
   int *displs = pt_calloc((size_t)size, sizeof(int));
   range_counts(ends, size, counts, displs);
+  comm_note_wait(mpi, "a gather", -1, 0);
   PT_CHECK_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
                               mpi));
+  comm_note_wait(mpi, NULL, -1, 0);
   free(counts), free(displs);
 }
 

@@ -27,6 +27,7 @@ static pt_comm g_world = {.host = {&comm_transport_mpi, NULL},
                           .device = {&comm_transport_mpi, NULL}};
 static int g_local_rank, g_local_size = 1;
 static MPI_Comm g_node = MPI_COMM_NULL; /* this host's ranks */
+static comm_wait_hook g_wait_hook;
 
 const char *comm_mpi_error_text(int code) {
   static char text[MPI_MAX_ERROR_STRING];
@@ -149,6 +150,21 @@ void comm_recv_host_async(pt_comm *c, void *buf, size_t bytes, int peer, int tag
   c->host.t->recv(c->host.state, buf, bytes, peer, tag, r);
 }
 
+void comm_set_wait_hook(comm_wait_hook hook) { g_wait_hook = hook; }
+
+void comm_note_wait(MPI_Comm mpi, const char *call, int peer, int relay) {
+  if (!g_wait_hook) return;
+  int world = -1;
+  if (call && peer >= 0) { /* the hook names world ranks, the ones users see */
+    MPI_Group group, all;
+    PT_CHECK_MPI(MPI_Comm_group(mpi, &group));
+    PT_CHECK_MPI(MPI_Comm_group(MPI_COMM_WORLD, &all));
+    PT_CHECK_MPI(MPI_Group_translate_ranks(group, 1, &peer, all, &world));
+    MPI_Group_free(&group), MPI_Group_free(&all);
+  }
+  g_wait_hook(call, world, relay);
+}
+
 void comm_wait(pt_request *r) {
   if (r->impl) r->via->wait(r);
 }
@@ -183,11 +199,15 @@ void comm_allreduce_sum_f64(pt_comm *c, double *buf, size_t n) {
 }
 
 void comm_allreduce_max_u64(pt_comm *c, uint64_t *buf, size_t n) {
+  comm_note_wait(c->mpi, "a reduction", -1, 0);
   PT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT64_T, MPI_MAX, c->mpi));
+  comm_note_wait(c->mpi, NULL, -1, 0);
 }
 
 void comm_allreduce_min_u64(pt_comm *c, uint64_t *buf, size_t n) {
+  comm_note_wait(c->mpi, "a reduction", -1, 0);
   PT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT64_T, MPI_MIN, c->mpi));
+  comm_note_wait(c->mpi, NULL, -1, 0);
 }
 
 void comm_allgatherv_f64(pt_comm *c, const double *mine, int n_mine, double *out,
@@ -195,7 +215,9 @@ void comm_allgatherv_f64(pt_comm *c, const double *mine, int n_mine, double *out
   int size = comm_size(c);
   int *displs = pt_calloc((size_t)size, sizeof(int));
   for (int i = 1; i < size; i++) displs[i] = displs[i - 1] + counts[i - 1];
+  comm_note_wait(c->mpi, "a gather", -1, 0);
   PT_CHECK_MPI(MPI_Allgatherv(mine, n_mine, MPI_DOUBLE, out, counts, displs, MPI_DOUBLE, c->mpi));
+  comm_note_wait(c->mpi, NULL, -1, 0);
   free(displs);
 }
 
@@ -206,16 +228,26 @@ int comm_first_failed(pt_comm *c, int failed) {
 }
 
 void comm_allgather_int(pt_comm *c, int mine, int *out) {
+  comm_note_wait(c->mpi, "a gather", -1, 0);
   PT_CHECK_MPI(MPI_Allgather(&mine, 1, MPI_INT, out, 1, MPI_INT, c->mpi));
+  comm_note_wait(c->mpi, NULL, -1, 0);
 }
 
 void comm_allgather_u64(pt_comm *c, const uint64_t *mine, int n, uint64_t *out) {
+  comm_note_wait(c->mpi, "a gather", -1, 0);
   PT_CHECK_MPI(MPI_Allgather(mine, n, MPI_UINT64_T, out, n, MPI_UINT64_T, c->mpi));
+  comm_note_wait(c->mpi, NULL, -1, 0);
 }
 
 void comm_broadcast(pt_comm *c, void *buf, size_t bytes, int root) {
   if (bytes > (size_t)INT32_MAX) pt_fatal("broadcast of %zu bytes is too large for MPI", bytes);
+  comm_note_wait(c->mpi, "a broadcast", root, 0);
   PT_CHECK_MPI(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi));
+  comm_note_wait(c->mpi, NULL, -1, 0);
 }
 
-void comm_barrier(pt_comm *c) { PT_CHECK_MPI(MPI_Barrier(c->mpi)); }
+void comm_barrier(pt_comm *c) {
+  comm_note_wait(c->mpi, "a barrier", -1, 0);
+  PT_CHECK_MPI(MPI_Barrier(c->mpi));
+  comm_note_wait(c->mpi, NULL, -1, 0);
+}

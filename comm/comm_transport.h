@@ -56,5 +56,8 @@ void comm_host_allreduce_f32(MPI_Comm mpi, float *buf, size_t n);
 /* The same for the sharded optimizer's halves (comm.h's ends), over an MPI communicator. */
 void comm_host_reduce_scatter_f32(MPI_Comm mpi, float *buf, size_t n, const size_t *ends);
 void comm_host_allgather_f32(MPI_Comm mpi, float *buf, size_t n, const size_t *ends);
+/* Tells comm_set_wait_hook's hook (if any) that this rank is about to block on group rank peer
+ * of mpi (-1: any), or (call NULL) that it no longer does. */
+void comm_note_wait(MPI_Comm mpi, const char *call, int peer, int relay);
 
 #endif

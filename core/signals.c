@@ -6,10 +6,17 @@
 
 #include "core/error.h"
 
-static volatile sig_atomic_t g_pending;
+static volatile sig_atomic_t g_pending, g_defer;
 
 static void on_signal(int sig) {
-  if (g_pending) { /* second signal: leave now; only async-signal-safe calls here */
+  /* only async-signal-safe calls here */
+  if (!g_defer) {
+    static const char msg[] = "pipetrain: signal before training started, exiting\n";
+    ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(128 + sig);
+  }
+  if (g_pending) {
     static const char msg[] = "pipetrain: second signal, exiting without a checkpoint\n";
     ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)ignored;
@@ -17,6 +24,8 @@ static void on_signal(int sig) {
   }
   g_pending = sig;
 }
+
+void signals_defer_first(void) { g_defer = 1; }
 
 void signals_install(void) {
   struct sigaction sa;

@@ -11,19 +11,21 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "data/data_pack.h"
 #include "data/source.h"
 
 static int map_file(pt_data *d, const char *path, char *err, size_t errsz) {
-  int fd = open(path, O_RDONLY);
+  const char *why;
+  int fd = pt_open_regular_file(path, &why); /* a FIFO must not block, a device stream */
   if (fd < 0) {
-    pt_errorf_short(err, errsz, "%s: cannot open data file: %s", path, strerror(errno));
+    pt_errorf_short(err, errsz, "%s: cannot open data file: %s; point data.path at a token file",
+                    path, why);
     return -1;
   }
   struct stat st = {0};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
-    pt_errorf_short(err, errsz, "%s: data file is %s; point data.path at a token file", path,
-                    S_ISREG(st.st_mode) ? "empty" : "not a regular file (a directory or device)");
+  if (fstat(fd, &st) != 0 || st.st_size == 0) {
+    pt_errorf_short(err, errsz, "%s: data file is empty; point data.path at a token file", path);
     close(fd);
     return -1;
   }

@@ -5,20 +5,26 @@
  * assembled whole on replica 0 first (pipeline_shard_collect), so its checkpoints are the
  * unsharded run's. */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "engine/pipeline_private.h"
+#include "observe/watchdog.h"
 
 int pipeline_load(pt_pipeline *p, const char *path, char *err, size_t errsz) {
   return pipeline_agree_failure(p, part_load(&p->part, path, err, errsz) != 0, err);
 }
 
 /* Every rank learns rank 0's verdict: also the barrier that keeps anyone from going on (or
- * exiting) before the manifest is down. */
-static int agree_with_root(pt_pipeline *p, int ok) {
+ * exiting) before the manifest is down. Rank 0 may be waiting on another rank (the gather):
+ * the others wait longer, so rank 0 names that one (observe/watchdog.h). */
+static int agree_with_root(pt_pipeline *p, int ok, const char *what) {
   uint64_t v = (uint64_t)ok;
+  watchdog_arm_relay(what, 0, p->part.step);
   comm_broadcast(comm_world(), &v, sizeof v, 0);
+  watchdog_disarm();
   return (int)v;
 }
 
@@ -52,45 +58,63 @@ static int save_finish(pt_pipeline *p, const char *dir, const pt_spec_source *sr
   return ok;
 }
 
+/* A test-only hook (tests/engine/stalled_wait.sh): PIPETRAIN_TEST_STALL_SAVE=RANK:SECONDS
+ * makes that rank sleep in every save before it writes, as a hung filesystem would. */
+static void test_stall_save(const pt_pipeline *p) {
+  const char *v = getenv("PIPETRAIN_TEST_STALL_SAVE");
+  int rank = -1, seconds = 0;
+  if (v && sscanf(v, "%d:%d", &rank, &seconds) == 2 && rank == p->rank && seconds > 0)
+    sleep((unsigned)seconds);
+}
+
 /* Replica 0 writes a file pair per chunk it runs (the optimizer state from opt); rec gets REC
- * numbers per chunk and ok. */
-static int write_chunks(pt_pipeline *p, const char *dir, const pt_optimizer *opt, uint64_t *rec,
+ * numbers per chunk and ok (as doubles, for pipeline_gather_root: CRCs and byte counts are exact
+ * in them). */
+static int write_chunks(pt_pipeline *p, const char *dir, const pt_optimizer *opt, double *rec,
                         char *err, size_t errsz) {
   int ok = 1;
+  test_stall_save(p);
   for (int i = 0; i < p->n_chunks && ok && p->replica == 0; i++) {
     const pt_chunk *k = &p->chunks[i];
     ckpt_stage_files f;
     memset(&f, 0, sizeof f);
     ok = checkpoint_write_stage(dir, &p->part.model, opt, k->id, k->first, k->last, &f, err,
                                 errsz) == 0;
-    uint64_t *r = rec + REC * i;
-    r[0] = f.model_crc, r[1] = (uint64_t)f.model_bytes;
-    r[2] = f.optim_crc, r[3] = (uint64_t)f.optim_bytes;
+    double *r = rec + REC * i;
+    r[0] = f.model_crc, r[1] = (double)f.model_bytes;
+    r[2] = f.optim_crc, r[3] = (double)f.optim_bytes;
   }
-  rec[REC * p->plan.virtual_stages] = (uint64_t)ok;
+  rec[REC * p->plan.virtual_stages] = ok;
   return ok;
 }
 
+/* Every rank's records reach rank 0 one rank at a time, so a rank that stalls in its writes
+ * is named (observe/watchdog.h); rank 0 writes the manifest, and everyone learns the verdict. */
 int pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src, char *err,
                   size_t errsz) {
   err[0] = '\0';
   model_to_host(&p->part.model);
   optimizer_to_host(&p->part.opt);
   int ok = p->rank != 0 || checkpoint_begin_save(dir, err, errsz) == 0;
-  if (!agree_with_root(p, ok)) return -1;
-  int per_rank = REC * p->plan.virtual_stages + 1;
-  uint64_t *rec = pt_calloc((size_t)per_rank, sizeof(uint64_t));
+  if (!agree_with_root(p, ok, "rank 0 to begin the checkpoint save")) return -1;
+  int per_rank = REC * p->plan.virtual_stages + 1, world = p->P * p->dp;
+  double *rec = pt_calloc((size_t)per_rank, sizeof(double));
   pt_optimizer whole; /* sharded: the replicas' ranges, assembled on replica 0 */
   memset(&whole, 0, sizeof whole);
   if (p->sharded) pipeline_shard_collect(p, &whole);
   write_chunks(p, dir, p->sharded ? &whole : &p->part.opt, rec, err, errsz);
   optimizer_free(&whole);
-  uint64_t *all = pt_calloc((size_t)per_rank * (size_t)(p->P * p->dp), sizeof(uint64_t));
-  comm_allgather_u64(comm_world(), rec, per_rank, all);
+  double *all = pt_calloc((size_t)per_rank * (size_t)world, sizeof(double));
+  pipeline_gather_root(p, rec, per_rank, all, "the checkpoint save's files");
   ok = 1;
-  if (p->rank == 0) ok = save_finish(p, dir, src, all, err, errsz);
+  if (p->rank == 0) {
+    uint64_t *u = pt_calloc((size_t)per_rank * (size_t)world, sizeof(uint64_t));
+    for (size_t i = 0; i < (size_t)per_rank * (size_t)world; i++) u[i] = (uint64_t)all[i];
+    ok = save_finish(p, dir, src, u, err, errsz);
+    free(u);
+  }
   free(rec), free(all);
-  return agree_with_root(p, ok) ? 0 : -1;
+  return agree_with_root(p, ok, "rank 0 to finish the checkpoint save") ? 0 : -1;
 }
 
 /* Copies every tensor a stage model holds (not tied copies) into the whole model, by name. */
@@ -123,8 +147,10 @@ static void gather_whole(pt_pipeline *p, const char *path, int tag) {
     int n = plan_stage_ranges(&p->plan, s, ranges);
     model_alloc_ranges(&part, ranges, n, device_host());
     pt_request r = {0};
+    watchdog_arm("a stage's weights for --gather", s, p->part.step);
     comm_recv_host_async(p->pipe, part.params, sizeof(float) * (size_t)part.n_floats, s, tag, &r);
     comm_wait(&r);
+    watchdog_disarm();
     copy_into(&whole, &part);
     model_free(&part);
   }
@@ -141,10 +167,14 @@ void pipeline_gather(pt_pipeline *p, const char *path) {
   if (p->replica == 0 && p->stage_id > 0) {
     pt_request r = {0};
     model_to_host(m);
+    watchdog_arm("rank 0 to take this stage's weights for --gather", 0, p->part.step);
     comm_send_host_async(p->pipe, m->host_params, sizeof(float) * (size_t)m->n_floats, 0, tag,
                          &r);
     comm_wait(&r);
+    watchdog_disarm();
   }
   if (p->rank == 0) gather_whole(p, path, tag);
+  watchdog_arm_relay("rank 0 to write --gather", 0, p->part.step);
   comm_barrier(comm_world());
+  watchdog_disarm();
 }

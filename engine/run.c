@@ -10,6 +10,7 @@
 #include "checkpoint/hf.h"
 #include "comm/comm.h"
 #include "core/error.h"
+#include "core/signals.h"
 #include "data/data.h"
 #include "device/gemm_rate.h"
 #include "device/placement.h"
@@ -51,12 +52,15 @@ static void run_fail(const run_state *r, int code, const char *msg) {
   run_exit(code, msg);
 }
 
-/* Where the run will write (checkpoints, --gather) must be writable before it trains for hours:
- * one line from the lowest rank that cannot, then every rank exits with code 2. */
+/* Where the run will write (checkpoints, --gather, the trace, metrics, --dump-params) must be
+ * writable before it trains for hours, and the checkpoint directories this job's alone (rank 0
+ * locks them): one line from the lowest rank that cannot, then every rank exits with code 2. */
 static void check_outputs(const run_state *r) {
   const pt_spec *s = r->spec;
   const pt_run_options *o = r->o;
-  char err[1024] = "";
+  char err[1024] = "", dump[4200] = "";
+  int rank = r->launched ? comm_rank(comm_world()) : 0;
+  if (o->dump_prefix) snprintf(dump, sizeof dump, "%s.%d.bin", o->dump_prefix, rank);
   int bad = s->train.ckpt_dir[0] && checkpoint_check_writable(s->train.ckpt_dir, 0,
                                                               "train.checkpoint.dir", err, sizeof err);
   bad = bad || (o->save_dir && checkpoint_check_writable(o->save_dir, 0, "--save", err, sizeof err));
@@ -67,10 +71,19 @@ static void check_outputs(const run_state *r) {
   bad = bad || (o->gather_hf_dir &&
                 (checkpoint_check_writable(o->gather_hf_dir, 0, "--gather-hf", err, sizeof err) ||
                  hf_check_spec(s, err, sizeof err)));
+  bad = bad || (o->trace_path && !o->sequential &&
+                checkpoint_check_writable(o->trace_path, 1, "--trace", err, sizeof err));
+  bad = bad || (o->metrics_path &&
+                checkpoint_check_writable(o->metrics_path, 1, "--metrics", err, sizeof err));
+  bad = bad || (o->dump_prefix && checkpoint_check_writable(dump, 1, "--dump-params", err, sizeof err));
+  if (rank == 0 && !bad) {
+    bad = s->train.ckpt_dir[0] &&
+          checkpoint_lock_dir(s->train.ckpt_dir, "train.checkpoint.dir", err, sizeof err) != 0;
+    bad = bad || (o->save_dir && checkpoint_lock_dir(o->save_dir, "--save", err, sizeof err) != 0);
+  }
   int first_bad = r->launched ? comm_first_failed(comm_world(), bad) : (bad ? 0 : -1);
   if (first_bad < 0) return;
-  run_exit(PT_EXIT_INPUT,
-           first_bad == (r->launched ? comm_rank(comm_world()) : 0) ? err : "");
+  run_exit(PT_EXIT_INPUT, first_bad == rank ? err : "");
 }
 
 /* Binds this rank's threads (--bind; device/placement.h), keeps the line saying where it runs,
@@ -154,6 +167,7 @@ static void open_tensorboard(run_state *r) {
 
 static void run_start(run_state *r) {
   const pt_run_options *o = r->o;
+  signals_defer_first(); /* a preemption from here on saves what the run has */
   /* a rank whose start-up hangs must not keep the others waiting forever; one process waits on
    * nobody (seconds 0: no watchdog) */
   watchdog_init(o->sequential ? 0 : (int)r->spec->pipeline.timeout_s,

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "partition/memory.h"
 #include "partition/plan.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/hf.h"
@@ -135,6 +136,24 @@ static void write_text(const char *path, const char *text) {
   }
 }
 
+/* A model this machine cannot hold is refused before anything is allocated: weights, gradients
+ * and the fresh optimizer's two moments, 4 bytes each per parameter (the storage model_alloc
+ * and optimizer_init make; tied copies counted twice, so a slight overestimate). */
+static void check_fits(const pt_model *m, const char *dir) {
+  int64_t params = 0;
+  for (int li = 0; li < m->n_layers; li++)
+    for (int p = 0; p < m->layers[li].n_params; p++) params += m->layers[li].params[p].numel;
+  int64_t need = params * 16, machine = memory_machine_bytes();
+  if (machine <= 0 || need <= machine) return;
+  char n[32], have[32];
+  memory_format_size(need, n, sizeof n);
+  memory_format_size(machine, have, sizeof have);
+  pt_fail_input("%s/config.json: converting this model (%lld parameters) needs %s (%lld bytes: "
+                "weights, gradients and optimizer state, estimated before allocating) but this "
+                "machine has %s; convert on a machine with more memory",
+                dir, (long long)params, n, (long long)need, have);
+}
+
 static int from_hf(const convert_args *a) {
   hf_config c;
   char err[1024];
@@ -149,7 +168,10 @@ static int from_hf(const convert_args *a) {
   if (model_configure(&m, &spec, &e) != 0)
     pt_fail_input("%s (the spec pipe_convert made for %s; is its layer type in this build?)",
                   e.msg, c.arch->architecture);
-  model_alloc(&m, 0, m.n_layers);
+  /* the files first: a missing or misshapen tensor is named before any allocation */
+  if (hf_check_weights(a->from_hf, &c, &m, err, sizeof err) != 0) pt_fail_input("%s", err);
+  check_fits(&m, a->from_hf);
+  model_alloc_blank(&m, device_current()); /* every parameter is read from the files next */
   if (hf_import_weights(a->from_hf, &c, &m, err, sizeof err) != 0) pt_fail_input("%s", err);
   model_to_device(&m);
   pt_optimizer o; /* a fresh optimizer: the checkpoint starts training at step 0 */

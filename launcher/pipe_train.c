@@ -7,6 +7,7 @@
 
 #include "comm/comm.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/signals.h"
 #include "device/gemm_rate.h"
 #include "device/placement.h"
@@ -171,25 +172,22 @@ static void parse_args(int argc, char **argv, cli_args *a) {
     pt_fail_input("no spec file given; try: pipe_train examples/default.yaml (or --help)");
 }
 
-/* The spec's text, kept in checkpoints so they can be converted and resumed without it. */
+/* The spec's text, kept in checkpoints so they can be converted and resumed without it. Empty
+ * when it is no regular file or over the spec limit: spec_load then says what is wrong. */
 static char *read_spec_text(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return pt_strdup("");
-  char *buf = NULL;
-  size_t len = 0, cap = 0, n;
-  char chunk[65536];
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-    if (len + n + 1 > cap) {
-      cap = 2 * (len + n + 1);
-      char *nb = realloc(buf, cap);
-      if (!nb) pt_fatal("out of memory reading %s", path);
-      buf = nb;
-    }
-    memcpy(buf + len, chunk, n);
-    len += n;
+  const char *why;
+  int fd = pt_open_regular_file(path, &why);
+  FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+  if (!f) {
+    if (fd >= 0) close(fd);
+    return pt_strdup("");
   }
+  size_t cap = 16u << 20;
+  char *buf = malloc(cap + 2);
+  if (!buf) pt_fatal("out of memory reading %s", path);
+  size_t len = fread(buf, 1, cap + 1, f); /* one byte more than spec_load takes tells it is too big */
   fclose(f);
-  if (!buf) return pt_strdup("");
+  if (len > cap) len = 0;
   buf[len] = '\0';
   return buf;
 }

@@ -262,7 +262,18 @@ static void check_ranges(const pt_model *m, const pt_range *ranges, int n) {
   if (n < 1) pt_fatal("model_alloc: no layer range");
 }
 
+static void alloc_ranges(pt_model *m, const pt_range *ranges, int n, pt_device *dev, int init);
+
 void model_alloc_ranges(pt_model *m, const pt_range *ranges, int n, pt_device *dev) {
+  alloc_ranges(m, ranges, n, dev, 1);
+}
+
+void model_alloc_blank(pt_model *m, pt_device *dev) {
+  pt_range all = {0, m->n_layers};
+  alloc_ranges(m, &all, 1, dev, 0);
+}
+
+static void alloc_ranges(pt_model *m, const pt_range *ranges, int n, pt_device *dev, int init) {
   check_ranges(m, ranges, n);
   m->ranges = pt_calloc((size_t)n, sizeof *ranges);
   memcpy(m->ranges, ranges, sizeof *ranges * (size_t)n);
@@ -279,7 +290,8 @@ void model_alloc_ranges(pt_model *m, const pt_range *ranges, int n, pt_device *d
   m->grads = device_alloc(m->dev, sizeof(float) * (size_t)m->n_grad_floats);
   bind_storage(m, m->host_params); /* initialisation runs on the host */
   uint64_t seed = m->spec->train.seed;
-  for (int r = 0; r < n; r++)
+  if (!init) memset(m->host_params, 0, sizeof(float) * (size_t)m->n_floats);
+  for (int r = 0; r < n && init; r++)
     for (int li = ranges[r].first; li < ranges[r].last; li++) {
       layer_init_params(&m->layers[li], seed);
       init_remote_tie(m, &m->layers[li], seed);

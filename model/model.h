@@ -82,6 +82,9 @@ void model_alloc_on(pt_model *m, int first, int last, pt_device *dev);
 /* The same for n ranges at once (ascending, disjoint, each non-empty; a fatal error otherwise):
  * one params and one grads buffer over all of them. With one range, model_alloc_on. */
 void model_alloc_ranges(pt_model *m, const pt_range *ranges, int n, pt_device *dev);
+/* Every layer on dev, zero-filled instead of initialised: for a caller about to overwrite every
+ * parameter (pipe_convert --from-hf), which then calls model_to_device. */
+void model_alloc_blank(pt_model *m, pt_device *dev);
 /* Whether layer li is in one of the held ranges. */
 int model_holds_layer(const pt_model *m, int li);
 /* host_params <- params (before reading tensors on the host), and the way back (after writing

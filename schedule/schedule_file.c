@@ -5,8 +5,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "schedule/check.h"
 #include "schedule/emit.h"
 
@@ -97,10 +99,15 @@ static int parse_line(reader *x, char *line) {
 }
 
 static int read_lines(reader *x) {
-  FILE *f = fopen(x->path, "r");
-  if (!f)
-    return pt_errorf(x->err, x->errsz, "%s: cannot open the schedule file: %s", x->path,
-                     strerror(errno));
+  const char *why = NULL;
+  int fd = pt_open_regular_file(x->path, &why); /* a FIFO must not block, a device stream */
+  FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+  if (!f) {
+    if (fd >= 0) close(fd);
+    return pt_errorf(x->err, x->errsz, "%s: cannot open the schedule file: %s; point "
+                     "pipeline.schedule_file at a schedule text file", x->path,
+                     why ? why : strerror(errno));
+  }
   char buf[1 << 16];
   int rc = 0;
   while (rc == 0 && fgets(buf, sizeof buf, f)) {

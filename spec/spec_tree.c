@@ -11,9 +11,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "core/error.h"
+#include "core/file.h"
 
 /* Shared by spec/spec_*.c only; spec.h is the public contract and stays free of them. */
 spec_node *spec_node_new(spec_kind kind, const char *own_origin);
@@ -499,9 +501,12 @@ static void spec_fail_file(spec_errors *e, const char *path, const char *fmt, ..
 
 /* Returns the whole file (NUL-terminated, *len bytes), or NULL with an error recorded. */
 static char *spec_read_file(const char *path, size_t *len, spec_errors *e) {
-  FILE *f = fopen(path, "rb");
+  const char *why = NULL;
+  int fd = pt_open_regular_file(path, &why);
+  FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
   if (!f) {
-    spec_fail_file(e, path, "cannot open the spec file '%s': %s", path, strerror(errno));
+    spec_fail_file(e, path, "cannot open the spec file '%s': %s", path, why ? why : strerror(errno));
+    if (fd >= 0) close(fd);
     return NULL;
   }
   size_t cap = 4096, n = 0, got;

@@ -8,8 +8,9 @@
 #   - one BLAS thread (so every layout runs the same GEMM code paths) and Open MPI allowed to
 #     run as root;
 #   - fail MSG (exit 1), skip MSG (exit 77: ctest reports the test skipped, saying why),
-#     pt_mpirun NP ARGS (mpirun -np NP --oversubscribe, bounded by a timeout) and
-#     pt_same_bits A B (files equal byte for byte, else fail naming both).
+#     pt_mpirun NP ARGS (mpirun -np NP --oversubscribe, bounded by a timeout),
+#     pt_same_bits A B (files equal byte for byte, else fail naming both) and
+#     pt_ranks_of_run MARKER (the pids of the pipe_train ranks whose arguments hold MARKER).
 set -euo pipefail
 pt_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$pt_root"
@@ -32,3 +33,10 @@ pt_mpirun() {
   timeout "${PT_MPI_TIMEOUT:-240}" mpirun -np "$np" --oversubscribe "$@"
 }
 pt_same_bits() { cmp -s "$1" "$2" || fail "$1 and $2 differ"; }
+# pt_ranks_of_run MARKER: the pids of the pipe_train processes whose command line holds MARKER
+pt_ranks_of_run() {
+  local p
+  for p in $(pgrep -f -- "$1" || true); do
+    [ "$(ps -o comm= -p "$p" 2>/dev/null)" = pipe_train ] && echo "$p"
+  done
+}

@@ -36,11 +36,8 @@ grep -q -- "--nproc" "$work/dp.err" && fail "--nproc passed on to the ranks: $(c
 cmp -s "$work/seq_dp.st" "$work/dp.st" || fail "the 2 x 2 model differs from the sequential one"
 echo "(b) --nproc 4: 2 stages x 2 replicas, model bitwise equal to the sequential run's"
 
-ranks_of_run() { # pids of this run's pipe_train ranks (the launcher itself is now mpiexec)
-  for p in $(pgrep -f -- "$marker" || true); do
-    [ "$(ps -o comm= -p "$p" 2>/dev/null)" = pipe_train ] && echo "$p"
-  done
-}
+# pids of this run's pipe_train ranks (the launcher itself is now mpiexec)
+ranks_of_run() { pt_ranks_of_run "$marker"; }
 "$pipe_train" "$spec" --quiet --set pipeline.stages=2 --set train.steps=1000000 \
   --set pipeline.timeout_s=5 --set train.lr_schedule.name=constant --metrics "$marker.kill.jsonl" \
   >"$work/kill.out" 2>&1 &

@@ -7,11 +7,7 @@ source "$(dirname "$0")/../lib.sh"
 marker="$work/marker"
 pt_at_exit 'pkill -9 -f -- "$marker" 2>/dev/null || true'
 
-ranks_of_run() { # pids of this run's pipe_train processes
-  for p in $(pgrep -f -- "$marker" || true); do
-    [ "$(ps -o comm= -p "$p" 2>/dev/null)" = pipe_train ] && echo "$p"
-  done
-}
+ranks_of_run() { pt_ranks_of_run "$marker"; }
 
 run_case() { # SIGNAL
   local sig=$1 out="$work/$1.out"

@@ -632,7 +632,7 @@ static const file_case g_file_errors[] = {
     {L, "bad_data_path.yaml", "3:9", "data file 'no/such/file.txt' not found (looked in "
                                      "./no/such/file.txt and "},
     {L, "no_such_spec.yaml", "", "cannot open the spec file"},
-    {L, ".", "", "cannot read the spec file"},
+    {L, ".", "", "it is a directory, not a file"},
 };
 #undef L
 
