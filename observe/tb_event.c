@@ -14,6 +14,7 @@ void tb_bytes_free(tb_bytes *b) {
 }
 
 static void put(tb_bytes *b, const void *p, size_t n) {
+  if (n == 0) return; /* an empty field: p may be NULL, which memcpy must not get */
   if (b->len + n > b->cap) {
     size_t cap = b->cap ? 2 * b->cap : 256;
     while (cap < b->len + n) cap *= 2;
