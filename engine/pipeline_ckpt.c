@@ -109,7 +109,8 @@ int pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src, ch
   ok = 1;
   if (p->rank == 0) {
     uint64_t *u = pt_calloc((size_t)per_rank * (size_t)world, sizeof(uint64_t));
-    for (size_t i = 0; i < (size_t)per_rank * (size_t)world; i++) u[i] = (uint64_t)all[i];
+    for (size_t i = 0; i < (size_t)per_rank * (size_t)world; i++) /* -1: a failed write */
+      u[i] = all[i] < 0 ? UINT64_MAX : (uint64_t)all[i];
     ok = save_finish(p, dir, src, u, err, errsz);
     free(u);
   }
