@@ -51,8 +51,8 @@ t0=$SECONDS
 kill -KILL "$victim"
 while [ -n "$(ranks_of_run)" ] && [ $((SECONDS - t0)) -lt 20 ]; do sleep 0.2; done
 took=$((SECONDS - t0))
-set +e; wait "$job"; code=$?; set -e
 [ -z "$(ranks_of_run)" ] || fail "ranks still running 20 s after rank $rank was killed"
+set +e; wait "$job"; code=$?; set -e
 [ "$took" -le 10 ] || fail "the job took ${took} s to end after rank $rank was killed (timeout_s 5)"
 [ "$code" != 0 ] || fail "the job exited 0 after rank $rank was killed"
 grep -Eq "rank $rank\b" "$work/kill.out" || fail "no message names rank $rank: $(cat "$work/kill.out")"
