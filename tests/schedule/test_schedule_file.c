@@ -264,24 +264,31 @@ static void test_bad_files(void) {
               "micro-batch 0: its weight gradient is already in");
   expect_text("rank 0:\nrank 1: 1F0 1B0\n", 2, 1, 0, "rank 0 has no actions");
   expect_text("# nothing\n", 2, 1, 0, "no 'rank N:' lines");
-  /* counts at their line and action, with the fix */
-  expect_text("rank 0: 0F0 0F1 0B0 0B1\nrank 1: 1F1 1B0 1F2 1B1\n", 2, 2, 0, ":2: rank 1, action "
-              "1F2: micro-batch 2 is out of range: train.micro_batches is 2 (micro-batches 0..1); "
-              "renumber the action or raise train.micro_batches");
-  expect_text("rank 0: 0F0 0B0 2F0 2B0\nrank 1: 1F0 1B0 3F0 3B0\n", 2, 1, 1, ":1: rank 0, action "
-              "2F0: chunk 2 is out of range: 2 ranks x pipeline.virtual_stages 1 make chunks 0..1; "
-              "renumber the chunk or set pipeline.virtual_stages to 2");
-  expect_text("rank 0: 0F0 0B0 2F0 2B0\nrank 1: 1F0 1B0\n", 2, 1, 0, ":1: rank 0, action 2F0: "
-              "chunk 2 makes 3 chunks on 2 ranks");
-  /* a duplicate at itself, not at the load the builder would add before it */
-  expect_text("rank 0: 0F0 0F1\nrank 0: 0F1 0B0 0B1\nrank 1: 1F0 1F1 1B0 1B1\n", 2, 2, 0,
-              ":2: rank 0, action 0F1: forward of micro-batch 1 runs twice on chunk 0 (first at "
-              "line 1); remove one");
-  expect_text("rank 0: 0LOAD0 0F0 0B0\nrank 1: 1F0 1B0\n", 2, 1, 0, "'0LOAD0' is not an action; "
-              "write CHUNK CODE MB (0F3, 1I2, 1W2, 0sA3, or torch's 0SEND_F3) or FLUSH, TIE, DP, "
-              "OPT; pipetrain's load is L (0L3), and torch writes none");
-  expect_text("0F0,0B0\n1F0,1B0\n0F0\n", 2, 1, 0, ": 3 ranks, but pipeline.stages is 2; set "
-              "pipeline.stages to 3 or write a row per rank");
+  /* counts at their line and action, with the fix; a duplicate at itself, not at the load
+   * the builder would add before it; torch's names */
+  static const struct {
+    const char *text;
+    int P, M, v;
+    const char *want;
+  } refused[] = {
+      {"rank 0: 0F0 0F1 0B0 0B1\nrank 1: 1F1 1B0 1F2 1B1\n", 2, 2, 0, ":2: rank 1, action 1F2: "
+       "micro-batch 2 is out of range: train.micro_batches is 2 (micro-batches 0..1); renumber "
+       "the action or raise train.micro_batches"},
+      {"rank 0: 0F0 0B0 2F0 2B0\nrank 1: 1F0 1B0 3F0 3B0\n", 2, 1, 1, ":1: rank 0, action 2F0: "
+       "chunk 2 is out of range: 2 ranks x pipeline.virtual_stages 1 make chunks 0..1; renumber "
+       "the chunk or set pipeline.virtual_stages to 2"},
+      {"rank 0: 0F0 0B0 2F0 2B0\nrank 1: 1F0 1B0\n", 2, 1, 0, ":1: rank 0, action 2F0: chunk 2 "
+       "makes 3 chunks on 2 ranks"},
+      {"rank 0: 0F0 0F1\nrank 0: 0F1 0B0 0B1\nrank 1: 1F0 1F1 1B0 1B1\n", 2, 2, 0, ":2: rank 0, "
+       "action 0F1: forward of micro-batch 1 runs twice on chunk 0 (first at line 1); remove one"},
+      {"rank 0: 0LOAD0 0F0 0B0\nrank 1: 1F0 1B0\n", 2, 1, 0, "'0LOAD0' is not an action; write "
+       "CHUNK CODE MB (0F3, 1I2, 1W2, 0sA3, or torch's 0SEND_F3) or FLUSH, TIE, DP, OPT; "
+       "pipetrain's load is L (0L3), and torch writes none"},
+      {"0F0,0B0\n1F0,1B0\n0F0\n", 2, 1, 0, ": 3 ranks, but pipeline.stages is 2; set "
+       "pipeline.stages to 3 or write a row per rank"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+    expect_text(refused[i].text, refused[i].P, refused[i].M, refused[i].v, refused[i].want);
 }
 
 int main(void) {
