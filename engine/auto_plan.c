@@ -58,7 +58,7 @@ static int read_times(const pt_model *m, const auto_plan_options *o, pt_layer_ti
     device_set_precision(device_current(), m->spec->train.precision); /* times as trained */
     return measure_as_a_rank(m, o, t, err, errsz);
   }
-  double gflops = gemm_measure_flops(512, 0.2) / 1e9;
+  double gflops = o->gflops > 0 ? o->gflops : gemm_measure_flops(512, 0.2) / 1e9;
   profile_times_from_flops(t, m, gflops);
   char why[160] = "";
   if (o->times == AUTO_TIMES_MEASURE) snprintf(why, sizeof why, " (could not measure: %.100s)", err);
