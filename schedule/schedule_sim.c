@@ -75,13 +75,10 @@ static double sim_copy(sim *x, int r, double t, double after, double secs) {
   return x->copy_clock[r] = t0 + secs;
 }
 
-/* Action i of rank r starts at t: the prefetch of the backward it precedes is issued. Returns
- * when the rank goes on (later than t where the copy holds it). */
-static double sim_prefetch(sim *x, int r, int i, double t) {
-  int j = schedule_prefetch_at(x->s->acts[r], x->s->n_acts[r], i), K = x->cp->n_kinds;
-  if (j < 0) return t;
-  const pt_action *b = &x->s->acts[r][j];
-  int cell = (b->chunk * x->s->n_micro + b->mb) * K;
+/* Issues at t the prefetches of backward b not issued yet. Returns when the rank goes on (later
+ * than t where a copy holds it). */
+static double sim_issue_prefetch(sim *x, int r, const pt_action *b, double t) {
+  int K = x->cp->n_kinds, cell = (b->chunk * x->s->n_micro + b->mb) * K;
   for (int k = 0; k < K; k++) {
     if (!goes_out(x, b, k) || x->pre_end[cell + k] >= 0) continue;
     x->pre_end[cell + k] = sim_copy(x, r, t, x->out_end[cell + k], x->cp->in_s[b->chunk * K + k]);
@@ -90,24 +87,25 @@ static double sim_prefetch(sim *x, int r, int i, double t) {
   return t;
 }
 
-/* A backward starting at t waits for its prefetches (issued now where none was); a forward's
- * copy-outs are issued when it ends. Returns when the backward can start, or when the rank goes
- * on after the forward. */
+/* Action i of rank r starts at t: the prefetch of the backward it precedes is issued. */
+static double sim_prefetch(sim *x, int r, int i, double t) {
+  int j = schedule_prefetch_at(x->s->acts[r], x->s->n_acts[r], i);
+  return j < 0 ? t : sim_issue_prefetch(x, r, &x->s->acts[r][j], t);
+}
+
+/* A backward starting at t waits for its prefetches (issued now where none was). Returns when
+ * it can start. */
 static double sim_backward_ready(sim *x, int r, const pt_action *a, double t) {
   int K = x->cp->n_kinds, cell = (a->chunk * x->s->n_micro + a->mb) * K;
+  t = sim_issue_prefetch(x, r, a, t);
   double at = t;
-  for (int k = 0; k < K; k++) {
-    if (!goes_out(x, a, k)) continue;
-    if (x->pre_end[cell + k] < 0) {
-      x->pre_end[cell + k] = sim_copy(x, r, t, x->out_end[cell + k], x->cp->in_s[a->chunk * K + k]);
-      if (!x->cp->overlap) t = at = x->pre_end[cell + k];
-    }
-    at = later(at, x->pre_end[cell + k]);
-  }
+  for (int k = 0; k < K; k++)
+    if (goes_out(x, a, k)) at = later(at, x->pre_end[cell + k]);
   if (x->cp->overlap) x->copy_exposed += at - t;
   return at;
 }
 
+/* A forward ended at t1: its copy-outs are issued. Returns when the rank goes on. */
 static double sim_copy_out(sim *x, int r, const pt_action *a, double t1) {
   int K = x->cp->n_kinds, cell = (a->chunk * x->s->n_micro + a->mb) * K;
   double t = t1;
