@@ -6,6 +6,7 @@
  *   - with stage 0 capped at a third of 1F1B's stage-0 memory and schedule, split, checkpointing
  *     and offload left to `auto`, the pick fits every cap, its plan (pinned, built again as a
  *     run would) has the memory the search counted, and its step is within 5% of 1F1B's.
+ *   - pipeline.shard_optimizer: auto with two replicas: sharded chosen and pinned.
  * Layer times and the copy rate are set by the test: the answers do not depend on this machine. */
 #include <math.h>
 #include <stdlib.h>
@@ -219,6 +220,30 @@ static void test_third_of_1f1b(void) {
   CHECK(capped("gpu", 0.8, fixed, 3, 0) > 0, "offload was not chosen");
 }
 
+/* pipeline.shard_optimizer: auto with 2 replicas: both tried, sharded wins (less optimizer
+ * state, half the update), and the pin says so. */
+static void test_shard_searched(void) {
+  const char *over[] = {"pipeline.data_parallel=2", "pipeline.shard_optimizer=auto",
+                        "pipeline.schedule=1f1b", "pipeline.boundaries=[0, 3, 5, 7]"};
+  loaded L;
+  if (load_gate(&L, over, 4) != 0) return;
+  pt_layer_times t;
+  profile_times_from_flops(&t, &L.model, 10.0);
+  pt_auto_result r;
+  spec_errors e = {0};
+  CHECK(auto_wanted(&L.spec), "shard_optimizer: auto leaves nothing to the planner");
+  CHECK(auto_search(&L.model, &t, 0, &r, &e) == 0, "%s", e.msg);
+  CHECK(!e.failed && r.shard_auto && r.n == 2 && r.c[0].shard && !r.c[1].shard,
+        "sharding not searched, or not chosen");
+  CHECK(!e.failed && r.c[0].stage_bytes[0] < r.c[1].stage_bytes[0], "sharding saves nothing");
+  char pins[8][AUTO_OVERRIDE_MAX];
+  int n = e.failed ? 0 : auto_overrides(&r, &L.spec, pins, 8);
+  CHECK(n == 1 && !strcmp(pins[0], "pipeline.shard_optimizer=true"), "pin: %s", n ? pins[0] : "");
+  auto_result_free(&r);
+  profile_times_free(&t);
+  unload(&L);
+}
+
 int main(void) {
   snprintf(g_data, sizeof g_data, "/tmp/pt_test_auto_offload_%ld.f32", (long)getpid());
   FILE *f = fopen(g_data, "wb");
@@ -231,6 +256,7 @@ int main(void) {
   unsetenv("PIPETRAIN_COPY_BYTES_PER_S");
   test_copy_time();
   test_third_of_1f1b();
+  test_shard_searched();
   unlink(g_data);
   return test_summary("test_auto_offload");
 }
