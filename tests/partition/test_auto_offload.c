@@ -6,12 +6,14 @@
  *   - with stage 0 capped at a third of 1F1B's stage-0 memory and schedule, split, checkpointing
  *     and offload left to `auto`, the pick fits every cap, its plan (pinned, built again as a
  *     run would) has the memory the search counted, and its step is within 5% of 1F1B's.
+ *     With the schedule and split fixed, offload alone is chosen and pinned as searched.
  *   - pipeline.shard_optimizer: auto with two replicas: sharded chosen and pinned.
- * Layer times and the copy rate are set by the test: the answers do not depend on this machine. */
+ * The model is the gate's GPT (tests/pipeline/gate.yaml, 4 stages, 16 micro-batches); layer
+ * times are FLOP counts at 10 GFLOP/s and the copy rate is set by the test, so the answers do
+ * not depend on this machine. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "partition/auto.h"
@@ -19,102 +21,14 @@
 #include "profile/layer_times.h"
 #include "test_util.h"
 
-#define NL 8
-
-/* 8 linear layers of 256 features, 64 samples a micro-batch: stage 0 of 1F1B holds 4
- * micro-batches' activations, which outweigh its parameters. */
-static const char *SPEC_FMT =
-    "layers:\n"
-    "  - linear: {out: 256, repeat: 8}\n"
-    "loss: mse\n"
-    "data: {path: %s, format: f32, inputs: 256, targets: 256}\n"
-    "train: {micro_batch_size: 512, micro_batches: 16, activation_checkpoint_interval: 0,\n"
-    "        optimizer: {name: sgd}}\n"
-    "pipeline: {stages: 4, schedule: 1f1b, partition: uniform}\n"
-    "comm: {backend: mpi}\n"; /* a GPU's NCCL buffers would outweigh these activations */
-static char g_data[64];
-
 typedef struct {
   pt_spec spec;
   pt_model model;
 } loaded;
 
-static int load(loaded *L, const char *const *over, int n_over) {
-  char text[1024];
-  snprintf(text, sizeof text, SPEC_FMT, g_data);
-  spec_errors e = {0};
-  memset(L, 0, sizeof *L);
-  int rc = spec_load_text(text, strlen(text), "t.yaml", over, n_over, &L->spec, &e);
-  if (rc == 0) rc = model_configure(&L->model, &L->spec, &e);
-  CHECK(rc == 0, "spec did not load: %s", e.msg);
-  return rc;
-}
-
 static void unload(loaded *L) {
   model_free(&L->model);
   spec_free(&L->spec);
-}
-
-/* 1 ms per layer forward, 1 ms backward input, 1 ms weights; free transfers. */
-static void set_times(pt_layer_times *t) {
-  profile_times_alloc(t, NL);
-  for (int l = 0; l < NL; l++) t->f[l] = t->i[l] = t->w[l] = 1e-3;
-  t->p2p_latency_s = 0, t->p2p_bytes_per_s = 1e30, t->copy_bytes_per_s = 1e30;
-  snprintf(t->source, sizeof t->source, "set by the test");
-}
-
-static double predict(const char *const *over, int n, double rate) {
-  loaded L;
-  if (load(&L, over, n) != 0) return -1;
-  pt_layer_times t;
-  set_times(&t);
-  t.copy_bytes_per_s = rate;
-  double step = -1, bubble = 0;
-  spec_errors e = {0};
-  CHECK(auto_predict(&L.model, &t, &step, &bubble, &e) == 0, "%s", e.msg);
-  profile_times_free(&t);
-  unload(&L);
-  return step;
-}
-
-/* Stage 0's offloaded bytes per micro-batch and how many of its micro-batches go out. */
-static void stage0_copies(const char *const *over, int n, int64_t *bytes, int *out) {
-  loaded L;
-  *bytes = 0, *out = 0;
-  if (load(&L, over, n) != 0) return;
-  pt_plan p;
-  spec_errors e = {0};
-  if (plan_build(&p, &L.model, &e) == 0) {
-    for (int k = 0; k < OFFLOAD_KINDS; k++) *bytes += memory_offload_bytes(&L.model, 0, p.bounds[1], k);
-    *out = 8; /* a bound: of 16, those a backward follows at once stay */
-    plan_free(&p);
-  }
-  CHECK(!e.failed, "%s", e.msg);
-  unload(&L);
-}
-
-static void test_copy_time(void) {
-  const char *emu[] = {"pipeline.device=emulated", "pipeline.offload=1.0"};
-  const char *none[] = {"pipeline.device=emulated"};
-  double base = predict(none, 1, 1e9);
-  double fast = predict(emu, 2, 1e30), slow_rate = 2e7, slow = predict(emu, 2, slow_rate);
-  int64_t bytes;
-  int out;
-  stage0_copies(emu, 2, &bytes, &out);
-  CHECK(bytes > 0, "stage 0 offloads nothing");
-  CHECK(fabs(fast - base) < 1e-9, "free copies change the step: %g vs %g", fast, base);
-  /* stage 0 computes 2 layers x 3 ms x 16 micro-batches, and copies each out and back */
-  double floor = 2 * 3e-3 * 16 + 2.0 * (double)bytes * out / slow_rate;
-  CHECK(slow >= floor * (1 - 1e-9), "emulated: the step %g s ignores the copies (at least %g s)",
-        slow, floor);
-  const char *gpu[] = {"pipeline.device=gpu", "pipeline.offload=1.0"};
-  const char *gpu_none[] = {"pipeline.device=gpu"};
-  double g_base = predict(gpu_none, 1, 1e9), g_fast = predict(gpu, 2, 1e12);
-  double g_slow = predict(gpu, 2, slow_rate);
-  CHECK(fabs(g_fast - g_base) < 1e-9 * g_base, "gpu: fast copies do not hide: %g vs %g", g_fast,
-        g_base);
-  CHECK(g_slow > g_base * 1.05, "gpu: slow copies cost nothing: %g vs %g", g_slow, g_base);
-  CHECK(g_slow < slow, "gpu: the copy stream hides nothing: %g vs emulated %g", g_slow, slow);
 }
 
 /* The gate's GPT (tests/pipeline/gate.yaml) on 4 stages, 16 micro-batches, with more. */
@@ -127,6 +41,62 @@ static int load_gate(loaded *L, const char *const *more, int n_more) {
   if (rc == 0) rc = model_configure(&L->model, &L->spec, &e);
   CHECK(rc == 0, "gate.yaml did not load: %s", e.msg);
   return rc;
+}
+
+/* The step of the gate's plan under `more`, FLOP-count times at 10 GFLOP/s, copies at rate. */
+static double predict(const char *const *more, int n, double rate) {
+  loaded L;
+  if (load_gate(&L, more, n) != 0) return -1;
+  pt_layer_times t;
+  profile_times_from_flops(&t, &L.model, 10.0);
+  t.copy_bytes_per_s = rate;
+  double step = -1, bubble = 0;
+  spec_errors e = {0};
+  CHECK(auto_predict(&L.model, &t, &step, &bubble, &e) == 0, "%s", e.msg);
+  profile_times_free(&t);
+  unload(&L);
+  return step;
+}
+
+/* Stage 0's offloaded bytes per micro-batch and its compute per step, of layers [0, 3). */
+static void stage0(const char *const *more, int n, int64_t *bytes, double *compute) {
+  loaded L;
+  *bytes = 0, *compute = 0;
+  if (load_gate(&L, more, n) != 0) return;
+  pt_layer_times t;
+  profile_times_from_flops(&t, &L.model, 10.0);
+  for (int k = 0; k < OFFLOAD_KINDS; k++) *bytes += memory_offload_bytes(&L.model, 0, 3, k);
+  for (int l = 0; l < 3; l++) *compute += 16 * (t.f[l] + t.i[l] + t.w[l]);
+  profile_times_free(&t);
+  unload(&L);
+}
+
+/* 1F1B with a fixed split, everything offloaded: on the emulated device slow copies lengthen the
+ * step by at least stage 0's beyond its compute; on a GPU fast ones hide, slow ones do not. */
+static void test_copy_time(void) {
+  const char *emu[] = {"pipeline.device=emulated", "pipeline.schedule=1f1b",
+                       "pipeline.boundaries=[0, 3, 5, 7]", "pipeline.offload=1.0"};
+  double base = predict(emu, 3, 1e9), fast = predict(emu, 4, 1e30);
+  double slow_rate = 2e7, slow = predict(emu, 4, slow_rate), compute;
+  int64_t bytes;
+  stage0(emu, 4, &bytes, &compute);
+  CHECK(bytes > 0, "stage 0 offloads nothing");
+  CHECK(fabs(fast - base) < 1e-9 * base, "free copies change the step: %g vs %g", fast, base);
+  /* at least 8 of its 16 micro-batches go out and come back (those a backward follows at once
+   * stay) */
+  double floor = compute + 2.0 * (double)bytes * 8 / slow_rate;
+  CHECK(floor > 1.5 * base, "the copies are too fast to tell: %g s against a step of %g s", floor,
+        base);
+  CHECK(slow >= floor * (1 - 1e-9), "emulated: the step %g s ignores the copies (at least %g s)",
+        slow, floor);
+  const char *gpu[] = {"pipeline.device=gpu", "pipeline.schedule=1f1b",
+                       "pipeline.boundaries=[0, 3, 5, 7]", "pipeline.offload=1.0"};
+  double g_base = predict(gpu, 3, 1e9), g_fast = predict(gpu, 4, 1e12);
+  double g_slow = predict(gpu, 4, slow_rate);
+  CHECK(fabs(g_fast - g_base) < 1e-9 * g_base, "gpu: fast copies do not hide: %g vs %g", g_fast,
+        g_base);
+  CHECK(g_slow > g_base * 1.05, "gpu: slow copies cost nothing: %g vs %g", g_slow, g_base);
+  CHECK(g_slow < slow, "gpu: the copy stream hides nothing: %g vs emulated %g", g_slow, slow);
 }
 
 /* Stage 0's bytes and the simulated step of the spec's plan; FLOP-count times at 10 GFLOP/s. */
@@ -245,18 +215,9 @@ static void test_shard_searched(void) {
 }
 
 int main(void) {
-  snprintf(g_data, sizeof g_data, "/tmp/pt_test_auto_offload_%ld.f32", (long)getpid());
-  FILE *f = fopen(g_data, "wb");
-  if (!f) pt_fatal("cannot create %s", g_data);
-  for (int i = 0; i < 512 * 16; i++) {
-    float v = (float)((i * 37) % 101) / 50.0f - 1.0f;
-    fwrite(&v, sizeof v, 1, f);
-  }
-  fclose(f);
   unsetenv("PIPETRAIN_COPY_BYTES_PER_S");
   test_copy_time();
   test_third_of_1f1b();
   test_shard_searched();
-  unlink(g_data);
   return test_summary("test_auto_offload");
 }
