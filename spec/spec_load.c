@@ -529,7 +529,11 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   p->device = spec_get_enum(m, "device", SPEC_DEVICE_AUTO, spec_device_names, e);
   spec_node *shard = spec_find_value(m, "shard_optimizer");
   p->shard_auto = shard && shard->kind == SPEC_SCALAR && !strcmp(shard->value, "auto");
-  p->shard_optimizer = p->shard_auto ? 0 : spec_get_bool(m, "shard_optimizer", 0, e);
+  spec_errors bad = {0}; /* a bool's message would not name auto */
+  if (!p->shard_auto) p->shard_optimizer = spec_get_bool(m, "shard_optimizer", 0, &bad);
+  if (bad.failed)
+    spec_error(e, shard, 0, "pipeline.shard_optimizer: expected true, false or auto, got '%s'",
+               shard->kind == SPEC_SCALAR ? shard->value : "a list or mapping");
   spec_check_unused(m, "pipeline", keys, e);
 }
 
