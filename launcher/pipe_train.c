@@ -1,6 +1,7 @@
 /* pipe_train: trains a model described by a YAML layer spec.
  *   pipe_train SPEC [--sequential] [--set KEY=VALUE ...] [--metrics FILE] [--quiet]
  * Exit codes: 0 success, 2 bad input (spec, data, command line), 1 other failures. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,9 +62,10 @@ static void usage(FILE *f) {
           "                      with `auto` in the spec also the planner's choice and runners-up\n"
           "  --from-trace FILE   plan `auto` (and re-balance the split) from the layer times an\n"
           "                      earlier run's --trace FILE measured\n"
-          "  --layer-times measure|flops\n"
+          "  --layer-times measure|flops|flops:GFLOPS\n"
           "                      what `auto` plans from without a trace: times measured at\n"
           "                      start-up and cached (measure, the default) or FLOP estimates\n"
+          "                      (at the measured GEMM rate, or at GFLOPS given)\n"
           "  --print-schedule    print every stage's action list for one step and exit\n"
           "                      (--svg FILE also draws it as a picture; --format actions\n"
           "                      prints it as a schedule file for pipeline.schedule_file,\n"
@@ -123,9 +125,13 @@ static void parse_args(int argc, char **argv, cli_args *a) {
       a->times_given = 1;
     } else if (!strcmp(s, "--layer-times")) {
       const char *v = option_value(argc, argv, &i);
-      if (strcmp(v, "measure") && strcmp(v, "flops"))
-        pt_fail_input("--layer-times '%s': expected measure or flops", v);
-      a->auto_opts.times = !strcmp(v, "flops") ? AUTO_TIMES_FLOPS : AUTO_TIMES_MEASURE;
+      char *end = NULL;
+      double rate = !strncmp(v, "flops:", 6) ? strtod(v + 6, &end) : 0;
+      if (strcmp(v, "measure") && strcmp(v, "flops") && !(rate > 0 && isfinite(rate) && !*end))
+        pt_fail_input("--layer-times '%s': expected measure, flops or flops:GFLOPS (a rate > 0)",
+                      v);
+      a->auto_opts.times = !strncmp(v, "flops", 5) ? AUTO_TIMES_FLOPS : AUTO_TIMES_MEASURE;
+      a->auto_opts.gflops = rate;
       a->times_given = 1;
     } else if (!strcmp(s, "--json")) {
       a->json = 1;
