@@ -49,7 +49,7 @@
 
 #include <stdint.h>
 
-#define REF_MAX_PARAMS 16
+#define REF_MAX_PARAMS 24
 
 typedef struct {
   int vocab, seq_len, dim, heads; /* the spec's model: settings */
@@ -69,6 +69,10 @@ typedef struct {
   int qkv_bias; /* llama_block: biases on q, k, v (params attn.q.bias, attn.k.bias, attn.v.bias
                    after mlp.down.weight) */
   int head_dim; /* llama_block: hd (0 means dim / heads); q [H hd, d], o [d, H hd] */
+  int qk_norm;  /* llama_block: per-head RMSNorm of q and k before rope (attn.q_norm.weight,
+                   attn.k_norm.weight [hd], after the q/k/v biases; the block's eps) */
+  int mlp_bias; /* llama_block: biases on gate, up, down (mlp.gate.bias [F], mlp.up.bias [F],
+                   mlp.down.bias [d], last) */
 } ref_shape;
 
 /* A shape with every argument at its default: in_dim = dim, linear out = dim with bias,
