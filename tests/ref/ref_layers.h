@@ -30,8 +30,10 @@
  *                      hd = dim/H, F ffn_dim): attn_norm.weight [d], attn.q.weight [H hd, d],
  *                      attn.k.weight [K hd, d], attn.v.weight [K hd, d], attn.o.weight [d, H hd],
  *                      mlp_norm.weight [d], mlp.gate.weight [F, d], mlp.up.weight [F, d],
- *                      mlp.down.weight [d, F]
- *                      h = x + o(attn(rope(q(n1 x)), rope(k(n1 x)), v(n1 x)));
+ *                      mlp.down.weight [d, F], then the optional ones (ref_shape: qkv_bias,
+ *                      qk_norm, mlp_bias, in that order)
+ *                      h = x + o(attn(rope(q(n1 x)), rope(k(n1 x)), v(n1 x))) (with qk_norm,
+ *                      each q and k head RMSNormed over hd before rope);
  *                      y = h + down(silu(gate(n2 h)) * up(n2 h)), n1, n2 RMSNorms with eps;
  *                      query head j reads kv head j / (H/K); causal, scale 1/sqrt(hd); rope
  *                      rotates pairs (i, i + hd/2) of each q and k head at position t by the
