@@ -287,6 +287,14 @@ struct pt_kernels {
    * the saved parts only forward writes, between their move to or from rest and the next
    * forward or move). */
   void (*activation_copies)(const pt_kernels *k, const pt_weight_range *r, int n);
+  /* Tables with activation_copies (NULL elsewhere); the caller promises that nothing writes
+   * x[0..n) until its next activation_copies call. share_bf16: products may keep the first
+   * conversion of an operand inside x and read it from then on (a tensor two products read,
+   * converted once); round_share_bf16: round_bf16 of x and its bits kept at once (one pass),
+   * read as an activation copy. Where the table has no room the call only does what its
+   * results need (nothing; round_bf16), so every path gives the bits converting gives. */
+  void (*share_bf16)(const pt_kernels *k, const float *x, int64_t n);
+  void (*round_share_bf16)(const pt_kernels *k, float *x, int64_t n);
   /* Step statistics kept on the device until the caller reads them once (device/stats.h), so a
    * step need not wait for the device: these return without waiting. `sum`, `out` and `mark`
    * are device memory (host memory for the CPU table, where the result is there at once).

@@ -185,6 +185,11 @@ typedef struct {
   /* Activations with a ready bf16 copy (the table's activation_copies entry): read, not
    * converted, wherever they are an operand. */
   pt_weight_copies acts;
+  /* Ranges promised unchanged until the next activation_copies (kernels.h share_bf16): an
+   * operand inside one is converted into kept and then read there, as an activation copy. */
+  pt_weight_range shared[PT_WEIGHT_COPY_RANGES]; /* copy unused */
+  uint16_t *kept; /* the kept copies, back to back from 0 since activation_copies */
+  size_t kept_cap, kept_used, kept_want; /* elements; want: what a step asked for at most */
 } cuda_bf16_scratch;
 /* The linear kernels above with the products' operands converted to bf16 (round to nearest
  * even, kernels/precision.h) into s, then cublasGemmEx: bf16 inputs, float32 accumulation and
@@ -201,6 +206,13 @@ void cuda_op_linear_backward_input_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float 
 void cuda_op_linear_backward_weight_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *dW, float *db,
                                          const float *dy, const float *x, int N, int Ni, int No);
 void cuda_bf16_scratch_free(cuda_bf16_scratch *s);
+/* kernels.h's activation_copies, share_bf16 and round_share_bf16 on s: the set of copies
+ * replaced by r[0..n) (and kept grown, when the last set asked for more, while no copy is in
+ * it); x promised unchanged; x rounded and its bits kept, both where s->acts and kept have room
+ * (else: nothing; cuda_round_bf16). */
+void cuda_bf16_acts_reset(gpu_ctx *g, cuda_bf16_scratch *s, const pt_weight_range *r, int n);
+void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n);
+void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n);
 /* kernels.h's linear_forward_gelu and linear_backward_input_gelu: one cuBLASLt matmul with the
  * GELU_AUX_BIAS or DGELU epilogue where cuBLASLt has an algorithm for the shape, else the linear
  * kernel and the gelu kernel (scratch: the backward's N*Ni product). s NULL: float32 products

@@ -1450,6 +1450,58 @@ static void test_activation_copies(const pt_kernels *k, const char *shape, float
                    got[0][0], ny);
 }
 
+/* Operand conversions the ledger holds so far. */
+static uint64_t conversions(void) { return ledger_launches("to_bf16_kernel:operand"); }
+
+/* The GPU table's share_bf16 and round_share_bf16: a shared x is converted once, by the first
+ * product reading it, and read there by the next (one conversion fewer than unshared; x changed
+ * behind the promise leaves the next product's result as it was, so the kept copy is what it
+ * reads); round_share_bf16 rounds x as round_bf16 does and the products read its kept bits at
+ * once; after activation_copies x is converted again. x is left as it came. */
+static void test_share(const pt_kernels *k, const char *shape, float *y, float *x, const float *W,
+                       int N, int Ni, int No) {
+  int64_t nx = (int64_t)N * Ni, ny = (int64_t)N * No;
+  float *x0 = downf(x, nx), *other = hrand(nx, -3, 3);
+  k->activation_copies(k, NULL, 0);
+  uint64_t c0 = conversions();
+  k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+  k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+  uint64_t unshared = conversions() - c0;
+  float *want = downf(y, ny);
+  for (int round = 0; round < 2; round++) {
+    const char *what = round ? "round_share_bf16" : "share_bf16";
+    char why[160];
+    to_table(1, x, x0, sizeof(float) * (size_t)nx);
+    c0 = conversions();
+    if (round) {
+      float *xr = upf(x0, nx);
+      k->round_bf16(k, xr, nx);
+      k->round_share_bf16(k, x, nx);
+      snprintf(why, sizeof why, "%s: x rounded", what);
+      expect_same_bits(why, shape, downf(x, nx), downf(xr, nx), nx);
+    } else {
+      k->share_bf16(k, x, nx);
+    }
+    k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+    snprintf(why, sizeof why, "%s: the first product", what);
+    expect_same_bits(why, shape, downf(y, ny), want, ny);
+    to_table(1, x, other, sizeof(float) * (size_t)nx); /* behind the promise */
+    k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+    snprintf(why, sizeof why, "%s: the second product reads the kept copy", what);
+    expect_same_bits(why, shape, downf(y, ny), want, ny);
+    uint64_t got = conversions() - c0, ought = unshared - 1 - (uint64_t)round;
+    CHECK(got == ought, "%s %s: %llu operand conversions for two products, not %llu", shape,
+          what, (unsigned long long)got, (unsigned long long)ought);
+    k->activation_copies(k, NULL, 0);
+    k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+    float *after = downf(y, ny);
+    int64_t same = 0;
+    for (int64_t i = 0; i < ny; i++) same += after[i] == want[i];
+    CHECK(same < ny, "%s %s: after activation_copies the old x is still read", shape, what);
+  }
+  to_table(1, x, x0, sizeof(float) * (size_t)nx);
+}
+
 /* The GPU table set to tf32 or bf16 against the CPU's table for the same precision: the same
  * products of rounded operands (CPU: rounded copies and sgemm; GPU: cublasGemmEx on bf16, or
  * the handle's TF32 math), so they agree as float32 products do (TOL_DEFAULT); the bf16 entries
@@ -1519,6 +1571,7 @@ static void test_precision_table(kernels_gpu *kg, pt_precision p, int N, int Ni,
     CHECK(memcmp(got16, packed, sizeof(uint16_t) * (size_t)(ny < nx ? ny : nx)) == 0,
           "%s: round_pack_bf16's bits differ from the CPU's", shape);
     test_activation_copies(gk, shape, d_y, d_x, d_W, d_dx, d_dy, d_dW, N, Ni, No);
+    test_share(gk, shape, d_y, d_x, d_W, N, Ni, No);
     test_weight_copy(gk, shape, d_y, d_x, d_W, d_b, d_dx, d_dy, N, Ni, No, 1);
     if (ck->weight_copy) test_weight_copy(ck, shape, yc, x, W, b, dxc, dy, N, Ni, No, 0);
   }
