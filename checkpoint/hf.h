@@ -2,8 +2,8 @@
  *
  * A transformers directory is config.json plus model.safetensors (or shards listed by
  * model.safetensors.index.json). Supported: GPT2LMHeadModel (pipetrain's GPT-2 layers) and
- * the Llama family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM with llama_block's
- * qkv_bias) as llama_block layers; docs/checkpoint.md's family table says what each takes.
+ * the Llama family (LlamaForCausalLM, MistralForCausalLM with llama_block's window,
+ * Qwen2ForCausalLM with its qkv_bias) as llama_block layers; docs/checkpoint.md's family table says what each takes.
  * Everything the layers cannot represent is refused with one line naming the file and the
  * config key or tensor. The name mapping per architecture is data
  * (hf_arch.c); import and export walk the same table.
@@ -61,6 +61,8 @@ typedef struct {
   pt_rope_scaling rope; /* Llama family: the rotary type and its parameters (theta unused) */
   int qkv_bias;         /* Llama family: biases on q, k, v (Qwen2) */
   int64_t head_dim;     /* Llama family: dims of a head (hidden_size / heads by default) */
+  int64_t window;       /* Mistral: sliding_window when shorter than seq_len (llama_block's
+                           window), else 0: attention over the whole sequence */
   int tied;
 } hf_config;
 

@@ -28,7 +28,8 @@ typedef struct {
   int64_t heads, kv_heads, ffn;
   double eps, theta;
   pt_rope_scaling rope; /* llama_block's rope_scaling (its pt_rope state) */
-  int64_t qkv_bias, head_dim;
+  int64_t qkv_bias, head_dim, window;
+  double softcap, scale;
 } block_shape;
 
 static block_shape read_block(const pt_model *m, int li) {
@@ -46,6 +47,9 @@ static block_shape read_block(const pt_model *m, int li) {
     b.qkv_bias = layer_setting_bool(L, "qkv_bias");
     b.head_dim = layer_setting_int(L, "head_dim");
     if (!b.head_dim) b.head_dim = m->spec->dim / b.heads;
+    b.window = layer_setting_int(L, "window");
+    b.softcap = layer_setting_num(L, "attn_softcap");
+    b.scale = layer_setting_num(L, "attn_scale");
   }
   return b;
 }
@@ -62,7 +66,16 @@ static int check_blocks(const pt_model *m, int first, int end, hf_config *c, cha
   c->heads = b0.heads, c->kv_heads = b0.kv_heads ? b0.kv_heads : b0.heads, c->ffn = b0.ffn;
   c->eps = b0.eps, c->rope_theta = b0.theta, c->rope = b0.rope, c->qkv_bias = (int)b0.qkv_bias;
   c->head_dim = b0.head_dim;
+  if (b0.softcap > 0 || b0.scale > 0)
+    return refuse(m, first, err, errsz, "attn_softcap and attn_scale have no transformers "
+                  "architecture to export to yet (Gemma 2's); set them to 0");
+  /* a window as long as the sequence masks nothing: Llama's config says the same */
+  c->window = b0.window < m->spec->seq_len ? b0.window : 0;
+  if (c->qkv_bias && c->window)
+    return refuse(m, first, err, errsz, "a window with qkv_bias has no transformers "
+                  "architecture (Qwen2's sliding window is not supported); drop one");
   if (c->qkv_bias) c->arch = hf_arch_find("Qwen2ForCausalLM"); /* Llama has no q/k/v-only bias */
+  if (c->window) c->arch = hf_arch_find("MistralForCausalLM"); /* Llama has no window */
   c->layers = end - first;
   return 0;
 }

@@ -34,9 +34,20 @@ static attention_cudnn_plan *plan_for(gpu_ctx *g, cuda_attention_bf16 *a,
 /* The library's plan for this call, or NULL for the in-house kernels (bad shapes included:
  * those report their error there). */
 static attention_cudnn_plan *route(gpu_ctx *g, cuda_attention_bf16 *a, int B, int T, int d,
-                                   int H, int KVH, const int32_t *doc_start) {
+                                   int H, int KVH, const int32_t *doc_start,
+                                   const pt_attention_opts *opts) {
   if (B <= 0 || T <= 0 || d <= 0 || H <= 0 || KVH <= 0 || d % H != 0 || H % KVH != 0)
     return NULL;
+  if (opts && (opts->window > 0 || opts->softcap > 0.0f || opts->scale > 0.0f)) {
+    if (!a->said_variants)
+      pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d with a window, soft-capping or "
+                "another scale (window %d, softcap %g, scale %g): cuDNN's SDPA has no soft-cap "
+                "and its window is not wired here; the in-house float32 kernels run it (and "
+                "every other such shape)", B, T, H, KVH, d / H, opts->window,
+                (double)opts->softcap, (double)opts->scale);
+    a->said_variants = 1;
+    return NULL;
+  }
   if (doc_start) {
     if (!a->said_documents)
       pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d with packed documents "
@@ -95,11 +106,11 @@ static const uint16_t *operand(gpu_ctx *g, const cuda_attention_bf16 *a, uint16_
 
 void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, float *lse,
                                  const float *qkv, int B, int T, int d, int H, int KVH,
-                                 const int32_t *doc_start) {
-  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start);
+                                 const int32_t *doc_start, const pt_attention_opts *opts) {
+  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start, opts);
   if (!p) {
     a->fallback_calls++;
-    cuda_op_attention_forward(g, o, lse, qkv, B, T, d, H, KVH, doc_start, NULL);
+    cuda_op_attention_forward(g, o, lse, qkv, B, T, d, H, KVH, doc_start, opts, NULL);
     return;
   }
   const int64_t n_o = (int64_t)B * T * d, n_qkv = (int64_t)B * T * (d + 2 * KVH * (d / H));
@@ -113,11 +124,12 @@ void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, f
 void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqkv,
                                   const float *dout, const float *qkv, const float *o,
                                   const float *lse, int B, int T, int d, int H, int KVH,
-                                  const int32_t *doc_start) {
-  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start);
+                                  const int32_t *doc_start, const pt_attention_opts *opts) {
+  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start, opts);
   if (!p) {
     a->fallback_calls++;
-    cuda_op_attention_backward(g, dqkv, dout, qkv, o, lse, B, T, d, H, KVH, doc_start, NULL);
+    cuda_op_attention_backward(g, dqkv, dout, qkv, o, lse, B, T, d, H, KVH, doc_start, opts,
+                               NULL);
     return;
   }
   const int64_t n_o = (int64_t)B * T * d, n_qkv = (int64_t)B * T * (d + 2 * KVH * (d / H));

@@ -53,7 +53,7 @@ extern "C" void attention_cudnn_forward(gpu_ctx *g, const attention_cudnn_plan *
   gpu_cost_pause();
   cuda_unpack_bf16(g, qkv_f, qkv, p->n_qkv);
   cuda_op_attention_forward(g, o_f, lse, qkv_f, s->B, s->T, s->H * s->hd, s->H, s->KVH, NULL,
-                            NULL);
+                            NULL, NULL);
   cuda_pack_bf16(g, o, o_f, p->n_o);
   gpu_cost_resume();
 }
@@ -70,7 +70,7 @@ extern "C" void attention_cudnn_backward(gpu_ctx *g, const attention_cudnn_plan 
   cuda_unpack_bf16(g, o_f, o, p->n_o);
   cuda_unpack_bf16(g, dout_f, dout, p->n_o);
   cuda_op_attention_backward(g, dqkv_f, dout_f, qkv_f, o_f, lse, s->B, s->T, s->H * s->hd, s->H,
-                             s->KVH, NULL, NULL);
+                             s->KVH, NULL, NULL, NULL);
   cuda_pack_bf16(g, dqkv, dqkv_f, p->n_qkv);
   gpu_cost_resume();
 }

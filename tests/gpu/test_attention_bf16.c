@@ -98,8 +98,8 @@ static attention_run run_table(const pt_kernels *k, const float *d_qkv, const fl
   float *d_o = gpu_alloc(&G, sizeof(float) * (size_t)no), *d_l = gpu_alloc(&G, sizeof(float) * nl);
   float *d_g = gpu_alloc(&G, sizeof(float) * (size_t)nqkv);
   k->scale(k, d_o, NAN, no), k->scale(k, d_g, NAN, nqkv);
-  k->attention_forward(k, d_o, d_l, d_qkv, B, T, d, H, KVH, d_doc, NULL);
-  k->attention_backward(k, d_g, d_dout, d_qkv, d_o, d_l, B, T, d, H, KVH, d_doc, NULL);
+  k->attention_forward(k, d_o, d_l, d_qkv, B, T, d, H, KVH, d_doc, NULL, NULL);
+  k->attention_backward(k, d_g, d_dout, d_qkv, d_o, d_l, B, T, d, H, KVH, d_doc, NULL, NULL);
   attention_run r = {to_host(d_o, no), to_host(d_l, nl), to_host(d_g, nqkv)};
   gpu_free(d_o), gpu_free(d_l), gpu_free(d_g);
   return r;
@@ -139,8 +139,8 @@ static void attention_case(int B, int T, int d, int H, int KVH, int docs, int li
   float *o_cpu = malloc(sizeof(float) * (size_t)no), *dqkv_cpu = malloc(sizeof(float) * nqkv);
   float *p_cpu = malloc(sizeof(float) * (size_t)B * H * T * T);
   float *scr = malloc(sizeof(float) * (size_t)(op_attention_scratch_floats(T, d / H) + 1));
-  op_attention_forward(o_cpu, p_cpu, qkv, B, T, d, H, KVH, doc, scr);
-  op_attention_backward(dqkv_cpu, dout, qkv, p_cpu, B, T, d, H, KVH, doc, scr);
+  op_attention_forward(o_cpu, p_cpu, qkv, B, T, d, H, KVH, doc, NULL, scr);
+  op_attention_backward(dqkv_cpu, dout, qkv, p_cpu, B, T, d, H, KVH, doc, NULL, scr);
 
   float *d_qkv = to_device(qkv, sizeof(float) * nqkv), *d_dout = to_device(dout, sizeof(float) * no);
   int32_t *d_doc = doc ? to_device(doc, sizeof(int32_t) * (size_t)B * T) : NULL;

@@ -5,11 +5,12 @@ gpt2, llama (Llama 2-style), llama31 (Llama 3.1-style: llama3 rope scaling, GQA)
 (Llama 3.2-style: llama3 rope scaling, tied head), llama_linear and llama_yarn (those rope
 types; llama_linear's config.json rewritten in transformers 4's rope_scaling spelling), qwen2
 (Qwen2/Qwen2.5: q/k/v biases, GQA, tied head), mistral_head_dim (MistralForCausalLM with a
-head_dim other than hidden_size / heads, as Mistral Nemo's)).
+head_dim other than hidden_size / heads, as Mistral Nemo's), mistral_window (MistralForCausalLM
+with a sliding_window of 5 under seq_len 16, GQA: llama_block's window)).
 
   1. import; pipetrain's loss on step 0's batch equals transformers' to 1e-5 relative (and,
-     for scaled rope / Qwen2, transformers' loss without the scaling / the q, k, v biases
-     differs: the check has teeth)
+     for scaled rope / Qwen2 / the window, transformers' loss without the scaling / the q, k, v
+     biases / the window differs: the check has teeth)
   2. 10 steps pipelined (2 stages, mpirun; the families after llama with zbv, a V schedule)
      and sequential: --gather files equal byte for byte,
      --gather-hf directories too
@@ -78,22 +79,27 @@ FAMILIES = {
               None),
     "mistral_head_dim": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
                               head_dim=16, sliding_window=None), None),
+    "mistral_window": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                            sliding_window=5), None),
 }
 # transformers' classes of a family: (config, model); Llama's where not named
 CLASSES = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
-           "mistral_head_dim": ("MistralConfig", "MistralForCausalLM")}
+           "mistral_head_dim": ("MistralConfig", "MistralForCausalLM"),
+           "mistral_window": ("MistralConfig", "MistralForCausalLM")}
 
 
 def causal_lm(cfg):
     return getattr(transformers, CLASSES.get(FAMILY, ("", "LlamaForCausalLM"))[1])(cfg)
 
 
-def llama_config(scaled=True):
+def llama_config(scaled=True, windowed=True):
     args, rope = FAMILIES[FAMILY]
     kw = dict(vocab_size=VOCAB, intermediate_size=64, num_hidden_layers=2,
               max_position_embeddings=T, rope_theta=10000.0, tie_word_embeddings=False,
               bos_token_id=0, eos_token_id=0)
     kw.update(args)
+    if not windowed:
+        kw["sliding_window"] = None
     if rope and scaled:
         kw["rope_scaling"] = dict(rope)
     return getattr(transformers, CLASSES.get(FAMILY, ("LlamaConfig", ""))[0])(**kw)
@@ -118,12 +124,13 @@ def make_model(out):
         model = transformers.GPT2LMHeadModel(cfg)
     else:
         model = causal_lm(llama_config())
-    sharpen = FAMILY in FAMILIES and FAMILIES[FAMILY][1] is not None
+    sharpen = FAMILY in FAMILIES and FAMILIES[FAMILY][1] is not None or FAMILY == "mistral_window"
     with torch.no_grad():  # LayerNorm / RMSNorm weights away from 1, biases away from 0
         for name, p in model.named_parameters():
             if p.dim() == 1:
                 p.add_(0.1 * torch.randn_like(p))
-            # scaled RoPE: attention far from uniform, so the positions' angles show in the loss
+            # scaled RoPE, window: attention far from uniform, so the positions' angles (and the
+            # keys the window drops) show in the loss
             if sharpen and (name.endswith("q_proj.weight") or name.endswith("k_proj.weight")):
                 p.mul_(20.0)
     model.save_pretrained(out)
@@ -229,6 +236,12 @@ def steps(work):
                                for k, v in model.state_dict().items()})
         u = hf_loss(plain, tokens, 0)
         check(not close(u, b), f"the q, k, v biases change transformers' loss ({u:.9g} without)")
+    if FAMILY == "mistral_window":
+        plain = causal_lm(llama_config(windowed=False))
+        plain.load_state_dict(model.state_dict())
+        u = hf_loss(plain, tokens, 0)
+        check(not close(u, b), f"the window changes transformers' loss ({u:.9g} without)")
+        check("window: 5" in open(spec).read(), "the converted spec has llama_block's window: 5")
     # 2. 10 steps, pipelined and sequential
     outs = {}
     for mode in ("seq", "p2"):

@@ -33,7 +33,8 @@
  *                      mlp.down.weight [d, F]
  *                      h = x + o(attn(rope(q(n1 x)), rope(k(n1 x)), v(n1 x)));
  *                      y = h + down(silu(gate(n2 h)) * up(n2 h)), n1, n2 RMSNorms with eps;
- *                      query head j reads kv head j / (H/K); causal, scale 1/sqrt(hd); rope
+ *                      query head j reads kv head j / (H/K); causal, scale 1/sqrt(hd) (or
+ *                      attn_scale), optional window and soft-cap (ref_shape); rope
  *                      rotates pairs (i, i + hd/2) of each q and k head at position t by the
  *                      angle t * inv_freq[i], inv_freq[i] = 1 / theta^(2i/hd), that angle as
  *                      float32 computes it (the convention's definition), cos/sin in double;
@@ -69,6 +70,11 @@ typedef struct {
   int qkv_bias; /* llama_block: biases on q, k, v (params attn.q.bias, attn.k.bias, attn.v.bias
                    after mlp.down.weight) */
   int head_dim; /* llama_block: hd (0 means dim / heads); q [H hd, d], o [d, H hd] */
+  /* llama_block: the sliding window (0: none; query t sees keys t - window < s <= t), the
+   * attention-logit soft-cap (0: none; score z -> cap tanh(z / cap) after scaling) and the
+   * scores' scale (0: 1/sqrt(hd)) */
+  int window;
+  double attn_softcap, attn_scale;
 } ref_shape;
 
 /* A shape with every argument at its default: in_dim = dim, linear out = dim with bias,
