@@ -249,7 +249,8 @@ static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
     cfg_require_bool(r, "attention_bias", 0, 0, "llama_block's projections have no biases "
                      "but q, k, v's (Qwen2ForCausalLM)");
   cfg_require_bool(r, "mlp_bias", 0, 0, "llama_block's MLP has no biases");
-  cfg_require_bool(r, "use_sliding_window", 0, 0, "llama_block attends to the whole sequence");
+  cfg_require_bool(r, "use_sliding_window", 0, 0, "Qwen2's window (layers from "
+                   "max_window_layers on) is not mapped to llama_block's window; Mistral's is");
   c->seq_len = seq_len ? seq_len : (max_pos < LLAMA_SEQ_CAP ? max_pos : LLAMA_SEQ_CAP);
   /* Mistral's band mask (transformers' sliding_window: keys after query - window) is
    * llama_block's window; one at least seq_len long masks nothing */
