@@ -3,7 +3,8 @@
  * A transformers directory is config.json plus model.safetensors (or shards listed by
  * model.safetensors.index.json). Supported: GPT2LMHeadModel (pipetrain's GPT-2 layers) and
  * the Llama family (LlamaForCausalLM, MistralForCausalLM with llama_block's window,
- * Qwen2ForCausalLM with its qkv_bias) as llama_block layers; docs/checkpoint.md's family table says what each takes.
+ * Qwen2ForCausalLM with its qkv_bias) as llama_block layers; docs/checkpoint.md's family table
+ * says what each takes.
  * Everything the layers cannot represent is refused with one line naming the file and the
  * config key or tensor. The name mapping per architecture is data
  * (hf_arch.c); import and export walk the same table.

@@ -145,8 +145,8 @@ static void attention_backward(const pt_kernels *k, float *dqkv, const float *do
                                const float *qkv, const float *o, const float *saved, int B, int T,
                                int d, int H, int KVH, const int32_t *doc_start,
                                const pt_attention_opts *opts, float *scratch) {
-  TIMED(attention_backward, ATTENTION, 2.0 * attention(B, T, d, opts), dqkv, dout, qkv, o, saved, B, T,
-        d, H, KVH, doc_start, opts, scratch);
+  TIMED(attention_backward, ATTENTION, 2.0 * attention(B, T, d, opts), dqkv, dout, qkv, o, saved,
+        B, T, d, H, KVH, doc_start, opts, scratch);
 }
 
 static void rmsnorm_forward(const pt_kernels *k, float *y, float *rstd, const float *x,

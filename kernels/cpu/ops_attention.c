@@ -87,7 +87,8 @@ static void attention_head_forward(float *o, int ldo, float *p, const float *q, 
     attn_tile_pack(vc, v, ld, T, hd);
     attn_tile_transpose(kt, kc, hd, T, hd);
     attn_tile_scores(s, tpad, qc, hd, kt, T, hd);
-    for (int t = 0; t < T; t++) probs_row(p + (int64_t)t * T, s + (int64_t)t * tpad, t, T, scale, doc, a);
+    for (int t = 0; t < T; t++)
+      probs_row(p + (int64_t)t * T, s + (int64_t)t * tpad, t, T, scale, doc, a);
     attn_tile_rows(o, ldo, p, T, vc, hd, T, hd);
     return;
   }
@@ -95,7 +96,8 @@ static void attention_head_forward(float *o, int ldo, float *p, const float *q, 
     int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
     gemm(0, 1, r1 - r0, r1, hd, q + (int64_t)r0 * ld, ld, k, ld, s + (int64_t)r0 * T, T);
   }
-  for (int t = 0; t < T; t++) probs_row(p + (int64_t)t * T, s + (int64_t)t * T, t, T, scale, doc, a);
+  for (int t = 0; t < T; t++)
+    probs_row(p + (int64_t)t * T, s + (int64_t)t * T, t, T, scale, doc, a);
   for (int r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
     int r1 = r0 + ATTN_BLOCK < T ? r0 + ATTN_BLOCK : T;
     gemm(0, 0, r1 - r0, hd, r1, p + (int64_t)r0 * T, T, v, ld, o + (int64_t)r0 * ldo, ldo);

@@ -15,8 +15,8 @@
  *     error).
  * The library's plan is built at the first forward of a shape (B, T, H, KVH, hd, window, scale)
  * and kept for forward and backward alike, so the two always take the same path; forward's lse
- * means the same on both paths. Buffers grow to the largest shape seen and are kept. One per table; the
- * rank's one host thread calls it, in stream order.
+ * means the same on both paths. Buffers grow to the largest shape seen and are kept. One per
+ * table; the rank's one host thread calls it, in stream order.
  */
 #ifndef PT_ATTENTION_BF16_H
 #define PT_ATTENTION_BF16_H

@@ -377,7 +377,8 @@ static int llama_sequence(const ref_shape *s, double *const *p, const double *x,
       for (int u2 = lo; u2 <= t; u2++) sum += (sc[u2] = exp(sc[u2] - mx));
       for (int i = 0; i < hd; i++) {
         double acc = 0.0;
-        for (int u2 = lo; u2 <= t; u2++) acc += sc[u2] / sum * v[(int64_t)u2 * K * hd + kv * hd + i];
+        for (int u2 = lo; u2 <= t; u2++)
+          acc += sc[u2] / sum * v[(int64_t)u2 * K * hd + kv * hd + i];
         att[j * hd + i] = acc;
       }
     }
