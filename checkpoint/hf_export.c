@@ -28,7 +28,7 @@ typedef struct {
   int64_t heads, kv_heads, ffn;
   double eps, theta;
   pt_rope_scaling rope; /* llama_block's rope_scaling (its pt_rope state) */
-  int64_t qkv_bias, head_dim, window;
+  int64_t qkv_bias, head_dim, qk_norm, mlp_bias, window;
   double softcap, scale;
 } block_shape;
 
@@ -45,6 +45,8 @@ static block_shape read_block(const pt_model *m, int li) {
     memcpy(&b.rope, &((const pt_rope *)L->state)->scaling, sizeof b.rope);
     b.rope.theta = 0; /* hf_config keeps it in rope_theta */
     b.qkv_bias = layer_setting_bool(L, "qkv_bias");
+    b.qk_norm = layer_setting_bool(L, "qk_norm");
+    b.mlp_bias = layer_setting_bool(L, "mlp_bias");
     b.head_dim = layer_setting_int(L, "head_dim");
     if (!b.head_dim) b.head_dim = m->spec->dim / b.heads;
     b.window = layer_setting_int(L, "window");
@@ -52,6 +54,36 @@ static block_shape read_block(const pt_model *m, int li) {
     b.scale = layer_setting_num(L, "attn_scale");
   }
   return b;
+}
+
+/* The Llama-family architecture of blocks like b: `arch` if named, else the first that fits. */
+static int pick_arch(const pt_model *m, int li, const char *arch, hf_config *c, char *err,
+                     size_t errsz) {
+  /* a window: Mistral's sliding_window, the one architecture here with one */
+  const hf_arch *a = arch        ? hf_arch_find(arch)
+                     : c->window ? hf_arch_find("MistralForCausalLM")
+                                 : hf_arch_for_blocks(c->qkv_bias, c->qk_norm, c->mlp_bias);
+  if (arch && !a) {
+    snprintf(err, errsz, "--hf-arch %s: unknown; pipe_convert converts %s", arch, hf_arch_list());
+    return -1;
+  }
+  if (c->window && strcmp(a->architecture, "MistralForCausalLM"))
+    return refuse(m, li, err, errsz, "its window (sliding attention) exports only as "
+                  "MistralForCausalLM; name that --hf-arch or drop the window");
+  if (!a || !hf_arch_fits(a, c->qkv_bias, c->qk_norm, c->mlp_bias)) {
+    char why[512];
+    if (a)
+      snprintf(why, sizeof why, "%s cannot hold its blocks (qkv_bias %d, qk_norm %d, mlp_bias %d)",
+               a->architecture, c->qkv_bias, c->qk_norm, c->mlp_bias);
+    else
+      snprintf(why, sizeof why, "qkv_bias %d, qk_norm %d, mlp_bias %d together fit no "
+               "transformers architecture: Qwen2ForCausalLM has q/k/v biases, Qwen3ForCausalLM "
+               "q/k norms, LlamaForCausalLM MLP biases, one at a time", c->qkv_bias, c->qk_norm,
+               c->mlp_bias);
+    return refuse(m, li, err, errsz, why);
+  }
+  c->arch = a;
+  return 0;
 }
 
 static int check_blocks(const pt_model *m, int first, int end, hf_config *c, char *err,
@@ -65,22 +97,22 @@ static int check_blocks(const pt_model *m, int first, int end, hf_config *c, cha
   }
   c->heads = b0.heads, c->kv_heads = b0.kv_heads ? b0.kv_heads : b0.heads, c->ffn = b0.ffn;
   c->eps = b0.eps, c->rope_theta = b0.theta, c->rope = b0.rope, c->qkv_bias = (int)b0.qkv_bias;
-  c->head_dim = b0.head_dim;
+  c->head_dim = b0.head_dim, c->qk_norm = (int)b0.qk_norm, c->mlp_bias = (int)b0.mlp_bias;
   if (b0.softcap > 0 || b0.scale > 0)
     return refuse(m, first, err, errsz, "attn_softcap and attn_scale have no transformers "
                   "architecture to export to yet (Gemma 2's); set them to 0");
   /* a window as long as the sequence masks nothing: Llama's config says the same */
   c->window = b0.window < m->spec->seq_len ? b0.window : 0;
-  if (c->qkv_bias && c->window)
-    return refuse(m, first, err, errsz, "a window with qkv_bias has no transformers "
-                  "architecture (Qwen2's sliding window is not supported); drop one");
-  if (c->qkv_bias) c->arch = hf_arch_find("Qwen2ForCausalLM"); /* Llama has no q/k/v-only bias */
-  if (c->window) c->arch = hf_arch_find("MistralForCausalLM"); /* Llama has no window */
   c->layers = end - first;
   return 0;
 }
 
 int hf_config_from_model(const pt_model *m, hf_config *c, char *err, size_t errsz) {
+  return hf_config_from_model_as(m, NULL, c, err, errsz);
+}
+
+int hf_config_from_model_as(const pt_model *m, const char *arch, hf_config *c, char *err,
+                            size_t errsz) {
   memset(c, 0, sizeof *c);
   const pt_spec *s = m->spec;
   if (!layer_is(m, 0, "embedding"))
@@ -94,6 +126,9 @@ int hf_config_from_model(const pt_model *m, hf_config *c, char *err, size_t errs
   if (li == first) return refuse(m, li, err, errsz, gpt2 ? "expected transformer_block layers" :
                                  "expected llama_block layers (or pos_embedding for GPT-2)");
   if (check_blocks(m, first, li, c, err, errsz) != 0) return -1;
+  if (gpt2 && arch && strcmp(arch, "GPT2LMHeadModel"))
+    return refuse(m, first, err, errsz, "GPT-2 layers export as GPT2LMHeadModel only");
+  if (!gpt2 && pick_arch(m, first, arch, c, err, errsz) != 0) return -1;
   if (!layer_is(m, li, norm)) return refuse(m, li, err, errsz, gpt2 ? "expected layernorm" :
                                             "expected rmsnorm");
   double norm_eps = layer_setting_num(&m->layers[li], "eps");
@@ -157,6 +192,8 @@ static int build_entries(const pt_model *m, const hf_config *c, st_entry *e, flo
       snprintf(names[n], 256, nm->hf, b);
       e[n] = (st_entry){.name = names[n], .data = src, .ndim = d->ndim};
       for (int i = 0; i < d->ndim; i++) e[n].shape[i] = d->shape[i];
+      for (int f = 1; f < nm->fused; f++) /* the group's next members follow in storage */
+        e[n].shape[0] += d[f].shape[0];
       if (nm->transpose) {
         int64_t rows = d->shape[0], cols = d->shape[1];
         float *tr = bufs[n] = pt_calloc((size_t)(rows * cols), sizeof *tr);
@@ -225,8 +262,12 @@ static int move_into(const char *tmp, const char *dir, char *err, size_t errsz) 
 }
 
 int hf_export(const pt_model *m, const char *dir, char *err, size_t errsz) {
+  return hf_export_as(m, NULL, dir, err, errsz);
+}
+
+int hf_export_as(const pt_model *m, const char *arch, const char *dir, char *err, size_t errsz) {
   hf_config c;
-  if (hf_config_from_model(m, &c, err, errsz) != 0) return -1;
+  if (hf_config_from_model_as(m, arch, &c, err, errsz) != 0) return -1;
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
   if (checkpoint_make_dir(tmp, err, errsz) != 0) return -1;

@@ -1,10 +1,12 @@
 /* llama_block: the Llama decoder layer (Hugging Face's LlamaDecoderLayer) on [B,T,dim],
- * pre-RMSNorm, no biases but optional ones on q, k, v (qkv_bias: Qwen2's attention):
- *   h = x + o(attn(rope(q(n1(x))), rope(k(n1(x))), v(n1(x))))
+ * pre-RMSNorm, no biases but optional ones on q, k, v (qkv_bias: Qwen2's attention) and on
+ * gate, up, down (mlp_bias: Llama's config key), and an optional per-head RMSNorm of q and k
+ * before the rotation (qk_norm: Qwen3's q_norm, k_norm, weights [head_dim], the block's eps):
+ *   h = x + o(attn(rope(qn(q(n1(x)))), rope(kn(k(n1(x)))), v(n1(x))))
  *   y = h + down(silu(gate(n2(h))) * up(n2(h)))
  * Causal grouped-query attention (heads query heads, kv_heads kv heads; query head j reads kv
- * head j / (heads / kv_heads)), scale 1/sqrt(head_dim), head_dim = dim / heads unless set
- * (heads x head_dim may then differ from dim: o maps it back), or attn_scale; optionally a
+ * head j / (heads / kv_heads)), scale 1/sqrt(head_dim) or attn_scale, head_dim = dim / heads
+ * unless set (heads x head_dim may then differ from dim: o maps it back); optionally a
  * sliding window (`window`) and attention-logit soft-capping (`attn_softcap`, Gemma 2), all
  * kernels.h's pt_attention_opts, so alternating local/global layers are layers with and
  * without a window; rotary embeddings in Hugging
@@ -16,7 +18,8 @@
  * Parameters in the order of docs/layers.md. q, k, v are one parameter group, used as one
  * stacked [(heads + 2 kv_heads) head_dim, dim] matrix, and gate, up another, used as one
  * [2 ffn_dim, dim] matrix (one GEMM each; layer_add_param_group keeps them adjacent); with
- * qkv_bias, the q, k, v biases are a last group, one stacked bias of that GEMM.
+ * qkv_bias, the q, k, v biases are a group after them, one stacked bias of that GEMM; then
+ * qk_norm's q_norm, k_norm, then mlp_bias's gate|up bias group and down's (llama_index).
  */
 #include <math.h>
 
@@ -26,18 +29,40 @@
 
 enum { ATTN_NORM, Q_W, K_W, V_W, O_W, MLP_NORM, GATE_W, UP_W, DOWN_W, QKV_B };
 
+/* Where the optional parameters sit in the list (-1: the option is off), in declaration order
+ * after the nine weights. */
+typedef struct {
+  int qkv_b, q_norm, k_norm, gu_b, down_b;
+} llama_index;
+
+static llama_index index_of(const pt_layer *L) {
+  llama_index x = {-1, -1, -1, -1, -1};
+  int p = QKV_B;
+  if (layer_setting_bool(L, "qkv_bias")) x.qkv_b = p, p += 3;
+  if (layer_setting_bool(L, "qk_norm")) x.q_norm = p, x.k_norm = p + 1, p += 2;
+  if (layer_setting_bool(L, "mlp_bias")) x.gu_b = p, x.down_b = p + 2;
+  return x;
+}
+
+/* v[i] of an optional parameter i, NULL where the option is off. */
+static float *opt(float *const *v, int i) { return i < 0 ? NULL : v[i]; }
+
 /* Views into the saved area. The first group is written by forward (qkv after the rotation,
  * as attention read it); the stash by backward_input for backward_weight. attn is the
  * attention's own saved state, attention_saved_floats of the table. */
 typedef struct {
   float *rstd1, *xn1, *qkv, *attn, *atty, *h, *rstd2, *xn2, *gu, *a;
   float *dh, *dxn2, *dgu, *dqkv, *dxn1; /* stash; dqkv before the rotation (w.r.t. q(n1(x))) */
+  /* qk_norm only (empty otherwise): q|k|v before the head norms and the heads' rstd (forward),
+   * the gradient w.r.t. the normed q|k|v (stash; dqkv is then w.r.t. the projection's output) */
+  float *qkv_raw, *hrstd, *dqkvn;
 } llama_saved;
 
-enum { N_SAVED = 15 };
+enum { N_SAVED = 18 };
 
 typedef struct {
   int64_t N, d, H, KVH, hd, F, W, A; /* W = (H + 2 KVH) hd: the qkv row; A = H hd: attention's */
+  int qk_norm;
 } llama_dims;
 
 /* The attention's variants (kernels.h) from the settings. */
@@ -58,6 +83,7 @@ static llama_dims dims_of(const pt_layer *L, int B, int T) {
   if (m.hd == 0) m.hd = m.d / m.H;
   m.W = (m.H + 2 * m.KVH) * m.hd;
   m.A = m.H * m.hd;
+  m.qk_norm = layer_setting_bool(L, "qk_norm");
   return m;
 }
 
@@ -69,10 +95,11 @@ static int64_t attn_floats(const pt_layer *L, const pt_kernels *k, int B, int T)
 /* Floats of each saved view, in the order of llama_saved's fields, each rounded up to 16 so every
  * view stays 64-byte aligned. */
 static void saved_sizes(const llama_dims *m, int64_t attn, int64_t sizes[N_SAVED]) {
-  const int64_t N = m->N, d = m->d;
+  const int64_t N = m->N, d = m->d, qn = m->qk_norm;
   const int64_t s[N_SAVED] = {N,     N * d, N * m->W,         attn,  N * m->A,  N * d, N,
                               N * d, 2 * N * m->F, N * m->F, N * d, N * d, 2 * N * m->F,
-                              N * m->W, N * d};
+                              N * m->W, N * d, qn * N * m->W, qn * N * (m->H + m->KVH),
+                              qn * N * m->W};
   for (int i = 0; i < N_SAVED; i++) sizes[i] = (s[i] + 15) & ~(int64_t)15;
 }
 
@@ -83,7 +110,8 @@ static void views(const pt_layer *L, const pt_kernels *k, int B, int T, void *sa
   saved_sizes(&m, attn_floats(L, k, B, T), sizes);
   float **slots[N_SAVED] = {&v->rstd1, &v->xn1, &v->qkv,  &v->attn, &v->atty,
                             &v->h,     &v->rstd2, &v->xn2, &v->gu,  &v->a,
-                            &v->dh,    &v->dxn2, &v->dgu, &v->dqkv, &v->dxn1};
+                            &v->dh,    &v->dxn2, &v->dgu, &v->dqkv, &v->dxn1,
+                            &v->qkv_raw, &v->hrstd, &v->dqkvn};
   float *p = saved;
   for (int i = 0; i < N_SAVED; i++) {
     *slots[i] = p;
@@ -104,8 +132,8 @@ static size_t llama_saved_bytes(const pt_layer *L, int B, int T) {
 static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
-  static const int f32[N_SAVED] = {1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
-  static const int writers[N_SAVED] = {F, F, F, F, F, F, F, F, F, F, S, S, S, S, S};
+  static const int f32[N_SAVED] = {1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0};
+  static const int writers[N_SAVED] = {F, F, F, F, F, F, F, F, F, F, S, S, S, S, S, F, F, S};
   llama_dims m = dims_of(L, B, T);
   int64_t sizes[N_SAVED];
   saved_sizes(&m, attn_floats(L, k, B, T), sizes);
@@ -133,6 +161,9 @@ static const pt_setting_decl llama_settings[] = {
     {"qkv_bias", PT_SETTING_BOOL, 0, NULL, 0, 1, 0, "biases on q, k and v (Qwen2)"},
     {"head_dim", PT_SETTING_INT, 0, NULL, 0, 1 << 16, 0,
      "dims of a head; 0: dim / heads (heads must divide dim)"},
+    {"qk_norm", PT_SETTING_BOOL, 0, NULL, 0, 1, 0,
+     "RMSNorm of each q and k head before the rotation (Qwen3's q_norm, k_norm)"},
+    {"mlp_bias", PT_SETTING_BOOL, 0, NULL, 0, 1, 0, "biases on gate, up and down"},
     {"window", PT_SETTING_INT, 0, NULL, 0, 1 << 30, 0,
      "sliding attention window: query t sees keys t - window < s <= t; 0: none (Mistral)"},
     {"attn_softcap", PT_SETTING_NUM, 0.0, NULL, 0.0, 1e30, 0,
@@ -191,25 +222,30 @@ static void llama_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e
   const pt_param_decl gate_up[2] = {{"mlp.gate.weight", 2, {F, d}}, {"mlp.up.weight", 2, {F, d}}};
   layer_add_param_group(L, gate_up, 2);
   layer_add_param(L, "mlp.down.weight", 2, d, F, 0, 0);
-  if (!layer_setting_bool(L, "qkv_bias")) return;
-  const pt_param_decl qkv_bias[3] = {{"attn.q.bias", 1, {H * hd}},
-                                     {"attn.k.bias", 1, {KVH * hd}},
-                                     {"attn.v.bias", 1, {KVH * hd}}};
-  layer_add_param_group(L, qkv_bias, 3);
-}
-
-/* The stacked q|k|v bias (or its gradient), NULL without qkv_bias. */
-static float *qkv_bias(const pt_layer *L, float *const *v) {
-  return L->n_params > QKV_B ? v[QKV_B] : NULL;
+  if (layer_setting_bool(L, "qkv_bias")) {
+    const pt_param_decl qkv_bias[3] = {{"attn.q.bias", 1, {H * hd}},
+                                       {"attn.k.bias", 1, {KVH * hd}},
+                                       {"attn.v.bias", 1, {KVH * hd}}};
+    layer_add_param_group(L, qkv_bias, 3);
+  }
+  if (layer_setting_bool(L, "qk_norm")) {
+    layer_add_param(L, "attn.q_norm.weight", 1, hd, 0, 0, 0);
+    layer_add_param(L, "attn.k_norm.weight", 1, hd, 0, 0, 0);
+  }
+  if (!layer_setting_bool(L, "mlp_bias")) return;
+  const pt_param_decl gate_up_bias[2] = {{"mlp.gate.bias", 1, {F}}, {"mlp.up.bias", 1, {F}}};
+  layer_add_param_group(L, gate_up_bias, 2);
+  layer_add_param(L, "mlp.down.bias", 1, d, 0, 0, 0);
 }
 
 static void llama_init(pt_layer *L, uint64_t seed) {
   /* N(0, 0.02) (Hugging Face's initializer_range), norms 1, biases 0; the projections into the
    * residual stream (o, down) scaled by 1/sqrt(2 * blocks) as GPT-2's are. */
   float resid_std = 0.02f / sqrtf(2.0f * (float)(L->type_count > 0 ? L->type_count : 1));
+  llama_index x = index_of(L);
   for (int p = 0; p < L->n_params; p++) {
     if (L->params[p].ndim == 1)
-      layer_init_const(L, p, p >= QKV_B ? 0.0f : 1.0f);
+      layer_init_const(L, p, p < QKV_B || p == x.q_norm || p == x.k_norm ? 1.0f : 0.0f);
     else
       layer_init_normal(L, p, seed, (p == O_W || p == DOWN_W) ? resid_std : 0.02f);
   }
@@ -227,17 +263,22 @@ static void llama_forward(pt_layer *L, const pt_io *io) {
   layer_check_groups(L, w);
   llama_saved s;
   views(L, k, io->B, io->T, io->saved, &s);
+  llama_index ix = index_of(L);
   k->rmsnorm_forward(k, s.xn1, s.rstd1, x, w[ATTN_NORM], N, d, eps);
-  k->linear_forward(k, s.qkv, s.xn1, w[Q_W], qkv_bias(L, w), N, d, (int)m.W);
+  k->linear_forward(k, m.qk_norm ? s.qkv_raw : s.qkv, s.xn1, w[Q_W], opt(w, ix.qkv_b), N, d,
+                    (int)m.W);
+  if (m.qk_norm)
+    k->head_rmsnorm_forward(k, s.qkv, s.hrstd, s.qkv_raw, w[ix.q_norm], w[ix.k_norm], N, H, KVH,
+                            (int)m.hd, eps);
   k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, &rope->freqs, 1, io->positions);
   const pt_attention_opts ao = attention_opts(L);
   k->attention_forward(k, s.atty, s.attn, s.qkv, io->B, io->T, A, H, KVH, io->doc_start, &ao,
                        io->scratch);
   k->linear_forward(k, s.h, s.atty, w[O_W], NULL, N, A, d);
   k->rmsnorm_forward_residual(k, s.h, s.xn2, s.rstd2, s.h, x, w[MLP_NORM], N, d, eps);
-  k->linear_forward(k, s.gu, s.xn2, w[GATE_W], NULL, N, d, 2 * F);
+  k->linear_forward(k, s.gu, s.xn2, w[GATE_W], opt(w, ix.gu_b), N, d, 2 * F);
   k->swiglu_forward(k, s.a, s.gu, N, F);
-  k->linear_forward(k, io->out, s.a, w[DOWN_W], NULL, N, F, d);
+  k->linear_forward(k, io->out, s.a, w[DOWN_W], opt(w, ix.down_b), N, F, d);
   k->add_inplace(k, io->out, s.h, m.N * d);
 }
 
@@ -258,10 +299,16 @@ static void llama_backward_input(pt_layer *L, const pt_io *io) {
   k->linear_backward_input(k, s.dxn2, s.dgu, w[GATE_W], N, d, 2 * F, 0);
   k->rmsnorm_backward_input_residual(k, s.dh, dy, s.dxn2, s.h, w[MLP_NORM], s.rstd2, N, d);
   k->linear_backward_input(k, datty, s.dh, w[O_W], N, A, d, 0);
+  float *dqkvn = m.qk_norm ? s.dqkvn : s.dqkv; /* w.r.t. what the rotation read */
   const pt_attention_opts ao = attention_opts(L);
-  k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, io->B, io->T, A, H, KVH,
+  k->attention_backward(k, dqkvn, datty, s.qkv, s.atty, s.attn, io->B, io->T, A, H, KVH,
                         io->doc_start, &ao, attn_scratch);
-  k->rope(k, s.dqkv, io->B, io->T, H, KVH, (int)m.hd, &rope->freqs, -1, io->positions);
+  k->rope(k, dqkvn, io->B, io->T, H, KVH, (int)m.hd, &rope->freqs, -1, io->positions);
+  if (m.qk_norm) {
+    llama_index ix = index_of(L);
+    k->head_rmsnorm_backward_input(k, s.dqkv, dqkvn, s.qkv_raw, w[ix.q_norm], w[ix.k_norm],
+                                   s.hrstd, N, H, KVH, (int)m.hd);
+  }
   k->linear_backward_input(k, s.dxn1, s.dqkv, w[Q_W], N, d, (int)m.W, 0);
   if (!io->din) return;
   k->rmsnorm_backward_input_residual(k, io->din, s.dh, s.dxn1, io->in, w[ATTN_NORM], s.rstd1, N,
@@ -276,11 +323,15 @@ static void llama_backward_weight(pt_layer *L, const pt_io *io) {
   layer_check_groups(L, g);
   llama_saved s;
   views(L, k, io->B, io->T, io->saved, &s);
-  k->linear_backward_weight(k, g[DOWN_W], NULL, io->dout, s.a, N, F, d);
-  k->linear_backward_weight(k, g[GATE_W], NULL, s.dgu, s.xn2, N, d, 2 * F);
+  llama_index ix = index_of(L);
+  k->linear_backward_weight(k, g[DOWN_W], opt(g, ix.down_b), io->dout, s.a, N, F, d);
+  k->linear_backward_weight(k, g[GATE_W], opt(g, ix.gu_b), s.dgu, s.xn2, N, d, 2 * F);
   k->rmsnorm_backward_weight(k, g[MLP_NORM], s.dxn2, s.h, s.rstd2, N, d);
   k->linear_backward_weight(k, g[O_W], NULL, s.dh, s.atty, N, (int)m.A, d);
-  k->linear_backward_weight(k, g[Q_W], qkv_bias(L, g), s.dqkv, s.xn1, N, d, (int)m.W);
+  if (m.qk_norm)
+    k->head_rmsnorm_backward_weight(k, g[ix.q_norm], g[ix.k_norm], s.dqkvn, s.qkv_raw, s.hrstd,
+                                    N, (int)m.H, (int)m.KVH, (int)m.hd);
+  k->linear_backward_weight(k, g[Q_W], opt(g, ix.qkv_b), s.dqkv, s.xn1, N, d, (int)m.W);
   k->rmsnorm_backward_weight(k, g[ATTN_NORM], s.dxn1, io->in, s.rstd1, N, d);
 }
 
@@ -293,7 +344,10 @@ static void llama_cost(const pt_layer *L, int T, pt_layer_cost *c) {
   const pt_attention_opts ao = attention_opts(L);
   double band = T > 0 ? pt_attention_pairs(T, &ao) / pt_attention_pairs(T, NULL) : 1.0;
   c->fwd_flops = 2.0 * T * weights + 4.0 * T * (double)T * m.A * band;
-  if (L->n_params > QKV_B) c->fwd_flops += (double)T * m.W; /* the q|k|v bias adds */
+  llama_index ix = index_of(L);
+  if (ix.qkv_b >= 0) c->fwd_flops += (double)T * m.W; /* the q|k|v bias adds */
+  if (ix.gu_b >= 0) c->fwd_flops += (double)T * (2.0 * m.F + m.d); /* the MLP's bias adds */
+  if (m.qk_norm) c->fwd_flops += 4.0 * T * (double)(m.H + m.KVH) * m.hd; /* the head norms */
   c->bwd_flops = 2.0 * c->fwd_flops;
 }
 

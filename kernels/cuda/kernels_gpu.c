@@ -149,6 +149,24 @@ static void rope(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, 
   cuda_op_rope(ctx(k), qkv, B, T, H, KVH, hd, f, dir, positions);
 }
 
+static void head_rmsnorm_forward(const pt_kernels *k, float *y, float *rstd, const float *x,
+                                 const float *wq, const float *wk, int N, int H, int KVH, int hd,
+                                 float eps) {
+  cuda_op_head_rmsnorm_forward(ctx(k), y, rstd, x, wq, wk, N, H, KVH, hd, eps);
+}
+
+static void head_rmsnorm_backward_input(const pt_kernels *k, float *dx, const float *dy,
+                                        const float *x, const float *wq, const float *wk,
+                                        const float *rstd, int N, int H, int KVH, int hd) {
+  cuda_op_head_rmsnorm_backward_input(ctx(k), dx, dy, x, wq, wk, rstd, N, H, KVH, hd);
+}
+
+static void head_rmsnorm_backward_weight(const pt_kernels *k, float *dwq, float *dwk,
+                                         const float *dy, const float *x, const float *rstd,
+                                         int N, int H, int KVH, int hd) {
+  cuda_op_head_rmsnorm_backward_weight(ctx(k), dwq, dwk, dy, x, rstd, N, H, KVH, hd);
+}
+
 static void swiglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
   cuda_op_swiglu_forward(ctx(k), y, gu, N, F);
 }

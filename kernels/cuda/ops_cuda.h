@@ -89,6 +89,16 @@ void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const float *dy, con
                                      const float *rstd, int N, int D);
 void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KVH, int hd,
                   const pt_rope_freqs *f, int dir, const int32_t *positions);
+/* ops_head_norm.cu: kernels.h's head_rmsnorm_* */
+void cuda_op_head_rmsnorm_forward(gpu_ctx *g, float *y, float *rstd, const float *x,
+                                  const float *wq, const float *wk, int N, int H, int KVH, int hd,
+                                  float eps);
+void cuda_op_head_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy, const float *x,
+                                         const float *wq, const float *wk, const float *rstd,
+                                         int N, int H, int KVH, int hd);
+void cuda_op_head_rmsnorm_backward_weight(gpu_ctx *g, float *dwq, float *dwk, const float *dy,
+                                          const float *x, const float *rstd, int N, int H,
+                                          int KVH, int hd);
 void cuda_op_swiglu_forward(gpu_ctx *g, float *y, const float *gu, int N, int F);
 void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu, int N,
                              int F);

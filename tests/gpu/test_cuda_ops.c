@@ -700,6 +700,41 @@ static void test_rmsnorm(int N, int D) {
   scope_end();
 }
 
+/* Qwen3's per-head q/k RMSNorm (head_rmsnorm_*) against the CPU's, deterministic, v copied. */
+static void test_head_rmsnorm(int N, int H, int KVH, int hd) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "N=%d H=%d KVH=%d hd=%d", N, H, KVH, hd);
+  const int64_t n = (int64_t)N * (H + 2 * KVH) * hd, nr = (int64_t)N * (H + KVH);
+  const float eps = 1e-6f;
+  float *x = hrand(n, -2, 2), *wq = hrand(hd, 0.5f, 1.5f), *wk = hrand(hd, 0.5f, 1.5f);
+  float *dy = hrand(n, -1, 1), *dwq0 = hrand(hd, -1, 1), *dwk0 = hrand(hd, -1, 1);
+  float *yc = hnew(sizeof(float) * n), *rc = hnew(sizeof(float) * nr), *dxc = hnew(sizeof(float) * n);
+  float *dwqc = hcopy(dwq0, hd), *dwkc = hcopy(dwk0, hd);
+  op_head_rmsnorm_forward(yc, rc, x, wq, wk, N, H, KVH, hd, eps);
+  op_head_rmsnorm_backward_input(dxc, dy, x, wq, wk, rc, N, H, KVH, hd);
+  op_head_rmsnorm_backward_weight(dwqc, dwkc, dy, x, rc, N, H, KVH, hd);
+  float *d_x = upf(x, n), *d_wq = upf(wq, hd), *d_wk = upf(wk, hd), *d_dy = upf(dy, n);
+  float *d_y = dnew(sizeof(float) * n), *d_r = dnew(sizeof(float) * nr);
+  float *d_dx = dnew(sizeof(float) * n), *d_dwq = upf(dwq0, hd), *d_dwk = upf(dwk0, hd);
+  cuda_op_head_rmsnorm_forward(&G, d_y, d_r, d_x, d_wq, d_wk, N, H, KVH, hd, eps);
+  float *y1 = downf(d_y, n);
+  expect_close("head_rmsnorm_forward y", shape, y1, yc, n, TOL_DEFAULT);
+  expect_close("head_rmsnorm_forward rstd", shape, downf(d_r, nr), rc, nr, TOL_DEFAULT);
+  cuda_op_head_rmsnorm_forward(&G, d_y, d_r, d_x, d_wq, d_wk, N, H, KVH, hd, eps);
+  expect_same_bits("head_rmsnorm_forward y", shape, downf(d_y, n), y1, n);
+  setf(d_r, rc, nr); /* the backward ops get the CPU's rstd */
+  cuda_op_head_rmsnorm_backward_input(&G, d_dx, d_dy, d_x, d_wq, d_wk, d_r, N, H, KVH, hd);
+  expect_close("head_rmsnorm_backward_input", shape, downf(d_dx, n), dxc, n, TOL_DEFAULT);
+  cuda_op_head_rmsnorm_backward_weight(&G, d_dwq, d_dwk, d_dy, d_x, d_r, N, H, KVH, hd);
+  float *gq = downf(d_dwq, hd), *gk = downf(d_dwk, hd);
+  expect_close("head_rmsnorm_backward_weight q (acc)", shape, gq, dwqc, hd, TOL_DEFAULT);
+  expect_close("head_rmsnorm_backward_weight k (acc)", shape, gk, dwkc, hd, TOL_DEFAULT);
+  setf(d_dwq, dwq0, hd);
+  cuda_op_head_rmsnorm_backward_weight(&G, d_dwq, d_dwk, d_dy, d_x, d_r, N, H, KVH, hd);
+  expect_same_bits("head_rmsnorm_backward_weight q", shape, downf(d_dwq, hd), gq, hd);
+  scope_end();
+}
+
 /* rope forward, then backward (the transpose: a rotation's inverse, so it gives back q and k
  * times the table's scale squared, 1 but for yarn, and v untouched). */
 static void test_rope(int B, int T, int H, int KVH, int hd, const pt_rope_scaling *r) {
@@ -1573,6 +1608,8 @@ int main(void) {
   test_rmsnorm(7, 33);
   if (!small_only) test_rmsnorm(512, 256);
   test_rmsnorm(4000, 16); /* weight gradient: many row chunks */
+  test_head_rmsnorm(5, 4, 2, 8);
+  test_head_rmsnorm(300, 2, 1, 128);
   test_rope(2, 7, 4, 2, 8, &(pt_rope_scaling){.theta = 10000.0});
   /* the scaled types: llama3 (Llama 3.1's parameters at a short original context, so pairs
    * fall in all three bands), linear, yarn (cos/sin scaled) */
