@@ -2,9 +2,10 @@
  *
  * A transformers directory is config.json plus model.safetensors (or shards listed by
  * model.safetensors.index.json). Supported: GPT2LMHeadModel (pipetrain's GPT-2 layers) and
- * the Llama family (LlamaForCausalLM with llama_block's optional mlp_bias, MistralForCausalLM,
- * Qwen2ForCausalLM with its qkv_bias, Qwen3ForCausalLM with its qk_norm, Phi3ForCausalLM with
- * fused q|k|v and gate|up tensors) as llama_block layers; docs/checkpoint.md's family table says what each takes.
+ * the Llama family (LlamaForCausalLM with llama_block's optional mlp_bias, MistralForCausalLM
+ * with its window, Qwen2ForCausalLM with its qkv_bias, Qwen3ForCausalLM with its qk_norm,
+ * Phi3ForCausalLM with fused q|k|v and gate|up tensors) as llama_block layers;
+ * docs/checkpoint.md's family table says what each takes.
  * Everything the layers cannot represent is refused with one line naming the file and the
  * config key or tensor. The name mapping per architecture is data
  * (hf_arch.c); import and export walk the same table.
@@ -76,6 +77,8 @@ typedef struct {
   int qk_norm;          /* Llama family: per-head RMSNorm of q and k (Qwen3) */
   int mlp_bias;         /* Llama family: biases on gate, up, down (Llama's mlp_bias) */
   int64_t head_dim;     /* Llama family: dims of a head (hidden_size / heads by default) */
+  int64_t window;       /* Mistral: sliding_window when shorter than seq_len (llama_block's
+                           window), else 0: attention over the whole sequence */
   int tied;
 } hf_config;
 

@@ -261,19 +261,24 @@ static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
     c->mlp_bias = cfg_bool(r, "mlp_bias", 0);
   else
     cfg_require_bool(r, "mlp_bias", 0, 0, "this architecture's MLP has no biases");
-  cfg_require_bool(r, "use_sliding_window", 0, 0, "llama_block attends to the whole sequence");
+  cfg_require_bool(r, "use_sliding_window", 0, 0, "Qwen2's window (layers from "
+                   "max_window_layers on) is not mapped to llama_block's window; Mistral's is");
   if (!r->failed && cfg_item(r, "partial_rotary_factor") &&
       cfg_num(r, "partial_rotary_factor", 1.0) != 1.0)
     cfg_fail(r, "partial_rotary_factor", "%g is not supported: llama_block rotates every pair of "
              "a head (1.0)", cfg_num(r, "partial_rotary_factor", 1.0));
   c->seq_len = seq_len ? seq_len : (max_pos < LLAMA_SEQ_CAP ? max_pos : LLAMA_SEQ_CAP);
+  /* Mistral's band mask (transformers' sliding_window: keys after query - window) is
+   * llama_block's window; one at least seq_len long masks nothing */
   int64_t window = cfg_int(r, "sliding_window", 0, 0, 0, INT64_MAX / 2);
   if (!r->failed && window > 0 && window < c->seq_len &&
-      (!strcmp(a->architecture, "MistralForCausalLM") ||
-       !strcmp(a->architecture, "Phi3ForCausalLM")))
-    cfg_fail(r, "sliding_window", "%lld is shorter than seq_len %lld: llama_block attends to the "
-             "whole sequence; convert with --seq-len %lld", (long long)window,
-             (long long)c->seq_len, (long long)window);
+      !strcmp(a->architecture, "MistralForCausalLM"))
+    c->window = window;
+  else if (!r->failed && window > 0 && window < c->seq_len &&
+           !strcmp(a->architecture, "Phi3ForCausalLM"))
+    cfg_fail(r, "sliding_window", "%lld is shorter than seq_len %lld: Phi-3's window is not "
+             "mapped to llama_block's window yet (Mistral's is); convert with --seq-len %lld",
+             (long long)window, (long long)c->seq_len, (long long)window);
 }
 
 static char *read_text(const char *path, char *err, size_t errsz) {
@@ -411,12 +416,14 @@ char *hf_spec_text(const hf_config *c, const char *source) {
     rope_spec_text(&c->rope, rope, sizeof rope);
     if (c->head_dim != c->dim / c->heads)
       snprintf(head_dim, sizeof head_dim, ", head_dim: %lld", (long long)c->head_dim);
+    char window[40] = "";
+    if (c->window) snprintf(window, sizeof window, ", window: %lld", (long long)c->window);
     n += snprintf(s + n, cap - (size_t)n, "  - llama_block: {repeat: %lld, kv_heads: %lld, "
-                  "ffn_dim: %lld, rope_theta: %s, eps: %s%s%s%s%s%s}\n  - rmsnorm: {eps: %s}\n",
+                  "ffn_dim: %lld, rope_theta: %s, eps: %s%s%s%s%s%s%s}\n  - rmsnorm: {eps: %s}\n",
                   (long long)c->layers, (long long)c->kv_heads, (long long)c->ffn,
                   fmt_num(c->rope_theta, theta, sizeof theta), eps,
                   c->qkv_bias ? ", qkv_bias: true" : "", c->qk_norm ? ", qk_norm: true" : "",
-                  c->mlp_bias ? ", mlp_bias: true" : "", head_dim, rope, eps);
+                  c->mlp_bias ? ", mlp_bias: true" : "", head_dim, window, rope, eps);
   }
   snprintf(s + n, cap - (size_t)n,
            "  - lm_head: %s\nloss: cross_entropy\n"
@@ -498,6 +505,10 @@ static cJSON *llama_json(const hf_config *c) {
   if (!c->qkv_bias) cJSON_AddFalseToObject(o, "attention_bias"); /* Qwen2's q/k/v always have */
   cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
   cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
+  if (!strcmp(c->arch->architecture, "MistralForCausalLM")) {
+    if (c->window) cJSON_AddNumberToObject(o, "sliding_window", (double)c->window);
+    else cJSON_AddNullToObject(o, "sliding_window");
+  }
   if (!strcmp(c->arch->model_type, "phi3")) { /* Phi3Config's defaults outside small vocabularies */
     cJSON_AddNullToObject(o, "pad_token_id");
     cJSON_AddNullToObject(o, "bos_token_id");

@@ -28,7 +28,8 @@ typedef struct {
   int64_t heads, kv_heads, ffn;
   double eps, theta;
   pt_rope_scaling rope; /* llama_block's rope_scaling (its pt_rope state) */
-  int64_t qkv_bias, head_dim, qk_norm, mlp_bias;
+  int64_t qkv_bias, head_dim, qk_norm, mlp_bias, window;
+  double softcap, scale;
 } block_shape;
 
 static block_shape read_block(const pt_model *m, int li) {
@@ -48,6 +49,9 @@ static block_shape read_block(const pt_model *m, int li) {
     b.mlp_bias = layer_setting_bool(L, "mlp_bias");
     b.head_dim = layer_setting_int(L, "head_dim");
     if (!b.head_dim) b.head_dim = m->spec->dim / b.heads;
+    b.window = layer_setting_int(L, "window");
+    b.softcap = layer_setting_num(L, "attn_softcap");
+    b.scale = layer_setting_num(L, "attn_scale");
   }
   return b;
 }
@@ -55,12 +59,17 @@ static block_shape read_block(const pt_model *m, int li) {
 /* The Llama-family architecture of blocks like b: `arch` if named, else the first that fits. */
 static int pick_arch(const pt_model *m, int li, const char *arch, hf_config *c, char *err,
                      size_t errsz) {
-  const hf_arch *a = arch ? hf_arch_find(arch) : hf_arch_for_blocks(c->qkv_bias, c->qk_norm,
-                                                                     c->mlp_bias);
+  /* a window: Mistral's sliding_window, the one architecture here with one */
+  const hf_arch *a = arch        ? hf_arch_find(arch)
+                     : c->window ? hf_arch_find("MistralForCausalLM")
+                                 : hf_arch_for_blocks(c->qkv_bias, c->qk_norm, c->mlp_bias);
   if (arch && !a) {
     snprintf(err, errsz, "--hf-arch %s: unknown; pipe_convert converts %s", arch, hf_arch_list());
     return -1;
   }
+  if (c->window && strcmp(a->architecture, "MistralForCausalLM"))
+    return refuse(m, li, err, errsz, "its window (sliding attention) exports only as "
+                  "MistralForCausalLM; name that --hf-arch or drop the window");
   if (!a || !hf_arch_fits(a, c->qkv_bias, c->qk_norm, c->mlp_bias)) {
     char why[512];
     if (a)
@@ -89,6 +98,11 @@ static int check_blocks(const pt_model *m, int first, int end, hf_config *c, cha
   c->heads = b0.heads, c->kv_heads = b0.kv_heads ? b0.kv_heads : b0.heads, c->ffn = b0.ffn;
   c->eps = b0.eps, c->rope_theta = b0.theta, c->rope = b0.rope, c->qkv_bias = (int)b0.qkv_bias;
   c->head_dim = b0.head_dim, c->qk_norm = (int)b0.qk_norm, c->mlp_bias = (int)b0.mlp_bias;
+  if (b0.softcap > 0 || b0.scale > 0)
+    return refuse(m, first, err, errsz, "attn_softcap and attn_scale have no transformers "
+                  "architecture to export to yet (Gemma 2's); set them to 0");
+  /* a window as long as the sequence masks nothing: Llama's config says the same */
+  c->window = b0.window < m->spec->seq_len ? b0.window : 0;
   c->layers = end - first;
   return 0;
 }

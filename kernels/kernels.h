@@ -78,6 +78,29 @@ typedef struct pt_kernels pt_kernels;
  * weights and gradients) stays float32 in every mode. docs/gpu.md, "Precision". */
 typedef enum { PT_PRECISION_FP32, PT_PRECISION_TF32, PT_PRECISION_BF16 } pt_precision;
 
+/* The attention entries' variants (a zeroed struct, or NULL, is plain causal attention):
+ *   window  > 0: query t attends only keys s with t - window < s <= t (a band under the
+ *           diagonal: transformers' sliding_window, Mistral and Gemma 2's local layers);
+ *   softcap > 0: each scaled score z becomes softcap * tanh(z / softcap) (Gemma 2);
+ *   scale   > 0: the scores' scale instead of 1/sqrt(hd) (Gemma 2's query_pre_attn_scalar^-0.5).
+ * Masked probabilities stay exactly 0 (window and documents combine: both must allow a key). */
+typedef struct {
+  int window;
+  float softcap, scale;
+} pt_attention_opts;
+
+/* The window's first key of query t (0 without a window). */
+static inline int pt_attention_first_key(const pt_attention_opts *a, int t) {
+  return a && a->window > 0 && t - a->window + 1 > 0 ? t - a->window + 1 : 0;
+}
+
+/* The (query, key) pairs a sequence of T attends to: T(T+1)/2 causal, fewer in a window (cost
+ * estimates; documents not counted). */
+static inline double pt_attention_pairs(int T, const pt_attention_opts *a) {
+  const double t = T, w = a && a->window > 0 && a->window < T ? a->window : t;
+  return w * (w + 1.0) / 2.0 + (t - w) * w;
+}
+
 struct pt_kernels {
   const char *name; /* "cpu" | "gpu" */
   void *ctx;        /* the implementation's state (GPU: its stream, handles, staging) */
@@ -134,15 +157,19 @@ struct pt_kernels {
    * keys s with doc_start[t] <= s <= t (block-diagonal causal; masked probabilities exactly 0).
    * attention_saved_bf16 (a field, not an entry): 1 when `saved` may be stored as bf16 between
    * forward and backward under train.precision bf16 (the CPU's probabilities), 0 when it must
-   * stay float32 (the GPU's log-sum-exps); layers' saved_parts say so of their attention part. */
+   * stay float32 (the GPU's log-sum-exps); layers' saved_parts say so of their attention part.
+   * opts (host memory, may be NULL: all defaults): the variants of pt_attention_opts below,
+   * applied in transformers' order: scores q.k times the scale, soft-capped, then masked (causal,
+   * documents, window) and softmaxed. Sizes do not depend on them. */
   int64_t (*attention_saved_floats)(const pt_kernels *k, int B, int T, int d, int H, int KVH);
   int64_t (*attention_scratch_floats)(const pt_kernels *k, int B, int T, int d, int H, int KVH);
   void (*attention_forward)(const pt_kernels *k, float *o, float *saved, const float *qkv, int B,
                             int T, int d, int H, int KVH, const int32_t *doc_start,
-                            float *scratch);
+                            const pt_attention_opts *opts, float *scratch);
   void (*attention_backward)(const pt_kernels *k, float *dqkv, const float *dout,
                              const float *qkv, const float *o, const float *saved, int B, int T,
-                             int d, int H, int KVH, const int32_t *doc_start, float *scratch);
+                             int d, int H, int KVH, const int32_t *doc_start,
+                             const pt_attention_opts *opts, float *scratch);
 
   /* RMSNorm over rows of D (Llama): y = x * rstd * w, rstd = 1/sqrt(sum(x^2)/D + eps), rstd[N]
    * written for backward; backward_input: dx (=|+=) rstd * (dy*w - xhat * mean(dy*w*xhat)),

@@ -35,7 +35,10 @@ static void tally(const pt_kernels *k, pt_kernel_entry e, pt_kernel_category c, 
 #define F4 4.0 /* bytes per float */
 
 static double gemm(int N, int Ni, int No) { return 2.0 * N * Ni * (double)No; }
-static double attention(int B, int T, int d) { return 2.0 * B * T * (T + 1.0) * d; }
+/* QK^T and PV over the pairs attended (kernels.h, pt_attention_pairs): 4 FLOPs a pair and dim. */
+static double attention(int B, int T, int d, const pt_attention_opts *a) {
+  return 4.0 * B * pt_attention_pairs(T, a) * d;
+}
 
 static void linear_forward(const pt_kernels *k, float *y, const float *x, const float *W,
                            const float *b, int N, int Ni, int No) {
@@ -134,15 +137,16 @@ static int64_t attention_scratch_floats(const pt_kernels *k, int B, int T, int d
 }
 static void attention_forward(const pt_kernels *k, float *o, float *saved, const float *qkv,
                               int B, int T, int d, int H, int KVH, const int32_t *doc_start,
-                              float *scratch) {
-  TIMED(attention_forward, ATTENTION, attention(B, T, d), o, saved, qkv, B, T, d, H, KVH,
-        doc_start, scratch);
+                              const pt_attention_opts *opts, float *scratch) {
+  TIMED(attention_forward, ATTENTION, attention(B, T, d, opts), o, saved, qkv, B, T, d, H, KVH,
+        doc_start, opts, scratch);
 }
 static void attention_backward(const pt_kernels *k, float *dqkv, const float *dout,
                                const float *qkv, const float *o, const float *saved, int B, int T,
-                               int d, int H, int KVH, const int32_t *doc_start, float *scratch) {
-  TIMED(attention_backward, ATTENTION, 2.0 * attention(B, T, d), dqkv, dout, qkv, o, saved, B, T,
-        d, H, KVH, doc_start, scratch);
+                               int d, int H, int KVH, const int32_t *doc_start,
+                               const pt_attention_opts *opts, float *scratch) {
+  TIMED(attention_backward, ATTENTION, 2.0 * attention(B, T, d, opts), dqkv, dout, qkv, o, saved,
+        B, T, d, H, KVH, doc_start, opts, scratch);
 }
 
 static void rmsnorm_forward(const pt_kernels *k, float *y, float *rstd, const float *x,

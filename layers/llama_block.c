@@ -5,8 +5,11 @@
  *   h = x + o(attn(rope(qn(q(n1(x)))), rope(kn(k(n1(x)))), v(n1(x))))
  *   y = h + down(silu(gate(n2(h))) * up(n2(h)))
  * Causal grouped-query attention (heads query heads, kv_heads kv heads; query head j reads kv
- * head j / (heads / kv_heads)), scale 1/sqrt(head_dim), head_dim = dim / heads unless set
- * (heads x head_dim may then differ from dim: o maps it back); rotary embeddings in Hugging
+ * head j / (heads / kv_heads)), scale 1/sqrt(head_dim) or attn_scale, head_dim = dim / heads
+ * unless set (heads x head_dim may then differ from dim: o maps it back); optionally a
+ * sliding window (`window`) and attention-logit soft-capping (`attn_softcap`, Gemma 2), all
+ * kernels.h's pt_attention_opts, so alternating local/global layers are layers with and
+ * without a window; rotary embeddings in Hugging
  * Face's rotate-half convention (kernels.h, rope), their angle table made once at configure
  * from rope_theta and the optional `rope_scaling` map (layers/rope_freqs.h: transformers'
  * llama3, linear and yarn types) and kept in L->state. Settings: llama_settings
@@ -61,6 +64,13 @@ typedef struct {
   int64_t N, d, H, KVH, hd, F, W, A; /* W = (H + 2 KVH) hd: the qkv row; A = H hd: attention's */
   int qk_norm;
 } llama_dims;
+
+/* The attention's variants (kernels.h) from the settings. */
+static pt_attention_opts attention_opts(const pt_layer *L) {
+  return (pt_attention_opts){.window = (int)layer_setting_int(L, "window"),
+                             .softcap = (float)layer_setting_num(L, "attn_softcap"),
+                             .scale = (float)layer_setting_num(L, "attn_scale")};
+}
 
 static llama_dims dims_of(const pt_layer *L, int B, int T) {
   llama_dims m;
@@ -154,6 +164,12 @@ static const pt_setting_decl llama_settings[] = {
     {"qk_norm", PT_SETTING_BOOL, 0, NULL, 0, 1, 0,
      "RMSNorm of each q and k head before the rotation (Qwen3's q_norm, k_norm)"},
     {"mlp_bias", PT_SETTING_BOOL, 0, NULL, 0, 1, 0, "biases on gate, up and down"},
+    {"window", PT_SETTING_INT, 0, NULL, 0, 1 << 30, 0,
+     "sliding attention window: query t sees keys t - window < s <= t; 0: none (Mistral)"},
+    {"attn_softcap", PT_SETTING_NUM, 0.0, NULL, 0.0, 1e30, 0,
+     "attention-logit soft-cap c: scores become c tanh(score / c); 0: none (Gemma 2)"},
+    {"attn_scale", PT_SETTING_NUM, 0.0, NULL, 0.0, 1e30, 0,
+     "the attention scores' scale; 0: 1/sqrt(head_dim) (Gemma 2: query_pre_attn_scalar^-0.5)"},
     {.name = NULL},
 };
 
@@ -255,7 +271,8 @@ static void llama_forward(pt_layer *L, const pt_io *io) {
     k->head_rmsnorm_forward(k, s.qkv, s.hrstd, s.qkv_raw, w[ix.q_norm], w[ix.k_norm], N, H, KVH,
                             (int)m.hd, eps);
   k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, &rope->freqs, 1, io->positions);
-  k->attention_forward(k, s.atty, s.attn, s.qkv, io->B, io->T, A, H, KVH, io->doc_start,
+  const pt_attention_opts ao = attention_opts(L);
+  k->attention_forward(k, s.atty, s.attn, s.qkv, io->B, io->T, A, H, KVH, io->doc_start, &ao,
                        io->scratch);
   k->linear_forward(k, s.h, s.atty, w[O_W], NULL, N, A, d);
   k->rmsnorm_forward_residual(k, s.h, s.xn2, s.rstd2, s.h, x, w[MLP_NORM], N, d, eps);
@@ -283,8 +300,9 @@ static void llama_backward_input(pt_layer *L, const pt_io *io) {
   k->rmsnorm_backward_input_residual(k, s.dh, dy, s.dxn2, s.h, w[MLP_NORM], s.rstd2, N, d);
   k->linear_backward_input(k, datty, s.dh, w[O_W], N, A, d, 0);
   float *dqkvn = m.qk_norm ? s.dqkvn : s.dqkv; /* w.r.t. what the rotation read */
+  const pt_attention_opts ao = attention_opts(L);
   k->attention_backward(k, dqkvn, datty, s.qkv, s.atty, s.attn, io->B, io->T, A, H, KVH,
-                        io->doc_start, attn_scratch);
+                        io->doc_start, &ao, attn_scratch);
   k->rope(k, dqkvn, io->B, io->T, H, KVH, (int)m.hd, &rope->freqs, -1, io->positions);
   if (m.qk_norm) {
     llama_index ix = index_of(L);
@@ -321,9 +339,11 @@ static void llama_cost(const pt_layer *L, int T, pt_layer_cost *c) {
   layer_cost_default(L, T, c);
   llama_dims m = dims_of(L, 1, T);
   /* the linears (2 flops per weight per token), plus both attention products over the full
-   * T x T square of every query head */
+   * T x T square of every query head, times the share of the causal pairs a window keeps */
   double weights = (double)m.W * m.d + (double)m.d * m.A + 3.0 * m.F * m.d;
-  c->fwd_flops = 2.0 * T * weights + 4.0 * T * (double)T * m.A;
+  const pt_attention_opts ao = attention_opts(L);
+  double band = T > 0 ? pt_attention_pairs(T, &ao) / pt_attention_pairs(T, NULL) : 1.0;
+  c->fwd_flops = 2.0 * T * weights + 4.0 * T * (double)T * m.A * band;
   llama_index ix = index_of(L);
   if (ix.qkv_b >= 0) c->fwd_flops += (double)T * m.W; /* the q|k|v bias adds */
   if (ix.gu_b >= 0) c->fwd_flops += (double)T * (2.0 * m.F + m.d); /* the MLP's bias adds */

@@ -132,7 +132,8 @@ static void block_forward(pt_layer *L, const pt_io *io) {
   block_views(L, k, B, T, io->saved, &s);
   k->layernorm_forward(k, s.xln1, s.mean1, s.rstd1, x, w[LN1_W], w[LN1_B], N, d, 1e-5f);
   k->linear_forward(k, s.qkv, s.xln1, w[QKV_W], w[QKV_B], N, d, 3 * d);
-  k->attention_forward(k, s.atty, s.attn, s.qkv, B, T, d, H, H, io->doc_start, io->scratch);
+  k->attention_forward(k, s.atty, s.attn, s.qkv, B, T, d, H, H, io->doc_start, NULL,
+                       io->scratch);
   k->linear_forward_residual(k, s.x1, x, s.atty, w[PROJ_W], w[PROJ_B], N, d, d);
   k->layernorm_forward(k, s.xln2, s.mean2, s.rstd2, s.x1, w[LN2_W], w[LN2_B], N, d, 1e-5f);
   k->linear_forward_gelu(k, s.g, s.h, s.xln2, w[FC_W], w[FC_B], N, d, 4 * d);
@@ -154,7 +155,7 @@ static void block_backward_input(pt_layer *L, const pt_io *io) {
                                        N, d);
   k->linear_backward_input(k, datty, s.dx1, w[PROJ_W], N, d, d, 0);
   k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, B, T, d, H, H, io->doc_start,
-                        attn_scratch);
+                        NULL, attn_scratch);
   k->linear_backward_input(k, s.dxln1, s.dqkv, w[QKV_W], N, d, 3 * d, 0);
   if (!io->din) return;
   k->layernorm_backward_input_residual(k, io->din, s.dx1, s.dxln1, io->in, w[LN1_W], s.mean1,

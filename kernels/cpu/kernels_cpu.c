@@ -75,15 +75,16 @@ static int64_t attention_scratch_floats(const pt_kernels *k, int B, int T, int d
 
 static void attention_forward(const pt_kernels *k, float *o, float *p, const float *qkv, int B,
                               int T, int d, int H, int KVH, const int32_t *doc_start,
-                              float *scratch) {
-  op_attention_forward(o, p, qkv, B, T, d, H, KVH, doc_start, scratch);
+                              const pt_attention_opts *opts, float *scratch) {
+  op_attention_forward(o, p, qkv, B, T, d, H, KVH, doc_start, opts, scratch);
 }
 
 static void attention_backward(const pt_kernels *k, float *dqkv, const float *dout,
                                const float *qkv, const float *o, const float *p, int B, int T,
-                               int d, int H, int KVH, const int32_t *doc_start, float *scratch) {
+                               int d, int H, int KVH, const int32_t *doc_start,
+                               const pt_attention_opts *opts, float *scratch) {
   (void)o; /* the saved probabilities give everything */
-  op_attention_backward(dqkv, dout, qkv, p, B, T, d, H, KVH, doc_start, scratch);
+  op_attention_backward(dqkv, dout, qkv, p, B, T, d, H, KVH, doc_start, opts, scratch);
 }
 
 static void rmsnorm_forward(const pt_kernels *k, float *y, float *rstd, const float *x,

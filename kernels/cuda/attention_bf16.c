@@ -2,6 +2,7 @@
  * takes the shape, the in-house fused float32 kernels elsewhere. */
 #include "kernels/cuda/attention_bf16.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -9,7 +10,8 @@
 #include "kernels/cuda/ops_cuda.h"
 
 static int same_shape(const attention_cudnn_shape *a, const attention_cudnn_shape *b) {
-  return a->B == b->B && a->T == b->T && a->H == b->H && a->KVH == b->KVH && a->hd == b->hd;
+  return a->B == b->B && a->T == b->T && a->H == b->H && a->KVH == b->KVH && a->hd == b->hd &&
+         a->window == b->window && a->scale == b->scale;
 }
 
 /* The plan of shape s (NULL: refused), built the first time s is seen. */
@@ -25,18 +27,28 @@ static attention_cudnn_plan *plan_for(gpu_ctx *g, cuda_attention_bf16 *a,
   char why[768] = "";
   attention_cudnn_plan *p = attention_cudnn_plan_build(g, s, why, sizeof why);
   if (!p)
-    pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d: %s; the in-house float32 kernels "
-              "run it", s->B, s->T, s->H, s->KVH, s->hd, why);
+    pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d window=%d: %s; the in-house float32 "
+              "kernels run it", s->B, s->T, s->H, s->KVH, s->hd, s->window, why);
   a->shapes[a->n_shapes++] = (cuda_attention_bf16_entry){.shape = *s, .plan = p};
   return p;
 }
 
-/* The library's plan for this call, or NULL for the in-house kernels (bad shapes included:
- * those report their error there). */
+/* The library's plan for this call (its shape in *s), or NULL for the in-house kernels (bad
+ * shapes included: those report their error there). */
 static attention_cudnn_plan *route(gpu_ctx *g, cuda_attention_bf16 *a, int B, int T, int d,
-                                   int H, int KVH, const int32_t *doc_start) {
+                                   int H, int KVH, const int32_t *doc_start,
+                                   const pt_attention_opts *opts, attention_cudnn_shape *s) {
   if (B <= 0 || T <= 0 || d <= 0 || H <= 0 || KVH <= 0 || d % H != 0 || H % KVH != 0)
     return NULL;
+  if (opts && opts->softcap > 0.0f) {
+    if (!a->said_softcap)
+      pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d with soft-capping (attn_softcap "
+                "%g): cuDNN's fused attention has no logit soft-cap; the in-house float32 "
+                "kernels run it (and every other soft-capped shape)", B, T, H, KVH, d / H,
+                (double)opts->softcap);
+    a->said_softcap = 1;
+    return NULL;
+  }
   if (doc_start) {
     if (!a->said_documents)
       pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d with packed documents "
@@ -46,8 +58,12 @@ static attention_cudnn_plan *route(gpu_ctx *g, cuda_attention_bf16 *a, int B, in
     a->said_documents = 1;
     return NULL;
   }
-  attention_cudnn_shape s = {.B = B, .T = T, .H = H, .KVH = KVH, .hd = d / H};
-  return plan_for(g, a, &s);
+  /* a window as long as the sequence masks nothing: the plain plan */
+  const int window = opts && opts->window > 0 && opts->window < T ? opts->window : 0;
+  const float scale = opts && opts->scale > 0.0f ? opts->scale : 1.0f / sqrtf((float)(d / H));
+  *s = (attention_cudnn_shape){
+      .B = B, .T = T, .H = H, .KVH = KVH, .hd = d / H, .window = window, .scale = scale};
+  return plan_for(g, a, s);
 }
 
 /* Device buffer *buf of at least bytes (grown; gpu_free waits for work still using the old). */
@@ -74,13 +90,17 @@ static void *workspace(gpu_ctx *g, cuda_attention_bf16 *a, const attention_cudnn
 }
 
 /* The ledger (cost.h): the two products QK^T and PV over the causal half of the scores on
- * tensor cores, 4*B*H*T*T*hd/2 FLOPs (2 per multiply-add, the diagonal's own half not counted);
+ * tensor cores, 4*B*H*T*T*hd/2 FLOPs (2 per multiply-add, the diagonal's own half not counted),
+ * times the share of the causal pairs a window keeps (band);
  * backward's five products (S again, dP, dV, dK, dQ) 2.5 times that. The softmax's arithmetic
  * is not counted. Bytes: the bf16 operands read and results written once, lse (float32) once. */
-static void note_cost(const char *name, double products, int B, int T, int H, int64_t n_qkv,
-                      int64_t n_o, double tensors) {
+static void note_cost(const char *name, double products, const attention_cudnn_shape *s,
+                      int64_t n_qkv, int64_t n_o, double tensors) {
+  const int B = s->B, T = s->T, H = s->H;
   const double hd_all = (double)n_o / ((double)B * T); /* H*hd */
-  gpu_cost_note(name, products * 4.0 * B * T * (double)T * hd_all / 2.0, 0.0,
+  const pt_attention_opts band = {.window = s->window};
+  const double share = pt_attention_pairs(T, &band) / pt_attention_pairs(T, NULL);
+  gpu_cost_note(name, share * products * 4.0 * B * T * (double)T * hd_all / 2.0, 0.0,
                 2.0 * tensors * (double)(n_qkv + n_o) + 4.0 * B * H * (double)T);
 }
 
@@ -95,17 +115,18 @@ static const uint16_t *operand(gpu_ctx *g, const cuda_attention_bf16 *a, uint16_
 
 void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, float *lse,
                                  const float *qkv, int B, int T, int d, int H, int KVH,
-                                 const int32_t *doc_start) {
-  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start);
+                                 const int32_t *doc_start, const pt_attention_opts *opts) {
+  attention_cudnn_shape s;
+  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start, opts, &s);
   if (!p) {
     a->fallback_calls++;
-    cuda_op_attention_forward(g, o, lse, qkv, B, T, d, H, KVH, doc_start, NULL);
+    cuda_op_attention_forward(g, o, lse, qkv, B, T, d, H, KVH, doc_start, opts, NULL);
     return;
   }
   const int64_t n_o = (int64_t)B * T * d, n_qkv = (int64_t)B * T * (d + 2 * KVH * (d / H));
   uint16_t *qkv_b = bf16_room(g, a, n_qkv, n_o), *o_b = qkv_b + n_qkv;
   attention_cudnn_forward(g, p, workspace(g, a, p), o_b, lse, operand(g, a, qkv_b, qkv, n_qkv));
-  note_cost("cudnn_attention_forward", 1.0, B, T, H, n_qkv, n_o, 1.0);
+  note_cost("cudnn_attention_forward", 1.0, &s, n_qkv, n_o, 1.0);
   cuda_unpack_bf16(g, o, o_b, n_o);
   a->library_calls++;
 }
@@ -113,11 +134,13 @@ void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, f
 void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqkv,
                                   const float *dout, const float *qkv, const float *o,
                                   const float *lse, int B, int T, int d, int H, int KVH,
-                                  const int32_t *doc_start) {
-  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start);
+                                  const int32_t *doc_start, const pt_attention_opts *opts) {
+  attention_cudnn_shape s;
+  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start, opts, &s);
   if (!p) {
     a->fallback_calls++;
-    cuda_op_attention_backward(g, dqkv, dout, qkv, o, lse, B, T, d, H, KVH, doc_start, NULL);
+    cuda_op_attention_backward(g, dqkv, dout, qkv, o, lse, B, T, d, H, KVH, doc_start, opts,
+                               NULL);
     return;
   }
   const int64_t n_o = (int64_t)B * T * d, n_qkv = (int64_t)B * T * (d + 2 * KVH * (d / H));
@@ -126,7 +149,7 @@ void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqk
   const uint16_t *qkv_in = operand(g, a, qkv_b, qkv, n_qkv), *o_in = operand(g, a, o_b, o, n_o);
   cuda_pack_bf16(g, dout_b, dout, n_o);
   attention_cudnn_backward(g, p, workspace(g, a, p), dqkv_b, dout_b, qkv_in, o_in, lse);
-  note_cost("cudnn_attention_backward", 2.5, B, T, H, n_qkv, n_o, 2.0);
+  note_cost("cudnn_attention_backward", 2.5, &s, n_qkv, n_o, 2.0);
   cuda_unpack_bf16(g, dqkv, dqkv_b, n_qkv);
   a->library_calls++;
 }

@@ -8,12 +8,15 @@
  *     there instead), the library's bf16 o and dqkv widened back to float32;
  *   - a shape the library refuses, and packed documents (doc_start != NULL: cuDNN's ragged
  *     offsets would make each document its own sequence, which this layout of whole rows does not
- *     do), run the in-house fused float32 kernels on the float32 tensors. Each reason is said
- *     once on stderr by rank 0 (a notice, not an error).
- * The library's plan is built at the first forward of a shape (B, T, H, KVH, hd) and kept for
- * forward and backward alike, so the two always take the same path; forward's lse means the
- * same on both paths. Buffers grow to the largest shape seen and are kept. One per table; the
- * rank's one host thread calls it, in stream order.
+ *     do), run the in-house fused float32 kernels on the float32 tensors; so do soft-capped
+ *     scores (kernels.h's pt_attention_opts.softcap: cuDNN's SDPA has no soft-cap), while a
+ *     window and another scale are the library's (its diagonal band and attention scale, part
+ *     of the plan's shape). Each reason is said once on stderr by rank 0 (a notice, not an
+ *     error).
+ * The library's plan is built at the first forward of a shape (B, T, H, KVH, hd, window, scale)
+ * and kept for forward and backward alike, so the two always take the same path; forward's lse
+ * means the same on both paths. Buffers grow to the largest shape seen and are kept. One per
+ * table; the rank's one host thread calls it, in stream order.
  */
 #ifndef PT_ATTENTION_BF16_H
 #define PT_ATTENTION_BF16_H
@@ -23,6 +26,7 @@
 
 #include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/gpu.h"
+#include "kernels/kernels.h"
 #include "kernels/weight_copy.h"
 
 typedef struct {
@@ -34,6 +38,7 @@ typedef struct {
   cuda_attention_bf16_entry *shapes; /* every shape seen, in order */
   int n_shapes, cap_shapes;
   int said_documents;          /* the packed-documents notice was given */
+  int said_softcap;            /* the soft-capping notice was given */
   uint16_t *bf16;              /* device: the bf16 operands and results */
   size_t bf16_bytes;
   void *workspace;             /* device: the library's workspace */
@@ -47,11 +52,11 @@ typedef struct {
 /* kernels.h's attention_forward / attention_backward (lse is the saved state). */
 void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, float *lse,
                                  const float *qkv, int B, int T, int d, int H, int KVH,
-                                 const int32_t *doc_start);
+                                 const int32_t *doc_start, const pt_attention_opts *opts);
 void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqkv,
                                   const float *dout, const float *qkv, const float *o,
                                   const float *lse, int B, int T, int d, int H, int KVH,
-                                  const int32_t *doc_start);
+                                  const int32_t *doc_start, const pt_attention_opts *opts);
 void cuda_attention_bf16_free(cuda_attention_bf16 *a);
 
 #endif

@@ -86,7 +86,8 @@ static std::shared_ptr<fe::graph::Graph> forward_graph(const attention_cudnn_sha
                  .set_name("attention_forward")
                  .set_generate_stats(true)
                  .set_causal_mask(true)
-                 .set_attn_scale(1.0f / sqrtf((float)s.hd));
+                 .set_attn_scale(s.scale);
+  if (s.window > 0) opt.set_diagonal_band_left_bound(s.window); /* keys s > t - window */
   auto [o, stats] = g->sdpa(q, k, v, opt);
   o->set_output(true).set_uid(UID_O).set_dim({s.B, s.H, s.T, s.hd}).set_stride(strides(s, ldo));
   stats->set_output(true)
@@ -113,7 +114,8 @@ static std::shared_ptr<fe::graph::Graph> backward_graph(const attention_cudnn_sh
                  .set_name("attention_backward")
                  .set_causal_mask(true)
                  .set_deterministic_algorithm(true)
-                 .set_attn_scale(1.0f / sqrtf((float)s.hd));
+                 .set_attn_scale(s.scale);
+  if (s.window > 0) opt.set_diagonal_band_left_bound(s.window);
   auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, stats, opt);
   dq->set_output(true).set_uid(UID_DQ).set_dim({s.B, s.H, s.T, s.hd}).set_stride(strides(s, ld));
   dk->set_output(true).set_uid(UID_DK).set_dim({s.B, s.KVH, s.T, s.hd}).set_stride(strides(s, ld));

@@ -11,9 +11,10 @@
  * Layouts, as kernels/kernels.h's attention entries but bf16 (uint16_t bit patterns) where
  * noted: qkv[B,T,(H + 2*KVH)*hd] = q | k | v (read with strides, no copy), o[B,T,H*hd], the
  * log-sum-exp of each row of scaled scores lse[B,H,T] float32 (natural log, as the in-house
- * kernels save it), dqkv like qkv. Causal, scale 1/sqrt(hd), query head h reads kv head
- * h / (H/KVH). Every pointer is device memory of the plan's gpu_ctx; calls are queued on its
- * stream and return at once. Backward is deterministic (same inputs, same bits).
+ * kernels save it), dqkv like qkv. Causal (banded by the shape's window), the shape's scale,
+ * query head h reads kv head h / (H/KVH). Every pointer is device memory of the plan's
+ * gpu_ctx; calls are queued on its stream and return at once. Backward is deterministic (same
+ * inputs, same bits).
  */
 #ifndef PT_ATTENTION_CUDNN_H
 #define PT_ATTENTION_CUDNN_H
@@ -31,8 +32,12 @@ extern "C" {
 
 #include "kernels/cuda/gpu.h"
 
+/* window: kernels.h's sliding window (0: none, else below T), cuDNN's diagonal band left bound
+ * (keys s > t - window); scale: the scores' scale (1/sqrt(hd) unless kernels.h's opts set
+ * another). Soft-capping has no equivalent in cuDNN's SDPA: attention_bf16.c never asks. */
 typedef struct {
-  int B, T, H, KVH, hd;
+  int B, T, H, KVH, hd, window;
+  float scale;
 } attention_cudnn_shape;
 
 /* The built forward and backward of one shape (opaque). */

@@ -45,6 +45,14 @@ extern "C" size_t attention_cudnn_plan_workspace(const attention_cudnn_plan *p) 
 
 extern "C" void attention_cudnn_plan_free(attention_cudnn_plan *p) { free(p); }
 
+/* The shape's window and scale as the in-house kernels take them. */
+static pt_attention_opts opts_of(const attention_cudnn_shape *s) {
+  pt_attention_opts o = {};
+  o.window = s->window;
+  o.scale = s->scale;
+  return o;
+}
+
 extern "C" void attention_cudnn_forward(gpu_ctx *g, const attention_cudnn_plan *p,
                                         void *workspace, uint16_t *o, float *lse,
                                         const uint16_t *qkv) {
@@ -52,8 +60,9 @@ extern "C" void attention_cudnn_forward(gpu_ctx *g, const attention_cudnn_plan *
   float *qkv_f = (float *)workspace, *o_f = qkv_f + p->n_qkv;
   gpu_cost_pause();
   cuda_unpack_bf16(g, qkv_f, qkv, p->n_qkv);
+  const pt_attention_opts opts = opts_of(s);
   cuda_op_attention_forward(g, o_f, lse, qkv_f, s->B, s->T, s->H * s->hd, s->H, s->KVH, NULL,
-                            NULL);
+                            &opts, NULL);
   cuda_pack_bf16(g, o, o_f, p->n_o);
   gpu_cost_resume();
 }
@@ -69,8 +78,9 @@ extern "C" void attention_cudnn_backward(gpu_ctx *g, const attention_cudnn_plan 
   cuda_unpack_bf16(g, qkv_f, qkv, p->n_qkv);
   cuda_unpack_bf16(g, o_f, o, p->n_o);
   cuda_unpack_bf16(g, dout_f, dout, p->n_o);
+  const pt_attention_opts opts = opts_of(s);
   cuda_op_attention_backward(g, dqkv_f, dout_f, qkv_f, o_f, lse, s->B, s->T, s->H * s->hd, s->H,
-                             s->KVH, NULL, NULL);
+                             s->KVH, NULL, &opts, NULL);
   cuda_pack_bf16(g, dqkv, dqkv_f, p->n_qkv);
   gpu_cost_resume();
 }

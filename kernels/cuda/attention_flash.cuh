@@ -6,7 +6,10 @@
  * visited; on the diagonal tile the entries with key > query are masked (probability exactly
  * 0). With packed documents (doc_start, kernels.h) an entry is also masked when the key lies
  * before the query's document start, and tiles wholly before it are skipped (a skipped tile
- * would add exact zeros: skipping changes no bit). A block of PT_THREADS threads works on one
+ * would add exact zeros: skipping changes no bit). A window (pt_attention_opts.window) masks
+ * keys at or before query - window the same way, and the tiles wholly before the band are
+ * skipped likewise. Soft-capping (softcap > 0) maps each score s to z = cap tanh(s scale / cap),
+ * whose exponent then takes scale 1 (flash_exp_scale). A block of PT_THREADS threads works on one
  * (b, h) and one tile row or column, with the tiles of q, k, v, dO it needs in shared memory,
  * each row padded to MAXHD + 1 floats (so a warp reading one column of a tile hits 32 different
  * banks).
@@ -52,11 +55,22 @@ static inline void flash_check_kv_heads(int H, int KVH) {
 }
 
 /* What forward and backward check and compute before launching: the shapes the kernels take,
- * and the scores' scale 1/sqrt(head dim). */
-static inline float flash_prepare(int d, int H, int KVH) {
+ * and the scores' scale (opts', else 1/sqrt(head dim)). */
+static inline float flash_prepare(int d, int H, int KVH, const pt_attention_opts *opts) {
   flash_check_head_dim(d, H);
   flash_check_kv_heads(H, KVH);
-  return 1.0f / sqrtf((float)(d / H));
+  return opts && opts->scale > 0.0f ? opts->scale : 1.0f / sqrtf((float)(d / H));
+}
+
+/* The scale inside the exponent: the raw scores' scale, or 1 for soft-capped ones (z already
+ * holds it). */
+__host__ __device__ __forceinline__ float flash_exp_scale(float scale, float softcap) {
+  return softcap > 0.0f ? 1.0f : scale;
+}
+
+/* The soft-capped score z of a raw score s (s itself without soft-capping). */
+__device__ __forceinline__ float flash_softcap(float s, float scale, float softcap) {
+  return softcap > 0.0f ? tanhf(s * scale / softcap) * softcap : s;
 }
 
 /* The grid of a pass over tiles of BT rows: x the B*H heads, y the tiles. */
@@ -69,11 +83,17 @@ static inline dim3 flash_grid(int B, int T, int H, int BT) {
 }
 
 /* The scores a pass over heads x causal tiles computes: B H n(n+1)/2 tiles of BT x BT, n the
- * tiles of T (the diagonal tiles whole; a document mask skips tiles, not counted). The
- * kernels' scalar FMAs (2 FLOPs) per score and head dim are counted on it, for the ledger. */
-static inline double flash_scores_visited(int B, int T, int H, int BT) {
-  const double n = (T + BT - 1) / BT;
-  return (double)B * H * n * (n + 1) / 2 * BT * BT;
+ * tiles of T (the diagonal tiles whole; a document mask skips tiles, not counted), fewer in a
+ * window: query tile qt from the tile of its first row's first key. The kernels' scalar FMAs
+ * (2 FLOPs) per score and head dim are counted on it, for the ledger. */
+static inline double flash_scores_visited(int B, int T, int H, int BT, int window) {
+  const int n = (T + BT - 1) / BT;
+  double tiles = 0.0;
+  for (int qt = 0; qt < n; qt++) {
+    const int first = window > 0 && qt * BT - window + 1 > 0 ? (qt * BT - window + 1) / BT : 0;
+    tiles += qt - first + 1;
+  }
+  return (double)B * H * tiles * BT * BT;
 }
 
 /* Rows r0 .. r0 + BT - 1 of a [*, ld] matrix, columns col .. col + hd - 1, into tile[BT][LD];
@@ -112,28 +132,35 @@ __device__ __forceinline__ void flash_scores(float (*Ps)[BT + 1], const float (*
   for (int k = 0; k < W::R; k++) Ps[tb + W::RS * k][j] = s[k];
 }
 
-/* Query t0 + t may see key k0 + j: causal, a real row, and (packed documents: doc is the
- * sequence's doc_start row, NULL without) a key of the query's document. */
+/* Query t0 + t may see key k0 + j: causal, a real row, (packed documents: doc is the
+ * sequence's doc_start row, NULL without) a key of the query's document, and within the window
+ * (0: none). */
 __device__ __forceinline__ int flash_visible(int t0, int t, int k0, int j, int T,
-                                             const int32_t *doc) {
-  return t0 + t < T && k0 + j <= t0 + t && (!doc || k0 + j >= doc[t0 + t]);
+                                             const int32_t *doc, int window) {
+  return t0 + t < T && k0 + j <= t0 + t && (!doc || k0 + j >= doc[t0 + t]) &&
+         (window <= 0 || k0 + j > t0 + t - window);
 }
 
-/* The first key tile a query tile starting at row t0 sees: doc_start grows along a row, so its
- * first row's document start bounds them all (0 without documents). */
-__device__ __forceinline__ int flash_first_key_tile(const int32_t *doc, int t0, int BT) {
-  return doc ? doc[t0] / BT : 0;
+/* The first key tile a query tile starting at row t0 sees: doc_start grows along a row and the
+ * window's first key too, so its first row's bounds them all (0 without either). */
+__device__ __forceinline__ int flash_first_key_tile(const int32_t *doc, int t0, int BT,
+                                                    int window) {
+  const int d0 = doc ? doc[t0] / BT : 0;
+  const int w0 = window > 0 && t0 - window + 1 > 0 ? (t0 - window + 1) / BT : 0;
+  return d0 > w0 ? d0 : w0;
 }
 
 /* Whether a query tile starting at row t0 (at or below the key tile's diagonal) sees any key of
  * the tile [k0, k0 + BT): its first row's document start (the smallest) is at most the tile's
- * last key. */
-__device__ __forceinline__ int flash_tile_sees(const int32_t *doc, int t0, int k0, int BT) {
-  return !doc || doc[t0] <= k0 + BT - 1;
+ * last key, and so is its first row's window start. */
+__device__ __forceinline__ int flash_tile_sees(const int32_t *doc, int t0, int k0, int BT,
+                                               int window) {
+  return (!doc || doc[t0] <= k0 + BT - 1) && (window <= 0 || t0 - window < k0 + BT - 1);
 }
 
 /* The backward's tile: recomputed probabilities P = exp(S*scale - lse) and dS = P (dP - D)
- * scale (dP = dO . v, D = rowsum(dO * O) of the query row), both 0 where masked. Reads Qs, dOs
+ * scale (dP = dO . v, D = rowsum(dO * O) of the query row), both 0 where masked; soft-capped:
+ * P = exp(z - lse) and dS also times dz/ds / scale = 1 - tanh^2. Reads Qs, dOs
  * (query rows), Ks, Vs (key rows), Ls, Ds (per query row); writes Ps, dSs. Rows per thread as in
  * flash_scores. Every thread calls it. */
 template <int BT, int LD>
@@ -141,7 +168,8 @@ __device__ __forceinline__ void flash_dscores(float (*Ps)[BT + 1], float (*dSs)[
                                               const float (*Qs)[LD], const float (*dOs)[LD],
                                               const float (*Ks)[LD], const float (*Vs)[LD],
                                               const float *Ls, const float *Ds, int t0, int k0,
-                                              int T, int hd, float scale, const int32_t *doc) {
+                                              int T, int hd, float scale, const int32_t *doc,
+                                              int window, float softcap) {
   typedef flash_rows<BT> W;
   const int j = threadIdx.x % BT, tb = threadIdx.x / BT;
   if (tb >= BT) return;
@@ -157,9 +185,15 @@ __device__ __forceinline__ void flash_dscores(float (*Ps)[BT + 1], float (*dSs)[
   for (int k = 0; k < W::R; k++) {
     const int t = tb + W::RS * k;
     float p = 0.0f, ds = 0.0f;
-    if (flash_visible(t0, t, k0, j, T, doc)) {
-      p = pt_dev_expf(s[k] * scale - Ls[t]);
-      ds = p * (dp[k] - Ds[t]) * scale;
+    if (flash_visible(t0, t, k0, j, T, doc, window)) {
+      if (softcap > 0.0f) {
+        const float th = tanhf(s[k] * scale / softcap);
+        p = pt_dev_expf(th * softcap - Ls[t]);
+        ds = p * (dp[k] - Ds[t]) * (1.0f - th * th) * scale;
+      } else {
+        p = pt_dev_expf(s[k] * scale - Ls[t]);
+        ds = p * (dp[k] - Ds[t]) * scale;
+      }
     }
     Ps[t][j] = p;
     dSs[t][j] = ds;

@@ -82,21 +82,23 @@ static int64_t attention_scratch_floats(const pt_kernels *k, int B, int T, int d
  * kernels otherwise and in fp32/tf32. Both save lse[B,H,T] and need no scratch. */
 static void attention_forward(const pt_kernels *k, float *o, float *lse, const float *qkv, int B,
                               int T, int d, int H, int KVH, const int32_t *doc_start,
-                              float *scratch) {
+                              const pt_attention_opts *opts, float *scratch) {
   if (k->precision == PT_PRECISION_BF16)
     cuda_attention_bf16_forward(ctx(k), &state(k)->attention, o, lse, qkv, B, T, d, H, KVH,
-                                doc_start);
-  else cuda_op_attention_forward(ctx(k), o, lse, qkv, B, T, d, H, KVH, doc_start, scratch);
+                                doc_start, opts);
+  else
+    cuda_op_attention_forward(ctx(k), o, lse, qkv, B, T, d, H, KVH, doc_start, opts, scratch);
 }
 
 static void attention_backward(const pt_kernels *k, float *dqkv, const float *dout,
                                const float *qkv, const float *o, const float *lse, int B, int T,
-                               int d, int H, int KVH, const int32_t *doc_start, float *scratch) {
+                               int d, int H, int KVH, const int32_t *doc_start,
+                               const pt_attention_opts *opts, float *scratch) {
   if (k->precision == PT_PRECISION_BF16)
     cuda_attention_bf16_backward(ctx(k), &state(k)->attention, dqkv, dout, qkv, o, lse, B, T, d,
-                                 H, KVH, doc_start);
+                                 H, KVH, doc_start, opts);
   else
-    cuda_op_attention_backward(ctx(k), dqkv, dout, qkv, o, lse, B, T, d, H, KVH, doc_start,
+    cuda_op_attention_backward(ctx(k), dqkv, dout, qkv, o, lse, B, T, d, H, KVH, doc_start, opts,
                                scratch);
 }
 

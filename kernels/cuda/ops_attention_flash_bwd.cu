@@ -12,7 +12,8 @@
  *      dQ_t = sum_j dS_tj k_j (it reads its rows' D from dq first, then overwrites them).
  * Each output element is summed by one thread in a fixed order (tiles, then rows or keys in
  * index order), so the result has the same bits on every run. The work above the diagonal is
- * never done: pass 2 starts at the diagonal tile, pass 3 stops there.
+ * never done: pass 2 starts at the diagonal tile, pass 3 stops there (and with a window, pass 2
+ * skips the query tiles past the band, pass 3 starts at its first key tile).
  */
 #include <math.h>
 
@@ -53,7 +54,8 @@ __device__ __forceinline__ void flash_load_query_tile(float (*Qs)[LD], float (*d
 template <int BT, int MAXHD>
 static __global__ void __launch_bounds__(PT_THREADS)
     flash_dkdv_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse, int T,
-                      int d, int H, int KVH, float scale, const int32_t *doc_start) {
+                      int d, int H, int KVH, float scale, const int32_t *doc_start, int window,
+                      float softcap) {
   typedef flash_cfg<BT, MAXHD> C;
   __shared__ float Qs[BT][C::LD], dOs[BT][C::LD], Ks[BT][C::LD], Vs[BT][C::LD];
   __shared__ float Ps[BT][BT + 1], dSs[BT][BT + 1], Ls[BT], Ds[BT];
@@ -72,7 +74,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
     const int h = kvh * R + qi / n_tiles, qt = qi % n_tiles;
     if (qt < kt) continue; /* above the diagonal (uniform over the block) */
     const int t0 = qt * BT;
-    if (!flash_tile_sees(doc, t0, k0, BT)) continue; /* all after these keys' documents */
+    if (!flash_tile_sees(doc, t0, k0, BT, window)) continue; /* past their documents, window */
     const float *q = qkv + (int64_t)b * T * ld + h * hd;
     const float *dq = dqkv + (int64_t)b * T * ld + h * hd;
     const float *dob = dout + (int64_t)b * T * d + h * hd;
@@ -80,7 +82,8 @@ static __global__ void __launch_bounds__(PT_THREADS)
     __syncthreads(); /* the previous tile's Qs, dOs, Ps, dSs are no longer read */
     flash_load_query_tile<BT, C::LD>(Qs, dOs, Ls, Ds, q, dq, dob, lse_bh, t0, T, d, hd, ld);
     __syncthreads();
-    flash_dscores<BT, C::LD>(Ps, dSs, Qs, dOs, Ks, Vs, Ls, Ds, t0, k0, T, hd, scale, doc);
+    flash_dscores<BT, C::LD>(Ps, dSs, Qs, dOs, Ks, Vs, Ls, Ds, t0, k0, T, hd, scale, doc, window,
+                             softcap);
     __syncthreads();
     for (int n = 0; n < C::NC; n++) {
       const int i = il + C::TPR * n;
@@ -108,7 +111,8 @@ static __global__ void __launch_bounds__(PT_THREADS)
 template <int BT, int MAXHD>
 static __global__ void __launch_bounds__(PT_THREADS)
     flash_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse, int T,
-                    int d, int H, int KVH, float scale, const int32_t *doc_start) {
+                    int d, int H, int KVH, float scale, const int32_t *doc_start, int window,
+                    float softcap) {
   typedef flash_cfg<BT, MAXHD> C;
   __shared__ float Qs[BT][C::LD], dOs[BT][C::LD], Ks[BT][C::LD], Vs[BT][C::LD];
   __shared__ float Ps[BT][BT + 1], dSs[BT][BT + 1], Ls[BT], Ds[BT];
@@ -124,13 +128,14 @@ static __global__ void __launch_bounds__(PT_THREADS)
   float aq[C::NC];
   for (int n = 0; n < C::NC; n++) aq[n] = 0.0f;
   flash_load_query_tile<BT, C::LD>(Qs, dOs, Ls, Ds, q, dq, dob, lse_bh, t0, T, d, hd, ld);
-  for (int kt = flash_first_key_tile(doc, t0, BT); kt <= qt; kt++) {
+  for (int kt = flash_first_key_tile(doc, t0, BT, window); kt <= qt; kt++) {
     const int k0 = kt * BT;
     __syncthreads(); /* the previous tile's Ks, Vs, dSs are no longer read */
     flash_load_tile<BT, C::LD>(Ks, k, ld, k0, T, hd);
     flash_load_tile<BT, C::LD>(Vs, v, ld, k0, T, hd);
     __syncthreads();
-    flash_dscores<BT, C::LD>(Ps, dSs, Qs, dOs, Ks, Vs, Ls, Ds, t0, k0, T, hd, scale, doc);
+    flash_dscores<BT, C::LD>(Ps, dSs, Qs, dOs, Ks, Vs, Ls, Ds, t0, k0, T, hd, scale, doc, window,
+                             softcap);
     __syncthreads();
     for (int n = 0; n < C::NC; n++) {
       const int i = il + C::TPR * n;
@@ -151,36 +156,37 @@ static __global__ void __launch_bounds__(PT_THREADS)
 template <int BT, int MAXHD>
 static void flash_backward(gpu_ctx *g, float *dqkv, const float *dout, const float *qkv,
                            const float *lse, int B, int T, int d, int H, int KVH, float scale,
-                           const int32_t *doc) {
+                           const int32_t *doc, int window, float softcap) {
   typedef void (*pass)(float *, const float *, const float *, const float *, int, int, int, int,
-                       float, const int32_t *);
+                       float, const int32_t *, int, float);
   pass dkdv = flash_dkdv_kernel<BT, MAXHD>, dq = flash_dq_kernel<BT, MAXHD>;
   /* scalar FMAs per score: S and dP recomputed in both passes (2 hd each), dV and dK (pass 2),
    * dQ (pass 3), ~6 for P and dS. Bytes: q, k, v, dO, lse and D read once; dk, dv (pass 2),
    * dq (pass 3) written. */
   const int hd = d / H;
-  const double scores = flash_scores_visited(B, T, H, BT), rows = (double)B * T;
+  const double scores = flash_scores_visited(B, T, H, BT, window), rows = (double)B * T;
   const double kv = rows * 2.0 * KVH * hd, stats = 2.0 * rows * H;
   gpu_cost_note("flash_dkdv_kernel", 0.0, scores * (8.0 * hd + 6.0),
                 4.0 * (2.0 * rows * d + 2.0 * kv + stats));
   PT_LAUNCH(dkdv, flash_grid(B, T, KVH, BT), PT_THREADS, 0, g->stream, dqkv, dout, qkv, lse, T,
-            d, H, KVH, scale, doc);
+            d, H, KVH, scale, doc, window, softcap);
   PT_LAUNCH_CHECK();
   gpu_cost_note("flash_dq_kernel", 0.0, scores * (6.0 * hd + 6.0),
                 4.0 * (3.0 * rows * d + kv + stats));
   PT_LAUNCH(dq, flash_grid(B, T, H, BT), PT_THREADS, 0, g->stream, dqkv, dout, qkv, lse, T, d, H,
-            KVH, scale, doc);
+            KVH, scale, doc, window, softcap);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float *dout,
                                            const float *qkv, const float *o, const float *lse,
                                            int B, int T, int d, int H, int KVH,
-                                           const int32_t *doc_start, float *scratch) {
+                                           const int32_t *doc_start,
+                                           const pt_attention_opts *opts, float *scratch) {
   (void)scratch;
   if (B <= 0 || T <= 0 || d <= 0 || H <= 0) return;
-  const int hd = d / H;
-  const float scale = flash_prepare(d, H, KVH);
+  const int hd = d / H, w = opts ? opts->window : 0;
+  const float scale = flash_prepare(d, H, KVH, opts), cap = opts ? opts->softcap : 0.0f;
   const int64_t rows = (int64_t)B * H * T, per_block = PT_THREADS / 32;
   /* D = rowsum(dO * O): dO and O read, one float a (row, head) written */
   const pt_cost cost = pt_cost_of(0.0, 2.0 * B * T * (double)d, 4.0 * (2.0 * B * T * d + rows));
@@ -188,9 +194,9 @@ extern "C" void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float 
                    PT_THREADS, 0, g->stream, dqkv, dout, o, rows, T, d, H, d + 2 * KVH * hd);
   PT_LAUNCH_CHECK();
   if (hd <= 64)
-    flash_backward<32, 64>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale, doc_start);
+    flash_backward<32, 64>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale, doc_start, w, cap);
   else if (hd <= 128)
-    flash_backward<16, 128>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale, doc_start);
+    flash_backward<16, 128>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale, doc_start, w, cap);
   else
-    flash_backward<8, 256>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale, doc_start);
+    flash_backward<8, 256>(g, dqkv, dout, qkv, lse, B, T, d, H, KVH, scale, doc_start, w, cap);
 }

@@ -54,14 +54,17 @@ void cuda_op_relu_backward(gpu_ctx *g, float *dx, const float *dy, const float *
  * recomputes the probabilities from qkv and lse and also reads forward's o. scratch: none
  * (cuda_op_attention_scratch_floats is 0; NULL is fine). Head dims up to 256 (pt_fatal above).
  * doc_start: NULL (causal), or device int32 [B,T]: block-diagonal causal (kernels.h); tiles
- * wholly outside a query row's document are skipped. */
+ * wholly outside a query row's document are skipped. opts (host, may be NULL): kernels.h's
+ * window (tiles wholly outside the band skipped), soft-cap and scale. */
 int64_t cuda_op_attention_saved_floats(int B, int T, int d, int H, int KVH);
 int64_t cuda_op_attention_scratch_floats(int B, int T, int d, int H, int KVH);
 void cuda_op_attention_forward(gpu_ctx *g, float *o, float *lse, const float *qkv, int B, int T,
-                               int d, int H, int KVH, const int32_t *doc_start, float *scratch);
+                               int d, int H, int KVH, const int32_t *doc_start,
+                               const pt_attention_opts *opts, float *scratch);
 void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float *dout, const float *qkv,
                                 const float *o, const float *lse, int B, int T, int d, int H,
-                                int KVH, const int32_t *doc_start, float *scratch);
+                                int KVH, const int32_t *doc_start, const pt_attention_opts *opts,
+                                float *scratch);
 /* ops_norm_residual.cu: kernels.h's residual norms, one launch each: x1 = a + b and the norm of
  * x1 (x1 may alias a or b); dx = dres + the norm's input gradient of dy (dx may alias dres). */
 void cuda_op_layernorm_forward_residual(gpu_ctx *g, float *x1, float *y, float *mean, float *rstd,

@@ -135,8 +135,8 @@ static void test_attention(void) {
   double qd[NQ], od[NO], R[NO];
   for (int i = 0; i < NQ; i++) qd[i] = qkv[i] = (float)urand();
   for (int i = 0; i < NO; i++) R[i] = dout[i] = (float)urand();
-  op_attention_forward(o, p, qkv, AB, AT, AD, AH, AKVH, g_doc, scr);
-  op_attention_backward(dqkv, dout, qkv, p, AB, AT, AD, AH, AKVH, g_doc, scr);
+  op_attention_forward(o, p, qkv, AB, AT, AD, AH, AKVH, g_doc, NULL, scr);
+  op_attention_backward(dqkv, dout, qkv, p, AB, AT, AD, AH, AKVH, g_doc, NULL, scr);
   ref_attention(od, qd);
   for (int i = 0; i < NO; i++)
     CHECK(fabs(o[i] - od[i]) <= 1e-5 * (1.0 + fabs(od[i])), "attention o[%d] %.8g vs %.8g", i,

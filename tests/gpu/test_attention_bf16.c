@@ -92,14 +92,15 @@ typedef struct {
 
 /* Forward and backward through table k on device inputs; the outputs start as garbage. */
 static attention_run run_table(const pt_kernels *k, const float *d_qkv, const float *d_dout,
-                               int B, int T, int d, int H, int KVH, const int32_t *d_doc) {
+                               int B, int T, int d, int H, int KVH, const int32_t *d_doc,
+                               const pt_attention_opts *opts) {
   const int64_t no = (int64_t)B * T * d, nl = (int64_t)B * H * T;
   const int64_t nqkv = (int64_t)B * T * (d + 2 * KVH * (d / H));
   float *d_o = gpu_alloc(&G, sizeof(float) * (size_t)no), *d_l = gpu_alloc(&G, sizeof(float) * nl);
   float *d_g = gpu_alloc(&G, sizeof(float) * (size_t)nqkv);
   k->scale(k, d_o, NAN, no), k->scale(k, d_g, NAN, nqkv);
-  k->attention_forward(k, d_o, d_l, d_qkv, B, T, d, H, KVH, d_doc, NULL);
-  k->attention_backward(k, d_g, d_dout, d_qkv, d_o, d_l, B, T, d, H, KVH, d_doc, NULL);
+  k->attention_forward(k, d_o, d_l, d_qkv, B, T, d, H, KVH, d_doc, opts, NULL);
+  k->attention_backward(k, d_g, d_dout, d_qkv, d_o, d_l, B, T, d, H, KVH, d_doc, opts, NULL);
   attention_run r = {to_host(d_o, no), to_host(d_l, nl), to_host(d_g, nqkv)};
   gpu_free(d_o), gpu_free(d_l), gpu_free(d_g);
   return r;
@@ -120,11 +121,14 @@ static int32_t *documents(int B, int T) {
   return doc;
 }
 
-/* One shape. library: 1 when the library must run it, 0 when the in-house kernels must. */
-static void attention_case(int B, int T, int d, int H, int KVH, int docs, int library) {
-  char shape[96];
-  snprintf(shape, sizeof shape, "B=%d T=%d d=%d H=%d KVH=%d hd=%d%s", B, T, d, H, KVH, d / H,
-           docs ? " documents" : "");
+/* One shape (opts: kernels.h's window, soft-cap, scale). library: 1 when the library must run
+ * it, 0 when the in-house kernels must. */
+static void attention_case_opts(int B, int T, int d, int H, int KVH, int docs, int library,
+                                const pt_attention_opts *opts) {
+  char shape[160];
+  snprintf(shape, sizeof shape, "B=%d T=%d d=%d H=%d KVH=%d hd=%d%s window=%d softcap=%g "
+           "scale=%g", B, T, d, H, KVH, d / H, docs ? " documents" : "", opts->window,
+           (double)opts->softcap, (double)opts->scale);
   const pt_kernels *k = &KG.table;
   const int64_t no = (int64_t)B * T * d, nl = (int64_t)B * H * T;
   const int64_t nqkv = (int64_t)B * T * (d + 2 * KVH * (d / H));
@@ -139,20 +143,22 @@ static void attention_case(int B, int T, int d, int H, int KVH, int docs, int li
   float *o_cpu = malloc(sizeof(float) * (size_t)no), *dqkv_cpu = malloc(sizeof(float) * nqkv);
   float *p_cpu = malloc(sizeof(float) * (size_t)B * H * T * T);
   float *scr = malloc(sizeof(float) * (size_t)(op_attention_scratch_floats(T, d / H) + 1));
-  op_attention_forward(o_cpu, p_cpu, qkv, B, T, d, H, KVH, doc, scr);
-  op_attention_backward(dqkv_cpu, dout, qkv, p_cpu, B, T, d, H, KVH, doc, scr);
+  op_attention_forward(o_cpu, p_cpu, qkv, B, T, d, H, KVH, doc, opts, scr);
+  op_attention_backward(dqkv_cpu, dout, qkv, p_cpu, B, T, d, H, KVH, doc, opts, scr);
 
   float *d_qkv = to_device(qkv, sizeof(float) * nqkv), *d_dout = to_device(dout, sizeof(float) * no);
   int32_t *d_doc = doc ? to_device(doc, sizeof(int32_t) * (size_t)B * T) : NULL;
   const int64_t lib0 = KG.attention.library_calls, fall0 = KG.attention.fallback_calls;
   gpu_cost_reset();
-  attention_run a = run_table(k, d_qkv, d_dout, B, T, d, H, KVH, d_doc);
-  attention_run b = run_table(k, d_qkv, d_dout, B, T, d, H, KVH, d_doc);
+  attention_run a = run_table(k, d_qkv, d_dout, B, T, d, H, KVH, d_doc, opts);
+  attention_run b = run_table(k, d_qkv, d_dout, B, T, d, H, KVH, d_doc, opts);
   const int64_t lib = KG.attention.library_calls - lib0, fall = KG.attention.fallback_calls - fall0;
   CHECK(lib == (library ? 4 : 0) && fall == (library ? 0 : 4),
         "[%s] %lld library and %lld in-house calls, expected the %s to run all 4", shape,
         (long long)lib, (long long)fall, library ? "library" : "in-house kernels");
-  const double fwd = 4.0 * B * H * T * (double)T * (d / H) / 2; /* per forward call */
+  /* per forward call, times the share of the causal pairs a window keeps */
+  const double fwd = 4.0 * B * H * T * (double)T * (d / H) / 2 *
+                     (pt_attention_pairs(T, opts) / pt_attention_pairs(T, NULL));
   expect_cost(shape, "cudnn_attention_forward", library ? 2 : 0, 2 * fwd);
   expect_cost(shape, "cudnn_attention_backward", library ? 2 : 0, 2 * 2.5 * fwd);
   const double eo = norm_err(a.o, o_cpu, no), eg = norm_err(a.dqkv, dqkv_cpu, nqkv);
@@ -164,7 +170,7 @@ static void attention_case(int B, int T, int d, int H, int KVH, int docs, int li
         "[%s] two runs differ (o, lse or dqkv)", shape);
   if (!library) { /* the fallback is exactly the float32 kernels */
     kernels_gpu_set_precision(&KG, PT_PRECISION_FP32);
-    attention_run f = run_table(k, d_qkv, d_dout, B, T, d, H, KVH, d_doc);
+    attention_run f = run_table(k, d_qkv, d_dout, B, T, d, H, KVH, d_doc, opts);
     kernels_gpu_set_precision(&KG, PT_PRECISION_BF16);
     CHECK(same_bits(a.o, f.o, no) && same_bits(a.lse, f.lse, nl) &&
               same_bits(a.dqkv, f.dqkv, nqkv),
@@ -177,6 +183,10 @@ static void attention_case(int B, int T, int d, int H, int KVH, int docs, int li
   free(qkv), free(dout), free(doc), free(o_cpu), free(dqkv_cpu), free(p_cpu), free(scr);
 }
 
+static void attention_case(int B, int T, int d, int H, int KVH, int docs, int library) {
+  attention_case_opts(B, T, d, H, KVH, docs, library, &(pt_attention_opts){0});
+}
+
 /* fp32 keeps the in-house kernels: no library call. */
 static void fp32_case(void) {
   kernels_gpu_set_precision(&KG, PT_PRECISION_FP32);
@@ -185,7 +195,7 @@ static void fp32_case(void) {
   float *qkv = random_floats((int64_t)B * T * 3 * d, -1, 1), *dout = random_floats(B * T * d, -1, 1);
   float *d_qkv = to_device(qkv, sizeof(float) * B * T * 3 * d);
   float *d_dout = to_device(dout, sizeof(float) * B * T * d);
-  attention_run r = run_table(&KG.table, d_qkv, d_dout, B, T, d, H, H, NULL);
+  attention_run r = run_table(&KG.table, d_qkv, d_dout, B, T, d, H, H, NULL, NULL);
   CHECK(KG.attention.library_calls == lib0, "fp32 called the bf16 library");
   run_free(&r);
   gpu_free(d_qkv), gpu_free(d_dout), free(qkv), free(dout);
@@ -234,15 +244,23 @@ int main(void) {
   attention_case(2, 70, 128, 8, 2, 1, 0);        /* packed documents: in-house */
   attention_case(1, 33, 128, 4, 2, 1, 0);        /* ... said once */
   attention_case(2, 29, 36, 3, 3, 0, 0);         /* hd 12: refused */
+  /* a window (cuDNN's diagonal band) and another scale: the library's, each its own plan;
+   * soft-capping: in-house, said once */
+  attention_case_opts(2, 70, 128, 4, 2, 0, library, &(pt_attention_opts){.window = 9});
+  attention_case_opts(2, 37, 128, 4, 2, 0, library, &(pt_attention_opts){.scale = 0.1f});
+  attention_case_opts(2, 37, 128, 4, 2, 0, 0, &(pt_attention_opts){.softcap = 2.0f});
+  attention_case_opts(1, 33, 128, 4, 2, 0, 0,
+                      &(pt_attention_opts){.window = 5, .softcap = 1.0f, .scale = 0.2f});
   fp32_case();
   fflush(stderr);
   dup2(err_fd, 2);
   const int notices = count_lines(log, "notice:");
   fclose(log);
-  /* refusals: the documents once, hd 12 once, and every shape when the build has no library */
-  CHECK(notices == (library ? 2 : 6), "%d notices on stderr, expected %d", notices,
-        library ? 2 : 6);
-  CHECK(KG.attention.n_shapes == 5, "%d shapes planned, expected 5 (one per plain shape)",
+  /* refusals: the documents once, hd 12 once, soft-capping once, and every shape when the build
+   * has no library */
+  CHECK(notices == (library ? 3 : 9), "%d notices on stderr, expected %d", notices,
+        library ? 3 : 9);
+  CHECK(KG.attention.n_shapes == 7, "%d shapes planned, expected 7 (one per library shape)",
         KG.attention.n_shapes);
 
   kernels_gpu_close(&KG);

@@ -508,12 +508,13 @@ static void test_activations(int64_t n) {
 
 /* ---- attention ---------------------------------------------------------------------------- */
 
-/* Each row's log-sum-exp of the scaled causal scores, in double from qkv: the reference for
- * what the fused forward saves (and the input its backward is tested on). */
+/* Each row's log-sum-exp of the scaled causal scores (opts: window, soft-cap, scale), in double
+ * from qkv: the reference for what the fused forward saves (and the input its backward is
+ * tested on). */
 static float *attention_lse_reference(const float *qkv, int B, int T, int d, int H, int KVH,
-                                      const int32_t *doc) {
+                                      const int32_t *doc, const pt_attention_opts *opts) {
   const int hd = d / H, ld = d + 2 * KVH * hd, R = H / KVH;
-  const double scale = 1.0 / sqrt((double)hd);
+  const double scale = opts->scale > 0 ? opts->scale : 1.0 / sqrt((double)hd);
   float *lse = hnew(sizeof(float) * (size_t)B * H * T);
   double *s = malloc(sizeof(double) * (size_t)T);
   for (int b = 0; b < B; b++)
@@ -521,12 +522,14 @@ static float *attention_lse_reference(const float *qkv, int B, int T, int d, int
       for (int t = 0; t < T; t++) {
         const float *q = qkv + ((int64_t)b * T + t) * ld + h * hd;
         double mx = -INFINITY, sum = 0.0;
-        const int lo = doc ? doc[b * T + t] : 0; /* packed documents: keys lo .. t */
+        int lo = doc ? doc[b * T + t] : 0; /* packed documents: keys lo .. t */
+        if (pt_attention_first_key(opts, t) > lo) lo = pt_attention_first_key(opts, t);
         for (int j = lo; j <= t; j++) {
           const float *k = qkv + ((int64_t)b * T + j) * ld + d + (h / R) * hd;
           double dot = 0.0;
           for (int i = 0; i < hd; i++) dot += (double)q[i] * k[i];
           s[j] = dot * scale;
+          if (opts->softcap > 0) s[j] = opts->softcap * tanh(s[j] / opts->softcap);
           mx = s[j] > mx ? s[j] : mx;
         }
         for (int j = lo; j <= t; j++) sum += exp(s[j] - mx);
@@ -540,10 +543,12 @@ static float *attention_lse_reference(const float *qkv, int B, int T, int d, int
  * forward o against the CPU's o and lse against the double reference; backward dqkv, from the
  * CPU's o and the reference lse (each op on the same inputs), against the CPU's dqkv. Outputs
  * start as garbage and every call runs twice: the same bits (no atomics, fixed orders). */
-static void attention_case(int B, int T, int d, int H, int KVH, const int32_t *doc) {
-  char shape[112];
-  snprintf(shape, sizeof shape, "B=%d T=%d d=%d H=%d KVH=%d (hd=%d)%s", B, T, d, H, KVH, d / H,
-           doc ? " documents" : "");
+static void attention_case(int B, int T, int d, int H, int KVH, const int32_t *doc,
+                           const pt_attention_opts *opts) {
+  char shape[160];
+  snprintf(shape, sizeof shape, "B=%d T=%d d=%d H=%d KVH=%d (hd=%d)%s window=%d softcap=%g "
+           "scale=%g", B, T, d, H, KVH, d / H, doc ? " documents" : "", opts->window,
+           (double)opts->softcap, (double)opts->scale);
   int64_t nqkv = (int64_t)B * T * (d + 2 * KVH * (d / H)), no = (int64_t)B * T * d;
   int64_t np = (int64_t)B * H * T * T, nl = (int64_t)B * H * T;
   CHECK(cuda_op_attention_saved_floats(B, T, d, H, KVH) == nl, "attention saved [%s]: %lld "
@@ -555,19 +560,19 @@ static void attention_case(int B, int T, int d, int H, int KVH, const int32_t *d
   float *oc = hnew(sizeof(float) * no), *pc = hnew(sizeof(float) * np);
   float *dqkvc = hnew(sizeof(float) * nqkv);
   float *scr = hnew(sizeof(float) * (size_t)op_attention_scratch_floats(T, d / H));
-  op_attention_forward(oc, pc, qkv, B, T, d, H, KVH, doc, scr);
-  op_attention_backward(dqkvc, dout, qkv, pc, B, T, d, H, KVH, doc, scr);
-  float *lse_ref = attention_lse_reference(qkv, B, T, d, H, KVH, doc);
+  op_attention_forward(oc, pc, qkv, B, T, d, H, KVH, doc, opts, scr);
+  op_attention_backward(dqkvc, dout, qkv, pc, B, T, d, H, KVH, doc, opts, scr);
+  float *lse_ref = attention_lse_reference(qkv, B, T, d, H, KVH, doc, opts);
   const int32_t *d_doc = doc ? up(doc, sizeof(int32_t) * (size_t)B * T) : NULL;
 
   float *garbage_o = hrand(no, 5, 6), *garbage_l = hrand(nl, 5, 6), *garbage_qkv = hrand(nqkv, 5, 6);
   float *d_qkv = upf(qkv, nqkv), *d_dout = upf(dout, no), *d_o = upf(garbage_o, no);
   float *d_lse = upf(garbage_l, nl), *d_dqkv = upf(garbage_qkv, nqkv);
-  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, KVH, d_doc, NULL);
+  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, KVH, d_doc, opts, NULL);
   float *o1 = downf(d_o, no), *l1 = downf(d_lse, nl);
   setf(d_o, garbage_o, no);
   setf(d_lse, garbage_l, nl);
-  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, KVH, d_doc, NULL);
+  cuda_op_attention_forward(&G, d_o, d_lse, d_qkv, B, T, d, H, KVH, d_doc, opts, NULL);
   expect_close("attention_forward o", shape, o1, oc, no, TOL_DEFAULT);
   expect_close("attention_forward lse", shape, l1, lse_ref, nl, TOL_DEFAULT);
   expect_same_bits("attention_forward o", shape, downf(d_o, no), o1, no);
@@ -575,11 +580,11 @@ static void attention_case(int B, int T, int d, int H, int KVH, const int32_t *d
 
   setf(d_o, oc, no);
   setf(d_lse, lse_ref, nl);
-  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, KVH, d_doc,
+  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, KVH, d_doc, opts,
                              NULL);
   float *g1 = downf(d_dqkv, nqkv);
   setf(d_dqkv, garbage_qkv, nqkv);
-  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, KVH, d_doc,
+  cuda_op_attention_backward(&G, d_dqkv, d_dout, d_qkv, d_o, d_lse, B, T, d, H, KVH, d_doc, opts,
                              NULL);
   expect_close("attention_backward dqkv", shape, g1, dqkvc, nqkv, TOL_DEFAULT);
   expect_same_bits("attention_backward dqkv", shape, downf(d_dqkv, nqkv), g1, nqkv);
@@ -587,7 +592,7 @@ static void attention_case(int B, int T, int d, int H, int KVH, const int32_t *d
 }
 
 static void test_attention_gqa(int B, int T, int d, int H, int KVH) {
-  attention_case(B, T, d, H, KVH, NULL);
+  attention_case(B, T, d, H, KVH, NULL, &(pt_attention_opts){0});
 }
 
 static void test_attention(int B, int T, int d, int H) { test_attention_gqa(B, T, d, H, H); }
@@ -607,7 +612,15 @@ static int32_t *random_docs(int B, int T, int max_len) {
 
 /* The fused attention with a document mask against the CPU's (and the double lse). */
 static void test_attention_docs(int B, int T, int d, int H, int KVH, int max_len) {
-  attention_case(B, T, d, H, KVH, random_docs(B, T, max_len));
+  attention_case(B, T, d, H, KVH, random_docs(B, T, max_len), &(pt_attention_opts){0});
+}
+
+/* The fused attention with a window, soft-capping or another scale (documents too) against the
+ * CPU's; tiles wholly outside the band are skipped, which must change nothing. */
+static void test_attention_opts(int B, int T, int d, int H, int KVH, int docs, int window,
+                                float softcap, float scale) {
+  const pt_attention_opts o = {.window = window, .softcap = softcap, .scale = scale};
+  attention_case(B, T, d, H, KVH, docs ? random_docs(B, T, docs) : NULL, &o);
 }
 
 /* Positions restarting per document: pos_* exact against the CPU (the same (b, t) order), rope
@@ -1637,6 +1650,14 @@ int main(void) {
   if (!small_only) test_attention_docs(2, 45, 360, 3, 3, 20);  /* hd = 120, tiles of 16 */
   test_attention_docs(2, 29, 400, 2, 1, 9);   /* hd = 200, tiles of 8, multi-query */
   test_attention_docs(1, 130, 32, 2, 2, 1);   /* every token its own document */
+  test_attention_opts(2, 100, 64, 2, 1, 0, 5, 0.0f, 0.0f);  /* hd = 32, tiles of 32, window 5 */
+  test_attention_opts(2, 90, 64, 2, 2, 0, 40, 0.0f, 0.0f);  /* a window across tiles */
+  test_attention_opts(1, 50, 256, 2, 1, 0, 9, 0.0f, 0.0f);  /* hd = 128, tiles of 16 */
+  test_attention_opts(2, 29, 400, 2, 1, 0, 1, 0.0f, 0.0f);  /* hd = 200, tiles of 8, window 1 */
+  test_attention_opts(2, 70, 128, 8, 2, 12, 20, 0.0f, 0.0f); /* window and documents */
+  test_attention_opts(2, 45, 48, 3, 3, 0, 0, 1.5f, 0.0f);   /* soft-capped */
+  test_attention_opts(2, 45, 48, 3, 1, 0, 0, 0.0f, 0.3f);   /* another scale */
+  test_attention_opts(2, 70, 64, 4, 2, 0, 33, 2.0f, 0.25f); /* Gemma 2: all three */
   test_rmsnorm(7, 33);
   if (!small_only) test_rmsnorm(512, 256);
   test_rmsnorm(4000, 16); /* weight gradient: many row chunks */

@@ -101,10 +101,11 @@ def main():
     expect("hidden_act not silu", from_hf(d, root), f"{d}/config.json", "hidden_act")
     d = model_dir(root, "hd", {**LLAMA, "head_dim": 7})
     expect("odd head_dim", from_hf(d, root), f"{d}/config.json", "head_dim")
-    d = model_dir(root, "mistral", {**LLAMA, "architectures": ["MistralForCausalLM"],
-                                    "sliding_window": 4})
-    expect("Mistral sliding_window < seq_len", from_hf(d, root), f"{d}/config.json",
-           "sliding_window")
+    # Mistral's window converts (llama_block's window); Qwen2's use_sliding_window does not
+    d = model_dir(root, "qwen2win", {**LLAMA, "architectures": ["Qwen2ForCausalLM"],
+                                     "use_sliding_window": True, "sliding_window": 4})
+    expect("Qwen2 use_sliding_window", from_hf(d, root), f"{d}/config.json",
+           "use_sliding_window")
     # Phi-3: what llama_block does not represent (Phi-3.5 / Phi-3-128k's longrope, partial rotary)
     PHI3 = {**LLAMA, "architectures": ["Phi3ForCausalLM"], "model_type": "phi3"}
     d = model_dir(root, "phi3_longrope", {**PHI3, "rope_scaling": {

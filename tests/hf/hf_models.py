@@ -7,11 +7,14 @@ types; llama_linear's config.json rewritten in transformers 4's rope_scaling spe
 (Qwen2/Qwen2.5: q/k/v biases, GQA, tied head), mistral_head_dim (MistralForCausalLM with a
 head_dim other than hidden_size / heads, as Mistral Nemo's), llama_mlp_bias (Llama with
 mlp_bias), qwen3 (Qwen3: q/k per-head RMSNorm, head_dim apart from hidden_size / heads, GQA,
-tied head), phi3 (Phi-3: fused qkv_proj and gate_up_proj, GQA; exported with --hf-arch)).
+tied head), phi3 (Phi-3: fused qkv_proj and gate_up_proj, GQA; exported with --hf-arch),
+mistral_window (MistralForCausalLM with a sliding_window of 5 under seq_len 16, GQA:
+llama_block's window)).
 
   1. import; pipetrain's loss on step 0's batch equals transformers' to 1e-5 relative (and,
-     for scaled rope / Qwen2 / Qwen3 / mlp_bias, transformers' loss without the scaling / the
-     q, k, v biases / the q, k norms / the MLP biases differs: the check has teeth)
+     for scaled rope / Qwen2 / Qwen3 / mlp_bias / the window, transformers' loss without the
+     scaling / the q, k, v biases / the q, k norms / the MLP biases / the window differs: the
+     check has teeth)
   2. 10 steps pipelined (2 stages, mpirun; the families after llama with zbv, a V schedule)
      and sequential: --gather files equal byte for byte,
      --gather-hf directories too
@@ -87,11 +90,14 @@ FAMILIES = {
               None),
     "phi3": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, pad_token_id=0),
              None),
+    "mistral_window": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                            sliding_window=5), None),
 }
 # transformers' classes of a family: (config, model); Llama's where not named
 CLASSES = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
            "mistral_head_dim": ("MistralConfig", "MistralForCausalLM"),
-           "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "phi3": ("Phi3Config", "Phi3ForCausalLM")}
+           "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "phi3": ("Phi3Config", "Phi3ForCausalLM"),
+           "mistral_window": ("MistralConfig", "MistralForCausalLM")}
 # --to-hf as the family's architecture where llama_block's blocks fit several (Phi-3's fused names)
 HF_ARCH = ["--hf-arch", "Phi3ForCausalLM"] if FAMILY == "phi3" else []
 # the parameters whose effect the loss must show (teeth), and their neutral value
@@ -103,12 +109,14 @@ def causal_lm(cfg):
     return getattr(transformers, CLASSES.get(FAMILY, ("", "LlamaForCausalLM"))[1])(cfg)
 
 
-def llama_config(scaled=True):
+def llama_config(scaled=True, windowed=True):
     args, rope = FAMILIES[FAMILY]
     kw = dict(vocab_size=VOCAB, intermediate_size=64, num_hidden_layers=2,
               max_position_embeddings=T, rope_theta=10000.0, tie_word_embeddings=False,
               bos_token_id=0, eos_token_id=0)
     kw.update(args)
+    if not windowed:
+        kw["sliding_window"] = None
     if rope and scaled:
         kw["rope_scaling"] = dict(rope)
     return getattr(transformers, CLASSES.get(FAMILY, ("LlamaConfig", ""))[0])(**kw)
@@ -133,14 +141,15 @@ def make_model(out):
         model = transformers.GPT2LMHeadModel(cfg)
     else:
         model = causal_lm(llama_config())
-    sharpen = FAMILY in FAMILIES and FAMILIES[FAMILY][1] is not None
+    sharpen = FAMILY in FAMILIES and FAMILIES[FAMILY][1] is not None or FAMILY == "mistral_window"
     with torch.no_grad():  # LayerNorm / RMSNorm weights away from 1, biases away from 0
         for name, p in model.named_parameters():
             if p.dim() == 1:
                 p.add_(0.1 * torch.randn_like(p))
             if name.endswith(("q_norm.weight", "k_norm.weight")):  # Qwen3's: far from 1
                 p.add_(torch.randn_like(p))
-            # scaled RoPE: attention far from uniform, so the positions' angles show in the loss
+            # scaled RoPE, window: attention far from uniform, so the positions' angles (and the
+            # keys the window drops) show in the loss
             if sharpen and (name.endswith("q_proj.weight") or name.endswith("k_proj.weight")):
                 p.mul_(20.0)
     model.save_pretrained(out)
@@ -248,6 +257,12 @@ def steps(work):
         u = hf_loss(plain, tokens, 0)
         check(not close(u, b), f"{', '.join(names)} change transformers' loss ({u:.9g} "
               f"with them {value})")
+    if FAMILY == "mistral_window":
+        plain = causal_lm(llama_config(windowed=False))
+        plain.load_state_dict(model.state_dict())
+        u = hf_loss(plain, tokens, 0)
+        check(not close(u, b), f"the window changes transformers' loss ({u:.9g} without)")
+        check("window: 5" in open(spec).read(), "the converted spec has llama_block's window: 5")
     # 2. 10 steps, pipelined and sequential
     outs = {}
     for mode in ("seq", "p2"):

@@ -87,8 +87,8 @@ static void attention_case(int B, int T, int d, int H, int KVH, int max_doc) {
         doc[b * T + t] = start;
       }
   }
-  op_attention_forward(o, p, qkv, B, T, d, H, KVH, doc, scr);
-  op_attention_backward(dqkv, dout, qkv, p, B, T, d, H, KVH, doc, scr);
+  op_attention_forward(o, p, qkv, B, T, d, H, KVH, doc, NULL, scr);
+  op_attention_backward(dqkv, dout, qkv, p, B, T, d, H, KVH, doc, NULL, scr);
   reference(ro, rd, qkv, dout, B, T, d, H, KVH, doc);
   double eo = max_rel(o, ro, no), ed = max_rel(dqkv, rd, nq);
   CHECK(eo < 2e-6 && ed < 2e-6, "B=%d T=%d d=%d H=%d KVH=%d docs=%d: o off by %.3g, dqkv by %.3g",
@@ -101,8 +101,8 @@ static void attention_case(int B, int T, int d, int H, int KVH, int max_doc) {
           if ((s > t || (doc && s < doc[b * T + t])) && p[(((size_t)b * H + h) * T + t) * T + s] != 0.0f)
             zeros = 0;
   CHECK(zeros, "B=%d T=%d d=%d H=%d: masked probabilities not 0", B, T, d, H);
-  op_attention_forward(o2, p, qkv, B, T, d, H, KVH, doc, scr);
-  op_attention_backward(dqkv2, dout, qkv, p, B, T, d, H, KVH, doc, scr);
+  op_attention_forward(o2, p, qkv, B, T, d, H, KVH, doc, NULL, scr);
+  op_attention_backward(dqkv2, dout, qkv, p, B, T, d, H, KVH, doc, NULL, scr);
   CHECK(!memcmp(o, o2, sizeof(float) * no) && !memcmp(dqkv, dqkv2, sizeof(float) * nq),
         "B=%d T=%d d=%d H=%d: a rerun gave other bits", B, T, d, H);
   free(qkv), free(dout), free(o), free(o2), free(p), free(dqkv), free(dqkv2), free(scr);

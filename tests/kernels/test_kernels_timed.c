@@ -54,8 +54,8 @@ static void test_results_and_work(void) {
   CHECK(k->attention_scratch_floats(k, B, T, D, H, H) == sc, "sizes forwarded");
   float *s1 = calloc((size_t)sv, 4), *s2 = calloc((size_t)sv, 4), *scr = calloc((size_t)sc + 1, 4);
   fill(qkv, B * T * 3 * D, 4);
-  c->attention_forward(c, o1, s1, qkv, B, T, D, H, H, NULL, scr);
-  k->attention_forward(k, o2, s2, qkv, B, T, D, H, H, NULL, scr);
+  c->attention_forward(c, o1, s1, qkv, B, T, D, H, H, NULL, NULL, scr);
+  k->attention_forward(k, o2, s2, qkv, B, T, D, H, H, NULL, NULL, scr);
   CHECK(!memcmp(o1, o2, sizeof o1) && !memcmp(s1, s2, (size_t)sv * 4), "attention: same bits");
   check_tally(&t, PT_KT_attention_forward, 1, 2.0 * B * T * (T + 1) * D, PT_KCAT_ATTENTION);
   free(s1), free(s2), free(scr);

@@ -136,7 +136,12 @@ static void describe(lcase *c) {
   if (c->s.qkv_bias) n += snprintf(c->desc + n, sizeof c->desc - n, " qkv_bias");
   if (c->s.head_dim) n += snprintf(c->desc + n, sizeof c->desc - n, " head_dim=%d", c->s.head_dim);
   if (c->s.qk_norm) n += snprintf(c->desc + n, sizeof c->desc - n, " qk_norm");
-  if (c->s.mlp_bias) snprintf(c->desc + n, sizeof c->desc - n, " mlp_bias");
+  if (c->s.mlp_bias) n += snprintf(c->desc + n, sizeof c->desc - n, " mlp_bias");
+  if (c->s.window) n += snprintf(c->desc + n, sizeof c->desc - n, " window=%d", c->s.window);
+  if (c->s.attn_softcap > 0)
+    n += snprintf(c->desc + n, sizeof c->desc - n, " attn_softcap=%g", c->s.attn_softcap);
+  if (c->s.attn_scale > 0)
+    snprintf(c->desc + n, sizeof c->desc - n, " attn_scale=%g", c->s.attn_scale);
 }
 
 /* llama_block's rope_scaling map of ref_shape's rope fields ("" for none). */
@@ -205,6 +210,7 @@ static lcase random_case(const char *type, uint64_t *rng) {
     if (rng_int(rng, 0, 1)) c.s.head_dim = 2 * rng_int(rng, 1, 4);
     c.s.qk_norm = rng_int(rng, 0, 1);
     c.s.mlp_bias = rng_int(rng, 0, 1);
+    if (rng_int(rng, 0, 2) == 0) c.s.window = rng_int(rng, 1, 6);
   }
   c.seed = rng_next(rng);
   return c;
@@ -318,6 +324,24 @@ static int make_cases(lcase *cases, uint64_t *rng) {
     if (opts[i].rope_type) set_rope(&c, opts[i].rope_type);
     n = add(cases, n, c);
   }
+  /* window, soft-cap and scale: a window shorter than T (1, a few keys, with T > 64 too), one
+   * longer than T (no effect), soft-capping tight enough to bend the scores, another scale,
+   * Gemma 2's mix of all three, and a window with soft-capping at hd 32 (the CPU's tile path) */
+  static const struct {
+    int B, T, dim, heads, kv_heads, window;
+    double softcap, scale;
+  } attn[] = {{2, 7, 8, 4, 2, 3, 0.0, 0.0},  {1, 70, 8, 2, 1, 17, 0.0, 0.0},
+              {2, 5, 8, 2, 2, 1, 0.0, 0.0},  {1, 4, 8, 2, 1, 9, 0.0, 0.0},
+              {2, 6, 8, 4, 2, 0, 0.5, 0.0},  {2, 6, 16, 2, 1, 0, 0.0, 0.7},
+              {2, 9, 16, 4, 2, 4, 0.8, 0.35}, {1, 9, 64, 2, 1, 4, 1.0, 0.0}};
+  for (size_t i = 0; i < sizeof attn / sizeof attn[0]; i++) {
+    c = llama_case(attn[i].B, attn[i].T, attn[i].dim, attn[i].heads, attn[i].kv_heads, 6,
+                   10000.0, 0.0, rng);
+    c.s.window = attn[i].window;
+    c.s.attn_softcap = attn[i].softcap;
+    c.s.attn_scale = attn[i].scale;
+    n = add(cases, n, c);
+  }
   c = edge_case("rmsnorm", 2, 4, 4, 8, 1, 7, 0, rng);
   c.eps_arg = 1;
   c.s.rms_eps = 1e-3;
@@ -350,6 +374,11 @@ static void case_yaml(const lcase *c, char *buf, size_t sz) {
       n += (size_t)snprintf(args + n, sizeof args - n, "head_dim: %d, ", c->s.head_dim);
     n += (size_t)snprintf(args + n, sizeof args - n, "%s%s", c->s.qk_norm ? "qk_norm: true, " : "",
                           c->s.mlp_bias ? "mlp_bias: true, " : "");
+    if (c->s.window) n += (size_t)snprintf(args + n, sizeof args - n, "window: %d, ", c->s.window);
+    if (c->s.attn_softcap > 0)
+      n += (size_t)snprintf(args + n, sizeof args - n, "attn_softcap: %.17g, ", c->s.attn_softcap);
+    if (c->s.attn_scale > 0)
+      n += (size_t)snprintf(args + n, sizeof args - n, "attn_scale: %.17g, ", c->s.attn_scale);
   }
   if (n >= 2) args[n - 2] = '\0'; /* drop the last ", " */
   snprintf(buf, sz,

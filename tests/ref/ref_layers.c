@@ -384,17 +384,20 @@ static int llama_sequence(const ref_shape *s, double *const *p, const double *x,
       const double *qt = q + (int64_t)t * H * hd + j * hd;
       int kv = j / (H / K);
       double mx = -INFINITY, sum = 0.0;
-      for (int u2 = 0; u2 <= t; u2++) {
+      const int lo = s->window > 0 && t - s->window + 1 > 0 ? t - s->window + 1 : 0;
+      for (int u2 = lo; u2 <= t; u2++) {
         const double *ku = k + (int64_t)u2 * K * hd + kv * hd;
         double dot = 0.0;
         for (int i = 0; i < hd; i++) dot += qt[i] * ku[i];
-        sc[u2] = dot / sqrt((double)hd);
+        sc[u2] = s->attn_scale > 0 ? dot * s->attn_scale : dot / sqrt((double)hd);
+        if (s->attn_softcap > 0) sc[u2] = s->attn_softcap * tanh(sc[u2] / s->attn_softcap);
         if (sc[u2] > mx) mx = sc[u2];
       }
-      for (int u2 = 0; u2 <= t; u2++) sum += (sc[u2] = exp(sc[u2] - mx));
+      for (int u2 = lo; u2 <= t; u2++) sum += (sc[u2] = exp(sc[u2] - mx));
       for (int i = 0; i < hd; i++) {
         double acc = 0.0;
-        for (int u2 = 0; u2 <= t; u2++) acc += sc[u2] / sum * v[(int64_t)u2 * K * hd + kv * hd + i];
+        for (int u2 = lo; u2 <= t; u2++)
+          acc += sc[u2] / sum * v[(int64_t)u2 * K * hd + kv * hd + i];
         att[j * hd + i] = acc;
       }
     }

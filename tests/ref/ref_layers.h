@@ -35,7 +35,8 @@
  *                      h = x + o(attn(rope(q(n1 x)), rope(k(n1 x)), v(n1 x))) (with qk_norm,
  *                      each q and k head RMSNormed over hd before rope);
  *                      y = h + down(silu(gate(n2 h)) * up(n2 h)), n1, n2 RMSNorms with eps;
- *                      query head j reads kv head j / (H/K); causal, scale 1/sqrt(hd); rope
+ *                      query head j reads kv head j / (H/K); causal, scale 1/sqrt(hd) (or
+ *                      attn_scale), optional window and soft-cap (ref_shape); rope
  *                      rotates pairs (i, i + hd/2) of each q and k head at position t by the
  *                      angle t * inv_freq[i], inv_freq[i] = 1 / theta^(2i/hd), that angle as
  *                      float32 computes it (the convention's definition), cos/sin in double;
@@ -75,6 +76,11 @@ typedef struct {
                    attn.k_norm.weight [hd], after the q/k/v biases; the block's eps) */
   int mlp_bias; /* llama_block: biases on gate, up, down (mlp.gate.bias [F], mlp.up.bias [F],
                    mlp.down.bias [d], last) */
+  /* llama_block: the sliding window (0: none; query t sees keys t - window < s <= t), the
+   * attention-logit soft-cap (0: none; score z -> cap tanh(z / cap) after scaling) and the
+   * scores' scale (0: 1/sqrt(hd)) */
+  int window;
+  double attn_softcap, attn_scale;
 } ref_shape;
 
 /* A shape with every argument at its default: in_dim = dim, linear out = dim with bias,
