@@ -3,7 +3,7 @@
  * A transformers directory is config.json plus model.safetensors (or shards listed by
  * model.safetensors.index.json). Supported: GPT2LMHeadModel (pipetrain's GPT-2 layers) and
  * the Llama family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM with llama_block's
- * qkv_bias) as llama_block layers; docs/checkpoint.md's family table says what each takes.
+ * qkv_bias, Gemma2ForCausalLM with its Gemma options) as llama_block layers; docs/checkpoint.md's family table says what each takes.
  * Everything the layers cannot represent is refused with one line naming the file and the
  * config key or tensor. The name mapping per architecture is data
  * (hf_arch.c); import and export walk the same table.
@@ -23,6 +23,8 @@
 #include "model/model.h"
 
 typedef enum { HF_GPT2, HF_LLAMA } hf_family;
+
+#define HF_MAX_GEMMA2_LAYERS 1024 /* layer_types entries a Gemma 2 config may have */
 
 /* Where a mapped tensor lives in pipetrain's layer list. */
 typedef enum { HF_ROLE_EMBED, HF_ROLE_POS, HF_ROLE_BLOCK, HF_ROLE_NORM, HF_ROLE_HEAD } hf_role;
@@ -62,6 +64,15 @@ typedef struct {
   int qkv_bias;         /* Llama family: biases on q, k, v (Qwen2) */
   int64_t head_dim;     /* Llama family: dims of a head (hidden_size / heads by default) */
   int tied;
+  /* Gemma2ForCausalLM: llama_block's Gemma options (norm_offset 1, post_norms, mlp_act
+   * gelu_tanh; embedding scale_sqrt_dim, rmsnorm weight_offset 1); the soft-caps of the
+   * attention logits and of the head's (lm_head softcap), 0 for none; query_pre_attn_scalar
+   * (the attention scale is its -1/2 power); sliding_window, 0 for none, on the layers whose
+   * layer_types entry is sliding_attention (sliding[i] 1) */
+  int gemma2;
+  double attn_softcap, final_softcap, query_scalar;
+  int64_t sliding_window;
+  unsigned char sliding[HF_MAX_GEMMA2_LAYERS];
 } hf_config;
 
 /* Reads DIR/config.json. seq_len: 0 for the default (GPT-2: n_positions, which its learned

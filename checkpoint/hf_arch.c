@@ -46,6 +46,28 @@ static const hf_name k_llama[] = {
 };
 static const char *const k_llama_ignored[] = {".rotary_emb.inv_freq", NULL};
 
+/* Gemma2ForCausalLM: llama_block with post_norms. Gemma's post_attention_layernorm is the
+ * norm after attention (Llama's name for the norm before the MLP, which Gemma calls
+ * pre_feedforward_layernorm). */
+static const hf_name k_gemma2[] = {
+    {HF_ROLE_EMBED, "weight", "model.embed_tokens.weight", 0, 0},
+    {HF_ROLE_BLOCK, "attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0, 0},
+    {HF_ROLE_BLOCK, "attn.q.weight", "model.layers.%d.self_attn.q_proj.weight", 0, 0},
+    {HF_ROLE_BLOCK, "attn.k.weight", "model.layers.%d.self_attn.k_proj.weight", 0, 0},
+    {HF_ROLE_BLOCK, "attn.v.weight", "model.layers.%d.self_attn.v_proj.weight", 0, 0},
+    {HF_ROLE_BLOCK, "attn.o.weight", "model.layers.%d.self_attn.o_proj.weight", 0, 0},
+    {HF_ROLE_BLOCK, "attn_post_norm.weight", "model.layers.%d.post_attention_layernorm.weight",
+     0, 0},
+    {HF_ROLE_BLOCK, "mlp_norm.weight", "model.layers.%d.pre_feedforward_layernorm.weight", 0, 0},
+    {HF_ROLE_BLOCK, "mlp.gate.weight", "model.layers.%d.mlp.gate_proj.weight", 0, 0},
+    {HF_ROLE_BLOCK, "mlp.up.weight", "model.layers.%d.mlp.up_proj.weight", 0, 0},
+    {HF_ROLE_BLOCK, "mlp.down.weight", "model.layers.%d.mlp.down_proj.weight", 0, 0},
+    {HF_ROLE_BLOCK, "mlp_post_norm.weight", "model.layers.%d.post_feedforward_layernorm.weight",
+     0, 0},
+    {HF_ROLE_NORM, "weight", "model.norm.weight", 0, 0},
+    {HF_ROLE_HEAD, "weight", "lm_head.weight", 0, 0},
+};
+
 
 #define N(a) ((int)(sizeof a / sizeof a[0]))
 static const hf_arch k_archs[] = {
@@ -53,6 +75,7 @@ static const hf_arch k_archs[] = {
     {"LlamaForCausalLM", "llama", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored},
     {"MistralForCausalLM", "mistral", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored},
     {"Qwen2ForCausalLM", "qwen2", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored},
+    {"Gemma2ForCausalLM", "gemma2", HF_LLAMA, k_gemma2, N(k_gemma2), k_llama_ignored},
 };
 
 const hf_arch *hf_arch_find(const char *architecture) {
@@ -62,7 +85,8 @@ const hf_arch *hf_arch_find(const char *architecture) {
 }
 
 const char *hf_arch_list(void) {
-  return "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM";
+  return "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+         "Gemma2ForCausalLM";
 }
 
 int hf_role_layer(hf_family f, hf_role role, int b, int n_blocks) {

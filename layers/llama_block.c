@@ -2,6 +2,10 @@
  * pre-RMSNorm, no biases but optional ones on q, k, v (qkv_bias: Qwen2's attention):
  *   h = x + o(attn(rope(q(n1(x))), rope(k(n1(x))), v(n1(x))))
  *   y = h + down(silu(gate(n2(h))) * up(n2(h)))
+ * Gemma 2's options (Gemma2DecoderLayer): post_norms adds RMSNorms p1, p2 on the attention's
+ * and the MLP's outputs (h = x + p1(o(...)), y = h + p2(down(...))); norm_offset d makes every
+ * norm's weight d + w (1: Gemma's (1 + w), with w stored as transformers stores it); mlp_act
+ * gelu_tanh gates with the tanh GELU (GeGLU) instead of silu.
  * Causal grouped-query attention (heads query heads, kv_heads kv heads; query head j reads kv
  * head j / (heads / kv_heads)), scale 1/sqrt(head_dim), head_dim = dim / heads unless set
  * (heads x head_dim may then differ from dim: o maps it back); rotary embeddings in Hugging
@@ -16,6 +20,7 @@
  * qkv_bias, the q, k, v biases are a last group, one stacked bias of that GEMM.
  */
 #include <math.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "layers/builtin.h"
@@ -29,9 +34,21 @@ enum { ATTN_NORM, Q_W, K_W, V_W, O_W, MLP_NORM, GATE_W, UP_W, DOWN_W, QKV_B };
 typedef struct {
   float *rstd1, *xn1, *qkv, *attn, *atty, *h, *rstd2, *xn2, *gu, *a;
   float *dh, *dxn2, *dgu, *dqkv, *dxn1; /* stash; dqkv before the rotation (w.r.t. q(n1(x))) */
+  /* post_norms: o's and down's outputs before their norms, the norms' rstd; stash: the
+   * gradients w.r.t. those outputs */
+  float *ao, *rstd3, *mo, *rstd4, *dao, *dmo;
 } llama_saved;
 
-enum { N_SAVED = 15 };
+/* What configure derived: the rotary table first (hf_export reads it as a pt_rope), then the
+ * MLP's gate activation (mlp_act) and where the post-norms' weights are (-1: none). */
+typedef struct {
+  pt_rope rope;
+  int gelu;
+  int attn_post, mlp_post;
+} llama_state;
+static const char *const mlp_act_names[] = {"silu", "gelu_tanh", NULL};
+
+enum { N_SAVED = 15, N_POST = 6 }; /* post_norms: ao, rstd3, mo, rstd4, then stash dao, dmo */
 
 typedef struct {
   int64_t N, d, H, KVH, hd, F, W, A; /* W = (H + 2 KVH) hd: the qkv row; A = H hd: attention's */
@@ -58,24 +75,29 @@ static int64_t attn_floats(const pt_layer *L, const pt_kernels *k, int B, int T)
 
 /* Floats of each saved view, in the order of llama_saved's fields, each rounded up to 16 so every
  * view stays 64-byte aligned. */
-static void saved_sizes(const llama_dims *m, int64_t attn, int64_t sizes[N_SAVED]) {
+static void saved_sizes(const pt_layer *L, const llama_dims *m, int64_t attn,
+                        int64_t sizes[N_SAVED + N_POST]) {
   const int64_t N = m->N, d = m->d;
-  const int64_t s[N_SAVED] = {N,     N * d, N * m->W,         attn,  N * m->A,  N * d, N,
-                              N * d, 2 * N * m->F, N * m->F, N * d, N * d, 2 * N * m->F,
-                              N * m->W, N * d};
-  for (int i = 0; i < N_SAVED; i++) sizes[i] = (s[i] + 15) & ~(int64_t)15;
+  const int64_t p = ((const llama_state *)L->state)->attn_post >= 0; /* post_norms */
+  const int64_t s[N_SAVED + N_POST] = {
+      N,     N * d, N * m->W,         attn,  N * m->A,  N * d, N,
+      N * d, 2 * N * m->F, N * m->F, N * d, N * d, 2 * N * m->F,
+      N * m->W, N * d, p * N * d, p * N, p * N * d, p * N, p * N * d, p * N * d};
+  for (int i = 0; i < N_SAVED + N_POST; i++) sizes[i] = (s[i] + 15) & ~(int64_t)15;
 }
 
 static void views(const pt_layer *L, const pt_kernels *k, int B, int T, void *saved,
                   llama_saved *v) {
   llama_dims m = dims_of(L, B, T);
-  int64_t sizes[N_SAVED];
-  saved_sizes(&m, attn_floats(L, k, B, T), sizes);
-  float **slots[N_SAVED] = {&v->rstd1, &v->xn1, &v->qkv,  &v->attn, &v->atty,
-                            &v->h,     &v->rstd2, &v->xn2, &v->gu,  &v->a,
-                            &v->dh,    &v->dxn2, &v->dgu, &v->dqkv, &v->dxn1};
+  int64_t sizes[N_SAVED + N_POST];
+  saved_sizes(L, &m, attn_floats(L, k, B, T), sizes);
+  float **slots[N_SAVED + N_POST] = {&v->rstd1, &v->xn1,  &v->qkv,   &v->attn, &v->atty,
+                                     &v->h,     &v->rstd2, &v->xn2,  &v->gu,   &v->a,
+                                     &v->dh,    &v->dxn2, &v->dgu,   &v->dqkv, &v->dxn1,
+                                     &v->ao,    &v->rstd3, &v->mo,   &v->rstd4, &v->dao,
+                                     &v->dmo};
   float *p = saved;
-  for (int i = 0; i < N_SAVED; i++) {
+  for (int i = 0; i < N_SAVED + N_POST; i++) {
     *slots[i] = p;
     p += sizes[i];
   }
@@ -83,9 +105,9 @@ static void views(const pt_layer *L, const pt_kernels *k, int B, int T, void *sa
 
 static size_t llama_saved_bytes(const pt_layer *L, int B, int T) {
   llama_dims m = dims_of(L, B, T);
-  int64_t sizes[N_SAVED], total = 0;
-  saved_sizes(&m, attn_floats(L, layer_kernels(L), B, T), sizes);
-  for (int i = 0; i < N_SAVED; i++) total += sizes[i];
+  int64_t sizes[N_SAVED + N_POST], total = 0;
+  saved_sizes(L, &m, attn_floats(L, layer_kernels(L), B, T), sizes);
+  for (int i = 0; i < N_SAVED + N_POST; i++) total += sizes[i];
   return sizeof(float) * (size_t)total;
 }
 
@@ -94,23 +116,53 @@ static size_t llama_saved_bytes(const pt_layer *L, int B, int T) {
 static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
-  static const int f32[N_SAVED] = {1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
-  static const int writers[N_SAVED] = {F, F, F, F, F, F, F, F, F, F, S, S, S, S, S};
+  static const int f32[N_SAVED + N_POST] = {1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0,
+                                            0, 0, 0, 0, 0, 1, 0, 1, 0, 0};
+  static const int writers[N_SAVED + N_POST] = {F, F, F, F, F, F, F, F, F, F, S,
+                                                S, S, S, S, F, F, F, F, S, S};
   llama_dims m = dims_of(L, B, T);
-  int64_t sizes[N_SAVED];
-  saved_sizes(&m, attn_floats(L, k, B, T), sizes);
-  for (int i = 0; i < N_SAVED; i++)
+  int64_t sizes[N_SAVED + N_POST];
+  saved_sizes(L, &m, attn_floats(L, k, B, T), sizes);
+  int n = ((const llama_state *)L->state)->attn_post >= 0 ? N_SAVED + N_POST : N_SAVED;
+  for (int i = 0; i < n; i++)
     parts[i] = (pt_saved_part){sizes[i], !f32[i], writers[i]};
   parts[3].bf16 = k->attention_saved_bf16;
-  return N_SAVED;
+  return n;
 }
 
-/* backward_input's da[N,F] and datty[N,A], then the attention's scratch (forward's at 0). */
-static size_t llama_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T) {
+/* backward_input's da[N,F] and datty[N,A], then the attention's scratch (forward's at 0);
+ * then, 64-byte aligned, norm_room's floats. */
+static int64_t scratch_head(const pt_layer *L, const pt_kernels *k, int B, int T) {
   llama_dims m = dims_of(L, B, T);
   int64_t attn = k->attention_scratch_floats(k, B, T, (int)m.A, (int)m.H, (int)m.KVH);
   int64_t da = (m.N * m.F + 15) & ~(int64_t)15, datty = (m.N * m.A + 15) & ~(int64_t)15;
-  return sizeof(float) * (size_t)(da + datty + attn + 64);
+  return da + datty + attn;
+}
+
+/* Floats of the norms' offset weights (norm_weights): four rows of dim, none without. */
+static int64_t norm_room(const pt_layer *L) {
+  return layer_setting_num(L, "norm_offset") != 0 ? 4 * (((int64_t)L->out_dim + 15) & ~15) : 0;
+}
+
+static size_t llama_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T) {
+  return sizeof(float) * (size_t)(scratch_head(L, k, B, T) + norm_room(L) + 64);
+}
+
+/* The weights the norms compute with (attn_norm, mlp_norm, attn_post_norm, mlp_post_norm; NULL
+ * for a post-norm the layer lacks): w itself, or w + norm_offset in float (transformers'
+ * 1.0 + weight.float()) in the scratch after scratch_head, which no step reuses. */
+static void norm_weights(const pt_layer *L, const pt_io *io, float *const *w, const float *nw[4]) {
+  const llama_state *st = L->state;
+  const int idx[4] = {ATTN_NORM, MLP_NORM, st->attn_post, st->mlp_post};
+  const float off = (float)layer_setting_num(L, "norm_offset");
+  const int64_t d = L->out_dim, stride = (d + 15) & ~(int64_t)15;
+  float *room = (float *)io->scratch + ((scratch_head(L, io->k, io->B, io->T) + 15) & ~15);
+  for (int i = 0; i < 4; i++) {
+    nw[i] = idx[i] < 0 ? NULL : w[idx[i]];
+    if (!nw[i] || off == 0) continue;
+    io->k->add_scalar(io->k, room + i * stride, nw[i], off, d);
+    nw[i] = room + i * stride;
+  }
 }
 
 static const pt_setting_decl llama_settings[] = {
@@ -123,6 +175,10 @@ static const pt_setting_decl llama_settings[] = {
     {"qkv_bias", PT_SETTING_BOOL, 0, NULL, 0, 1, 0, "biases on q, k and v (Qwen2)"},
     {"head_dim", PT_SETTING_INT, 0, NULL, 0, 1 << 16, 0,
      "dims of a head; 0: dim / heads (heads must divide dim)"},
+    {"norm_offset", PT_SETTING_NUM, 0, NULL, -16, 16, 0,
+     "added to every norm's weight: 1 is Gemma's (1 + w)"},
+    {"post_norms", PT_SETTING_BOOL, 0, NULL, 0, 1, 0,
+     "RMSNorms on the attention's and the MLP's outputs (Gemma 2)"},
     {.name = NULL},
 };
 
@@ -160,10 +216,14 @@ static void llama_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e
   pt_rope_scaling scaling;
   rope_scaling_read(spec_find(s->args, "rope_scaling"), layer_setting_num(L, "rope_theta"),
                     &scaling, e);
+  spec_node *act = spec_find(s->args, "mlp_act");
+  int gelu = act ? spec_node_choice(act, mlp_act_names, e) : 0;
   if (e->failed) return;
-  pt_rope *rope = layer_state_alloc(L, sizeof(pt_rope));
-  rope->scaling = scaling;
-  rope_freqs_make(&scaling, (int)hd, &rope->freqs);
+  llama_state *st = layer_state_alloc(L, sizeof(llama_state));
+  st->rope.scaling = scaling;
+  rope_freqs_make(&scaling, (int)hd, &st->rope.freqs);
+  st->gelu = gelu == 1;
+  st->attn_post = st->mlp_post = -1;
   L->out_dim = (int)d;
   layer_add_param(L, "attn_norm.weight", 1, d, 0, 0, 0);
   const pt_param_decl qkv[3] = {{"attn.q.weight", 2, {H * hd, d}},
@@ -175,28 +235,45 @@ static void llama_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e
   const pt_param_decl gate_up[2] = {{"mlp.gate.weight", 2, {F, d}}, {"mlp.up.weight", 2, {F, d}}};
   layer_add_param_group(L, gate_up, 2);
   layer_add_param(L, "mlp.down.weight", 2, d, F, 0, 0);
-  if (!layer_setting_bool(L, "qkv_bias")) return;
   const pt_param_decl qkv_bias[3] = {{"attn.q.bias", 1, {H * hd}},
                                      {"attn.k.bias", 1, {KVH * hd}},
                                      {"attn.v.bias", 1, {KVH * hd}}};
-  layer_add_param_group(L, qkv_bias, 3);
+  if (layer_setting_bool(L, "qkv_bias")) layer_add_param_group(L, qkv_bias, 3);
+  if (!layer_setting_bool(L, "post_norms")) return;
+  st->attn_post = layer_add_param(L, "attn_post_norm.weight", 1, d, 0, 0, 0);
+  st->mlp_post = layer_add_param(L, "mlp_post_norm.weight", 1, d, 0, 0, 0);
 }
 
 /* The stacked q|k|v bias (or its gradient), NULL without qkv_bias. */
 static float *qkv_bias(const pt_layer *L, float *const *v) {
-  return L->n_params > QKV_B ? v[QKV_B] : NULL;
+  return layer_setting_bool(L, "qkv_bias") ? v[QKV_B] : NULL;
 }
 
 static void llama_init(pt_layer *L, uint64_t seed) {
-  /* N(0, 0.02) (Hugging Face's initializer_range), norms 1, biases 0; the projections into the
-   * residual stream (o, down) scaled by 1/sqrt(2 * blocks) as GPT-2's are. */
+  /* N(0, 0.02) (Hugging Face's initializer_range), norms 1 (their weight 1 - norm_offset),
+   * biases 0; the projections into the residual stream (o, down) scaled by 1/sqrt(2 * blocks)
+   * as GPT-2's are. */
   float resid_std = 0.02f / sqrtf(2.0f * (float)(L->type_count > 0 ? L->type_count : 1));
+  float norm = 1.0f - (float)layer_setting_num(L, "norm_offset");
   for (int p = 0; p < L->n_params; p++) {
     if (L->params[p].ndim == 1)
-      layer_init_const(L, p, p >= QKV_B ? 0.0f : 1.0f);
+      layer_init_const(L, p, strstr(L->params[p].name, "norm.weight") ? norm : 0.0f);
     else
       layer_init_normal(L, p, seed, (p == O_W || p == DOWN_W) ? resid_std : 0.02f);
   }
+}
+
+/* The MLP's gate: silu (SwiGLU) or, with mlp_act gelu_tanh, the tanh GELU (GeGLU). */
+static void mlp_act_forward(const pt_layer *L, const pt_kernels *k, float *a, const float *gu,
+                            int N, int F) {
+  if (((const llama_state *)L->state)->gelu) k->geglu_forward(k, a, gu, N, F);
+  else k->swiglu_forward(k, a, gu, N, F);
+}
+
+static void mlp_act_backward(const pt_layer *L, const pt_kernels *k, float *dgu, const float *da,
+                             const float *gu, int N, int F) {
+  if (((const llama_state *)L->state)->gelu) k->geglu_backward(k, dgu, da, gu, N, F);
+  else k->swiglu_backward(k, dgu, da, gu, N, F);
 }
 
 static void llama_forward(pt_layer *L, const pt_io *io) {
@@ -205,22 +282,26 @@ static void llama_forward(pt_layer *L, const pt_io *io) {
   const int A = (int)m.A;
   const pt_kernels *k = io->k;
   const float eps = (float)layer_setting_num(L, "eps");
-  const pt_rope *rope = L->state;
+  const llama_state *st = L->state;
+  const int post = st->attn_post >= 0;
   float *const *w = L->w;
-  const float *x = io->in;
+  const float *x = io->in, *nw[4];
   layer_check_groups(L, w);
   llama_saved s;
   views(L, k, io->B, io->T, io->saved, &s);
-  k->rmsnorm_forward(k, s.xn1, s.rstd1, x, w[ATTN_NORM], N, d, eps);
+  norm_weights(L, io, w, nw);
+  k->rmsnorm_forward(k, s.xn1, s.rstd1, x, nw[0], N, d, eps);
   k->linear_forward(k, s.qkv, s.xn1, w[Q_W], qkv_bias(L, w), N, d, (int)m.W);
-  k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, &rope->freqs, 1, io->positions);
+  k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, &st->rope.freqs, 1, io->positions);
   k->attention_forward(k, s.atty, s.attn, s.qkv, io->B, io->T, A, H, KVH, io->doc_start,
                        io->scratch);
-  k->linear_forward(k, s.h, s.atty, w[O_W], NULL, N, A, d);
-  k->rmsnorm_forward_residual(k, s.h, s.xn2, s.rstd2, s.h, x, w[MLP_NORM], N, d, eps);
+  k->linear_forward(k, post ? s.ao : s.h, s.atty, w[O_W], NULL, N, A, d);
+  if (post) k->rmsnorm_forward(k, s.h, s.rstd3, s.ao, nw[2], N, d, eps);
+  k->rmsnorm_forward_residual(k, s.h, s.xn2, s.rstd2, s.h, x, nw[1], N, d, eps);
   k->linear_forward(k, s.gu, s.xn2, w[GATE_W], NULL, N, d, 2 * F);
-  k->swiglu_forward(k, s.a, s.gu, N, F);
-  k->linear_forward(k, io->out, s.a, w[DOWN_W], NULL, N, F, d);
+  mlp_act_forward(L, k, s.a, s.gu, N, F);
+  k->linear_forward(k, post ? s.mo : io->out, s.a, w[DOWN_W], NULL, N, F, d);
+  if (post) k->rmsnorm_forward(k, io->out, s.rstd4, s.mo, nw[3], N, d, eps);
   k->add_inplace(k, io->out, s.h, m.N * d);
 }
 
@@ -229,39 +310,46 @@ static void llama_backward_input(pt_layer *L, const pt_io *io) {
   const int N = (int)m.N, d = (int)m.d, H = (int)m.H, KVH = (int)m.KVH, F = (int)m.F;
   const int A = (int)m.A;
   const pt_kernels *k = io->k;
-  const pt_rope *rope = L->state;
+  const llama_state *st = L->state;
+  const int post = st->attn_post >= 0;
   float *const *w = L->w;
-  const float *dy = io->dout;
+  const float *dy = io->dout, *nw[4];
   llama_saved s;
   views(L, k, io->B, io->T, io->saved, &s);
+  norm_weights(L, io, w, nw);
   float *da = io->scratch, *datty = da + ((m.N * F + 15) & ~(int64_t)15);
   float *attn_scratch = datty + ((m.N * A + 15) & ~(int64_t)15);
-  k->linear_backward_input(k, da, dy, w[DOWN_W], N, F, d, 0);
-  k->swiglu_backward(k, s.dgu, da, s.gu, N, F);
+  if (post) k->rmsnorm_backward_input(k, s.dmo, dy, s.mo, nw[3], s.rstd4, N, d, 0);
+  k->linear_backward_input(k, da, post ? s.dmo : dy, w[DOWN_W], N, F, d, 0);
+  mlp_act_backward(L, k, s.dgu, da, s.gu, N, F);
   k->linear_backward_input(k, s.dxn2, s.dgu, w[GATE_W], N, d, 2 * F, 0);
-  k->rmsnorm_backward_input_residual(k, s.dh, dy, s.dxn2, s.h, w[MLP_NORM], s.rstd2, N, d);
-  k->linear_backward_input(k, datty, s.dh, w[O_W], N, A, d, 0);
+  k->rmsnorm_backward_input_residual(k, s.dh, dy, s.dxn2, s.h, nw[1], s.rstd2, N, d);
+  if (post) k->rmsnorm_backward_input(k, s.dao, s.dh, s.ao, nw[2], s.rstd3, N, d, 0);
+  k->linear_backward_input(k, datty, post ? s.dao : s.dh, w[O_W], N, A, d, 0);
   k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, io->B, io->T, A, H, KVH,
                         io->doc_start, attn_scratch);
-  k->rope(k, s.dqkv, io->B, io->T, H, KVH, (int)m.hd, &rope->freqs, -1, io->positions);
+  k->rope(k, s.dqkv, io->B, io->T, H, KVH, (int)m.hd, &st->rope.freqs, -1, io->positions);
   k->linear_backward_input(k, s.dxn1, s.dqkv, w[Q_W], N, d, (int)m.W, 0);
   if (!io->din) return;
-  k->rmsnorm_backward_input_residual(k, io->din, s.dh, s.dxn1, io->in, w[ATTN_NORM], s.rstd1, N,
-                                     d);
+  k->rmsnorm_backward_input_residual(k, io->din, s.dh, s.dxn1, io->in, nw[0], s.rstd1, N, d);
 }
 
 static void llama_backward_weight(pt_layer *L, const pt_io *io) {
   llama_dims m = dims_of(L, io->B, io->T);
   const int N = (int)m.N, d = (int)m.d, F = (int)m.F;
   const pt_kernels *k = io->k;
+  const llama_state *st = L->state;
+  const int post = st->attn_post >= 0;
   float *const *g = L->g;
   layer_check_groups(L, g);
   llama_saved s;
   views(L, k, io->B, io->T, io->saved, &s);
-  k->linear_backward_weight(k, g[DOWN_W], NULL, io->dout, s.a, N, F, d);
+  k->linear_backward_weight(k, g[DOWN_W], NULL, post ? s.dmo : io->dout, s.a, N, F, d);
+  if (post) k->rmsnorm_backward_weight(k, g[st->mlp_post], io->dout, s.mo, s.rstd4, N, d);
   k->linear_backward_weight(k, g[GATE_W], NULL, s.dgu, s.xn2, N, d, 2 * F);
   k->rmsnorm_backward_weight(k, g[MLP_NORM], s.dxn2, s.h, s.rstd2, N, d);
-  k->linear_backward_weight(k, g[O_W], NULL, s.dh, s.atty, N, (int)m.A, d);
+  k->linear_backward_weight(k, g[O_W], NULL, post ? s.dao : s.dh, s.atty, N, (int)m.A, d);
+  if (post) k->rmsnorm_backward_weight(k, g[st->attn_post], s.dh, s.ao, s.rstd3, N, d);
   k->linear_backward_weight(k, g[Q_W], qkv_bias(L, g), s.dqkv, s.xn1, N, d, (int)m.W);
   k->rmsnorm_backward_weight(k, g[ATTN_NORM], s.dxn1, io->in, s.rstd1, N, d);
 }
@@ -273,7 +361,8 @@ static void llama_cost(const pt_layer *L, int T, pt_layer_cost *c) {
    * T x T square of every query head */
   double weights = (double)m.W * m.d + (double)m.d * m.A + 3.0 * m.F * m.d;
   c->fwd_flops = 2.0 * T * weights + 4.0 * T * (double)T * m.A;
-  if (L->n_params > QKV_B) c->fwd_flops += (double)T * m.W; /* the q|k|v bias adds */
+  if (layer_setting_bool(L, "qkv_bias")) c->fwd_flops += (double)T * m.W; /* the bias adds */
+  if (layer_setting_bool(L, "post_norms")) c->fwd_flops += 8.0 * T * m.d; /* two more norms */
   c->bwd_flops = 2.0 * c->fwd_flops;
 }
 

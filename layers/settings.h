@@ -18,7 +18,7 @@
 
 #include "spec/spec.h"
 
-#define PT_MAX_SETTINGS 8
+#define PT_MAX_SETTINGS 16
 
 typedef enum { PT_SETTING_INT, PT_SETTING_NUM, PT_SETTING_BOOL } pt_setting_kind;
 

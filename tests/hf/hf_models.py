@@ -5,7 +5,10 @@ gpt2, llama (Llama 2-style), llama31 (Llama 3.1-style: llama3 rope scaling, GQA)
 (Llama 3.2-style: llama3 rope scaling, tied head), llama_linear and llama_yarn (those rope
 types; llama_linear's config.json rewritten in transformers 4's rope_scaling spelling), qwen2
 (Qwen2/Qwen2.5: q/k/v biases, GQA, tied head), mistral_head_dim (MistralForCausalLM with a
-head_dim other than hidden_size / heads, as Mistral Nemo's)).
+head_dim other than hidden_size / heads, as Mistral Nemo's), gemma2 (Gemma2ForCausalLM: GQA, tied
+head, scaled embedding, (1 + w) RMSNorms, post-norms, GeGLU, final-logit soft-capping; with
+GEMMA2_ATTENTION also alternating sliding windows shorter than seq_len, attention-logit
+soft-capping and a query_pre_attn_scalar other than head_dim)).
 
   1. import; pipetrain's loss on step 0's batch equals transformers' to 1e-5 relative (and,
      for scaled rope / Qwen2, transformers' loss without the scaling / the q, k, v biases
@@ -78,10 +81,32 @@ FAMILIES = {
               None),
     "mistral_head_dim": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
                               head_dim=16, sliding_window=None), None),
+    "gemma2": ({}, None),  # gemma2_config
 }
 # transformers' classes of a family: (config, model); Llama's where not named
 CLASSES = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
-           "mistral_head_dim": ("MistralConfig", "MistralForCausalLM")}
+           "mistral_head_dim": ("MistralConfig", "MistralForCausalLM"),
+           "gemma2": ("Gemma2Config", "Gemma2ForCausalLM")}
+# Gemma 2's attention pieces (llama_block's window, attn_softcap, attn_scale). False: a Gemma 2
+# whose attention is plain (every layer full_attention, no attention soft-cap,
+# query_pre_attn_scalar = head_dim), for a build without them.
+GEMMA2_ATTENTION = False
+
+
+def gemma2_config(capped=True):
+    kw = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+              max_position_embeddings=T, tie_word_embeddings=True, bos_token_id=0,
+              eos_token_id=0, pad_token_id=0,
+              # a cap the logits reach, so the check below has teeth
+              final_logit_softcapping=2.0 if capped else None)
+    if GEMMA2_ATTENTION:  # layer 0 slides over 8 of the 16 positions, layer 1 attends all
+        kw.update(sliding_window=8, attn_logit_softcapping=5.0 if capped else None,
+                  query_pre_attn_scalar=16)
+    else:
+        kw.update(layer_types=["full_attention"] * 2, attn_logit_softcapping=None,
+                  query_pre_attn_scalar=8)
+    return transformers.Gemma2Config(**kw)
 
 
 def causal_lm(cfg):
@@ -89,6 +114,8 @@ def causal_lm(cfg):
 
 
 def llama_config(scaled=True):
+    if FAMILY == "gemma2":
+        return gemma2_config(capped=scaled)
     args, rope = FAMILIES[FAMILY]
     kw = dict(vocab_size=VOCAB, intermediate_size=64, num_hidden_layers=2,
               max_position_embeddings=T, rope_theta=10000.0, tie_word_embeddings=False,
@@ -223,6 +250,11 @@ def steps(work):
         plain.load_state_dict(model.state_dict())
         u = hf_loss(plain, tokens, 0)
         check(not close(u, b), f"the rope scaling changes transformers' loss ({u:.9g} unscaled)")
+    if FAMILY == "gemma2":
+        plain = causal_lm(llama_config(scaled=False))
+        plain.load_state_dict(model.state_dict())
+        u = hf_loss(plain, tokens, 0)
+        check(not close(u, b), f"the soft-caps change transformers' loss ({u:.9g} without)")
     if FAMILY == "qwen2":
         plain = causal_lm(llama_config())
         plain.load_state_dict({k: (torch.zeros_like(v) if k.endswith("proj.bias") else v)

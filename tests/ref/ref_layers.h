@@ -69,6 +69,13 @@ typedef struct {
   int qkv_bias; /* llama_block: biases on q, k, v (params attn.q.bias, attn.k.bias, attn.v.bias
                    after mlp.down.weight) */
   int head_dim; /* llama_block: hd (0 means dim / heads); q [H hd, d], o [d, H hd] */
+  /* Gemma 2's options: rmsnorm and llama_block's norms compute with norm_offset + w;
+   * llama_block's post_norms (params attn_post_norm.weight, mlp_post_norm.weight last: the
+   * attention's and the MLP's outputs normed before the residual adds) and gelu_mlp (the tanh
+   * GELU gates instead of silu); embedding's embed_scale (rows times sqrt(dim) rounded to
+   * float); lm_head's softcap (logits z -> tanh(z / softcap) * softcap, 0: none). */
+  double norm_offset, softcap;
+  int post_norms, gelu_mlp, embed_scale;
 } ref_shape;
 
 /* A shape with every argument at its default: in_dim = dim, linear out = dim with bias,
