@@ -555,9 +555,10 @@ static cJSON *rope_json(const hf_config *c) {
   return rope;
 }
 
-/* A soft-cap: its value, or null for none. */
+/* A soft-cap: its value written as a float (Gemma2Config refuses an int there), or null. */
 static void add_cap(cJSON *o, const char *key, double cap) {
-  if (cap > 0) cJSON_AddNumberToObject(o, key, cap);
+  char v[40];
+  if (cap > 0) cJSON_AddRawToObject(o, key, fmt_num(cap, v, sizeof v));
   else cJSON_AddNullToObject(o, key);
 }
 

@@ -153,6 +153,9 @@ def make_model(out):
             # scaled RoPE: attention far from uniform, so the positions' angles show in the loss
             if sharpen and (name.endswith("q_proj.weight") or name.endswith("k_proj.weight")):
                 p.mul_(20.0)
+            # Gemma 2: logits (through the tied head) large enough for the soft-cap to bend
+            if FAMILY == "gemma2" and name.endswith("embed_tokens.weight"):
+                p.mul_(50.0)
     model.save_pretrained(out)
     if FAMILY == "llama_linear":
         legacy_rope_spelling(out)
