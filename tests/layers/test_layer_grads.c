@@ -263,16 +263,15 @@ static int add(lcase *cases, int n, lcase c) {
   return n + 1;
 }
 
-/* Gemma 2's options, each alone and together (llama_block: after q, k, v biases, grouped-query,
- * T > 64), the scaled embedding, the (1 + w) rmsnorm and the soft-capped head (cap 2: logits
+/* Gemma 2's options, each alone and together (llama_block: after q, k, v biases, grouped-query;
+ * the random cases add them on longer sequences), the scaled embedding, the (1 + w) rmsnorm and the soft-capped head (cap 2: logits
  * of O(1) reach tanh's bend); written to out, returns how many. */
 static int gemma_cases(lcase *out, uint64_t *rng) {
   static const struct {
     int B, T, dim, heads, kv_heads, ffn_dim, qkv_bias, post, gelu;
     double offset;
-  } g[] = {{2, 5, 8, 4, 2, 6, 0, 1, 1, 1.0}, {1, 70, 16, 2, 1, 4, 0, 1, 1, 1.0},
-           {2, 3, 8, 2, 1, 5, 1, 1, 0, 0.0}, {2, 4, 12, 3, 3, 7, 0, 0, 1, 0.0},
-           {1, 5, 8, 2, 2, 3, 1, 0, 0, 1.0}};
+  } g[] = {{2, 5, 8, 4, 2, 6, 0, 1, 1, 1.0}, {2, 3, 8, 2, 1, 5, 1, 1, 0, 0.0},
+           {2, 4, 12, 3, 3, 7, 0, 0, 1, 0.0}, {1, 5, 8, 2, 2, 3, 1, 0, 0, 1.0}};
   int n = 0;
   for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
     lcase c = llama_case(g[i].B, g[i].T, g[i].dim, g[i].heads, g[i].kv_heads, g[i].ffn_dim,
