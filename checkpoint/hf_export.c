@@ -76,16 +76,13 @@ static block_shape read_block(const pt_model *m, int li) {
   return b;
 }
 
-/* Gemma 2's settings into c: every block's window (the sliding ones alike), the soft-caps and
- * the scale; -1 with err unless the model has all of Gemma 2's options or none. */
+/* Gemma 2's settings into c: every block's window (the sliding ones alike), the attention's
+ * soft-cap and scale; -1 with err unless the model has all of Gemma 2's options or none. */
 static int gemma2_from_blocks(const pt_model *m, const block_shape *b, int first, int end,
                               hf_config *c, char *err, size_t errsz) {
   int gemma = b->norm_offset == 1 && b->post_norms && b->gelu;
-  for (int li = first; li < end; li++) {
+  for (int li = first; gemma && li < end; li++) { /* another family's window: its own */
     int64_t w = (int64_t)setting_or(&m->layers[li], "window", 0);
-    if (w && !gemma)
-      return refuse(m, li, err, errsz, "a window per block converts only as Gemma 2 (norm_offset "
-                    "1, post_norms, mlp_act gelu_tanh)");
     if (w && c->sliding_window && w != c->sliding_window)
       return refuse(m, li, err, errsz, "its window differs from an earlier block's; Gemma 2's "
                     "config has one sliding_window");
@@ -97,6 +94,8 @@ static int gemma2_from_blocks(const pt_model *m, const block_shape *b, int first
     return refuse(m, first, err, errsz, "Gemma 2's block options convert only together "
                   "(norm_offset 1, post_norms, mlp_act gelu_tanh: Gemma2ForCausalLM)");
   if (!gemma) return 0;
+  if (b->qkv_bias)
+    return refuse(m, first, err, errsz, "Gemma 2's attention has no q, k, v biases");
   if (end - first > HF_MAX_GEMMA2_LAYERS)
     return refuse(m, first, err, errsz, "too many blocks for a Gemma 2 config");
   c->gemma2 = 1;
