@@ -26,17 +26,23 @@ static const hf_name k_gpt2[] = {
 /* Causal-mask buffers older GPT-2 files carry. */
 static const char *const k_gpt2_ignored[] = {".attn.bias", ".attn.masked_bias", NULL};
 
+/* The projections the Llama family and Gemma 2 name alike. */
+#define LLAMA_ATTN_NAMES                                                                         \
+  {HF_ROLE_BLOCK, "attn.q.weight", "model.layers.%d.self_attn.q_proj.weight", 0, 0},             \
+  {HF_ROLE_BLOCK, "attn.k.weight", "model.layers.%d.self_attn.k_proj.weight", 0, 0},             \
+  {HF_ROLE_BLOCK, "attn.v.weight", "model.layers.%d.self_attn.v_proj.weight", 0, 0},             \
+  {HF_ROLE_BLOCK, "attn.o.weight", "model.layers.%d.self_attn.o_proj.weight", 0, 0}
+#define LLAMA_MLP_NAMES                                                                          \
+  {HF_ROLE_BLOCK, "mlp.gate.weight", "model.layers.%d.mlp.gate_proj.weight", 0, 0},              \
+  {HF_ROLE_BLOCK, "mlp.up.weight", "model.layers.%d.mlp.up_proj.weight", 0, 0},                  \
+  {HF_ROLE_BLOCK, "mlp.down.weight", "model.layers.%d.mlp.down_proj.weight", 0, 0}
+
 static const hf_name k_llama[] = {
     {HF_ROLE_EMBED, "weight", "model.embed_tokens.weight", 0, 0},
     {HF_ROLE_BLOCK, "attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0, 0},
-    {HF_ROLE_BLOCK, "attn.q.weight", "model.layers.%d.self_attn.q_proj.weight", 0, 0},
-    {HF_ROLE_BLOCK, "attn.k.weight", "model.layers.%d.self_attn.k_proj.weight", 0, 0},
-    {HF_ROLE_BLOCK, "attn.v.weight", "model.layers.%d.self_attn.v_proj.weight", 0, 0},
-    {HF_ROLE_BLOCK, "attn.o.weight", "model.layers.%d.self_attn.o_proj.weight", 0, 0},
+    LLAMA_ATTN_NAMES,
     {HF_ROLE_BLOCK, "mlp_norm.weight", "model.layers.%d.post_attention_layernorm.weight", 0, 0},
-    {HF_ROLE_BLOCK, "mlp.gate.weight", "model.layers.%d.mlp.gate_proj.weight", 0, 0},
-    {HF_ROLE_BLOCK, "mlp.up.weight", "model.layers.%d.mlp.up_proj.weight", 0, 0},
-    {HF_ROLE_BLOCK, "mlp.down.weight", "model.layers.%d.mlp.down_proj.weight", 0, 0},
+    LLAMA_MLP_NAMES,
     /* Qwen2's (llama_block's qkv_bias): skipped where the blocks have none */
     {HF_ROLE_BLOCK, "attn.q.bias", "model.layers.%d.self_attn.q_proj.bias", 0, 1},
     {HF_ROLE_BLOCK, "attn.k.bias", "model.layers.%d.self_attn.k_proj.bias", 0, 1},
@@ -52,16 +58,11 @@ static const char *const k_llama_ignored[] = {".rotary_emb.inv_freq", NULL};
 static const hf_name k_gemma2[] = {
     {HF_ROLE_EMBED, "weight", "model.embed_tokens.weight", 0, 0},
     {HF_ROLE_BLOCK, "attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0, 0},
-    {HF_ROLE_BLOCK, "attn.q.weight", "model.layers.%d.self_attn.q_proj.weight", 0, 0},
-    {HF_ROLE_BLOCK, "attn.k.weight", "model.layers.%d.self_attn.k_proj.weight", 0, 0},
-    {HF_ROLE_BLOCK, "attn.v.weight", "model.layers.%d.self_attn.v_proj.weight", 0, 0},
-    {HF_ROLE_BLOCK, "attn.o.weight", "model.layers.%d.self_attn.o_proj.weight", 0, 0},
+    LLAMA_ATTN_NAMES,
     {HF_ROLE_BLOCK, "attn_post_norm.weight", "model.layers.%d.post_attention_layernorm.weight",
      0, 0},
     {HF_ROLE_BLOCK, "mlp_norm.weight", "model.layers.%d.pre_feedforward_layernorm.weight", 0, 0},
-    {HF_ROLE_BLOCK, "mlp.gate.weight", "model.layers.%d.mlp.gate_proj.weight", 0, 0},
-    {HF_ROLE_BLOCK, "mlp.up.weight", "model.layers.%d.mlp.up_proj.weight", 0, 0},
-    {HF_ROLE_BLOCK, "mlp.down.weight", "model.layers.%d.mlp.down_proj.weight", 0, 0},
+    LLAMA_MLP_NAMES,
     {HF_ROLE_BLOCK, "mlp_post_norm.weight", "model.layers.%d.post_feedforward_layernorm.weight",
      0, 0},
     {HF_ROLE_NORM, "weight", "model.norm.weight", 0, 0},
