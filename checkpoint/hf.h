@@ -2,8 +2,10 @@
  *
  * A transformers directory is config.json plus model.safetensors (or shards listed by
  * model.safetensors.index.json). Supported: GPT2LMHeadModel (pipetrain's GPT-2 layers) and
- * the Llama family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM with llama_block's
- * qkv_bias, Gemma2ForCausalLM with its Gemma options) as llama_block layers; docs/checkpoint.md's family table says what each takes.
+ * the Llama family (LlamaForCausalLM with llama_block's optional mlp_bias, MistralForCausalLM,
+ * Qwen2ForCausalLM with its qkv_bias, Qwen3ForCausalLM with its qk_norm, Phi3ForCausalLM with
+ * fused q|k|v and gate|up tensors, Gemma2ForCausalLM with its Gemma options) as llama_block
+ * layers; docs/checkpoint.md's family table says what each takes.
  * Everything the layers cannot represent is refused with one line naming the file and the
  * config key or tensor. The name mapping per architecture is data
  * (hf_arch.c); import and export walk the same table.
@@ -31,13 +33,19 @@ typedef enum { HF_ROLE_EMBED, HF_ROLE_POS, HF_ROLE_BLOCK, HF_ROLE_NORM, HF_ROLE_
 
 /* One tensor: pipetrain's "<layer>.<pt>" is transformers' `hf` (%d: the block index), stored
  * transposed there when `transpose` (GPT-2's Conv1D keeps [in, out]). `optional`: a tensor of
- * a layer option (llama_block's qkv_bias) that import and export skip where the layer has no
- * such parameter; a file's tensor of that name then stays unused, and is refused. */
+ * a layer option (llama_block's qkv_bias, qk_norm, mlp_bias) that import and export skip where
+ * the layer has no such parameter; a file's tensor of that name then stays unused, and is
+ * refused. `fused` > 1: the hf tensor is that many of the layer's parameters from `pt` on,
+ * stacked along dim 0 (one parameter group, adjacent in storage: Phi-3's qkv_proj, gate_up_proj). */
 typedef struct {
   hf_role role;
   const char *pt, *hf;
-  int transpose, optional;
+  int transpose, optional, fused;
 } hf_name;
+
+/* Whether an architecture's blocks have a llama_block option: never, always, or as config.json's
+ * key says (mlp_bias). */
+typedef enum { HF_OPT_NO, HF_OPT_YES, HF_OPT_CONFIG } hf_opt;
 
 typedef struct {
   const char *architecture; /* config.json architectures[0] */
@@ -46,12 +54,20 @@ typedef struct {
   const hf_name *names;
   int n_names;
   const char *const *ignored; /* tensor-name suffixes a file may hold that carry no weights */
+  hf_opt qkv_bias, qk_norm, mlp_bias; /* the llama_block options of its blocks */
+  hf_opt gemma2; /* Gemma 2's block options together (norm_offset 1, post_norms, mlp_act
+                    gelu_tanh) with its embedding scale, final norm offset and soft-caps */
 } hf_arch;
 
 /* The registry entry for an architecture name, or NULL. */
 const hf_arch *hf_arch_find(const char *architecture);
 /* The names of every registered architecture, ", "-separated (for messages). */
 const char *hf_arch_list(void);
+/* The first registered Llama-family architecture whose options fit blocks with these
+ * llama_block options (export's default), or NULL. */
+const hf_arch *hf_arch_for_blocks(int qkv_bias, int qk_norm, int mlp_bias, int gemma2);
+/* Whether architecture a represents blocks with these options. */
+int hf_arch_fits(const hf_arch *a, int qkv_bias, int qk_norm, int mlp_bias, int gemma2);
 /* Index in the layer list of the layer holding role (block b for HF_ROLE_BLOCK). */
 int hf_role_layer(hf_family f, hf_role role, int b, int n_blocks);
 
@@ -62,6 +78,8 @@ typedef struct {
   double eps, rope_theta;
   pt_rope_scaling rope; /* Llama family: the rotary type and its parameters (theta unused) */
   int qkv_bias;         /* Llama family: biases on q, k, v (Qwen2) */
+  int qk_norm;          /* Llama family: per-head RMSNorm of q and k (Qwen3) */
+  int mlp_bias;         /* Llama family: biases on gate, up, down (Llama's mlp_bias) */
   int64_t head_dim;     /* Llama family: dims of a head (hidden_size / heads by default) */
   int tied;
   /* Gemma2ForCausalLM: llama_block's Gemma options (norm_offset 1, post_norms, mlp_act
@@ -95,6 +113,10 @@ int hf_check_weights(const char *dir, const hf_config *c, const pt_model *m, cha
 /* The config of a model m if it has one of the convertible shapes (layer order above, every
  * block alike), else -1 with err naming the layer that does not fit. */
 int hf_config_from_model(const pt_model *m, hf_config *c, char *err, size_t errsz);
+/* The same with the architecture named (NULL: hf_arch_for_blocks's), e.g. Phi3ForCausalLM for
+ * blocks Llama's would also fit: -1 with err when it is unknown or cannot hold the blocks. */
+int hf_config_from_model_as(const pt_model *m, const char *arch, hf_config *c, char *err,
+                            size_t errsz);
 /* Whether spec's model converts (hf_config_from_model), before a run that will export it. */
 int hf_check_spec(const pt_spec *spec, char *err, size_t errsz);
 /* Writes config.json (per c) to path atomically. 0 or -1 with err. */
@@ -104,6 +126,8 @@ int hf_config_write(const hf_config *c, const char *path, char *err, size_t errs
  * DIR.tmp.<pid> and renamed into DIR (created if needed); other files in DIR (a tokenizer) stay.
  * 0 or -1 with err. */
 int hf_export(const pt_model *m, const char *dir, char *err, size_t errsz);
+/* hf_export as architecture arch (hf_config_from_model_as; NULL: the default). */
+int hf_export_as(const pt_model *m, const char *arch, const char *dir, char *err, size_t errsz);
 /* hf_export of the whole model in a sequential safetensors file (checkpoint_write_sequential's
  * output, e.g. --gather's) of spec's model. 0 or -1 with err. */
 int hf_export_sequential_file(const pt_spec *spec, const char *file, const char *dir, char *err,

@@ -204,6 +204,12 @@ static void read_rope(cfg_reader *r, hf_config *c, int64_t max_pos) {
                  cJSON_IsNumber(it) ? it->valuedouble : NAN);
         return;
       }
+      if (!strcmp(it->string, "partial_rotary_factor")) { /* Phi-3's, in transformers 5 */
+        if (cJSON_IsNumber(it) && it->valuedouble == 1.0) continue;
+        cfg_fail(r, keys[k], "partial_rotary_factor %g is not supported: llama_block rotates "
+                 "every pair of a head (1.0)", cJSON_IsNumber(it) ? it->valuedouble : NAN);
+        return;
+      }
       if (read_rope_key(r, keys[k], it, c)) continue;
       cfg_fail(r, keys[k], "%s %s%s%s is not supported: llama_block's rope_scaling takes "
                "rope_type default, linear, llama3 or yarn with factor, low_freq_factor, "
@@ -273,7 +279,7 @@ static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
   int64_t max_pos = cfg_int(r, "max_position_embeddings", 0, LLAMA_SEQ_CAP, 1, INT32_MAX);
   c->eps = cfg_num(r, "rms_norm_eps", 1e-6);
   c->rope_theta = cfg_num(r, "rope_theta", 10000.0);
-  const int gemma2 = !strcmp(c->arch->architecture, "Gemma2ForCausalLM");
+  const int gemma2 = c->arch->gemma2 == HF_OPT_YES;
   c->tied = cfg_bool(r, "tie_word_embeddings", gemma2); /* Gemma2Config ties by default */
   if (r->failed) return;
   if (c->dim % c->heads != 0) /* the spec's model.heads must divide model.dim */
@@ -294,18 +300,29 @@ static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
     cfg_fail(r, "hidden_act", "'%s' is not supported: llama_block's MLP is %s", act,
              gemma2 ? "Gemma 2's GeGLU (gelu_pytorch_tanh)" : "SwiGLU (silu)");
   read_rope(r, c, max_pos);
-  /* Qwen2's attention has q/k/v biases and no o bias whatever the config says; Llama's
-   * attention_bias would add o's too */
-  c->qkv_bias = !strcmp(c->arch->architecture, "Qwen2ForCausalLM");
+  /* Qwen2's attention has q/k/v biases and no o bias whatever the config says; Llama's and
+   * Qwen3's attention_bias would add o's too. The architecture's entry says which options its
+   * blocks have (hf_arch.c). */
+  const hf_arch *a = c->arch;
+  c->qkv_bias = a->qkv_bias == HF_OPT_YES;
+  c->qk_norm = a->qk_norm == HF_OPT_YES;
   if (!c->qkv_bias)
     cfg_require_bool(r, "attention_bias", 0, 0, "llama_block's projections have no biases "
                      "but q, k, v's (Qwen2ForCausalLM)");
-  cfg_require_bool(r, "mlp_bias", 0, 0, "llama_block's MLP has no biases");
+  if (a->mlp_bias == HF_OPT_CONFIG)
+    c->mlp_bias = cfg_bool(r, "mlp_bias", 0);
+  else
+    cfg_require_bool(r, "mlp_bias", 0, 0, "this architecture's MLP has no biases");
   cfg_require_bool(r, "use_sliding_window", 0, 0, "llama_block attends to the whole sequence");
+  if (!r->failed && cfg_item(r, "partial_rotary_factor") &&
+      cfg_num(r, "partial_rotary_factor", 1.0) != 1.0)
+    cfg_fail(r, "partial_rotary_factor", "%g is not supported: llama_block rotates every pair of "
+             "a head (1.0)", cfg_num(r, "partial_rotary_factor", 1.0));
   c->seq_len = seq_len ? seq_len : (max_pos < LLAMA_SEQ_CAP ? max_pos : LLAMA_SEQ_CAP);
   int64_t window = cfg_int(r, "sliding_window", 0, 0, 0, INT64_MAX / 2);
   if (!r->failed && window > 0 && window < c->seq_len &&
-      !strcmp(c->arch->architecture, "MistralForCausalLM"))
+      (!strcmp(a->architecture, "MistralForCausalLM") ||
+       !strcmp(a->architecture, "Phi3ForCausalLM")))
     cfg_fail(r, "sliding_window", "%lld is shorter than seq_len %lld: llama_block attends to the "
              "whole sequence; convert with --seq-len %lld", (long long)window,
              (long long)c->seq_len, (long long)window);
@@ -462,10 +479,11 @@ static int blocks_text(const hf_config *c, const char *eps, char *s, size_t cap)
     if (layer_window(c, i))
       snprintf(window, sizeof window, ", window: %lld", (long long)layer_window(c, i));
     n += snprintf(s + n, cap - (size_t)n, "  - llama_block: {repeat: %lld, kv_heads: %lld, "
-                  "ffn_dim: %lld, rope_theta: %s, eps: %s%s%s%s%s%s}\n",
+                  "ffn_dim: %lld, rope_theta: %s, eps: %s%s%s%s%s%s%s%s}\n",
                   (long long)run, (long long)c->kv_heads, (long long)c->ffn,
                   fmt_num(c->rope_theta, theta, sizeof theta), eps,
-                  c->qkv_bias ? ", qkv_bias: true" : "", head_dim, rope, gemma, window);
+                  c->qkv_bias ? ", qkv_bias: true" : "", c->qk_norm ? ", qk_norm: true" : "",
+                  c->mlp_bias ? ", mlp_bias: true" : "", head_dim, rope, gemma, window);
   }
   return n;
 }
@@ -600,8 +618,15 @@ static cJSON *llama_json(const hf_config *c) {
     cJSON_AddItemToObject(o, "rope_scaling", cJSON_Duplicate(rope, 1));
   cJSON_AddItemToObject(o, "rope_parameters", rope); /* transformers 5 */
   if (!c->qkv_bias) cJSON_AddFalseToObject(o, "attention_bias"); /* Qwen2's q/k/v always have */
-  cJSON_AddFalseToObject(o, "mlp_bias");
+  cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
   cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
+  if (!strcmp(c->arch->model_type, "phi3")) { /* Phi3Config's defaults outside small vocabularies */
+    cJSON_AddNullToObject(o, "pad_token_id");
+    cJSON_AddNullToObject(o, "bos_token_id");
+    cJSON_AddNullToObject(o, "eos_token_id");
+    cJSON_AddNumberToObject(o, "resid_pdrop", 0.0); /* pipetrain trains without dropout */
+    cJSON_AddNumberToObject(o, "embd_pdrop", 0.0);
+  }
   return o;
 }
 

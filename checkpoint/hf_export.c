@@ -28,7 +28,7 @@ typedef struct {
   int64_t heads, kv_heads, ffn;
   double eps, theta;
   pt_rope_scaling rope; /* llama_block's rope_scaling (its pt_rope state) */
-  int64_t qkv_bias, head_dim;
+  int64_t qkv_bias, head_dim, qk_norm, mlp_bias;
   /* Gemma 2's options: norm_offset, post_norms, mlp_act gelu_tanh, attn_softcap, attn_scale */
   double norm_offset, attn_softcap, attn_scale;
   int64_t post_norms, gelu;
@@ -65,6 +65,8 @@ static block_shape read_block(const pt_model *m, int li) {
     memcpy(&b.rope, &((const pt_rope *)L->state)->scaling, sizeof b.rope);
     b.rope.theta = 0; /* hf_config keeps it in rope_theta */
     b.qkv_bias = layer_setting_bool(L, "qkv_bias");
+    b.qk_norm = layer_setting_bool(L, "qk_norm");
+    b.mlp_bias = layer_setting_bool(L, "mlp_bias");
     b.head_dim = layer_setting_int(L, "head_dim");
     if (!b.head_dim) b.head_dim = m->spec->dim / b.heads;
     b.norm_offset = layer_setting_num(L, "norm_offset");
@@ -98,11 +100,37 @@ static int gemma2_from_blocks(const pt_model *m, const block_shape *b, int first
     return refuse(m, first, err, errsz, "Gemma 2's attention has no q, k, v biases");
   if (end - first > HF_MAX_GEMMA2_LAYERS)
     return refuse(m, first, err, errsz, "too many blocks for a Gemma 2 config");
-  c->gemma2 = 1;
-  c->arch = hf_arch_find("Gemma2ForCausalLM");
+  c->gemma2 = 1; /* pick_arch then takes Gemma2ForCausalLM */
   c->attn_softcap = b->attn_softcap;
   c->query_scalar = b->attn_scale > 0 ? 1.0 / (b->attn_scale * b->attn_scale)
                                       : (double)b->head_dim;
+  return 0;
+}
+
+/* The Llama-family architecture of blocks like b: `arch` if named, else the first that fits. */
+static int pick_arch(const pt_model *m, int li, const char *arch, hf_config *c, char *err,
+                     size_t errsz) {
+  const hf_arch *a = arch ? hf_arch_find(arch) : hf_arch_for_blocks(c->qkv_bias, c->qk_norm,
+                                                                     c->mlp_bias, c->gemma2);
+  if (arch && !a) {
+    snprintf(err, errsz, "--hf-arch %s: unknown; pipe_convert converts %s", arch, hf_arch_list());
+    return -1;
+  }
+  if (!a || !hf_arch_fits(a, c->qkv_bias, c->qk_norm, c->mlp_bias, c->gemma2)) {
+    char why[512];
+    if (a)
+      snprintf(why, sizeof why, "%s cannot hold its blocks (qkv_bias %d, qk_norm %d, mlp_bias %d, "
+               "Gemma 2's options %d)", a->architecture, c->qkv_bias, c->qk_norm, c->mlp_bias,
+               c->gemma2);
+    else
+      snprintf(why, sizeof why, "qkv_bias %d, qk_norm %d, mlp_bias %d, Gemma 2's options %d "
+               "together fit no transformers architecture: Qwen2ForCausalLM has q/k/v biases, "
+               "Qwen3ForCausalLM q/k norms, LlamaForCausalLM MLP biases, Gemma2ForCausalLM "
+               "Gemma 2's options, one at a time", c->qkv_bias, c->qk_norm, c->mlp_bias,
+               c->gemma2);
+    return refuse(m, li, err, errsz, why);
+  }
+  c->arch = a;
   return 0;
 }
 
@@ -117,8 +145,7 @@ static int check_blocks(const pt_model *m, int first, int end, hf_config *c, cha
   }
   c->heads = b0.heads, c->kv_heads = b0.kv_heads ? b0.kv_heads : b0.heads, c->ffn = b0.ffn;
   c->eps = b0.eps, c->rope_theta = b0.theta, c->rope = b0.rope, c->qkv_bias = (int)b0.qkv_bias;
-  c->head_dim = b0.head_dim;
-  if (c->qkv_bias) c->arch = hf_arch_find("Qwen2ForCausalLM"); /* Llama has no q/k/v-only bias */
+  c->head_dim = b0.head_dim, c->qk_norm = (int)b0.qk_norm, c->mlp_bias = (int)b0.mlp_bias;
   c->layers = end - first;
   return gemma2_from_blocks(m, &b0, first, end, c, err, errsz);
 }
@@ -140,6 +167,11 @@ static int check_gemma2_ends(const pt_model *m, int norm, hf_config *c, char *er
 }
 
 int hf_config_from_model(const pt_model *m, hf_config *c, char *err, size_t errsz) {
+  return hf_config_from_model_as(m, NULL, c, err, errsz);
+}
+
+int hf_config_from_model_as(const pt_model *m, const char *arch, hf_config *c, char *err,
+                            size_t errsz) {
   memset(c, 0, sizeof *c);
   const pt_spec *s = m->spec;
   if (!layer_is(m, 0, "embedding"))
@@ -153,6 +185,9 @@ int hf_config_from_model(const pt_model *m, hf_config *c, char *err, size_t errs
   if (li == first) return refuse(m, li, err, errsz, gpt2 ? "expected transformer_block layers" :
                                  "expected llama_block layers (or pos_embedding for GPT-2)");
   if (check_blocks(m, first, li, c, err, errsz) != 0) return -1;
+  if (gpt2 && arch && strcmp(arch, "GPT2LMHeadModel"))
+    return refuse(m, first, err, errsz, "GPT-2 layers export as GPT2LMHeadModel only");
+  if (!gpt2 && pick_arch(m, first, arch, c, err, errsz) != 0) return -1;
   if (!layer_is(m, li, norm)) return refuse(m, li, err, errsz, gpt2 ? "expected layernorm" :
                                             "expected rmsnorm");
   double norm_eps = layer_setting_num(&m->layers[li], "eps");
@@ -218,6 +253,8 @@ static int build_entries(const pt_model *m, const hf_config *c, st_entry *e, flo
       snprintf(names[n], 256, nm->hf, b);
       e[n] = (st_entry){.name = names[n], .data = src, .ndim = d->ndim};
       for (int i = 0; i < d->ndim; i++) e[n].shape[i] = d->shape[i];
+      for (int f = 1; f < nm->fused; f++) /* the group's next members follow in storage */
+        e[n].shape[0] += d[f].shape[0];
       if (nm->transpose) {
         int64_t rows = d->shape[0], cols = d->shape[1];
         float *tr = bufs[n] = pt_calloc((size_t)(rows * cols), sizeof *tr);
@@ -286,8 +323,12 @@ static int move_into(const char *tmp, const char *dir, char *err, size_t errsz) 
 }
 
 int hf_export(const pt_model *m, const char *dir, char *err, size_t errsz) {
+  return hf_export_as(m, NULL, dir, err, errsz);
+}
+
+int hf_export_as(const pt_model *m, const char *arch, const char *dir, char *err, size_t errsz) {
   hf_config c;
-  if (hf_config_from_model(m, &c, err, errsz) != 0) return -1;
+  if (hf_config_from_model_as(m, arch, &c, err, errsz) != 0) return -1;
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
   if (checkpoint_make_dir(tmp, err, errsz) != 0) return -1;

@@ -186,6 +186,7 @@ static int locate(hf_source *s, const hf_config *c, const pt_model *m, const hf_
   }
   int nd = (*d)->ndim, same = (*t)->ndim == nd;
   for (int i = 0; i < nd && i < 2; i++) shape[i] = (*d)->shape[nm->transpose ? 1 - i : i];
+  for (int f = 1; f < nm->fused; f++) shape[0] += (*d)[f].shape[0]; /* a group, stacked */
   for (int i = 0; same && i < nd; i++) same = (*t)->shape[i] == (nd == 2 ? shape[i] : (*d)->shape[i]);
   if (!same) {
     char have[128], want[128];
@@ -217,6 +218,7 @@ static int import_one(hf_source *s, const hf_config *c, pt_model *m, const hf_na
   }
   const pt_tensor *pt_t = &m->tensors[ti];
   float *dst = m->host_params + pt_t->offset;
+  if (nm->fused > 1) return st_read_as_f32(&s->files[fi], t, 2, shape, dst, err, errsz);
   if (!nm->transpose) return st_read_as_f32(&s->files[fi], t, d->ndim, d->shape, dst, err, errsz);
   int64_t rows = d->shape[0], cols = d->shape[1];
   float *tmp = pt_calloc((size_t)(rows * cols), sizeof *tmp);
@@ -244,7 +246,8 @@ static int check_all_used(const hf_source *s, const hf_config *c, char *err, siz
         snprintf(err, errsz, "%s: tensor '%s' has no place in pipetrain's %s layers (%s)",
                  s->files[i].path, name, c->arch->family == HF_GPT2 ? "GPT-2" : "llama_block",
                  c->arch->family == HF_LLAMA && strstr(name, "bias")
-                     ? "llama_block has biases only on q, k, v, as Qwen2ForCausalLM"
+                     ? "llama_block has biases only on q, k, v, as Qwen2ForCausalLM, and on "
+                       "the MLP, as LlamaForCausalLM with mlp_bias"
                      : "not in the mapping");
         return -1;
       }

@@ -56,6 +56,10 @@ pt_comm *comm_split(pt_comm *parent, int color, int key);
 void comm_free(pt_comm *c);
 /* Node-local rank and size (ranks sharing this host). */
 int comm_local_rank(void);
+/* The host world rank `rank` runs on (its MPI processor name, the hostname, cut to 63 bytes),
+ * gathered once by comm_init so that messages about another rank can name its host; "" before
+ * comm_init or for a rank out of range. */
+const char *comm_host_name(int rank);
 int comm_local_size(void);
 /* Every rank of this node gets every node-local rank's `bytes` bytes, in local-rank order
  * (out: local_size * bytes). Collective over the node. */

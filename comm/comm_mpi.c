@@ -27,6 +27,9 @@ static pt_comm g_world = {.host = {&comm_transport_mpi, NULL},
                           .device = {&comm_transport_mpi, NULL}};
 static int g_local_rank, g_local_size = 1;
 static MPI_Comm g_node = MPI_COMM_NULL; /* this host's ranks */
+#define HOST_NAME_BYTES 64
+static char (*g_hosts)[HOST_NAME_BYTES]; /* every world rank's host, by rank */
+static int g_world_size;
 static comm_wait_hook g_wait_hook;
 
 const char *comm_mpi_error_text(int code) {
@@ -48,6 +51,21 @@ int comm_launched(void) {
          getenv("SLURM_NTASKS");
 }
 
+static void gather_hosts(void) {
+  char name[MPI_MAX_PROCESSOR_NAME] = "", mine[HOST_NAME_BYTES] = "";
+  int len = 0;
+  PT_CHECK_MPI(MPI_Get_processor_name(name, &len));
+  snprintf(mine, sizeof mine, "%s", name);
+  PT_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &g_world_size));
+  g_hosts = pt_calloc((size_t)g_world_size, sizeof *g_hosts);
+  PT_CHECK_MPI(MPI_Allgather(mine, HOST_NAME_BYTES, MPI_CHAR, g_hosts, HOST_NAME_BYTES, MPI_CHAR,
+                             MPI_COMM_WORLD));
+}
+
+const char *comm_host_name(int rank) {
+  return g_hosts && rank >= 0 && rank < g_world_size ? g_hosts[rank] : "";
+}
+
 void comm_init(int *argc, char ***argv) {
   int provided;
   PT_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
@@ -60,6 +78,7 @@ void comm_init(int *argc, char ***argv) {
   PT_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   pt_error_set_rank(rank);
   pt_error_set_abort_hook(abort_all);
+  gather_hosts();
   PT_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &g_node));
   PT_CHECK_MPI(MPI_Comm_rank(g_node, &g_local_rank));
   PT_CHECK_MPI(MPI_Comm_size(g_node, &g_local_size));

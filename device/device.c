@@ -87,6 +87,7 @@ int device_select(spec_device kind, int id, char *err, size_t errsz) {
 const char *device_name(const pt_device *d) { return d->ops->is.name; }
 int device_shares_host_memory(const pt_device *d) { return d->ops->is.shares_host_memory; }
 int device_host_addressable(const pt_device *d) { return d->ops->is.host_addressable; }
+int device_offloads(const pt_device *d) { return d->ops->is.offloads; }
 
 _Static_assert((int)SPEC_PRECISION_FP32 == (int)PT_PRECISION_FP32 &&
                    (int)SPEC_PRECISION_TF32 == (int)PT_PRECISION_TF32 &&

@@ -59,6 +59,10 @@ typedef struct {
   /* Stashed activations may go to host memory (pipeline.offload, engine/stage_offload.h): the
    * kind's device memory is its own, and its table has the offload entries. 0 on the cpu. */
   int offloads;
+  /* Offload copies run on a copy stream beside the compute (a GPU); 0: device_copy_async copies
+   * when called, on the compute thread (the emulated device). What the planner's simulation of
+   * the copies assumes (partition/auto_copies.c). */
+  int copies_overlap;
 } pt_device_traits;
 
 /* A kind of device: its traits, how to find and open one, and everything that differs between
@@ -172,6 +176,7 @@ size_t device_memory_bytes(const pt_device *d);
 /* d's traits (pt_device_traits): host copies are its buffers; host code may touch them. */
 int device_shares_host_memory(const pt_device *d);
 int device_host_addressable(const pt_device *d);
+int device_offloads(const pt_device *d); /* its kind's offloads trait */
 
 void *device_alloc(pt_device *d, size_t bytes); /* zeroed, 64-byte aligned, memory-tracked */
 void device_free(pt_device *d, void *p);

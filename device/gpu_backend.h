@@ -7,7 +7,8 @@
 #define GPU_BACKEND_TRAITS                                                                   \
   {                                                                                          \
     .name = "gpu", .shares_host_memory = 0, .host_addressable = 0, .one_per_rank = 1,        \
-    .picked_by_auto = 1, .binds_after_open = 1, .precision_in_gemm = 1, .offloads = 1        \
+    .picked_by_auto = 1, .binds_after_open = 1, .precision_in_gemm = 1, .offloads = 1,       \
+    .copies_overlap = 1                                                                      \
   }
 
 #endif

@@ -58,7 +58,7 @@ static int read_times(const pt_model *m, const auto_plan_options *o, pt_layer_ti
     device_set_precision(device_current(), m->spec->train.precision); /* times as trained */
     return measure_as_a_rank(m, o, t, err, errsz);
   }
-  double gflops = gemm_measure_flops(512, 0.2) / 1e9;
+  double gflops = o->gflops > 0 ? o->gflops : gemm_measure_flops(512, 0.2) / 1e9;
   profile_times_from_flops(t, m, gflops);
   char why[160] = "";
   if (o->times == AUTO_TIMES_MEASURE) snprintf(why, sizeof why, " (could not measure: %.100s)", err);
@@ -81,6 +81,7 @@ static int share_times(const pt_model *m, const auto_plan_options *o, pt_layer_t
   for (int k = 0; k < 4; k++) comm_broadcast(comm_world(), arrays[k], sizeof(double) * (size_t)n, 0);
   comm_broadcast(comm_world(), &t->p2p_latency_s, sizeof(double), 0);
   comm_broadcast(comm_world(), &t->p2p_bytes_per_s, sizeof(double), 0);
+  comm_broadcast(comm_world(), &t->copy_bytes_per_s, sizeof(double), 0);
   comm_broadcast(comm_world(), t->source, sizeof t->source, 0);
   return 0;
 }
@@ -94,7 +95,8 @@ static int search(const pt_spec *sp, const auto_plan_options *o, char (*over)[AU
   pt_auto_result r = {0};
   int n = -1;
   if (share_times(&m, o, &t, err, errsz) == 0) {
-    if (auto_search(&m, &t, o->from_trace != NULL, &r, &e) == 0) n = auto_overrides(&r, over, max);
+    if (auto_search(&m, &t, o->from_trace != NULL, &r, &e) == 0)
+      n = auto_overrides(&r, m.spec, over, max);
     else pt_errorf(err, errsz, "%s", e.msg);
   }
   if (keep) *keep = r;

@@ -22,6 +22,7 @@ typedef enum { AUTO_TIMES_MEASURE, AUTO_TIMES_FLOPS } auto_times_source;
 typedef struct {
   const char *from_trace;  /* an earlier run's trace, or NULL */
   auto_times_source times; /* without a trace: measure (cached) or FLOP estimates */
+  double gflops;           /* FLOP estimates at this rate (--layer-times flops:R); 0: measured */
   int launched;            /* under mpirun */
 } auto_plan_options;
 

@@ -254,7 +254,7 @@ static float *backward_range(pt_stage *st, int slot, int lo, int hi, const float
     int want = (li > 0 || need_din) && !L->in_tokens;
     din = want ? (dout == st->grad[0] ? st->grad[1] : st->grad[0]) : NULL;
     if (want && li == 0 && din_out) din = din_out;
-    if (st->packed) store_ready(st, slot, li, 1);
+    if (st->packed) store_ready_backward(st, slot, li, dout);
     pt_io io = layer_io(st, slot, li, dout, din);
     L->type->backward_input(L, &io);
     store_bf16(&io, din, L->in_dim);
@@ -366,7 +366,7 @@ const float *stage_backward_input(pt_stage *st, int slot, const float *dout, int
     pt_layer *L = &st->m->layers[st->first + li];
     int want = (li > 0 || need_din) && !L->in_tokens;
     din = want ? input_grad_buffer(st, keep, li, dout, din_out) : NULL;
-    if (st->packed) store_ready(st, slot, li, 1);
+    if (st->packed) store_ready_backward(st, slot, li, dout);
     pt_io io = layer_io(st, slot, li, dout, din);
     L->type->backward_input(L, &io);
     store_bf16(&io, din, L->in_dim);

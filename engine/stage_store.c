@@ -79,7 +79,7 @@ static int in_layout(const pt_saved_part *p, int set) {
 
 /* What is done to a run of parts: rounded in place, moved to rest or back, or both of the first
  * two in one pass (the float32 parts of such a run are only moved: they are not rounded). */
-enum { ROUND, TO_REST, FROM_REST, ROUND_TO_REST };
+enum { ROUND, TO_REST, FROM_REST, ROUND_TO_REST, ROUND_SHARE };
 
 /* Parts next to each other both in the area and at rest, of one kind, go in one call. */
 typedef struct {
@@ -92,6 +92,7 @@ typedef struct {
 static void run_flush(const pt_kernels *k, part_run *u, int op) {
   if (u->n == 0) return;
   if (op == ROUND) k->round_bf16(k, u->f, u->n);
+  else if (op == ROUND_SHARE) k->round_share_bf16(k, u->f, u->n);
   else if (u->bf16 && op == ROUND_TO_REST) k->round_pack_bf16(k, (uint16_t *)u->r, u->f, u->n);
   else if (u->bf16 && op == TO_REST) k->pack_bf16(k, (uint16_t *)u->r, u->f, u->n);
   else if (u->bf16) k->unpack_bf16(k, u->f, (const uint16_t *)u->r, u->n);
@@ -103,7 +104,8 @@ static void run_flush(const pt_kernels *k, part_run *u, int op) {
 static void run_add(const pt_kernels *k, part_run *u, float *f, char *r, int64_t n, int bf16,
                     int op) {
   int64_t width = u->bf16 ? 2 : 4;
-  if (u->n && u->bf16 == bf16 && u->f + u->n == f && (op == ROUND || u->r + u->n * width == r)) {
+  if (u->n && u->bf16 == bf16 && u->f + u->n == f &&
+      (op == ROUND || op == ROUND_SHARE || u->r + u->n * width == r)) {
     u->n += n;
     return;
   }
@@ -129,15 +131,16 @@ static void move_parts(const pt_stage *st, int li, float *f, char *r, int set, i
   run_flush(k, &u, op);
 }
 
-/* Rounds to bf16 the parts of layer li's saved area f that `writer` wrote and that may be bf16. */
-static void round_parts(const pt_stage *st, int li, float *f, int writer) {
+/* Rounds to bf16 the parts of layer li's saved area f that `writer` wrote and that may be bf16
+ * (op ROUND, or ROUND_SHARE: their bits kept by the table as well, kernels.h). */
+static void round_parts(const pt_stage *st, int li, float *f, int writer, int op) {
   const pt_kernels *k = st->m->dev->k;
   pt_saved_part p[PT_MAX_SAVED_PARTS];
   part_run u = {0};
   int n = parts_at(st, li, st->cur_B, st->cur_T, p);
   for (int i = 0; i < n; f += p[i].floats, i++)
-    if (p[i].bf16 && (p[i].writers & writer)) run_add(k, &u, f, NULL, p[i].floats, 1, ROUND);
-  run_flush(k, &u, ROUND);
+    if (p[i].bf16 && (p[i].writers & writer)) run_add(k, &u, f, NULL, p[i].floats, 1, op);
+  run_flush(k, &u, op);
 }
 
 static void need_out(pt_stage *st, int slot, int li) {
@@ -185,10 +188,21 @@ void store_ready(pt_stage *st, int slot, int li, int backward) {
   }
   /* no need_out(li): no layer's backward reads its own output (layer.h) */
   int tag = slot * st->n + li;
-  if (st->ckpt || !st->saved16[tag]) return;
+  if (st->ckpt || !st->saved16[tag]) {
+    share_copies(st, slot, -1); /* none, and none of the layer before (round_share_bf16) */
+    return;
+  }
   if (st->wk_saved_tag != tag) move_parts(st, li, st->wk_saved, st->saved16[tag], 0, 0, FROM_REST);
   st->wk_saved_tag = tag;
   share_copies(st, slot, li);
+}
+
+void store_ready_backward(pt_stage *st, int slot, int li, const float *dout) {
+  store_ready(st, slot, li, 1);
+  const pt_kernels *k = st->m->dev->k;
+  /* nothing writes dout until the next layer's store_ready: backward_input and a backward_weight
+   * that follows at once may read one conversion of it */
+  if (k->share_bf16) k->share_bf16(k, dout, out_floats(st, li, st->cur_B, st->cur_T));
 }
 
 void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io) {
@@ -202,7 +216,7 @@ void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io) {
     k->round_bf16(k, io->out, n_out);
   }
   if (st->ckpt || !st->saved16[tag]) {
-    if (io->saved) round_parts(st, li, io->saved, PT_SAVED_FORWARD);
+    if (io->saved) round_parts(st, li, io->saved, PT_SAVED_FORWARD, ROUND);
     return;
   }
   move_parts(st, li, io->saved, st->saved16[tag], 0, 0, ROUND_TO_REST);
@@ -213,8 +227,9 @@ void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io) {
 void store_after_backward_input(pt_stage *st, int slot, int li, const pt_io *io, void *set) {
   const pt_kernels *k = st->m->dev->k;
   st->wk_saved_tag = -1; /* backward_input rewrote parts of it */
-  if (!set) {
-    if (io->saved) round_parts(st, li, io->saved, PT_SAVED_STASH);
+  if (!set) { /* backward_weight follows at once: its products read the parts' bits kept */
+    int op = k->round_share_bf16 ? ROUND_SHARE : ROUND;
+    if (io->saved) round_parts(st, li, io->saved, PT_SAVED_STASH, op);
     return;
   }
   int64_t m = out_floats(st, li, io->B, io->T);

@@ -33,10 +33,14 @@ size_t store_set_bytes(const pt_stage *st, int li);
  * activation copies (kernels.h) are then the saved parts only forward writes, read at rest by
  * products instead of converted; forward: none (forward rewrites the area). */
 void store_ready(pt_stage *st, int slot, int li, int backward);
+/* Before layer li's backward_input on dout: store_ready, then the table may keep one bf16
+ * conversion of dout for both backward steps (kernels.h share_bf16). */
+void store_ready_backward(pt_stage *st, int slot, int li, const float *dout);
 /* After layer li's forward wrote io: rounds its output and the parts it wrote, keeps the output
  * and parts at rest (rounded and packed in one pass). */
 void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io);
-/* After layer li's backward_input: rounds the stash parts; with a stash set (split backward,
+/* After layer li's backward_input: rounds the stash parts (without a stash set, the table
+ * keeps their bits for the backward_weight that follows: kernels.h round_share_bf16); with a stash set (split backward,
  * layer with parameters) keeps there io->dout and the parts backward_weight will read (the
  * parts rounded and packed in one pass). */
 void store_after_backward_input(pt_stage *st, int slot, int li, const pt_io *io, void *set);

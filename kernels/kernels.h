@@ -153,6 +153,21 @@ struct pt_kernels {
                                  const float *w, const float *rstd, int N, int D, int acc);
   void (*rmsnorm_backward_weight)(const pt_kernels *k, float *dw, const float *dy,
                                   const float *x, const float *rstd, int N, int D);
+  /* Per-head RMSNorm of the q and k heads of qkv rows x[N,(H + 2 KVH) hd] (the attention's
+   * layout; Qwen3's q_norm and k_norm): y's H q heads are rmsnorm rows of hd with wq[hd], its KVH
+   * k heads with wk[hd] (as rmsnorm_forward, eps), its v heads x's copied; rstd[N, H + KVH].
+   * backward_input: dx's q and k heads as rmsnorm_backward_input (acc 0), v's dy's copied;
+   * backward_weight: dwq += sum over rows, then q heads, in order of dy * xhat (dwk: k heads).
+   * y, dx distinct from x, dy (kernels/cpu/ops_head_norm.c, kernels/cuda/ops_head_norm.cu). */
+  void (*head_rmsnorm_forward)(const pt_kernels *k, float *y, float *rstd, const float *x,
+                               const float *wq, const float *wk, int N, int H, int KVH, int hd,
+                               float eps);
+  void (*head_rmsnorm_backward_input)(const pt_kernels *k, float *dx, const float *dy,
+                                      const float *x, const float *wq, const float *wk,
+                                      const float *rstd, int N, int H, int KVH, int hd);
+  void (*head_rmsnorm_backward_weight)(const pt_kernels *k, float *dwq, float *dwk,
+                                       const float *dy, const float *x, const float *rstd, int N,
+                                       int H, int KVH, int hd);
   /* Rotary position embedding in place on the q and k parts of qkv[B,T,(H + 2*KVH)*hd] (the
    * attention's layout; v untouched), Hugging Face's rotate-half convention: position t of the
    * sequence, pair (j, j + hd/2) of each head, j < hd/2, angle a = t * f->inv_freq[j] in float
@@ -284,6 +299,14 @@ struct pt_kernels {
    * the saved parts only forward writes, between their move to or from rest and the next
    * forward or move). */
   void (*activation_copies)(const pt_kernels *k, const pt_weight_range *r, int n);
+  /* Tables with activation_copies (NULL elsewhere); the caller promises that nothing writes
+   * x[0..n) until its next activation_copies call. share_bf16: products may keep the first
+   * conversion of an operand inside x and read it from then on (a tensor two products read,
+   * converted once); round_share_bf16: round_bf16 of x and its bits kept at once (one pass),
+   * read as an activation copy. Where the table has no room the call only does what its
+   * results need (nothing; round_bf16), so every path gives the bits converting gives. */
+  void (*share_bf16)(const pt_kernels *k, const float *x, int64_t n);
+  void (*round_share_bf16)(const pt_kernels *k, float *x, int64_t n);
   /* Step statistics kept on the device until the caller reads them once (device/stats.h), so a
    * step need not wait for the device: these return without waiting. `sum`, `out` and `mark`
    * are device memory (host memory for the CPU table, where the result is there at once).
@@ -317,6 +340,7 @@ struct pt_kernels {
   X(loss_acc) X(sumsq_into) X(finite_check)                                                       \
   X(layernorm_forward_residual) X(layernorm_backward_input_residual)                              \
   X(rmsnorm_forward_residual) X(rmsnorm_backward_input_residual)                                  \
+  X(head_rmsnorm_forward) X(head_rmsnorm_backward_input) X(head_rmsnorm_backward_weight)          \
   X(geglu_forward) X(geglu_backward) X(softcap_forward) X(softcap_backward) X(add_scalar)
 #define PT_KERNELS_INIT(entry) .entry = entry,
 

@@ -163,6 +163,24 @@ static void rope(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, 
   TIMED(rope, ACTIVATION, F4 * 2.0 * B * T * (H + KVH) * (double)hd, qkv, B, T, H, KVH, hd, f,
         dir, positions);
 }
+static void head_rmsnorm_forward(const pt_kernels *k, float *y, float *rstd, const float *x,
+                                 const float *wq, const float *wk, int N, int H, int KVH, int hd,
+                                 float eps) {
+  TIMED(head_rmsnorm_forward, NORM, F4 * (2.0 * N * (H + 2 * KVH) * (double)hd + N * (H + KVH)),
+        y, rstd, x, wq, wk, N, H, KVH, hd, eps);
+}
+static void head_rmsnorm_backward_input(const pt_kernels *k, float *dx, const float *dy,
+                                        const float *x, const float *wq, const float *wk,
+                                        const float *rstd, int N, int H, int KVH, int hd) {
+  TIMED(head_rmsnorm_backward_input, NORM, F4 * 3.0 * N * (H + 2 * KVH) * (double)hd, dx, dy, x,
+        wq, wk, rstd, N, H, KVH, hd);
+}
+static void head_rmsnorm_backward_weight(const pt_kernels *k, float *dwq, float *dwk,
+                                         const float *dy, const float *x, const float *rstd,
+                                         int N, int H, int KVH, int hd) {
+  TIMED(head_rmsnorm_backward_weight, NORM, F4 * 2.0 * N * (H + KVH) * (double)hd, dwq, dwk, dy,
+        x, rstd, N, H, KVH, hd);
+}
 static void swiglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
   TIMED(swiglu_forward, ACTIVATION, F4 * 3.0 * N * F, y, gu, N, F);
 }

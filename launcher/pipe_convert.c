@@ -6,8 +6,9 @@
  *       the same checkpoint re-split for N stages (loadable with pipe_train --load DIR)
  *   pipe_convert --from-hf HFDIR --out CKPT --spec-out SPEC.yaml [--seq-len N]
  *       a transformers model directory as a checkpoint and the spec of its model
- *   pipe_convert CKPT --to-hf HFDIR
- *       the checkpoint as a transformers model directory (config.json, model.safetensors)
+ *   pipe_convert CKPT --to-hf HFDIR [--hf-arch NAME]
+ *       the checkpoint as a transformers model directory (config.json, model.safetensors), as
+ *       architecture NAME (e.g. Phi3ForCausalLM) where the blocks fit more than one
  * Exit codes: 0 success, 2 bad input, 1 other failures. */
 #include <errno.h>
 #include <stdint.h>
@@ -25,11 +26,11 @@
 #define USAGE                                                                                    \
   "pipe_convert CKPT OUT.safetensors [--with-optimizer] | pipe_convert CKPT --stages N --out DIR "   \
   "| pipe_convert --from-hf HFDIR --out CKPT --spec-out SPEC.yaml [--seq-len N] | pipe_convert "   \
-  "CKPT --to-hf HFDIR"
+  "CKPT --to-hf HFDIR [--hf-arch NAME]"
 
 typedef struct {
   const char *ckpt, *out_file, *out_dir;
-  const char *from_hf, *to_hf, *spec_out;
+  const char *from_hf, *to_hf, *spec_out, *hf_arch;
   int64_t seq_len;
   int stages, with_optimizer;
   const char *sets[64];
@@ -47,6 +48,7 @@ static void parse(int argc, char **argv, convert_args *a) {
     else if (!strcmp(s, "--set") && has_value && a->n_sets < 63) a->sets[a->n_sets++] = argv[++i];
     else if (!strcmp(s, "--from-hf") && has_value) a->from_hf = argv[++i];
     else if (!strcmp(s, "--to-hf") && has_value) a->to_hf = argv[++i];
+    else if (!strcmp(s, "--hf-arch") && has_value) a->hf_arch = argv[++i];
     else if (!strcmp(s, "--spec-out") && has_value) a->spec_out = argv[++i];
     else if (!strcmp(s, "--seq-len") && has_value) {
       char *end;
@@ -61,16 +63,17 @@ static void parse(int argc, char **argv, convert_args *a) {
     else pt_fail_input("unexpected argument '%s'", s);
   }
   if (a->from_hf) {
-    if (!a->out_dir || !a->spec_out || a->ckpt || a->stages || a->to_hf)
+    if (!a->out_dir || !a->spec_out || a->ckpt || a->stages || a->to_hf || a->hf_arch)
       pt_fail_input("usage: pipe_convert --from-hf HFDIR --out CKPT --spec-out SPEC.yaml "
                     "[--seq-len N]");
     return;
   }
   if (a->seq_len || a->spec_out) pt_fail_input("--seq-len and --spec-out go with --from-hf");
+  if (a->hf_arch && !a->to_hf) pt_fail_input("--hf-arch goes with --to-hf");
   if (!a->ckpt) pt_fail_input("usage: %s", USAGE);
   if (a->to_hf) {
     if (a->out_file || a->out_dir || a->with_optimizer)
-      pt_fail_input("usage: pipe_convert CKPT --to-hf HFDIR");
+      pt_fail_input("usage: pipe_convert CKPT --to-hf HFDIR [--hf-arch NAME]");
     return;
   }
   if (!!a->out_file == !!a->out_dir)
@@ -215,8 +218,9 @@ int main(int argc, char **argv) {
   if (a.to_hf) {
     model_to_host(&m);
     hf_config hc; /* a model of another shape is bad input (2); a failed write is not (1) */
-    if (hf_config_from_model(&m, &hc, err, sizeof err) != 0) pt_fail_input("%s", err);
-    if (hf_export(&m, a.to_hf, err, sizeof err) != 0) pt_fatal("%s", err);
+    if (hf_config_from_model_as(&m, a.hf_arch, &hc, err, sizeof err) != 0)
+      pt_fail_input("%s", err);
+    if (hf_export_as(&m, a.hf_arch, a.to_hf, err, sizeof err) != 0) pt_fatal("%s", err);
     printf("pipe_convert: wrote %s (config.json, model.safetensors; step %lld)\n", a.to_hf,
            (long long)c.step);
   } else if (a.out_file) {

@@ -1,6 +1,7 @@
 /* pipe_train: trains a model described by a YAML layer spec.
  *   pipe_train SPEC [--sequential] [--set KEY=VALUE ...] [--metrics FILE] [--quiet]
  * Exit codes: 0 success, 2 bad input (spec, data, command line), 1 other failures. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,13 +25,17 @@
 
 #define MAX_OVERRIDES 256
 
+/* --print-schedule --format: text for people, or a schedule file (ours, torch's CSV) */
+enum { FORMAT_TEXT, FORMAT_ACTIONS, FORMAT_TORCH, FORMAT_TORCH_COMMS, FORMAT_KINDS };
+static const char *const FORMAT_NAMES[FORMAT_KINDS] = {"text", "actions", "torch", "torch-comms"};
+
 typedef struct {
   const char *spec_path;
   const char *overrides[MAX_OVERRIDES];
   int n_overrides;
   int plan, json, print_schedule;
   const char *svg_path;
-  int actions_format; /* --format actions: the schedule as a schedule file */
+  int format; /* --format: FORMAT_TEXT, or the schedule as a file (print_schedule) */
   auto_plan_options auto_opts; /* --from-trace, --layer-times */
   int times_given;             /* either was given: --plan predicts the step */
   int nproc;                   /* --nproc N: ranks to start without mpirun; 0: the spec's */
@@ -57,12 +62,15 @@ static void usage(FILE *f) {
           "                      with `auto` in the spec also the planner's choice and runners-up\n"
           "  --from-trace FILE   plan `auto` (and re-balance the split) from the layer times an\n"
           "                      earlier run's --trace FILE measured\n"
-          "  --layer-times measure|flops\n"
+          "  --layer-times measure|flops|flops:GFLOPS\n"
           "                      what `auto` plans from without a trace: times measured at\n"
           "                      start-up and cached (measure, the default) or FLOP estimates\n"
+          "                      (at the measured GEMM rate, or at GFLOPS given)\n"
           "  --print-schedule    print every stage's action list for one step and exit\n"
           "                      (--svg FILE also draws it as a picture; --format actions\n"
-          "                      prints it as a schedule file for pipeline.schedule_file)\n"
+          "                      prints it as a schedule file for pipeline.schedule_file,\n"
+          "                      --format torch as torch.distributed.pipelining's CSV for its\n"
+          "                      _load_csv, torch-comms with its sends and receives)\n"
           "  --trace FILE        write a Chrome trace (Perfetto, chrome://tracing) of the run\n"
           "  --trace-steps A:B   only steps A..B in the trace (default: all)\n"
           "  --load CKPT         start from a checkpoint (written under any layout) at its step\n"
@@ -117,9 +125,13 @@ static void parse_args(int argc, char **argv, cli_args *a) {
       a->times_given = 1;
     } else if (!strcmp(s, "--layer-times")) {
       const char *v = option_value(argc, argv, &i);
-      if (strcmp(v, "measure") && strcmp(v, "flops"))
-        pt_fail_input("--layer-times '%s': expected measure or flops", v);
-      a->auto_opts.times = !strcmp(v, "flops") ? AUTO_TIMES_FLOPS : AUTO_TIMES_MEASURE;
+      char *end = NULL;
+      double rate = !strncmp(v, "flops:", 6) ? strtod(v + 6, &end) : 0;
+      if (strcmp(v, "measure") && strcmp(v, "flops") && !(rate > 0 && isfinite(rate) && !*end))
+        pt_fail_input("--layer-times '%s': expected measure, flops or flops:GFLOPS (a rate > 0)",
+                      v);
+      a->auto_opts.times = !strncmp(v, "flops", 5) ? AUTO_TIMES_FLOPS : AUTO_TIMES_MEASURE;
+      a->auto_opts.gflops = rate;
       a->times_given = 1;
     } else if (!strcmp(s, "--json")) {
       a->json = 1;
@@ -135,9 +147,10 @@ static void parse_args(int argc, char **argv, cli_args *a) {
       a->run.trace_steps = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--format")) {
       const char *v = option_value(argc, argv, &i);
-      if (strcmp(v, "actions") && strcmp(v, "text"))
-        pt_fail_input("--format '%s': expected text or actions", v);
-      a->actions_format = !strcmp(v, "actions");
+      a->format = FORMAT_TEXT;
+      while (a->format < FORMAT_KINDS && strcmp(v, FORMAT_NAMES[a->format])) a->format++;
+      if (a->format == FORMAT_KINDS)
+        pt_fail_input("--format '%s': expected text, actions, torch or torch-comms", v);
     } else if (!strcmp(s, "--svg")) {
       a->svg_path = option_value(argc, argv, &i);
     } else if (!strcmp(s, "--gather-hf")) {
@@ -163,7 +176,7 @@ static void parse_args(int argc, char **argv, cli_args *a) {
   if (a->nproc && a->run.sequential)
     pt_fail_input("--nproc starts ranks for a pipelined run; --sequential runs in one process");
   if (a->svg_path && !a->print_schedule) pt_fail_input("--svg goes with --print-schedule");
-  if (a->actions_format && !a->print_schedule) pt_fail_input("--format goes with --print-schedule");
+  if (a->format && !a->print_schedule) pt_fail_input("--format goes with --print-schedule");
   int64_t first, last;
   if (trace_parse_window(a->run.trace_steps, &first, &last) != 0)
     pt_fail_input("--trace-steps '%s': expected A:B with 1 <= A <= B, e.g. 3:5", a->run.trace_steps);
@@ -260,18 +273,20 @@ static int print_plan(const pt_spec *spec, int json, const auto_choice *ac) {
   return 0;
 }
 
-static void print_schedule(const pt_spec *spec, const char *svg, int actions) {
+static void print_schedule(const pt_spec *spec, const char *svg, int format) {
   pt_schedule sch;
   char err[1024];
   if (schedule_build_spec(&sch, spec, err, sizeof err) != 0) pt_fail_input("%s", err);
-  if (actions) schedule_write_actions(stdout, &sch);
-  else schedule_print(stdout, &sch);
+  if (format == FORMAT_ACTIONS) schedule_write_actions(stdout, &sch);
+  else if (format == FORMAT_TEXT) schedule_print(stdout, &sch);
+  else schedule_write_torch(stdout, &sch, format == FORMAT_TORCH_COMMS);
   if (schedule_validate(&sch, err, sizeof err) != 0) pt_fatal("schedule is invalid: %s", err);
   double step = 0; /* a comment line, so the actions format still reads back */
   double bubble = schedule_time(&sch, &schedule_unit_costs, 1, &step, NULL, err, sizeof err);
   if (bubble < 0) pt_fatal("schedule cannot run: %s", err);
-  printf("# simulated at unit costs (F = I = W = 1, B = 2): step %g, bubble %.2f%%\n", step,
-         100.0 * bubble);
+  /* torch's loader reads every line as a rank: the comment goes to stderr there */
+  fprintf(format >= FORMAT_TORCH ? stderr : stdout, "# simulated at unit costs (F = I = W = 1, "
+          "B = 2): step %g, bubble %.2f%%\n", step, 100.0 * bubble);
   if (svg && schedule_write_svg(&sch, svg, err, sizeof err) != 0) pt_fail_input("%s", err);
   schedule_free(&sch);
 }
@@ -378,7 +393,7 @@ int main(int argc, char **argv) {
   int64_t procs = job_ranks(&a, &spec, dp_auto, launched, world);
   if (a.plan || a.print_schedule) {
     if (root && a.plan) predict(&a, &spec, &ac), print_plan(&spec, a.json, &ac);
-    if (root && a.print_schedule) print_schedule(&spec, a.svg_path, a.actions_format);
+    if (root && a.print_schedule) print_schedule(&spec, a.svg_path, a.format);
   } else if (a.run.sequential || (procs == 1 && world == 1)) {
     if (world > 1) {
       char msg[256];

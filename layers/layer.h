@@ -53,7 +53,7 @@
 #include "layers/settings.h"
 #include "spec/spec.h"
 
-#define PT_MAX_PARAMS 16
+#define PT_MAX_PARAMS 24
 #define PT_MAX_LAYER_TYPES 128 /* the registry's capacity */
 #define PT_PARAM_NAME_MAX 48
 

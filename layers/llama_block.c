@@ -1,6 +1,8 @@
 /* llama_block: the Llama decoder layer (Hugging Face's LlamaDecoderLayer) on [B,T,dim],
- * pre-RMSNorm, no biases but optional ones on q, k, v (qkv_bias: Qwen2's attention):
- *   h = x + o(attn(rope(q(n1(x))), rope(k(n1(x))), v(n1(x))))
+ * pre-RMSNorm, no biases but optional ones on q, k, v (qkv_bias: Qwen2's attention) and on
+ * gate, up, down (mlp_bias: Llama's config key), and an optional per-head RMSNorm of q and k
+ * before the rotation (qk_norm: Qwen3's q_norm, k_norm, weights [head_dim], the block's eps):
+ *   h = x + o(attn(rope(qn(q(n1(x)))), rope(kn(k(n1(x)))), v(n1(x))))
  *   y = h + down(silu(gate(n2(h))) * up(n2(h)))
  * Gemma 2's options (Gemma2DecoderLayer): post_norms adds RMSNorms p1, p2 on the attention's
  * and the MLP's outputs (h = x + p1(o(...)), y = h + p2(down(...))); norm_offset d makes every
@@ -17,7 +19,9 @@
  * Parameters in the order of docs/layers.md. q, k, v are one parameter group, used as one
  * stacked [(heads + 2 kv_heads) head_dim, dim] matrix, and gate, up another, used as one
  * [2 ffn_dim, dim] matrix (one GEMM each; layer_add_param_group keeps them adjacent); with
- * qkv_bias, the q, k, v biases are a last group, one stacked bias of that GEMM.
+ * qkv_bias, the q, k, v biases are a group after them, one stacked bias of that GEMM; then
+ * qk_norm's q_norm, k_norm, then mlp_bias's gate|up bias group and down's, then post_norms'
+ * attn_post_norm, mlp_post_norm (llama_index).
  */
 #include <math.h>
 #include <string.h>
@@ -28,30 +32,52 @@
 
 enum { ATTN_NORM, Q_W, K_W, V_W, O_W, MLP_NORM, GATE_W, UP_W, DOWN_W, QKV_B };
 
+/* Where the optional parameters sit in the list (-1: the option is off), in declaration order
+ * after the nine weights. */
+typedef struct {
+  int qkv_b, q_norm, k_norm, gu_b, down_b, attn_post, mlp_post;
+} llama_index;
+
+static llama_index index_of(const pt_layer *L) {
+  llama_index x = {-1, -1, -1, -1, -1, -1, -1};
+  int p = QKV_B;
+  if (layer_setting_bool(L, "qkv_bias")) x.qkv_b = p, p += 3;
+  if (layer_setting_bool(L, "qk_norm")) x.q_norm = p, x.k_norm = p + 1, p += 2;
+  if (layer_setting_bool(L, "mlp_bias")) x.gu_b = p, x.down_b = p + 2, p += 3;
+  if (layer_setting_bool(L, "post_norms")) x.attn_post = p, x.mlp_post = p + 1;
+  return x;
+}
+
+/* v[i] of an optional parameter i, NULL where the option is off. */
+static float *opt(float *const *v, int i) { return i < 0 ? NULL : v[i]; }
+
 /* Views into the saved area. The first group is written by forward (qkv after the rotation,
  * as attention read it); the stash by backward_input for backward_weight. attn is the
  * attention's own saved state, attention_saved_floats of the table. */
 typedef struct {
   float *rstd1, *xn1, *qkv, *attn, *atty, *h, *rstd2, *xn2, *gu, *a;
   float *dh, *dxn2, *dgu, *dqkv, *dxn1; /* stash; dqkv before the rotation (w.r.t. q(n1(x))) */
-  /* post_norms: o's and down's outputs before their norms, the norms' rstd; stash: the
-   * gradients w.r.t. those outputs */
+  /* qk_norm only (empty otherwise): q|k|v before the head norms and the heads' rstd (forward),
+   * the gradient w.r.t. the normed q|k|v (stash; dqkv is then w.r.t. the projection's output) */
+  float *qkv_raw, *hrstd, *dqkvn;
+  /* post_norms only: o's and down's outputs before their norms, the norms' rstd (forward); the
+   * gradients w.r.t. those outputs (stash) */
   float *ao, *rstd3, *mo, *rstd4, *dao, *dmo;
 } llama_saved;
 
 /* What configure derived: the rotary table first (hf_export reads it as a pt_rope), then the
- * MLP's gate activation (mlp_act) and where the post-norms' weights are (-1: none). */
+ * MLP's gate activation (mlp_act). */
 typedef struct {
   pt_rope rope;
   int gelu;
-  int attn_post, mlp_post;
 } llama_state;
 static const char *const mlp_act_names[] = {"silu", "gelu_tanh", NULL};
 
-enum { N_SAVED = 15, N_POST = 6 }; /* post_norms: ao, rstd3, mo, rstd4, then stash dao, dmo */
+enum { N_SAVED = 18, N_POST = 6 }; /* post_norms: ao, rstd3, mo, rstd4, then stash dao, dmo */
 
 typedef struct {
   int64_t N, d, H, KVH, hd, F, W, A; /* W = (H + 2 KVH) hd: the qkv row; A = H hd: attention's */
+  int qk_norm, post; /* the qk_norm and post_norms settings */
 } llama_dims;
 
 static llama_dims dims_of(const pt_layer *L, int B, int T) {
@@ -65,6 +91,8 @@ static llama_dims dims_of(const pt_layer *L, int B, int T) {
   if (m.hd == 0) m.hd = m.d / m.H;
   m.W = (m.H + 2 * m.KVH) * m.hd;
   m.A = m.H * m.hd;
+  m.qk_norm = layer_setting_bool(L, "qk_norm");
+  m.post = layer_setting_bool(L, "post_norms");
   return m;
 }
 
@@ -75,14 +103,13 @@ static int64_t attn_floats(const pt_layer *L, const pt_kernels *k, int B, int T)
 
 /* Floats of each saved view, in the order of llama_saved's fields, each rounded up to 16 so every
  * view stays 64-byte aligned. */
-static void saved_sizes(const pt_layer *L, const llama_dims *m, int64_t attn,
-                        int64_t sizes[N_SAVED + N_POST]) {
-  const int64_t N = m->N, d = m->d;
-  const int64_t p = ((const llama_state *)L->state)->attn_post >= 0; /* post_norms */
+static void saved_sizes(const llama_dims *m, int64_t attn, int64_t sizes[N_SAVED + N_POST]) {
+  const int64_t N = m->N, d = m->d, qn = m->qk_norm, p = m->post;
   const int64_t s[N_SAVED + N_POST] = {
       N,     N * d, N * m->W,         attn,  N * m->A,  N * d, N,
       N * d, 2 * N * m->F, N * m->F, N * d, N * d, 2 * N * m->F,
-      N * m->W, N * d, p * N * d, p * N, p * N * d, p * N, p * N * d, p * N * d};
+      N * m->W, N * d, qn * N * m->W, qn * N * (m->H + m->KVH), qn * N * m->W,
+      p * N * d, p * N, p * N * d, p * N, p * N * d, p * N * d};
   for (int i = 0; i < N_SAVED + N_POST; i++) sizes[i] = (s[i] + 15) & ~(int64_t)15;
 }
 
@@ -90,10 +117,11 @@ static void views(const pt_layer *L, const pt_kernels *k, int B, int T, void *sa
                   llama_saved *v) {
   llama_dims m = dims_of(L, B, T);
   int64_t sizes[N_SAVED + N_POST];
-  saved_sizes(L, &m, attn_floats(L, k, B, T), sizes);
+  saved_sizes(&m, attn_floats(L, k, B, T), sizes);
   float **slots[N_SAVED + N_POST] = {&v->rstd1, &v->xn1,  &v->qkv,   &v->attn, &v->atty,
                                      &v->h,     &v->rstd2, &v->xn2,  &v->gu,   &v->a,
                                      &v->dh,    &v->dxn2, &v->dgu,   &v->dqkv, &v->dxn1,
+                                     &v->qkv_raw, &v->hrstd, &v->dqkvn,
                                      &v->ao,    &v->rstd3, &v->mo,   &v->rstd4, &v->dao,
                                      &v->dmo};
   float *p = saved;
@@ -106,7 +134,7 @@ static void views(const pt_layer *L, const pt_kernels *k, int B, int T, void *sa
 static size_t llama_saved_bytes(const pt_layer *L, int B, int T) {
   llama_dims m = dims_of(L, B, T);
   int64_t sizes[N_SAVED + N_POST], total = 0;
-  saved_sizes(L, &m, attn_floats(L, layer_kernels(L), B, T), sizes);
+  saved_sizes(&m, attn_floats(L, layer_kernels(L), B, T), sizes);
   for (int i = 0; i < N_SAVED + N_POST; i++) total += sizes[i];
   return sizeof(float) * (size_t)total;
 }
@@ -116,14 +144,14 @@ static size_t llama_saved_bytes(const pt_layer *L, int B, int T) {
 static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
-  static const int f32[N_SAVED + N_POST] = {1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0,
-                                            0, 0, 0, 0, 0, 1, 0, 1, 0, 0};
-  static const int writers[N_SAVED + N_POST] = {F, F, F, F, F, F, F, F, F, F, S,
-                                                S, S, S, S, F, F, F, F, S, S};
+  static const int f32[N_SAVED + N_POST] = {1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0,
+                                            0, 0, 0, 0, 1, 0, 0, 1, 0, 1, 0, 0};
+  static const int writers[N_SAVED + N_POST] = {F, F, F, F, F, F, F, F, F, F, S, S,
+                                                S, S, S, F, F, S, F, F, F, F, S, S};
   llama_dims m = dims_of(L, B, T);
   int64_t sizes[N_SAVED + N_POST];
-  saved_sizes(L, &m, attn_floats(L, k, B, T), sizes);
-  int n = ((const llama_state *)L->state)->attn_post >= 0 ? N_SAVED + N_POST : N_SAVED;
+  saved_sizes(&m, attn_floats(L, k, B, T), sizes);
+  int n = m.post ? N_SAVED + N_POST : N_SAVED;
   for (int i = 0; i < n; i++)
     parts[i] = (pt_saved_part){sizes[i], !f32[i], writers[i]};
   parts[3].bf16 = k->attention_saved_bf16;
@@ -139,28 +167,34 @@ static int64_t scratch_head(const pt_layer *L, const pt_kernels *k, int B, int T
   return da + datty + attn;
 }
 
-/* Floats of the norms' offset weights (norm_weights): four rows of dim, none without. */
+/* norm_weights' row stride: room for a [dim] or a [head_dim] weight, 64-byte aligned. */
+static int64_t norm_stride(const pt_layer *L) {
+  llama_dims m = dims_of(L, 1, 1);
+  return ((m.d > m.hd ? m.d : m.hd) + 15) & ~(int64_t)15;
+}
+
+/* Floats of the norms' offset weights (norm_weights): six rows, none without an offset. */
 static int64_t norm_room(const pt_layer *L) {
-  return layer_setting_num(L, "norm_offset") != 0 ? 4 * (((int64_t)L->out_dim + 15) & ~15) : 0;
+  return layer_setting_num(L, "norm_offset") != 0 ? 6 * norm_stride(L) : 0;
 }
 
 static size_t llama_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T) {
   return sizeof(float) * (size_t)(scratch_head(L, k, B, T) + norm_room(L) + 64);
 }
 
-/* The weights the norms compute with (attn_norm, mlp_norm, attn_post_norm, mlp_post_norm; NULL
- * for a post-norm the layer lacks): w itself, or w + norm_offset in float (transformers'
- * 1.0 + weight.float()) in the scratch after scratch_head, which no step reuses. */
-static void norm_weights(const pt_layer *L, const pt_io *io, float *const *w, const float *nw[4]) {
-  const llama_state *st = L->state;
-  const int idx[4] = {ATTN_NORM, MLP_NORM, st->attn_post, st->mlp_post};
+/* The weights the norms compute with (attn_norm, mlp_norm, attn_post_norm, mlp_post_norm,
+ * q_norm, k_norm; NULL for a norm the layer lacks): w itself, or w + norm_offset in float
+ * (transformers' 1.0 + weight.float()) in the scratch after scratch_head, which no step reuses. */
+static void norm_weights(const pt_layer *L, const pt_io *io, float *const *w, const float *nw[6]) {
+  const llama_index x = index_of(L);
+  const int idx[6] = {ATTN_NORM, MLP_NORM, x.attn_post, x.mlp_post, x.q_norm, x.k_norm};
   const float off = (float)layer_setting_num(L, "norm_offset");
-  const int64_t d = L->out_dim, stride = (d + 15) & ~(int64_t)15;
+  const int64_t stride = norm_stride(L);
   float *room = (float *)io->scratch + ((scratch_head(L, io->k, io->B, io->T) + 15) & ~15);
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 6; i++) {
     nw[i] = idx[i] < 0 ? NULL : w[idx[i]];
     if (!nw[i] || off == 0) continue;
-    io->k->add_scalar(io->k, room + i * stride, nw[i], off, d);
+    io->k->add_scalar(io->k, room + i * stride, nw[i], off, L->params[idx[i]].shape[0]);
     nw[i] = room + i * stride;
   }
 }
@@ -175,6 +209,9 @@ static const pt_setting_decl llama_settings[] = {
     {"qkv_bias", PT_SETTING_BOOL, 0, NULL, 0, 1, 0, "biases on q, k and v (Qwen2)"},
     {"head_dim", PT_SETTING_INT, 0, NULL, 0, 1 << 16, 0,
      "dims of a head; 0: dim / heads (heads must divide dim)"},
+    {"qk_norm", PT_SETTING_BOOL, 0, NULL, 0, 1, 0,
+     "RMSNorm of each q and k head before the rotation (Qwen3's q_norm, k_norm)"},
+    {"mlp_bias", PT_SETTING_BOOL, 0, NULL, 0, 1, 0, "biases on gate, up and down"},
     {"norm_offset", PT_SETTING_NUM, 0, NULL, -16, 16, 0,
      "added to every norm's weight: 1 is Gemma's (1 + w)"},
     {"post_norms", PT_SETTING_BOOL, 0, NULL, 0, 1, 0,
@@ -223,7 +260,6 @@ static void llama_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e
   st->rope.scaling = scaling;
   rope_freqs_make(&scaling, (int)hd, &st->rope.freqs);
   st->gelu = gelu == 1;
-  st->attn_post = st->mlp_post = -1;
   L->out_dim = (int)d;
   layer_add_param(L, "attn_norm.weight", 1, d, 0, 0, 0);
   const pt_param_decl qkv[3] = {{"attn.q.weight", 2, {H * hd, d}},
@@ -235,18 +271,24 @@ static void llama_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e
   const pt_param_decl gate_up[2] = {{"mlp.gate.weight", 2, {F, d}}, {"mlp.up.weight", 2, {F, d}}};
   layer_add_param_group(L, gate_up, 2);
   layer_add_param(L, "mlp.down.weight", 2, d, F, 0, 0);
-  const pt_param_decl qkv_bias[3] = {{"attn.q.bias", 1, {H * hd}},
-                                     {"attn.k.bias", 1, {KVH * hd}},
-                                     {"attn.v.bias", 1, {KVH * hd}}};
-  if (layer_setting_bool(L, "qkv_bias")) layer_add_param_group(L, qkv_bias, 3);
+  if (layer_setting_bool(L, "qkv_bias")) {
+    const pt_param_decl qkv_bias[3] = {{"attn.q.bias", 1, {H * hd}},
+                                       {"attn.k.bias", 1, {KVH * hd}},
+                                       {"attn.v.bias", 1, {KVH * hd}}};
+    layer_add_param_group(L, qkv_bias, 3);
+  }
+  if (layer_setting_bool(L, "qk_norm")) {
+    layer_add_param(L, "attn.q_norm.weight", 1, hd, 0, 0, 0);
+    layer_add_param(L, "attn.k_norm.weight", 1, hd, 0, 0, 0);
+  }
+  if (layer_setting_bool(L, "mlp_bias")) {
+    const pt_param_decl gate_up_bias[2] = {{"mlp.gate.bias", 1, {F}}, {"mlp.up.bias", 1, {F}}};
+    layer_add_param_group(L, gate_up_bias, 2);
+    layer_add_param(L, "mlp.down.bias", 1, d, 0, 0, 0);
+  }
   if (!layer_setting_bool(L, "post_norms")) return;
-  st->attn_post = layer_add_param(L, "attn_post_norm.weight", 1, d, 0, 0, 0);
-  st->mlp_post = layer_add_param(L, "mlp_post_norm.weight", 1, d, 0, 0, 0);
-}
-
-/* The stacked q|k|v bias (or its gradient), NULL without qkv_bias. */
-static float *qkv_bias(const pt_layer *L, float *const *v) {
-  return layer_setting_bool(L, "qkv_bias") ? v[QKV_B] : NULL;
+  layer_add_param(L, "attn_post_norm.weight", 1, d, 0, 0, 0);
+  layer_add_param(L, "mlp_post_norm.weight", 1, d, 0, 0, 0);
 }
 
 static void llama_init(pt_layer *L, uint64_t seed) {
@@ -283,24 +325,29 @@ static void llama_forward(pt_layer *L, const pt_io *io) {
   const pt_kernels *k = io->k;
   const float eps = (float)layer_setting_num(L, "eps");
   const llama_state *st = L->state;
-  const int post = st->attn_post >= 0;
+  const int post = m.post;
   float *const *w = L->w;
-  const float *x = io->in, *nw[4];
+  const float *x = io->in, *nw[6];
   layer_check_groups(L, w);
   llama_saved s;
   views(L, k, io->B, io->T, io->saved, &s);
+  llama_index ix = index_of(L);
   norm_weights(L, io, w, nw);
   k->rmsnorm_forward(k, s.xn1, s.rstd1, x, nw[0], N, d, eps);
-  k->linear_forward(k, s.qkv, s.xn1, w[Q_W], qkv_bias(L, w), N, d, (int)m.W);
+  k->linear_forward(k, m.qk_norm ? s.qkv_raw : s.qkv, s.xn1, w[Q_W], opt(w, ix.qkv_b), N, d,
+                    (int)m.W);
+  if (m.qk_norm)
+    k->head_rmsnorm_forward(k, s.qkv, s.hrstd, s.qkv_raw, nw[4], nw[5], N, H, KVH, (int)m.hd,
+                            eps);
   k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, &st->rope.freqs, 1, io->positions);
   k->attention_forward(k, s.atty, s.attn, s.qkv, io->B, io->T, A, H, KVH, io->doc_start,
                        io->scratch);
   k->linear_forward(k, post ? s.ao : s.h, s.atty, w[O_W], NULL, N, A, d);
   if (post) k->rmsnorm_forward(k, s.h, s.rstd3, s.ao, nw[2], N, d, eps);
   k->rmsnorm_forward_residual(k, s.h, s.xn2, s.rstd2, s.h, x, nw[1], N, d, eps);
-  k->linear_forward(k, s.gu, s.xn2, w[GATE_W], NULL, N, d, 2 * F);
+  k->linear_forward(k, s.gu, s.xn2, w[GATE_W], opt(w, ix.gu_b), N, d, 2 * F);
   mlp_act_forward(L, k, s.a, s.gu, N, F);
-  k->linear_forward(k, post ? s.mo : io->out, s.a, w[DOWN_W], NULL, N, F, d);
+  k->linear_forward(k, post ? s.mo : io->out, s.a, w[DOWN_W], opt(w, ix.down_b), N, F, d);
   if (post) k->rmsnorm_forward(k, io->out, s.rstd4, s.mo, nw[3], N, d, eps);
   k->add_inplace(k, io->out, s.h, m.N * d);
 }
@@ -311,9 +358,9 @@ static void llama_backward_input(pt_layer *L, const pt_io *io) {
   const int A = (int)m.A;
   const pt_kernels *k = io->k;
   const llama_state *st = L->state;
-  const int post = st->attn_post >= 0;
+  const int post = m.post;
   float *const *w = L->w;
-  const float *dy = io->dout, *nw[4];
+  const float *dy = io->dout, *nw[6];
   llama_saved s;
   views(L, k, io->B, io->T, io->saved, &s);
   norm_weights(L, io, w, nw);
@@ -326,9 +373,13 @@ static void llama_backward_input(pt_layer *L, const pt_io *io) {
   k->rmsnorm_backward_input_residual(k, s.dh, dy, s.dxn2, s.h, nw[1], s.rstd2, N, d);
   if (post) k->rmsnorm_backward_input(k, s.dao, s.dh, s.ao, nw[2], s.rstd3, N, d, 0);
   k->linear_backward_input(k, datty, post ? s.dao : s.dh, w[O_W], N, A, d, 0);
-  k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, io->B, io->T, A, H, KVH,
+  float *dqkvn = m.qk_norm ? s.dqkvn : s.dqkv; /* w.r.t. what the rotation read */
+  k->attention_backward(k, dqkvn, datty, s.qkv, s.atty, s.attn, io->B, io->T, A, H, KVH,
                         io->doc_start, attn_scratch);
-  k->rope(k, s.dqkv, io->B, io->T, H, KVH, (int)m.hd, &st->rope.freqs, -1, io->positions);
+  k->rope(k, dqkvn, io->B, io->T, H, KVH, (int)m.hd, &st->rope.freqs, -1, io->positions);
+  if (m.qk_norm)
+    k->head_rmsnorm_backward_input(k, s.dqkv, dqkvn, s.qkv_raw, nw[4], nw[5], s.hrstd, N, H, KVH,
+                                   (int)m.hd);
   k->linear_backward_input(k, s.dxn1, s.dqkv, w[Q_W], N, d, (int)m.W, 0);
   if (!io->din) return;
   k->rmsnorm_backward_input_residual(k, io->din, s.dh, s.dxn1, io->in, nw[0], s.rstd1, N, d);
@@ -338,19 +389,23 @@ static void llama_backward_weight(pt_layer *L, const pt_io *io) {
   llama_dims m = dims_of(L, io->B, io->T);
   const int N = (int)m.N, d = (int)m.d, F = (int)m.F;
   const pt_kernels *k = io->k;
-  const llama_state *st = L->state;
-  const int post = st->attn_post >= 0;
+  const int post = m.post;
   float *const *g = L->g;
   layer_check_groups(L, g);
   llama_saved s;
   views(L, k, io->B, io->T, io->saved, &s);
-  k->linear_backward_weight(k, g[DOWN_W], NULL, post ? s.dmo : io->dout, s.a, N, F, d);
-  if (post) k->rmsnorm_backward_weight(k, g[st->mlp_post], io->dout, s.mo, s.rstd4, N, d);
-  k->linear_backward_weight(k, g[GATE_W], NULL, s.dgu, s.xn2, N, d, 2 * F);
+  llama_index ix = index_of(L);
+  k->linear_backward_weight(k, g[DOWN_W], opt(g, ix.down_b), post ? s.dmo : io->dout, s.a, N, F,
+                            d);
+  if (post) k->rmsnorm_backward_weight(k, g[ix.mlp_post], io->dout, s.mo, s.rstd4, N, d);
+  k->linear_backward_weight(k, g[GATE_W], opt(g, ix.gu_b), s.dgu, s.xn2, N, d, 2 * F);
   k->rmsnorm_backward_weight(k, g[MLP_NORM], s.dxn2, s.h, s.rstd2, N, d);
   k->linear_backward_weight(k, g[O_W], NULL, post ? s.dao : s.dh, s.atty, N, (int)m.A, d);
-  if (post) k->rmsnorm_backward_weight(k, g[st->attn_post], s.dh, s.ao, s.rstd3, N, d);
-  k->linear_backward_weight(k, g[Q_W], qkv_bias(L, g), s.dqkv, s.xn1, N, d, (int)m.W);
+  if (post) k->rmsnorm_backward_weight(k, g[ix.attn_post], s.dh, s.ao, s.rstd3, N, d);
+  if (m.qk_norm)
+    k->head_rmsnorm_backward_weight(k, g[ix.q_norm], g[ix.k_norm], s.dqkvn, s.qkv_raw, s.hrstd,
+                                    N, (int)m.H, (int)m.KVH, (int)m.hd);
+  k->linear_backward_weight(k, g[Q_W], opt(g, ix.qkv_b), s.dqkv, s.xn1, N, d, (int)m.W);
   k->rmsnorm_backward_weight(k, g[ATTN_NORM], s.dxn1, io->in, s.rstd1, N, d);
 }
 
@@ -361,8 +416,11 @@ static void llama_cost(const pt_layer *L, int T, pt_layer_cost *c) {
    * T x T square of every query head */
   double weights = (double)m.W * m.d + (double)m.d * m.A + 3.0 * m.F * m.d;
   c->fwd_flops = 2.0 * T * weights + 4.0 * T * (double)T * m.A;
-  if (layer_setting_bool(L, "qkv_bias")) c->fwd_flops += (double)T * m.W; /* the bias adds */
-  if (layer_setting_bool(L, "post_norms")) c->fwd_flops += 8.0 * T * m.d; /* two more norms */
+  llama_index ix = index_of(L);
+  if (ix.qkv_b >= 0) c->fwd_flops += (double)T * m.W; /* the q|k|v bias adds */
+  if (ix.gu_b >= 0) c->fwd_flops += (double)T * (2.0 * m.F + m.d); /* the MLP's bias adds */
+  if (m.qk_norm) c->fwd_flops += 4.0 * T * (double)(m.H + m.KVH) * m.hd; /* the head norms */
+  if (m.post) c->fwd_flops += 8.0 * T * m.d; /* two more norms */
   c->bwd_flops = 2.0 * c->fwd_flops;
 }
 

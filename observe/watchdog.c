@@ -31,8 +31,9 @@ static void on_alarm(int sig) {
 static unsigned relay_slack(void) { return (unsigned)(g_seconds / 2 > 2 ? g_seconds / 2 : 2); }
 
 static void format_msg(int peer) {
-  char from[32] = "";
-  if (peer >= 0) snprintf(from, sizeof from, " from rank %d", peer);
+  char from[112] = "";
+  const char *host = peer >= 0 ? comm_host_name(peer) : "";
+  if (peer >= 0) snprintf(from, sizeof from, " from rank %d%s%s", peer, *host ? " on " : "", host);
   int n = snprintf(g_msg, sizeof g_msg,
                    "pipetrain[rank %d]: error: no progress for %d s while waiting for %s%s "
                    "(step %lld); %s may have died or hung. Ending this rank so the job stops "

@@ -2,7 +2,8 @@
  *
  * Before each blocking point (a wait on a neighbour, a collective) the engine arms the watchdog
  * with a description; if the process makes no progress for `seconds`, it prints one line
- * ("no progress for 60 s while waiting for ... from rank 3 ...") and exits 1 two seconds later
+ * ("no progress for 60 s while waiting for ... from rank 3 on node2 ...", the peer's host from
+ * comm_host_name) and exits 1 two seconds later
  * (so the other ranks timing out about then, one of which may wait on the stopped rank itself,
  * print theirs), and mpirun ends the other ranks. A rank orphaned by a lost launcher ends itself the same way. The message is
  * formatted when armed, so the signal handler only writes it (async-signal-safe).

@@ -1,5 +1,6 @@
-/* partition/auto.h: the planner behind `auto`: pipeline.schedule, pipeline.partition and
- * train.activation_checkpoint_interval chosen together from measured layer times.
+/* partition/auto.h: the planner behind `auto`: pipeline.schedule, pipeline.partition,
+ * train.activation_checkpoint_interval, pipeline.offload and (with data parallelism)
+ * pipeline.shard_optimizer chosen together from measured layer times.
  *
  * The search: every schedule (with the chunks per rank it takes: 1, 2, 3 or 4 for interleaved
  * and looped BFS) x every checkpoint interval x the stage boundaries, for what the spec leaves
@@ -14,6 +15,12 @@
  * reduction). Memory is the exact estimate (partition/memory.h) of the whole layout against
  * every stage's cap. The winner is the fastest layout that fits; ties (within 1e-9) go to less
  * memory. Beyond the exhaustive limit the moves find a local optimum, not a proven global one.
+ * pipeline.offload: auto (partition/auto_copies.c): for every split, each stage that says auto
+ * and is over its cap offloads the smallest of 1/4, 1/2, 3/4 and all of both kinds that fits;
+ * the simulation runs the copies (schedule_simulate_copies) at the copy rate measured at start
+ * (profile/layer_times.h, $PIPETRAIN_COPY_BYTES_PER_S overrides), beside the compute on a GPU,
+ * on the rank itself on the emulated device. pipeline.shard_optimizer: auto with D > 1: tried
+ * off and on for every candidate.
  *
  * Deterministic: the same model, spec and times give the same choice on every rank.
  */
@@ -36,10 +43,13 @@ extern int auto_exhaustive_splits;
 typedef struct {
   const pt_schedule_type *schedule;
   int v, ckpt;           /* chunks per stage, checkpoint interval (0: off) */
+  int shard;             /* pipeline.shard_optimizer (searched with data parallelism) */
   int *bounds;           /* [n_stages * v + 1]; NULL when ruled out before any split */
   double step_s;         /* simulated step: pipeline, then optimizer */
   double bubble;         /* idle share of the pipeline part, over all stages */
-  int64_t *stage_bytes;  /* [n_stages] memory estimate */
+  int64_t *stage_bytes;  /* [n_stages] memory estimate: on the device, offload's share out */
+  double *offload;       /* [n_stages] share of both kinds offloaded where searched, else 0 */
+  double copy_s;         /* offload copies' time on the ranks' compute, summed (hidden: 0) */
   int fits;              /* every stage within its cap */
   int64_t over;          /* bytes over the caps, summed over the stages */
   int64_t peak;          /* the largest stage's bytes */
@@ -54,6 +64,8 @@ typedef struct {
   pt_auto_candidate *c;       /* sorted: fitting (fastest first), over a cap, not run */
   int n, n_fit, cap_c;
   int schedule_auto, partition_auto, ckpt_auto; /* what was searched */
+  int offload_auto;           /* some stage's pipeline.offload: auto, on a device that offloads */
+  int shard_auto;             /* pipeline.shard_optimizer: auto with data parallelism */
   int drop_stage_layers;      /* the split searched replaces the spec's pipeline.stage_layers */
   int evaluations;            /* layouts simulated */
   char times_source[320];
@@ -75,7 +87,8 @@ int auto_predict(const pt_model *m, const pt_layer_times *t, double *step_s, dou
                  spec_errors *e);
 /* The --set values that pin the choice ("pipeline.schedule=zbv", ...), for the spec to be
  * re-read with and for the user to copy: n written (at most max). */
-int auto_overrides(const pt_auto_result *r, char (*out)[AUTO_OVERRIDE_MAX], int max);
+int auto_overrides(const pt_auto_result *r, const pt_spec *s, char (*out)[AUTO_OVERRIDE_MAX],
+                   int max);
 /* The choice and the next top - 1 candidates, then one line per kind of candidate ruled out. */
 void auto_print(FILE *f, const pt_auto_result *r, int top);
 /* The same as a cJSON object (the caller owns it). */

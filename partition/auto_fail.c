@@ -26,7 +26,7 @@ static int fits_with(const pt_model *m, const pt_layer_times *t, int force, cons
   pt_auto_result r;
   spec_errors e = {0};
   int ok = auto_search_all(&mm, t, force, &r, &e) == 0 && r.n_fit > 0;
-  if (ok) *best = r.c[0], best->bounds = NULL, best->stage_bytes = NULL;
+  if (ok) *best = r.c[0], best->bounds = NULL, best->stage_bytes = NULL, best->offload = NULL;
   auto_result_free(&r);
   return ok;
 }

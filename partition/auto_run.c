@@ -21,13 +21,16 @@ typedef struct {
   pt_sched_costs *costs; /* [C] */
   pt_sched_box *boxes;
   double *opt, *end;     /* [P] optimizer time, last action's end */
+  auto_offload off;      /* pipeline.offload: the spec's shares and the searched ones */
+  double rate;           /* offload copies, bytes per second */
 } evaluator;
 
 typedef struct {
   int64_t over, peak;
-  double step, bubble;
+  double step, bubble, copy_s;
   int worst;
-  int64_t *bytes; /* [P] */
+  int64_t *bytes;  /* [P] */
+  double *offload; /* [P] the searched stages' shares */
 } score;
 
 /* Chunk c's F, B, I, W and transfers from its layers' times. Under checkpointing the backward
@@ -69,10 +72,11 @@ static void rank_costs(evaluator *ev, const pt_plan *p) {
       ev->opt[p->chunk_stage[c]] += t->opt[l] / shards;
 }
 
-static int simulate(evaluator *ev, score *sc) {
+static int simulate(evaluator *ev, const pt_sched_copies *copies, score *sc) {
   char err[256];
-  double span = 0;
-  int n = schedule_simulate_costs(ev->s, ev->costs, ev->C, ev->boxes, &span, err, sizeof err);
+  double span = 0, busy = 0;
+  int n = schedule_simulate_copies(ev->s, ev->costs, ev->C, copies, ev->boxes, &span, &busy,
+                                   &sc->copy_s, err, sizeof err);
   if (n < 0) pt_fatal("planner: a built schedule cannot run: %s", err);
   for (int r = 0; r < ev->a->P; r++) ev->end[r] = 0;
   for (int i = 0; i < n; i++)
@@ -91,17 +95,20 @@ static int evaluate(evaluator *ev, const int *bounds, score *sc, spec_errors *e)
     r->cap = pt_calloc((size_t)p.n_stages, sizeof(double));
     memcpy(r->cap, p.cap, sizeof(double) * (size_t)p.n_stages);
   }
+  for (int s = 0; s < p.n_stages; s++) sc->bytes[s] = p.mem[s].total;
+  if (ev->off.search) auto_offload_choose(&ev->off, &ev->m, &p, sc->bytes);
+  memcpy(sc->offload, ev->off.choice, sizeof(double) * (size_t)p.n_stages);
+  for (int s = 0; s < p.n_stages; s++) p.mem[s].total = sc->bytes[s]; /* the searched offload in */
   sc->worst = plan_over_cap(&p, &sc->over);
   sc->peak = 0;
-  for (int s = 0; s < p.n_stages; s++) {
-    sc->bytes[s] = p.mem[s].total;
+  for (int s = 0; s < p.n_stages; s++)
     if (sc->bytes[s] > sc->peak) sc->peak = sc->bytes[s];
-  }
   chunk_costs(ev, bounds);
   rank_costs(ev, &p);
+  const pt_sched_copies *copies = auto_offload_copies(&ev->off, &ev->m, &p, ev->rate);
   plan_free(&p);
   r->evaluations++;
-  return simulate(ev, sc);
+  return simulate(ev, copies, sc);
 }
 
 /* Fewer bytes over the caps, then a shorter step (beyond rounding), then less memory. */
@@ -221,6 +228,7 @@ static void evaluator_init(evaluator *ev, auto_ctx *a, const pt_auto_candidate *
   ev->a = a, ev->s = s, ev->C = s->n_chunks, ev->ckpt = c->ckpt;
   ev->spec = *a->m->spec;
   ev->spec.train.activation_checkpoint_interval = c->ckpt;
+  if (a->r->shard_auto) ev->spec.pipeline.shard_optimizer = c->shard;
   if (c->schedule != &schedule_file_type) {
     snprintf(ev->spec.pipeline.schedule, sizeof ev->spec.pipeline.schedule, "%s", c->schedule->name);
     ev->spec.pipeline.virtual_stages = c->v;
@@ -231,10 +239,13 @@ static void evaluator_init(evaluator *ev, auto_ctx *a, const pt_auto_candidate *
   ev->boxes = pt_calloc(3 * (size_t)ev->C * (size_t)s->n_micro + 1, sizeof *ev->boxes);
   ev->opt = pt_calloc(2 * (size_t)a->P, sizeof(double));
   ev->end = ev->opt + a->P;
+  auto_offload_init(&ev->off, &ev->m, s, a->r->offload_auto);
+  ev->rate = auto_copy_rate(a->t);
 }
 
 static void evaluator_free(evaluator *ev) {
   free(ev->costs), free(ev->boxes), free(ev->opt);
+  auto_offload_free(&ev->off);
 }
 
 static void keep_result(pt_auto_candidate *c, const score *sc, const int *b, int C, int P) {
@@ -242,7 +253,10 @@ static void keep_result(pt_auto_candidate *c, const score *sc, const int *b, int
   memcpy(c->bounds, b, sizeof(int) * ((size_t)C + 1));
   c->stage_bytes = pt_calloc((size_t)P, sizeof(int64_t));
   memcpy(c->stage_bytes, sc->bytes, sizeof(int64_t) * (size_t)P);
+  c->offload = pt_calloc((size_t)P, sizeof(double));
+  memcpy(c->offload, sc->offload, sizeof(double) * (size_t)P);
   c->step_s = sc->step, c->bubble = sc->bubble, c->over = sc->over, c->peak = sc->peak;
+  c->copy_s = sc->copy_s;
   c->worst_stage = sc->worst, c->fits = sc->over == 0;
 }
 
@@ -252,7 +266,9 @@ void auto_run_candidate(auto_ctx *a, pt_auto_result *r, pt_auto_candidate *c,
   evaluator_init(&ev, a, c, s);
   int C = ev.C, P = a->P, *b = pt_calloc(2 * ((size_t)C + 1), sizeof(int)), *b2 = b + C + 1;
   int64_t *bytes = pt_calloc(3 * (size_t)P, sizeof(int64_t));
-  score best = {.bytes = bytes}, cur = {.bytes = bytes + P}, tmp = {.bytes = bytes + 2 * P};
+  double *shares = pt_calloc(3 * (size_t)P, sizeof(double));
+  score best = {.bytes = bytes, .offload = shares}, cur = {.bytes = bytes + P, .offload = shares + P},
+        tmp = {.bytes = bytes + 2 * P, .offload = shares + 2 * P};
   int have = 0, exact = r->partition_auto &&
                          count_splits(a->m->n_layers, C) <= auto_exhaustive_splits;
   if (exact) {
@@ -272,7 +288,7 @@ void auto_run_candidate(auto_ctx *a, pt_auto_result *r, pt_auto_candidate *c,
     have = 1;
   }
   if (have) c->why[0] = '\0', keep_result(c, &best, b, C, P);
-  free(b), free(bytes);
+  free(b), free(bytes), free(shares);
   evaluator_free(&ev);
 }
 
@@ -302,10 +318,11 @@ int auto_predict(const pt_model *m, const pt_layer_times *t, double *step_s, dou
     evaluator ev;
     evaluator_init(&ev, &a, &c, &s);
     int64_t *bytes = pt_calloc((size_t)s.n_ranks, sizeof(int64_t));
-    score sc = {.bytes = bytes};
+    double *shares = pt_calloc((size_t)s.n_ranks, sizeof(double));
+    score sc = {.bytes = bytes, .offload = shares};
     rc = evaluate(&ev, p.bounds, &sc, e);
     *step_s = sc.step, *bubble = sc.bubble;
-    free(bytes);
+    free(bytes), free(shares);
     free(r.cap);
     evaluator_free(&ev);
     plan_free(&p);

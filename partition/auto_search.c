@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "device/device.h"
 #include "partition/auto_private.h"
 #include "partition/memory.h"
 #include "partition/plan.h"
@@ -18,9 +19,20 @@ static int partition_open(const spec_pipeline *pl) {
   return pl->partition == SPEC_PARTITION_AUTO && !pl->boundaries && !pl->stage_layers;
 }
 
+/* Some stage's pipeline.offload says auto and the device can offload: the planner chooses. */
+static int offload_open(const pt_spec *s) {
+  int P = s->pipeline.stages > 0 ? (int)s->pipeline.stages : 1, is_auto = 0;
+  pt_offload_choice *c = pt_calloc((size_t)P, sizeof *c);
+  spec_errors e = {0};
+  int rc = offload_parse(s, P, c, &is_auto, &e);
+  free(c);
+  return rc == 0 && is_auto && device_kind_offloads(device_resolve(s->pipeline.device));
+}
+
 int auto_wanted(const pt_spec *s) {
   return !strcmp(s->pipeline.schedule, "auto") || partition_open(&s->pipeline) ||
-         s->train.activation_checkpoint_interval == SPEC_AUTO;
+         s->train.activation_checkpoint_interval == SPEC_AUTO || offload_open(s) ||
+         (s->pipeline.shard_auto && s->pipeline.data_parallel > 1);
 }
 
 /* Checkpoint intervals tried under auto: off, then segments of 1, 2, 3, 4, 6, 8, 12, ... layers
@@ -44,7 +56,7 @@ static int v_choices(const pt_schedule_type *t, const spec_pipeline *pl, int sch
 }
 
 static pt_auto_candidate *new_candidate(pt_auto_result *r, const pt_schedule_type *t, int v,
-                                        int ckpt) {
+                                        int ckpt, int shard) {
   if (r->n == r->cap_c) {
     r->cap_c = r->cap_c ? 2 * r->cap_c : 32;
     r->c = realloc(r->c, (size_t)r->cap_c * sizeof *r->c);
@@ -52,7 +64,8 @@ static pt_auto_candidate *new_candidate(pt_auto_result *r, const pt_schedule_typ
   }
   pt_auto_candidate *c = &r->c[r->n++];
   memset(c, 0, sizeof *c);
-  c->schedule = t, c->v = v, c->ckpt = ckpt, c->worst_stage = -1, c->order = r->n;
+  c->schedule = t, c->v = v, c->ckpt = ckpt, c->shard = shard, c->worst_stage = -1;
+  c->order = r->n;
   return c;
 }
 
@@ -80,13 +93,14 @@ static void search_schedule(auto_ctx *a, pt_auto_result *r, const pt_schedule_ty
   int refused = t != &schedule_file_type && refuse_layout(a, t, v, why, sizeof why);
   if (!refused) refused = auto_build_schedule(a, t, v, &s, why, sizeof why) != 0;
   if (!refused) v = s.n_chunks / s.n_ranks;
-  for (int k = 0; k < n_ckpt && !e->failed; k++) {
-    pt_auto_candidate *c = new_candidate(r, t, v, ckpts[k]);
+  for (int k = 0; k < n_ckpt * (r->shard_auto ? 2 : 1) && !e->failed; k++) {
+    int shard = r->shard_auto ? k % 2 : a->m->spec->pipeline.shard_optimizer;
+    pt_auto_candidate *c = new_candidate(r, t, v, ckpts[r->shard_auto ? k / 2 : k], shard);
     if (refused) {
       snprintf(c->why, sizeof c->why, "%s", why);
       continue;
     }
-    if (ckpts[k] > 0 && schedule_check_checkpoint_order(&s, why, sizeof why) != 0) {
+    if (c->ckpt > 0 && schedule_check_checkpoint_order(&s, why, sizeof why) != 0) {
       snprintf(c->why, sizeof c->why, "its backward order cannot accumulate under checkpointing");
       continue;
     }
@@ -115,6 +129,8 @@ int auto_search_all(const pt_model *m, const pt_layer_times *t, int force_partit
   r->partition_auto = force_partition || partition_open(pl);
   r->drop_stage_layers = r->partition_auto && pl->stage_layers;
   r->ckpt_auto = m->spec->train.activation_checkpoint_interval == SPEC_AUTO;
+  r->offload_auto = offload_open(m->spec);
+  r->shard_auto = pl->data_parallel > 1 && pl->shard_auto;
   snprintf(r->times_source, sizeof r->times_source, "%s", t->source);
   auto_ctx a = {.m = m, .t = t, .P = r->n_stages, .r = r};
   int ckpts[AUTO_MAX_CKPT], vs[AUTO_MAX_V];
@@ -147,7 +163,8 @@ int auto_search(const pt_model *m, const pt_layer_times *t, int force_partition,
 }
 
 void auto_result_free(pt_auto_result *r) {
-  for (int i = 0; i < r->n; i++) free(r->c[i].bounds), free(r->c[i].stage_bytes);
+  for (int i = 0; i < r->n; i++)
+    free(r->c[i].bounds), free(r->c[i].stage_bytes), free(r->c[i].offload);
   free(r->c);
   free(r->cap);
   memset(r, 0, sizeof *r);

@@ -27,8 +27,9 @@ static void parse_fraction(spec_node *n, double *f, int *is_auto, spec_errors *e
 static void parse_item(spec_node *n, pt_offload_choice *c, int *is_auto, spec_errors *e) {
   memset(c, 0, sizeof *c);
   if (n->kind != SPEC_MAP) {
-    parse_fraction(n, &c->fraction[0], is_auto, e);
+    parse_fraction(n, &c->fraction[0], &c->searched, e);
     c->fraction[1] = c->fraction[0];
+    *is_auto |= c->searched;
     return;
   }
   for (int i = 0; i < n->n_items && !e->failed; i++) {
@@ -41,8 +42,9 @@ static void parse_item(spec_node *n, pt_offload_choice *c, int *is_auto, spec_er
                  it->key);
       return;
     }
-    parse_fraction(it, &c->fraction[k], is_auto, e);
+    parse_fraction(it, &c->fraction[k], &c->searched, e);
   }
+  *is_auto |= c->searched;
 }
 
 int offload_any(const pt_offload_choice *c, int n_stages) {

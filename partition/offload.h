@@ -9,8 +9,9 @@
  *   none (the default) or 0        nothing offloaded
  *   a fraction in (0, 1]           both kinds
  *   {outputs: F, saved: F}         each kind its own (a missing kind: none)
- *   auto                           the planner's choice; it makes none yet, so none, with a
- *                                  notice (the caller's)
+ *   auto                           the planner's choice (partition/auto.h: the smallest share
+ *                                  of the levels it tries that fits the stage's cap); where no
+ *                                  planner runs (a device that cannot offload), none
  * Refused where pipeline.device resolves to a kind without the trait (device.h, offloads: the
  * cpu, whose device memory is the host's).
  */
@@ -23,6 +24,7 @@ enum { OFFLOAD_OUTPUTS, OFFLOAD_SAVED, OFFLOAD_KINDS };
 
 typedef struct {
   double fraction[OFFLOAD_KINDS];
+  int searched; /* the stage said auto (its fractions are 0 until the planner chooses) */
 } pt_offload_choice;
 
 /* Fills out[n_stages] from s->pipeline.offload (zeros where absent). Returns 0 (*is_auto set

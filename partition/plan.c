@@ -7,6 +7,7 @@
 
 #include "partition/solve.h"
 #include "core/error.h"
+#include "device/device.h"
 #include "schedule/schedule.h"
 #include "schedule/schedule_offload.h"
 
@@ -325,9 +326,13 @@ static int parse_offload(pt_plan *p, const pt_model *m, spec_errors *e) {
   int is_auto = 0;
   p->offload = pt_calloc((size_t)p->n_stages, sizeof *p->offload);
   if (offload_parse(m->spec, p->n_stages, p->offload, &is_auto, e) != 0) return -1;
-  if (is_auto)
-    plan_warn(p, "pipeline.offload: auto is the planner's choice, which it does not make yet: "
-              "nothing is offloaded where it says auto");
+  spec_device kind = device_resolve(m->spec->pipeline.device);
+  if (is_auto && !device_kind_offloads(kind))
+    plan_warn(p, "pipeline.offload: auto offloads nothing on the %s (its device memory is the "
+              "host's)", spec_device_names[kind]);
+  else if (is_auto) /* the planner pins its choice first (partition/auto.h); this is a plan alone */
+    plan_warn(p, "pipeline.offload: auto is the planner's choice; this plan offloads nothing "
+              "where it says auto");
   return 0;
 }
 

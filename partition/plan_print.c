@@ -69,7 +69,7 @@ static void print_header(FILE *f, const pt_plan *p, const pt_model *m) {
 
 static void print_stage(FILE *f, const pt_plan *p, const pt_model *m, int st, double gflops) {
   const pt_stage_memory *mm = &p->mem[st];
-  char ranks[64], devs[64], types[512], layers[64], sz[7][32];
+  char ranks[64], devs[64], types[512], layers[64], sz[8][32];
   stage_ranks(p, st, ranks, sizeof ranks, 0);
   stage_ranks(p, st, devs, sizeof devs, 1);
   stage_list(p, m, st, 1, types, sizeof types);
@@ -77,13 +77,13 @@ static void print_stage(FILE *f, const pt_plan *p, const pt_model *m, int st, do
     snprintf(layers, sizeof layers, "%d-%d", p->bounds[st], p->bounds[st + 1] - 1);
   else
     stage_list(p, m, st, 0, layers, sizeof layers);
-  int64_t parts[7] = {mm->total, mm->params, mm->grads, mm->optimizer, mm->activations,
-                      mm->workspace, p->cap ? (int64_t)p->cap[st] : 0};
-  for (int i = 0; i < 7; i++) memory_format_size(parts[i], sz[i], sizeof sz[i]);
-  if (!p->cap || p->cap[st] <= 0) snprintf(sz[6], sizeof sz[6], "-");
-  fprintf(f, "%-5d %-8s %-8s %-9s %12.0f %10s %10s %10s %10s %10s %10s %10s %9.1f  %s\n", st,
-          ranks, devs, layers, p->weight[st], sz[0], sz[1], sz[2], sz[3], sz[4], sz[5], sz[6],
-          gflops > 0 ? p->flops[st] / (gflops * 1e6) : 0.0, types);
+  int64_t parts[8] = {mm->total, mm->params, mm->grads, mm->optimizer, mm->activations,
+                      mm->activations_host, mm->workspace, p->cap ? (int64_t)p->cap[st] : 0};
+  for (int i = 0; i < 8; i++) memory_format_size(parts[i], sz[i], sizeof sz[i]);
+  if (!p->cap || p->cap[st] <= 0) snprintf(sz[7], sizeof sz[7], "-");
+  fprintf(f, "%-5d %-8s %-8s %-9s %12.0f %10s %10s %10s %10s %10s %10s %10s %10s %9.1f  %s\n",
+          st, ranks, devs, layers, p->weight[st], sz[0], sz[1], sz[2], sz[3], sz[4], sz[5], sz[6],
+          sz[7], gflops > 0 ? p->flops[st] / (gflops * 1e6) : 0.0, types);
 }
 
 /* Several chunks per stage: what each chunk holds, alone. */
@@ -172,9 +172,9 @@ static void print_seq_schedule(FILE *f, const pt_model *m) {
 
 void plan_print(FILE *f, const pt_plan *p, const pt_model *m, double gflops) {
   print_header(f, p, m);
-  fprintf(f, "%-5s %-8s %-8s %-9s %12s %10s %10s %10s %10s %10s %10s %10s %9s  %s\n", "stage",
-          "ranks", "devices", p->virtual_stages > 1 ? "chunks" : "layers", "params", "memory",
-          "weights", "grads", "optim", "activ", "work", "cap", "est.ms", "types");
+  fprintf(f, "%-5s %-8s %-8s %-9s %12s %10s %10s %10s %10s %10s %10s %10s %10s %9s  %s\n",
+          "stage", "ranks", "devices", p->virtual_stages > 1 ? "chunks" : "layers", "params",
+          "memory", "weights", "grads", "optim", "activ", "host", "work", "cap", "est.ms", "types");
   for (int st = 0; st < p->n_stages; st++) print_stage(f, p, m, st, gflops);
   if (p->virtual_stages > 1) print_chunks(f, p, m, gflops);
   print_comm(f, p);

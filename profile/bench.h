@@ -49,5 +49,8 @@ double bench_loss(pt_device *d, pt_loss_kind kind, int N, int F, double share_s)
 double bench_optimizer(pt_device *d, const spec_train *cfg, const pt_layer *L, double share_s);
 /* Host memcpy rate of a buffer of `bytes` (bytes per second). */
 double bench_memcpy_rate(size_t bytes, double share_s);
+/* d's offload copy rate (device_copy_async, d must offload): `bytes` to pinned host memory and
+ * back, bytes per second of one way. */
+double bench_copy_rate(pt_device *d, size_t bytes, double share_s);
 
 #endif

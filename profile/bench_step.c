@@ -98,3 +98,25 @@ double bench_memcpy_rate(size_t bytes, double share_s) {
   free(dst);
   return (double)bytes / s;
 }
+
+typedef struct {
+  pt_device *d;
+  void *dev, *host;
+  size_t bytes;
+} offload_copy;
+
+static void run_offload_copies(void *ctx) {
+  const offload_copy *c = ctx;
+  device_copy_async(c->d, c->host, c->dev, c->bytes, 0, NULL);
+  device_copy_async(c->d, c->dev, c->host, c->bytes, 1, NULL);
+}
+
+double bench_copy_rate(pt_device *d, size_t bytes, double share_s) {
+  if (bytes < 64) bytes = 64;
+  offload_copy c = {d, device_alloc(d, bytes), device_pinned_alloc(d, bytes), bytes};
+  device_zero(d, c.dev, bytes);
+  double s = bench_time(d, run_offload_copies, &c, share_s) / 2; /* bench_time syncs d */
+  device_free(d, c.dev);
+  device_pinned_free(d, c.host);
+  return (double)bytes / s;
+}

@@ -2,8 +2,9 @@
  * machine.
  *
  * A file holds one measurement (JSON, cJSON):
- *   {"version":1, "key":"<16 hex>", "machine":"<id>", "n_layers":N, "f":[N], "i":[N], "w":[N],
- *    "opt":[N], "p2p_latency_s":x, "p2p_bytes_per_s":x, "source":"measured on ..."}
+ *   {"version":2, "key":"<16 hex>", "machine":"<id>", "n_layers":N, "f":[N], "i":[N], "w":[N],
+ *    "opt":[N], "p2p_latency_s":x, "p2p_bytes_per_s":x, "copy_bytes_per_s":x,
+ *    "source":"measured on ..."}
  * It is named after the machine and the key (profile_cache_path), in $PIPETRAIN_CACHE_DIR, else
  * $XDG_CACHE_HOME/pipetrain, else $HOME/.cache/pipetrain (created when missing). A file written
  * for another key or layer count is stale and ignored, one that is not such a document is
@@ -19,7 +20,7 @@
 #include "model/model.h"
 #include "profile/layer_times.h"
 
-#define PROFILE_CACHE_VERSION 1
+#define PROFILE_CACHE_VERSION 2 /* 2: copy_bytes_per_s */
 
 /* FNV-1a over what the times depend on: every layer's type name, dims, token input, settings
  * values (pt_layer.set) and parameter shapes; micro_batch_size, seq_len, the loss, the device

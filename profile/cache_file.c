@@ -101,12 +101,16 @@ static int read_times(const cJSON *root, pt_layer_times *t, const char *path, ch
     }
   const cJSON *lat = cJSON_GetObjectItemCaseSensitive(root, "p2p_latency_s");
   const cJSON *bw = cJSON_GetObjectItemCaseSensitive(root, "p2p_bytes_per_s");
-  if (!finite_nonneg(lat) || !finite_nonneg(bw) || bw->valuedouble == 0)
-    return corrupt(path, "p2p_latency_s or p2p_bytes_per_s missing or out of range", err, errsz);
+  const cJSON *copy = cJSON_GetObjectItemCaseSensitive(root, "copy_bytes_per_s");
+  if (!finite_nonneg(lat) || !finite_nonneg(bw) || bw->valuedouble == 0 ||
+      !finite_nonneg(copy) || copy->valuedouble == 0)
+    return corrupt(path, "p2p_latency_s, p2p_bytes_per_s or copy_bytes_per_s missing or out of "
+                   "range", err, errsz);
   if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "source")))
     return corrupt(path, "no \"source\" string", err, errsz);
   t->p2p_latency_s = lat->valuedouble;
   t->p2p_bytes_per_s = bw->valuedouble;
+  t->copy_bytes_per_s = copy->valuedouble;
   snprintf(t->source, sizeof t->source, "cache %s", path);
   return 1;
 }
@@ -163,6 +167,7 @@ static cJSON *times_json(const pt_layer_times *t, const pt_model *m) {
   cJSON_AddItemToObject(root, "opt", exact_array(t->opt, t->n_layers));
   cJSON_AddItemToObject(root, "p2p_latency_s", exact_number(t->p2p_latency_s));
   cJSON_AddItemToObject(root, "p2p_bytes_per_s", exact_number(t->p2p_bytes_per_s));
+  cJSON_AddItemToObject(root, "copy_bytes_per_s", exact_number(t->copy_bytes_per_s));
   cJSON_AddStringToObject(root, "source", t->source);
   return root;
 }

@@ -18,6 +18,7 @@ void profile_times_alloc(pt_layer_times *t, int n_layers) {
   t->opt = t->w + n;
   t->p2p_latency_s = PROFILE_P2P_LATENCY_S;
   t->p2p_bytes_per_s = PROFILE_P2P_BYTES_PER_S;
+  t->copy_bytes_per_s = PROFILE_COPY_BYTES_PER_S;
 }
 
 void profile_times_free(pt_layer_times *t) {
@@ -36,6 +37,7 @@ void profile_times_copy(pt_layer_times *dst, const pt_layer_times *src) {
   }
   dst->p2p_latency_s = src->p2p_latency_s;
   dst->p2p_bytes_per_s = src->p2p_bytes_per_s;
+  dst->copy_bytes_per_s = src->copy_bytes_per_s;
   memcpy(dst->source, src->source, sizeof dst->source);
 }
 

@@ -7,6 +7,8 @@
  * backward_weight runs inside I). The last layer's f includes the loss and its gradient.
  * opt[l]: one optimizer update of the parameters layer l holds (per step, not per micro-batch).
  * A transfer of n bytes between neighbouring stages takes p2p_latency_s + n / p2p_bytes_per_s.
+ * An offload copy (pipeline.offload) of n bytes between the device and pinned host memory takes
+ * n / copy_bytes_per_s, either way.
  *
  * Where times come from (source says which, for --plan to print):
  *   measured  profile_measure(): every distinct layer shape timed on the current device
@@ -31,6 +33,7 @@ typedef struct {
   double *f, *i, *w; /* [n_layers] seconds per micro-batch */
   double *opt;       /* [n_layers] seconds per step */
   double p2p_latency_s, p2p_bytes_per_s;
+  double copy_bytes_per_s; /* device <-> pinned host (host memcpy on the host kinds) */
   char source[320];  /* e.g. "measured on cpu (1 thread) in 1.4 s", "cache ~/.cache/..." */
 } pt_layer_times;
 
@@ -50,5 +53,8 @@ int profile_tokens_per_sample(const pt_model *m);
 /* Transfer defaults when nothing is measured: MPI between ranks of one node on the host. */
 #define PROFILE_P2P_LATENCY_S 20e-6
 #define PROFILE_P2P_BYTES_PER_S 4e9
+/* Offload copy default when nothing is measured (flops, a trace): a PCIe 4.0 x16 link's
+ * practical host <-> device rate. */
+#define PROFILE_COPY_BYTES_PER_S 16e9
 
 #endif

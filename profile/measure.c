@@ -90,6 +90,18 @@ static void measure_p2p(const measure_ctx *c, pt_layer_times *t) {
   t->p2p_latency_s = PROFILE_P2P_LATENCY_S;
 }
 
+/* Offload's copies: one activation between device memory and pinned host memory, each way, on
+ * the kinds that offload (device_copy_async; the emulated device's is a memcpy); the host's
+ * memcpy rate elsewhere. */
+static void measure_copy(const measure_ctx *c, pt_layer_times *t) {
+  int widest = 0;
+  for (int l = 0; l < c->m->n_layers; l++)
+    if (c->m->layers[l].out_dim > widest) widest = c->m->layers[l].out_dim;
+  size_t bytes = sizeof(float) * (size_t)c->B * (size_t)c->T * (size_t)widest;
+  t->copy_bytes_per_s = device_offloads(c->d) ? bench_copy_rate(c->d, bytes, c->share_s)
+                                              : bench_memcpy_rate(bytes, c->share_s);
+}
+
 static void describe(const measure_ctx *c, int shapes, double seconds, pt_layer_times *t) {
   char what[160];
   device_describe(c->d, what, sizeof what);
@@ -108,13 +120,14 @@ int profile_measure(pt_layer_times *t, const pt_model *m, double budget_s, char 
                    pt_calloc((size_t)m->n_layers, sizeof(int))};
   int shapes = group_layers(m, same_shape, c.shape);
   int opts = group_layers(m, same_params, c.opt);
-  /* the shapes, the parameter lists, the loss and the copy share the budget evenly */
-  c.share_s = (budget_s > 0 ? budget_s : PROFILE_BUDGET_S) / (shapes + opts + 2);
+  /* the shapes, the parameter lists, the loss and the two copies share the budget evenly */
+  c.share_s = (budget_s > 0 ? budget_s : PROFILE_BUDGET_S) / (shapes + opts + 3);
   double t0 = pt_now_s();
   profile_times_alloc(t, m->n_layers);
   measure_layers(&c, t);
   measure_optimizer(&c, t);
   measure_p2p(&c, t);
+  measure_copy(&c, t);
   describe(&c, shapes, pt_now_s() - t0, t);
   free(c.shape);
   free(c.opt);

@@ -15,6 +15,9 @@
  *   p2p       on the host kinds: memcpy of one activation (B x T x the widest output) at half
  *             the copy rate (a shared-memory message is copied in and out), latency
  *             PROFILE_P2P_LATENCY_S; on a GPU the defaults (layer_times.h)
+ *   copy      offload's copy rate: one such activation to pinned host memory and back on the
+ *             device's copy stream (device_copy_async), the mean of the two ways, on the kinds
+ *             that offload; the host memcpy rate elsewhere
  * budget_s <= 0 means PROFILE_BUDGET_S; a measurement takes about that long plus one warm-up
  * per shape, more when the smallest repetition counts do not fit.
  */

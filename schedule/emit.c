@@ -98,9 +98,41 @@ static void expand_one(const pt_schedule *s, schedule_list *out, pt_action a, in
 
 static int is_receive(pt_action_kind k) { return k == ACT_RECV_ACT || k == ACT_RECV_GRAD; }
 
+/* The RECV_GRADs of chunk c whose FORWARD is done, in the order of c's backwards (B or I): the
+ * order its peer sends them in, which NCCL's per-link pairing needs (a chunk running its
+ * backwards in descending order, torch's looped BFS, receives them so too). */
+typedef struct {
+  int *seq, *n_seq, *next; /* [c * M + k]: c's k-th backward's micro-batch; [c]: count, posted */
+  unsigned char *fwd;      /* [c * M + mb]: forward done */
+} grad_order;
+
+static void grad_order_init(grad_order *o, const pt_schedule *s, const schedule_list *l) {
+  size_t C = (size_t)s->n_chunks, cells = C * (size_t)s->n_micro;
+  o->seq = pt_calloc(cells + 2 * C + 1, sizeof(int));
+  o->n_seq = o->seq + cells, o->next = o->n_seq + C;
+  o->fwd = pt_calloc(cells + 1, 1);
+  for (int i = 0; i < l->n; i++) {
+    const pt_action *a = &l->a[i];
+    if ((a->kind == ACT_BACKWARD || a->kind == ACT_BACKWARD_INPUT) && o->n_seq[a->chunk] < s->n_micro)
+      o->seq[a->chunk * s->n_micro + o->n_seq[a->chunk]++] = a->mb;
+  }
+}
+
+/* After the FORWARD of (c, mb): the receives now due, in order. */
+static void grad_order_post(grad_order *o, const pt_schedule *s, const schedule_list *l,
+                            const int *at_grad, int c, int mb, schedule_list *out) {
+  int M = s->n_micro;
+  o->fwd[c * M + mb] = 1;
+  for (; o->next[c] < o->n_seq[c] && o->fwd[c * M + o->seq[c * M + o->next[c]]]; o->next[c]++) {
+    int j = at_grad[c * M + o->seq[c * M + o->next[c]]];
+    if (j >= 0) schedule_list_push(out, l->a[j], l->src[j]);
+  }
+}
+
 /* Moves each receive as early as its buffer allows, so data can arrive while the rank computes:
  * RECV_ACT of (c, mb) right after the action releasing its slot (B or W of mb - slots[c]), the
- * first slots' before anything else; RECV_GRAD of (c, mb) right after the FORWARD of (c, mb). */
+ * first slots' before anything else; RECV_GRAD of (c, mb) right after the FORWARD of (c, mb),
+ * or later where c's backwards run in another order than its forwards (grad_order). */
 static void hoist_receives(const pt_schedule *s, schedule_list *l) {
   size_t cells = (size_t)s->n_chunks * (size_t)s->n_micro;
   int *at_act = pt_calloc(cells + 1, sizeof(int)), *at_grad = pt_calloc(cells + 1, sizeof(int));
@@ -110,6 +142,8 @@ static void hoist_receives(const pt_schedule *s, schedule_list *l) {
     if (is_receive(a->kind))
       (a->kind == ACT_RECV_ACT ? at_act : at_grad)[a->chunk * s->n_micro + a->mb] = i;
   }
+  grad_order go;
+  grad_order_init(&go, s, l);
   schedule_list out = {0};
   for (int i = 0; i < l->n; i++) {
     pt_action a = l->a[i];
@@ -123,12 +157,12 @@ static void hoist_receives(const pt_schedule *s, schedule_list *l) {
     if ((a.kind == ACT_BACKWARD || a.kind == ACT_BACKWARD_WEIGHT) &&
         a.mb + s->n_slots[a.chunk] < s->n_micro)
       j = at_act[cell + s->n_slots[a.chunk]];
-    if (a.kind == ACT_FORWARD) j = at_grad[cell];
     if (j >= 0) schedule_list_push(&out, l->a[j], l->src[j]);
+    if (a.kind == ACT_FORWARD) grad_order_post(&go, s, l, at_grad, a.chunk, a.mb, &out);
   }
   schedule_list_free(l);
   *l = out;
-  free(at_act), free(at_grad);
+  free(at_act), free(at_grad), free(go.seq), free(go.fwd);
 }
 
 void schedule_lower(pt_schedule *s, schedule_gen *g, int transfers, int step_end) {
@@ -144,7 +178,7 @@ void schedule_lower(pt_schedule *s, schedule_gen *g, int transfers, int step_end
                                           ACT_OPTIMIZER};
     for (int k = 0; step_end && k < 4; k++)
       schedule_list_push(&full, (pt_action){end[k], -1, -1}, last);
-    if (transfers) hoist_receives(s, &full);
+    hoist_receives(s, &full); /* a file's receives too, wherever it put them */
     schedule_list_free(l);
     *l = full;
     s->acts[r] = pt_calloc((size_t)l->n + 1, sizeof(pt_action));

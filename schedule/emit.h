@@ -79,9 +79,9 @@ int schedule_v_block_in_flight(schedule_v_block block, int r, int P, int M);
 
 /* Turns g's compute orders into s's full lists: with `transfers`, the receives, sends and
  * loads each action needs (none between chunks on one rank); with `step_end`, FLUSH (the held
- * sends out), the reductions and the optimizer; receives posted as early as their buffers
- * allow. Fills n_slots and
- * n_w_pending from the orders. Takes the lists from g. */
+ * sends out), the reductions and the optimizer. Receives, added or already in the lists, are
+ * posted as early as their buffers allow. Fills n_slots and n_w_pending from the orders.
+ * Takes the lists from g. */
 void schedule_lower(pt_schedule *s, schedule_gen *g, int transfers, int step_end);
 /* Allocates s for P ranks, v chunks each, M micro-batches under a placement. */
 void schedule_alloc(pt_schedule *s, int P, int v, int M, pt_placement placement);

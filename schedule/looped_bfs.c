@@ -1,7 +1,9 @@
-/* schedule/looped_bfs.c: looped breadth-first (Lamy-Poirier, 2023; torch's ScheduleLoopedBFS).
+/* schedule/looped_bfs.c: looped breadth-first (Lamy-Poirier, 2023).
  * Rank r holds v chunks, r, r + P, ...; it runs every micro-batch's forward of its first
- * chunk, then of the next, then the backwards from its last chunk down. GPipe over v chunks:
- * every micro-batch in flight, the bubble divided by v for M >= P. */
+ * chunk, then of the next, then the backwards from its last chunk down, each chunk's in
+ * ascending micro-batch order (torch's ScheduleLoopedBFS runs them descending; a file in that
+ * order is split into I and W, schedule_file_fix.c). GPipe over v chunks: every micro-batch in
+ * flight, the bubble divided by v for M >= P. */
 #include "schedule/emit.h"
 
 static int bfs_in_flight(int stage, int n_stages, int n_micro) { return n_micro; }

@@ -27,6 +27,7 @@
  *                  backward_weight of every layer ("B")
  *   BACKWARD_INPUT mb   the same but backward_input only ("I"): d loss / d input, passed on
  *   BACKWARD_WEIGHT mb  backward_weight of every layer for mb ("W"), from what its I kept
+ *                  (B, I and W mean what torch.distributed.pipelining's B, I and W mean)
  *   SEND_GRAD mb   start sending d loss / d input of mb to chunk c-1's rank
  *   FLUSH          issue the sends the device transport holds back ("FLUSH"): over NCCL a send
  *                  goes out only with the next receive the rank waits for (comm_flush), so a
@@ -108,10 +109,12 @@ int schedule_build_v(pt_schedule *s, const pt_schedule_type *t, int n_ranks, int
  * pipeline.virtual_stages, for pipeline.stages ranks and train.micro_batches. Returns 0, or
  * -1 with a one-line reason in err (a file's reason starts with FILE:LINE). */
 int schedule_build_spec(pt_schedule *s, const pt_spec *spec, char *err, size_t errsz);
-/* Reads a schedule file (docs/schedules.md, "Schedule files") for n_ranks ranks and n_micro
- * micro-batches, v chunks per rank (0: as the file has them), inserts what it leaves implied
- * and runs every check (schedule_validate, schedule_check_rendezvous with any layout's
- * reductions). Returns 0, or -1 with one line: "FILE:LINE: rank R, action A: what is wrong". */
+/* Reads a schedule file (docs/schedules.md, "Schedule files": our "rank N:" lines, or
+ * torch.distributed.pipelining's CSV or table, its lowering's transfers dropped and its FSDP
+ * actions ignored, one notice saying so) for n_ranks ranks and n_micro micro-batches, v chunks
+ * per rank (0: as the file has them), inserts what it leaves implied and runs every check
+ * (schedule_validate, schedule_check_rendezvous with any layout's reductions). Returns 0, or
+ * -1 with one line: "FILE:LINE: rank R, action A: what is wrong; the fix". */
 int schedule_from_file(pt_schedule *s, const char *path, int n_ranks, int n_micro, int v,
                        char *err, size_t errsz);
 void schedule_free(pt_schedule *s);
@@ -153,8 +156,16 @@ int schedule_check_checkpoint_order(const pt_schedule *s, char *err, size_t errs
 /* One line per rank: "stage 0 (2 slots): rA0 L0 F0 sA0 ..." with one chunk per rank, else
  * "rank 0 (chunk 0: 8 slots; chunk 7: 1 slot): 0L0 0F0 0sA0 ..." (chunk before each code). */
 void schedule_print(FILE *f, const pt_schedule *s);
-/* The schedule in the file format schedule_from_file reads, every action written out. */
+/* The schedule in the file format schedule_from_file reads, every action written out, each
+ * receive right before the action waiting for it (reading it back posts them early again). */
 void schedule_write_actions(FILE *f, const pt_schedule *s);
+/* The schedule as torch.distributed.pipelining's _dump_csv writes one: a row per rank of its
+ * compute actions (0F1, 1I0, 1W0, 2B3), for _load_csv(path) to lower itself; with comms the
+ * lowered form for _load_csv(path, format="compute_comms"): our sends and receives as
+ * SEND_F/RECV_F/SEND_B/RECV_B, each receive right before its consumer, and the WAIT_SEND_F/B
+ * torch wants for every send. Loads, FLUSH and the step end have no torch action and are left
+ * out (schedule_from_file adds them back). */
+void schedule_write_torch(FILE *f, const pt_schedule *s, int comms);
 const char *schedule_action_code(pt_action_kind k);
 /* "1W2" (chunk, code, micro-batch), "OPT" or "FLUSH" for step-wide actions, into buf. Returns
  * buf. */

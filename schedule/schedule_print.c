@@ -1,5 +1,5 @@
-/* schedule/schedule_print.c: a schedule as text, for people (schedule_print) and as a schedule
- * file (schedule_write_actions). */
+/* schedule/schedule_print.c: a schedule as text for people (schedule_print), and the action
+ * codes every text form shares. The schedule files it writes: schedule/schedule_write.c. */
 #include <stdio.h>
 
 #include "schedule/schedule.h"
@@ -57,21 +57,6 @@ void schedule_print(FILE *f, const pt_schedule *s) {
       char text[48];
       if (chunked || a->mb < 0) fprintf(f, " %s", schedule_action_text(a, text, sizeof text));
       else fprintf(f, " %s%d", schedule_action_code(a->kind), a->mb);
-    }
-    fputc('\n', f);
-  }
-}
-
-void schedule_write_actions(FILE *f, const pt_schedule *s) {
-  fprintf(f, "# pipetrain schedule file: %s, %d ranks, %d chunks, %d micro-batches\n"
-          "# one line per rank of CHUNK CODE MB actions (docs/schedules.md, \"Schedule files\")\n"
-          "placement: %s\n", s->name, s->n_ranks, s->n_chunks, s->n_micro,
-          s->placement == PT_PLACE_V ? "v" : "loop");
-  for (int r = 0; r < s->n_ranks; r++) {
-    fprintf(f, "rank %d:", r);
-    for (int i = 0; i < s->n_acts[r]; i++) {
-      char text[48];
-      fprintf(f, " %s", schedule_action_text(&s->acts[r][i], text, sizeof text));
     }
     fputc('\n', f);
   }

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "schedule/check.h"
+#include "schedule/schedule_offload.h"
 
 const pt_sched_costs schedule_unit_costs = {1.0, 2.0, 1.0, 1.0, 0.0, 0.0};
 
@@ -17,6 +18,10 @@ typedef struct {
   double *act_at;    /* [chunk * M + mb] when chunk's output of mb left (or was handed over) */
   double *grad_at;   /* [chunk * M + mb] when chunk's input gradient of mb left */
   double *input_at;  /* [chunk * M + mb] when the I or B of mb ended on the chunk */
+  const pt_sched_copies *cp; /* NULL: no offload copies */
+  double *copy_clock;        /* [rank] when its copy stream is free (overlap) */
+  double *out_end, *pre_end; /* [(chunk * M + mb) * n_kinds + k] copy-out, prefetch done (-1) */
+  double copy_busy, copy_exposed;
   pt_sched_box *boxes;
   int n, cap;
   char *err;
@@ -50,17 +55,84 @@ static double ready_at(const sim *x, const pt_action *a) {
   return a->chunk < last ? x->grad_at[cell + M] : 0.0;
 }
 
+static double later(double a, double b) { return a > b ? a : b; }
+
+/* Whether kind k of a's chunk sends a's micro-batch to host memory. */
+static int goes_out(const sim *x, const pt_action *a, int k) {
+  const unsigned char *off = x->cp->offloaded[a->chunk * x->cp->n_kinds + k];
+  return off && off[a->mb];
+}
+
+/* A copy of `secs` issued at t on rank r after `after` (a prefetch after its copy-out): when it
+ * is done. Without overlap it runs at once, on the rank (the caller holds the rank till then). */
+static double sim_copy(sim *x, int r, double t, double after, double secs) {
+  x->copy_busy += secs;
+  if (!x->cp->overlap) {
+    x->copy_exposed += secs;
+    return t + secs;
+  }
+  double t0 = later(later(t, x->copy_clock[r]), after);
+  return x->copy_clock[r] = t0 + secs;
+}
+
+/* Issues at t the prefetches of backward b not issued yet. Returns when the rank goes on (later
+ * than t where a copy holds it). */
+static double sim_issue_prefetch(sim *x, int r, const pt_action *b, double t) {
+  int K = x->cp->n_kinds, cell = (b->chunk * x->s->n_micro + b->mb) * K;
+  for (int k = 0; k < K; k++) {
+    if (!goes_out(x, b, k) || x->pre_end[cell + k] >= 0) continue;
+    x->pre_end[cell + k] = sim_copy(x, r, t, x->out_end[cell + k], x->cp->in_s[b->chunk * K + k]);
+    if (!x->cp->overlap) t = x->pre_end[cell + k];
+  }
+  return t;
+}
+
+/* Action i of rank r starts at t: the prefetch of the backward it precedes is issued. */
+static double sim_prefetch(sim *x, int r, int i, double t) {
+  int j = schedule_prefetch_at(x->s->acts[r], x->s->n_acts[r], i);
+  return j < 0 ? t : sim_issue_prefetch(x, r, &x->s->acts[r][j], t);
+}
+
+/* A backward starting at t waits for its prefetches (issued now where none was). Returns when
+ * it can start. */
+static double sim_backward_ready(sim *x, int r, const pt_action *a, double t) {
+  int K = x->cp->n_kinds, cell = (a->chunk * x->s->n_micro + a->mb) * K;
+  t = sim_issue_prefetch(x, r, a, t);
+  double at = t;
+  for (int k = 0; k < K; k++)
+    if (goes_out(x, a, k)) at = later(at, x->pre_end[cell + k]);
+  if (x->cp->overlap) x->copy_exposed += at - t;
+  return at;
+}
+
+/* A forward ended at t1: its copy-outs are issued. Returns when the rank goes on. */
+static double sim_copy_out(sim *x, int r, const pt_action *a, double t1) {
+  int K = x->cp->n_kinds, cell = (a->chunk * x->s->n_micro + a->mb) * K;
+  double t = t1;
+  for (int k = 0; k < K; k++) {
+    if (!goes_out(x, a, k)) continue;
+    x->out_end[cell + k] = sim_copy(x, r, t, 0.0, x->cp->out_s[a->chunk * K + k]);
+    if (!x->cp->overlap) t = x->out_end[cell + k];
+  }
+  return t;
+}
+
 /* Runs a compute action once its input is there: it starts when both the rank and the input
- * are. 1: done, 0: waits, -1: error. */
-static int sim_compute(sim *x, int r, const pt_action *a) {
+ * are (and, offloaded, its prefetched tensors). 1: done, 0: waits, -1: error. */
+static int sim_compute(sim *x, int r, int i, const pt_action *a) {
   double ready = ready_at(x, a);
   if (ready < 0) return 0;
   if (x->n == x->cap)
     return pt_errorf(x->err, x->errsz, "rank %d: more compute actions than 3 x %d chunks x %d "
                      "micro-batches", r, x->s->n_chunks, x->s->n_micro);
-  double t0 = x->clock[r] > ready ? x->clock[r] : ready, t1 = t0 + cost_of(x, a);
+  double t0 = later(x->clock[r], ready);
+  int backward = a->kind == ACT_BACKWARD || a->kind == ACT_BACKWARD_INPUT;
+  if (x->cp) t0 = sim_prefetch(x, r, i, t0);
+  if (x->cp && backward) t0 = sim_backward_ready(x, r, a, t0);
+  double t1 = t0 + cost_of(x, a);
   x->boxes[x->n++] = (pt_sched_box){r, a->mb, box_kind(a->kind), t0, t1, a->chunk};
   x->clock[r] = t1;
+  if (x->cp && a->kind == ACT_FORWARD) x->clock[r] = sim_copy_out(x, r, a, t1);
   int cell = a->chunk * x->s->n_micro + a->mb;
   if (a->kind == ACT_FORWARD && schedule_is_local(x->s, a->chunk, 1)) x->act_at[cell] = t1;
   if (a->kind == ACT_BACKWARD || a->kind == ACT_BACKWARD_INPUT) {
@@ -72,13 +144,13 @@ static int sim_compute(sim *x, int r, const pt_action *a) {
 
 /* 1: done, 0: waits for a neighbour, -1: error. A send delays its data by the chunk's transfer
  * cost without holding the rank; receives, loads and reductions take no time. */
-static int sim_action(sim *x, int r, const pt_action *a) {
+static int sim_action(sim *x, int r, int i, const pt_action *a) {
   int cell = a->chunk * x->s->n_micro + a->mb;
   switch (a->kind) {
   case ACT_FORWARD:
   case ACT_BACKWARD:
   case ACT_BACKWARD_INPUT:
-  case ACT_BACKWARD_WEIGHT: return sim_compute(x, r, a);
+  case ACT_BACKWARD_WEIGHT: return sim_compute(x, r, i, a);
   case ACT_SEND_ACT: x->act_at[cell] = x->clock[r] + costs_of(x, a->chunk)->send_act; return 1;
   case ACT_SEND_GRAD: x->grad_at[cell] = x->clock[r] + costs_of(x, a->chunk)->send_grad; return 1;
   default: return 1;
@@ -89,7 +161,7 @@ static int sim_step(void *ctx, int r, int i, const pt_action *a) {
   sim *x = ctx;
   if (a->mb >= x->s->n_micro || a->chunk >= x->s->n_chunks)
     return pt_errorf(x->err, x->errsz, "rank %d: an action out of range", r);
-  return sim_action(x, r, a);
+  return sim_action(x, r, i, a);
 }
 
 /* Round-robin over the ranks until none can move (the sweep schedule_validate runs). */
@@ -105,22 +177,35 @@ static int sim_sweep(sim *x) {
   return rc;
 }
 
-int schedule_simulate_costs(const pt_schedule *s, const pt_sched_costs *costs, int n_costs,
-                            pt_sched_box *boxes, double *span, char *err, size_t errsz) {
+int schedule_simulate_copies(const pt_schedule *s, const pt_sched_costs *costs, int n_costs,
+                             const pt_sched_copies *copies, pt_sched_box *boxes, double *span,
+                             double *copy_busy, double *copy_exposed, char *err, size_t errsz) {
   size_t cells = (size_t)s->n_chunks * (size_t)s->n_micro, P = (size_t)s->n_ranks;
-  sim x = {.s = s, .costs = costs, .n_costs = n_costs, .boxes = boxes, .cap = 3 * (int)cells,
-           .err = err, .errsz = errsz};
+  size_t K = copies ? (size_t)copies->n_kinds : 0;
+  sim x = {.s = s, .costs = costs, .n_costs = n_costs, .cp = copies, .boxes = boxes,
+           .cap = 3 * (int)cells, .err = err, .errsz = errsz};
   x.pc = pt_calloc(P, sizeof(int));
-  x.clock = pt_calloc(P, sizeof(double));
-  x.act_at = pt_calloc(3 * cells + 3, sizeof(double));
+  x.clock = pt_calloc(2 * P, sizeof(double));
+  x.copy_clock = x.clock + P;
+  x.act_at = pt_calloc((3 + 2 * K) * cells + 3, sizeof(double));
   x.grad_at = x.act_at + cells + 1, x.input_at = x.grad_at + cells + 1;
-  for (size_t i = 0; i < 3 * cells + 3; i++) x.act_at[i] = -1.0;
+  x.out_end = x.input_at + cells + 1, x.pre_end = x.out_end + K * cells;
+  for (size_t i = 0; i < (3 + 2 * K) * cells + 3; i++) x.act_at[i] = -1.0;
   int rc = sim_sweep(&x);
   *span = 0.0;
   for (int i = 0; i < x.n; i++)
     if (boxes[i].t1 > *span) *span = boxes[i].t1;
+  for (size_t r = 0; copies && r < P; r++) /* the last copy-out may end after the compute */
+    if (x.copy_clock[r] > *span) *span = x.copy_clock[r];
+  if (copy_busy) *copy_busy = x.copy_busy;
+  if (copy_exposed) *copy_exposed = x.copy_exposed;
   free(x.pc), free(x.clock), free(x.act_at);
   return rc < 0 ? -1 : x.n;
+}
+
+int schedule_simulate_costs(const pt_schedule *s, const pt_sched_costs *costs, int n_costs,
+                            pt_sched_box *boxes, double *span, char *err, size_t errsz) {
+  return schedule_simulate_copies(s, costs, n_costs, NULL, boxes, span, NULL, NULL, err, errsz);
 }
 
 int schedule_simulate(const pt_schedule *s, pt_sched_box *boxes, double *span, char *err,

@@ -55,6 +55,27 @@ typedef struct {
  * lists cannot run to the end (a wait on a send that never comes, more boxes than room). */
 int schedule_simulate_costs(const pt_schedule *s, const pt_sched_costs *costs, int n_costs,
                             pt_sched_box *boxes, double *span, char *err, size_t errsz);
+/* Activation offload's copies (schedule/schedule_offload.h), per chunk and kind of tensor
+ * (n_kinds of them; entry chunk * n_kinds + k): offloaded[] marks the micro-batches that go to
+ * host memory (NULL: none), out_s and in_s one micro-batch's copy out and back in. The copy-out
+ * is issued when its FORWARD ends, the prefetch when the compute action before its BACKWARD or
+ * BACKWARD_INPUT starts (schedule_prefetch_at), and that backward waits for it. overlap: copies
+ * run on a copy stream of their own per rank, one at a time, a prefetch after its copy-out (a
+ * GPU); 0: each copy runs on the rank itself when issued, delaying its compute (the emulated
+ * device, whose copies are memcpy calls). */
+typedef struct {
+  int n_kinds, overlap;
+  const unsigned char *const *offloaded; /* [n_chunks * n_kinds] -> [n_micro] */
+  const double *out_s, *in_s;            /* [n_chunks * n_kinds] */
+} pt_sched_copies;
+
+/* schedule_simulate_costs with the offload copies (copies NULL: none). *copy_busy, when not
+ * NULL, gets the seconds the copies take in all, and *copy_exposed the compute time they add:
+ * with overlap the waits of the backwards for their prefetches (a copy hidden behind compute
+ * adds nothing), else all of it. */
+int schedule_simulate_copies(const pt_schedule *s, const pt_sched_costs *costs, int n_costs,
+                             const pt_sched_copies *copies, pt_sched_box *boxes, double *span,
+                             double *copy_busy, double *copy_exposed, char *err, size_t errsz);
 /* The same with unit costs. */
 int schedule_simulate(const pt_schedule *s, pt_sched_box *boxes, double *span, char *err,
                       size_t errsz);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (libFuzzer, with AddressSanitizer and UndefinedBehaviorSanitizer) of the
-# two readers of input pipetrain does not control: the YAML spec loader (tests/fuzz/fuzz_spec.c)
-# and the checkpoint reader, manifest and safetensors (tests/fuzz/fuzz_checkpoint.c). Both promise
-# one error message for any bad input, never a crash, an exit or a leak; this searches for inputs
-# that break that promise. See docs/fuzzing.md.
+# readers of input pipetrain does not control: the YAML spec loader (tests/fuzz/fuzz_spec.c), the
+# checkpoint reader, manifest and safetensors (tests/fuzz/fuzz_checkpoint.c), schedule files
+# (tests/fuzz/fuzz_schedule.c) and Hugging Face config.json and index files (tests/fuzz/fuzz_hf.c).
+# Each promises one error message for any bad input, never a crash, an exit or a leak; this
+# searches for inputs that break that promise. See docs/fuzzing.md.
 #
 #   bash scripts/fuzz.sh [SECONDS]           fuzz each target for SECONDS (default 30)
 #   bash scripts/fuzz.sh --merge [SECONDS]   then add the new inputs that reach new code to the
@@ -41,7 +42,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # The fuzz targets only need the CPU library: the GPU backend (nvcc) stays out of this build.
 mkdir -p "$build"
 { CC=clang cmake -S . -B "$build" -DPT_FUZZ=ON -DPT_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-  cmake --build "$build" -j "$jobs" --target fuzz_spec fuzz_checkpoint; } >"$build/fuzz-build.log" 2>&1 ||
+  cmake --build "$build" -j "$jobs" --target fuzz_spec fuzz_checkpoint fuzz_schedule fuzz_hf; } >"$build/fuzz-build.log" 2>&1 ||
   { tail -n 30 "$build/fuzz-build.log" >&2; echo "fuzz.sh: the build failed: $build/fuzz-build.log" >&2; exit 1; }
 
 # fuzz TARGET CORPUS_NAME MAX_LEN: runs one target; returns its exit status.
@@ -81,6 +82,8 @@ fuzz() {
 failed=0
 fuzz fuzz_spec spec 16384 || failed=1
 fuzz fuzz_checkpoint checkpoint 8192 || failed=1
+fuzz fuzz_schedule schedule 8192 || failed=1
+fuzz fuzz_hf hf 8192 || failed=1
 [ "$failed" -eq 0 ] || exit 1
 
 # merge NAME: the committed corpus keeps its named, hand-made seeds as they are; earlier finds
@@ -119,4 +122,6 @@ merge() {
 if [ "$merge" -eq 1 ]; then
   merge spec
   merge checkpoint
+  merge schedule
+  merge hf
 fi

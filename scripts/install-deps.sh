@@ -17,6 +17,7 @@ packages=(
   python3                          # test helpers: metrics and data checks
   python3-venv                     # the venv of scripts/install-python.sh
   strace                           # the kill-during-save test stops a save at exact points
+  iproute2                         # ip netns: the multi-host tests' hosts (tests/multihost)
   clang libclang-rt-dev            # libFuzzer: fuzzing the spec loader and checkpoint reader
   patchelf debootstrap             # the GPU kit (scripts/gpu_kit.sh) and its test in a bare Debian
   chromium                         # headless, draws pipe_report's page in the report_render test

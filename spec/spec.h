@@ -217,8 +217,9 @@ typedef struct {
   spec_device device;      /* auto: a GPU when there is one */
   /* pipeline.shard_optimizer: each data-parallel replica of a stage keeps the optimizer state
    * of 1/data_parallel of its parameters (ZeRO-1); with one replica (data_parallel 1, which
-   * auto may resolve to) and under --sequential it changes nothing, and the engine says so */
-  int shard_optimizer;
+   * auto may resolve to) and under --sequential it changes nothing, and the engine says so.
+   * auto: the planner's choice (partition/auto.h; off until it pins one), shard_auto set */
+  int shard_optimizer, shard_auto;
 } spec_pipeline;
 
 typedef struct {

@@ -527,7 +527,13 @@ static void spec_load_pipeline(pt_spec *s, spec_errors *e) {
   p->tie_check_every = spec_get_int(m, "tie_check_every", 0, 100, 0, INT64_MAX, e);
   p->timeout_s = spec_get_int(m, "timeout_s", 0, 60, 0, 86400, e);
   p->device = spec_get_enum(m, "device", SPEC_DEVICE_AUTO, spec_device_names, e);
-  p->shard_optimizer = spec_get_bool(m, "shard_optimizer", 0, e);
+  spec_node *shard = spec_find_value(m, "shard_optimizer");
+  p->shard_auto = shard && shard->kind == SPEC_SCALAR && !strcmp(shard->value, "auto");
+  spec_errors bad = {0}; /* a bool's message would not name auto */
+  if (!p->shard_auto) p->shard_optimizer = spec_get_bool(m, "shard_optimizer", 0, &bad);
+  if (bad.failed)
+    spec_error(e, shard, 0, "pipeline.shard_optimizer: expected true, false or auto, got '%s'",
+               shard->kind == SPEC_SCALAR ? shard->value : "a list or mapping");
   spec_check_unused(m, "pipeline", keys, e);
 }
 

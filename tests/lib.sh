@@ -9,8 +9,9 @@
 #     run as root;
 #   - fail MSG (exit 1), skip MSG (exit 77: ctest reports the test skipped, saying why),
 #     pt_mpirun NP ARGS (mpirun -np NP --oversubscribe, bounded by a timeout),
-#     pt_same_bits A B (files equal byte for byte, else fail naming both) and
-#     pt_ranks_of_run MARKER (the pids of the pipe_train ranks whose arguments hold MARKER).
+#     pt_same_bits A B (files equal byte for byte, else fail naming both),
+#     pt_ranks_of_run MARKER (the pids of the pipe_train ranks whose arguments hold MARKER) and
+#     pt_pick_rank MARKER N K (one rank of a running job, for a test to kill or stop).
 set -euo pipefail
 pt_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$pt_root"
@@ -39,4 +40,15 @@ pt_ranks_of_run() {
   for p in $(pgrep -f -- "$1" || true); do
     [ "$(ps -o comm= -p "$p" 2>/dev/null)" = pipe_train ] && echo "$p"
   done
+}
+# pt_pick_rank MARKER N K: waits (up to 20 s) for the N ranks of the run MARKER to be up, lets
+# them train 2 s, then sets pt_picked_pid to the K-th's pid and pt_picked_rank to its MPI rank
+# (OMPI_COMM_WORLD_RANK); fails if they did not come up.
+pt_pick_rank() {
+  local i
+  for i in $(seq 100); do [ "$(pt_ranks_of_run "$1" | wc -l)" = "$2" ] && break; sleep 0.2; done
+  sleep 2
+  pt_picked_pid=$(pt_ranks_of_run "$1" | sed -n "$3p")
+  [ -n "$pt_picked_pid" ] || fail "could not find rank $3 of the $2 of the run ($1)"
+  pt_picked_rank=$(tr '\0' '\n' <"/proc/$pt_picked_pid/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
 }

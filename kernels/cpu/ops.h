@@ -60,6 +60,14 @@ void op_rmsnorm_backward_input(float *dx, const float *dy, const float *x, const
                                const float *rstd, int N, int D, int acc);
 void op_rmsnorm_backward_weight(float *dw, const float *dy, const float *x, const float *rstd,
                                 int N, int D);
+/* ops_head_norm.c: kernels.h's head_rmsnorm_* */
+void op_head_rmsnorm_forward(float *y, float *rstd, const float *x, const float *wq,
+                             const float *wk, int N, int H, int KVH, int hd, float eps);
+void op_head_rmsnorm_backward_input(float *dx, const float *dy, const float *x, const float *wq,
+                                    const float *wk, const float *rstd, int N, int H, int KVH,
+                                    int hd);
+void op_head_rmsnorm_backward_weight(float *dwq, float *dwk, const float *dy, const float *x,
+                                     const float *rstd, int N, int H, int KVH, int hd);
 void op_rope(float *qkv, int B, int T, int H, int KVH, int hd, const pt_rope_freqs *f, int dir,
              const int32_t *positions);
 void op_swiglu_forward(float *y, const float *gu, int N, int F);

@@ -147,6 +147,24 @@ static void rope(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, 
   cuda_op_rope(ctx(k), qkv, B, T, H, KVH, hd, f, dir, positions);
 }
 
+static void head_rmsnorm_forward(const pt_kernels *k, float *y, float *rstd, const float *x,
+                                 const float *wq, const float *wk, int N, int H, int KVH, int hd,
+                                 float eps) {
+  cuda_op_head_rmsnorm_forward(ctx(k), y, rstd, x, wq, wk, N, H, KVH, hd, eps);
+}
+
+static void head_rmsnorm_backward_input(const pt_kernels *k, float *dx, const float *dy,
+                                        const float *x, const float *wq, const float *wk,
+                                        const float *rstd, int N, int H, int KVH, int hd) {
+  cuda_op_head_rmsnorm_backward_input(ctx(k), dx, dy, x, wq, wk, rstd, N, H, KVH, hd);
+}
+
+static void head_rmsnorm_backward_weight(const pt_kernels *k, float *dwq, float *dwk,
+                                         const float *dy, const float *x, const float *rstd,
+                                         int N, int H, int KVH, int hd) {
+  cuda_op_head_rmsnorm_backward_weight(ctx(k), dwq, dwk, dy, x, rstd, N, H, KVH, hd);
+}
+
 static void swiglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
   cuda_op_swiglu_forward(ctx(k), y, gu, N, F);
 }
@@ -326,9 +344,15 @@ static void round_pack_bf16(const pt_kernels *k, uint16_t *dst, float *x, int64_
 
 /* More ranges than the registry holds: the first ones, the others converted (kernels.h). */
 static void activation_copies(const pt_kernels *k, const pt_weight_range *r, int n) {
-  pt_weight_copies *acts = &state(k)->bf16.acts;
-  *acts = (pt_weight_copies){0};
-  for (int i = 0; i < n && i < PT_WEIGHT_COPY_RANGES; i++) acts->r[i] = r[i];
+  cuda_bf16_acts_reset(ctx(k), &state(k)->bf16, r, n);
+}
+
+static void share_bf16(const pt_kernels *k, const float *x, int64_t n) {
+  cuda_bf16_share(&state(k)->bf16, x, n);
+}
+
+static void round_share_bf16(const pt_kernels *k, float *x, int64_t n) {
+  cuda_bf16_round_share(ctx(k), &state(k)->bf16, x, n);
 }
 
 /* The device targets buffer (reused by every micro-batch in stream order), grown when needed. */
@@ -394,7 +418,9 @@ void kernels_gpu_set_precision(kernels_gpu *kg, pt_precision p) {
   kg->table.weight_copy = b ? weight_copy : NULL;
   kg->table.round_pack_bf16 = b ? round_pack_bf16 : NULL;
   kg->table.activation_copies = b ? activation_copies : NULL;
-  kg->bf16.acts = (pt_weight_copies){0};
+  kg->table.share_bf16 = b ? share_bf16 : NULL;
+  kg->table.round_share_bf16 = b ? round_share_bf16 : NULL;
+  cuda_bf16_acts_reset(kg->g, &kg->bf16, NULL, 0);
   kg->attention.acts = &kg->bf16.acts;
 }
 

@@ -86,6 +86,16 @@ void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const float *dy, con
                                      const float *rstd, int N, int D);
 void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KVH, int hd,
                   const pt_rope_freqs *f, int dir, const int32_t *positions);
+/* ops_head_norm.cu: kernels.h's head_rmsnorm_* */
+void cuda_op_head_rmsnorm_forward(gpu_ctx *g, float *y, float *rstd, const float *x,
+                                  const float *wq, const float *wk, int N, int H, int KVH, int hd,
+                                  float eps);
+void cuda_op_head_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy, const float *x,
+                                         const float *wq, const float *wk, const float *rstd,
+                                         int N, int H, int KVH, int hd);
+void cuda_op_head_rmsnorm_backward_weight(gpu_ctx *g, float *dwq, float *dwk, const float *dy,
+                                          const float *x, const float *rstd, int N, int H,
+                                          int KVH, int hd);
 void cuda_op_swiglu_forward(gpu_ctx *g, float *y, const float *gu, int N, int F);
 void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu, int N,
                              int F);
@@ -183,6 +193,11 @@ typedef struct {
   /* Activations with a ready bf16 copy (the table's activation_copies entry): read, not
    * converted, wherever they are an operand. */
   pt_weight_copies acts;
+  /* Ranges promised unchanged until the next activation_copies (kernels.h share_bf16): an
+   * operand inside one is converted into kept and then read there, as an activation copy. */
+  pt_weight_range shared[PT_WEIGHT_COPY_RANGES]; /* copy unused */
+  uint16_t *kept; /* the kept copies, back to back from 0 since activation_copies */
+  size_t kept_cap, kept_used, kept_want; /* elements; want: what a step asked for at most */
 } cuda_bf16_scratch;
 /* The linear kernels above with the products' operands converted to bf16 (round to nearest
  * even, kernels/precision.h) into s, then cublasGemmEx: bf16 inputs, float32 accumulation and
@@ -199,6 +214,13 @@ void cuda_op_linear_backward_input_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float 
 void cuda_op_linear_backward_weight_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *dW, float *db,
                                          const float *dy, const float *x, int N, int Ni, int No);
 void cuda_bf16_scratch_free(cuda_bf16_scratch *s);
+/* kernels.h's activation_copies, share_bf16 and round_share_bf16 on s: the set of copies
+ * replaced by r[0..n) (and kept grown, when the last set asked for more, while no copy is in
+ * it); x promised unchanged; x rounded and its bits kept, both where s->acts and kept have room
+ * (else: nothing; cuda_round_bf16). */
+void cuda_bf16_acts_reset(gpu_ctx *g, cuda_bf16_scratch *s, const pt_weight_range *r, int n);
+void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n);
+void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n);
 /* kernels.h's linear_forward_gelu and linear_backward_input_gelu: one cuBLASLt matmul with the
  * GELU_AUX_BIAS or DGELU epilogue where cuBLASLt has an algorithm for the shape, else the linear
  * kernel and the gelu kernel (scratch: the backward's N*Ni product). s NULL: float32 products

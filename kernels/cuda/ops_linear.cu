@@ -55,6 +55,14 @@ static __global__ void __launch_bounds__(PT_THREADS)
   }
 }
 
+/* n floats of a product's operand to bf16 at dst. */
+static void convert_operand(gpu_ctx *g, uint16_t *dst, const float *src, int64_t n) {
+  /* a row of its own, apart from the storage's and the attention's packs (cuda_pack_bf16) */
+  gpu_cost_note("to_bf16_kernel:operand", 0.0, 0.0, 6.0 * n);
+  PT_LAUNCH(to_bf16_kernel, pt_grid(n), PT_THREADS, 0, g->stream, dst, src, n);
+  PT_LAUNCH_CHECK();
+}
+
 /* A bf16 copy of n floats in *buf (capacity *cap elements, grown as needed). */
 static const uint16_t *to_bf16(gpu_ctx *g, uint16_t **buf, size_t *cap, const float *src,
                                int64_t n) {
@@ -66,11 +74,53 @@ static const uint16_t *to_bf16(gpu_ctx *g, uint16_t **buf, size_t *cap, const fl
     *buf = (uint16_t *)gpu_alloc(g, sizeof(uint16_t) * (size_t)n);
     *cap = (size_t)n;
   }
-  /* a row of its own, apart from the storage's and the attention's packs (cuda_pack_bf16) */
-  gpu_cost_note("to_bf16_kernel:operand", 0.0, 0.0, 6.0 * n);
-  PT_LAUNCH(to_bf16_kernel, pt_grid(n), PT_THREADS, 0, g->stream, *buf, src, n);
-  PT_LAUNCH_CHECK();
+  convert_operand(g, *buf, src, n);
   return *buf;
+}
+
+/* kernels.h share_bf16 and round_share_bf16: the copies kept in s->kept until the next
+ * activation_copies, which grows kept when the last set asked for more than it holds (no copy
+ * is in it then); an empty kept grows at once. */
+static void kept_grow(gpu_ctx *g, cuda_bf16_scratch *s, size_t n) {
+  if (s->kept) {
+    gpu_sync(g); /* products still queued may read the old copies */
+    gpu_free(s->kept);
+  }
+  s->kept = (uint16_t *)gpu_alloc(g, sizeof(uint16_t) * n);
+  s->kept_cap = n;
+}
+
+/* Room for n more elements in kept (64-byte aligned), or NULL. */
+static uint16_t *kept_take(gpu_ctx *g, cuda_bf16_scratch *s, int64_t n) {
+  size_t at = (s->kept_used + 31) & ~(size_t)31, end = at + (size_t)n;
+  if (end > s->kept_want) s->kept_want = end;
+  if (end > s->kept_cap && s->kept_used == 0) kept_grow(g, s, end);
+  if (end > s->kept_cap) return NULL;
+  s->kept_used = end;
+  return s->kept + at;
+}
+
+static pt_weight_range *acts_free_slot(cuda_bf16_scratch *s) {
+  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++)
+    if (!s->acts.r[i].base) return &s->acts.r[i];
+  return NULL;
+}
+
+/* An activation operand x[0..n) inside a shared range: converted once into kept and registered
+ * as an activation copy, so the next product reading it does not convert it again; NULL when
+ * outside every shared range or without room. */
+static const uint16_t *shared_copy(gpu_ctx *g, cuda_bf16_scratch *s, const float *x, int64_t n) {
+  int inside = 0;
+  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) {
+    const pt_weight_range *r = &s->shared[i];
+    inside |= r->base && x >= r->base && x + n <= r->base + r->n;
+  }
+  pt_weight_range *slot = inside ? acts_free_slot(s) : NULL;
+  uint16_t *copy = slot ? kept_take(g, s, n) : NULL;
+  if (!copy) return NULL;
+  convert_operand(g, copy, x, n);
+  weight_range_put(slot, x, copy, n);
+  return copy;
 }
 
 /* Elements a column-major operand rows x cols with leading dimension ld spans. */
@@ -92,6 +142,8 @@ static operands product_operands(gpu_ctx *g, cuda_bf16_scratch *s, cublasOperati
   int64_t nb = tb == CUBLAS_OP_N ? extent(k, n, ldb) : extent(n, k, ldb);
   const uint16_t *a16 = weight_copies_find(a_weight ? &s->copies : &s->acts, A, na);
   const uint16_t *b16 = weight_copies_find(&s->acts, B, nb);
+  if (!a16 && !a_weight) a16 = shared_copy(g, s, A, na);
+  if (!b16) b16 = shared_copy(g, s, B, nb);
   if (!a16) a16 = to_bf16(g, &s->a, &s->cap_a, A, na);
   if (!b16) b16 = to_bf16(g, &s->b, &s->cap_b, B, nb);
   return operands{a16, b16, CUDA_R_16BF};
@@ -416,7 +468,36 @@ extern "C" void cuda_op_linear_backward_weight_bf16(gpu_ctx *g, cuda_bf16_scratc
 extern "C" void cuda_bf16_scratch_free(cuda_bf16_scratch *s) {
   if (s->a) gpu_free(s->a);
   if (s->b) gpu_free(s->b);
+  if (s->kept) gpu_free(s->kept);
   *s = cuda_bf16_scratch{};
+}
+
+extern "C" void cuda_bf16_acts_reset(gpu_ctx *g, cuda_bf16_scratch *s, const pt_weight_range *r,
+                                     int n) {
+  s->acts = pt_weight_copies{};
+  for (int i = 0; i < n && i < PT_WEIGHT_COPY_RANGES; i++) s->acts.r[i] = r[i];
+  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) weight_range_put(&s->shared[i], NULL, NULL, 0);
+  if (s->kept_want > s->kept_cap) kept_grow(g, s, s->kept_want);
+  s->kept_used = 0;
+}
+
+extern "C" void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n) {
+  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++)
+    if (!s->shared[i].base) {
+      weight_range_put(&s->shared[i], x, NULL, n);
+      return;
+    }
+}
+
+extern "C" void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n) {
+  pt_weight_range *slot = n > 0 ? acts_free_slot(s) : NULL;
+  uint16_t *copy = slot ? kept_take(g, s, n) : NULL;
+  if (!copy) {
+    cuda_round_bf16(g, x, n);
+    return;
+  }
+  cuda_round_pack_bf16(g, copy, x, n);
+  weight_range_put(slot, x, copy, n);
 }
 
 extern "C" void cuda_round_bf16(gpu_ctx *g, float *x, int64_t n) {

@@ -60,6 +60,8 @@ learns llama3 10 120 mpirun -np 2 --oversubscribe "$pipe_train" examples/llama3.
   --set train.steps=10 --set train.micro_batch_size=4
 learns qwen2 10 120 mpirun -np 2 --oversubscribe "$pipe_train" examples/qwen2.yaml \
   --set train.steps=10 --set train.micro_batch_size=4
+learns qwen3 10 120 mpirun -np 2 --oversubscribe "$pipe_train" examples/qwen3.yaml \
+  --set train.steps=10 --set train.micro_batch_size=4
 learns gemma2 10 120 mpirun -np 2 --oversubscribe "$pipe_train" examples/gemma2.yaml \
   --set train.steps=10 --set train.micro_batch_size=4
 

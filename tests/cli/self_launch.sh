@@ -42,13 +42,10 @@ ranks_of_run() { pt_ranks_of_run "$marker"; }
   --set pipeline.timeout_s=5 --set train.lr_schedule.name=constant --metrics "$marker.kill.jsonl" \
   >"$work/kill.out" 2>&1 &
 job=$!
-for _ in $(seq 100); do [ "$(ranks_of_run | wc -l)" = 2 ] && break; sleep 0.2; done
-sleep 2
-victim=$(ranks_of_run | sed -n 2p)
-[ -n "$victim" ] || fail "could not find the self-launched ranks: $(cat "$work/kill.out")"
-rank=$(tr '\0' '\n' < "/proc/$victim/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+pt_pick_rank "$marker" 2 2
+rank=$pt_picked_rank
 t0=$SECONDS
-kill -KILL "$victim"
+kill -KILL "$pt_picked_pid"
 while [ -n "$(ranks_of_run)" ] && [ $((SECONDS - t0)) -lt 20 ]; do sleep 0.2; done
 took=$((SECONDS - t0))
 [ -z "$(ranks_of_run)" ] || fail "ranks still running 20 s after rank $rank was killed"

@@ -15,14 +15,9 @@ run_case() { # SIGNAL
     --set pipeline.stages=4 --set train.steps=1000000 --set pipeline.timeout_s=5 \
     --set train.lr_schedule.name=constant --metrics "$marker.$sig.jsonl" >"$out" 2>&1 &
   local job=$!
-  for _ in $(seq 50); do [ "$(ranks_of_run | wc -l)" = 4 ] && break; sleep 0.2; done
-  sleep 2
-  local victim rank
-  victim=$(ranks_of_run | sed -n 3p)
-  [ -n "$victim" ] || fail "$sig: could not find the ranks"
-  rank=$(tr '\0' '\n' < "/proc/$victim/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
-  local t0=$SECONDS
-  kill -"$sig" "$victim"
+  pt_pick_rank "$marker" 4 3
+  local rank=$pt_picked_rank t0=$SECONDS
+  kill -"$sig" "$pt_picked_pid"
   while [ -n "$(ranks_of_run)" ] && [ $((SECONDS - t0)) -lt 20 ]; do sleep 0.2; done
   local took=$((SECONDS - t0))
   wait "$job" || true

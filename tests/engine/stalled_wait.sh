@@ -44,13 +44,10 @@ timeout 120 mpirun -np 4 --oversubscribe "$pipe_train" tests/pipeline/gate.yaml 
   --set pipeline.timeout_s=3 --set train.lr_schedule.name=constant --metrics "$marker.jsonl" \
   >"$out" 2>&1 &
 job=$!
-for _ in $(seq 50); do [ "$(ranks_of_run | wc -l)" = 4 ] && break; sleep 0.2; done
-sleep 2
-victim=$(ranks_of_run | sed -n 3p)
-[ -n "$victim" ] || fail "could not find the ranks"
-rank=$(tr '\0' '\n' < "/proc/$victim/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+pt_pick_rank "$marker" 4 3
+rank=$pt_picked_rank
 t0=$SECONDS
-kill -STOP "$victim"
+kill -STOP "$pt_picked_pid"
 wait_gone "frozen replica" 15 "$t0"
 wait "$job" || true
 grep -Eq "from rank $rank\b" "$out" || fail "frozen rank $rank: no line names it: $(cat "$out")"

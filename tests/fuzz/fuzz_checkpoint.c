@@ -29,7 +29,6 @@
  * inputs, which were derived from the old ones).
  */
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +42,7 @@
 #include "model/model.h"
 #include "model/optimizer.h"
 #include "checkpoint/safetensors.h"
+#include "fuzz_files.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -66,11 +66,6 @@ static const char *const k_seed_names[FUZZ_N_FILES] = {"seed-manifest", "seed-mo
                                                        "seed-optim"};
 
 typedef struct {
-  uint8_t *data;
-  size_t size;
-} fuzz_blob;
-
-typedef struct {
   char root[4096];         /* mkdtemp directory */
   char ckpt[4200];         /* the valid checkpoint as written by the library */
   char run[4200];          /* the scratch copy each input is written into */
@@ -84,65 +79,14 @@ typedef struct {
 
 static fuzz_state *g_state;
 
-/* Harness failures are bugs in the harness or the environment, never a finding: say which. */
-static void fuzz_ckpt_die(const char *what, const char *detail) {
-  fprintf(stderr, "fuzz_checkpoint: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-  abort();
-}
+#define T "fuzz_checkpoint"
 
-static int g_verbose; /* PT_FUZZ_VERBOSE=1: print each call's outcome (why an input stops) */
+static void fuzz_ckpt_die(const char *what, const char *detail) { fuzz_die(T, what, detail); }
 
-/* The contract under test: a failure always comes with a message. */
+/* The contract under test, per tensor (not printed even with PT_FUZZ_VERBOSE). */
 static void fuzz_ckpt_check_msg(int rc, const char *err, const char *call) {
   if (rc != 0 && rc != -1) fuzz_ckpt_die(call, "returned neither 0 nor -1");
   if (rc == -1 && !err[0]) fuzz_ckpt_die(call, "returned -1 without a message");
-}
-
-/* Same, and with PT_FUZZ_VERBOSE the outcome (per file, not per tensor). */
-static void fuzz_ckpt_expect_msg(int rc, const char *err, const char *call) {
-  fuzz_ckpt_check_msg(rc, err, call);
-  if (g_verbose) fprintf(stderr, "fuzz_checkpoint: %s: %s\n", call, rc ? err : "ok");
-}
-
-/* --- Files ---------------------------------------------------------------------------------- */
-
-static void fuzz_ckpt_path(char *out, size_t outsz, const char *dir, const char *name) {
-  if (snprintf(out, outsz, "%s/%s", dir, name) >= (int)outsz) fuzz_ckpt_die("path too long", dir);
-}
-
-/* A new file, not the old one truncated: ext4 flushes a truncated-and-rewritten file to disk on
- * close (its protection for programs that replace files that way), a cost paid on every run. */
-static void fuzz_ckpt_write_file(const char *path, const uint8_t *data, size_t size) {
-  unlink(path);
-  FILE *f = fopen(path, "wb");
-  if (!f || (size && fwrite(data, 1, size, f) != size) || fclose(f) != 0)
-    fuzz_ckpt_die("cannot write", path);
-}
-
-static fuzz_blob fuzz_ckpt_read_file(const char *path) {
-  fuzz_blob b = {NULL, 0};
-  struct stat st;
-  FILE *f = fopen(path, "rb");
-  if (!f || stat(path, &st) != 0) fuzz_ckpt_die("cannot open", path);
-  b.size = (size_t)st.st_size;
-  b.data = malloc(b.size ? b.size : 1);
-  if (!b.data || fread(b.data, 1, b.size, f) != b.size) fuzz_ckpt_die("cannot read", path);
-  fclose(f);
-  return b;
-}
-
-/* Removes the plain files in dir, then dir (the harness creates nothing deeper). */
-static void fuzz_ckpt_remove_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *ent;
-  char path[8400];
-  while ((ent = readdir(d))) {
-    if (!strcmp(ent->d_name, ".") || !strcmp(ent->d_name, "..")) continue;
-    if (snprintf(path, sizeof path, "%s/%s", dir, ent->d_name) < (int)sizeof path) unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
 }
 
 /* --- The valid checkpoint ------------------------------------------------------------------- */
@@ -184,8 +128,8 @@ static void fuzz_ckpt_write_valid(fuzz_state *s) {
     fuzz_ckpt_die("cannot write the valid checkpoint", err);
   for (int i = 0; i < FUZZ_N_FILES; i++) {
     char path[8400];
-    fuzz_ckpt_path(path, sizeof path, s->ckpt, k_file_names[i]);
-    s->orig[i] = fuzz_ckpt_read_file(path);
+    fuzz_path(T, path, sizeof path, s->ckpt, k_file_names[i]);
+    s->orig[i] = fuzz_read_file(T, path);
   }
   char *text = malloc(s->orig[FUZZ_MANIFEST].size + 1);
   memcpy(text, s->orig[FUZZ_MANIFEST].data, s->orig[FUZZ_MANIFEST].size);
@@ -199,11 +143,11 @@ static void fuzz_ckpt_write_valid(fuzz_state *s) {
 static void fuzz_ckpt_dump_seeds(const fuzz_state *s, const char *dir) {
   for (int i = 0; i < FUZZ_N_FILES; i++) {
     char path[8400];
-    fuzz_ckpt_path(path, sizeof path, dir, k_seed_names[i]);
+    fuzz_path(T, path, sizeof path, dir, k_seed_names[i]);
     uint8_t *buf = malloc(s->orig[i].size + 1);
     buf[0] = (uint8_t)i;
     memcpy(buf + 1, s->orig[i].data, s->orig[i].size);
-    fuzz_ckpt_write_file(path, buf, s->orig[i].size + 1);
+    fuzz_write_file(T, path, buf, s->orig[i].size + 1);
     free(buf);
   }
 }
@@ -211,8 +155,8 @@ static void fuzz_ckpt_dump_seeds(const fuzz_state *s, const char *dir) {
 static void fuzz_ckpt_cleanup(void) {
   fuzz_state *s = g_state;
   if (!s) return;
-  fuzz_ckpt_remove_dir(s->run);
-  fuzz_ckpt_remove_dir(s->ckpt);
+  fuzz_remove_dir(s->run);
+  fuzz_remove_dir(s->ckpt);
   rmdir(s->root);
   for (int i = 0; i < FUZZ_N_FILES; i++) free(s->orig[i].data);
   cJSON_Delete(s->manifest);
@@ -226,12 +170,9 @@ static void fuzz_ckpt_cleanup(void) {
 static fuzz_state *fuzz_ckpt_state(void) {
   if (g_state) return g_state;
   fuzz_state *s = calloc(1, sizeof *s);
-  const char *tmp = getenv("TMPDIR"), *verbose = getenv("PT_FUZZ_VERBOSE");
-  g_verbose = verbose && *verbose && strcmp(verbose, "0") != 0;
-  snprintf(s->root, sizeof s->root, "%s/pt_fuzz_ckpt.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(s->root)) fuzz_ckpt_die("mkdtemp failed for", s->root);
-  fuzz_ckpt_path(s->ckpt, sizeof s->ckpt, s->root, "ckpt");
-  fuzz_ckpt_path(s->run, sizeof s->run, s->root, "run");
+  fuzz_make_dir(T, "ckpt", s->root, sizeof s->root);
+  fuzz_path(T, s->ckpt, sizeof s->ckpt, s->root, "ckpt");
+  fuzz_path(T, s->run, sizeof s->run, s->root, "run");
   g_state = s;
   atexit(fuzz_ckpt_cleanup);
   fuzz_ckpt_build_model(s);
@@ -245,8 +186,8 @@ static fuzz_state *fuzz_ckpt_state(void) {
 
 static void fuzz_ckpt_put(fuzz_state *s, int which, const uint8_t *data, size_t size, int orig) {
   char path[8400];
-  fuzz_ckpt_path(path, sizeof path, s->run, k_file_names[which]);
-  fuzz_ckpt_write_file(path, data, size);
+  fuzz_path(T, path, sizeof path, s->run, k_file_names[which]);
+  fuzz_write_file(T, path, data, size);
   s->run_is_orig[which] = orig;
 }
 
@@ -291,10 +232,10 @@ static void fuzz_ckpt_read_tensor(const st_file *f, const st_tensor *t) {
 /* The parser on its own: what pipe_convert and safetensors_tool do with any file. */
 static void fuzz_ckpt_read_direct(const fuzz_state *s, int which) {
   char path[8400], err[1024] = "";
-  fuzz_ckpt_path(path, sizeof path, s->run, k_file_names[which]);
+  fuzz_path(T, path, sizeof path, s->run, k_file_names[which]);
   st_file f;
   int rc = st_open(&f, path, err, sizeof err);
-  fuzz_ckpt_expect_msg(rc, err, "st_open");
+  fuzz_expect_msg(T, rc, err, "st_open");
   if (rc != 0) return;
   for (int i = 0; i < f.n_tensors; i++) {
     const st_tensor *t = st_find(&f, f.tensors[i].name);
@@ -315,7 +256,7 @@ static void fuzz_ckpt_load_stored_spec(const pt_checkpoint *c) {
   spec_errors e = {0, ""};
   spec_set_resolve_data(0);
   int rc = spec_load_text(text, strlen(text), checkpoint_spec_origin(c), over, n, &spec, &e);
-  fuzz_ckpt_expect_msg(rc, e.msg, "spec_load_text (the manifest's spec)");
+  fuzz_expect_msg(T, rc, e.msg, "spec_load_text (the manifest's spec)");
   if (rc == 0) spec_free(&spec);
 }
 
@@ -325,16 +266,16 @@ static void fuzz_ckpt_load(fuzz_state *s, int which) {
   char err[1024] = "";
   pt_checkpoint c;
   int rc = checkpoint_open(&c, s->run, err, sizeof err);
-  fuzz_ckpt_expect_msg(rc, err, "checkpoint_open");
+  fuzz_expect_msg(T, rc, err, "checkpoint_open");
   if (rc != 0) return;
   fuzz_ckpt_load_stored_spec(&c);
   err[0] = '\0';
   rc = checkpoint_load(&c, &s->model, &s->opt, err, sizeof err);
-  fuzz_ckpt_expect_msg(rc, err, "checkpoint_load");
+  fuzz_expect_msg(T, rc, err, "checkpoint_load");
   if (which == FUZZ_MANIFEST) {
     err[0] = '\0';
     rc = checkpoint_load(&c, &s->model, NULL, err, sizeof err);
-    fuzz_ckpt_expect_msg(rc, err, "checkpoint_load (model only)");
+    fuzz_expect_msg(T, rc, err, "checkpoint_load (model only)");
   }
   checkpoint_close(&c);
 }

@@ -156,29 +156,32 @@ def closed_forms(r):
         close(other, 0.0, f"{row}: no other FLOPs counted")
         close(nbytes, M * L * (2.0 * tensors * (n_qkv + n_o) + lse), f"{row} bytes")
     # conversions: the products' activation operands (weights read from the copy): x of each
-    # forward, dy of each input gradient, x and dy of each weight gradient, but a block's x in
-    # its weight gradients (xln1, atty, xln2, g: 7D), read from their copies at rest
+    # forward, dy of each input gradient, x of each weight gradient but a block's (xln1, atty,
+    # xln2, g: 7D, read from their copies at rest); no dy of a weight gradient: the layer's
+    # dout is read where its input gradient converted it (share_bf16), a block's h, dx1 and
+    # dqkv from the stash parts' bits kept as they were rounded (round_share_bf16)
     sum_ni, sum_no = L * 7 * D + D, L * 9 * D + V
     launches, _, _, nbytes = r["to_bf16_kernel:operand"]
-    close(launches, M * (12 * L + 4), "operand conversions: 4 a linear layer, 3 a block's")
-    close(nbytes, 6.0 * M * N * (2 * sum_ni + 2 * sum_no - 7 * D * L),
+    close(launches, M * (8 * L + 3), "operand conversions: 8 a block's, 3 the head's")
+    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 7 * D * L),
           "operand conversions: 6 bytes each")
     # A micro-batch's other conversions (one stage, no stash sets, no checkpointing), per token:
-    # - rounded and packed to rest in one pass (10 bytes an element): every layer's output (D,
+    # - rounded and packed in one pass (10 bytes an element), to rest: every layer's output (D,
     #   the head's V), L + 4, and the block's saved parts in bf16 that forward writes, one
     #   launch a run of adjacent parts (engine/stage_store.c; the block keeps them adjacent):
     #   xln1, qkv, atty, x1, xln2, g and h, 15D (the norms' mean and rstd and the attention's lse
-    #   stay float32, adjacent too: one device copy);
-    # - rounded only (8 bytes): each input gradient backward but the embedding's (D each), L + 3,
-    #   and the parts backward_input writes: h (4D) and dx1, dxln2, dqkv, dxln1 (6D), one run;
+    #   stay float32, adjacent too: one device copy); kept by the table, after backward_input,
+    #   the parts it writes (round_share_bf16: kept for the weight
+    #   gradients): h (4D) and dx1, dxln2, dqkv, dxln1 (6D), one run;
+    # - rounded only (8 bytes): each input gradient backward but the embedding's (D each), L + 3;
     # - packed only (6 bytes): the attention's qkv forward and dout backward (its qkv and o
     #   backward are read from their copies at rest);
     # - unpacks: the input of each block, the final norm and the head (D), L + 2, the block's
     #   run back (15D); the attention's o forward and dqkv backward.
     outs = D * (L + 3) + V
     forms = {  # row: (launches, elements, bytes an element) a micro-batch
-        "round_pack_bf16_kernel": (L + 4 + L, outs + 15 * D * L, 10.0),
-        "round_bf16_kernel": (L + 3 + L, D * (L + 3) + 10 * D * L, 8.0),
+        "round_pack_bf16_kernel": (L + 4 + 2 * L, outs + 25 * D * L, 10.0),
+        "round_bf16_kernel": (L + 3, D * (L + 3), 8.0),
         "to_bf16_kernel": (2 * L, 4 * D * L, 6.0),
         "from_bf16_kernel": (L + 2 + L + 2 * L, D * (L + 2) + 15 * D * L + 4 * D * L, 6.0),
     }

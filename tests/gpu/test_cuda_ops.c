@@ -687,6 +687,41 @@ static void test_rmsnorm(int N, int D) {
   scope_end();
 }
 
+/* Qwen3's per-head q/k RMSNorm (head_rmsnorm_*) against the CPU's, deterministic, v copied. */
+static void test_head_rmsnorm(int N, int H, int KVH, int hd) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "N=%d H=%d KVH=%d hd=%d", N, H, KVH, hd);
+  const int64_t n = (int64_t)N * (H + 2 * KVH) * hd, nr = (int64_t)N * (H + KVH);
+  const float eps = 1e-6f;
+  float *x = hrand(n, -2, 2), *wq = hrand(hd, 0.5f, 1.5f), *wk = hrand(hd, 0.5f, 1.5f);
+  float *dy = hrand(n, -1, 1), *dwq0 = hrand(hd, -1, 1), *dwk0 = hrand(hd, -1, 1);
+  float *yc = hnew(sizeof(float) * n), *rc = hnew(sizeof(float) * nr), *dxc = hnew(sizeof(float) * n);
+  float *dwqc = hcopy(dwq0, hd), *dwkc = hcopy(dwk0, hd);
+  op_head_rmsnorm_forward(yc, rc, x, wq, wk, N, H, KVH, hd, eps);
+  op_head_rmsnorm_backward_input(dxc, dy, x, wq, wk, rc, N, H, KVH, hd);
+  op_head_rmsnorm_backward_weight(dwqc, dwkc, dy, x, rc, N, H, KVH, hd);
+  float *d_x = upf(x, n), *d_wq = upf(wq, hd), *d_wk = upf(wk, hd), *d_dy = upf(dy, n);
+  float *d_y = dnew(sizeof(float) * n), *d_r = dnew(sizeof(float) * nr);
+  float *d_dx = dnew(sizeof(float) * n), *d_dwq = upf(dwq0, hd), *d_dwk = upf(dwk0, hd);
+  cuda_op_head_rmsnorm_forward(&G, d_y, d_r, d_x, d_wq, d_wk, N, H, KVH, hd, eps);
+  float *y1 = downf(d_y, n);
+  expect_close("head_rmsnorm_forward y", shape, y1, yc, n, TOL_DEFAULT);
+  expect_close("head_rmsnorm_forward rstd", shape, downf(d_r, nr), rc, nr, TOL_DEFAULT);
+  cuda_op_head_rmsnorm_forward(&G, d_y, d_r, d_x, d_wq, d_wk, N, H, KVH, hd, eps);
+  expect_same_bits("head_rmsnorm_forward y", shape, downf(d_y, n), y1, n);
+  setf(d_r, rc, nr); /* the backward ops get the CPU's rstd */
+  cuda_op_head_rmsnorm_backward_input(&G, d_dx, d_dy, d_x, d_wq, d_wk, d_r, N, H, KVH, hd);
+  expect_close("head_rmsnorm_backward_input", shape, downf(d_dx, n), dxc, n, TOL_DEFAULT);
+  cuda_op_head_rmsnorm_backward_weight(&G, d_dwq, d_dwk, d_dy, d_x, d_r, N, H, KVH, hd);
+  float *gq = downf(d_dwq, hd), *gk = downf(d_dwk, hd);
+  expect_close("head_rmsnorm_backward_weight q (acc)", shape, gq, dwqc, hd, TOL_DEFAULT);
+  expect_close("head_rmsnorm_backward_weight k (acc)", shape, gk, dwkc, hd, TOL_DEFAULT);
+  setf(d_dwq, dwq0, hd);
+  cuda_op_head_rmsnorm_backward_weight(&G, d_dwq, d_dwk, d_dy, d_x, d_r, N, H, KVH, hd);
+  expect_same_bits("head_rmsnorm_backward_weight q", shape, downf(d_dwq, hd), gq, hd);
+  scope_end();
+}
+
 /* rope forward, then backward (the transpose: a rotation's inverse, so it gives back q and k
  * times the table's scale squared, 1 but for yarn, and v untouched). */
 static void test_rope(int B, int T, int H, int KVH, int hd, const pt_rope_scaling *r) {
@@ -1450,6 +1485,58 @@ static void test_activation_copies(const pt_kernels *k, const char *shape, float
                    got[0][0], ny);
 }
 
+/* Operand conversions the ledger holds so far. */
+static uint64_t conversions(void) { return ledger_launches("to_bf16_kernel:operand"); }
+
+/* The GPU table's share_bf16 and round_share_bf16: a shared x is converted once, by the first
+ * product reading it, and read there by the next (one conversion fewer than unshared; x changed
+ * behind the promise leaves the next product's result as it was, so the kept copy is what it
+ * reads); round_share_bf16 rounds x as round_bf16 does and the products read its kept bits at
+ * once; after activation_copies x is converted again. x is left as it came. */
+static void test_share(const pt_kernels *k, const char *shape, float *y, float *x, const float *W,
+                       int N, int Ni, int No) {
+  int64_t nx = (int64_t)N * Ni, ny = (int64_t)N * No;
+  float *x0 = downf(x, nx), *other = hrand(nx, -3, 3);
+  k->activation_copies(k, NULL, 0);
+  uint64_t c0 = conversions();
+  k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+  k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+  uint64_t unshared = conversions() - c0;
+  float *want = downf(y, ny);
+  for (int round = 0; round < 2; round++) {
+    const char *what = round ? "round_share_bf16" : "share_bf16";
+    char why[160];
+    to_table(1, x, x0, sizeof(float) * (size_t)nx);
+    c0 = conversions();
+    if (round) {
+      float *xr = upf(x0, nx);
+      k->round_bf16(k, xr, nx);
+      k->round_share_bf16(k, x, nx);
+      snprintf(why, sizeof why, "%s: x rounded", what);
+      expect_same_bits(why, shape, downf(x, nx), downf(xr, nx), nx);
+    } else {
+      k->share_bf16(k, x, nx);
+    }
+    k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+    snprintf(why, sizeof why, "%s: the first product", what);
+    expect_same_bits(why, shape, downf(y, ny), want, ny);
+    to_table(1, x, other, sizeof(float) * (size_t)nx); /* behind the promise */
+    k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+    snprintf(why, sizeof why, "%s: the second product reads the kept copy", what);
+    expect_same_bits(why, shape, downf(y, ny), want, ny);
+    uint64_t got = conversions() - c0, ought = unshared - 1 - (uint64_t)round;
+    CHECK(got == ought, "%s %s: %llu operand conversions for two products, not %llu", shape,
+          what, (unsigned long long)got, (unsigned long long)ought);
+    k->activation_copies(k, NULL, 0);
+    k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+    float *after = downf(y, ny);
+    int64_t same = 0;
+    for (int64_t i = 0; i < ny; i++) same += after[i] == want[i];
+    CHECK(same < ny, "%s %s: after activation_copies the old x is still read", shape, what);
+  }
+  to_table(1, x, x0, sizeof(float) * (size_t)nx);
+}
+
 /* The GPU table set to tf32 or bf16 against the CPU's table for the same precision: the same
  * products of rounded operands (CPU: rounded copies and sgemm; GPU: cublasGemmEx on bf16, or
  * the handle's TF32 math), so they agree as float32 products do (TOL_DEFAULT); the bf16 entries
@@ -1519,6 +1606,7 @@ static void test_precision_table(kernels_gpu *kg, pt_precision p, int N, int Ni,
     CHECK(memcmp(got16, packed, sizeof(uint16_t) * (size_t)(ny < nx ? ny : nx)) == 0,
           "%s: round_pack_bf16's bits differ from the CPU's", shape);
     test_activation_copies(gk, shape, d_y, d_x, d_W, d_dx, d_dy, d_dW, N, Ni, No);
+    test_share(gk, shape, d_y, d_x, d_W, N, Ni, No);
     test_weight_copy(gk, shape, d_y, d_x, d_W, d_b, d_dx, d_dy, N, Ni, No, 1);
     if (ck->weight_copy) test_weight_copy(ck, shape, yc, x, W, b, dxc, dy, N, Ni, No, 0);
   }
@@ -1587,6 +1675,8 @@ int main(void) {
   test_rmsnorm(7, 33);
   if (!small_only) test_rmsnorm(512, 256);
   test_rmsnorm(4000, 16); /* weight gradient: many row chunks */
+  test_head_rmsnorm(5, 4, 2, 8);
+  test_head_rmsnorm(300, 2, 1, 128);
   test_rope(2, 7, 4, 2, 8, &(pt_rope_scaling){.theta = 10000.0});
   /* the scaled types: llama3 (Llama 3.1's parameters at a short original context, so pairs
    * fall in all three bands), linear, yarn (cos/sin scaled) */

@@ -105,6 +105,28 @@ def main():
                                     "sliding_window": 4})
     expect("Mistral sliding_window < seq_len", from_hf(d, root), f"{d}/config.json",
            "sliding_window")
+    # Phi-3: what llama_block does not represent (Phi-3.5 / Phi-3-128k's longrope, partial rotary)
+    PHI3 = {**LLAMA, "architectures": ["Phi3ForCausalLM"], "model_type": "phi3"}
+    d = model_dir(root, "phi3_longrope", {**PHI3, "rope_scaling": {
+        "type": "longrope", "short_factor": [1.0, 1.0], "long_factor": [2.0, 2.0]}})
+    expect("Phi-3 longrope", from_hf(d, root), f"{d}/config.json", "rope_scaling", "longrope")
+    d = model_dir(root, "phi3_partial", {**PHI3, "partial_rotary_factor": 0.5})
+    expect("Phi-3 partial_rotary_factor", from_hf(d, root), f"{d}/config.json",
+           "partial_rotary_factor")
+    d = model_dir(root, "phi3_partial5", {**PHI3, "rope_parameters": {
+        "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.75}})
+    expect("Phi-3 partial_rotary_factor (transformers 5)", from_hf(d, root), f"{d}/config.json",
+           "rope_parameters", "partial_rotary_factor")
+    d = model_dir(root, "phi3_window", {**PHI3, "sliding_window": 4})
+    expect("Phi-3 sliding_window < seq_len", from_hf(d, root), f"{d}/config.json",
+           "sliding_window")
+    # Qwen3's attention_bias adds o's bias too; Qwen2 / Mistral have no mlp_bias
+    d = model_dir(root, "qwen3_bias", {**LLAMA, "architectures": ["Qwen3ForCausalLM"],
+                                       "attention_bias": True})
+    expect("Qwen3 attention_bias", from_hf(d, root), f"{d}/config.json", "attention_bias")
+    d = model_dir(root, "qwen2_mlp_bias", {**LLAMA, "architectures": ["Qwen2ForCausalLM"],
+                                           "mlp_bias": True})
+    expect("Qwen2 mlp_bias", from_hf(d, root), f"{d}/config.json", "mlp_bias")
     d = model_dir(root, "eps", {**GPT2, "layer_norm_epsilon": 1e-6})
     expect("GPT-2 layer_norm_epsilon", from_hf(d, root), f"{d}/config.json", "layer_norm_epsilon")
     d = model_dir(root, "inner", {**GPT2, "n_inner": 16})
@@ -180,6 +202,26 @@ def main():
         expect("--gather-hf of an MLP", [PIPE_TRAIN, MLP_SPEC, "--sequential", "--quiet",
                                          "--set", "train.steps=1", "--gather-hf",
                                          os.path.join(root, "out")], "layer 0 (linear)")
+    # --to-hf of llama_block options no one transformers architecture has together, and
+    # --hf-arch naming one that cannot hold the blocks
+    examples = os.path.dirname(os.path.abspath(MLP_SPEC))
+    qk_spec = os.path.join(examples, "..", "tests", "pipeline", "qk_norm_gate.yaml")
+    ck = os.path.join(root, "qk-ck")
+    r = subprocess.run([PIPE_TRAIN, qk_spec, "--sequential", "--quiet", "--set", "train.steps=1",
+                        "--set", f"data.path={os.path.join(examples, 'data', 'tiny.txt')}",
+                        "--save", ck], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stdout, r.stderr)
+        failures.append("saving the qk_norm + mlp_bias checkpoint")
+    else:
+        expect("--to-hf of qk_norm with mlp_bias", [PIPE_CONVERT, ck, "--to-hf",
+                                                    os.path.join(root, "out")],
+               "layer 1 (llama_block)", "qk_norm 1", "mlp_bias 1")
+        expect("--hf-arch that cannot hold the blocks", [
+            PIPE_CONVERT, ck, "--to-hf", os.path.join(root, "out"), "--hf-arch",
+            "Phi3ForCausalLM"], "Phi3ForCausalLM cannot hold")
+        expect("--hf-arch unknown", [PIPE_CONVERT, ck, "--to-hf", os.path.join(root, "out"),
+                                     "--hf-arch", "Bert"], "--hf-arch Bert")
     subprocess.run(["rm", "-rf", root])
     if failures:
         print(f"{len(failures)} check(s) failed")

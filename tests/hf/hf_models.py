@@ -5,14 +5,16 @@ gpt2, llama (Llama 2-style), llama31 (Llama 3.1-style: llama3 rope scaling, GQA)
 (Llama 3.2-style: llama3 rope scaling, tied head), llama_linear and llama_yarn (those rope
 types; llama_linear's config.json rewritten in transformers 4's rope_scaling spelling), qwen2
 (Qwen2/Qwen2.5: q/k/v biases, GQA, tied head), mistral_head_dim (MistralForCausalLM with a
-head_dim other than hidden_size / heads, as Mistral Nemo's), gemma2 (Gemma2ForCausalLM: GQA, tied
-head, scaled embedding, (1 + w) RMSNorms, post-norms, GeGLU, final-logit soft-capping; with
-GEMMA2_ATTENTION also alternating sliding windows shorter than seq_len, attention-logit
-soft-capping and a query_pre_attn_scalar other than head_dim)).
+head_dim other than hidden_size / heads, as Mistral Nemo's), llama_mlp_bias (Llama with
+mlp_bias), qwen3 (Qwen3: q/k per-head RMSNorm, head_dim apart from hidden_size / heads, GQA,
+tied head), phi3 (Phi-3: fused qkv_proj and gate_up_proj, GQA; exported with --hf-arch), gemma2
+(Gemma2ForCausalLM: GQA, tied head, scaled embedding, (1 + w) RMSNorms, post-norms, GeGLU,
+final-logit soft-capping; with GEMMA2_ATTENTION also alternating sliding windows shorter than
+seq_len, attention-logit soft-capping and a query_pre_attn_scalar other than head_dim)).
 
   1. import; pipetrain's loss on step 0's batch equals transformers' to 1e-5 relative (and,
-     for scaled rope / Qwen2, transformers' loss without the scaling / the q, k, v biases
-     differs: the check has teeth)
+     for scaled rope / Qwen2 / Qwen3 / mlp_bias, transformers' loss without the scaling / the
+     q, k, v biases / the q, k norms / the MLP biases differs: the check has teeth)
   2. 10 steps pipelined (2 stages, mpirun; the families after llama with zbv, a V schedule)
      and sequential: --gather files equal byte for byte,
      --gather-hf directories too
@@ -81,12 +83,25 @@ FAMILIES = {
               None),
     "mistral_head_dim": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
                               head_dim=16, sliding_window=None), None),
+    "llama_mlp_bias": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                            mlp_bias=True), None),
+    "qwen3": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                   rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False),
+              None),
+    "phi3": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, pad_token_id=0),
+             None),
     "gemma2": ({}, None),  # gemma2_config
 }
 # transformers' classes of a family: (config, model); Llama's where not named
 CLASSES = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
            "mistral_head_dim": ("MistralConfig", "MistralForCausalLM"),
+           "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "phi3": ("Phi3Config", "Phi3ForCausalLM"),
            "gemma2": ("Gemma2Config", "Gemma2ForCausalLM")}
+# --to-hf as the family's architecture where llama_block's blocks fit several (Phi-3's fused names)
+HF_ARCH = ["--hf-arch", "Phi3ForCausalLM"] if FAMILY == "phi3" else []
+# the parameters whose effect the loss must show (teeth), and their neutral value
+NEUTRAL = {"qwen2": (("proj.bias",), 0.0), "qwen3": (("q_norm.weight", "k_norm.weight"), 1.0),
+           "llama_mlp_bias": (("mlp.gate_proj.bias", "mlp.up_proj.bias", "mlp.down_proj.bias"), 0.0)}
 # Gemma 2's attention pieces (llama_block's window, attn_softcap, attn_scale). False: a Gemma 2
 # whose attention is plain (every layer full_attention, no attention soft-cap,
 # query_pre_attn_scalar = head_dim), for a build without them.
@@ -150,6 +165,8 @@ def make_model(out):
         for name, p in model.named_parameters():
             if p.dim() == 1:
                 p.add_(0.1 * torch.randn_like(p))
+            if name.endswith(("q_norm.weight", "k_norm.weight")):  # Qwen3's: far from 1
+                p.add_(torch.randn_like(p))
             # scaled RoPE: attention far from uniform, so the positions' angles show in the loss
             if sharpen and (name.endswith("q_proj.weight") or name.endswith("k_proj.weight")):
                 p.mul_(20.0)
@@ -258,12 +275,14 @@ def steps(work):
         plain.load_state_dict(model.state_dict())
         u = hf_loss(plain, tokens, 0)
         check(not close(u, b), f"the soft-caps change transformers' loss ({u:.9g} without)")
-    if FAMILY == "qwen2":
+    if FAMILY in NEUTRAL:
+        names, value = NEUTRAL[FAMILY]
         plain = causal_lm(llama_config())
-        plain.load_state_dict({k: (torch.zeros_like(v) if k.endswith("proj.bias") else v)
+        plain.load_state_dict({k: (torch.full_like(v, value) if k.endswith(names) else v)
                                for k, v in model.state_dict().items()})
         u = hf_loss(plain, tokens, 0)
-        check(not close(u, b), f"the q, k, v biases change transformers' loss ({u:.9g} without)")
+        check(not close(u, b), f"{', '.join(names)} change transformers' loss ({u:.9g} "
+              f"with them {value})")
     # 2. 10 steps, pipelined and sequential
     outs = {}
     for mode in ("seq", "p2"):
@@ -284,6 +303,11 @@ def steps(work):
     check(same(os.path.join(out, "model.safetensors"),
                os.path.join(outs["seq"][1], "model.safetensors")),
           "--to-hf of the trained checkpoint == --gather-hf")
+    if HF_ARCH:
+        out = os.path.join(work, "export-arch")
+        run([PIPE_CONVERT, outs["p2"][2], "--to-hf", out, *HF_ARCH])
+        arch = json.load(open(os.path.join(out, "config.json")))["architectures"]
+        check(arch == [HF_ARCH[1]], f"--to-hf {' '.join(HF_ARCH)} writes {arch}")
     trained = load_checked(out, "export")
     a, b = pt_loss(spec, sets, outs["p2"][2], 10, work), hf_loss(trained, tokens, 10)
     check(close(a, b), f"export: pipetrain loss {a:.9g} vs transformers {b:.9g} at step 10 "
@@ -291,7 +315,7 @@ def steps(work):
     check(not close(a, hf_loss(model, tokens, 10)), "training changed the loss")
     # 4. HF -> pipetrain -> HF
     back = os.path.join(work, "back")
-    run([PIPE_CONVERT, ck, "--to-hf", back])
+    run([PIPE_CONVERT, ck, "--to-hf", back, *HF_ARCH])
     same_tensors(back, orig, "HF -> pipetrain -> HF is bitwise for fp32 weights")
     load_checked(back, "round trip")
     # 5. shards (model.safetensors.index.json) and half-precision weights
@@ -301,7 +325,7 @@ def steps(work):
     ck3, back3 = os.path.join(work, "ck-sharded"), os.path.join(work, "back-sharded")
     run([PIPE_CONVERT, "--from-hf", sharded, "--out", ck3, "--spec-out",
          os.path.join(work, "sharded.yaml")])
-    run([PIPE_CONVERT, ck3, "--to-hf", back3])
+    run([PIPE_CONVERT, ck3, "--to-hf", back3, *HF_ARCH])
     same_tensors(back3, orig, f"{n_shards} shards import bitwise")
     for dt in (torch.bfloat16, torch.float16):
         low = os.path.join(work, f"hf-{dt}")
@@ -310,7 +334,7 @@ def steps(work):
         ck2, back2 = os.path.join(work, f"ck-{dt}"), os.path.join(work, f"back-{dt}")
         run([PIPE_CONVERT, "--from-hf", low, "--out", ck2, "--spec-out",
              os.path.join(work, "low.yaml")])
-        run([PIPE_CONVERT, ck2, "--to-hf", back2])
+        run([PIPE_CONVERT, ck2, "--to-hf", back2, *HF_ARCH])
         same_tensors(back2, lowt, f"{dt} weights import as their exact float32 values", True)
         model.float()
 

@@ -155,6 +155,8 @@ static void describe(lcase *c) {
     n += snprintf(c->desc + n, sizeof c->desc - n, " rope_scaling=%s", rope_types[c->s.rope_type]);
   if (c->s.qkv_bias) n += snprintf(c->desc + n, sizeof c->desc - n, " qkv_bias");
   if (c->s.head_dim) n += snprintf(c->desc + n, sizeof c->desc - n, " head_dim=%d", c->s.head_dim);
+  if (c->s.qk_norm) n += snprintf(c->desc + n, sizeof c->desc - n, " qk_norm");
+  if (c->s.mlp_bias) n += snprintf(c->desc + n, sizeof c->desc - n, " mlp_bias");
   gemma_desc(&c->s, c->type, c->desc + n, sizeof c->desc - n);
 }
 
@@ -222,6 +224,8 @@ static lcase random_case(const char *type, uint64_t *rng) {
     if (rng_int(rng, 0, 1)) set_rope(&c, rng_int(rng, 1, 3));
     c.s.qkv_bias = rng_int(rng, 0, 1);
     if (rng_int(rng, 0, 1)) c.s.head_dim = 2 * rng_int(rng, 1, 4);
+    c.s.qk_norm = rng_int(rng, 0, 1);
+    c.s.mlp_bias = rng_int(rng, 0, 1);
     if (rng_int(rng, 0, 2) == 0) { /* Gemma 2's block */
       c.s.norm_offset = 1.0;
       c.s.post_norms = c.s.gelu_mlp = 1;
@@ -351,19 +355,24 @@ static int make_cases(lcase *cases, uint64_t *rng) {
   }
   /* qkv_bias (Qwen2): grouped-query, and with llama3 rope (Qwen2.5 configs may scale); head_dim
    * independent of dim / heads: wider (H hd > dim), narrower, and 3 heads of 6 over dim 12 (the
-   * spec's model needs heads to divide dim) */
+   * spec's model needs heads to divide dim); qk_norm (Qwen3: grouped-query, head_dim apart
+   * from dim / heads, with qkv_bias) and mlp_bias, alone and with both */
   static const struct {
     int B, T, dim, heads, kv_heads, ffn_dim;
     double theta;
-    int qkv_bias, rope_type, head_dim;
-  } opts[] = {{2, 5, 8, 4, 2, 6, 10000.0, 1, 0, 0},  {1, 70, 16, 2, 1, 4, 100.0, 1, 2, 0},
-              {2, 5, 8, 2, 1, 6, 10000.0, 0, 0, 8},  {1, 70, 16, 4, 2, 4, 100.0, 0, 0, 2},
-              {2, 3, 12, 3, 1, 5, 10000.0, 0, 0, 6}};
+    int qkv_bias, rope_type, head_dim, qk_norm, mlp_bias;
+  } opts[] = {{2, 5, 8, 4, 2, 6, 10000.0, 1, 0, 0, 0, 0},  {1, 70, 16, 2, 1, 4, 100.0, 1, 2, 0, 0, 0},
+              {2, 5, 8, 2, 1, 6, 10000.0, 0, 0, 8, 0, 0},  {1, 70, 16, 4, 2, 4, 100.0, 0, 0, 2, 0, 0},
+              {2, 3, 12, 3, 1, 5, 10000.0, 0, 0, 6, 0, 0}, {2, 5, 8, 4, 2, 6, 10000.0, 0, 0, 6, 1, 0},
+              {1, 70, 16, 2, 1, 4, 100.0, 1, 2, 0, 1, 0},  {2, 5, 8, 2, 1, 6, 10000.0, 0, 0, 0, 0, 1},
+              {2, 3, 12, 4, 2, 5, 10000.0, 1, 0, 4, 1, 1}};
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
     c = llama_case(opts[i].B, opts[i].T, opts[i].dim, opts[i].heads, opts[i].kv_heads,
                    opts[i].ffn_dim, opts[i].theta, 0.0, rng);
     c.s.qkv_bias = opts[i].qkv_bias;
     c.s.head_dim = opts[i].head_dim;
+    c.s.qk_norm = opts[i].qk_norm;
+    c.s.mlp_bias = opts[i].mlp_bias;
     if (opts[i].rope_type) set_rope(&c, opts[i].rope_type);
     n = add(cases, n, c);
   }
@@ -398,6 +407,8 @@ static void case_yaml(const lcase *c, char *buf, size_t sz) {
                           c->s.qkv_bias ? "qkv_bias: true, " : "");
     if (c->s.head_dim)
       n += (size_t)snprintf(args + n, sizeof args - n, "head_dim: %d, ", c->s.head_dim);
+    n += (size_t)snprintf(args + n, sizeof args - n, "%s%s", c->s.qk_norm ? "qk_norm: true, " : "",
+                          c->s.mlp_bias ? "mlp_bias: true, " : "");
   }
   char gemma[200];
   gemma_args(&c->s, c->type, gemma, sizeof gemma);

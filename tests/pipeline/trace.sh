@@ -3,7 +3,8 @@
 # STAGES (3) stages (6 steps, steps 2..4 traced), checked by check_trace.py against the
 # schedule's action lists, with pipe_trace's picture of step 2 (next to pipe_train). SCHEDULE is
 # a registered name or file:PATH (pipeline.schedule_file). With pipeline.offload=1.0 among the
-# settings, check_offload_trace.py checks the copy track too.
+# settings, check_offload_trace.py checks the copy track too, and
+# tests/partition/check_copy_overlap.py the planner's overlap window against it.
 pipe_train=$1 schedule=$2 stages=${3:-3}
 shift $(($# < 3 ? $# : 3))
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,5 +19,7 @@ timeout 120 mpirun -np "$stages" --oversubscribe "$pipe_train" "$here/gate.yaml"
 "$(dirname "$pipe_train")/pipe_trace" "$work/trace.json" "$work/step2.svg" --step 2 >/dev/null
 python3 "$here/check_trace.py" "$work/trace.json" "$work/metrics.jsonl" "$stages" 4 2 4 6 \
   "$work/schedule.txt" "$work/step2.svg"
-[[ " $* " != *" pipeline.offload=1.0 "* ]] ||
-  python3 "$here/check_offload_trace.py" "$work/trace.json" "$stages"
+if [[ " $* " == *" pipeline.offload=1.0 "* ]]; then
+  python3 "$here/check_offload_trace.py" "$work/trace.json" "$stages" &&
+    python3 "$here/../partition/check_copy_overlap.py" "$work/trace.json"
+fi

@@ -88,6 +88,15 @@ static int llama_params(const ref_shape *s, ref_param *out) {
     add_param(out, &n, "attn.k.bias", (int64_t)K * hd, 0);
     add_param(out, &n, "attn.v.bias", (int64_t)K * hd, 0);
   }
+  if (s->qk_norm) {
+    add_param(out, &n, "attn.q_norm.weight", hd, 0);
+    add_param(out, &n, "attn.k_norm.weight", hd, 0);
+  }
+  if (s->mlp_bias) {
+    add_param(out, &n, "mlp.gate.bias", F, 0);
+    add_param(out, &n, "mlp.up.bias", F, 0);
+    add_param(out, &n, "mlp.down.bias", d, 0);
+  }
   if (s->post_norms) {
     add_param(out, &n, "attn_post_norm.weight", d, 0);
     add_param(out, &n, "mlp_post_norm.weight", d, 0);
@@ -369,15 +378,23 @@ static int llama_sequence(const ref_shape *s, double *const *p, const double *x,
   double *sc = malloc(sizeof(double) * T), *g = malloc(sizeof(double) * F);
   double *u = malloc(sizeof(double) * F), *o = malloc(sizeof(double) * d);
   double *pn = malloc(sizeof(double) * d);
-  /* post_norms: their weights follow the q, k, v biases */
-  const int post = 9 + (s->qkv_bias ? 3 : 0);
   int ok = n && q && k && v && att && h && sc && g && u && o && pn;
+  /* the optional parameters' places (ref_layers.h): after the q/k/v biases; post_norms' last */
+  const int qn = 9 + 3 * s->qkv_bias, mb = qn + 2 * s->qk_norm, post = mb + 3 * s->mlp_bias;
   for (int t = 0; ok && t < T; t++) {
     ref_norm(s, x + (int64_t)t * d, p[0], d, n);
     const int bias = s->qkv_bias;
     ref_affine(p[1], bias ? p[9] : NULL, n, d, H * hd, q + (int64_t)t * H * hd);
     ref_affine(p[2], bias ? p[10] : NULL, n, d, K * hd, k + (int64_t)t * K * hd);
     ref_affine(p[3], bias ? p[11] : NULL, n, d, K * hd, v + (int64_t)t * K * hd);
+    for (int j = 0; s->qk_norm && j < H; j++) {
+      double *qh = q + (int64_t)t * H * hd + j * hd;
+      ref_norm(s, qh, p[qn], hd, qh);
+    }
+    for (int j = 0; s->qk_norm && j < K; j++) {
+      double *kh = k + (int64_t)t * K * hd + j * hd;
+      ref_norm(s, kh, p[qn + 1], hd, kh);
+    }
     for (int j = 0; j < H; j++) ref_rope_head(s, q + (int64_t)t * H * hd + j * hd, hd, t, theta);
     for (int j = 0; j < K; j++) ref_rope_head(s, k + (int64_t)t * K * hd + j * hd, hd, t, theta);
   }
@@ -404,10 +421,10 @@ static int llama_sequence(const ref_shape *s, double *const *p, const double *x,
     if (s->post_norms) ref_norm(s, memcpy(pn, o, sizeof(double) * d), p[post], d, o);
     for (int i = 0; i < d; i++) h[(int64_t)t * d + i] = x[(int64_t)t * d + i] + o[i];
     ref_norm(s, h + (int64_t)t * d, p[5], d, n);
-    ref_affine(p[6], NULL, n, d, F, g);
-    ref_affine(p[7], NULL, n, d, F, u);
+    ref_affine(p[6], s->mlp_bias ? p[mb] : NULL, n, d, F, g);
+    ref_affine(p[7], s->mlp_bias ? p[mb + 1] : NULL, n, d, F, u);
     for (int i = 0; i < F; i++) g[i] = (s->gelu_mlp ? ref_gelu(g[i]) : ref_silu(g[i])) * u[i];
-    ref_affine(p[8], NULL, g, F, d, o);
+    ref_affine(p[8], s->mlp_bias ? p[mb + 2] : NULL, g, F, d, o);
     if (s->post_norms) ref_norm(s, memcpy(pn, o, sizeof(double) * d), p[post + 1], d, o);
     for (int i = 0; i < d; i++) y[(int64_t)t * d + i] = h[(int64_t)t * d + i] + o[i];
   }

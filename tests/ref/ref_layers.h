@@ -30,8 +30,10 @@
  *                      hd = dim/H, F ffn_dim): attn_norm.weight [d], attn.q.weight [H hd, d],
  *                      attn.k.weight [K hd, d], attn.v.weight [K hd, d], attn.o.weight [d, H hd],
  *                      mlp_norm.weight [d], mlp.gate.weight [F, d], mlp.up.weight [F, d],
- *                      mlp.down.weight [d, F]
- *                      h = x + o(attn(rope(q(n1 x)), rope(k(n1 x)), v(n1 x)));
+ *                      mlp.down.weight [d, F], then the optional ones (ref_shape: qkv_bias,
+ *                      qk_norm, mlp_bias, in that order)
+ *                      h = x + o(attn(rope(q(n1 x)), rope(k(n1 x)), v(n1 x))) (with qk_norm,
+ *                      each q and k head RMSNormed over hd before rope);
  *                      y = h + down(silu(gate(n2 h)) * up(n2 h)), n1, n2 RMSNorms with eps;
  *                      query head j reads kv head j / (H/K); causal, scale 1/sqrt(hd); rope
  *                      rotates pairs (i, i + hd/2) of each q and k head at position t by the
@@ -49,7 +51,7 @@
 
 #include <stdint.h>
 
-#define REF_MAX_PARAMS 16
+#define REF_MAX_PARAMS 24
 
 typedef struct {
   int vocab, seq_len, dim, heads; /* the spec's model: settings */
@@ -69,11 +71,16 @@ typedef struct {
   int qkv_bias; /* llama_block: biases on q, k, v (params attn.q.bias, attn.k.bias, attn.v.bias
                    after mlp.down.weight) */
   int head_dim; /* llama_block: hd (0 means dim / heads); q [H hd, d], o [d, H hd] */
-  /* Gemma 2's options: rmsnorm and llama_block's norms compute with norm_offset + w;
-   * llama_block's post_norms (params attn_post_norm.weight, mlp_post_norm.weight last: the
-   * attention's and the MLP's outputs normed before the residual adds) and gelu_mlp (the tanh
-   * GELU gates instead of silu); embedding's embed_scale (rows times sqrt(dim) rounded to
-   * float); lm_head's softcap (logits z -> tanh(z / softcap) * softcap, 0: none). */
+  int qk_norm;  /* llama_block: per-head RMSNorm of q and k before rope (attn.q_norm.weight,
+                   attn.k_norm.weight [hd], after the q/k/v biases; the block's eps) */
+  int mlp_bias; /* llama_block: biases on gate, up, down (mlp.gate.bias [F], mlp.up.bias [F],
+                   mlp.down.bias [d], after the q/k norms) */
+  /* Gemma 2's options: rmsnorm and llama_block's norms (q/k norms too) compute with
+   * norm_offset + w; llama_block's post_norms (params attn_post_norm.weight,
+   * mlp_post_norm.weight last: the attention's and the MLP's outputs normed before the residual
+   * adds) and gelu_mlp (the tanh GELU gates instead of silu); embedding's embed_scale (rows
+   * times sqrt(dim) rounded to float); lm_head's softcap (logits z -> tanh(z / softcap) *
+   * softcap, 0: none). */
   double norm_offset, softcap;
   int post_norms, gelu_mlp, embed_scale;
 } ref_shape;

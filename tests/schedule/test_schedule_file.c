@@ -68,6 +68,27 @@ static void round_trip(const pt_schedule_type *t, int P, int v, int M, int compu
   remove(g_tmp);
 }
 
+/* Built, written as torch's CSV (compute actions; with comms, torch's lowering), read back:
+ * the same schedule (the builder adds back the loads and the step end, and places its own
+ * transfers). */
+static void torch_round_trip(const pt_schedule_type *t, int P, int v, int M, int comms) {
+  pt_schedule built, back;
+  char err[1024] = "";
+  if (schedule_build_v(&built, t, P, v, M, err, sizeof err) != 0) return;
+  FILE *f = tmp_file();
+  if (!f) return;
+  schedule_write_torch(f, &built, comms);
+  fclose(f);
+  int rc = schedule_from_file(&back, g_tmp, P, M, 0, err, sizeof err);
+  if (rc == 0 && P == 1) back.placement = built.placement; /* torch's CSV names none; one rank
+                                                              fits both */
+  CHECK(rc == 0 && same_schedule(&built, &back), "%s P=%d v=%d M=%d (torch CSV%s): read back %s "
+        "(%s)", t->name, P, v, M, comms ? " with comms" : "", rc ? "failed" : "differs", err);
+  if (rc == 0) schedule_free(&back);
+  schedule_free(&built);
+  remove(g_tmp);
+}
+
 static void test_round_trips(void) {
   for (int k = 0; schedule_types[k]; k++) {
     const pt_schedule_type *t = schedule_types[k];
@@ -77,6 +98,8 @@ static void test_round_trips(void) {
         int m = t->min_micro && M < t->min_micro(P) ? t->min_micro(P) : M;
         round_trip(t, P, v, m, 0);
         round_trip(t, P, v, m, 1);
+        torch_round_trip(t, P, v, m, 0);
+        torch_round_trip(t, P, v, m, 1);
       }
   }
 }
@@ -142,6 +165,69 @@ static void test_hand_written(void) {
               "rank 0, action FLUSH: FLUSH stands alone, before OPT");
 }
 
+/* path and text read as P ranks, M micro-batches: the same schedule. */
+static void expect_same(const char *path, const char *text, int P, int M) {
+  pt_schedule a, b;
+  char err[1024] = "", err2[1024] = "";
+  FILE *f = tmp_file();
+  if (!f) return;
+  fputs(text, f);
+  fclose(f);
+  int ra = schedule_from_file(&a, path, P, M, 0, err, sizeof err);
+  int rb = schedule_from_file(&b, g_tmp, P, M, 0, err2, sizeof err2);
+  CHECK(ra == 0 && rb == 0 && same_schedule(&a, &b), "%s against '%.60s...': %s %s", path, text,
+        err, err2);
+  if (ra == 0) schedule_free(&a);
+  if (rb == 0) schedule_free(&b);
+  remove(g_tmp);
+}
+
+/* torch.distributed.pipelining's forms (docs/schedules.md, "Schedules from torch"). */
+static void test_torch_forms(void) {
+  const char *zb = "tests/schedule/zb_p2.txt";
+  /* _dump_csv's compute-only CSV, empty cells for idle steps */
+  expect_same(zb, "0F0,0F1,0I0,0F2,0W0,0I1,0W1,0I2,0W2\n,1F0,1I0,1F1,1I1,1W0,1F2,1I2,1W1,1W2\n",
+              2, 3);
+  /* its lowering: receives posted as soon as the peer sends (before pipetrain's slot is free),
+   * waits, FSDP and gradient reductions: ignored, pipetrain places its own transfers */
+  expect_same(zb, "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0I0,0WAIT_SEND_F0,0F2,0SEND_F2,"
+              "0W0,0RECV_B1,0I1,0WAIT_SEND_F1,0W1,0RECV_B2,0I2,0WAIT_SEND_F2,0W2,0REDUCE_GRAD,"
+              "0WAIT_REDUCE_GRAD,0RESHARD\n1UNSHARD,1RECV_F0,1RECV_F1,1RECV_F2,1F0,1I0,1SEND_B0,"
+              "1F1,1I1,1SEND_B1,1W0,1F2,1I2,1SEND_B2,1W1,1W2,1REDUCE_GRAD,1WAIT_REDUCE_GRAD,"
+              "1RESHARD,1WAIT_SEND_B0,1WAIT_SEND_B1,1WAIT_SEND_B2\n", 2, 3);
+  /* _format_pipeline_order's table */
+  expect_same(zb, "         Rank 0 Rank 1\n"
+              "Step 00: 0F0          \nStep 01: 0F1    1F0   \nStep 02: 0I0    1I0   \n"
+              "Step 03: 0F2    1F1   \nStep 04: 0W0    1I1   \nStep 05: 0I1    1W0   \n"
+              "Step 06: 0W1    1F2   \nStep 07: 0I2    1I2   \nStep 08: 0W2    1W1 <-- ERROR HERE\n"
+              "Step 09:        1W2   \n", 2, 3);
+  /* OVERLAP_F_B: its F, then its B */
+  expect_text("rank 0: 0F0 0F1 0B0 0B1\nrank 1: 1F0 (1F1;1B0)OVERLAP_F_B 1B1\n", 2, 2, 0, NULL);
+  expect_text("rank 0: 0F0 (0F1;0LOAD0)OVERLAP_F_B\nrank 1: 1F0\n", 2, 2, 0, "'(0F1;0LOAD0)"
+              "OVERLAP_F_B' is not an action");
+  /* torch's ScheduleLoopedBFS: backwards in descending order run as I, W ascending after */
+  pt_schedule s;
+  char err[1024] = "";
+  FILE *f = tmp_file();
+  if (!f) return;
+  fputs("0F0,0F1,0F2,2F0,2F1,2F2,,,2B2,2B1,2B0,0B2,0B1,0B0\n"
+        ",1F0,1F1,1F2,3F0,3F1,3F2,3B2,3B1,3B0,1B2,1B1,1B0\n", f);
+  fclose(f);
+  int rc = schedule_from_file(&s, g_tmp, 2, 3, 2, err, sizeof err);
+  CHECK(rc == 0 && s.n_w_pending[0] == 2 && s.n_w_pending[3] == 2, "looped BFS in torch's "
+        "order: %s", rc ? err : "W pending differs");
+  if (rc == 0) {
+    char text[48];
+    const pt_action *a = s.acts[1];
+    int n = s.n_acts[1];
+    CHECK(!strcmp(schedule_action_text(&a[n - 8], text, sizeof text), "1B0") &&
+          a[n - 7].kind == ACT_SEND_GRAD && !strcmp(schedule_action_text(&a[n - 6], text,
+          sizeof text), "1W1"), "looped BFS: rank 1 ends %s", text);
+    schedule_free(&s);
+  }
+  remove(g_tmp);
+}
+
 static void test_bad_files(void) {
   const char *d = "tests/schedule/";
   char path[256];
@@ -178,11 +264,37 @@ static void test_bad_files(void) {
               "micro-batch 0: its weight gradient is already in");
   expect_text("rank 0:\nrank 1: 1F0 1B0\n", 2, 1, 0, "rank 0 has no actions");
   expect_text("# nothing\n", 2, 1, 0, "no 'rank N:' lines");
+  /* counts at their line and action, with the fix; a duplicate at itself, not at the load
+   * the builder would add before it; torch's names */
+  static const struct {
+    const char *text;
+    int P, M, v;
+    const char *want;
+  } refused[] = {
+      {"rank 0: 0F0 0F1 0B0 0B1\nrank 1: 1F1 1B0 1F2 1B1\n", 2, 2, 0, ":2: rank 1, action 1F2: "
+       "micro-batch 2 is out of range: train.micro_batches is 2 (micro-batches 0..1); renumber "
+       "the action or raise train.micro_batches"},
+      {"rank 0: 0F0 0B0 2F0 2B0\nrank 1: 1F0 1B0 3F0 3B0\n", 2, 1, 1, ":1: rank 0, action 2F0: "
+       "chunk 2 is out of range: 2 ranks x pipeline.virtual_stages 1 make chunks 0..1; renumber "
+       "the chunk or set pipeline.virtual_stages to 2"},
+      {"rank 0: 0F0 0B0 2F0 2B0\nrank 1: 1F0 1B0\n", 2, 1, 0, ":1: rank 0, action 2F0: chunk 2 "
+       "makes 3 chunks on 2 ranks"},
+      {"rank 0: 0F0 0F1\nrank 0: 0F1 0B0 0B1\nrank 1: 1F0 1F1 1B0 1B1\n", 2, 2, 0, ":2: rank 0, "
+       "action 0F1: forward of micro-batch 1 runs twice on chunk 0 (first at line 1); remove one"},
+      {"rank 0: 0LOAD0 0F0 0B0\nrank 1: 1F0 1B0\n", 2, 1, 0, "'0LOAD0' is not an action; write "
+       "CHUNK CODE MB (0F3, 1I2, 1W2, 0sA3, or torch's 0SEND_F3) or FLUSH, TIE, DP, OPT; "
+       "pipetrain's load is L (0L3), and torch writes none"},
+      {"0F0,0B0\n1F0,1B0\n0F0\n", 2, 1, 0, ": 3 ranks, but pipeline.stages is 2; set "
+       "pipeline.stages to 3 or write a row per rank"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+    expect_text(refused[i].text, refused[i].P, refused[i].M, refused[i].v, refused[i].want);
 }
 
 int main(void) {
   test_round_trips();
   test_hand_written();
+  test_torch_forms();
   test_bad_files();
   return test_summary("schedule files");
 }
