@@ -4,8 +4,8 @@
  * model.safetensors.index.json). Supported: GPT2LMHeadModel (pipetrain's GPT-2 layers) and
  * the Llama family (LlamaForCausalLM with llama_block's optional mlp_bias, MistralForCausalLM
  * with its window, Qwen2ForCausalLM with its qkv_bias, Qwen3ForCausalLM with its qk_norm,
- * Phi3ForCausalLM with fused q|k|v and gate|up tensors) as llama_block layers;
- * docs/checkpoint.md's family table says what each takes.
+ * Phi3ForCausalLM with fused q|k|v and gate|up tensors, Gemma2ForCausalLM with its Gemma
+ * options) as llama_block layers; docs/checkpoint.md's family table says what each takes.
  * Everything the layers cannot represent is refused with one line naming the file and the
  * config key or tensor. The name mapping per architecture is data
  * (hf_arch.c); import and export walk the same table.
@@ -25,6 +25,8 @@
 #include "model/model.h"
 
 typedef enum { HF_GPT2, HF_LLAMA } hf_family;
+
+#define HF_MAX_GEMMA2_LAYERS 1024 /* layer_types entries a Gemma 2 config may have */
 
 /* Where a mapped tensor lives in pipetrain's layer list. */
 typedef enum { HF_ROLE_EMBED, HF_ROLE_POS, HF_ROLE_BLOCK, HF_ROLE_NORM, HF_ROLE_HEAD } hf_role;
@@ -53,6 +55,8 @@ typedef struct {
   int n_names;
   const char *const *ignored; /* tensor-name suffixes a file may hold that carry no weights */
   hf_opt qkv_bias, qk_norm, mlp_bias; /* the llama_block options of its blocks */
+  hf_opt gemma2; /* Gemma 2's block options together (norm_offset 1, post_norms, mlp_act
+                    gelu_tanh) with its embedding scale, final norm offset and soft-caps */
 } hf_arch;
 
 /* The registry entry for an architecture name, or NULL. */
@@ -61,9 +65,9 @@ const hf_arch *hf_arch_find(const char *architecture);
 const char *hf_arch_list(void);
 /* The first registered Llama-family architecture whose options fit blocks with these
  * llama_block options (export's default), or NULL. */
-const hf_arch *hf_arch_for_blocks(int qkv_bias, int qk_norm, int mlp_bias);
+const hf_arch *hf_arch_for_blocks(int qkv_bias, int qk_norm, int mlp_bias, int gemma2);
 /* Whether architecture a represents blocks with these options. */
-int hf_arch_fits(const hf_arch *a, int qkv_bias, int qk_norm, int mlp_bias);
+int hf_arch_fits(const hf_arch *a, int qkv_bias, int qk_norm, int mlp_bias, int gemma2);
 /* Index in the layer list of the layer holding role (block b for HF_ROLE_BLOCK). */
 int hf_role_layer(hf_family f, hf_role role, int b, int n_blocks);
 
@@ -80,6 +84,15 @@ typedef struct {
   int64_t window;       /* Mistral: sliding_window when shorter than seq_len (llama_block's
                            window), else 0: attention over the whole sequence */
   int tied;
+  /* Gemma2ForCausalLM: llama_block's Gemma options (norm_offset 1, post_norms, mlp_act
+   * gelu_tanh; embedding scale_sqrt_dim, rmsnorm weight_offset 1); the soft-caps of the
+   * attention logits and of the head's (lm_head softcap), 0 for none; query_pre_attn_scalar
+   * (the attention scale is its -1/2 power); sliding_window, 0 for none, on the layers whose
+   * layer_types entry is sliding_attention (sliding[i] 1) */
+  int gemma2;
+  double attn_softcap, final_softcap, query_scalar;
+  int64_t sliding_window;
+  unsigned char sliding[HF_MAX_GEMMA2_LAYERS];
 } hf_config;
 
 /* Reads DIR/config.json. seq_len: 0 for the default (GPT-2: n_positions, which its learned

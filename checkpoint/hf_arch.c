@@ -26,17 +26,23 @@ static const hf_name k_gpt2[] = {
 /* Causal-mask buffers older GPT-2 files carry. */
 static const char *const k_gpt2_ignored[] = {".attn.bias", ".attn.masked_bias", NULL};
 
+/* The projections the Llama family and Gemma 2 name alike. */
+#define LLAMA_ATTN_NAMES                                                                          \
+  {HF_ROLE_BLOCK, "attn.q.weight", "model.layers.%d.self_attn.q_proj.weight", 0, 0, 0},           \
+  {HF_ROLE_BLOCK, "attn.k.weight", "model.layers.%d.self_attn.k_proj.weight", 0, 0, 0},           \
+  {HF_ROLE_BLOCK, "attn.v.weight", "model.layers.%d.self_attn.v_proj.weight", 0, 0, 0},           \
+  {HF_ROLE_BLOCK, "attn.o.weight", "model.layers.%d.self_attn.o_proj.weight", 0, 0, 0}
+#define LLAMA_MLP_NAMES                                                                           \
+  {HF_ROLE_BLOCK, "mlp.gate.weight", "model.layers.%d.mlp.gate_proj.weight", 0, 0, 0},            \
+  {HF_ROLE_BLOCK, "mlp.up.weight", "model.layers.%d.mlp.up_proj.weight", 0, 0, 0},                \
+  {HF_ROLE_BLOCK, "mlp.down.weight", "model.layers.%d.mlp.down_proj.weight", 0, 0, 0}
+
 static const hf_name k_llama[] = {
     {HF_ROLE_EMBED, "weight", "model.embed_tokens.weight", 0, 0, 0},
     {HF_ROLE_BLOCK, "attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0, 0, 0},
-    {HF_ROLE_BLOCK, "attn.q.weight", "model.layers.%d.self_attn.q_proj.weight", 0, 0, 0},
-    {HF_ROLE_BLOCK, "attn.k.weight", "model.layers.%d.self_attn.k_proj.weight", 0, 0, 0},
-    {HF_ROLE_BLOCK, "attn.v.weight", "model.layers.%d.self_attn.v_proj.weight", 0, 0, 0},
-    {HF_ROLE_BLOCK, "attn.o.weight", "model.layers.%d.self_attn.o_proj.weight", 0, 0, 0},
+    LLAMA_ATTN_NAMES,
     {HF_ROLE_BLOCK, "mlp_norm.weight", "model.layers.%d.post_attention_layernorm.weight", 0, 0, 0},
-    {HF_ROLE_BLOCK, "mlp.gate.weight", "model.layers.%d.mlp.gate_proj.weight", 0, 0, 0},
-    {HF_ROLE_BLOCK, "mlp.up.weight", "model.layers.%d.mlp.up_proj.weight", 0, 0, 0},
-    {HF_ROLE_BLOCK, "mlp.down.weight", "model.layers.%d.mlp.down_proj.weight", 0, 0, 0},
+    LLAMA_MLP_NAMES,
     /* Qwen2's (llama_block's qkv_bias): skipped where the blocks have none */
     {HF_ROLE_BLOCK, "attn.q.bias", "model.layers.%d.self_attn.q_proj.bias", 0, 1, 0},
     {HF_ROLE_BLOCK, "attn.k.bias", "model.layers.%d.self_attn.k_proj.bias", 0, 1, 0},
@@ -65,21 +71,41 @@ static const hf_name k_phi3[] = {
     {HF_ROLE_HEAD, "weight", "lm_head.weight", 0, 0, 0},
 };
 
+/* Gemma2ForCausalLM: llama_block with post_norms. Gemma's post_attention_layernorm is the
+ * norm after attention (Llama's name for the norm before the MLP, which Gemma calls
+ * pre_feedforward_layernorm). */
+static const hf_name k_gemma2[] = {
+    {HF_ROLE_EMBED, "weight", "model.embed_tokens.weight", 0, 0, 0},
+    {HF_ROLE_BLOCK, "attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0, 0, 0},
+    LLAMA_ATTN_NAMES,
+    {HF_ROLE_BLOCK, "attn_post_norm.weight", "model.layers.%d.post_attention_layernorm.weight",
+     0, 0, 0},
+    {HF_ROLE_BLOCK, "mlp_norm.weight", "model.layers.%d.pre_feedforward_layernorm.weight", 0, 0,
+     0},
+    LLAMA_MLP_NAMES,
+    {HF_ROLE_BLOCK, "mlp_post_norm.weight", "model.layers.%d.post_feedforward_layernorm.weight",
+     0, 0, 0},
+    {HF_ROLE_NORM, "weight", "model.norm.weight", 0, 0, 0},
+    {HF_ROLE_HEAD, "weight", "lm_head.weight", 0, 0, 0},
+};
+
 
 #define N(a) ((int)(sizeof a / sizeof a[0]))
 /* Export picks the first Llama-family entry that fits the blocks (hf_arch_for_blocks). */
 static const hf_arch k_archs[] = {
-    {"GPT2LMHeadModel", "gpt2", HF_GPT2, k_gpt2, N(k_gpt2), k_gpt2_ignored, 0, 0, 0},
+    {"GPT2LMHeadModel", "gpt2", HF_GPT2, k_gpt2, N(k_gpt2), k_gpt2_ignored, 0, 0, 0, 0},
     {"LlamaForCausalLM", "llama", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_NO, HF_OPT_CONFIG},
+     HF_OPT_NO, HF_OPT_CONFIG, HF_OPT_NO},
     {"MistralForCausalLM", "mistral", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_NO, HF_OPT_NO},
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO},
     {"Qwen2ForCausalLM", "qwen2", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_YES,
-     HF_OPT_NO, HF_OPT_NO},
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO},
     {"Qwen3ForCausalLM", "qwen3", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_YES, HF_OPT_NO},
+     HF_OPT_YES, HF_OPT_NO, HF_OPT_NO},
     {"Phi3ForCausalLM", "phi3", HF_LLAMA, k_phi3, N(k_phi3), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_NO, HF_OPT_NO},
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO},
+    {"Gemma2ForCausalLM", "gemma2", HF_LLAMA, k_gemma2, N(k_gemma2), k_llama_ignored, HF_OPT_NO,
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_YES},
 };
 
 const hf_arch *hf_arch_find(const char *architecture) {
@@ -90,19 +116,20 @@ const hf_arch *hf_arch_find(const char *architecture) {
 
 const char *hf_arch_list(void) {
   return "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-         "Qwen3ForCausalLM, Phi3ForCausalLM";
+         "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM";
 }
 
 static int opt_fits(hf_opt o, int on) { return o == HF_OPT_CONFIG || (int)(o == HF_OPT_YES) == on; }
 
-int hf_arch_fits(const hf_arch *a, int qkv_bias, int qk_norm, int mlp_bias) {
+int hf_arch_fits(const hf_arch *a, int qkv_bias, int qk_norm, int mlp_bias, int gemma2) {
   return a->family == HF_LLAMA && opt_fits(a->qkv_bias, qkv_bias) &&
-         opt_fits(a->qk_norm, qk_norm) && opt_fits(a->mlp_bias, mlp_bias);
+         opt_fits(a->qk_norm, qk_norm) && opt_fits(a->mlp_bias, mlp_bias) &&
+         opt_fits(a->gemma2, gemma2);
 }
 
-const hf_arch *hf_arch_for_blocks(int qkv_bias, int qk_norm, int mlp_bias) {
+const hf_arch *hf_arch_for_blocks(int qkv_bias, int qk_norm, int mlp_bias, int gemma2) {
   for (int i = 0; i < N(k_archs); i++)
-    if (hf_arch_fits(&k_archs[i], qkv_bias, qk_norm, mlp_bias)) return &k_archs[i];
+    if (hf_arch_fits(&k_archs[i], qkv_bias, qk_norm, mlp_bias, gemma2)) return &k_archs[i];
   return NULL;
 }
 

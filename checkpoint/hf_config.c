@@ -222,6 +222,53 @@ static void read_rope(cfg_reader *r, hf_config *c, int64_t max_pos) {
   if (!r->failed) finish_rope(r, seen ? seen : "rope_scaling", c, max_pos);
 }
 
+/* A soft-cap: null is none (0), absent is the config class's default. */
+static double cfg_cap(cfg_reader *r, const char *key, double def) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, key);
+  return it && cJSON_IsNull(it) ? 0 : cfg_num(r, key, def);
+}
+
+/* layer_types into c->sliding: Gemma2Config's default alternates, sliding first. */
+static void read_layer_types(cfg_reader *r, hf_config *c) {
+  const cJSON *types = cfg_item(r, "layer_types"), *it;
+  if (c->layers > HF_MAX_GEMMA2_LAYERS) {
+    cfg_fail(r, "num_hidden_layers", "%lld: at most %d layers of Gemma 2 convert",
+             (long long)c->layers, HF_MAX_GEMMA2_LAYERS);
+    return;
+  }
+  for (int64_t i = 0; i < c->layers; i++) c->sliding[i] = i % 2 == 0;
+  if (!types) return;
+  if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != c->layers) {
+    cfg_fail(r, "layer_types", "expected a list of num_hidden_layers (%lld) entries",
+             (long long)c->layers);
+    return;
+  }
+  int i = 0;
+  cJSON_ArrayForEach(it, types) {
+    const char *t = cJSON_IsString(it) ? it->valuestring : "";
+    if (strcmp(t, "sliding_attention") && strcmp(t, "full_attention"))
+      cfg_fail(r, "layer_types", "entry %d '%s' is not supported: llama_block attends "
+               "sliding_attention or full_attention", i, t);
+    c->sliding[i++] = !strcmp(t, "sliding_attention");
+  }
+}
+
+/* Gemma2ForCausalLM's keys beyond the Llama family's (Gemma2Config's defaults when absent). */
+static void read_gemma2(cfg_reader *r, hf_config *c) {
+  c->gemma2 = 1;
+  const char *act = cfg_str(r, "hidden_activation", "gelu_pytorch_tanh");
+  if (strcmp(act, "gelu_pytorch_tanh") && strcmp(act, "gelu_new"))
+    cfg_fail(r, "hidden_activation", "'%s' is not supported: llama_block's mlp_act gelu_tanh is "
+             "the tanh GELU (gelu_pytorch_tanh)", act);
+  c->attn_softcap = cfg_cap(r, "attn_logit_softcapping", 50.0);
+  c->final_softcap = cfg_cap(r, "final_logit_softcapping", 30.0);
+  c->query_scalar = cfg_num(r, "query_pre_attn_scalar", 256.0);
+  const cJSON *w = cJSON_GetObjectItemCaseSensitive(r->root, "sliding_window");
+  c->sliding_window = w && cJSON_IsNull(w) ? 0 : cfg_int(r, "sliding_window", 0, 4096, 1, INT32_MAX);
+  cfg_require_bool(r, "use_bidirectional_attention", 0, 0, "llama_block's attention is causal");
+  read_layer_types(r, c);
+}
+
 static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
   c->vocab = cfg_int(r, "vocab_size", 1, 0, 1, INT32_MAX);
   c->dim = cfg_int(r, "hidden_size", 1, 0, 1, 1 << 20);
@@ -232,7 +279,8 @@ static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
   int64_t max_pos = cfg_int(r, "max_position_embeddings", 0, LLAMA_SEQ_CAP, 1, INT32_MAX);
   c->eps = cfg_num(r, "rms_norm_eps", 1e-6);
   c->rope_theta = cfg_num(r, "rope_theta", 10000.0);
-  c->tied = cfg_bool(r, "tie_word_embeddings", 0);
+  const int gemma2 = c->arch->gemma2 == HF_OPT_YES;
+  c->tied = cfg_bool(r, "tie_word_embeddings", gemma2); /* Gemma2Config ties by default */
   if (r->failed) return;
   if (c->dim % c->heads != 0) /* the spec's model.heads must divide model.dim */
     cfg_fail(r, "num_attention_heads", "%lld does not divide hidden_size %lld",
@@ -240,13 +288,17 @@ static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
   if (c->heads % c->kv_heads != 0)
     cfg_fail(r, "num_key_value_heads", "%lld does not divide num_attention_heads %lld",
              (long long)c->kv_heads, (long long)c->heads);
-  c->head_dim = cfg_int(r, "head_dim", 0, c->dim / c->heads, 2, 2 * PT_ROPE_MAX_PAIRS);
+  c->head_dim = cfg_int(r, "head_dim", 0, gemma2 ? 256 : c->dim / c->heads, 2,
+                        2 * PT_ROPE_MAX_PAIRS);
   if (!r->failed && c->head_dim % 2 != 0)
     cfg_fail(r, "head_dim", "%lld is not supported: the rotary embedding needs an even head_dim",
              (long long)c->head_dim);
-  const char *act = cfg_str(r, "hidden_act", "silu");
-  if (strcmp(act, "silu"))
-    cfg_fail(r, "hidden_act", "'%s' is not supported: llama_block's MLP is SwiGLU (silu)", act);
+  if (gemma2) read_gemma2(r, c);
+  const char *want = gemma2 ? "gelu_pytorch_tanh" : "silu";
+  const char *act = cfg_str(r, "hidden_act", want);
+  if (strcmp(act, want))
+    cfg_fail(r, "hidden_act", "'%s' is not supported: llama_block's MLP is %s", act,
+             gemma2 ? "Gemma 2's GeGLU (gelu_pytorch_tanh)" : "SwiGLU (silu)");
   read_rope(r, c, max_pos);
   /* Qwen2's attention has q/k/v biases and no o bias whatever the config says; Llama's and
    * Qwen3's attention_bias would add o's too. The architecture's entry says which options its
@@ -397,36 +449,80 @@ static void rope_spec_text(const pt_rope_scaling *p, char *out, size_t n) {
   snprintf(out + k, n - (size_t)k, "}");
 }
 
+/* Gemma 2's llama_block arguments beyond the Llama family's (none for other models): the block
+ * options, the attention's soft-cap and scale where they differ from plain attention. */
+static void gemma2_block_text(const hf_config *c, char *out, size_t n) {
+  char cap[40], scale[40];
+  out[0] = '\0';
+  if (!c->gemma2) return;
+  int k = snprintf(out, n, ", norm_offset: 1.0, post_norms: true, mlp_act: gelu_tanh");
+  if (c->attn_softcap > 0)
+    k += snprintf(out + k, n - (size_t)k, ", attn_softcap: %s",
+                  fmt_num(c->attn_softcap, cap, sizeof cap));
+  if (c->query_scalar != (double)c->head_dim)
+    snprintf(out + k, n - (size_t)k, ", attn_scale: %s",
+             fmt_num(pow(c->query_scalar, -0.5), scale, sizeof scale));
+}
+
+/* Block i's sliding window (llama_block's window), 0 for full attention: Gemma 2's on its
+ * sliding layers, Mistral's on every layer. */
+static int64_t layer_window(const hf_config *c, int64_t i) {
+  if (c->gemma2) return c->sliding[i] ? c->sliding_window : 0;
+  return c->window;
+}
+
+/* The llama_block entries: one per run of blocks with the same window (Gemma 2 alternates). */
+static int blocks_text(const hf_config *c, const char *eps, char *s, size_t cap) {
+  char rope[400], head_dim[40] = "", gemma[200], theta[40], window[40];
+  rope_spec_text(&c->rope, rope, sizeof rope);
+  if (c->head_dim != c->dim / c->heads)
+    snprintf(head_dim, sizeof head_dim, ", head_dim: %lld", (long long)c->head_dim);
+  gemma2_block_text(c, gemma, sizeof gemma);
+  int n = 0;
+  for (int64_t i = 0, run; i < c->layers; i += run) {
+    for (run = 1; i + run < c->layers && layer_window(c, i + run) == layer_window(c, i); run++) {
+    }
+    window[0] = '\0';
+    if (layer_window(c, i))
+      snprintf(window, sizeof window, ", window: %lld", (long long)layer_window(c, i));
+    n += snprintf(s + n, cap - (size_t)n, "  - llama_block: {repeat: %lld, kv_heads: %lld, "
+                  "ffn_dim: %lld, rope_theta: %s, eps: %s%s%s%s%s%s%s%s}\n",
+                  (long long)run, (long long)c->kv_heads, (long long)c->ffn,
+                  fmt_num(c->rope_theta, theta, sizeof theta), eps,
+                  c->qkv_bias ? ", qkv_bias: true" : "", c->qk_norm ? ", qk_norm: true" : "",
+                  c->mlp_bias ? ", mlp_bias: true" : "", head_dim, rope, gemma, window);
+  }
+  return n;
+}
+
 char *hf_spec_text(const hf_config *c, const char *source) {
-  size_t cap = 4096;
-  char *s = pt_calloc(cap, 1), eps[40], theta[40];
-  const char *tie = c->tied ? "{tie: wte}" : "{}";
+  size_t cap = 4096 + 1024 * (size_t)c->layers;
+  char *s = pt_calloc(cap, 1), eps[40], softcap[40];
+  const char *tie = c->tied ? "tie: wte" : "";
   int n = snprintf(s, cap, "# %s (%s) converted by pipe_convert --from-hf.\n"
                    "model: {vocab: %lld, seq_len: %lld, dim: %lld, heads: %lld}\nlayers:\n"
-                   "  - embedding: %s\n",
+                   "  - embedding: {%s%s}\n",
                    c->arch->architecture, source, (long long)c->vocab, (long long)c->seq_len,
-                   (long long)c->dim, (long long)c->heads, tie);
+                   (long long)c->dim, (long long)c->heads, tie,
+                   c->gemma2 ? (c->tied ? ", scale_sqrt_dim: true" : "scale_sqrt_dim: true") : "");
   fmt_num(c->eps, eps, sizeof eps);
   if (c->arch->family == HF_GPT2)
     n += snprintf(s + n, cap - (size_t)n, "  - pos_embedding: {}\n"
                   "  - transformer_block: {repeat: %lld}\n  - layernorm: {eps: %s}\n",
                   (long long)c->layers, eps);
   else {
-    char rope[400], head_dim[40] = "";
-    rope_spec_text(&c->rope, rope, sizeof rope);
-    if (c->head_dim != c->dim / c->heads)
-      snprintf(head_dim, sizeof head_dim, ", head_dim: %lld", (long long)c->head_dim);
-    char window[40] = "";
-    if (c->window) snprintf(window, sizeof window, ", window: %lld", (long long)c->window);
-    n += snprintf(s + n, cap - (size_t)n, "  - llama_block: {repeat: %lld, kv_heads: %lld, "
-                  "ffn_dim: %lld, rope_theta: %s, eps: %s%s%s%s%s%s%s}\n  - rmsnorm: {eps: %s}\n",
-                  (long long)c->layers, (long long)c->kv_heads, (long long)c->ffn,
-                  fmt_num(c->rope_theta, theta, sizeof theta), eps,
-                  c->qkv_bias ? ", qkv_bias: true" : "", c->qk_norm ? ", qk_norm: true" : "",
-                  c->mlp_bias ? ", mlp_bias: true" : "", head_dim, window, rope, eps);
+    n += blocks_text(c, eps, s + n, cap - (size_t)n);
+    n += snprintf(s + n, cap - (size_t)n, "  - rmsnorm: {eps: %s%s}\n", eps,
+                  c->gemma2 ? ", weight_offset: 1.0" : "");
+  }
+  softcap[0] = '\0';
+  if (c->final_softcap > 0) {
+    char v[40];
+    snprintf(softcap, sizeof softcap, "%ssoftcap: %s", c->tied ? ", " : "",
+             fmt_num(c->final_softcap, v, sizeof v));
   }
   snprintf(s + n, cap - (size_t)n,
-           "  - lm_head: %s\nloss: cross_entropy\n"
+           "  - lm_head: {%s%s}\nloss: cross_entropy\n"
            "# CHANGE_ME: point data.path at your token file (scripts/tokenize.py writes one with\n"
            "# the model's tokenizer); format %s holds this vocabulary's ids.\n"
            "data: {path: CHANGE_ME.bin, format: %s}\n"
@@ -434,7 +530,7 @@ char *hf_spec_text(const hf_config *c, const char *source) {
            "  optimizer: {name: adamw, lr: 1.0e-5, betas: [0.9, 0.95], eps: 1.0e-8, "
            "weight_decay: 0.1}\n  grad_clip: 1.0\n  seed: 1234\n"
            "pipeline: {stages: 2, schedule: 1f1b}\n",
-           tie, c->vocab <= 65536 ? "u16" : "u32", c->vocab <= 65536 ? "u16" : "u32");
+           tie, softcap, c->vocab <= 65536 ? "u16" : "u32", c->vocab <= 65536 ? "u16" : "u32");
   return s;
 }
 
@@ -484,6 +580,31 @@ static cJSON *rope_json(const hf_config *c) {
   return rope;
 }
 
+/* A soft-cap: its value written as a float (Gemma2Config refuses an int there), or null. */
+static void add_cap(cJSON *o, const char *key, double cap) {
+  char v[40];
+  if (cap > 0) cJSON_AddRawToObject(o, key, fmt_num(cap, v, sizeof v));
+  else cJSON_AddNullToObject(o, key);
+}
+
+/* Gemma2Config's own keys. Without any sliding layer, layer_types are all full_attention and
+ * sliding_window is seq_len (Gemma2Config wants one). */
+static void add_gemma2_json(const hf_config *c, cJSON *o) {
+  cJSON_AddStringToObject(o, "hidden_activation", "gelu_pytorch_tanh");
+  add_cap(o, "attn_logit_softcapping", c->attn_softcap);
+  add_cap(o, "final_logit_softcapping", c->final_softcap);
+  double q = c->query_scalar; /* an int in Gemma2Config when it is one */
+  cJSON_AddNumberToObject(o, "query_pre_attn_scalar", fabs(q - round(q)) <= 1e-9 * q ? round(q) : q);
+  int64_t window = 0;
+  cJSON *types = cJSON_AddArrayToObject(o, "layer_types");
+  for (int64_t i = 0; i < c->layers; i++) {
+    window = c->sliding[i] ? c->sliding_window : window;
+    cJSON_AddItemToArray(types, cJSON_CreateString(c->sliding[i] ? "sliding_attention"
+                                                                 : "full_attention"));
+  }
+  cJSON_AddNumberToObject(o, "sliding_window", (double)(window ? window : c->seq_len));
+}
+
 static cJSON *llama_json(const hf_config *c) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "model_type", c->arch->model_type);
@@ -494,7 +615,8 @@ static cJSON *llama_json(const hf_config *c) {
   cJSON_AddNumberToObject(o, "num_attention_heads", (double)c->heads);
   cJSON_AddNumberToObject(o, "num_key_value_heads", (double)c->kv_heads);
   cJSON_AddNumberToObject(o, "head_dim", (double)c->head_dim);
-  cJSON_AddStringToObject(o, "hidden_act", "silu");
+  if (c->gemma2) add_gemma2_json(c, o);
+  else cJSON_AddStringToObject(o, "hidden_act", "silu");
   cJSON_AddNumberToObject(o, "max_position_embeddings", (double)c->seq_len);
   cJSON_AddNumberToObject(o, "rms_norm_eps", c->eps);
   cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta); /* transformers 4 */

@@ -23,14 +23,35 @@ static int refuse(const pt_model *m, int li, char *err, size_t errsz, const char
   return -1;
 }
 
-/* A block's resolved settings (layers/settings.h), all blocks alike. */
+/* A block's resolved settings (layers/settings.h), all blocks alike (the window, which Gemma 2
+ * alternates, is read apart: check_blocks). */
 typedef struct {
   int64_t heads, kv_heads, ffn;
   double eps, theta;
   pt_rope_scaling rope; /* llama_block's rope_scaling (its pt_rope state) */
-  int64_t qkv_bias, head_dim, qk_norm, mlp_bias, window;
-  double softcap, scale;
+  int64_t qkv_bias, head_dim, qk_norm, mlp_bias;
+  /* Gemma 2's options: norm_offset, post_norms, mlp_act gelu_tanh, attn_softcap, attn_scale */
+  double norm_offset, attn_softcap, attn_scale;
+  int64_t post_norms, gelu;
 } block_shape;
+
+/* A number setting of L, or def where L's type does not declare it (the attention's window,
+ * attn_softcap and attn_scale in a build without them). */
+static double setting_or(const pt_layer *L, const char *name, double def) {
+  for (const pt_setting_decl *d = L->type->settings; d && d->name; d++)
+    if (!strcmp(d->name, name))
+      return d->kind == PT_SETTING_NUM ? layer_setting_num(L, name)
+                                       : (double)layer_setting_int(L, name);
+  return def;
+}
+
+/* Whether block li's MLP gates with the tanh GELU (mlp_act: gelu_tanh, read by configure). */
+static int64_t block_gelu(const pt_model *m, int li) {
+  char act[32];
+  spec_errors e = {0};
+  spec_get_str(m->spec->layers[li].args, "mlp_act", 0, "silu", act, sizeof act, &e);
+  return !strcmp(act, "gelu_tanh");
+}
 
 static block_shape read_block(const pt_model *m, int li) {
   const pt_layer *L = &m->layers[li];
@@ -49,37 +70,71 @@ static block_shape read_block(const pt_model *m, int li) {
     b.mlp_bias = layer_setting_bool(L, "mlp_bias");
     b.head_dim = layer_setting_int(L, "head_dim");
     if (!b.head_dim) b.head_dim = m->spec->dim / b.heads;
-    b.window = layer_setting_int(L, "window");
-    b.softcap = layer_setting_num(L, "attn_softcap");
-    b.scale = layer_setting_num(L, "attn_scale");
+    b.norm_offset = layer_setting_num(L, "norm_offset");
+    b.post_norms = layer_setting_bool(L, "post_norms");
+    b.gelu = block_gelu(m, li);
+    b.attn_softcap = setting_or(L, "attn_softcap", 0);
+    b.attn_scale = setting_or(L, "attn_scale", 0);
   }
   return b;
+}
+
+/* Gemma 2's settings into c: every block's window (the sliding ones alike), the attention's
+ * soft-cap and scale; -1 with err unless the model has all of Gemma 2's options or none. */
+static int gemma2_from_blocks(const pt_model *m, const block_shape *b, int first, int end,
+                              hf_config *c, char *err, size_t errsz) {
+  int gemma = b->norm_offset == 1 && b->post_norms && b->gelu;
+  for (int li = first; gemma && li < end; li++) { /* another family's window: its own */
+    int64_t w = (int64_t)setting_or(&m->layers[li], "window", 0);
+    if (w && c->sliding_window && w != c->sliding_window)
+      return refuse(m, li, err, errsz, "its window differs from an earlier block's; Gemma 2's "
+                    "config has one sliding_window");
+    if (w) c->sliding_window = w;
+    if (li - first < HF_MAX_GEMMA2_LAYERS) c->sliding[li - first] = w > 0;
+  }
+  if (!gemma && (b->norm_offset != 0 || b->post_norms || b->gelu || b->attn_softcap ||
+                 b->attn_scale))
+    return refuse(m, first, err, errsz, "Gemma 2's block options convert only together "
+                  "(norm_offset 1, post_norms, mlp_act gelu_tanh: Gemma2ForCausalLM)");
+  if (!gemma) return 0;
+  if (b->qkv_bias)
+    return refuse(m, first, err, errsz, "Gemma 2's attention has no q, k, v biases");
+  if (end - first > HF_MAX_GEMMA2_LAYERS)
+    return refuse(m, first, err, errsz, "too many blocks for a Gemma 2 config");
+  c->gemma2 = 1; /* pick_arch then takes Gemma2ForCausalLM */
+  c->attn_softcap = b->attn_softcap;
+  c->query_scalar = b->attn_scale > 0 ? 1.0 / (b->attn_scale * b->attn_scale)
+                                      : (double)b->head_dim;
+  return 0;
 }
 
 /* The Llama-family architecture of blocks like b: `arch` if named, else the first that fits. */
 static int pick_arch(const pt_model *m, int li, const char *arch, hf_config *c, char *err,
                      size_t errsz) {
-  /* a window: Mistral's sliding_window, the one architecture here with one */
+  /* a window outside Gemma 2: Mistral's sliding_window, the one architecture with one */
   const hf_arch *a = arch        ? hf_arch_find(arch)
                      : c->window ? hf_arch_find("MistralForCausalLM")
-                                 : hf_arch_for_blocks(c->qkv_bias, c->qk_norm, c->mlp_bias);
+                                 : hf_arch_for_blocks(c->qkv_bias, c->qk_norm, c->mlp_bias,
+                                                      c->gemma2);
   if (arch && !a) {
     snprintf(err, errsz, "--hf-arch %s: unknown; pipe_convert converts %s", arch, hf_arch_list());
     return -1;
   }
-  if (c->window && strcmp(a->architecture, "MistralForCausalLM"))
+  if (a && c->window && strcmp(a->architecture, "MistralForCausalLM"))
     return refuse(m, li, err, errsz, "its window (sliding attention) exports only as "
                   "MistralForCausalLM; name that --hf-arch or drop the window");
-  if (!a || !hf_arch_fits(a, c->qkv_bias, c->qk_norm, c->mlp_bias)) {
+  if (!a || !hf_arch_fits(a, c->qkv_bias, c->qk_norm, c->mlp_bias, c->gemma2)) {
     char why[512];
     if (a)
-      snprintf(why, sizeof why, "%s cannot hold its blocks (qkv_bias %d, qk_norm %d, mlp_bias %d)",
-               a->architecture, c->qkv_bias, c->qk_norm, c->mlp_bias);
+      snprintf(why, sizeof why, "%s cannot hold its blocks (qkv_bias %d, qk_norm %d, mlp_bias %d, "
+               "Gemma 2's options %d)", a->architecture, c->qkv_bias, c->qk_norm, c->mlp_bias,
+               c->gemma2);
     else
-      snprintf(why, sizeof why, "qkv_bias %d, qk_norm %d, mlp_bias %d together fit no "
-               "transformers architecture: Qwen2ForCausalLM has q/k/v biases, Qwen3ForCausalLM "
-               "q/k norms, LlamaForCausalLM MLP biases, one at a time", c->qkv_bias, c->qk_norm,
-               c->mlp_bias);
+      snprintf(why, sizeof why, "qkv_bias %d, qk_norm %d, mlp_bias %d, Gemma 2's options %d "
+               "together fit no transformers architecture: Qwen2ForCausalLM has q/k/v biases, "
+               "Qwen3ForCausalLM q/k norms, LlamaForCausalLM MLP biases, Gemma2ForCausalLM "
+               "Gemma 2's options, one at a time", c->qkv_bias, c->qk_norm, c->mlp_bias,
+               c->gemma2);
     return refuse(m, li, err, errsz, why);
   }
   c->arch = a;
@@ -98,12 +153,32 @@ static int check_blocks(const pt_model *m, int first, int end, hf_config *c, cha
   c->heads = b0.heads, c->kv_heads = b0.kv_heads ? b0.kv_heads : b0.heads, c->ffn = b0.ffn;
   c->eps = b0.eps, c->rope_theta = b0.theta, c->rope = b0.rope, c->qkv_bias = (int)b0.qkv_bias;
   c->head_dim = b0.head_dim, c->qk_norm = (int)b0.qk_norm, c->mlp_bias = (int)b0.mlp_bias;
-  if (b0.softcap > 0 || b0.scale > 0)
-    return refuse(m, first, err, errsz, "attn_softcap and attn_scale have no transformers "
-                  "architecture to export to yet (Gemma 2's); set them to 0");
-  /* a window as long as the sequence masks nothing: Llama's config says the same */
-  c->window = b0.window < m->spec->seq_len ? b0.window : 0;
   c->layers = end - first;
+  if (gemma2_from_blocks(m, &b0, first, end, c, err, errsz) != 0) return -1;
+  if (c->gemma2) return 0; /* its windows alternate: gemma2_from_blocks took them */
+  /* Mistral's one window for all blocks; as long as the sequence it masks nothing */
+  int64_t w0 = (int64_t)setting_or(&m->layers[first], "window", 0);
+  for (int li = first + 1; li < end; li++)
+    if ((int64_t)setting_or(&m->layers[li], "window", 0) != w0)
+      return refuse(m, li, err, errsz, "its window differs from the first block's; outside "
+                    "Gemma 2 a transformers config has one sliding_window for all blocks");
+  c->window = w0 < m->spec->seq_len ? w0 : 0;
+  return 0;
+}
+
+/* Gemma 2's embedding scale, final norm offset and head soft-cap, which only it converts. */
+static int check_gemma2_ends(const pt_model *m, int norm, hf_config *c, char *err, size_t errsz) {
+  const int gemma = c->gemma2, head = norm + 1;
+  if (layer_setting_bool(&m->layers[0], "scale_sqrt_dim") != gemma)
+    return refuse(m, 0, err, errsz, gemma ? "Gemma 2 scales the embedding: set scale_sqrt_dim"
+                                          : "scale_sqrt_dim converts only as Gemma 2");
+  if (layer_is(m, norm, "rmsnorm") &&
+      layer_setting_num(&m->layers[norm], "weight_offset") != (gemma ? 1.0 : 0.0))
+    return refuse(m, norm, err, errsz, gemma ? "Gemma 2's final norm has weight_offset 1"
+                                             : "weight_offset converts only as Gemma 2");
+  c->final_softcap = layer_setting_num(&m->layers[head], "softcap");
+  if (c->final_softcap > 0 && !gemma)
+    return refuse(m, head, err, errsz, "softcap converts only as Gemma 2");
   return 0;
 }
 
@@ -137,7 +212,9 @@ int hf_config_from_model_as(const pt_model *m, const char *arch, hf_config *c, c
   if (!gpt2 && norm_eps != c->eps)
     return refuse(m, li, err, errsz, "Llama's config has one rms_norm_eps: eps must be the blocks'");
   c->eps = norm_eps;
-  if (!layer_is(m, ++li, "lm_head")) return refuse(m, li, err, errsz, "expected lm_head");
+  if (!layer_is(m, li + 1, "lm_head")) return refuse(m, li + 1, err, errsz, "expected lm_head");
+  if (check_gemma2_ends(m, li, c, err, errsz) != 0) return -1;
+  ++li;
   const char *t0 = s->layers[0].tie, *th = s->layers[li].tie;
   if (th[0] && strcmp(th, t0))
     return refuse(m, li, err, errsz, "its tie is not the embedding's: only a head tied to the "

@@ -213,6 +213,18 @@ struct pt_kernels {
   void (*swiglu_backward)(const pt_kernels *k, float *dgu, const float *dy, const float *gu,
                           int N, int F);
 
+  /* Gemma 2's pieces. geglu: as swiglu with the tanh GELU of gelu_forward for silu, y =
+   * gelu(gate) * up (llama_block's mlp_act gelu_tanh). softcap: y = tanh(x / cap) * cap over n
+   * elements, backward dx = dy * (1 - tanh(x / cap)^2) (lm_head's softcap). add_scalar: y = x +
+   * c (the norms' weight offset, (1 + w)). Elementwise (y may alias x, dx dy or x). */
+  void (*geglu_forward)(const pt_kernels *k, float *y, const float *gu, int N, int F);
+  void (*geglu_backward)(const pt_kernels *k, float *dgu, const float *dy, const float *gu,
+                         int N, int F);
+  void (*softcap_forward)(const pt_kernels *k, float *y, const float *x, float cap, int64_t n);
+  void (*softcap_backward)(const pt_kernels *k, float *dx, const float *dy, const float *x,
+                           float cap, int64_t n);
+  void (*add_scalar)(const pt_kernels *k, float *y, const float *x, float c, int64_t n);
+
   /* GELU (tanh approximation) and ReLU over n elements; backward: dx = dy * f'(x). */
   void (*gelu_forward)(const pt_kernels *k, float *y, const float *x, int64_t n);
   void (*gelu_backward)(const pt_kernels *k, float *dx, const float *dy, const float *x,
@@ -354,8 +366,9 @@ struct pt_kernels {
   X(sumsq) X(all_finite)                                                                          \
   X(loss_acc) X(sumsq_into) X(finite_check)                                                       \
   X(layernorm_forward_residual) X(layernorm_backward_input_residual)                              \
-  X(rmsnorm_forward_residual) X(rmsnorm_backward_input_residual)                                 \
-  X(head_rmsnorm_forward) X(head_rmsnorm_backward_input) X(head_rmsnorm_backward_weight)
+  X(rmsnorm_forward_residual) X(rmsnorm_backward_input_residual)                                  \
+  X(head_rmsnorm_forward) X(head_rmsnorm_backward_input) X(head_rmsnorm_backward_weight)          \
+  X(geglu_forward) X(geglu_backward) X(softcap_forward) X(softcap_backward) X(add_scalar)
 #define PT_KERNELS_INIT(entry) .entry = entry,
 
 /* The CPU's table (kernels/cpu/kernels_cpu.c): host memory, results bitwise reproducible for a

@@ -192,6 +192,23 @@ static void swiglu_backward(const pt_kernels *k, float *dgu, const float *dy, co
                             int N, int F) {
   TIMED(swiglu_backward, ACTIVATION, F4 * 5.0 * N * F, dgu, dy, gu, N, F);
 }
+static void geglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
+  TIMED(geglu_forward, ACTIVATION, F4 * 3.0 * N * F, y, gu, N, F);
+}
+static void geglu_backward(const pt_kernels *k, float *dgu, const float *dy, const float *gu,
+                           int N, int F) {
+  TIMED(geglu_backward, ACTIVATION, F4 * 5.0 * N * F, dgu, dy, gu, N, F);
+}
+static void softcap_forward(const pt_kernels *k, float *y, const float *x, float cap, int64_t n) {
+  TIMED(softcap_forward, ACTIVATION, F4 * 2.0 * n, y, x, cap, n);
+}
+static void softcap_backward(const pt_kernels *k, float *dx, const float *dy, const float *x,
+                             float cap, int64_t n) {
+  TIMED(softcap_backward, ACTIVATION, F4 * 3.0 * n, dx, dy, x, cap, n);
+}
+static void add_scalar(const pt_kernels *k, float *y, const float *x, float c, int64_t n) {
+  TIMED(add_scalar, OTHER, F4 * 2.0 * n, y, x, c, n);
+}
 static void gelu_forward(const pt_kernels *k, float *y, const float *x, int64_t n) {
   TIMED(gelu_forward, ACTIVATION, F4 * 2.0 * n, y, x, n);
 }

@@ -1,6 +1,8 @@
 /* linear: out = in * weight^T + bias; weight [out, in], bias [out] (setting bias: false drops
  * it). Setting out: output features (default model.dim). Also lm_head: weight [vocab, dim], no
- * bias, tieable with an embedding. */
+ * bias, tieable with an embedding; its setting softcap c > 0 caps the logits to
+ * tanh(logits / c) * c (Gemma 2's final_logit_softcapping), keeping the uncapped logits in the
+ * saved area, where backward_input turns them into their gradient for backward_weight. */
 #include <math.h>
 
 #include "layers/builtin.h"
@@ -53,6 +55,58 @@ static void lm_head_configure(pt_layer *L, const pt_layer_setup *s, spec_errors 
 
 static void lm_head_init(pt_layer *L, uint64_t seed) { layer_init_normal(L, 0, seed, 0.02f); }
 
+static const pt_setting_decl lm_head_settings[] = {
+    {"softcap", PT_SETTING_NUM, 0, NULL, 0, 1e6, 0,
+     "logits capped to tanh(z / softcap) * softcap; 0: none (Gemma 2: 30)"},
+    {.name = NULL},
+};
+
+static float head_softcap(const pt_layer *L) { return (float)layer_setting_num(L, "softcap"); }
+
+/* softcap: the logits before the cap [B*T, vocab] (one float32 part, written by forward, then
+ * by backward_input with their gradient). */
+static size_t lm_head_saved(const pt_layer *L, int B, int T) {
+  return head_softcap(L) > 0 ? sizeof(float) * (size_t)B * T * L->out_dim : 0;
+}
+
+static void lm_head_forward(pt_layer *L, const pt_io *io) {
+  const float cap = head_softcap(L);
+  if (cap == 0) {
+    linear_forward(L, io);
+    return;
+  }
+  io->k->linear_forward(io->k, io->saved, io->in, L->w[0], NULL, io->B * io->T, L->in_dim,
+                        L->out_dim);
+  io->k->softcap_forward(io->k, io->out, io->saved, cap, (int64_t)io->B * io->T * L->out_dim);
+}
+
+static void lm_head_backward_input(pt_layer *L, const pt_io *io) {
+  const float cap = head_softcap(L);
+  if (cap == 0) {
+    linear_backward_input(L, io);
+    return;
+  }
+  float *dz = io->saved; /* the gradient w.r.t. the uncapped logits, over them */
+  io->k->softcap_backward(io->k, dz, io->dout, dz, cap, (int64_t)io->B * io->T * L->out_dim);
+  if (io->din)
+    io->k->linear_backward_input(io->k, io->din, dz, L->w[0], io->B * io->T, L->in_dim,
+                                 L->out_dim, 0);
+}
+
+static void lm_head_backward_weight(pt_layer *L, const pt_io *io) {
+  if (head_softcap(L) == 0) {
+    linear_backward_weight(L, io);
+    return;
+  }
+  io->k->linear_backward_weight(io->k, L->g[0], NULL, io->saved, io->in, io->B * io->T,
+                                L->in_dim, L->out_dim);
+}
+
+static void lm_head_cost(const pt_layer *L, int T, pt_layer_cost *c) {
+  layer_cost_default(L, T, c);
+  if (head_softcap(L) > 0) c->fwd_flops += 3.0 * T * L->out_dim, c->bwd_flops += 4.0 * T * L->out_dim;
+}
+
 const pt_layer_type layer_type_linear = {
     .name = "linear",
     .kernels_only = 1,
@@ -67,9 +121,12 @@ const pt_layer_type layer_type_linear = {
 const pt_layer_type layer_type_lm_head = {
     .name = "lm_head",
     .kernels_only = 1,
+    .settings = lm_head_settings,
     .configure = lm_head_configure,
+    .saved_bytes = lm_head_saved,
     .init = lm_head_init,
-    .forward = linear_forward,
-    .backward_input = linear_backward_input,
-    .backward_weight = linear_backward_weight,
+    .forward = lm_head_forward,
+    .backward_input = lm_head_backward_input,
+    .backward_weight = lm_head_backward_weight,
+    .cost = lm_head_cost,
 };

@@ -135,6 +135,28 @@ static void swiglu_backward(const pt_kernels *k, float *dgu, const float *dy, co
   op_swiglu_backward(dgu, dy, gu, N, F);
 }
 
+static void geglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
+  op_geglu_forward(y, gu, N, F);
+}
+
+static void geglu_backward(const pt_kernels *k, float *dgu, const float *dy, const float *gu,
+                           int N, int F) {
+  op_geglu_backward(dgu, dy, gu, N, F);
+}
+
+static void softcap_forward(const pt_kernels *k, float *y, const float *x, float cap, int64_t n) {
+  op_softcap_forward(y, x, cap, n);
+}
+
+static void softcap_backward(const pt_kernels *k, float *dx, const float *dy, const float *x,
+                             float cap, int64_t n) {
+  op_softcap_backward(dx, dy, x, cap, n);
+}
+
+static void add_scalar(const pt_kernels *k, float *y, const float *x, float c, int64_t n) {
+  op_add_scalar(y, x, c, n);
+}
+
 static void gelu_forward(const pt_kernels *k, float *y, const float *x, int64_t n) {
   op_gelu_forward(y, x, n);
 }

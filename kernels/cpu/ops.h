@@ -75,6 +75,12 @@ void op_rope(float *qkv, int B, int T, int H, int KVH, int hd, const pt_rope_fre
              const int32_t *positions);
 void op_swiglu_forward(float *y, const float *gu, int N, int F);
 void op_swiglu_backward(float *dgu, const float *dy, const float *gu, int N, int F);
+/* ops_gemma.c: kernels.h's geglu_*, softcap_* and add_scalar. */
+void op_geglu_forward(float *y, const float *gu, int N, int F);
+void op_geglu_backward(float *dgu, const float *dy, const float *gu, int N, int F);
+void op_softcap_forward(float *y, const float *x, float cap, int64_t n);
+void op_softcap_backward(float *dx, const float *dy, const float *x, float cap, int64_t n);
+void op_add_scalar(float *y, const float *x, float c, int64_t n);
 
 void op_add(float *y, const float *a, const float *b, int64_t n);      /* y = a + b */
 void op_add_inplace(float *y, const float *a, int64_t n);              /* y += a */

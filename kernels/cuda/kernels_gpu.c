@@ -176,6 +176,28 @@ static void swiglu_backward(const pt_kernels *k, float *dgu, const float *dy, co
   cuda_op_swiglu_backward(ctx(k), dgu, dy, gu, N, F);
 }
 
+static void geglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
+  cuda_op_geglu_forward(ctx(k), y, gu, N, F);
+}
+
+static void geglu_backward(const pt_kernels *k, float *dgu, const float *dy, const float *gu,
+                           int N, int F) {
+  cuda_op_geglu_backward(ctx(k), dgu, dy, gu, N, F);
+}
+
+static void softcap_forward(const pt_kernels *k, float *y, const float *x, float cap, int64_t n) {
+  cuda_op_softcap_forward(ctx(k), y, x, cap, n);
+}
+
+static void softcap_backward(const pt_kernels *k, float *dx, const float *dy, const float *x,
+                             float cap, int64_t n) {
+  cuda_op_softcap_backward(ctx(k), dx, dy, x, cap, n);
+}
+
+static void add_scalar(const pt_kernels *k, float *y, const float *x, float c, int64_t n) {
+  cuda_op_add_scalar(ctx(k), y, x, c, n);
+}
+
 static void gelu_forward(const pt_kernels *k, float *y, const float *x, int64_t n) {
   cuda_op_gelu_forward(ctx(k), y, x, n);
 }

@@ -102,6 +102,14 @@ void cuda_op_head_rmsnorm_backward_weight(gpu_ctx *g, float *dwq, float *dwk, co
 void cuda_op_swiglu_forward(gpu_ctx *g, float *y, const float *gu, int N, int F);
 void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu, int N,
                              int F);
+/* ops_gemma.cu: kernels.h's geglu_*, softcap_* and add_scalar (the CPU's formulas). */
+void cuda_op_geglu_forward(gpu_ctx *g, float *y, const float *gu, int N, int F);
+void cuda_op_geglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu, int N,
+                            int F);
+void cuda_op_softcap_forward(gpu_ctx *g, float *y, const float *x, float cap, int64_t n);
+void cuda_op_softcap_backward(gpu_ctx *g, float *dx, const float *dy, const float *x, float cap,
+                              int64_t n);
+void cuda_op_add_scalar(gpu_ctx *g, float *y, const float *x, float c, int64_t n);
 void cuda_op_add(gpu_ctx *g, float *y, const float *a, const float *b, int64_t n);
 void cuda_op_add_inplace(gpu_ctx *g, float *y, const float *a, int64_t n);
 void cuda_op_copy(gpu_ctx *g, float *y, const float *x, int64_t n);

@@ -62,6 +62,8 @@ learns qwen2 10 120 mpirun -np 2 --oversubscribe "$pipe_train" examples/qwen2.ya
   --set train.steps=10 --set train.micro_batch_size=4
 learns qwen3 10 120 mpirun -np 2 --oversubscribe "$pipe_train" examples/qwen3.yaml \
   --set train.steps=10 --set train.micro_batch_size=4
+learns gemma2 10 120 mpirun -np 2 --oversubscribe "$pipe_train" examples/gemma2.yaml \
+  --set train.steps=10 --set train.micro_batch_size=4
 
 # The custom layer example has its own main: no --metrics; it prints "loss A -> B".
 t0=$SECONDS

@@ -787,6 +787,41 @@ static void test_swiglu(int N, int F) {
   scope_end();
 }
 
+/* Gemma 2's elementwise kernels: geglu (as swiglu), softcap forward and backward (in place, as
+ * lm_head calls it), add_scalar; each close to the CPU's and bitwise repeatable. */
+static void test_gemma_ops(int N, int F) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "N=%d F=%d", N, F);
+  int64_t n = (int64_t)N * F;
+  float *gu = hrand(2 * n, -4, 4), *dy = hrand(n, -1, 1), *z = hrand(n, -60, 60);
+  float *yc = hnew(sizeof(float) * n), *dguc = hnew(sizeof(float) * 2 * n);
+  float *cc = hnew(sizeof(float) * n), *dc = hnew(sizeof(float) * n), *ac = hnew(sizeof(float) * n);
+  op_geglu_forward(yc, gu, N, F);
+  op_geglu_backward(dguc, dy, gu, N, F);
+  op_softcap_forward(cc, z, 30.0f, n);
+  op_softcap_backward(dc, dy, z, 30.0f, n);
+  op_add_scalar(ac, dy, 1.0f, n);
+  float *d_gu = upf(gu, 2 * n), *d_dy = upf(dy, n), *d_y = dnew(sizeof(float) * n);
+  float *d_dgu = dnew(sizeof(float) * 2 * n), *d_z = upf(z, n);
+  for (int rep = 0; rep < 2; rep++) { /* the second run must give the first's bits */
+    float *y1 = rep ? downf(d_y, n) : NULL, *g1 = rep ? downf(d_dgu, 2 * n) : NULL;
+    cuda_op_geglu_forward(&G, d_y, d_gu, N, F);
+    cuda_op_geglu_backward(&G, d_dgu, d_dy, d_gu, N, F);
+    if (!rep) continue;
+    expect_close("geglu_forward", shape, y1, yc, n, TOL_DEFAULT);
+    expect_same_bits("geglu_forward", shape, downf(d_y, n), y1, n);
+    expect_close("geglu_backward", shape, g1, dguc, 2 * n, TOL_DEFAULT);
+    expect_same_bits("geglu_backward", shape, downf(d_dgu, 2 * n), g1, 2 * n);
+  }
+  cuda_op_softcap_forward(&G, d_y, d_z, 30.0f, n);
+  expect_close("softcap_forward", shape, downf(d_y, n), cc, n, TOL_DEFAULT);
+  cuda_op_softcap_backward(&G, d_z, d_dy, d_z, 30.0f, n); /* in place over the logits */
+  expect_close("softcap_backward", shape, downf(d_z, n), dc, n, TOL_DEFAULT);
+  cuda_op_add_scalar(&G, d_y, d_dy, 1.0f, n);
+  expect_same_bits("add_scalar", shape, downf(d_y, n), ac, n);
+  scope_end();
+}
+
 /* ---- add, add_inplace, copy, colsum_acc ------------------------------------------------------ */
 
 static void test_misc(int N, int D) {
@@ -1678,6 +1713,8 @@ int main(void) {
     test_rope(1, 1024, 2, 1, 64, &(pt_rope_scaling){.theta = 500000.0});
   test_swiglu(7, 33);
   if (!small_only) test_swiglu(512, 344);
+  test_gemma_ops(7, 33);
+  if (!small_only) test_gemma_ops(512, 344);
   test_misc(7, 33);
   if (!small_only) test_misc(512, 768);  /* colsum: 4 row chunks */
   test_misc(6000, 8);   /* colsum: 46 row chunks of one column group */

@@ -9,7 +9,10 @@ head_dim other than hidden_size / heads, as Mistral Nemo's), llama_mlp_bias (Lla
 mlp_bias), qwen3 (Qwen3: q/k per-head RMSNorm, head_dim apart from hidden_size / heads, GQA,
 tied head), phi3 (Phi-3: fused qkv_proj and gate_up_proj, GQA; exported with --hf-arch),
 mistral_window (MistralForCausalLM with a sliding_window of 5 under seq_len 16, GQA:
-llama_block's window)).
+llama_block's window), gemma2 (Gemma2ForCausalLM: GQA, tied head, scaled embedding, (1 + w)
+RMSNorms, post-norms, GeGLU, final-logit soft-capping, alternating
+sliding windows shorter than seq_len, attention-logit soft-capping and a query_pre_attn_scalar
+other than head_dim)).
 
   1. import; pipetrain's loss on step 0's batch equals transformers' to 1e-5 relative (and,
      for scaled rope / Qwen2 / Qwen3 / mlp_bias / the window, transformers' loss without the
@@ -92,12 +95,14 @@ FAMILIES = {
              None),
     "mistral_window": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
                             sliding_window=5), None),
+    "gemma2": ({}, None),  # gemma2_config
 }
 # transformers' classes of a family: (config, model); Llama's where not named
 CLASSES = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
            "mistral_head_dim": ("MistralConfig", "MistralForCausalLM"),
            "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "phi3": ("Phi3Config", "Phi3ForCausalLM"),
-           "mistral_window": ("MistralConfig", "MistralForCausalLM")}
+           "mistral_window": ("MistralConfig", "MistralForCausalLM"),
+           "gemma2": ("Gemma2Config", "Gemma2ForCausalLM")}
 # --to-hf as the family's architecture where llama_block's blocks fit several (Phi-3's fused names)
 HF_ARCH = ["--hf-arch", "Phi3ForCausalLM"] if FAMILY == "phi3" else []
 # the parameters whose effect the loss must show (teeth), and their neutral value
@@ -105,11 +110,27 @@ NEUTRAL = {"qwen2": (("proj.bias",), 0.0), "qwen3": (("q_norm.weight", "k_norm.w
            "llama_mlp_bias": (("mlp.gate_proj.bias", "mlp.up_proj.bias", "mlp.down_proj.bias"), 0.0)}
 
 
+def gemma2_config(capped=True):
+    kw = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+              max_position_embeddings=T, tie_word_embeddings=True, bos_token_id=0,
+              eos_token_id=0, pad_token_id=0,
+              # a cap the logits reach, so the check below has teeth
+              final_logit_softcapping=2.0 if capped else None)
+    # layer 0 slides over 8 of the 16 positions, layer 1 attends all (llama_block's window,
+    # attn_softcap, attn_scale)
+    kw.update(sliding_window=8, attn_logit_softcapping=5.0 if capped else None,
+              query_pre_attn_scalar=16)
+    return transformers.Gemma2Config(**kw)
+
+
 def causal_lm(cfg):
     return getattr(transformers, CLASSES.get(FAMILY, ("", "LlamaForCausalLM"))[1])(cfg)
 
 
 def llama_config(scaled=True, windowed=True):
+    if FAMILY == "gemma2":
+        return gemma2_config(capped=scaled)
     args, rope = FAMILIES[FAMILY]
     kw = dict(vocab_size=VOCAB, intermediate_size=64, num_hidden_layers=2,
               max_position_embeddings=T, rope_theta=10000.0, tie_word_embeddings=False,
@@ -152,6 +173,9 @@ def make_model(out):
             # keys the window drops) show in the loss
             if sharpen and (name.endswith("q_proj.weight") or name.endswith("k_proj.weight")):
                 p.mul_(20.0)
+            # Gemma 2: logits (through the tied head) large enough for the soft-cap to bend
+            if FAMILY == "gemma2" and name.endswith("embed_tokens.weight"):
+                p.mul_(50.0)
     model.save_pretrained(out)
     if FAMILY == "llama_linear":
         legacy_rope_spelling(out)
@@ -249,6 +273,11 @@ def steps(work):
         plain.load_state_dict(model.state_dict())
         u = hf_loss(plain, tokens, 0)
         check(not close(u, b), f"the rope scaling changes transformers' loss ({u:.9g} unscaled)")
+    if FAMILY == "gemma2":
+        plain = causal_lm(llama_config(scaled=False))
+        plain.load_state_dict(model.state_dict())
+        u = hf_loss(plain, tokens, 0)
+        check(not close(u, b), f"the soft-caps change transformers' loss ({u:.9g} without)")
     if FAMILY in NEUTRAL:
         names, value = NEUTRAL[FAMILY]
         plain = causal_lm(llama_config())

@@ -118,6 +118,26 @@ static int is_rms(const lcase *c) {
   return !strcmp(c->type, "rmsnorm") || !strcmp(c->type, "llama_block");
 }
 
+/* Gemma 2's options of a case, as the spec writes them: "key: value, " each. */
+static void gemma_args(const ref_shape *s, const char *type, char *buf, size_t sz) {
+  size_t n = 0;
+  buf[0] = '\0';
+  if (s->norm_offset != 0)
+    n += (size_t)snprintf(buf + n, sz - n, "%s: %.17g, ",
+                          !strcmp(type, "rmsnorm") ? "weight_offset" : "norm_offset",
+                          s->norm_offset);
+  if (s->post_norms) n += (size_t)snprintf(buf + n, sz - n, "post_norms: true, ");
+  if (s->gelu_mlp) n += (size_t)snprintf(buf + n, sz - n, "mlp_act: gelu_tanh, ");
+  if (s->embed_scale) n += (size_t)snprintf(buf + n, sz - n, "scale_sqrt_dim: true, ");
+  if (s->softcap > 0) snprintf(buf + n, sz - n, "softcap: %.17g, ", s->softcap);
+}
+
+static void gemma_desc(const ref_shape *s, const char *type, char *buf, size_t sz) {
+  char args[200];
+  gemma_args(s, type, args, sizeof args);
+  if (args[0]) snprintf(buf, sz, " %s", args);
+}
+
 static void describe(lcase *c) {
   char in[16] = "tokens";
   if (strcmp(c->type, "embedding") != 0) snprintf(in, sizeof in, "%d", c->s.in_dim);
@@ -141,7 +161,8 @@ static void describe(lcase *c) {
   if (c->s.attn_softcap > 0)
     n += snprintf(c->desc + n, sizeof c->desc - n, " attn_softcap=%g", c->s.attn_softcap);
   if (c->s.attn_scale > 0)
-    snprintf(c->desc + n, sizeof c->desc - n, " attn_scale=%g", c->s.attn_scale);
+    n += snprintf(c->desc + n, sizeof c->desc - n, " attn_scale=%g", c->s.attn_scale);
+  gemma_desc(&c->s, c->type, c->desc + n, sizeof c->desc - n);
 }
 
 /* llama_block's rope_scaling map of ref_shape's rope fields ("" for none). */
@@ -211,6 +232,10 @@ static lcase random_case(const char *type, uint64_t *rng) {
     c.s.qk_norm = rng_int(rng, 0, 1);
     c.s.mlp_bias = rng_int(rng, 0, 1);
     if (rng_int(rng, 0, 2) == 0) c.s.window = rng_int(rng, 1, 6);
+    if (rng_int(rng, 0, 2) == 0) { /* Gemma 2's block */
+      c.s.norm_offset = 1.0;
+      c.s.post_norms = c.s.gelu_mlp = 1;
+    }
   }
   c.seed = rng_next(rng);
   return c;
@@ -246,6 +271,39 @@ static int add(lcase *cases, int n, lcase c) {
   describe(&c);
   cases[n] = c;
   return n + 1;
+}
+
+/* Gemma 2's options, each alone and together (llama_block: after q, k, v biases, grouped-query;
+ * the random cases add them on longer sequences), the scaled embedding, the (1 + w) rmsnorm and the soft-capped head (cap 2: logits
+ * of O(1) reach tanh's bend); written to out, returns how many. */
+static int gemma_cases(lcase *out, uint64_t *rng) {
+  static const struct {
+    int B, T, dim, heads, kv_heads, ffn_dim, qkv_bias, post, gelu;
+    double offset;
+  } g[] = {{2, 5, 8, 4, 2, 6, 0, 1, 1, 1.0}, {2, 3, 8, 2, 1, 5, 1, 1, 0, 0.0},
+           {2, 4, 12, 3, 3, 7, 0, 0, 1, 0.0}, {1, 5, 8, 2, 2, 3, 1, 0, 0, 1.0}};
+  int n = 0;
+  for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+    lcase c = llama_case(g[i].B, g[i].T, g[i].dim, g[i].heads, g[i].kv_heads, g[i].ffn_dim,
+                         10000.0, 0.0, rng);
+    c.s.qkv_bias = g[i].qkv_bias, c.s.post_norms = g[i].post, c.s.gelu_mlp = g[i].gelu;
+    c.s.norm_offset = g[i].offset;
+    describe(&c);
+    out[n++] = c;
+  }
+  lcase c = edge_case("embedding", 2, 5, 5, 6, 1, 5, 0, rng);
+  c.s.embed_scale = 1;
+  describe(&c);
+  out[n++] = c;
+  c = edge_case("rmsnorm", 2, 4, 4, 8, 1, 7, 0, rng);
+  c.s.norm_offset = 1.0;
+  describe(&c);
+  out[n++] = c;
+  c = edge_case("lm_head", 2, 3, 3, 4, 1, 9, 0, rng);
+  c.s.softcap = 2.0;
+  describe(&c);
+  out[n++] = c;
+  return n;
 }
 
 /* Hand-picked cases that random shapes rarely hit, then random ones for every registered type
@@ -346,6 +404,7 @@ static int make_cases(lcase *cases, uint64_t *rng) {
   c.eps_arg = 1;
   c.s.rms_eps = 1e-3;
   n = add(cases, n, c);
+  if (n + 8 <= MAX_CASES) n += gemma_cases(cases + n, rng);
   for (int t = 0; layer_type_at(t); t++)
     for (int k = 0; k < 4; k++) n = add(cases, n, random_case(layer_type_at(t)->name, rng));
   return n;
@@ -380,6 +439,9 @@ static void case_yaml(const lcase *c, char *buf, size_t sz) {
     if (c->s.attn_scale > 0)
       n += (size_t)snprintf(args + n, sizeof args - n, "attn_scale: %.17g, ", c->s.attn_scale);
   }
+  char gemma[200];
+  gemma_args(&c->s, c->type, gemma, sizeof gemma);
+  n += (size_t)snprintf(args + n, sizeof args - n, "%s", gemma);
   if (n >= 2) args[n - 2] = '\0'; /* drop the last ", " */
   snprintf(buf, sz,
            "model: {vocab: %d, seq_len: %d, dim: %d, heads: %d}\n"

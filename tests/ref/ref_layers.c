@@ -97,6 +97,10 @@ static int llama_params(const ref_shape *s, ref_param *out) {
     add_param(out, &n, "mlp.up.bias", F, 0);
     add_param(out, &n, "mlp.down.bias", d, 0);
   }
+  if (s->post_norms) {
+    add_param(out, &n, "attn_post_norm.weight", d, 0);
+    add_param(out, &n, "mlp_post_norm.weight", d, 0);
+  }
   return n;
 }
 
@@ -157,8 +161,10 @@ static double ref_gelu(double x) {
 
 static void fwd_embedding(const ref_shape *s, double *const *p, const int32_t *tok, int64_t rows,
                           double *out) {
+  /* scale_sqrt_dim: sqrt(dim) rounded to float32, as Gemma's normalizer */
+  double scale = s->embed_scale ? (double)(float)sqrt((double)s->dim) : 1.0;
   for (int64_t r = 0; r < rows; r++)
-    memcpy(out + r * s->dim, p[0] + (int64_t)tok[r] * s->dim, sizeof(double) * s->dim);
+    for (int i = 0; i < s->dim; i++) out[r * s->dim + i] = p[0][(int64_t)tok[r] * s->dim + i] * scale;
 }
 
 static void fwd_pos_embedding(const ref_shape *s, double *const *p, const double *in, int B,
@@ -192,8 +198,11 @@ static void fwd_pointwise(int is_gelu, const double *in, int64_t n, double *out)
 
 static void fwd_lm_head(const ref_shape *s, double *const *p, const double *in, int64_t rows,
                         double *out) {
-  for (int64_t r = 0; r < rows; r++)
-    ref_affine(p[0], NULL, in + r * s->dim, s->dim, s->vocab, out + r * s->vocab);
+  for (int64_t r = 0; r < rows; r++) {
+    double *z = out + r * s->vocab;
+    ref_affine(p[0], NULL, in + r * s->dim, s->dim, s->vocab, z);
+    for (int v = 0; s->softcap > 0 && v < s->vocab; v++) z[v] = tanh(z[v] / s->softcap) * s->softcap;
+  }
 }
 
 /* Causal multi-head attention of one sequence: qkv is [T, 3d], o is [T, d]. p is scratch [T]. */
@@ -305,10 +314,19 @@ static void ref_rms(const double *x, const double *w, int n, double eps, double 
 
 static double rms_eps(const ref_shape *s) { return s->rms_eps > 0 ? s->rms_eps : REF_RMS_EPS; }
 
+/* The RMSNorm of shape s on one row: its eps, its weight plus s->norm_offset. */
+static void ref_norm(const ref_shape *s, const double *x, const double *w, int n, double *y) {
+  double *wo = malloc(sizeof(double) * (size_t)n);
+  if (!wo) abort();
+  for (int i = 0; i < n; i++) wo[i] = s->norm_offset + w[i];
+  ref_rms(x, wo, n, rms_eps(s), y);
+  free(wo);
+}
+
 static void fwd_rmsnorm(const ref_shape *s, double *const *p, const double *in, int64_t rows,
                         double *out) {
   for (int64_t r = 0; r < rows; r++)
-    ref_rms(in + r * s->in_dim, p[0], s->in_dim, rms_eps(s), out + r * s->in_dim);
+    ref_norm(s, in + r * s->in_dim, p[0], s->in_dim, out + r * s->in_dim);
 }
 
 /* inv_freq[i] of pair i as transformers' scaled types define it, in double. */
@@ -353,28 +371,29 @@ static double ref_silu(double g) { return g / (1.0 + exp(-g)); }
 static int llama_sequence(const ref_shape *s, double *const *p, const double *x, int T,
                           double *y) {
   int d = s->dim, H = s->heads, hd = llama_head_dim(s), K = llama_kv_heads(s), F = s->ffn_dim;
-  double theta = s->rope_theta > 0 ? s->rope_theta : REF_ROPE_THETA, eps = rms_eps(s);
+  double theta = s->rope_theta > 0 ? s->rope_theta : REF_ROPE_THETA;
   double *n = malloc(sizeof(double) * d), *q = malloc(sizeof(double) * T * H * hd);
   double *k = malloc(sizeof(double) * T * K * hd), *v = malloc(sizeof(double) * T * K * hd);
   double *att = malloc(sizeof(double) * H * hd), *h = malloc(sizeof(double) * T * d);
   double *sc = malloc(sizeof(double) * T), *g = malloc(sizeof(double) * F);
   double *u = malloc(sizeof(double) * F), *o = malloc(sizeof(double) * d);
-  int ok = n && q && k && v && att && h && sc && g && u && o;
-  /* the optional parameters' places (ref_layers.h): after the q/k/v biases */
-  const int qn = 9 + 3 * s->qkv_bias, mb = qn + 2 * s->qk_norm;
+  double *pn = malloc(sizeof(double) * d);
+  int ok = n && q && k && v && att && h && sc && g && u && o && pn;
+  /* the optional parameters' places (ref_layers.h): after the q/k/v biases; post_norms' last */
+  const int qn = 9 + 3 * s->qkv_bias, mb = qn + 2 * s->qk_norm, post = mb + 3 * s->mlp_bias;
   for (int t = 0; ok && t < T; t++) {
-    ref_rms(x + (int64_t)t * d, p[0], d, eps, n);
+    ref_norm(s, x + (int64_t)t * d, p[0], d, n);
     const int bias = s->qkv_bias;
     ref_affine(p[1], bias ? p[9] : NULL, n, d, H * hd, q + (int64_t)t * H * hd);
     ref_affine(p[2], bias ? p[10] : NULL, n, d, K * hd, k + (int64_t)t * K * hd);
     ref_affine(p[3], bias ? p[11] : NULL, n, d, K * hd, v + (int64_t)t * K * hd);
     for (int j = 0; s->qk_norm && j < H; j++) {
       double *qh = q + (int64_t)t * H * hd + j * hd;
-      ref_rms(qh, p[qn], hd, eps, qh);
+      ref_norm(s, qh, p[qn], hd, qh);
     }
     for (int j = 0; s->qk_norm && j < K; j++) {
       double *kh = k + (int64_t)t * K * hd + j * hd;
-      ref_rms(kh, p[qn + 1], hd, eps, kh);
+      ref_norm(s, kh, p[qn + 1], hd, kh);
     }
     for (int j = 0; j < H; j++) ref_rope_head(s, q + (int64_t)t * H * hd + j * hd, hd, t, theta);
     for (int j = 0; j < K; j++) ref_rope_head(s, k + (int64_t)t * K * hd + j * hd, hd, t, theta);
@@ -402,15 +421,18 @@ static int llama_sequence(const ref_shape *s, double *const *p, const double *x,
       }
     }
     ref_affine(p[4], NULL, att, H * hd, d, o);
+    if (s->post_norms) ref_norm(s, memcpy(pn, o, sizeof(double) * d), p[post], d, o);
     for (int i = 0; i < d; i++) h[(int64_t)t * d + i] = x[(int64_t)t * d + i] + o[i];
-    ref_rms(h + (int64_t)t * d, p[5], d, eps, n);
+    ref_norm(s, h + (int64_t)t * d, p[5], d, n);
     ref_affine(p[6], s->mlp_bias ? p[mb] : NULL, n, d, F, g);
     ref_affine(p[7], s->mlp_bias ? p[mb + 1] : NULL, n, d, F, u);
-    for (int i = 0; i < F; i++) g[i] = ref_silu(g[i]) * u[i];
+    for (int i = 0; i < F; i++) g[i] = (s->gelu_mlp ? ref_gelu(g[i]) : ref_silu(g[i])) * u[i];
     ref_affine(p[8], s->mlp_bias ? p[mb + 2] : NULL, g, F, d, o);
+    if (s->post_norms) ref_norm(s, memcpy(pn, o, sizeof(double) * d), p[post + 1], d, o);
     for (int i = 0; i < d; i++) y[(int64_t)t * d + i] = h[(int64_t)t * d + i] + o[i];
   }
   free(n), free(q), free(k), free(v), free(att), free(h), free(sc), free(g), free(u), free(o);
+  free(pn);
   return ok ? 0 : -1;
 }
 

@@ -75,12 +75,20 @@ typedef struct {
   int qk_norm;  /* llama_block: per-head RMSNorm of q and k before rope (attn.q_norm.weight,
                    attn.k_norm.weight [hd], after the q/k/v biases; the block's eps) */
   int mlp_bias; /* llama_block: biases on gate, up, down (mlp.gate.bias [F], mlp.up.bias [F],
-                   mlp.down.bias [d], last) */
+                   mlp.down.bias [d], after the q/k norms) */
   /* llama_block: the sliding window (0: none; query t sees keys t - window < s <= t), the
    * attention-logit soft-cap (0: none; score z -> cap tanh(z / cap) after scaling) and the
    * scores' scale (0: 1/sqrt(hd)) */
   int window;
   double attn_softcap, attn_scale;
+  /* Gemma 2's options: rmsnorm and llama_block's norms (q/k norms too) compute with
+   * norm_offset + w; llama_block's post_norms (params attn_post_norm.weight,
+   * mlp_post_norm.weight last: the attention's and the MLP's outputs normed before the residual
+   * adds) and gelu_mlp (the tanh GELU gates instead of silu); embedding's embed_scale (rows
+   * times sqrt(dim) rounded to float); lm_head's softcap (logits z -> tanh(z / softcap) *
+   * softcap, 0: none). */
+  double norm_offset, softcap;
+  int post_norms, gelu_mlp, embed_scale;
 } ref_shape;
 
 /* A shape with every argument at its default: in_dim = dim, linear out = dim with bias,
