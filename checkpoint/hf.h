@@ -57,6 +57,8 @@ typedef struct {
   hf_opt qkv_bias, qk_norm, mlp_bias; /* the llama_block options of its blocks */
   hf_opt gemma2; /* Gemma 2's block options together (norm_offset 1, post_norms, mlp_act
                     gelu_tanh) with its embedding scale, final norm offset and soft-caps */
+  hf_opt window; /* one sliding_window for every block (llama_block's window); Gemma 2's
+                    alternating ones are its own (gemma2) */
 } hf_arch;
 
 /* The registry entry for an architecture name, or NULL. */
@@ -65,9 +67,11 @@ const hf_arch *hf_arch_find(const char *architecture);
 const char *hf_arch_list(void);
 /* The first registered Llama-family architecture whose options fit blocks with these
  * llama_block options (export's default), or NULL. */
-const hf_arch *hf_arch_for_blocks(int qkv_bias, int qk_norm, int mlp_bias, int gemma2);
+const hf_arch *hf_arch_for_blocks(int qkv_bias, int qk_norm, int mlp_bias, int gemma2,
+                                  int window);
 /* Whether architecture a represents blocks with these options. */
-int hf_arch_fits(const hf_arch *a, int qkv_bias, int qk_norm, int mlp_bias, int gemma2);
+int hf_arch_fits(const hf_arch *a, int qkv_bias, int qk_norm, int mlp_bias, int gemma2,
+                 int window);
 /* Index in the layer list of the layer holding role (block b for HF_ROLE_BLOCK). */
 int hf_role_layer(hf_family f, hf_role role, int b, int n_blocks);
 

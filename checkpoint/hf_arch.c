@@ -93,19 +93,19 @@ static const hf_name k_gemma2[] = {
 #define N(a) ((int)(sizeof a / sizeof a[0]))
 /* Export picks the first Llama-family entry that fits the blocks (hf_arch_for_blocks). */
 static const hf_arch k_archs[] = {
-    {"GPT2LMHeadModel", "gpt2", HF_GPT2, k_gpt2, N(k_gpt2), k_gpt2_ignored, 0, 0, 0, 0},
+    {"GPT2LMHeadModel", "gpt2", HF_GPT2, k_gpt2, N(k_gpt2), k_gpt2_ignored, 0, 0, 0, 0, 0},
     {"LlamaForCausalLM", "llama", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_NO, HF_OPT_CONFIG, HF_OPT_NO},
+     HF_OPT_NO, HF_OPT_CONFIG, HF_OPT_NO, HF_OPT_NO},
     {"MistralForCausalLM", "mistral", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO},
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, HF_OPT_CONFIG},
     {"Qwen2ForCausalLM", "qwen2", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_YES,
-     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO},
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, HF_OPT_NO},
     {"Qwen3ForCausalLM", "qwen3", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_YES, HF_OPT_NO, HF_OPT_NO},
+     HF_OPT_YES, HF_OPT_NO, HF_OPT_NO, HF_OPT_NO},
     {"Phi3ForCausalLM", "phi3", HF_LLAMA, k_phi3, N(k_phi3), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO},
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, HF_OPT_CONFIG},
     {"Gemma2ForCausalLM", "gemma2", HF_LLAMA, k_gemma2, N(k_gemma2), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_NO, HF_OPT_NO, HF_OPT_YES},
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_YES, HF_OPT_NO},
 };
 
 const hf_arch *hf_arch_find(const char *architecture) {
@@ -121,15 +121,18 @@ const char *hf_arch_list(void) {
 
 static int opt_fits(hf_opt o, int on) { return o == HF_OPT_CONFIG || (int)(o == HF_OPT_YES) == on; }
 
-int hf_arch_fits(const hf_arch *a, int qkv_bias, int qk_norm, int mlp_bias, int gemma2) {
+int hf_arch_fits(const hf_arch *a, int qkv_bias, int qk_norm, int mlp_bias, int gemma2,
+                 int window) {
   return a->family == HF_LLAMA && opt_fits(a->qkv_bias, qkv_bias) &&
          opt_fits(a->qk_norm, qk_norm) && opt_fits(a->mlp_bias, mlp_bias) &&
-         opt_fits(a->gemma2, gemma2);
+         opt_fits(a->gemma2, gemma2) && (!window || a->window != HF_OPT_NO);
 }
 
-const hf_arch *hf_arch_for_blocks(int qkv_bias, int qk_norm, int mlp_bias, int gemma2) {
+const hf_arch *hf_arch_for_blocks(int qkv_bias, int qk_norm, int mlp_bias, int gemma2,
+                                  int window) {
   for (int i = 0; i < N(k_archs); i++)
-    if (hf_arch_fits(&k_archs[i], qkv_bias, qk_norm, mlp_bias, gemma2)) return &k_archs[i];
+    if (hf_arch_fits(&k_archs[i], qkv_bias, qk_norm, mlp_bias, gemma2, window))
+      return &k_archs[i];
   return NULL;
 }
 

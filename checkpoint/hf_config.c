@@ -320,17 +320,11 @@ static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
     cfg_fail(r, "partial_rotary_factor", "%g is not supported: llama_block rotates every pair of "
              "a head (1.0)", cfg_num(r, "partial_rotary_factor", 1.0));
   c->seq_len = seq_len ? seq_len : (max_pos < LLAMA_SEQ_CAP ? max_pos : LLAMA_SEQ_CAP);
-  /* Mistral's band mask (transformers' sliding_window: keys after query - window) is
-   * llama_block's window; one at least seq_len long masks nothing */
+  /* Mistral's and Phi-3's band mask (transformers' sliding_window: keys after query -
+   * window) is llama_block's window; one at least seq_len long masks nothing */
   int64_t window = cfg_int(r, "sliding_window", 0, 0, 0, INT64_MAX / 2);
-  if (!r->failed && window > 0 && window < c->seq_len &&
-      !strcmp(a->architecture, "MistralForCausalLM"))
+  if (!r->failed && window > 0 && window < c->seq_len && a->window == HF_OPT_CONFIG)
     c->window = window;
-  else if (!r->failed && window > 0 && window < c->seq_len &&
-           !strcmp(a->architecture, "Phi3ForCausalLM"))
-    cfg_fail(r, "sliding_window", "%lld is shorter than seq_len %lld: Phi-3's window is not "
-             "mapped to llama_block's window yet (Mistral's is); convert with --seq-len %lld",
-             (long long)window, (long long)c->seq_len, (long long)window);
 }
 
 static char *read_text(const char *path, char *err, size_t errsz) {
@@ -627,7 +621,7 @@ static cJSON *llama_json(const hf_config *c) {
   if (!c->qkv_bias) cJSON_AddFalseToObject(o, "attention_bias"); /* Qwen2's q/k/v always have */
   cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
   cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
-  if (!strcmp(c->arch->architecture, "MistralForCausalLM")) {
+  if (c->arch->window == HF_OPT_CONFIG) {
     if (c->window) cJSON_AddNumberToObject(o, "sliding_window", (double)c->window);
     else cJSON_AddNullToObject(o, "sliding_window");
   }

@@ -111,19 +111,19 @@ static int gemma2_from_blocks(const pt_model *m, const block_shape *b, int first
 /* The Llama-family architecture of blocks like b: `arch` if named, else the first that fits. */
 static int pick_arch(const pt_model *m, int li, const char *arch, hf_config *c, char *err,
                      size_t errsz) {
-  /* a window outside Gemma 2: Mistral's sliding_window, the one architecture with one */
-  const hf_arch *a = arch        ? hf_arch_find(arch)
-                     : c->window ? hf_arch_find("MistralForCausalLM")
-                                 : hf_arch_for_blocks(c->qkv_bias, c->qk_norm, c->mlp_bias,
-                                                      c->gemma2);
+  const int window = c->window > 0; /* outside Gemma 2: Mistral's or Phi-3's sliding_window */
+  const hf_arch *a = arch ? hf_arch_find(arch)
+                          : hf_arch_for_blocks(c->qkv_bias, c->qk_norm, c->mlp_bias, c->gemma2,
+                                               window);
   if (arch && !a) {
     snprintf(err, errsz, "--hf-arch %s: unknown; pipe_convert converts %s", arch, hf_arch_list());
     return -1;
   }
-  if (a && c->window && strcmp(a->architecture, "MistralForCausalLM"))
+  if (a && window && a->window == HF_OPT_NO)
     return refuse(m, li, err, errsz, "its window (sliding attention) exports only as "
-                  "MistralForCausalLM; name that --hf-arch or drop the window");
-  if (!a || !hf_arch_fits(a, c->qkv_bias, c->qk_norm, c->mlp_bias, c->gemma2)) {
+                  "MistralForCausalLM or Phi3ForCausalLM; name one with --hf-arch or drop the "
+                  "window");
+  if (!a || !hf_arch_fits(a, c->qkv_bias, c->qk_norm, c->mlp_bias, c->gemma2, window)) {
     char why[512];
     if (a)
       snprintf(why, sizeof why, "%s cannot hold its blocks (qkv_bias %d, qk_norm %d, mlp_bias %d, "

@@ -7,7 +7,8 @@ types; llama_linear's config.json rewritten in transformers 4's rope_scaling spe
 (Qwen2/Qwen2.5: q/k/v biases, GQA, tied head), mistral_head_dim (MistralForCausalLM with a
 head_dim other than hidden_size / heads, as Mistral Nemo's), llama_mlp_bias (Llama with
 mlp_bias), qwen3 (Qwen3: q/k per-head RMSNorm, head_dim apart from hidden_size / heads, GQA,
-tied head), phi3 (Phi-3: fused qkv_proj and gate_up_proj, GQA; exported with --hf-arch),
+tied head), phi3 (Phi-3: fused qkv_proj and gate_up_proj, GQA, a sliding_window of 5; exported
+with --hf-arch),
 mistral_window (MistralForCausalLM with a sliding_window of 5 under seq_len 16, GQA:
 llama_block's window), gemma2 (Gemma2ForCausalLM: GQA, tied head, scaled embedding, (1 + w)
 RMSNorms, post-norms, GeGLU, final-logit soft-capping, alternating
@@ -91,8 +92,8 @@ FAMILIES = {
     "qwen3": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                    rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False),
               None),
-    "phi3": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, pad_token_id=0),
-             None),
+    "phi3": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, pad_token_id=0,
+                  sliding_window=5), None),
     "mistral_window": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
                             sliding_window=5), None),
     "gemma2": ({}, None),  # gemma2_config
@@ -103,6 +104,8 @@ CLASSES = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
            "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "phi3": ("Phi3Config", "Phi3ForCausalLM"),
            "mistral_window": ("MistralConfig", "MistralForCausalLM"),
            "gemma2": ("Gemma2Config", "Gemma2ForCausalLM")}
+# the families whose config has a sliding_window shorter than seq_len (llama_block's window)
+WINDOWED = ("mistral_window", "phi3")
 # --to-hf as the family's architecture where llama_block's blocks fit several (Phi-3's fused names)
 HF_ARCH = ["--hf-arch", "Phi3ForCausalLM"] if FAMILY == "phi3" else []
 # the parameters whose effect the loss must show (teeth), and their neutral value
@@ -162,7 +165,7 @@ def make_model(out):
         model = transformers.GPT2LMHeadModel(cfg)
     else:
         model = causal_lm(llama_config())
-    sharpen = FAMILY in FAMILIES and FAMILIES[FAMILY][1] is not None or FAMILY == "mistral_window"
+    sharpen = FAMILY in FAMILIES and FAMILIES[FAMILY][1] is not None or FAMILY in WINDOWED
     with torch.no_grad():  # LayerNorm / RMSNorm weights away from 1, biases away from 0
         for name, p in model.named_parameters():
             if p.dim() == 1:
@@ -286,7 +289,7 @@ def steps(work):
         u = hf_loss(plain, tokens, 0)
         check(not close(u, b), f"{', '.join(names)} change transformers' loss ({u:.9g} "
               f"with them {value})")
-    if FAMILY == "mistral_window":
+    if FAMILY in WINDOWED:
         plain = causal_lm(llama_config(windowed=False))
         plain.load_state_dict(model.state_dict())
         u = hf_loss(plain, tokens, 0)
