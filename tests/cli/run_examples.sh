@@ -64,6 +64,10 @@ learns qwen3 10 120 mpirun -np 2 --oversubscribe "$pipe_train" examples/qwen3.ya
   --set train.steps=10 --set train.micro_batch_size=4
 learns gemma2 10 120 mpirun -np 2 --oversubscribe "$pipe_train" examples/gemma2.yaml \
   --set train.steps=10 --set train.micro_batch_size=4
+learns mistral 10 120 mpirun -np 2 --oversubscribe "$pipe_train" examples/mistral.yaml \
+  --set train.steps=10 --set train.micro_batch_size=4
+learns phi3 10 120 mpirun -np 2 --oversubscribe "$pipe_train" examples/phi3.yaml \
+  --set train.steps=10 --set train.micro_batch_size=4
 
 # The custom layer example has its own main: no --metrics; it prints "loss A -> B".
 t0=$SECONDS
