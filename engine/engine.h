@@ -36,8 +36,9 @@ typedef struct {
   /* Continues from a checkpoint of any layout; 0, or -1 on every rank with err set on the one
    * rank that says why (empty elsewhere). */
   int (*load)(pt_engine *e, const char *path, char *err, size_t errsz);
-  /* The whole model into one safetensors file at path; a failure ends the job. */
-  void (*gather)(pt_engine *e, const char *path);
+  /* The whole model into one safetensors file at path; a failure ends the job with a line
+   * starting with `what` (the option the user gave: "--gather", or --gather-hf's). */
+  void (*gather)(pt_engine *e, const char *path, const char *what);
   /* The pending preemption signal (SIGTERM, SIGINT) of any rank, or 0: the same everywhere. */
   int (*agree_signal)(pt_engine *e);
   /* The run's shape for the start-up line ("10 layers on 2 stages x ..."; rank 0). */

@@ -56,8 +56,8 @@ static int pipelined_load(pt_engine *e, const char *path, char *err, size_t errs
   return pipeline_load(&((pipelined *)e->impl)->p, path, err, errsz);
 }
 
-static void pipelined_gather(pt_engine *e, const char *path) {
-  pipeline_gather(&((pipelined *)e->impl)->p, path);
+static void pipelined_gather(pt_engine *e, const char *path, const char *what) {
+  pipeline_gather(&((pipelined *)e->impl)->p, path, what);
 }
 
 /* The largest pending signal over all ranks (they may see it at different times): gathered on

@@ -34,8 +34,8 @@ static int sequential_load(pt_engine *e, const char *path, char *err, size_t err
   return trainer_load(&((sequential *)e->impl)->t, path, err, errsz);
 }
 
-static void sequential_gather(pt_engine *e, const char *path) {
-  trainer_gather(&((sequential *)e->impl)->t, path);
+static void sequential_gather(pt_engine *e, const char *path, const char *what) {
+  trainer_gather(&((sequential *)e->impl)->t, path, what);
 }
 
 static int sequential_agree_signal(pt_engine *e) { return signals_pending(); }

@@ -113,8 +113,9 @@ int pipeline_load(pt_pipeline *p, const char *path, char *err, size_t errsz);
 int pipeline_save(pt_pipeline *p, const char *dir, const pt_spec_source *src, char *err,
                   size_t errsz);
 /* Rank 0 receives every stage's weights (replica 0) and writes one sequential safetensors file
- * at path (see checkpoint_write_sequential): no shared file system needed. Collective. */
-void pipeline_gather(pt_pipeline *p, const char *path);
+ * at path (see checkpoint_write_sequential): no shared file system needed. Collective. A
+ * failure ends the job with a line starting with `what` (the option: "--gather"). */
+void pipeline_gather(pt_pipeline *p, const char *path, const char *what);
 /* Rank 0 receives n doubles from every rank (all: [ranks * n], on rank 0 only), peer by peer,
  * so that a dead or hung rank is named by the watchdog. Collective. */
 void pipeline_gather_root(pt_pipeline *p, const double *mine, int n, double *all,

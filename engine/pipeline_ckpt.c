@@ -134,7 +134,7 @@ static void copy_into(pt_model *whole, const pt_model *part) {
 
 /* Rank 0: its own weights and every other stage's (replica 0) into one whole model on the host,
  * then the file. A stage's buffer layout is known from its chunks' layer ranges. */
-static void gather_whole(pt_pipeline *p, const char *path, int tag) {
+static void gather_whole(pt_pipeline *p, const char *path, const char *what, int tag) {
   pt_model whole;
   spec_errors e = {0};
   if (model_configure(&whole, p->part.spec, &e) != 0) pt_fatal("%s", e.msg);
@@ -158,11 +158,11 @@ static void gather_whole(pt_pipeline *p, const char *path, int tag) {
   free(ranges);
   char err[1024];
   if (checkpoint_write_sequential(&whole, NULL, path, p->part.step, err, sizeof err) != 0)
-    pt_fatal("--gather: %s", err);
+    pt_fatal("%s: %s", what, err);
   model_free(&whole);
 }
 
-void pipeline_gather(pt_pipeline *p, const char *path) {
+void pipeline_gather(pt_pipeline *p, const char *path, const char *what) {
   int tag = PT_TAG_GATHER_PARAMS;
   pt_model *m = &p->part.model;
   if (p->replica == 0 && p->stage_id > 0) {
@@ -174,7 +174,7 @@ void pipeline_gather(pt_pipeline *p, const char *path) {
     comm_wait(&r);
     watchdog_disarm();
   }
-  if (p->rank == 0) gather_whole(p, path, tag);
+  if (p->rank == 0) gather_whole(p, path, what, tag);
   watchdog_arm_relay("rank 0 to write --gather", 0, p->part.step);
   comm_barrier(comm_world());
   watchdog_disarm();

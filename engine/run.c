@@ -284,8 +284,13 @@ static void run_steps(run_state *r) {
 static void gather_hf(run_state *r) {
   pt_engine *e = &r->e;
   char tmp[4200], err[1024];
+  char what[4400];
   snprintf(tmp, sizeof tmp, "%s.gather.safetensors", r->o->gather_hf_dir);
-  e->ops->gather(e, tmp);
+  /* a failure names the option and the directory, not only the intermediate file */
+  snprintf(what, sizeof what, "--gather-hf %s (writing the whole model beside it first, as "
+           "--gather does; a full disk: free space there or name a directory elsewhere)",
+           r->o->gather_hf_dir);
+  e->ops->gather(e, tmp, what);
   if (e->rank != 0) return;
   int rc = hf_export_sequential_file(r->spec, tmp, r->o->gather_hf_dir, err, sizeof err);
   remove(tmp);
@@ -296,7 +301,7 @@ static void run_finish(run_state *r) {
   pt_engine *e = &r->e;
   const pt_run_options *o = r->o;
   if (o->save_dir) save_or_exit(r, o->save_dir);
-  if (o->gather_path) e->ops->gather(e, o->gather_path);
+  if (o->gather_path) e->ops->gather(e, o->gather_path, "--gather");
   if (o->gather_hf_dir) gather_hf(r);
   e->ops->finish(e, o->quiet);
   model_to_host(&e->part->model);

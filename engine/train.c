@@ -132,9 +132,9 @@ int trainer_save(pt_trainer *t, const char *dir, const pt_spec_source *src, char
   return 0;
 }
 
-void trainer_gather(pt_trainer *t, const char *path) {
+void trainer_gather(pt_trainer *t, const char *path, const char *what) {
   char err[1024];
   model_to_host(&t->part.model);
   if (checkpoint_write_sequential(&t->part.model, NULL, path, t->part.step, err, sizeof err) != 0)
-    pt_fatal("--gather: %s", err);
+    pt_fatal("%s: %s", what, err);
 }

@@ -33,7 +33,7 @@ int trainer_load(pt_trainer *t, const char *path, char *err, size_t errsz);
 int trainer_save(pt_trainer *t, const char *dir, const pt_spec_source *src, char *err,
                  size_t errsz);
 /* Writes the whole model to one safetensors file at path (checkpoint_write_sequential); a
- * failure ends the process (exit 1). */
-void trainer_gather(pt_trainer *t, const char *path);
+ * failure ends the process (exit 1) with a line starting with `what` (the option). */
+void trainer_gather(pt_trainer *t, const char *path, const char *what);
 
 #endif
