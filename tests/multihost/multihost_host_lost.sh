@@ -27,7 +27,7 @@ named="rank [23]( with PID [0-9]+)? on (node )?$mh_prefix-2\b"
 mh_time_fault "$job" "$work/out" "$named" $((timeout_s + 10))
 echo "host's ranks killed: named after $mh_detect_ms ms, job ended after $mh_end_ms ms (timeout_s $timeout_s)"
 echo "line: $(grep -m1 -E "$named" "$work/out")"
-[ "$mh_end_ms" -le $(((timeout_s + 3) * 1000)) ] ||
+[ "$mh_end_ms" -le $(((timeout_s + 5) * 1000)) ] ||
   fail "the job took $mh_end_ms ms to end (timeout_s $timeout_s)"
 # the newest complete checkpoint (a save cut short has no manifest)
 k=$(find "$ckpt" -name manifest.json | sed -n 's|.*/step-0*\([0-9][0-9]*\)/manifest.json|\1|p' | sort -n | tail -1)

@@ -20,6 +20,6 @@ mh_link "$mh_prefix-2" down
 mh_time_fault "$job" "$work/out" "rank [23] on $mh_prefix-2\b" $((timeout_s + 30))
 echo "link cut: named after $mh_detect_ms ms, job ended after $mh_end_ms ms (timeout_s $timeout_s)"
 echo "line: $(grep -m1 -E "rank [23] on $mh_prefix-2\b" "$work/out")"
-[ "$mh_detect_ms" -le $(((timeout_s + 3) * 1000)) ] ||
+[ "$mh_detect_ms" -le $(((timeout_s + 5) * 1000)) ] ||
   fail "the line naming the lost host came after $mh_detect_ms ms (timeout_s $timeout_s)"
 echo "multihost_link_cut: passed"
