@@ -35,8 +35,8 @@ typedef struct {
   int64_t post_norms, gelu;
 } block_shape;
 
-/* A number setting of L, or def where L's type does not declare it (the attention's window,
- * attn_softcap and attn_scale in a build without them). */
+/* A number setting of L, or def where L's type does not declare it (GPT-2's transformer_block
+ * has no window). */
 static double setting_or(const pt_layer *L, const char *name, double def) {
   for (const pt_setting_decl *d = L->type->settings; d && d->name; d++)
     if (!strcmp(d->name, name))
@@ -73,8 +73,8 @@ static block_shape read_block(const pt_model *m, int li) {
     b.norm_offset = layer_setting_num(L, "norm_offset");
     b.post_norms = layer_setting_bool(L, "post_norms");
     b.gelu = block_gelu(m, li);
-    b.attn_softcap = setting_or(L, "attn_softcap", 0);
-    b.attn_scale = setting_or(L, "attn_scale", 0);
+    b.attn_softcap = layer_setting_num(L, "attn_softcap");
+    b.attn_scale = layer_setting_num(L, "attn_scale");
   }
   return b;
 }
@@ -85,7 +85,7 @@ static int gemma2_from_blocks(const pt_model *m, const block_shape *b, int first
                               hf_config *c, char *err, size_t errsz) {
   int gemma = b->norm_offset == 1 && b->post_norms && b->gelu;
   for (int li = first; gemma && li < end; li++) { /* another family's window: its own */
-    int64_t w = (int64_t)setting_or(&m->layers[li], "window", 0);
+    int64_t w = layer_setting_int(&m->layers[li], "window"); /* Gemma 2: llama_block */
     if (w && c->sliding_window && w != c->sliding_window)
       return refuse(m, li, err, errsz, "its window differs from an earlier block's; Gemma 2's "
                     "config has one sliding_window");
