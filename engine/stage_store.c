@@ -79,7 +79,7 @@ static int in_layout(const pt_saved_part *p, int set) {
 
 /* What is done to a run of parts: rounded in place, moved to rest or back, or both of the first
  * two in one pass (the float32 parts of such a run are only moved: they are not rounded). */
-enum { ROUND, TO_REST, FROM_REST, ROUND_TO_REST, ROUND_SHARE };
+enum { ROUND, TO_REST, FROM_REST, ROUND_TO_REST, ROUND_SHARE, UNSET };
 
 /* Parts next to each other both in the area and at rest, of one kind, go in one call. */
 typedef struct {
@@ -92,6 +92,7 @@ typedef struct {
 static void run_flush(const pt_kernels *k, part_run *u, int op) {
   if (u->n == 0) return;
   if (op == ROUND) k->round_bf16(k, u->f, u->n);
+  else if (op == UNSET) k->unset_f32(k, u->f, u->n);
   else if (op == ROUND_SHARE) k->round_share_bf16(k, u->f, u->n);
   else if (u->bf16 && op == ROUND_TO_REST) k->round_pack_bf16(k, (uint16_t *)u->r, u->f, u->n);
   else if (u->bf16 && op == TO_REST) k->pack_bf16(k, (uint16_t *)u->r, u->f, u->n);
@@ -105,7 +106,7 @@ static void run_add(const pt_kernels *k, part_run *u, float *f, char *r, int64_t
                     int op) {
   int64_t width = u->bf16 ? 2 : 4;
   if (u->n && u->bf16 == bf16 && u->f + u->n == f &&
-      (op == ROUND || op == ROUND_SHARE || u->r + u->n * width == r)) {
+      (op == ROUND || op == ROUND_SHARE || op == UNSET || u->r + u->n * width == r)) {
     u->n += n;
     return;
   }
@@ -114,21 +115,28 @@ static void run_add(const pt_kernels *k, part_run *u, float *f, char *r, int64_t
 }
 
 /* Moves the parts of layer li's saved area f that the layout (set: a stash set's, else a
- * slot's) keeps at rest in r (back to back, in part order), to r or back (op); only_rewritten:
- * just the forward parts that backward_input rewrites, at their places in r. */
-static void move_parts(const pt_stage *st, int li, float *f, char *r, int set, int only_rewritten,
-                       int op) {
+ * slot's) keeps at rest in r (back to back, in part order), to r or back (op), but the parts of
+ * the mask `but` (bit i: part i); only_rewritten: just the forward parts that backward_input
+ * rewrites, at their places in r. */
+static void move_parts_but(const pt_stage *st, int li, float *f, char *r, int set,
+                           int only_rewritten, int op, uint32_t but) {
   const pt_kernels *k = st->m->dev->k;
   pt_saved_part p[PT_MAX_SAVED_PARTS];
   part_run u = {0};
   int n = parts_at(st, li, st->cur_B, st->cur_T, p);
   for (int i = 0; i < n; f += p[i].floats, i++) {
     if (!in_layout(&p[i], set)) continue;
-    if (!only_rewritten || p[i].writers == (PT_SAVED_FORWARD | PT_SAVED_STASH))
+    if (!(but >> i & 1) &&
+        (!only_rewritten || p[i].writers == (PT_SAVED_FORWARD | PT_SAVED_STASH)))
       run_add(k, &u, f, r, p[i].floats, p[i].bf16, op);
     r += layer_saved_part_rest(&p[i]);
   }
   run_flush(k, &u, op);
+}
+
+static void move_parts(const pt_stage *st, int li, float *f, char *r, int set, int only_rewritten,
+                       int op) {
+  move_parts_but(st, li, f, r, set, only_rewritten, op, 0);
 }
 
 /* Rounds to bf16 the parts of layer li's saved area f that `writer` wrote and that may be bf16
@@ -155,29 +163,56 @@ static void need_out(pt_stage *st, int slot, int li) {
  * area that only forward writes and that are bf16 at rest, whose copies at rest equal the
  * working area from their move to or from rest until the next forward or move (backward_input
  * writes other parts only, layer.h); so products and attention read them instead of converting.
- * li < 0: none (before a forward writes the area). */
+ * Returns how many ranges r holds; *held: the parts of the read_at_rest kind among them (bit i:
+ * part i), which backward reads only there. li < 0: none (before a forward writes the area). */
+static int copy_ranges(const pt_stage *st, int slot, int li, pt_weight_range *r, uint32_t *held) {
+  int n = 0;
+  *held = 0;
+  if (li < 0 || st->ckpt || !st->saved16[slot * st->n + li]) return 0;
+  pt_saved_part p[PT_MAX_SAVED_PARTS];
+  const float *f = st->wk_saved;
+  const char *at = st->saved16[slot * st->n + li];
+  int parts = parts_at(st, li, st->cur_B, st->cur_T, p);
+  for (int i = 0; i < parts; f += p[i].floats, i++) {
+    if (!in_layout(&p[i], 0)) continue;
+    const uint16_t *c = (const uint16_t *)at;
+    at += layer_saved_part_rest(&p[i]);
+    if (!p[i].bf16 || p[i].writers != PT_SAVED_FORWARD) continue;
+    if (n && r[n - 1].base + r[n - 1].n == f && r[n - 1].copy + r[n - 1].n == c)
+      r[n - 1].n += p[i].floats;
+    else if (n < PT_WEIGHT_COPY_RANGES)
+      weight_range_put(&r[n++], f, c, p[i].floats);
+    else
+      continue; /* no room: converted from the float32 area, so unpacked */
+    if (p[i].read_at_rest) *held |= (uint32_t)1 << i;
+  }
+  return n;
+}
+
 static void share_copies(pt_stage *st, int slot, int li) {
   const pt_kernels *k = st->m->dev->k;
   if (!k->activation_copies) return;
   pt_weight_range r[PT_WEIGHT_COPY_RANGES];
-  int n = 0;
-  if (li >= 0 && !st->ckpt && st->saved16[slot * st->n + li]) {
-    pt_saved_part p[PT_MAX_SAVED_PARTS];
-    const float *f = st->wk_saved;
-    const char *at = st->saved16[slot * st->n + li];
-    int parts = parts_at(st, li, st->cur_B, st->cur_T, p);
-    for (int i = 0; i < parts; f += p[i].floats, i++) {
-      if (!in_layout(&p[i], 0)) continue;
-      const uint16_t *c = (const uint16_t *)at;
-      at += layer_saved_part_rest(&p[i]);
-      if (!p[i].bf16 || p[i].writers != PT_SAVED_FORWARD) continue;
-      if (n && r[n - 1].base + r[n - 1].n == f && r[n - 1].copy + r[n - 1].n == c)
-        r[n - 1].n += p[i].floats;
-      else if (n < PT_WEIGHT_COPY_RANGES)
-        weight_range_put(&r[n++], f, c, p[i].floats);
-    }
-  }
-  k->activation_copies(k, r, n);
+  uint32_t held;
+  k->activation_copies(k, r, copy_ranges(st, slot, li, r, &held));
+}
+
+/* Layer li's saved area back from rest for its backward, but the parts read only at rest
+ * (layer.h read_at_rest) where the table reads them there: those are left unset. */
+static void unpack_for_backward(pt_stage *st, int slot, int li) {
+  const pt_kernels *k = st->m->dev->k;
+  pt_weight_range r[PT_WEIGHT_COPY_RANGES];
+  uint32_t held = 0;
+  if (k->activation_copies) copy_ranges(st, slot, li, r, &held);
+  move_parts_but(st, li, st->wk_saved, st->saved16[slot * st->n + li], 0, 0, FROM_REST, held);
+  if (!held || !k->unset_f32) return;
+  pt_saved_part p[PT_MAX_SAVED_PARTS];
+  part_run u = {0};
+  float *f = st->wk_saved;
+  int n = parts_at(st, li, st->cur_B, st->cur_T, p);
+  for (int i = 0; i < n; f += p[i].floats, i++)
+    if (held >> i & 1) run_add(k, &u, f, NULL, p[i].floats, 1, UNSET);
+  run_flush(k, &u, UNSET);
 }
 
 void store_ready(pt_stage *st, int slot, int li, int backward) {
@@ -192,7 +227,7 @@ void store_ready(pt_stage *st, int slot, int li, int backward) {
     share_copies(st, slot, -1); /* none, and none of the layer before (round_share_bf16) */
     return;
   }
-  if (st->wk_saved_tag != tag) move_parts(st, li, st->wk_saved, st->saved16[tag], 0, 0, FROM_REST);
+  if (st->wk_saved_tag != tag) unpack_for_backward(st, slot, li);
   st->wk_saved_tag = tag;
   share_copies(st, slot, li);
 }

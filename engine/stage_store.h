@@ -31,7 +31,9 @@ size_t store_set_bytes(const pt_stage *st, int li);
 /* The float32 buffers hold the slot's input of layer li (a kept output of li - 1) and, for a
  * backward step, its saved area (not its output: no backward reads it). Backward: the table's
  * activation copies (kernels.h) are then the saved parts only forward writes, read at rest by
- * products instead of converted; forward: none (forward rewrites the area). */
+ * products instead of converted, and those of them the layer reads only there (layer.h
+ * read_at_rest) are not unpacked: undefined in the area (kernels.h unset_f32); forward: none
+ * (forward rewrites the area). */
 void store_ready(pt_stage *st, int slot, int li, int backward);
 /* Before layer li's backward_input on dout: store_ready, then the table may keep one bf16
  * conversion of dout for both backward steps (kernels.h share_bf16). */

@@ -324,8 +324,15 @@ struct pt_kernels {
    * caller keeps every copy equal to pt_bf16_bits of its range from this call until it
    * replaces the set, and replaces it before anything writes a range (engine/stage_store.c:
    * the saved parts only forward writes, between their move to or from rest and the next
-   * forward or move). */
+   * forward or move). The table holds the first PT_WEIGHT_COPY_RANGES ranges at least, so a
+   * caller may leave the floats of such a range undefined (unset_f32) where only products read
+   * them (layers/layer.h read_at_rest): they then read the copy alone. */
   void (*activation_copies)(const pt_kernels *k, const pt_weight_range *r, int n);
+  /* Tables with activation_copies (NULL elsewhere): x[0..n) holds nothing anyone may read as
+   * float32 until it is written again (its activation copy stands for it). The emulated GPU
+   * fills it with NaN, so a float32 read of it fails the tests; a real GPU does nothing. No row
+   * in the cost ledger (kernels/cuda/cost.h): no work a real GPU runs. */
+  void (*unset_f32)(const pt_kernels *k, float *x, int64_t n);
   /* Tables with activation_copies (NULL elsewhere); the caller promises that nothing writes
    * x[0..n) until its next activation_copies call. share_bf16: products may keep the first
    * conversion of an operand inside x and read it from then on (a tensor two products read,

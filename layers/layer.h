@@ -41,7 +41,9 @@
  * (saved_parts): a part that may be bf16 is rounded to bf16 in place right after the step that
  * writes it (forward, or backward_input for a stash part), in every path, so what backward reads
  * does not depend on where it was kept. backward_input writes only the parts marked
- * PT_SAVED_STASH. A type without saved_parts keeps its whole area float32.
+ * PT_SAVED_STASH. A type without saved_parts keeps its whole area float32. On a table with
+ * activation copies, backward gets the parts marked read_at_rest only as those copies (their
+ * floats in saved are undefined then; pt_saved_part below says who may read them).
  */
 #ifndef PT_LAYER_H
 #define PT_LAYER_H
@@ -106,6 +108,15 @@ typedef struct {
   int64_t floats;
   int bf16;    /* may be kept as bf16 under train.precision bf16 */
   int writers; /* PT_SAVED_FORWARD and/or PT_SAVED_STASH */
+  /* 1 (bf16 parts only forward writes): backward_input and backward_weight read the part only
+   * whole, as the x operand of linear_backward_weight (a product, kernels.h), through no other
+   * entry: no norm, activation backward, rope, elementwise or bias kernel and not the attention
+   * (whose in-house fallback reads q|k|v and o as float32: soft-cap, packed documents and the
+   * shapes cuDNN refuses, found out at run time). On a table with activation_copies such a
+   * product reads the part's copy at rest, so engine/stage_store.c leaves the part out of the
+   * float32 area backward gets: its floats there are undefined (NaN on the emulated GPU, so a
+   * wrong declaration fails the GPU tests). 0: the part is unpacked (the safe default). */
+  int read_at_rest;
 } pt_saved_part;
 
 /* What configure gets: its spec entry's arguments, the model settings and the input it will see. */

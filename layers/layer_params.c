@@ -85,7 +85,7 @@ int layer_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T, pt_s
   int64_t floats = (int64_t)(layer_saved_bytes(L, k, B, T) / sizeof(float)), sum = 0;
   if (floats == 0) return 0;
   if (!L->type->saved_parts) {
-    parts[0] = (pt_saved_part){floats, 0, PT_SAVED_FORWARD | PT_SAVED_STASH};
+    parts[0] = (pt_saved_part){floats, 0, PT_SAVED_FORWARD | PT_SAVED_STASH, 0};
     return 1;
   }
   int n = L->type->saved_parts(L, k, B, T, parts);
@@ -93,6 +93,10 @@ int layer_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T, pt_s
   if (n < 0 || n > PT_MAX_SAVED_PARTS || sum != floats)
     pt_fatal("layer type %s: saved_parts gives %d parts of %lld floats, saved_bytes %lld floats",
              L->type->name, n, (long long)sum, (long long)floats);
+  for (int i = 0; i < n; i++) /* only a bf16 part forward alone writes has a copy at rest */
+    if (parts[i].read_at_rest && (!parts[i].bf16 || parts[i].writers != PT_SAVED_FORWARD))
+      pt_fatal("layer type %s: saved part %d is read_at_rest but not a bf16 part only forward "
+               "writes", L->type->name, i);
   return n;
 }
 

@@ -150,7 +150,11 @@ static size_t llama_saved_bytes(const pt_layer *L, int B, int T) {
 }
 
 /* The views as parts (layer.h): the norms' rstd stay float32, the attention's state as its
- * table says, the rest may be bf16. */
+ * table says, the rest may be bf16. Read at rest (backward's readers, every option): xn1, xn2
+ * and a only as x of the q|k|v, gate|up and down weight gradients (their biases sum the
+ * gradients); not qkv and atty (the attention, whose fallback reads them as float32), h (the
+ * MLP norm's backward), gu (swiglu or geglu backward), qkv_raw (the head norms' backward), ao
+ * and mo (the post norms' backward). */
 static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
@@ -158,12 +162,14 @@ static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
                                             0, 0, 0, 0, 1, 0, 0, 1, 0, 1, 0, 0};
   static const int writers[N_SAVED + N_POST] = {F, F, F, F, F, F, F, F, F, F, S, S,
                                                 S, S, S, F, F, S, F, F, F, F, S, S};
+  static const int at_rest[N_SAVED + N_POST] = {0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0,
+                                                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   llama_dims m = dims_of(L, B, T);
   int64_t sizes[N_SAVED + N_POST];
   saved_sizes(&m, attn_floats(L, k, B, T), sizes);
   int n = m.post ? N_SAVED + N_POST : N_SAVED;
   for (int i = 0; i < n; i++)
-    parts[i] = (pt_saved_part){sizes[i], !f32[i], writers[i]};
+    parts[i] = (pt_saved_part){sizes[i], !f32[i], writers[i], at_rest[i]};
   parts[3].bf16 = k->attention_saved_bf16;
   return n;
 }

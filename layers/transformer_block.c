@@ -17,11 +17,12 @@ enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, MP_
  * attention's own saved state, attention_saved_floats of the table (the CPU's probabilities
  * [B,H,T,T], the GPU's log-sum-exps [B,H,T]), so the area's size depends on the table.
  * In the area (the fields' order) the float32 statistics come first, then what may be
- * bf16: forward's parts with h last, then the stash. So under bf16 storage each kind is one
- * run of adjacent parts (engine/stage_store.c moves and rounds a run in one call), and forward's
+ * bf16: forward's parts, first those backward reads only as weight gradients' x (xln1, xln2, g:
+ * read_at_rest, layer.h), h last, then the stash. So under bf16 storage each kind is one run
+ * of adjacent parts (engine/stage_store.c moves and rounds a run in one call), and forward's
  * parts but h, which backward_input overwrites, are one range the products read at rest. */
 typedef struct {
-  float *mean1, *rstd1, *mean2, *rstd2, *attn, *xln1, *qkv, *atty, *x1, *xln2, *g, *h;
+  float *mean1, *rstd1, *mean2, *rstd2, *attn, *xln1, *xln2, *g, *qkv, *atty, *x1, *h;
   float *dx1, *dxln2, *dqkv, *dxln1; /* stash; h holds d(fc output) after backward_input */
 } block_saved;
 
@@ -29,8 +30,8 @@ enum { N_SAVED = 16 };
 
 /* Floats of each saved view, in the order of block_saved's fields. */
 static void block_saved_sizes(int64_t N, int64_t d, int64_t attn, int64_t sizes[N_SAVED]) {
-  const int64_t s[N_SAVED] = {N,     N,         N,     N,     attn,      N * d,
-                              3 * N * d, N * d, N * d, N * d, 4 * N * d, 4 * N * d,
+  const int64_t s[N_SAVED] = {N,         N,     N,     N,         attn,  N * d,
+                              N * d,     4 * N * d, 3 * N * d, N * d, N * d, 4 * N * d,
                               N * d, N * d, 3 * N * d, N * d};
   /* round each up to 16 floats so every view stays 64-byte aligned */
   for (int i = 0; i < N_SAVED; i++) sizes[i] = (s[i] + 15) & ~(int64_t)15;
@@ -48,7 +49,7 @@ static void block_views(const pt_layer *L, const pt_kernels *k, int B, int T, vo
   int64_t sizes[N_SAVED];
   block_saved_sizes((int64_t)B * T, L->out_dim, block_attn_floats(L, k, B, T), sizes);
   float **slots[N_SAVED] = {&v->mean1, &v->rstd1, &v->mean2, &v->rstd2, &v->attn, &v->xln1,
-                            &v->qkv,   &v->atty,  &v->x1,    &v->xln2,  &v->g,    &v->h,
+                            &v->xln2,  &v->g,     &v->qkv,   &v->atty,  &v->x1,   &v->h,
                             &v->dx1,   &v->dxln2, &v->dqkv,  &v->dxln1};
   float *p = saved;
   for (int i = 0; i < N_SAVED; i++) {
@@ -66,16 +67,20 @@ static size_t block_saved_bytes(const pt_layer *L, int B, int T) {
 }
 
 /* The views as parts (layer.h): the norms' mean and rstd stay float32, the attention's state as
- * its table says, the rest may be bf16; h is forward's and then backward_input's. */
+ * its table says, the rest may be bf16; h is forward's and then backward_input's. Read at rest
+ * (backward's readers): xln1, xln2 and g only as x of the qkv, fc and fc2 weight gradients; not
+ * qkv and atty (the attention, whose fallback reads them as float32), x1 (the second norm's
+ * backward), h (the DGELU epilogue or gelu_backward). */
 static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
   static const int f32[N_SAVED] = {1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   static const int writers[N_SAVED] = {F, F, F, F, F, F, F, F, F, F, F, F | S, S, S, S, S};
+  static const int at_rest[N_SAVED] = {0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
   int64_t sizes[N_SAVED];
   block_saved_sizes((int64_t)B * T, L->out_dim, block_attn_floats(L, k, B, T), sizes);
   for (int i = 0; i < N_SAVED; i++)
-    parts[i] = (pt_saved_part){sizes[i], !f32[i], writers[i]};
+    parts[i] = (pt_saved_part){sizes[i], !f32[i], writers[i], at_rest[i]};
   parts[4].bf16 = k->attention_saved_bf16;
   return N_SAVED;
 }

@@ -349,6 +349,8 @@ static void activation_copies(const pt_kernels *k, const pt_weight_range *r, int
   cuda_bf16_acts_reset(ctx(k), &state(k)->bf16, r, n);
 }
 
+static void unset_f32(const pt_kernels *k, float *x, int64_t n) { cuda_unset_f32(ctx(k), x, n); }
+
 static void share_bf16(const pt_kernels *k, const float *x, int64_t n) {
   cuda_bf16_share(&state(k)->bf16, x, n);
 }
@@ -420,6 +422,7 @@ void kernels_gpu_set_precision(kernels_gpu *kg, pt_precision p) {
   kg->table.weight_copy = b ? weight_copy : NULL;
   kg->table.round_pack_bf16 = b ? round_pack_bf16 : NULL;
   kg->table.activation_copies = b ? activation_copies : NULL;
+  kg->table.unset_f32 = b ? unset_f32 : NULL;
   kg->table.share_bf16 = b ? share_bf16 : NULL;
   kg->table.round_share_bf16 = b ? round_share_bf16 : NULL;
   cuda_bf16_acts_reset(kg->g, &kg->bf16, NULL, 0);

@@ -240,6 +240,8 @@ void cuda_round_bf16(gpu_ctx *g, float *x, int64_t n);
 void cuda_pack_bf16(gpu_ctx *g, uint16_t *dst, const float *src, int64_t n);
 void cuda_round_pack_bf16(gpu_ctx *g, uint16_t *dst, float *x, int64_t n);
 void cuda_unpack_bf16(gpu_ctx *g, float *dst, const uint16_t *src, int64_t n);
+/* kernels.h's unset_f32: NaN in x[0..n) under the CUDA emulator, nothing under nvcc. */
+void cuda_unset_f32(gpu_ctx *g, float *x, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -169,7 +169,7 @@ def closed_forms(r):
     # - rounded and packed in one pass (10 bytes an element), to rest: every layer's output (D,
     #   the head's V), L + 4, and the block's saved parts in bf16 that forward writes, one
     #   launch a run of adjacent parts (engine/stage_store.c; the block keeps them adjacent):
-    #   xln1, qkv, atty, x1, xln2, g and h, 15D (the norms' mean and rstd and the attention's lse
+    #   xln1, xln2, g, qkv, atty, x1 and h, 15D (the norms' mean and rstd and the attention's lse
     #   stay float32, adjacent too: one device copy); kept by the table, after backward_input,
     #   the parts it writes (round_share_bf16: kept for the weight
     #   gradients): h (4D) and dx1, dxln2, dqkv, dxln1 (6D), one run;
@@ -177,13 +177,15 @@ def closed_forms(r):
     # - packed only (6 bytes): the attention's qkv forward and dout backward (its qkv and o
     #   backward are read from their copies at rest);
     # - unpacks: the input of each block, the final norm and the head (D), L + 2, the block's
-    #   run back (15D); the attention's o forward and dqkv backward.
+    #   run back but xln1, xln2 and g (qkv, atty, x1 and h: 9D; those three, read only as weight
+    #   gradients' x, are read from their copies at rest: layers/layer.h read_at_rest); the
+    #   attention's o forward and dqkv backward.
     outs = D * (L + 3) + V
     forms = {  # row: (launches, elements, bytes an element) a micro-batch
         "round_pack_bf16_kernel": (L + 4 + 2 * L, outs + 25 * D * L, 10.0),
         "round_bf16_kernel": (L + 3, D * (L + 3), 8.0),
         "to_bf16_kernel": (2 * L, 4 * D * L, 6.0),
-        "from_bf16_kernel": (L + 2 + L + 2 * L, D * (L + 2) + 15 * D * L + 4 * D * L, 6.0),
+        "from_bf16_kernel": (L + 2 + L + 2 * L, D * (L + 2) + 9 * D * L + 4 * D * L, 6.0),
     }
     for row, (launches, per_token, width) in forms.items():
         launched, _, other, nbytes = r[row]
