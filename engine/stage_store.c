@@ -114,6 +114,8 @@ static void run_add(const pt_kernels *k, part_run *u, float *f, char *r, int64_t
   *u = (part_run){f, r, n, bf16};
 }
 
+_Static_assert(PT_MAX_SAVED_PARTS <= 32, "masks of parts (move_parts_but) are 32 bits");
+
 /* Moves the parts of layer li's saved area f that the layout (set: a stash set's, else a
  * slot's) keeps at rest in r (back to back, in part order), to r or back (op), but the parts of
  * the mask `but` (bit i: part i); only_rewritten: just the forward parts that backward_input
