@@ -83,10 +83,16 @@ typedef enum { PT_PRECISION_FP32, PT_PRECISION_TF32, PT_PRECISION_BF16 } pt_prec
  *           diagonal: transformers' sliding_window, Mistral and Gemma 2's local layers);
  *   softcap > 0: each scaled score z becomes softcap * tanh(z / softcap) (Gemma 2);
  *   scale   > 0: the scores' scale instead of 1/sqrt(hd) (Gemma 2's query_pre_attn_scalar^-0.5).
- * Masked probabilities stay exactly 0 (window and documents combine: both must allow a key). */
+ * Masked probabilities stay exactly 0 (window and documents combine: both must allow a key).
+ *   shared  1: the caller promises of the call's result (o forward, dqkv backward) what
+ *           share_bf16 promises: nothing writes it until the next activation_copies call. A
+ *           table with activation_copies may then keep a bf16 result it widens into it as its
+ *           activation copy (the GPU's cuDNN path, kernels/cuda/attention_bf16.h). No effect
+ *           on the results. */
 typedef struct {
   int window;
   float softcap, scale;
+  int shared;
 } pt_attention_opts;
 
 /* The window's first key of query t (0 without a window). */
@@ -337,7 +343,9 @@ struct pt_kernels {
    * x[0..n) until its next activation_copies call. share_bf16: products may keep the first
    * conversion of an operand inside x and read it from then on (a tensor two products read,
    * converted once); round_share_bf16: round_bf16 of x and its bits kept at once (one pass),
-   * read as an activation copy. Where the table has no room the call only does what its
+   * read as an activation copy (a range inside x that the table keeps already as bf16 values,
+   * an attention result of pt_attention_opts.shared, is left out: rounding it is the
+   * identity). Where the table has no room the call only does what its
    * results need (nothing; round_bf16), so every path gives the bits converting gives. */
   void (*share_bf16)(const pt_kernels *k, const float *x, int64_t n);
   void (*round_share_bf16)(const pt_kernels *k, float *x, int64_t n);

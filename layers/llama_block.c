@@ -362,7 +362,8 @@ static void llama_forward(pt_layer *L, const pt_io *io) {
     k->head_rmsnorm_forward(k, s.qkv, s.hrstd, s.qkv_raw, nw[4], nw[5], N, H, KVH, (int)m.hd,
                             eps);
   k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, &st->rope.freqs, 1, io->positions);
-  const pt_attention_opts ao = attention_opts(L);
+  pt_attention_opts ao = attention_opts(L);
+  ao.shared = 1; /* nothing writes atty after it (not so dqkv backward: the rotation does) */
   k->attention_forward(k, s.atty, s.attn, s.qkv, io->B, io->T, A, H, KVH, io->doc_start, &ao,
                        io->scratch);
   k->linear_forward(k, post ? s.ao : s.h, s.atty, w[O_W], NULL, N, A, d);

@@ -128,6 +128,10 @@ static void block_init(pt_layer *L, uint64_t seed) {
   }
 }
 
+/* Plain causal attention whose results (atty, dqkv) nothing writes after it: the products may
+ * read a bf16 table's kept bits of them (kernels.h pt_attention_opts.shared). */
+static const pt_attention_opts k_shared = {.shared = 1};
+
 static void block_forward(pt_layer *L, const pt_io *io) {
   int B = io->B, T = io->T, N = B * T, d = L->out_dim, H = (int)layer_setting_int(L, "heads");
   const pt_kernels *k = io->k;
@@ -137,7 +141,7 @@ static void block_forward(pt_layer *L, const pt_io *io) {
   block_views(L, k, B, T, io->saved, &s);
   k->layernorm_forward(k, s.xln1, s.mean1, s.rstd1, x, w[LN1_W], w[LN1_B], N, d, 1e-5f);
   k->linear_forward(k, s.qkv, s.xln1, w[QKV_W], w[QKV_B], N, d, 3 * d);
-  k->attention_forward(k, s.atty, s.attn, s.qkv, B, T, d, H, H, io->doc_start, NULL,
+  k->attention_forward(k, s.atty, s.attn, s.qkv, B, T, d, H, H, io->doc_start, &k_shared,
                        io->scratch);
   k->linear_forward_residual(k, s.x1, x, s.atty, w[PROJ_W], w[PROJ_B], N, d, d);
   k->layernorm_forward(k, s.xln2, s.mean2, s.rstd2, s.x1, w[LN2_W], w[LN2_B], N, d, 1e-5f);
@@ -160,7 +164,7 @@ static void block_backward_input(pt_layer *L, const pt_io *io) {
                                        N, d);
   k->linear_backward_input(k, datty, s.dx1, w[PROJ_W], N, d, d, 0);
   k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, B, T, d, H, H, io->doc_start,
-                        NULL, attn_scratch);
+                        &k_shared, attn_scratch);
   k->linear_backward_input(k, s.dxln1, s.dqkv, w[QKV_W], N, d, 3 * d, 0);
   if (!io->din) return;
   k->layernorm_backward_input_residual(k, io->din, s.dx1, s.dxln1, io->in, w[LN1_W], s.mean1,

@@ -1,28 +1,28 @@
 #!/usr/bin/env bash
-# Builds pipetrain and runs its tests in three builds: a release build (with the GPU backend where
-# the CUDA toolkit and NCCL are installed; its GPU tests run where a GPU is visible), the GPU
-# backend on the CUDA emulator (build-gpuemu, tests/gpu/emu: kernels, streams, cuBLAS and a fake
-# NCCL on the CPU) for the GPU tests, and AddressSanitizer + UndefinedBehaviorSanitizer (the GPU
-# backend emulated too); then a bounded libFuzzer run of the spec loader and the checkpoint reader
-# (clang). Exits non-zero if anything fails.
+# Builds pipetrain and runs its tests. The default tier (README.md's test command) runs each
+# feature once in two builds: the release build (with the GPU backend where the CUDA toolkit and
+# NCCL are installed; its GPU tests run where a GPU is visible) and the GPU backend on the CUDA
+# emulator (build-gpuemu, tests/gpu/emu: kernels, streams, cuBLAS and a fake NCCL on the CPU) for
+# the GPU tests. The long tier (CI runs it after the default one) runs every other test of those
+# two builds, then everything but release_only under AddressSanitizer + UndefinedBehaviorSanitizer
+# (the GPU backend emulated too), then libFuzzer on the readers of untrusted input (clang).
+# Exits non-zero if anything fails.
 #
 # Which tests a tier runs is decided by their ctest labels alone, set where each test is declared
 # (tests/CMakeLists.txt, the gate tables tests/pipeline/gates.txt and tests/gpu/gates.txt):
-#   long          the long tier only: further layouts of the gates, long trainings, Python
-#                 references (release and emulated builds)
-#   fast          the sanitizer build's default tier (each feature once); the sanitizer build's
-#                 long tier runs its other tests
+#   fast          the default tier: each feature once (release and emulated GPU builds); every
+#                 test without it runs in the long tier
 #   release_only  never under the sanitizers (the release builds check those bits; memory errors
 #                 show in the kept tests too)
 #   gpu           the GPU backend's tests (tests/gpu), run in build-gpuemu
 #   python        needs PT_PYTHON with torch and transformers (skipped, exit 77, without them)
 #   kit           the GPU kit dry-run in a bare Debian (tests/kit/kit_check.sh; long, as root)
 #
-#   bash scripts/test.sh                     the default tier (README.md; about 9 minutes on 2 cores)
+#   bash scripts/test.sh                     the default tier (README.md; about 7 minutes on 2 cores)
 #   PT_TEST_TIER=long bash scripts/test.sh   what the default tier leaves out (CI runs it after)
 #   PT_TEST_TIER=all bash scripts/test.sh    both
 #   PT_TEST_FAST=1                           the release build only
-#   PT_FUZZ_SECONDS=N                        fuzzing time per target (default 10; long tier 120)
+#   PT_FUZZ_SECONDS=N                        fuzzing time per target in the long tier (default 120)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tier=${PT_TEST_TIER:-default}
@@ -38,21 +38,20 @@ tests() { local build=$1; shift; ctest --test-dir "$build" --output-on-failure -
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$jobs"
-if in_default; then tests build -LE long; fi
-if in_long; then tests build -L long; fi
+if in_default; then tests build -L fast; fi
+if in_long; then tests build -LE fast; fi
 [ "${PT_TEST_FAST:-0}" = 1 ] && exit 0
 
 cmake -S . -B build-gpuemu -DCMAKE_BUILD_TYPE=Release -DPT_GPU_EMULATION=ON
 cmake --build build-gpuemu -j "$jobs"
-if in_default; then tests build-gpuemu -L gpu -LE long; fi
-if in_long; then tests build-gpuemu -L gpu -L long; fi # both labels (repeated -L: CMake >= 3.21)
+if in_default; then tests build-gpuemu -L gpu -L fast; fi # both labels (repeated -L: CMake >= 3.21)
+if in_long; then tests build-gpuemu -L gpu -LE fast; fi
+in_long || exit 0
 
 # float-cast-overflow: gcc's "undefined" leaves out float-to-integer conversions out of range
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPT_GPU_EMULATION=ON \
   -DPT_SANITIZE=address,undefined,float-cast-overflow
 cmake --build build-asan -j "$jobs"
-if in_default; then ASAN_OPTIONS=detect_leaks=1 tests build-asan -L fast; fi
-if in_long; then ASAN_OPTIONS=detect_leaks=1 tests build-asan -LE 'fast|release_only'; fi
+ASAN_OPTIONS=detect_leaks=1 tests build-asan -LE release_only
 
-if in_default; then bash scripts/fuzz.sh "${PT_FUZZ_SECONDS:-10}"; fi
-if in_long; then bash scripts/fuzz.sh "${PT_FUZZ_SECONDS:-120}"; fi
+bash scripts/fuzz.sh "${PT_FUZZ_SECONDS:-120}"

@@ -107,10 +107,28 @@ static void note_cost(const char *name, double products, const attention_cudnn_s
 /* x's registered bf16 copy, else x converted into buf. */
 static const uint16_t *operand(gpu_ctx *g, const cuda_attention_bf16 *a, uint16_t *buf,
                                const float *x, int64_t n) {
-  const uint16_t *copy = a->acts ? weight_copies_find(a->acts, x, n) : NULL;
+  const uint16_t *copy = a->copies ? weight_copies_find(&a->copies->acts, x, n) : NULL;
   if (copy) return copy;
   cuda_pack_bf16(g, buf, x, n);
   return buf;
+}
+
+/* Where the library writes the bf16 result it widens into x[0..n): room the table keeps when
+ * the caller shares x (kernels.h pt_attention_opts.shared) and the table has it, else buf. Any
+ * copy of x from before is forgotten: x is rewritten. */
+static uint16_t *result_room(gpu_ctx *g, const cuda_attention_bf16 *a, uint16_t *buf,
+                             const float *x, int64_t n, const pt_attention_opts *opts) {
+  if (!a->copies) return buf;
+  cuda_bf16_forget(a->copies, x, n);
+  uint16_t *kept = opts && opts->shared ? cuda_bf16_keep_room(g, a->copies, n) : NULL;
+  return kept ? kept : buf;
+}
+
+/* The result r widened into x; kept as x's copy when r is the table's room. */
+static void result_widen(gpu_ctx *g, const cuda_attention_bf16 *a, float *x, const uint16_t *r,
+                         const uint16_t *buf, int64_t n) {
+  cuda_unpack_bf16(g, x, r, n);
+  if (r != buf) cuda_bf16_keep_result(a->copies, x, r, n);
 }
 
 void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, float *lse,
@@ -125,9 +143,10 @@ void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, f
   }
   const int64_t n_o = (int64_t)B * T * d, n_qkv = (int64_t)B * T * (d + 2 * KVH * (d / H));
   uint16_t *qkv_b = bf16_room(g, a, n_qkv, n_o), *o_b = qkv_b + n_qkv;
-  attention_cudnn_forward(g, p, workspace(g, a, p), o_b, lse, operand(g, a, qkv_b, qkv, n_qkv));
+  uint16_t *o_r = result_room(g, a, o_b, o, n_o, opts);
+  attention_cudnn_forward(g, p, workspace(g, a, p), o_r, lse, operand(g, a, qkv_b, qkv, n_qkv));
   note_cost("cudnn_attention_forward", 1.0, &s, n_qkv, n_o, 1.0);
-  cuda_unpack_bf16(g, o, o_b, n_o);
+  result_widen(g, a, o, o_r, o_b, n_o);
   a->library_calls++;
 }
 
@@ -148,9 +167,10 @@ void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqk
   uint16_t *dout_b = o_b + n_o, *dqkv_b = dout_b + n_o;
   const uint16_t *qkv_in = operand(g, a, qkv_b, qkv, n_qkv), *o_in = operand(g, a, o_b, o, n_o);
   cuda_pack_bf16(g, dout_b, dout, n_o);
-  attention_cudnn_backward(g, p, workspace(g, a, p), dqkv_b, dout_b, qkv_in, o_in, lse);
+  uint16_t *dqkv_r = result_room(g, a, dqkv_b, dqkv, n_qkv, opts);
+  attention_cudnn_backward(g, p, workspace(g, a, p), dqkv_r, dout_b, qkv_in, o_in, lse);
   note_cost("cudnn_attention_backward", 2.5, &s, n_qkv, n_o, 2.0);
-  cuda_unpack_bf16(g, dqkv, dqkv_b, n_qkv);
+  result_widen(g, a, dqkv, dqkv_r, dqkv_b, n_qkv);
   a->library_calls++;
 }
 

@@ -5,7 +5,10 @@
  *   - plain causal shapes go to the library behind attention_cudnn.h (cuDNN on a real GPU, its
  *     substitute under the emulator): qkv (and in backward o and dout) converted to bf16 by one
  *     kernel each into a buffer kept here (a qkv or o with a registered activation copy is read
- *     there instead), the library's bf16 o and dqkv widened back to float32;
+ *     there instead), the library's bf16 o and dqkv widened back to float32; with
+ *     opts->shared (kernels.h) the library writes them into room the table keeps, registered
+ *     as the activation copy of the float32 o or dqkv (products read those bits instead of
+ *     converting, round_share_bf16 skips them: ops_cuda.h cuda_bf16_keep_room);
  *   - a shape the library refuses, and packed documents (doc_start != NULL: cuDNN's ragged
  *     offsets would make each document its own sequence, which this layout of whole rows does not
  *     do), run the in-house fused float32 kernels on the float32 tensors; so do soft-capped
@@ -26,6 +29,7 @@
 
 #include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/gpu.h"
+#include "kernels/cuda/ops_cuda.h"
 #include "kernels/kernels.h"
 #include "kernels/weight_copy.h"
 
@@ -44,9 +48,10 @@ typedef struct {
   void *workspace;             /* device: the library's workspace */
   size_t workspace_bytes;
   int64_t library_calls, fallback_calls; /* forward and backward calls on each path */
-  /* The table's activation copies (kernels.h activation_copies): a qkv or o inside one is
-   * handed to the library as it is, not converted. NULL: none. */
-  const pt_weight_copies *acts;
+  /* The table's bf16 scratch: a qkv or o inside one of its activation copies (kernels.h
+   * activation_copies) is handed to the library as it is, not converted; shared results are
+   * kept there. NULL: none of either. */
+  cuda_bf16_scratch *copies;
 } cuda_attention_bf16;
 
 /* kernels.h's attention_forward / attention_backward (lse is the saved state). */

@@ -426,7 +426,7 @@ void kernels_gpu_set_precision(kernels_gpu *kg, pt_precision p) {
   kg->table.share_bf16 = b ? share_bf16 : NULL;
   kg->table.round_share_bf16 = b ? round_share_bf16 : NULL;
   cuda_bf16_acts_reset(kg->g, &kg->bf16, NULL, 0);
-  kg->attention.acts = &kg->bf16.acts;
+  kg->attention.copies = &kg->bf16;
 }
 
 void kernels_gpu_close(kernels_gpu *kg) {

@@ -199,6 +199,9 @@ typedef struct {
   /* Ranges promised unchanged until the next activation_copies (kernels.h share_bf16): an
    * operand inside one is converted into kept and then read there, as an activation copy. */
   pt_weight_range shared[PT_WEIGHT_COPY_RANGES]; /* copy unused */
+  /* Ranges of acts whose floats are their copy widened (a library's bf16 result kept,
+   * cuda_bf16_keep_result): rounding them is the identity, so round_share_bf16 skips them. */
+  pt_weight_range exact[PT_WEIGHT_COPY_RANGES];
   uint16_t *kept; /* the kept copies, back to back from 0 since activation_copies */
   size_t kept_cap, kept_used, kept_want; /* elements; want: what a step asked for at most */
 } cuda_bf16_scratch;
@@ -220,10 +223,21 @@ void cuda_bf16_scratch_free(cuda_bf16_scratch *s);
 /* kernels.h's activation_copies, share_bf16 and round_share_bf16 on s: the set of copies
  * replaced by r[0..n) (and kept grown, when the last set asked for more, while no copy is in
  * it); x promised unchanged; x rounded and its bits kept, both where s->acts and kept have room
- * (else: nothing; cuda_round_bf16). */
+ * (else: nothing; cuda_round_bf16), in one launch around the exact range inside x (more than
+ * one: a launch before each). */
 void cuda_bf16_acts_reset(gpu_ctx *g, cuda_bf16_scratch *s, const pt_weight_range *r, int n);
 void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n);
 void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n);
+/* A library's bf16 result widened into x[0..n) (kernels.h pt_attention_opts.shared: nothing
+ * writes x until the next activation_copies): keep_room gives room for its n bf16 values in
+ * kept (NULL: no room or no free range, the caller writes them elsewhere and keeps nothing),
+ * keep_result registers that room, once the result is written and widened, as x's activation
+ * copy and as exact (round_share_bf16 skips it). forget: x[0..n) is being written, any copy
+ * of a range overlapping it is forgotten (a result written twice without activation_copies
+ * between). */
+uint16_t *cuda_bf16_keep_room(gpu_ctx *g, cuda_bf16_scratch *s, int64_t n);
+void cuda_bf16_keep_result(cuda_bf16_scratch *s, const float *x, const uint16_t *copy, int64_t n);
+void cuda_bf16_forget(cuda_bf16_scratch *s, const float *x, int64_t n);
 /* kernels.h's linear_forward_gelu and linear_backward_input_gelu: one cuBLASLt matmul with the
  * GELU_AUX_BIAS or DGELU epilogue where cuBLASLt has an algorithm for the shape, else the linear
  * kernel and the gelu kernel (scratch: the backward's N*Ni product). s NULL: float32 products

@@ -46,12 +46,15 @@ static __global__ void __launch_bounds__(PT_THREADS)
 static __global__ void __launch_bounds__(PT_THREADS) round_bf16_kernel(float *x, int64_t n) {
   PT_GRID_LOOP(i, n) x[i] = pt_round_bf16(x[i]);
 }
+/* Rounds and packs the n floats of x around a gap: x[0..lo) and x[lo + gap..n + gap) into
+ * dst[0..n) (gap 0: all of x[0..n)). */
 static __global__ void __launch_bounds__(PT_THREADS)
-    round_pack_bf16_kernel(uint16_t *dst, float *x, int64_t n) {
+    round_pack_bf16_kernel(uint16_t *dst, float *x, int64_t n, int64_t lo, int64_t gap) {
   PT_GRID_LOOP(i, n) {
-    const uint16_t h = pt_bf16_bits(x[i]);
+    const int64_t j = i < lo ? i : i + gap;
+    const uint16_t h = pt_bf16_bits(x[j]);
     dst[i] = h;
-    x[i] = pt_bf16_float(h);
+    x[j] = pt_bf16_float(h);
   }
 }
 
@@ -100,11 +103,13 @@ static uint16_t *kept_take(gpu_ctx *g, cuda_bf16_scratch *s, int64_t n) {
   return s->kept + at;
 }
 
-static pt_weight_range *acts_free_slot(cuda_bf16_scratch *s) {
+static pt_weight_range *free_range(pt_weight_range *set) {
   for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++)
-    if (!s->acts.r[i].base) return &s->acts.r[i];
+    if (!set[i].base) return &set[i];
   return NULL;
 }
+
+static pt_weight_range *acts_free_slot(cuda_bf16_scratch *s) { return free_range(s->acts.r); }
 
 /* An activation operand x[0..n) inside a shared range: converted once into kept and registered
  * as an activation copy, so the next product reading it does not convert it again; NULL when
@@ -476,7 +481,10 @@ extern "C" void cuda_bf16_acts_reset(gpu_ctx *g, cuda_bf16_scratch *s, const pt_
                                      int n) {
   s->acts = pt_weight_copies{};
   for (int i = 0; i < n && i < PT_WEIGHT_COPY_RANGES; i++) s->acts.r[i] = r[i];
-  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) weight_range_put(&s->shared[i], NULL, NULL, 0);
+  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) {
+    weight_range_put(&s->shared[i], NULL, NULL, 0);
+    weight_range_put(&s->exact[i], NULL, NULL, 0);
+  }
   if (s->kept_want > s->kept_cap) kept_grow(g, s, s->kept_want);
   s->kept_used = 0;
 }
@@ -489,15 +497,85 @@ extern "C" void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n)
     }
 }
 
-extern "C" void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n) {
-  pt_weight_range *slot = n > 0 ? acts_free_slot(s) : NULL;
-  uint16_t *copy = slot ? kept_take(g, s, n) : NULL;
+/* The exact range lying whole in x[0..n) that starts first, or NULL. */
+static const pt_weight_range *exact_within(const cuda_bf16_scratch *s, const float *x, int64_t n) {
+  const pt_weight_range *first = NULL;
+  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) {
+    const pt_weight_range *r = &s->exact[i];
+    if (r->base && r->base >= x && r->base + r->n <= x + n && (!first || r->base < first->base))
+      first = r;
+  }
+  return first;
+}
+
+static int acts_free_slots(const cuda_bf16_scratch *s) {
+  int n = 0;
+  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) n += !s->acts.r[i].base;
+  return n;
+}
+
+static void round_pack_launch(gpu_ctx *g, uint16_t *dst, float *x, int64_t n, int64_t lo,
+                              int64_t gap) {
+  if (n <= 0) return;
+  PT_LAUNCH_COSTED(round_pack_bf16_kernel, pt_cost_of(0.0, 0.0, 10.0 * n), pt_grid(n),
+                   PT_THREADS, 0, g->stream, dst, x, n, lo, gap);
+  PT_LAUNCH_CHECK();
+}
+
+/* round_share_bf16 of x[0..lo) and of the tail floats after a gap of gap floats left as they
+ * are, in one pass; each side its own range of copies. */
+static void round_share_around(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t lo,
+                               int64_t gap, int64_t tail) {
+  const int ranges = (lo > 0) + (tail > 0);
+  uint16_t *copy = ranges && acts_free_slots(s) >= ranges ? kept_take(g, s, lo + tail) : NULL;
   if (!copy) {
-    cuda_round_bf16(g, x, n);
+    cuda_round_bf16(g, x, lo);
+    cuda_round_bf16(g, x + lo + gap, tail);
     return;
   }
-  cuda_round_pack_bf16(g, copy, x, n);
+  round_pack_launch(g, copy, x, lo + tail, lo, gap);
+  if (lo > 0) weight_range_put(acts_free_slot(s), x, copy, lo);
+  if (tail > 0) weight_range_put(acts_free_slot(s), x + lo + gap, copy + lo, tail);
+}
+
+extern "C" void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n) {
+  /* floats that are bf16 values already, their bits kept (exact): only the floats around them */
+  const pt_weight_range *e = n > 0 ? exact_within(s, x, n) : NULL;
+  if (!e) {
+    round_share_around(g, s, x, n > 0 ? n : 0, 0, 0);
+    return;
+  }
+  const int64_t lo = e->base - x, hi = lo + e->n;
+  if (exact_within(s, x + hi, n - hi)) { /* more than one: before the first, then the rest */
+    round_share_around(g, s, x, lo, 0, 0);
+    cuda_bf16_round_share(g, s, x + hi, n - hi);
+    return;
+  }
+  round_share_around(g, s, x, lo, e->n, n - hi);
+}
+
+extern "C" uint16_t *cuda_bf16_keep_room(gpu_ctx *g, cuda_bf16_scratch *s, int64_t n) {
+  return n > 0 && acts_free_slot(s) && free_range(s->exact) ? kept_take(g, s, n) : NULL;
+}
+
+extern "C" void cuda_bf16_keep_result(cuda_bf16_scratch *s, const float *x, const uint16_t *copy,
+                                      int64_t n) {
+  pt_weight_range *slot = acts_free_slot(s), *e = free_range(s->exact);
+  if (!slot || !e) pt_fatal("cuda_bf16_keep_result: no free range (keep_room gave room)");
   weight_range_put(slot, x, copy, n);
+  weight_range_put(e, x, copy, n);
+}
+
+/* Forgets every range of set overlapping x[0..n). */
+static void ranges_forget(pt_weight_range *set, const float *x, int64_t n) {
+  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++)
+    if (set[i].base && x < set[i].base + set[i].n && set[i].base < x + n)
+      weight_range_put(&set[i], NULL, NULL, 0);
+}
+
+extern "C" void cuda_bf16_forget(cuda_bf16_scratch *s, const float *x, int64_t n) {
+  ranges_forget(s->acts.r, x, n);
+  ranges_forget(s->exact, x, n);
 }
 
 extern "C" void cuda_round_bf16(gpu_ctx *g, float *x, int64_t n) {
@@ -515,10 +593,7 @@ extern "C" void cuda_pack_bf16(gpu_ctx *g, uint16_t *dst, const float *src, int6
 }
 
 extern "C" void cuda_round_pack_bf16(gpu_ctx *g, uint16_t *dst, float *x, int64_t n) {
-  if (n <= 0) return;
-  PT_LAUNCH_COSTED(round_pack_bf16_kernel, pt_cost_of(0.0, 0.0, 10.0 * n), pt_grid(n), PT_THREADS,
-                   0, g->stream, dst, x, n);
-  PT_LAUNCH_CHECK();
+  round_pack_launch(g, dst, x, n, n, 0);
 }
 
 extern "C" void cuda_unpack_bf16(gpu_ctx *g, float *dst, const uint16_t *src, int64_t n) {

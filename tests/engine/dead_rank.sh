@@ -15,7 +15,7 @@ run_case() { # SIGNAL
     --set pipeline.stages=4 --set train.steps=1000000 --set pipeline.timeout_s=5 \
     --set train.lr_schedule.name=constant --metrics "$marker.$sig.jsonl" >"$out" 2>&1 &
   local job=$!
-  pt_pick_rank "$marker" 4 3
+  pt_pick_rank "$marker" 4 3 "$marker.$sig.jsonl"
   local rank=$pt_picked_rank t0=$SECONDS
   kill -"$sig" "$pt_picked_pid"
   while [ -n "$(ranks_of_run)" ] && [ $((SECONDS - t0)) -lt 20 ]; do sleep 0.2; done

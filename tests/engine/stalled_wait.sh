@@ -44,7 +44,7 @@ timeout 120 mpirun -np 4 --oversubscribe "$pipe_train" tests/pipeline/gate.yaml 
   --set pipeline.timeout_s=3 --set train.lr_schedule.name=constant --metrics "$marker.jsonl" \
   >"$out" 2>&1 &
 job=$!
-pt_pick_rank "$marker" 4 3
+pt_pick_rank "$marker" 4 3 "$marker.jsonl"
 rank=$pt_picked_rank
 t0=$SECONDS
 kill -STOP "$pt_picked_pid"

@@ -158,12 +158,14 @@ def closed_forms(r):
     # conversions: the products' activation operands (weights read from the copy): x of each
     # forward, dy of each input gradient, x of each weight gradient but a block's (xln1, atty,
     # xln2, g: 7D, read from their copies at rest); no dy of a weight gradient: the layer's
-    # dout is read where its input gradient converted it (share_bf16), a block's h, dx1 and
-    # dqkv from the stash parts' bits kept as they were rounded (round_share_bf16)
+    # dout is read where its input gradient converted it (share_bf16), a block's h and dx1
+    # from the stash parts' bits kept as they were rounded (round_share_bf16); nor the block's
+    # atty forward (D) and dqkv backward (3D): the attention's bf16 results are kept as their
+    # copies (pt_attention_opts.shared)
     sum_ni, sum_no = L * 7 * D + D, L * 9 * D + V
     launches, _, _, nbytes = r["to_bf16_kernel:operand"]
-    close(launches, M * (8 * L + 3), "operand conversions: 8 a block's, 3 the head's")
-    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 7 * D * L),
+    close(launches, M * (6 * L + 3), "operand conversions: 6 a block's, 3 the head's")
+    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 11 * D * L),
           "operand conversions: 6 bytes each")
     # A micro-batch's other conversions (one stage, no stash sets, no checkpointing), per token:
     # - rounded and packed in one pass (10 bytes an element), to rest: every layer's output (D,
@@ -172,7 +174,8 @@ def closed_forms(r):
     #   xln1, xln2, g, qkv, atty, x1 and h, 15D (the norms' mean and rstd and the attention's lse
     #   stay float32, adjacent too: one device copy); kept by the table, after backward_input,
     #   the parts it writes (round_share_bf16: kept for the weight
-    #   gradients): h (4D) and dx1, dxln2, dqkv, dxln1 (6D), one run;
+    #   gradients): h (4D) and dx1, dxln2, dxln1 (3D), one launch around dqkv (3D: the
+    #   attention's bf16 result, bf16 values with their bits kept already);
     # - rounded only (8 bytes): each input gradient backward but the embedding's (D each), L + 3;
     # - packed only (6 bytes): the attention's qkv forward and dout backward (its qkv and o
     #   backward are read from their copies at rest);
@@ -182,7 +185,7 @@ def closed_forms(r):
     #   attention's o forward and dqkv backward.
     outs = D * (L + 3) + V
     forms = {  # row: (launches, elements, bytes an element) a micro-batch
-        "round_pack_bf16_kernel": (L + 4 + 2 * L, outs + 25 * D * L, 10.0),
+        "round_pack_bf16_kernel": (L + 4 + 2 * L, outs + 22 * D * L, 10.0),
         "round_bf16_kernel": (L + 3, D * (L + 3), 8.0),
         "to_bf16_kernel": (2 * L, 4 * D * L, 6.0),
         "from_bf16_kernel": (L + 2 + L + 2 * L, D * (L + 2) + 9 * D * L + 4 * D * L, 6.0),

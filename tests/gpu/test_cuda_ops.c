@@ -1550,6 +1550,93 @@ static void test_share(const pt_kernels *k, const char *shape, float *y, float *
   to_table(1, x, x0, sizeof(float) * (size_t)nx);
 }
 
+/* Bytes the cost ledger holds for a kernel name. */
+static double ledger_bytes(const char *kernel) {
+  for (int i = 0; i < gpu_cost_count(); i++)
+    if (!strcmp(gpu_cost_row_at(i)->kernel, kernel)) return gpu_cost_row_at(i)->bytes;
+  return 0.0;
+}
+
+/* The GPU table's bf16 attention with opts.shared (kernels.h): o and dqkv kept as their
+ * activation copies give the products reading them the bits converting gives, with one operand
+ * conversion fewer each; round_share_bf16 over a run [pre | dqkv | post] rounds pre and post as
+ * round_bf16 does, in one launch over them only, and leaves dqkv (bf16 values already); the
+ * weight gradients of dqkv, pre and post then read kept bits equal to converting's. Unshared
+ * (opts 0) is the reference: the same calls, converting. After activation_copies a rewritten o
+ * is converted again. Runs where the library takes the shape (the emulator's substitute here). */
+static void test_attention_share(const pt_kernels *k) {
+  const int B = 2, T = 24, H = 2, d = 32, N = B * T;
+  const char *shape = "attention shared B=2 T=24 d=32 H=2";
+  const int64_t n_qkv = (int64_t)N * 3 * d, n_o = (int64_t)N * d, n_run = 2 * n_o + n_qkv;
+  float *qkv = upf(hrand(n_qkv, -2, 2), n_qkv), *dout = upf(hrand(n_o, -1, 1), n_o);
+  float *Wo = upf(hrand((int64_t)d * d, -1, 1), (int64_t)d * d);
+  float *Wq = upf(hrand(3 * (int64_t)d * d, -1, 1), 3 * (int64_t)d * d);
+  float *xin = upf(hrand(n_o, -1, 1), n_o), *sides = hrand(2 * n_o, -1, 1);
+  float *o = dnew(sizeof(float) * (size_t)n_o), *lse = dnew(sizeof(float) * (size_t)B * H * T);
+  float *run = dnew(sizeof(float) * (size_t)n_run), *y = dnew(sizeof(float) * (size_t)n_o);
+  float *dx = dnew(sizeof(float) * (size_t)n_o), *dWq = dnew(sizeof(float) * 3 * (size_t)d * d);
+  float *dWs = dnew(sizeof(float) * 2 * (size_t)d * d);
+  float *zero = hnew(sizeof(float) * 3 * (size_t)d * d);
+  memset(zero, 0, sizeof(float) * 3 * (size_t)d * d);
+  float *pre = run, *dqkv = run + n_o, *post = run + n_o + n_qkv;
+  float *got[2][6];
+  uint64_t conv[2], packs[2];
+  double pack_bytes[2];
+  /* pass 0 only asks for the room the table keeps from the next activation_copies on (a
+   * step's first micro-batch, in training); then unshared (1) and shared (2) */
+  for (int pass = 0; pass < 3; pass++) {
+    const int shared = pass != 1;
+    const pt_attention_opts opts = {.shared = shared};
+    k->activation_copies(k, NULL, 0);
+    to_table(1, pre, sides, sizeof(float) * (size_t)n_o);
+    to_table(1, post, sides + n_o, sizeof(float) * (size_t)n_o);
+    to_table(1, dWq, zero, sizeof(float) * 3 * (size_t)d * d);
+    to_table(1, dWs, zero, sizeof(float) * 2 * (size_t)d * d);
+    uint64_t c0 = conversions(), p0 = ledger_launches("round_pack_bf16_kernel");
+    double b0 = ledger_bytes("round_pack_bf16_kernel");
+    k->attention_forward(k, o, lse, qkv, B, T, d, H, H, NULL, &opts, NULL);
+    k->linear_forward(k, y, o, Wo, NULL, N, d, d);
+    k->attention_backward(k, dqkv, dout, qkv, o, lse, B, T, d, H, H, NULL, &opts, NULL);
+    k->linear_backward_input(k, dx, dqkv, Wq, N, d, 3 * d, 0);
+    k->round_share_bf16(k, run, n_run);
+    k->linear_backward_weight(k, dWq, NULL, dqkv, xin, N, d, 3 * d);
+    k->linear_backward_weight(k, dWs, NULL, pre, xin, N, d, d);
+    k->linear_backward_weight(k, dWs + d * d, NULL, post, xin, N, d, d);
+    if (pass == 0) continue;
+    conv[shared] = conversions() - c0;
+    packs[shared] = ledger_launches("round_pack_bf16_kernel") - p0;
+    pack_bytes[shared] = ledger_bytes("round_pack_bf16_kernel") - b0;
+    got[shared][0] = downf(o, n_o), got[shared][1] = downf(y, n_o);
+    got[shared][2] = downf(dx, n_o), got[shared][3] = downf(run, n_run);
+    got[shared][4] = downf(dWq, 3 * (int64_t)d * d), got[shared][5] = downf(dWs, 2 * (int64_t)d * d);
+  }
+  static const char *what[6] = {"o", "o W^T (kept o)", "dqkv W (kept dqkv)",
+                                "the run after round_share_bf16", "dW of kept dqkv",
+                                "dW of pre and post"};
+  const int64_t n[6] = {n_o, n_o, n_o, n_run, 3 * (int64_t)d * d, 2 * (int64_t)d * d};
+  for (int i = 0; i < 6; i++) {
+    char op[96];
+    snprintf(op, sizeof op, "attention shared: %s", what[i]);
+    expect_same_bits(op, shape, got[1][i], got[0][i], n[i]);
+  }
+  CHECK(conv[1] + 2 == conv[0], "%s: %llu operand conversions shared, %llu unshared: o and dqkv "
+        "should be read from their kept bits", shape, (unsigned long long)conv[1],
+        (unsigned long long)conv[0]);
+  CHECK(packs[0] == 1 && packs[1] == 1, "%s: round_share_bf16 launched %llu and %llu times, not "
+        "once", shape, (unsigned long long)packs[0], (unsigned long long)packs[1]);
+  CHECK(pack_bytes[0] == 10.0 * (double)n_run && pack_bytes[1] == 10.0 * 2.0 * (double)n_o,
+        "%s: round_share_bf16 moved %g and %g bytes: dqkv should be skipped when kept", shape,
+        pack_bytes[0], pack_bytes[1]);
+  /* a new set forgets the kept o: the product converts the o written behind it */
+  k->activation_copies(k, NULL, 0);
+  to_table(1, o, sides, sizeof(float) * (size_t)n_o);
+  k->linear_forward(k, y, o, Wo, NULL, N, d, d);
+  float *after = downf(y, n_o);
+  int64_t same = 0;
+  for (int64_t i = 0; i < n_o; i++) same += after[i] == got[1][1][i];
+  CHECK(same < n_o, "%s: after activation_copies the kept o is still read", shape);
+}
+
 /* The GPU table set to tf32 or bf16 against the CPU's table for the same precision: the same
  * products of rounded operands (CPU: rounded copies and sgemm; GPU: cublasGemmEx on bf16, or
  * the handle's TF32 math), so they agree as float32 products do (TOL_DEFAULT); the bf16 entries
@@ -1756,6 +1843,10 @@ int main(void) {
     test_precision_table(&kg, p, 7, 33, 17);
     if (!small_only) test_precision_table(&kg, p, 128, 96, 64);
   }
+  kernels_gpu_set_precision(&kg, PT_PRECISION_BF16);
+  test_attention_share(&kg.table);
+  kernels_gpu_set_precision(&kg, PT_PRECISION_FP32);
+  scope_end();
 
   kernels_gpu_close(&kg);
   gpu_close(&G);

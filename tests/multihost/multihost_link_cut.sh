@@ -14,7 +14,7 @@ mh_mpirun "$mh_prefix-1 $mh_prefix-2" 4 "$pipe_train" tests/pipeline/gate.yaml -
   --set pipeline.stages=4 --set train.steps=1000000 --set pipeline.timeout_s=$timeout_s \
   --set train.lr_schedule.name=constant --metrics "$marker.jsonl" >"$work/out" 2>&1 &
 job=$!
-pt_pick_rank "$marker" 4 1 # every rank up and training
+pt_pick_rank "$marker" 4 1 "$marker.jsonl" # every rank up and training
 mh_link "$mh_prefix-2" down
 # ranks 2 and 3 ran there (multihost_gate checks the map)
 mh_time_fault "$job" "$work/out" "rank [23] on $mh_prefix-2\b" $((timeout_s + 30))
