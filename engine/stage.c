@@ -214,7 +214,7 @@ static void forward_range(pt_stage *st, int slot, int lo, int hi) {
     if (st->packed) store_ready(st, slot, li, 0);
     pt_io io = layer_io(st, slot, li, NULL, NULL);
     L->type->forward(L, &io);
-    if (st->packed) store_after_forward(st, slot, li, &io); /* rounds io.out as it keeps it */
+    if (st->packed) store_after_forward(st, slot, li, &io); /* rounds io.out (not the logits) */
     else store_bf16(&io, io.out, L->out_dim);
     if (!st->check_finite) continue;
     int32_t v = check_value(st, li);
