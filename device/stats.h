@@ -41,9 +41,11 @@ void device_stats_read(device_stats *s);
 double device_stats_double_value(const device_stats *s, int i);
 int32_t device_stats_mark_value(const device_stats *s, int i);
 
-/* The step statistics' kernels of d's table (kernels.h), on slots of s. */
+/* The step statistics' kernels of d's table (kernels.h), on slots of s. device_loss_acc's mark
+ * (NULL: none) is a finite_check of y as the loss reads it, folded into its pass. */
 void device_loss_acc(pt_device *d, pt_loss_kind kind, const float *y, const void *targets,
-                     size_t target_bytes, int N, int F, float scale, float *dy, double *sum);
+                     size_t target_bytes, int N, int F, float scale, float *dy, double *sum,
+                     int32_t *mark, int32_t value);
 void device_sumsq_into(pt_device *d, double *out, const float *x, int64_t n);
 void device_finite_check(pt_device *d, int32_t *mark, int32_t value, const float *x, int64_t n);
 

@@ -21,7 +21,7 @@ const float *eval_stage_forward(pt_stage *st, int slot, int B, int T) {
 void eval_loss_into(pt_part *p, device_stats *s, int i, float *y, const void *targets) {
   int F = p->model.layers[p->model.n_layers - 1].out_dim;
   device_loss_acc(p->model.dev, p->model.loss, y, targets, p->target_bytes, p->B * p->T, F,
-                  1.0f, y, device_stats_double(s, i));
+                  1.0f, y, device_stats_double(s, i), NULL, 0);
 }
 
 double eval_loss_of(const pt_part *p, const double *replica_sums, int dp) {
@@ -45,7 +45,7 @@ double eval_sequential(pt_trainer *t) {
                          t->targets);
         stage_input_commit(&p->stage, 0);
         eval_stage_forward(&p->stage, 0, p->B, p->T);
-        eval_loss_into(p, &s, (int)(d * M + mb), stage_output(&p->stage, 0), t->targets);
+        eval_loss_into(p, &s, (int)(d * M + mb), stage_loss_output(&p->stage, 0), t->targets);
       }
     device_stats_read(&s); /* one wait per eval batch */
     for (int64_t d = 0; d < dp; d++)

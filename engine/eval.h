@@ -28,7 +28,8 @@
  * deterministically: the same bits). */
 const float *eval_stage_forward(pt_stage *st, int slot, int B, int T);
 /* Slot `i` of eval statistics s gets the token-loss sum of the last stage's output y [B, T, F]
- * against targets; the loss gradient, which nobody reads, is written over y. */
+ * (stage_loss_output) against targets; the loss gradient, which nobody reads, is written over
+ * y. */
 void eval_loss_into(pt_part *p, device_stats *s, int i, float *y, const void *targets);
 /* The eval loss from the replicas' sums S_d (in replica order). */
 double eval_loss_of(const pt_part *p, const double *replica_sums, int dp);

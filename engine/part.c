@@ -138,14 +138,17 @@ void part_set_docs(pt_part *p, pt_stage *st, int slot, int64_t replica, int64_t 
   stage_set_docs(st, slot, p->doc_host, p->doc_host + n, p->B, p->T);
 }
 
-void part_compute_loss(pt_part *p, const float *y, const void *targets, float *dlogits) {
+float *part_compute_loss(pt_part *p, pt_stage *st, int slot, const void *targets) {
   int F = p->model.layers[p->model.n_layers - 1].out_dim;
   if (p->n_losses >= p->n_loss_slots)
     pt_fatal("a step computed more than %d losses on one process", p->n_loss_slots);
   double *sum = device_stats_double(&p->stats, p->model.n_tensors + p->n_losses++);
   size_t bytes = p->target_bytes / (size_t)p->T * (size_t)p->cur_T; /* [B, cur_T] of them */
+  float *y = stage_loss_gradient(st, slot); /* the gradient goes over the logits */
+  int32_t check = stage_loss_check(st, slot);
   device_loss_acc(p->model.dev, p->model.loss, y, targets, bytes, p->B * p->cur_T, F,
-                  loss_scale(p), dlogits, sum);
+                  loss_scale(p), y, sum, check ? st->finite_mark : NULL, check);
+  return y;
 }
 
 double part_losses(pt_part *p, int from, int to) {

@@ -87,13 +87,14 @@ void part_set_docs(pt_part *p, pt_stage *st, int slot, int64_t replica, int64_t 
  * step's sequence length (spec_seq_len_at; 1 for record data), the loss scale set (1 / (G cur_T),
  * or with data.documents 1 / the global batch's real targets: bad input when it has none). */
 void part_begin_step(pt_part *p);
-/* One micro-batch's loss of the last layer's output y [B, T, F] against targets, scaled by
- * loss_scale: 1 / (G T), or 1 / (the real targets of the global batch) with data.documents
- * (the only scaling anywhere); its gradient goes to dlogits [B, T, F], which may be y itself
- * (stage_loss_gradient). The loss is
- * kept on the device (the step's next slot) until part_losses reads it; targets may be reused
- * when this returns. */
-void part_compute_loss(pt_part *p, const float *y, const void *targets, float *dlogits);
+/* One micro-batch's loss of the last layer's output [B, T, F] of slot of st (the model's last
+ * stage, after the slot's stage_forward) against targets, scaled by loss_scale: 1 / (G T), or
+ * 1 / (the real targets of the global batch) with data.documents (the only scaling anywhere);
+ * returns its gradient [B, T, F], written over the output (stage_loss_gradient). The check of
+ * the output the loss owes is made as it reads it (stage_loss_check). The loss is kept on the
+ * device (the step's next slot) until part_losses reads it; targets may be reused when this
+ * returns. */
+float *part_compute_loss(pt_part *p, pt_stage *st, int slot, const void *targets);
 /* The scaled losses of this step's part_compute_loss calls [from, to), added in call order
  * (0.0 + l_from + ...): reads the step statistics (one wait, unless already read). */
 double part_losses(pt_part *p, int from, int to);

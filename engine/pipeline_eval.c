@@ -57,12 +57,12 @@ static void eval_input(pt_pipeline *p, pt_chunk *k, int64_t i, int mb, int s) {
 }
 
 static void eval_output(pt_pipeline *p, pt_chunk *k, int mb, int s, device_stats *st) {
-  float *y = stage_output(&k->stage, s);
   if (k->is_last) {
-    eval_loss_into(&p->part, st, mb, y, k->targets[s]);
+    eval_loss_into(&p->part, st, mb, stage_loss_output(&k->stage, s), k->targets[s]);
     return;
   }
   if (k->next_stage < 0) return; /* the next chunk runs here and copies it */
+  float *y = stage_output(&k->stage, s);
   const pt_kernels *kt = p->part.model.dev->k;
   const void *src = y;
   size_t bytes = k->out_bytes;

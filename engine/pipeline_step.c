@@ -137,11 +137,7 @@ static void act_backward(pt_pipeline *p, pt_chunk *k, int mb, int split) {
   float *din = input_grad(p, k, mb);
   double t0 = pt_now_s();
   if (k->wire_grad_in) unpack(p, k->dout[s], k->wire_grad_in[s], step_bytes(p, k->out_bytes));
-  if (k->is_last) {
-    float *grad = stage_loss_gradient(&k->stage, s); /* over the logits */
-    part_compute_loss(&p->part, stage_output(&k->stage, s), k->targets[s], grad);
-    dy = grad;
-  }
+  if (k->is_last) dy = part_compute_loss(&p->part, &k->stage, s, k->targets[s]); /* over them */
   if (split) stage_backward_input(&k->stage, s, dy, !k->is_first, din);
   else stage_backward(&k->stage, s, dy, !k->is_first, din);
   p->step_compute_s += pt_now_s() - t0;

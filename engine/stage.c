@@ -92,6 +92,7 @@ void stage_init_offload(pt_stage *st, pt_model *m, int first, int last, int B, i
                                   : sizeof(float) * (size_t)B * T * L0->in_dim;
   st->in_bytes = in_bytes;
   st->input = pt_calloc((size_t)n_slots, sizeof(void *));
+  st->loss_check = pt_calloc((size_t)n_slots, sizeof(int32_t));
   st->out = pt_calloc((size_t)n_slots * st->n, sizeof(float *));
   st->saved = pt_calloc((size_t)n_slots * st->n, sizeof(void *));
   for (int s = 0; s < n_slots; s++) {
@@ -134,6 +135,7 @@ void stage_free(pt_stage *st) {
   for (int i = 0; st->docs && i < st->n_slots; i++) stage_release(st, st->docs[i]);
   free(st->docs);
   free(st->input);
+  free(st->loss_check);
   free(st->input_host);
   free(st->out);
   free(st->saved);
@@ -212,11 +214,16 @@ static void forward_range(pt_stage *st, int slot, int lo, int hi) {
     if (st->packed) store_ready(st, slot, li, 0);
     pt_io io = layer_io(st, slot, li, NULL, NULL);
     L->type->forward(L, &io);
-    if (st->packed) store_after_forward(st, slot, li, &io); /* rounds io.out as it keeps it */
+    if (st->packed) store_after_forward(st, slot, li, &io); /* rounds io.out (not the logits) */
     else store_bf16(&io, io.out, L->out_dim);
-    if (st->check_finite)
-      device_finite_check(st->m->dev, st->finite_mark, check_value(st, li), io.out,
+    if (!st->check_finite) continue;
+    int32_t v = check_value(st, li);
+    if (st->packed && stage_logits(st, li)) { /* checked by the loss as it reads them rounded */
+      if (v > st->loss_check[slot]) st->loss_check[slot] = v; /* a recomputation's is later */
+    } else {
+      device_finite_check(st->m->dev, st->finite_mark, v, io.out,
                           (int64_t)io.B * io.T * L->out_dim);
+    }
   }
   st->check_seq++;
 }
@@ -224,6 +231,7 @@ static void forward_range(pt_stage *st, int slot, int lo, int hi) {
 void stage_begin_step(pt_stage *st) {
   st->bad_layer = -1;
   st->check_seq = 0;
+  memset(st->loss_check, 0, sizeof(int32_t) * (size_t)st->n_slots);
 }
 
 void stage_take_mark(pt_stage *st, int32_t mark) {
@@ -266,8 +274,19 @@ static float *backward_range(pt_stage *st, int slot, int lo, int hi, const float
 }
 
 float *stage_output(pt_stage *st, int slot) {
-  if (st->packed) store_ready(st, slot, st->n, 0); /* the last layer's output as "input" of n */
+  if (st->packed) store_output(st, slot, 0);
   return layer_out(st, slot, st->n - 1);
+}
+
+float *stage_loss_output(pt_stage *st, int slot) {
+  if (st->packed) store_output(st, slot, 1);
+  return layer_out(st, slot, st->n - 1);
+}
+
+int32_t stage_loss_check(pt_stage *st, int slot) {
+  int32_t v = st->loss_check[slot];
+  st->loss_check[slot] = 0;
+  return v;
 }
 
 /* The segment stage_backward starts with, recomputed here rather than there: the same forward
@@ -275,7 +294,8 @@ float *stage_output(pt_stage *st, int slot) {
  * (bf16 at rest): the buffer returned is the float32 working copy still tagged as the slot's
  * last output, and it keeps that tag once the loss has written the gradient over it, so the
  * backward that follows does not unpack the logits back over the gradient (a layer's backward
- * never reads its own output, layers/layer.h). */
+ * never reads its own output, layers/layer.h); the logits in it are unrounded where they were
+ * not put to rest since their forward (stage_loss_output). */
 float *stage_loss_gradient(pt_stage *st, int slot) {
   if (st->offload) stage_offload_before_backward(st, slot);
   int last = (st->n - 1) / (st->ckpt ? st->ckpt : 1);
@@ -284,7 +304,7 @@ float *stage_loss_gradient(pt_stage *st, int slot) {
     st->ws_slot = slot;
     st->ws_seg = last;
   }
-  return stage_output(st, slot);
+  return stage_loss_output(st, slot);
 }
 
 const float *stage_backward(pt_stage *st, int slot, const float *dout, int need_din,

@@ -30,6 +30,11 @@
  * do not hold the slot's values already. The stash sets keep the douts (bf16 but the loss
  * gradient) and the parts only backward_input writes. The stage input stays as received. The
  * results are those of float32 storage of the same (bf16) values: packing is lossless on them.
+ * The model's logits are the exception: forward leaves them unrounded for the loss, which
+ * rounds them as it reads them (kernels.h loss_rounds_bf16), so they are rounded and packed
+ * only where they must wait (engine/stage_store.h); stage_output hands them rounded, as ever,
+ * stage_loss_output and stage_loss_gradient as they are. Their finiteness check, too, is the
+ * loss's (stage_loss_check): it reads them anyway.
  */
 #ifndef PT_STAGE_H
 #define PT_STAGE_H
@@ -63,6 +68,7 @@ typedef struct {
   int *stash_of;        /* [slot]: the set holding the slot's douts between I and W, or -1 */
   char *stash_used;     /* [set] */
   int check_finite;     /* scan every layer output for inf/nan (train.on_nonfinite: abort) */
+  int32_t *loss_check;  /* [slot]: the check of the logits its loss owes (stage_loss_check) */
   int32_t *finite_mark; /* device mark the checks raise (device/stats.h), when check_finite */
   int check_seq;        /* forward passes over layers this step: orders the checks in time */
   int bad_layer;        /* global index of the first layer whose output was not finite, -1 */
@@ -75,6 +81,8 @@ typedef struct {
   float *wk[2];         /* float32 kept outputs of the layers of each parity being run */
   void *wk_saved;       /* float32 saved area of the layer being run (ckpt == 0) */
   int wk_tag[2], wk_saved_tag; /* slot * n + li whose values they hold, -1: none */
+  int raw_tag;          /* slot * n + n - 1 whose logits wk holds unrounded and not at rest, -1:
+                           none (engine/stage_store.h) */
   /* pipeline.offload: the pooled slot buffers' frames and host copies (engine/stage_offload.h);
    * NULL: every slot has buffers of its own */
   struct stage_offload *offload;
@@ -94,7 +102,9 @@ void *stage_input(pt_stage *st, int slot);
 /* Host memory for the input of slot, and its copy to the device (nothing to do on the cpu). */
 void *stage_input_host(pt_stage *st, int slot);
 void stage_input_commit(pt_stage *st, int slot);
-/* Runs forward for the micro-batch in slot; returns the stage output [B,T,out_dim]. */
+/* Runs forward for the micro-batch in slot; returns the stage output [B,T,out_dim] (on the
+ * model's last stage under bf16 storage the logits, unrounded: read them through stage_output
+ * or a loss, stage_loss_output). */
 const float *stage_forward(pt_stage *st, int slot, int B, int T);
 /* Backward of the micro-batch in slot given dout = d loss / d output. When need_din is set (and
  * the input is not token ids) returns d loss / d input, written into din_out if it is not NULL
@@ -117,7 +127,7 @@ const float *stage_backward_input(pt_stage *st, int slot, const float *dout, int
  * weight gradients are to accumulate in (ascending micro-batch for exactness). No-op under
  * checkpointing. */
 void stage_backward_weight(pt_stage *st, int slot);
-/* A step begins: no layer is known bad, the checks count from 0. */
+/* A step begins: no layer is known bad, the checks count from 0, no loss owes a check. */
 void stage_begin_step(pt_stage *st);
 /* The step's finiteness checks ran on the device without waiting: each failed check raised
  * *finite_mark to a value that is larger for earlier checks (this step's first forward pass
@@ -133,13 +143,26 @@ void stage_set_docs(pt_stage *st, int slot, const int32_t *doc_start, const int3
                     int B, int T);
 /* The stage output of the micro-batch in slot (valid after its stage_forward). */
 float *stage_output(pt_stage *st, int slot);
+/* The same buffer for a loss that reads it and writes its gradient over it (kernels.h: dy ==
+ * y) with no backward to follow (eval; training takes stage_loss_gradient): under bf16 storage
+ * the model's logits there may be unrounded (the losses round them as they read them), and the
+ * stage keeps nothing of them afterwards. Call right before the loss. */
+float *stage_loss_output(pt_stage *st, int slot);
+/* The finiteness check of the logits of slot that its loss owes, taken once (0: none, then):
+ * under bf16 storage with check_finite, forward leaves it to the loss, which reads the logits
+ * anyway: the loss raises *finite_mark to this value when a logit as it reads it (rounded) is
+ * not finite (kernels.h loss_acc), as the forward's check would have (stage_take_mark). Every
+ * forward of the slot on the model's last stage is followed by its loss within the step. */
+int32_t stage_loss_check(pt_stage *st, int slot);
 /* Where the loss writes d loss / d output of the micro-batch in slot: over its output itself
  * (kernels.h: the losses allow dy == y; no layer's backward reads its own output, layer.h), so
  * the last stage keeps no [B, T, F] gradient buffer beside its logits. Under checkpointing it
  * first recomputes the slot's last segment when the workspace holds another (what the slot's
  * stage_backward would do first; the same bits), so that backward does not write the logits
- * again over the gradient. Call after the slot's stage_forward, then the loss on
- * stage_output(slot) with this as its gradient, then the slot's stage_backward(_input) with it. */
+ * again over the gradient. Call after the slot's stage_forward, then the loss on this buffer
+ * (its y and its dy: stage_loss_output's buffer, so under bf16 storage the logits maybe
+ * unrounded, which the loss rounds as it reads them), then the slot's stage_backward(_input)
+ * with it (engine/part.c part_compute_loss, with stage_loss_check). */
 float *stage_loss_gradient(pt_stage *st, int slot);
 
 #endif

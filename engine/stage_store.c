@@ -19,9 +19,7 @@ static int parts_at(const pt_stage *st, int li, int B, int T, pt_saved_part *p) 
 
 /* A stage's last layer on the model's last stage gets the loss gradient, which is not rounded to
  * bf16: its dout stays float32 in the sets. Every other dout is an input gradient (rounded). */
-static int dout_f32(const pt_stage *st, int li) {
-  return li == st->n - 1 && st->last == st->m->n_layers;
-}
+static int dout_f32(const pt_stage *st, int li) { return stage_logits(st, li); }
 
 static size_t dout_rest(const pt_stage *st, int li, int B, int T) {
   return ((size_t)out_floats(st, li, B, T) * (dout_f32(st, li) ? 4 : 2) + 63) & ~(size_t)63;
@@ -50,6 +48,7 @@ void store_alloc(pt_stage *st) {
   for (int p = 0; p < 2; p++) st->wk[p] = wk[p] ? stage_alloc(st, wk[p]) : NULL;
   st->wk_saved = ws ? stage_alloc(st, ws) : NULL;
   st->wk_tag[0] = st->wk_tag[1] = st->wk_saved_tag = -1;
+  st->raw_tag = -1;
 }
 
 void store_free(pt_stage *st) {
@@ -153,10 +152,21 @@ static void round_parts(const pt_stage *st, int li, float *f, int writer, int op
   run_flush(k, &u, op);
 }
 
+/* wk[p] is about to hold tag's values: logits of another tag there, unrounded and not at rest
+ * (store_after_forward), go to rest first (pack_bf16 rounds them on the way). */
+static void claim_wk(pt_stage *st, int p, int tag) {
+  int raw = st->raw_tag;
+  if (raw < 0 || raw == tag || ((st->n - 1) & 1) != p) return;
+  const pt_kernels *k = st->m->dev->k;
+  k->pack_bf16(k, st->out16[raw], st->wk[p], out_floats(st, st->n - 1, st->cur_B, st->cur_T));
+  st->raw_tag = -1;
+}
+
 static void need_out(pt_stage *st, int slot, int li) {
   int tag = slot * st->n + li;
   if (st->wk_tag[li & 1] == tag) return;
   const pt_kernels *k = st->m->dev->k;
+  claim_wk(st, li & 1, tag);
   k->unpack_bf16(k, st->wk[li & 1], st->out16[tag], out_floats(st, li, st->cur_B, st->cur_T));
   st->wk_tag[li & 1] = tag;
 }
@@ -219,6 +229,7 @@ static void unpack_for_backward(pt_stage *st, int slot, int li) {
 
 void store_ready(pt_stage *st, int slot, int li, int backward) {
   if (li > 0 && stage_kept(st, li - 1)) need_out(st, slot, li - 1);
+  if (!backward && li < st->n && stage_kept(st, li)) claim_wk(st, li & 1, slot * st->n + li);
   if (!backward) { /* forward writes the area: no copies of it from here on */
     share_copies(st, slot, -1);
     return;
@@ -242,11 +253,25 @@ void store_ready_backward(pt_stage *st, int slot, int li, const float *dout) {
   if (k->share_bf16) k->share_bf16(k, dout, out_floats(st, li, st->cur_B, st->cur_T));
 }
 
+void store_output(pt_stage *st, int slot, int for_loss) {
+  store_ready(st, slot, st->n, 0); /* the last layer's output as "input" of layer n */
+  int tag = slot * st->n + st->n - 1;
+  if (st->raw_tag != tag) return;
+  st->raw_tag = -1; /* a loss's gradient replaces the logits; any other reader gets them kept */
+  if (!for_loss) {
+    const pt_kernels *k = st->m->dev->k;
+    k->round_pack_bf16(k, st->out16[tag], st->wk[(st->n - 1) & 1],
+                       out_floats(st, st->n - 1, st->cur_B, st->cur_T));
+  }
+}
+
 void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io) {
   const pt_kernels *k = st->m->dev->k;
   int tag = slot * st->n + li;
   int64_t n_out = out_floats(st, li, io->B, io->T);
-  if (stage_kept(st, li)) {
+  if (stage_logits(st, li)) { /* left as they are: the loss rounds them as it reads them */
+    st->wk_tag[li & 1] = st->raw_tag = tag;
+  } else if (stage_kept(st, li)) {
     k->round_pack_bf16(k, st->out16[tag], io->out, n_out);
     st->wk_tag[li & 1] = tag;
   } else {

@@ -8,6 +8,14 @@
  * the dout (bf16, but float32 for the loss gradient) and the parts only backward_input writes.
  * Every part that may be bf16 is rounded in place right after the step writing it, whichever the
  * path, so the copies at rest are exact and every path computes on the same values.
+ *
+ * One exception, the model's logits (stage_logits): their forward leaves them unrounded in their
+ * working buffer, not at rest (st->raw_tag), since the loss that mostly follows at once reads
+ * them rounded (kernels.h loss_rounds_bf16) and writes its gradient over them: the rounding and
+ * the packing would be traffic for nothing. They go to rest (pack_bf16, which rounds) only when
+ * the buffer is about to hold another tag first (another micro-batch's forward, an unpack, a
+ * recomputation), and are rounded in place and kept for any reader but a loss (store_output).
+ * The loss reads the same values either way (rounding is idempotent).
  */
 #ifndef PT_STAGE_STORE_H
 #define PT_STAGE_STORE_H
@@ -22,6 +30,11 @@ void stage_release(pt_stage *st, void *p);
  * input) and of the stage's last layer. */
 static inline int stage_kept(const pt_stage *st, int li) {
   return st->ckpt == 0 || (li + 1) % st->ckpt == 0 || li == st->n - 1;
+}
+
+/* Layer li's output is the model's logits: the last layer of the model's last stage. */
+static inline int stage_logits(const pt_stage *st, int li) {
+  return li == st->n - 1 && st->last == st->m->n_layers;
 }
 
 void store_alloc(pt_stage *st);
@@ -39,8 +52,14 @@ void store_ready(pt_stage *st, int slot, int li, int backward);
  * conversion of dout for both backward steps (kernels.h share_bf16). */
 void store_ready_backward(pt_stage *st, int slot, int li, const float *dout);
 /* After layer li's forward wrote io: rounds its output and the parts it wrote, keeps the output
- * and parts at rest (rounded and packed in one pass). */
+ * and parts at rest (rounded and packed in one pass); the logits' output stays as it is, held
+ * for the loss (above). */
 void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io);
+/* The stage's last output of slot in its working buffer (store_ready of layer n), for a reader:
+ * as it always was, rounded and kept at rest (logits held for the loss are rounded and packed in
+ * one pass now); for_loss: logits held are handed over as they are, the loss rounding them as
+ * it reads them, and since its gradient replaces them they are no longer held. */
+void store_output(pt_stage *st, int slot, int for_loss);
 /* After layer li's backward_input: rounds the stash parts (without a stash set, the table
  * keeps their bits for the backward_weight that follows: kernels.h round_share_bf16); with a stash set (split backward,
  * layer with parameters) keeps there io->dout and the parts backward_weight will read (the

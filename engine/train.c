@@ -55,9 +55,8 @@ static void accumulate_replica(pt_trainer *t, int64_t replica) {
     part_fill(p, replica, mb, stage_input_host(&p->stage, 0), t->targets);
     stage_input_commit(&p->stage, 0);
     part_set_docs(p, &p->stage, 0, replica, mb);
-    const float *y = stage_forward(&p->stage, 0, p->B, p->cur_T);
-    float *dy = stage_loss_gradient(&p->stage, 0); /* over y */
-    part_compute_loss(p, y, t->targets, dy);
+    stage_forward(&p->stage, 0, p->B, p->cur_T);
+    float *dy = part_compute_loss(p, &p->stage, 0, t->targets); /* over the logits */
     stage_backward(&p->stage, 0, dy, 0, NULL);
   }
   model_tie_reduce_local(&p->model);

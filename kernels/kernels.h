@@ -71,9 +71,10 @@ typedef struct pt_kernels pt_kernels;
  *   tf32  the products' inputs rounded to tf32 (kernels/precision.h), float32 accumulation
  *   bf16  the products' inputs rounded to bf16, float32 accumulation; the stage rounds every
  *         layer's output and input gradient to bf16 (round_bf16; round_pack_bf16 what it keeps
- *         packed), and activations and gradients cross stages as packed bf16 (pack_bf16 /
- *         unpack_bf16); the stage also keeps the activations of micro-batches in flight
- *         packed (engine/stage_store.c)
+ *         packed; the model's logits are rounded by the losses as they read them,
+ *         loss_rounds_bf16), and activations and gradients cross stages as packed bf16
+ *         (pack_bf16 / unpack_bf16); the stage also keeps the activations of micro-batches in
+ *         flight packed (engine/stage_store.c)
  * Everything else (LayerNorm, softmax, attention, losses, norms, the optimizer, the master
  * weights and gradients) stays float32 in every mode. docs/gpu.md, "Precision". */
 typedef enum { PT_PRECISION_FP32, PT_PRECISION_TF32, PT_PRECISION_BF16 } pt_precision;
@@ -263,7 +264,8 @@ struct pt_kernels {
   /* kernels/loss.h's loss_forward_backward on device y and dy, with HOST targets (int32 ids
    * [N] or float [N,F]; target_bytes of them): returns the sum of the rows' losses, writes
    * dy = scale * d(sum)/dy. dy may be y itself: the gradient then overwrites the logits (the
-   * last stage keeps no second [N,F] buffer, engine/stage.h stage_loss_gradient). */
+   * last stage keeps no second [N,F] buffer, engine/stage.h stage_loss_gradient). y is read as
+   * loss_rounds_bf16 below says. */
   double (*loss)(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
                  size_t target_bytes, int N, int F, float scale, float *dy);
   /* One optimizer update of n floats: w, m (and v for AdamW) updated from gradient g; w16
@@ -308,6 +310,10 @@ struct pt_kernels {
   /* --- Precision: not in PT_KERNELS_ENTRIES; a table made for a precision sets them. ------ */
   pt_precision precision; /* PT_PRECISION_FP32 (0) in the plain tables */
   int attention_saved_bf16; /* see attention_saved_floats above */
+  /* 1 in bf16 tables: the losses (loss, loss_acc) read each y rounded to bf16 (kernels/loss.h
+   * pt_loss_read round_bf16), since the stage hands them the logits unrounded
+   * (engine/stage_store.h); the same bits as on logits rounded before. */
+  int loss_rounds_bf16;
   /* bf16 tables only (NULL elsewhere): x rounded in place to bf16 values; n floats packed into
    * n bf16 (lossless on bf16 values, else rounded) and back (exact). Elementwise. */
   void (*round_bf16)(const pt_kernels *k, float *x, int64_t n);
@@ -354,12 +360,14 @@ struct pt_kernels {
    * are device memory (host memory for the CPU table, where the result is there at once).
    * loss_acc: as loss, the rows' loss sum added to *sum (one double); the host targets are
    * taken before it returns (the caller may reuse them at once; the GPU stages them in pinned
-   * memory of its own, no wait). sumsq_into: *out = sumsq(x) (one double). finite_check:
+   * memory of its own, no wait); mark NULL, or finite_check(mark, value) of y as the loss reads
+   * it, in the loss's pass (kernels/loss.h pt_loss_read). sumsq_into: *out = sumsq(x) (one double). finite_check:
    * *mark = max(*mark, value) when x holds a NaN or an infinity (one int32; value > 0, so a
    * zeroed mark means "all finite" and the largest value of the checks that failed is left,
    * whatever the order the device ran them in). */
   void (*loss_acc)(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
-                   size_t target_bytes, int N, int F, float scale, float *dy, double *sum);
+                   size_t target_bytes, int N, int F, float scale, float *dy, double *sum,
+                   int32_t *mark, int32_t value);
   void (*sumsq_into)(const pt_kernels *k, double *out, const float *x, int64_t n);
   void (*finite_check)(const pt_kernels *k, int32_t *mark, int32_t value, const float *x,
                        int64_t n);

@@ -23,4 +23,21 @@ void loss_check_targets(pt_loss_kind kind, const void *targets, int N, int F);
 double loss_forward_backward(pt_loss_kind kind, const float *y, const void *targets, int N, int F,
                              float scale, float *dy);
 
+/* How a loss reads y (NULL, or a zeroed struct: as it is, nothing checked):
+ *   round_bf16: each value read as pt_round_bf16(y) (kernels/precision.h). Under train.precision
+ *     bf16 the stage hands the loss the logits unrounded (engine/stage_store.h); rounding is
+ *     idempotent, so logits rounded before give the same bits;
+ *   mark (NULL: no check): *mark = max(*mark, value) when a value as read is not finite, in any
+ *     row (ignored targets' too): kernels.h finite_check on what the loss reads, in its pass. */
+typedef struct {
+  int round_bf16;
+  int32_t *mark;
+  int32_t value;
+} pt_loss_read;
+
+/* loss_forward_backward reading y as r says: the same bits as loss_forward_backward on y read
+ * so beforehand. */
+double loss_forward_backward_read(pt_loss_kind kind, const float *y, const void *targets, int N,
+                                  int F, float scale, float *dy, const pt_loss_read *r);
+
 #endif

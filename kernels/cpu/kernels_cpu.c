@@ -228,7 +228,8 @@ static void scale(const pt_kernels *k, float *x, float s, int64_t n) { op_scale(
 
 static double loss(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
                    size_t target_bytes, int N, int F, float s, float *dy) {
-  return loss_forward_backward(kind, y, targets, N, F, s, dy);
+  pt_loss_read r = {.round_bf16 = k->loss_rounds_bf16};
+  return loss_forward_backward_read(kind, y, targets, N, F, s, dy, &r);
 }
 
 static void optimizer(const pt_kernels *k, const pt_update *u, float *w, uint16_t *w16,
@@ -261,8 +262,10 @@ static int all_finite(const pt_kernels *k, const float *x, int64_t n) {
 /* The step statistics' forms: host memory, so the value is there when they return; the same
  * arithmetic as loss and sumsq, so the bits do not change. */
 static void loss_acc(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
-                     size_t target_bytes, int N, int F, float s, float *dy, double *sum) {
-  *sum += loss(k, kind, y, targets, target_bytes, N, F, s, dy);
+                     size_t target_bytes, int N, int F, float s, float *dy, double *sum,
+                     int32_t *mark, int32_t value) {
+  pt_loss_read r = {.round_bf16 = k->loss_rounds_bf16, .mark = mark, .value = value};
+  *sum += loss_forward_backward_read(kind, y, targets, N, F, s, dy, &r);
 }
 
 static void sumsq_into(const pt_kernels *k, double *out, const float *x, int64_t n) {

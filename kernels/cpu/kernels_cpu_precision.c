@@ -113,7 +113,7 @@ static pt_kernels make(pt_precision p) {
   /* linear_forward_gelu, linear_backward_input_gelu: kernels_cpu's, composing these products */
   if (p == PT_PRECISION_BF16)
     t.round_bf16 = round_bf16, t.pack_bf16 = pack_bf16, t.unpack_bf16 = unpack_bf16,
-    t.round_pack_bf16 = round_pack_bf16;
+    t.round_pack_bf16 = round_pack_bf16, t.loss_rounds_bf16 = 1;
   return t;
 }
 

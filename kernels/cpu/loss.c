@@ -3,6 +3,8 @@
 #include <math.h>
 
 #include "kernels/cpu/fastmath.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/precision.h"
 #include "core/error.h"
 
 /* dy may be y: y[target] is read before the row is overwritten. */
@@ -30,13 +32,25 @@ void loss_check_targets(pt_loss_kind kind, const void *targets, int N, int F) {
   }
 }
 
-double loss_forward_backward(pt_loss_kind kind, const float *y, const void *targets, int N, int F,
-                             float scale, float *dy) {
+/* Row y of F values as the loss reads it (r): rounded into dr where r says so (dr is the row's
+ * gradient, which may be y itself: each value is read before it is written), and checked. */
+static const float *read_row(const float *y, float *dr, int F, const pt_loss_read *r) {
+  if (!r) return y;
+  if (r->round_bf16) {
+    for (int f = 0; f < F; f++) dr[f] = pt_round_bf16(y[f]);
+    y = dr;
+  }
+  if (r->mark && r->value > *r->mark && !op_all_finite(y, F)) *r->mark = r->value;
+  return y;
+}
+
+double loss_forward_backward_read(pt_loss_kind kind, const float *y, const void *targets, int N,
+                                  int F, float scale, float *dy, const pt_loss_read *r) {
   loss_check_targets(kind, targets, N, F);
   double total = 0.0;
   for (int n = 0; n < N; n++) {
-    const float *yr = y + (int64_t)n * F;
     float *dr = dy + (int64_t)n * F;
+    const float *yr = read_row(y + (int64_t)n * F, dr, F, r);
     if (kind == LOSS_CROSS_ENTROPY && ((const int32_t *)targets)[n] == LOSS_IGNORE) {
       for (int f = 0; f < F; f++) dr[f] = 0.0f;
     } else if (kind == LOSS_CROSS_ENTROPY) {
@@ -53,4 +67,9 @@ double loss_forward_backward(pt_loss_kind kind, const float *y, const void *targ
     }
   }
   return total;
+}
+
+double loss_forward_backward(pt_loss_kind kind, const float *y, const void *targets, int N, int F,
+                             float scale, float *dy) {
+  return loss_forward_backward_read(kind, y, targets, N, F, scale, dy, NULL);
 }

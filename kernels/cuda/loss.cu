@@ -8,11 +8,19 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cost.h"
 #include "kernels/loss.h"
+#include "kernels/precision.h"
 
 /* Blocks of the row kernels: one per row up to CUDA_REDUCE_SCRATCH_DOUBLES, a function of N
  * only (so the order of the additions, and the bits, are the same on any GPU). */
 static unsigned row_blocks(int N) {
   return (unsigned)(N < CUDA_REDUCE_SCRATCH_DOUBLES ? N : CUDA_REDUCE_SCRATCH_DOUBLES);
+}
+
+/* y[f] as the loss reads it (kernels/loss.h pt_loss_read): rounded to bf16 under bf16, whose
+ * stage leaves the logits unrounded; the rounding is idempotent, so the bits are those of logits
+ * rounded before. A failed check raises r.mark once a thread, after its rows. */
+static __device__ __forceinline__ float read_y(const float *y, int f, const pt_loss_read &r) {
+  return r.round_bf16 ? pt_round_bf16(y[f]) : y[f];
 }
 
 /* Block b does rows n = b, b + G, b + 2G, ... (G = gridDim.x) one after the other; its thread 0
@@ -27,22 +35,27 @@ static unsigned row_blocks(int N) {
  * before any write. */
 static __global__ void __launch_bounds__(PT_THREADS)
     cross_entropy_kernel(float *dy, double *partial, const float *logits,
-                         const int32_t *targets, int N, int V, float scale) {
+                         const int32_t *targets, int N, int V, float scale, pt_loss_read r) {
   __shared__ float sh[32];
   double acc = 0.0;
+  int bad = 0;
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) { /* the same n in every thread */
     const float *y = logits + n * V;
     float *d = dy + n * V;
     const int target = targets[n];
     if (target == LOSS_IGNORE) { /* no prediction here: dy = 0, adds 0 (the CPU's skip) */
-      for (int f = threadIdx.x; f < V; f += blockDim.x) d[f] = 0.0f;
+      for (int f = threadIdx.x; f < V; f += blockDim.x) {
+        if (r.mark) bad |= pt_dev_nonfinite(read_y(y, f, r)); /* checked all the same */
+        d[f] = 0.0f;
+      }
       continue;
     }
     const bool valid = target >= 0 && target < V;
-    const float yt = threadIdx.x == 0 && valid ? y[target] : 0.0f;
+    const float yt = threadIdx.x == 0 && valid ? read_y(y, target, r) : 0.0f;
     float mx = pt_dev_neg_inf(), sum = 0.0f;
     for (int f = threadIdx.x; f < V; f += blockDim.x) {
-      const float v = y[f];
+      const float v = read_y(y, f, r);
+      bad |= pt_dev_nonfinite(v);
       if (v > mx) {
         sum = sum * pt_dev_expf(mx - v) + 1.0f;
         mx = v;
@@ -54,7 +67,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
     sum = pt_block_sum(mx == bmx ? sum : sum * pt_dev_expf(mx - bmx), sh);
     const float inv = scale / sum;
     for (int f = threadIdx.x; f < V; f += blockDim.x) {
-      float v = pt_dev_expf(y[f] - bmx) * inv;
+      float v = pt_dev_expf(read_y(y, f, r) - bmx) * inv;
       if (f == target) v -= scale;
       d[f] = v;
     }
@@ -62,21 +75,25 @@ static __global__ void __launch_bounds__(PT_THREADS)
       acc += valid ? (double)bmx + log((double)sum) - (double)yt : (double)pt_dev_nan();
   }
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+  if (bad && r.mark) atomicMax(r.mark, r.value); /* finite_mark_kernel's order-free max */
 }
 
 /* Rows as above. CPU: diff = y - t;  s += (double)diff * diff;  dy = 2 * diff / F * scale;
  * loss = s / F. */
 static __global__ void __launch_bounds__(PT_THREADS)
     mse_kernel(float *dy, double *partial, const float *yv, const float *targets, int N, int F,
-               float scale) {
+               float scale, pt_loss_read r) {
   __shared__ double sh[32];
   double acc = 0.0;
+  int bad = 0;
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const float *y = yv + n * F, *t = targets + n * F;
     float *d = dy + n * F;
     double s = 0.0;
     for (int f = threadIdx.x; f < F; f += blockDim.x) {
-      float diff = y[f] - t[f];
+      const float v = read_y(y, f, r);
+      bad |= pt_dev_nonfinite(v);
+      float diff = v - t[f];
       s += (double)diff * diff;
       d[f] = 2.0f * diff / (float)F * scale;
     }
@@ -84,12 +101,13 @@ static __global__ void __launch_bounds__(PT_THREADS)
     if (threadIdx.x == 0) acc += s / F;
   }
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+  if (bad && r.mark) atomicMax(r.mark, r.value);
 }
 
 
 extern "C" void cuda_loss_cross_entropy(gpu_ctx *g, float *dy, double *loss_sum_dev,
                                         const float *logits, const int32_t *targets, int N, int V,
-                                        float scale, double *scratch) {
+                                        float scale, double *scratch, pt_loss_read r) {
   if (N <= 0 || V <= 0) return;
   unsigned blocks = row_blocks(N);
   /* logits read and the gradient written once each (the kernel reads a row twice: the second
@@ -98,7 +116,7 @@ extern "C" void cuda_loss_cross_entropy(gpu_ctx *g, float *dy, double *loss_sum_
   const double NV = (double)N * V;
   const pt_cost cost = pt_cost_of(0.0, 4.0 * NV, 8.0 * NV + 4.0 * N + 8.0 * blocks);
   PT_LAUNCH_COSTED(cross_entropy_kernel, cost, blocks, PT_THREADS, 0, g->stream, dy, scratch,
-                   logits, targets, N, V, scale);
+                   logits, targets, N, V, scale, r);
   PT_LAUNCH_CHECK();
   PT_LAUNCH_COSTED(pt_sum_partials_kernel, pt_cost_sum_partials(blocks), 1, PT_THREADS, 0,
                    g->stream, loss_sum_dev, scratch, (int)blocks, 1);
@@ -106,12 +124,13 @@ extern "C" void cuda_loss_cross_entropy(gpu_ctx *g, float *dy, double *loss_sum_
 }
 
 extern "C" void cuda_loss_mse(gpu_ctx *g, float *dy, double *loss_sum_dev, const float *y,
-                              const float *targets, int N, int F, float scale, double *scratch) {
+                              const float *targets, int N, int F, float scale, double *scratch,
+                              pt_loss_read r) {
   if (N <= 0 || F <= 0) return;
   unsigned blocks = row_blocks(N);
   const double NF = (double)N * F;
   PT_LAUNCH_COSTED(mse_kernel, pt_cost_of(0.0, 6.0 * NF, 12.0 * NF + 8.0 * blocks), blocks,
-                   PT_THREADS, 0, g->stream, dy, scratch, y, targets, N, F, scale);
+                   PT_THREADS, 0, g->stream, dy, scratch, y, targets, N, F, scale, r);
   PT_LAUNCH_CHECK();
   PT_LAUNCH_COSTED(pt_sum_partials_kernel, pt_cost_sum_partials(blocks), 1, PT_THREADS, 0,
                    g->stream, loss_sum_dev, scratch, (int)blocks, 1);

@@ -13,8 +13,8 @@ roofline bench (bench/gpu_roofline.c) on tests/gpu/roofline_tiny.yaml, so neithe
    bytes, LayerNorm forward and the fused residual backward, the launches, AdamW over every
    parameter (writing the bf16 weight copy), cuDNN attention under bf16 (no in-house rows
    beside it), the bf16 conversions (the products' activation operands; the rounding at the
-   layers' boundaries; the storage's packs, unpacks and rounding of the saved parts; the
-   attention's packs);
+   layers' boundaries; the storage's packs, unpacks and rounding of the saved parts, the logits
+   left to the loss; the attention's packs), the finite checks and the cross entropy;
 4. the report has its lines (the table, both GPUs' floors and MFU, the launch overhead).
 Run from the repository root. Exits non-zero on any failed check; 77 (skipped) where a build
 for real GPUs finds none."""
@@ -168,9 +168,11 @@ def closed_forms(r):
     close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 11 * D * L),
           "operand conversions: 6 bytes each")
     # A micro-batch's other conversions (one stage, no stash sets, no checkpointing), per token:
-    # - rounded and packed in one pass (10 bytes an element), to rest: every layer's output (D,
-    #   the head's V), L + 4, and the block's saved parts in bf16 that forward writes, one
-    #   launch a run of adjacent parts (engine/stage_store.c; the block keeps them adjacent):
+    # - rounded and packed in one pass (10 bytes an element), to rest: every layer's output but
+    #   the head's (D each), L + 3 (the logits stay unrounded for the loss, which follows at
+    #   once and rounds them as it reads them), and the block's saved parts in bf16 that
+    #   forward writes, one launch a run of adjacent parts (engine/stage_store.c; the block
+    #   keeps them adjacent):
     #   xln1, xln2, g, qkv, atty, x1 and h, 15D (the norms' mean and rstd and the attention's lse
     #   stay float32, adjacent too: one device copy); kept by the table, after backward_input,
     #   the parts it writes (round_share_bf16: kept for the weight
@@ -183,9 +185,9 @@ def closed_forms(r):
     #   run back but xln1, xln2 and g (qkv, atty, x1 and h: 9D; those three, read only as weight
     #   gradients' x, are read from their copies at rest: layers/layer.h read_at_rest); the
     #   attention's o forward and dqkv backward.
-    outs = D * (L + 3) + V
+    outs = D * (L + 3)
     forms = {  # row: (launches, elements, bytes an element) a micro-batch
-        "round_pack_bf16_kernel": (L + 4 + 2 * L, outs + 22 * D * L, 10.0),
+        "round_pack_bf16_kernel": (L + 3 + 2 * L, outs + 22 * D * L, 10.0),
         "round_bf16_kernel": (L + 3, D * (L + 3), 8.0),
         "to_bf16_kernel": (2 * L, 4 * D * L, 6.0),
         "from_bf16_kernel": (L + 2 + L + 2 * L, D * (L + 2) + 9 * D * L + 4 * D * L, 6.0),
@@ -195,6 +197,18 @@ def closed_forms(r):
         close(launched, M * launches, f"{row} launches")
         close(other, 0.0, f"{row}: no FLOPs counted")
         close(nbytes, width * M * N * per_token, f"{row} bytes")
+    # the finite checks (train.on_nonfinite abort): every layer's output but the logits, whose
+    # check the loss makes as it reads them (one read of N V floats, its gradient written over
+    # them: a partial sum a block, min(N, 1024) blocks)
+    launched, _, other, nbytes = r["finite_mark_kernel"]
+    close(launched, M * (L + 3), "finite checks: every layer but the head")
+    close(other, M * N * D * (L + 3), "finite checks: 1 FLOP an element")
+    close(nbytes, 4.0 * M * N * D * (L + 3), "finite checks: 4 bytes an element")
+    launched, _, other, nbytes = r["cross_entropy_kernel"]
+    close(launched, M, "cross entropy: one launch a micro-batch")
+    close(other, 4.0 * M * N * V, "cross entropy: 4 FLOPs a logit")
+    close(nbytes, M * (8.0 * N * V + 4 * N + 8 * min(N, 1024)),
+          "cross entropy: the logits read once and the gradient written, ids, partial sums")
 
 
 def report_lines(text):

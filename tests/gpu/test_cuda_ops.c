@@ -957,7 +957,7 @@ static void test_loss_ignore(int N, int F) {
   gpu_to_device(&G, d_loss, &zero, sizeof zero);
   float *d_dy = upf(hrand(n, 5, 6), n);
   cuda_loss_cross_entropy(&G, d_dy, d_loss, upf(y, n), up(it, sizeof(int32_t) * N), N, F, 0.5f,
-                          dnew(sizeof(double) * CUDA_REDUCE_SCRATCH_DOUBLES));
+                          dnew(sizeof(double) * CUDA_REDUCE_SCRATCH_DOUBLES), (pt_loss_read){0});
   float *dyg = downf(d_dy, n);
   expect_close("loss_cross_entropy dy (ignored rows)", shape, dyg, dyc, n, TOL_DEFAULT);
   for (int i = 0; i < N; i += 3)
@@ -990,9 +990,9 @@ static void test_loss(pt_loss_kind kind, int N, int F) {
   for (int run = 0; run < 2; run++) {
     gpu_to_device(&G, d_loss, &start, sizeof start);
     if (kind == LOSS_CROSS_ENTROPY)
-      cuda_loss_cross_entropy(&G, d_dy, d_loss, d_y, d_t, N, F, scale, d_scr);
+      cuda_loss_cross_entropy(&G, d_dy, d_loss, d_y, d_t, N, F, scale, d_scr, (pt_loss_read){0});
     else
-      cuda_loss_mse(&G, d_dy, d_loss, d_y, d_t, N, F, scale, d_scr);
+      cuda_loss_mse(&G, d_dy, d_loss, d_y, d_t, N, F, scale, d_scr, (pt_loss_read){0});
     float *dyg = downf(d_dy, n);
     l[run] = down_double(d_loss);
     if (run == 0) {
@@ -1015,9 +1015,10 @@ static void test_loss(pt_loss_kind kind, int N, int F) {
   float *d_over = upf(y, n);
   gpu_to_device(&G, d_loss, &start, sizeof start);
   if (kind == LOSS_CROSS_ENTROPY)
-    cuda_loss_cross_entropy(&G, d_over, d_loss, d_over, d_t, N, F, scale, d_scr);
+    cuda_loss_cross_entropy(&G, d_over, d_loss, d_over, d_t, N, F, scale, d_scr,
+                            (pt_loss_read){0});
   else
-    cuda_loss_mse(&G, d_over, d_loss, d_over, d_t, N, F, scale, d_scr);
+    cuda_loss_mse(&G, d_over, d_loss, d_over, d_t, N, F, scale, d_scr, (pt_loss_read){0});
   snprintf(op, sizeof op, "%s dy over y", name);
   expect_same_bits(op, shape, downf(d_over, n), dy1, n);
   double lo = down_double(d_loss);
@@ -1396,7 +1397,7 @@ static void test_tables(kernels_gpu *kg) {
   for (int c = 0; c < CALLS; c++) {
     for (int i = 0; i < N; i++) ids[i] = (kept[i] + c) % F;
     kg->table.loss_acc(&kg->table, LOSS_CROSS_ENTROPY, d_y, ids, sizeof(int32_t) * N, N, F, 0.5f,
-                       d_dy, d_sum + 1);
+                       d_dy, d_sum + 1, NULL, 0);
     memset(ids, 0, sizeof(int32_t) * N); /* the caller reuses its buffer at once */
     want += lgs[c];
   }
@@ -1714,6 +1715,76 @@ static void test_precision_table(kernels_gpu *kg, pt_precision p, int N, int Ni,
   scope_end();
 }
 
+/* A bf16 table's losses read y rounded to bf16 (kernels.h loss_rounds_bf16): on unrounded y
+ * they give the bits of the plain losses on y rounded beforehand (what the stage handed them
+ * before it left the logits unrounded), the CPU's and the GPU's alike, through loss and loss_acc
+ * (dy over y, as the last stage does); loss_acc's mark is a finite_check of the values read:
+ * raised by a float32 value that rounds to an infinity (finite as float32), by a NaN in an
+ * ignored row, not by finite values; the largest value wins. */
+static void test_loss_rounds(kernels_gpu *kg, pt_loss_kind kind, int N, int F) {
+  const char *name = kind == LOSS_CROSS_ENTROPY ? "cross_entropy" : "mse";
+  char shape[96];
+  snprintf(shape, sizeof shape, "bf16 %s N=%d F=%d", name, N, F);
+  kernels_gpu_set_precision(kg, PT_PRECISION_BF16);
+  const pt_kernels *gk = &kg->table, *ck = kernels_cpu_for(PT_PRECISION_BF16);
+  CHECK(gk->loss_rounds_bf16 && ck->loss_rounds_bf16, "%s: a bf16 table does not round", shape);
+  int64_t n = (int64_t)N * F;
+  float *y = hrand(n, -8, 8), *yr = hcopy(y, n), *ft = hrand(n, -1, 1);
+  ck->round_bf16(ck, yr, n);
+  int32_t *it = hids(N, 0, F);
+  if (kind == LOSS_CROSS_ENTROPY) it[1] = LOSS_IGNORE;
+  const void *tg = kind == LOSS_CROSS_ENTROPY ? (const void *)it : (const void *)ft;
+  size_t tb = kind == LOSS_CROSS_ENTROPY ? sizeof(int32_t) * N : sizeof(float) * n;
+  float *want = hnew(sizeof(float) * n), *got = hcopy(y, n);
+  double lw = kernels_cpu.loss(&kernels_cpu, kind, yr, tg, tb, N, F, 0.25f, want);
+  double lc = ck->loss(ck, kind, got, tg, tb, N, F, 0.25f, got);
+  expect_same_bits("cpu loss rounding on read: dy", shape, got, want, n);
+  CHECK(lc == lw, "%s: cpu loss %.17g on read, %.17g rounded before", shape, lc, lw);
+  double *d_loss = dnew(sizeof(double)), zero = 0.0, lg[2];
+  float *d_y = upf(y, n), *d_yr = upf(yr, n);
+  for (int rounded = 0; rounded < 2; rounded++) { /* raw y through the table, then rounded y */
+    gpu_to_device(&G, d_loss, &zero, sizeof zero);
+    float *d = rounded ? d_yr : d_y;
+    if (rounded) kernels_gpu_set_precision(kg, PT_PRECISION_FP32);
+    gk->loss_acc(gk, kind, d, tg, tb, N, F, 0.25f, d, d_loss, NULL, 0);
+    lg[rounded] = down_double(d_loss);
+  }
+  expect_same_bits("gpu loss rounding on read: dy", shape, downf(d_y, n), downf(d_yr, n), n);
+  CHECK(lg[0] == lg[1], "%s: gpu loss %.17g on read, %.17g rounded before", shape, lg[0], lg[1]);
+  expect_close("gpu loss rounding on read vs cpu", shape, downf(d_y, n), want, n, TOL_DEFAULT);
+  /* the mark: finite float32 values that bf16 makes infinite, a NaN in an ignored row */
+  const float big = 3.4e38f; /* past bf16's largest finite value 3.3895e38 and the halfway point
+                               * 3.3961e38 to the next: it rounds to an infinity */
+  float *h = hnew(sizeof(float) * n), *d_h = dnew(sizeof(float) * n);
+  for (int bf16 = 0; bf16 < 2; bf16++) {
+    kernels_gpu_set_precision(kg, bf16 ? PT_PRECISION_BF16 : PT_PRECISION_FP32);
+    for (int gpu = 0; gpu < 2; gpu++) {
+      const pt_kernels *t = gpu ? gk : bf16 ? ck : &kernels_cpu;
+      int32_t mark = 0, *m = gpu ? dnew(sizeof(int32_t)) : &mark;
+      double sum = 0.0, *sm = gpu ? dnew(sizeof(double)) : &sum;
+      float *v = gpu ? d_h : h;
+      if (gpu) gpu_to_device(&G, m, &mark, sizeof mark);
+      /* y with one value changed (at `at`, or none) through loss_acc with the mark at `value` */
+      for (int call = 0; call < 4; call++) {
+        static const int32_t value[] = {7, 5, 9, 2};
+        int64_t at[] = {-1, (int64_t)2 * F + 3, F, F};
+        if (call >= 2 && kind != LOSS_CROSS_ENTROPY) break;
+        memcpy(h, y, sizeof(float) * (size_t)n);
+        if (at[call] >= 0) h[at[call]] = call == 1 ? big : NAN;
+        if (gpu) gpu_to_device(&G, d_h, h, sizeof(float) * (size_t)n);
+        t->loss_acc(t, kind, v, tg, tb, N, F, 0.25f, v, sm, m, value[call]);
+        if (gpu) gpu_to_host(&G, &mark, m, sizeof mark);
+        /* finite: none; big: only where bf16 rounds it; the NaN (row 1: ignored): 9, then stays */
+        int32_t expect = call == 0 ? 0 : call == 1 ? (bf16 ? 5 : 0) : 9;
+        CHECK(mark == expect, "%s %s, %s table, call %d: mark %d, expected %d", shape,
+              gpu ? "gpu" : "cpu", bf16 ? "bf16" : "fp32", call, mark, expect);
+      }
+    }
+  }
+  kernels_gpu_set_precision(kg, PT_PRECISION_FP32);
+  scope_end();
+}
+
 int main(void) {
   char why[256] = "";
   if (gpu_count(why, sizeof why) == 0) {
@@ -1846,6 +1917,9 @@ int main(void) {
   kernels_gpu_set_precision(&kg, PT_PRECISION_BF16);
   test_attention_share(&kg.table);
   kernels_gpu_set_precision(&kg, PT_PRECISION_FP32);
+  test_loss_rounds(&kg, LOSS_CROSS_ENTROPY, 7, 33);
+  test_loss_rounds(&kg, LOSS_MSE, 7, 33);
+  if (!small_only) test_loss_rounds(&kg, LOSS_CROSS_ENTROPY, 16, 50257);
   scope_end();
 
   kernels_gpu_close(&kg);
