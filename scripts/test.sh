@@ -18,7 +18,7 @@
 #   python        needs PT_PYTHON with torch and transformers (skipped, exit 77, without them)
 #   kit           the GPU kit dry-run in a bare Debian (tests/kit/kit_check.sh; long, as root)
 #
-#   bash scripts/test.sh                     the default tier (README.md; about 7 minutes on 2 cores)
+#   bash scripts/test.sh                     the default tier (README.md; about 6 minutes on 2 cores)
 #   PT_TEST_TIER=long bash scripts/test.sh   what the default tier leaves out (CI runs it after)
 #   PT_TEST_TIER=all bash scripts/test.sh    both
 #   PT_TEST_FAST=1                           the release build only
