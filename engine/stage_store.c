@@ -209,13 +209,10 @@ static void share_copies(pt_stage *st, int slot, int li) {
   k->activation_copies(k, r, copy_ranges(st, slot, li, r, &held));
 }
 
-/* Layer li's saved area back from rest for its backward, but the parts read only at rest
- * (layer.h read_at_rest) where the table reads them there: those are left unset. */
-static void unpack_for_backward(pt_stage *st, int slot, int li) {
+/* Layer li's saved area back from rest for its backward, but the parts of `held` (copy_ranges:
+ * read only at rest, layer.h read_at_rest, where the table reads them there): left unset. */
+static void unpack_for_backward(pt_stage *st, int slot, int li, uint32_t held) {
   const pt_kernels *k = st->m->dev->k;
-  pt_weight_range r[PT_WEIGHT_COPY_RANGES];
-  uint32_t held = 0;
-  if (k->activation_copies) copy_ranges(st, slot, li, r, &held);
   move_parts_but(st, li, st->wk_saved, st->saved16[slot * st->n + li], 0, 0, FROM_REST, held);
   if (!held || !k->unset_f32) return;
   pt_saved_part p[PT_MAX_SAVED_PARTS];
@@ -240,9 +237,14 @@ void store_ready(pt_stage *st, int slot, int li, int backward) {
     share_copies(st, slot, -1); /* none, and none of the layer before (round_share_bf16) */
     return;
   }
-  if (st->wk_saved_tag != tag) unpack_for_backward(st, slot, li);
+  /* the copies' ranges once: which parts stay at rest, then the table's set */
+  const pt_kernels *k = st->m->dev->k;
+  pt_weight_range r[PT_WEIGHT_COPY_RANGES];
+  uint32_t held = 0;
+  int n = k->activation_copies ? copy_ranges(st, slot, li, r, &held) : 0;
+  if (st->wk_saved_tag != tag) unpack_for_backward(st, slot, li, held);
   st->wk_saved_tag = tag;
-  share_copies(st, slot, li);
+  if (k->activation_copies) k->activation_copies(k, r, n);
 }
 
 void store_ready_backward(pt_stage *st, int slot, int li, const float *dout) {

@@ -11,7 +11,7 @@
 #     pt_mpirun NP ARGS (mpirun -np NP --oversubscribe, bounded by a timeout),
 #     pt_same_bits A B (files equal byte for byte, else fail naming both),
 #     pt_ranks_of_run MARKER (the pids of the pipe_train ranks whose arguments hold MARKER) and
-#     pt_pick_rank MARKER N K [METRICS] (one rank of a running job, for a test to kill or stop)
+#     pt_pick_rank MARKER N K METRICS (one rank of a running job, for a test to kill or stop)
 #     and pt_wait_step METRICS (until a run's --metrics file shows a finished step).
 set -euo pipefail
 pt_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -50,14 +50,14 @@ pt_wait_step() {
   for i in $(seq 600); do [ -s "$1" ] && return 0; sleep 0.2; done
   fail "no step finished within 120 s ($1 is empty)"
 }
-# pt_pick_rank MARKER N K [METRICS]: waits (up to 20 s) for the N ranks of the run MARKER to be
-# up, lets them train (until METRICS shows a step, pt_wait_step, or else 2 s), then sets
+# pt_pick_rank MARKER N K METRICS: waits (up to 20 s) for the N ranks of the run MARKER to be
+# up and until the run's --metrics file METRICS shows a step (pt_wait_step), then sets
 # pt_picked_pid to the K-th's pid and pt_picked_rank to its MPI rank (OMPI_COMM_WORLD_RANK);
 # fails if they did not come up.
 pt_pick_rank() {
   local i
   for i in $(seq 100); do [ "$(pt_ranks_of_run "$1" | wc -l)" = "$2" ] && break; sleep 0.2; done
-  if [ -n "${4:-}" ]; then pt_wait_step "$4"; else sleep 2; fi
+  pt_wait_step "$4"
   pt_picked_pid=$(pt_ranks_of_run "$1" | sed -n "$3p")
   [ -n "$pt_picked_pid" ] || fail "could not find rank $3 of the $2 of the run ($1)"
   pt_picked_rank=$(tr '\0' '\n' <"/proc/$pt_picked_pid/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
