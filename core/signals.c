@@ -7,9 +7,15 @@
 #include "core/error.h"
 
 static volatile sig_atomic_t g_pending, g_defer;
+static volatile sig_atomic_t g_fwd_sig[4], g_fwd_as[4];
 
 static void on_signal(int sig) {
   /* only async-signal-safe calls here */
+  for (int i = 0; i < 4; i++)
+    if (g_fwd_sig[i] == sig) { /* a forwarded copy: never a second signal */
+      if (g_pending && g_defer) return;
+      sig = g_fwd_as[i];
+    }
   if (!g_defer) {
     static const char msg[] = "pipetrain: signal before training started, exiting\n";
     ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -27,14 +33,28 @@ static void on_signal(int sig) {
 
 void signals_defer_first(void) { g_defer = 1; }
 
-void signals_install(void) {
+static void handle(int sig) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART; /* blocking reads and MPI waits resume instead of failing */
-  PT_CHECK_LIBC(sigaction(SIGTERM, &sa, NULL)); /* without it a preemption saves nothing */
-  PT_CHECK_LIBC(sigaction(SIGINT, &sa, NULL));
+  PT_CHECK_LIBC(sigaction(sig, &sa, NULL)); /* without it a preemption saves nothing */
+}
+
+void signals_install(void) {
+  handle(SIGTERM);
+  handle(SIGINT);
+}
+
+void signals_install_forwarded(int sig, int as) {
+  for (int i = 0; i < 4; i++)
+    if (!g_fwd_sig[i] || g_fwd_sig[i] == sig) {
+      g_fwd_as[i] = as, g_fwd_sig[i] = sig;
+      handle(sig);
+      return;
+    }
+  pt_fatal("signals_install_forwarded: more than 4 forwarded signals");
 }
 
 int signals_pending(void) { return (int)g_pending; }

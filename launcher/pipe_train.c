@@ -377,6 +377,7 @@ int main(int argc, char **argv) {
   int launched = comm_launched();
   if (launched) comm_init(&argc, &argv);
   signals_install(); /* after MPI, which may install handlers of its own */
+  self_launch_install_signals();
   char *spec_text = read_spec_text(a.spec_path);
   a.run.src = (pt_spec_source){.text = spec_text, .origin = a.spec_path,
                                .overrides = a.overrides, .n_overrides = a.n_overrides};
@@ -408,7 +409,7 @@ int main(int argc, char **argv) {
     long long S = spec.pipeline.stages, D = procs / spec.pipeline.stages;
     snprintf(what, sizeof what, "%s: %lld stage%s x %lld replica%s", spec.path, S,
              S == 1 ? "" : "s", D, D == 1 ? "" : "s");
-    self_launch((int)procs, what, argc, argv);
+    self_launch((int)procs, what, spec.pipeline.timeout_s, argc, argv);
   } else {
     run_train(&spec, &a.run);
   }

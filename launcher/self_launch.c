@@ -2,13 +2,17 @@
 #include "launcher/self_launch.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <hwloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/signals.h"
+#include "launcher/launch_watch.h"
 
 #ifndef PT_MPIEXEC
 #define PT_MPIEXEC "mpirun"
@@ -17,6 +21,12 @@
 #define MARK "PIPETRAIN_SELF_LAUNCHED"
 
 int self_launch_is_child(void) { return getenv(MARK) != NULL; }
+
+void self_launch_install_signals(void) {
+  if (!self_launch_is_child()) return;
+  signals_install_forwarded(LAUNCH_WATCH_FOR_SIGTERM, SIGTERM);
+  signals_install_forwarded(LAUNCH_WATCH_FOR_SIGINT, SIGINT);
+}
 
 /* Cores of this node as Open MPI counts slots (cores, or hardware threads where the topology
  * shows no cores); 0 when unknown. */
@@ -46,7 +56,7 @@ static void add_word(char *line, size_t cap, const char *s) {
   snprintf(line + at, cap - at, plain ? "%s%s" : "%s'%s'", at ? " " : "", s);
 }
 
-void self_launch(int ranks, const char *what, int argc, char **argv) {
+void self_launch(int ranks, const char *what, int64_t timeout_s, int argc, char **argv) {
   if (self_launch_is_child())
     pt_fail_input("started by pipe_train's own launch, but MPI's environment did not reach this "
                   "process; start the job with mpirun -np %d instead", ranks);
@@ -79,11 +89,12 @@ void self_launch(int ranks, const char *what, int argc, char **argv) {
           ranks, what, over ? ", more ranks than cores" : "", line);
   fflush(NULL);
   setenv(MARK, "1", 1);
-  /* SIGINT or SIGTERM to mpirun: it sends SIGTERM to the ranks, which finish the step and save
-   * (core/signals.h), then SIGKILL after this many seconds (Open MPI's default, 1, cuts the save
-   * short); a value the user set wins */
-  setenv("OMPI_MCA_odls_base_sigkill_timeout", "60", 0);
-  execvp(args[0], args);
-  pt_fail_input("cannot start %s to run %d ranks (%s); start the job with mpirun -np %d, or add "
-                "--sequential (same results, one process)", args[0], ranks, strerror(errno), ranks);
+  /* a backstop only: the ranks end a hung step or save themselves within timeout_s (0: never) */
+  int code = launch_watch_run(args, timeout_s > 0 ? 3 * timeout_s + 60 : 0);
+  if (code < 0)
+    pt_fail_input("cannot start %s to run %d ranks (%s); start the job with mpirun -np %d, or "
+                  "add --sequential (same results, one process)", args[0], ranks, strerror(errno),
+                  ranks);
+  free(args);
+  exit(code);
 }

@@ -35,12 +35,15 @@ pt_mpirun() {
   timeout "${PT_MPI_TIMEOUT:-240}" mpirun -np "$np" --oversubscribe "$@"
 }
 pt_same_bits() { cmp -s "$1" "$2" || fail "$1 and $2 differ"; }
-# pt_ranks_of_run MARKER: the pids of the pipe_train processes whose command line holds MARKER
+# pt_ranks_of_run MARKER: the pids of the pipe_train ranks whose command line holds MARKER (an MPI
+# rank in their environment: not the pipe_train that started a job's ranks itself)
 pt_ranks_of_run() {
   local p
   for p in $(pgrep -f -- "$1" || true); do
-    [ "$(ps -o comm= -p "$p" 2>/dev/null)" = pipe_train ] && echo "$p"
+    [ "$(ps -o comm= -p "$p" 2>/dev/null)" = pipe_train ] &&
+      grep -qz '^OMPI_COMM_WORLD_RANK=' "/proc/$p/environ" 2>/dev/null && echo "$p"
   done
+  return 0
 }
 # pt_wait_step METRICS: waits (up to 120 s) until the run writing METRICS (--metrics) finished a
 # step, so every rank is past its start-up (its watchdog and signal handlers in place: a loaded

@@ -5,8 +5,13 @@
 #       the sequential run's model (the bitwise gate, through the self-launch)
 #   (b) data_parallel: auto with --nproc 4: 2 stages x 2 replicas, the same model bits
 #   (c) a rank killed (SIGKILL) ends the whole job within pipeline.timeout_s, naming the rank
-#   (d) SIGTERM to the ranks: the step ends, a checkpoint is written, exit 0 (as under mpirun)
-#   (e) bad input: --nproc not matching the spec, --nproc with --sequential, a launcher that
+#   (d) SIGTERM to the ranks: the step ends, a checkpoint is written, exit 0 (as under mpirun);
+#       SIGINT to pipe_train's process group (a terminal's Ctrl-C) does the same, and a second
+#       one ends the job at once without a checkpoint
+#   (e) one rank's error ends the job within 20 s of the error line (it used to linger 60 s and
+#       more: launcher/launch_watch.h), with that rank's exit code and no rank left: a missing
+#       --load (exit 2), and a rank hung in a save that another rank reports (exit 1)
+#   (f) bad input: --nproc not matching the spec, --nproc with --sequential, a launcher that
 #       cannot start, a child that finds no MPI environment: one line each, exit 2
 # Runs from a clean environment for MPI (no OMPI_* variables of an outer launcher).
 pipe_train=$1
@@ -36,12 +41,9 @@ grep -q -- "--nproc" "$work/dp.err" && fail "--nproc passed on to the ranks: $(c
 cmp -s "$work/seq_dp.st" "$work/dp.st" || fail "the 2 x 2 model differs from the sequential one"
 echo "(b) --nproc 4: 2 stages x 2 replicas, model bitwise equal to the sequential run's"
 
-# pids of this run's pipe_train ranks (the launcher itself is now mpiexec)
+# pids of this run's pipe_train ranks (the parent pipe_train runs mpiexec, which runs them)
 ranks_of_run() { pt_ranks_of_run "$marker"; }
-# the job's exit is awaited below: Open MPI 4.1's mpiexec waits out odls_base_sigkill_timeout
-# (60 s in a self-started job) after a rank's abnormal end even when every rank has gone
-# (docs/troubleshooting.md); what is checked here is that the ranks end, so 1 s will do
-OMPI_MCA_odls_base_sigkill_timeout=1 "$pipe_train" "$spec" --quiet --set pipeline.stages=2 \
+"$pipe_train" "$spec" --quiet --set pipeline.stages=2 \
   --set train.steps=1000000 --set pipeline.timeout_s=5 --set train.lr_schedule.name=constant \
   --metrics "$marker.kill.jsonl" >"$work/kill.out" 2>&1 &
 job=$!
@@ -70,13 +72,72 @@ grep -q "preempted after step" "$work/term.out" || fail "no preemption: $(cat "$
 ls "$marker.ckpt" | grep -q '^step-' || fail "no checkpoint written"
 echo "(d) SIGTERM to the ranks: checkpoint $(ls "$marker.ckpt"), exit 0"
 
+# ctrl_c N: a self-started job in a process group of its own (as a terminal's foreground job)
+# gets SIGINT N times on that group once it has done a step; sets code and ended (seconds from
+# the first SIGINT to the job's exit)
+ctrl_c() {
+  rm -rf "$marker.int" "$marker.int.jsonl"
+  set -m # the job's own process group, which a terminal's Ctrl-C signals
+  "$pipe_train" "$spec" --quiet --set pipeline.stages=2 --set train.steps=1000000 \
+    --set train.lr_schedule.name=constant --set "train.checkpoint={dir: $marker.int, every: 1000000}" \
+    --metrics "$marker.int.jsonl" >"$work/int.out" 2>&1 &
+  job=$!
+  set +m
+  pt_wait_step "$marker.int.jsonl"
+  local t0=$SECONDS i
+  for i in $(seq "$1"); do kill -INT -- "-$job"; done
+  set +e; wait "$job"; code=$?; set -e
+  ended=$((SECONDS - t0))
+  [ -z "$(ranks_of_run)" ] || fail "Ctrl-C x $1: ranks still running after the job exited"
+}
+ctrl_c 1
+[ "$code" = 0 ] || fail "Ctrl-C: exit $code (want 0): $(cat "$work/int.out")"
+grep -q "interrupted after step" "$work/int.out" || fail "Ctrl-C: no save: $(cat "$work/int.out")"
+ls "$marker.int" | grep -q '^step-' || fail "Ctrl-C: no checkpoint written: $(cat "$work/int.out")"
+echo "(d) Ctrl-C: checkpoint $(ls "$marker.int"), exit 0 after ${ended} s"
+ctrl_c 2
+[ "$code" = 130 ] || [ "$code" = 0 ] || fail "Ctrl-C twice: exit $code (want 130, or 0 if the save won)"
+[ "$ended" -le 20 ] || fail "Ctrl-C twice: the job took ${ended} s to exit"
+echo "(d) Ctrl-C twice: exit $code after ${ended} s"
+
+# ends_after_error NAME CODE PATTERN ENV... -- ARGS...: a self-started 2-rank job in which one
+# rank prints a line matching PATTERN exits CODE within 20 s of that line, no rank left
+ends_after_error() {
+  local name=$1 want=$2 pattern=$3; shift 3
+  local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  env "${envs[@]}" "$pipe_train" "$spec" --quiet --set pipeline.stages=2 "$@" >"$work/err.out" 2>&1 &
+  local job=$! seen= i now
+  for i in $(seq 1200); do # start-up on a loaded machine, then the error: up to 120 s
+    grep -Eq -- "$pattern" "$work/err.out" && seen=${EPOCHREALTIME/./} && break
+    kill -0 "$job" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$seen" ] || grep -Eq -- "$pattern" "$work/err.out" ||
+    fail "$name: no line matching '$pattern': $(cat "$work/err.out")"
+  seen=${seen:-${EPOCHREALTIME/./}}
+  while kill -0 "$job" 2>/dev/null; do
+    now=${EPOCHREALTIME/./}
+    [ $((now - seen)) -le 20000000 ] || fail "$name: the job still runs 20 s after the error line"
+    sleep 0.1
+  done
+  set +e; wait "$job"; local code=$?; set -e
+  local ms=$(((${EPOCHREALTIME/./} - seen) / 1000))
+  [ "$code" = "$want" ] || fail "$name: exit $code (want $want): $(cat "$work/err.out")"
+  [ -z "$(ranks_of_run)" ] || fail "$name: ranks still running after the job exited"
+  echo "(e) $name: exit $code ${ms} ms after the error line"
+}
+ends_after_error "a missing --load on rank 0" 2 "no such checkpoint" -- --load "$marker.none"
+ends_after_error "rank 1 hung in a save, rank 0's error" 1 "checkpoint save.* from rank 1" \
+  PIPETRAIN_TEST_STALL_SAVE=1:600 -- --set train.steps=1000000 --set pipeline.timeout_s=2 \
+  --set "train.checkpoint={dir: $marker.stall, every: 2}"
+
 bad() { # WANT_PATTERN ENV... -- ARGS...: exit 2 and one line matching
   local want=$1; shift
   local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
   set +e; env "${envs[@]}" timeout 60 "$pipe_train" "$spec" --quiet "$@" >"$work/bad.out" 2>&1; local c=$?; set -e
   [ "$c" = 2 ] || fail "$*: exit $c (want 2): $(cat "$work/bad.out")"
   grep -Eq -- "$want" "$work/bad.out" || fail "$*: no line matching '$want': $(cat "$work/bad.out")"
-  echo "(e) $* -> $(grep -E -- "$want" "$work/bad.out" | head -1 | cut -c1-150)"
+  echo "(f) $* -> $(grep -E -- "$want" "$work/bad.out" | head -1 | cut -c1-150)"
 }
 bad "--nproc 3: .*needs pipeline.stages \(2\) x pipeline.data_parallel \(1\) = 2 ranks" -- \
   --set pipeline.stages=2 --nproc 3

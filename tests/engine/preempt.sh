@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # preempt.sh PIPE_TRAIN: SIGTERM finishes the step, writes a checkpoint, exits 0, and the run
-# resumes from it exactly; a second signal exits at once. Sequential and 2-rank pipelined.
+# resumes from it exactly; a second signal exits at once. Sequential, 2-rank pipelined under
+# mpirun, and 2 ranks that pipe_train started itself (SIGTERM to that pipe_train).
 # The learning rate is constant so a fresh run of k+5 steps is the uninterrupted reference.
 pipe_train=$1
 source "$(dirname "$0")/../lib.sh"
@@ -56,6 +57,16 @@ done
 wait "$pid" || fail "mpirun exited $? after SIGTERM to its ranks (want 0)"
 grep -q "preempted after step" "$work/pipe.out" || fail "no preemption message: $(cat "$work/pipe.out")"
 check_resume "$work/pipe" -np 2 --oversubscribe
+
+echo "== self-started 2 ranks: SIGTERM to the pipe_train that started them"
+"$pipe_train" "$spec" "${common[@]}" --set pipeline.stages=2 --metrics "$work/self.jsonl" \
+  --set "train.checkpoint={dir: $work/self, every: 1000000}" >"$work/self.out" 2>&1 & pid=$!
+pids+=("$pid")
+pt_wait_step "$work/self.jsonl"
+kill -TERM "$pid"
+wait "$pid" || fail "self-started job exited $? after SIGTERM (want 0): $(cat "$work/self.out")"
+grep -q "preempted after step" "$work/self.out" || fail "no preemption message: $(cat "$work/self.out")"
+check_resume "$work/self" -np 2 --oversubscribe
 
 echo "== a second signal exits at once"
 "$pipe_train" "$spec" "${common[@]}" --set "train.checkpoint={dir: $work/twice, every: 1000000}" \
