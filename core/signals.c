@@ -15,6 +15,7 @@ static void on_signal(int sig) {
     if (g_fwd_sig[i] == sig) { /* a forwarded copy: never a second signal */
       if (g_pending && g_defer) return;
       sig = g_fwd_as[i];
+      break;
     }
   if (!g_defer) {
     static const char msg[] = "pipetrain: signal before training started, exiting\n";

@@ -21,7 +21,7 @@ static void on_signal(int sig) {
   if (!g_first) g_first = sig;
   g_count++;
   /* a second one: mpiexec's own stop (SIGTERM to the ranks, SIGKILL a moment later), which
-   * does not merge with the first as two pending LAUNCH_WATCH_PREEMPTs would */
+   * cannot merge with the first in mpiexec as a second SIGUSR1 could */
   if (g_child > 0)
     kill((pid_t)g_child, g_count > 1            ? SIGTERM
                          : g_first == SIGINT ? LAUNCH_WATCH_FOR_SIGINT
@@ -70,6 +70,7 @@ static pid_t start_child(char **args) {
   int e = errno, failed = 0;
   close(report[1]);
   if (pid > 0) { /* EOF: the exec closed the pipe; else the child's errno */
+    setpgid(pid, pid); /* as the child does: whichever runs first (an exec'd child refuses) */
     ssize_t r;
     while ((r = read(report[0], &e, sizeof e)) < 0 && errno == EINTR) {}
     failed = r == (ssize_t)sizeof e;
@@ -118,7 +119,7 @@ int launch_watch_run(char **args, int64_t grace_s) {
     double waited = since ? pt_now_s() - since : 0;
     if (forced == 0 && grace_s > 0 && waited > (double)grace_s) {
       fprintf(stderr, "pipetrain: the ranks did not stop within %lld s of the signal; stopping "
-              "them (mpiexec: SIGTERM)\n", (long long)grace_s);
+              "them without a checkpoint\n", (long long)grace_s);
       kill(pid, SIGTERM), forced = 1;
     } else if (forced == 1 && waited > (double)(grace_s + KILL_AFTER_S)) {
       kill(pid, SIGKILL), forced = 2;

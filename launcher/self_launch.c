@@ -2,9 +2,9 @@
 #include "launcher/self_launch.h"
 
 #include <errno.h>
-#include <stdint.h>
 #include <hwloc.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
