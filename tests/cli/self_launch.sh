@@ -62,7 +62,8 @@ grep -Eq "rank $rank\b" "$work/kill.out" || fail "no message names rank $rank: $
 echo "(c) rank $rank killed: the job ended after ${took} s, exit $code"
 
 "$pipe_train" "$spec" --quiet --set pipeline.stages=2 --set train.steps=1000000 \
-  --set train.lr_schedule.name=constant --metrics "$marker.orphan.jsonl" >"$work/orphan.out" 2>&1 &
+  --set train.lr_schedule.name=constant --metrics "$marker.orphan.jsonl" \
+  --set "train.checkpoint={dir: $marker.orphan.ckpt, every: 1000000}" >"$work/orphan.out" 2>&1 &
 job=$!
 pt_wait_step "$marker.orphan.jsonl"
 kill -KILL "$job"
