@@ -173,8 +173,10 @@ def closed_forms(r):
     #   once and rounds them as it reads them), and the block's saved parts in bf16 that
     #   forward writes, one launch a run of adjacent parts (engine/stage_store.c; the block
     #   keeps them adjacent):
-    #   xln1, xln2, g, qkv, atty, x1 and h, 15D (the norms' mean and rstd and the attention's lse
-    #   stay float32, adjacent too: one device copy); kept by the table, after backward_input,
+    #   qkv, atty, x1 and h, 9D (xln1, xln2 and g, 6D, read in backward only at rest, go there
+    #   as their forward products' operand conversions: kernels.h share_bf16_into; the norms'
+    #   mean and rstd and the attention's lse stay float32, adjacent too: one device copy);
+    #   kept by the table, after backward_input,
     #   the parts it writes (round_share_bf16: kept for the weight
     #   gradients): h (4D) and dx1, dxln2, dxln1 (3D), one launch around dqkv (3D: the
     #   attention's bf16 result, bf16 values with their bits kept already);
@@ -187,7 +189,7 @@ def closed_forms(r):
     #   attention's o forward and dqkv backward.
     outs = D * (L + 3)
     forms = {  # row: (launches, elements, bytes an element) a micro-batch
-        "round_pack_bf16_kernel": (L + 3 + 2 * L, outs + 22 * D * L, 10.0),
+        "round_pack_bf16_kernel": (L + 3 + 2 * L, outs + 16 * D * L, 10.0),
         "round_bf16_kernel": (L + 3, D * (L + 3), 8.0),
         "to_bf16_kernel": (2 * L, 4 * D * L, 6.0),
         "from_bf16_kernel": (L + 2 + L + 2 * L, D * (L + 2) + 9 * D * L + 4 * D * L, 6.0),
