@@ -190,11 +190,13 @@ static int part_places(const pt_stage *st, int slot, int li, pt_saved_part *p, f
  * area that only forward writes and that are bf16 at rest, whose copies at rest equal the
  * working area from their move to or from rest until the next forward or move (backward_input
  * writes other parts only, layer.h); so products and attention read them instead of converting.
- * Returns how many ranges r holds; *held: the parts of the read_at_rest kind among them (bit i:
- * part i), which backward reads only there. li < 0: none (before a forward writes the area). */
-static int copy_ranges(const pt_stage *st, int slot, int li, pt_weight_range *r, uint32_t *held) {
+ * Returns how many ranges r holds; *in: the parts in them (bit i: part i), *held: those of the
+ * read_at_rest kind, which backward reads only there. li < 0: none (before a forward writes the
+ * area). */
+static int copy_ranges(const pt_stage *st, int slot, int li, pt_weight_range *r, uint32_t *in,
+                       uint32_t *held) {
   int n = 0;
-  *held = 0;
+  *in = *held = 0;
   if (li < 0 || st->ckpt || !st->saved16[slot * st->n + li]) return 0;
   pt_saved_part p[PT_MAX_SAVED_PARTS];
   float *f[PT_MAX_SAVED_PARTS];
@@ -209,6 +211,7 @@ static int copy_ranges(const pt_stage *st, int slot, int li, pt_weight_range *r,
       weight_range_put(&r[n++], f[i], c, p[i].floats);
     else
       continue; /* no room: converted from the float32 area, so unpacked */
+    *in |= (uint32_t)1 << i;
     if (p[i].read_at_rest) *held |= (uint32_t)1 << i;
   }
   return n;
@@ -218,8 +221,8 @@ static void share_copies(pt_stage *st, int slot, int li) {
   const pt_kernels *k = st->m->dev->k;
   if (!k->activation_copies) return;
   pt_weight_range r[PT_WEIGHT_COPY_RANGES] = {{0}};
-  uint32_t held;
-  k->activation_copies(k, r, copy_ranges(st, slot, li, r, &held));
+  uint32_t in, held;
+  k->activation_copies(k, r, copy_ranges(st, slot, li, r, &in, &held));
 }
 
 /* The floats of layer li's parts in `mask` (bit i: part i) left undefined: kernels.h unset_f32. */
@@ -242,22 +245,23 @@ static void unpack_for_backward(pt_stage *st, int slot, int li, uint32_t held) {
   unset_parts(st, li, held);
 }
 
-/* The parts of layer li that backward reads only at rest (copy_ranges' held) go there straight
- * from the forward product reading them (kernels.h share_bf16_into), so no pass of their own
- * rounds and packs them. Before the forward (after 0): handed to the table; after it (after 1):
- * returns those a product did convert (bit i: part i), whose floats were never rounded. */
+/* The parts of layer li the table holds copies of (copy_ranges' in: bf16, only forward writes
+ * them) go to rest straight from the forward product or attention reading or writing them
+ * (kernels.h share_bf16_into), so no pass of their own rounds and packs them. Before the
+ * forward (after 0): handed to the table; after it (after 1): returns those that went so (bit
+ * i: part i), their floats never rounded. */
 static uint32_t into_rest(const pt_stage *st, int slot, int li, int after) {
   const pt_kernels *k = st->m->dev->k;
   pt_weight_range r[PT_WEIGHT_COPY_RANGES];
-  uint32_t held, done = 0;
-  if (!k->share_bf16_into || li >= st->n || !copy_ranges(st, slot, li, r, &held) || !held)
+  uint32_t in, held, done = 0;
+  if (!k->share_bf16_into || li >= st->n || !copy_ranges(st, slot, li, r, &in, &held))
     return 0;
   pt_saved_part p[PT_MAX_SAVED_PARTS];
   float *f[PT_MAX_SAVED_PARTS];
   char *at[PT_MAX_SAVED_PARTS];
   int n = part_places(st, slot, li, p, f, at);
   for (int i = 0; i < n; i++) {
-    if (!(held >> i & 1)) continue;
+    if (!(in >> i & 1)) continue;
     if (!after) k->share_bf16_into(k, f[i], p[i].floats, (uint16_t *)at[i]);
     else if (k->shared_into_done(k, f[i])) done |= (uint32_t)1 << i;
   }
@@ -281,8 +285,8 @@ void store_ready(pt_stage *st, int slot, int li, int backward) {
   /* the copies' ranges once: which parts stay at rest, then the table's set */
   const pt_kernels *k = st->m->dev->k;
   pt_weight_range r[PT_WEIGHT_COPY_RANGES];
-  uint32_t held = 0;
-  int n = k->activation_copies ? copy_ranges(st, slot, li, r, &held) : 0;
+  uint32_t in = 0, held = 0;
+  int n = k->activation_copies ? copy_ranges(st, slot, li, r, &in, &held) : 0;
   if (st->wk_saved_tag != tag) unpack_for_backward(st, slot, li, held);
   st->wk_saved_tag = tag;
   if (k->activation_copies) k->activation_copies(k, r, n);
@@ -327,7 +331,8 @@ void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io) {
   uint32_t into = into_rest(st, slot, li, 1);
   move_parts_but(st, li, io->saved, st->saved16[tag], 0, 0, ROUND_TO_REST, into);
   unset_parts(st, li, into); /* so no float32 read of them passes the emulated GPU's tests */
-  st->wk_saved_tag = tag;
+  /* the area holds the layer's values but those: a backward right after unpacks them */
+  st->wk_saved_tag = into ? -1 : tag;
   share_copies(st, slot, li);
 }
 

@@ -243,6 +243,14 @@ void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n
  * of a range overlapping it is forgotten (a result written twice without activation_copies
  * between). */
 uint16_t *cuda_bf16_keep_room(gpu_ctx *g, cuda_bf16_scratch *s, int64_t n);
+/* For the attention's bf16 operands and results, as for the products': shared_operand is x's
+ * conversion where x lies in a shared range (into its place, or kept; NULL elsewhere or without
+ * room); take_place is the place of a shared_into range starting at x and not yet converted,
+ * given over to the caller's result (its padding past n left as it was), counted as converted
+ * (shared_into_done), NULL where there is none or no room to keep the result after. */
+const uint16_t *cuda_bf16_shared_operand(gpu_ctx *g, cuda_bf16_scratch *s, const float *x,
+                                         int64_t n);
+uint16_t *cuda_bf16_take_place(cuda_bf16_scratch *s, const float *x, int64_t n);
 void cuda_bf16_keep_result(cuda_bf16_scratch *s, const float *x, const uint16_t *copy, int64_t n);
 void cuda_bf16_forget(cuda_bf16_scratch *s, const float *x, int64_t n);
 /* kernels.h's linear_forward_gelu and linear_backward_input_gelu: one cuBLASLt matmul with the

@@ -580,6 +580,23 @@ extern "C" void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x
   round_share_around(g, s, x, lo, e->n, n - hi);
 }
 
+extern "C" const uint16_t *cuda_bf16_shared_operand(gpu_ctx *g, cuda_bf16_scratch *s,
+                                                     const float *x, int64_t n) {
+  return shared_copy(g, s, x, n);
+}
+
+extern "C" uint16_t *cuda_bf16_take_place(cuda_bf16_scratch *s, const float *x, int64_t n) {
+  if (!acts_free_slot(s) || !free_range(s->exact)) return NULL; /* keep_result would fail */
+  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) {
+    const pt_weight_range *r = &s->shared[i];
+    if (r->base == x && r->copy && n <= r->n && !(s->into_done >> i & 1)) {
+      s->into_done |= 1u << i;
+      return (uint16_t *)r->copy;
+    }
+  }
+  return NULL;
+}
+
 extern "C" uint16_t *cuda_bf16_keep_room(gpu_ctx *g, cuda_bf16_scratch *s, int64_t n) {
   return n > 0 && acts_free_slot(s) && free_range(s->exact) ? kept_take(g, s, n) : NULL;
 }
