@@ -171,31 +171,47 @@ static void need_out(pt_stage *st, int slot, int li) {
   st->wk_tag[li & 1] = tag;
 }
 
+/* Layer li's saved parts (returned, as parts_at) with each one's floats in the working area and
+ * its place in slot's layout at rest (NULL: not kept there). slot's area at rest exists. */
+static int part_places(const pt_stage *st, int slot, int li, pt_saved_part *p, float **f,
+                       char **at) {
+  float *fi = st->wk_saved;
+  char *ai = st->saved16[slot * st->n + li];
+  int n = parts_at(st, li, st->cur_B, st->cur_T, p);
+  for (int i = 0; i < n; fi += p[i].floats, i++) {
+    f[i] = fi;
+    at[i] = in_layout(&p[i], 0) ? ai : NULL;
+    if (at[i]) ai += layer_saved_part_rest(&p[i]);
+  }
+  return n;
+}
+
 /* The table's activation copies (kernels.h activation_copies): the parts of layer li's saved
  * area that only forward writes and that are bf16 at rest, whose copies at rest equal the
  * working area from their move to or from rest until the next forward or move (backward_input
  * writes other parts only, layer.h); so products and attention read them instead of converting.
- * Returns how many ranges r holds; *held: the parts of the read_at_rest kind among them (bit i:
- * part i), which backward reads only there. li < 0: none (before a forward writes the area). */
-static int copy_ranges(const pt_stage *st, int slot, int li, pt_weight_range *r, uint32_t *held) {
+ * Returns how many ranges r holds; *in: the parts in them (bit i: part i), *held: those of the
+ * read_at_rest kind, which backward reads only there. li < 0: none (before a forward writes the
+ * area). */
+static int copy_ranges(const pt_stage *st, int slot, int li, pt_weight_range *r, uint32_t *in,
+                       uint32_t *held) {
   int n = 0;
-  *held = 0;
+  *in = *held = 0;
   if (li < 0 || st->ckpt || !st->saved16[slot * st->n + li]) return 0;
   pt_saved_part p[PT_MAX_SAVED_PARTS];
-  const float *f = st->wk_saved;
-  const char *at = st->saved16[slot * st->n + li];
-  int parts = parts_at(st, li, st->cur_B, st->cur_T, p);
-  for (int i = 0; i < parts; f += p[i].floats, i++) {
-    if (!in_layout(&p[i], 0)) continue;
-    const uint16_t *c = (const uint16_t *)at;
-    at += layer_saved_part_rest(&p[i]);
-    if (!p[i].bf16 || p[i].writers != PT_SAVED_FORWARD) continue;
-    if (n && r[n - 1].base + r[n - 1].n == f && r[n - 1].copy + r[n - 1].n == c)
+  float *f[PT_MAX_SAVED_PARTS];
+  char *at[PT_MAX_SAVED_PARTS];
+  int parts = part_places(st, slot, li, p, f, at);
+  for (int i = 0; i < parts; i++) {
+    const uint16_t *c = (const uint16_t *)at[i];
+    if (!at[i] || !p[i].bf16 || p[i].writers != PT_SAVED_FORWARD) continue;
+    if (n && r[n - 1].base + r[n - 1].n == f[i] && r[n - 1].copy + r[n - 1].n == c)
       r[n - 1].n += p[i].floats;
     else if (n < PT_WEIGHT_COPY_RANGES)
-      weight_range_put(&r[n++], f, c, p[i].floats);
+      weight_range_put(&r[n++], f[i], c, p[i].floats);
     else
       continue; /* no room: converted from the float32 area, so unpacked */
+    *in |= (uint32_t)1 << i;
     if (p[i].read_at_rest) *held |= (uint32_t)1 << i;
   }
   return n;
@@ -204,24 +220,52 @@ static int copy_ranges(const pt_stage *st, int slot, int li, pt_weight_range *r,
 static void share_copies(pt_stage *st, int slot, int li) {
   const pt_kernels *k = st->m->dev->k;
   if (!k->activation_copies) return;
-  pt_weight_range r[PT_WEIGHT_COPY_RANGES];
-  uint32_t held;
-  k->activation_copies(k, r, copy_ranges(st, slot, li, r, &held));
+  pt_weight_range r[PT_WEIGHT_COPY_RANGES] = {{0}};
+  uint32_t in, held;
+  k->activation_copies(k, r, copy_ranges(st, slot, li, r, &in, &held));
 }
 
-/* Layer li's saved area back from rest for its backward, but the parts of `held` (copy_ranges:
- * read only at rest, layer.h read_at_rest, where the table reads them there): left unset. */
-static void unpack_for_backward(pt_stage *st, int slot, int li, uint32_t held) {
+/* The floats of layer li's parts in `mask` (bit i: part i) left undefined: kernels.h unset_f32. */
+static void unset_parts(const pt_stage *st, int li, uint32_t mask) {
   const pt_kernels *k = st->m->dev->k;
-  move_parts_but(st, li, st->wk_saved, st->saved16[slot * st->n + li], 0, 0, FROM_REST, held);
-  if (!held || !k->unset_f32) return;
+  if (!mask || !k->unset_f32) return;
   pt_saved_part p[PT_MAX_SAVED_PARTS];
   part_run u = {0};
   float *f = st->wk_saved;
   int n = parts_at(st, li, st->cur_B, st->cur_T, p);
   for (int i = 0; i < n; f += p[i].floats, i++)
-    if (held >> i & 1) run_add(k, &u, f, NULL, p[i].floats, 1, UNSET);
+    if (mask >> i & 1) run_add(k, &u, f, NULL, p[i].floats, 1, UNSET);
   run_flush(k, &u, UNSET);
+}
+
+/* Layer li's saved area back from rest for its backward, but the parts of `held` (copy_ranges:
+ * read only at rest, layer.h read_at_rest, where the table reads them there): left unset. */
+static void unpack_for_backward(pt_stage *st, int slot, int li, uint32_t held) {
+  move_parts_but(st, li, st->wk_saved, st->saved16[slot * st->n + li], 0, 0, FROM_REST, held);
+  unset_parts(st, li, held);
+}
+
+/* The parts of layer li the table holds copies of (copy_ranges' in: bf16, only forward writes
+ * them) go to rest straight from the forward product or attention reading or writing them
+ * (kernels.h share_bf16_into), so no pass of their own rounds and packs them. Before the
+ * forward (after 0): handed to the table; after it (after 1): returns those that went so (bit
+ * i: part i), their floats never rounded. */
+static uint32_t into_rest(const pt_stage *st, int slot, int li, int after) {
+  const pt_kernels *k = st->m->dev->k;
+  pt_weight_range r[PT_WEIGHT_COPY_RANGES];
+  uint32_t in, held, done = 0;
+  if (!k->share_bf16_into || li >= st->n || !copy_ranges(st, slot, li, r, &in, &held))
+    return 0;
+  pt_saved_part p[PT_MAX_SAVED_PARTS];
+  float *f[PT_MAX_SAVED_PARTS];
+  char *at[PT_MAX_SAVED_PARTS];
+  int n = part_places(st, slot, li, p, f, at);
+  for (int i = 0; i < n; i++) {
+    if (!(in >> i & 1)) continue;
+    if (!after) k->share_bf16_into(k, f[i], p[i].floats, (uint16_t *)at[i]);
+    else if (k->shared_into_done(k, f[i])) done |= (uint32_t)1 << i;
+  }
+  return done;
 }
 
 void store_ready(pt_stage *st, int slot, int li, int backward) {
@@ -229,6 +273,7 @@ void store_ready(pt_stage *st, int slot, int li, int backward) {
   if (!backward && li < st->n && stage_kept(st, li)) claim_wk(st, li & 1, slot * st->n + li);
   if (!backward) { /* forward writes the area: no copies of it from here on */
     share_copies(st, slot, -1);
+    into_rest(st, slot, li, 0);
     return;
   }
   /* no need_out(li): no layer's backward reads its own output (layer.h) */
@@ -240,8 +285,8 @@ void store_ready(pt_stage *st, int slot, int li, int backward) {
   /* the copies' ranges once: which parts stay at rest, then the table's set */
   const pt_kernels *k = st->m->dev->k;
   pt_weight_range r[PT_WEIGHT_COPY_RANGES];
-  uint32_t held = 0;
-  int n = k->activation_copies ? copy_ranges(st, slot, li, r, &held) : 0;
+  uint32_t in = 0, held = 0;
+  int n = k->activation_copies ? copy_ranges(st, slot, li, r, &in, &held) : 0;
   if (st->wk_saved_tag != tag) unpack_for_backward(st, slot, li, held);
   st->wk_saved_tag = tag;
   if (k->activation_copies) k->activation_copies(k, r, n);
@@ -283,8 +328,11 @@ void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io) {
     if (io->saved) round_parts(st, li, io->saved, PT_SAVED_FORWARD, ROUND);
     return;
   }
-  move_parts(st, li, io->saved, st->saved16[tag], 0, 0, ROUND_TO_REST);
-  st->wk_saved_tag = tag;
+  uint32_t into = into_rest(st, slot, li, 1);
+  move_parts_but(st, li, io->saved, st->saved16[tag], 0, 0, ROUND_TO_REST, into);
+  unset_parts(st, li, into); /* so no float32 read of them passes the emulated GPU's tests */
+  /* the area holds the layer's values but those: a backward right after unpacks them */
+  st->wk_saved_tag = into ? -1 : tag;
   share_copies(st, slot, li);
 }
 

@@ -7,7 +7,10 @@
  * rest, as in float32 storage). A split backward's stash set keeps, per layer with parameters,
  * the dout (bf16, but float32 for the loss gradient) and the parts only backward_input writes.
  * Every part that may be bf16 is rounded in place right after the step writing it, whichever the
- * path, so the copies at rest are exact and every path computes on the same values.
+ * path, so the copies at rest are exact and every path computes on the same values; but a part
+ * backward reads only at rest (layer.h read_at_rest), which the forward product reading it
+ * converts straight to its place at rest (kernels.h share_bf16_into): its floats, never
+ * rounded, are undefined after forward (only products read them, and they read its bits).
  *
  * One exception, the model's logits (stage_logits): their forward leaves them unrounded in their
  * working buffer, not at rest (st->raw_tag), since the loss that mostly follows at once reads
@@ -46,14 +49,15 @@ size_t store_set_bytes(const pt_stage *st, int li);
  * activation copies (kernels.h) are then the saved parts only forward writes, read at rest by
  * products instead of converted, and those of them the layer reads only there (layer.h
  * read_at_rest) are not unpacked: undefined in the area (kernels.h unset_f32); forward: none
- * (forward rewrites the area). */
+ * (forward rewrites the area), and those read_at_rest parts the table's to convert to rest. */
 void store_ready(pt_stage *st, int slot, int li, int backward);
 /* Before layer li's backward_input on dout: store_ready, then the table may keep one bf16
  * conversion of dout for both backward steps (kernels.h share_bf16). */
 void store_ready_backward(pt_stage *st, int slot, int li, const float *dout);
 /* After layer li's forward wrote io: rounds its output and the parts it wrote, keeps the output
- * and parts at rest (rounded and packed in one pass); the logits' output stays as it is, held
- * for the loss (above). */
+ * and parts at rest (rounded and packed in one pass; the parts a product converted to rest
+ * already are left there, their floats unset); the logits' output stays as it is, held for the
+ * loss (above). */
 void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io);
 /* The stage's last output of slot in its working buffer (store_ready of layer n), for a reader:
  * as it always was, rounded and kept at rest (logits held for the loss are rounded and packed in

@@ -115,7 +115,9 @@ typedef struct {
    * shapes cuDNN refuses, found out at run time). On a table with activation_copies such a
    * product reads the part's copy at rest, so engine/stage_store.c leaves the part out of the
    * float32 area backward gets: its floats there are undefined (NaN on the emulated GPU, so a
-   * wrong declaration fails the GPU tests). 0: the part is unpacked (the safe default).
+   * wrong declaration fails the GPU tests); and a forward product reading it whole converts it
+   * straight to its place at rest (kernels.h share_bf16_into), sparing its round and pack
+   * there. 0: the part is unpacked (the safe default).
    * layer_saved_parts refuses it on any other part. */
   int read_at_rest;
 } pt_saved_part;

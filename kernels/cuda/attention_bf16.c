@@ -104,23 +104,27 @@ static void note_cost(const char *name, double products, const attention_cudnn_s
                 2.0 * tensors * (double)(n_qkv + n_o) + 4.0 * B * H * (double)T);
 }
 
-/* x's registered bf16 copy, else x converted into buf. */
+/* x's registered bf16 copy, else x converted where the table shares it (its place at rest, say:
+ * kernels.h share_bf16_into), else into buf. */
 static const uint16_t *operand(gpu_ctx *g, const cuda_attention_bf16 *a, uint16_t *buf,
                                const float *x, int64_t n) {
   const uint16_t *copy = a->copies ? weight_copies_find(&a->copies->acts, x, n) : NULL;
+  if (!copy && a->copies) copy = cuda_bf16_shared_operand(g, a->copies, x, n);
   if (copy) return copy;
   cuda_pack_bf16(g, buf, x, n);
   return buf;
 }
 
-/* Where the library writes the bf16 result it widens into x[0..n): room the table keeps when
- * the caller shares x (kernels.h pt_attention_opts.shared) and the table has it, else buf. Any
- * copy of x from before is forgotten: x is rewritten. */
+/* Where the library writes the bf16 result it widens into x[0..n): when the caller shares x
+ * (kernels.h pt_attention_opts.shared), x's place at rest where the table has one
+ * (share_bf16_into), else room the table keeps where it has it; else buf. Any copy of x from
+ * before is forgotten: x is rewritten. */
 static uint16_t *result_room(gpu_ctx *g, const cuda_attention_bf16 *a, uint16_t *buf,
                              const float *x, int64_t n, const pt_attention_opts *opts) {
   if (!a->copies) return buf;
   cuda_bf16_forget(a->copies, x, n);
-  uint16_t *kept = opts && opts->shared ? cuda_bf16_keep_room(g, a->copies, n) : NULL;
+  uint16_t *kept = opts && opts->shared ? cuda_bf16_take_place(a->copies, x, n) : NULL;
+  if (!kept && opts && opts->shared) kept = cuda_bf16_keep_room(g, a->copies, n);
   return kept ? kept : buf;
 }
 

@@ -353,7 +353,15 @@ static void activation_copies(const pt_kernels *k, const pt_weight_range *r, int
 static void unset_f32(const pt_kernels *k, float *x, int64_t n) { cuda_unset_f32(ctx(k), x, n); }
 
 static void share_bf16(const pt_kernels *k, const float *x, int64_t n) {
-  cuda_bf16_share(&state(k)->bf16, x, n);
+  cuda_bf16_share(&state(k)->bf16, x, n, NULL);
+}
+
+static void share_bf16_into(const pt_kernels *k, const float *x, int64_t n, uint16_t *place) {
+  cuda_bf16_share(&state(k)->bf16, x, n, place);
+}
+
+static int shared_into_done(const pt_kernels *k, const float *x) {
+  return cuda_bf16_shared_into_done(&state(k)->bf16, x);
 }
 
 static void round_share_bf16(const pt_kernels *k, float *x, int64_t n) {
@@ -427,6 +435,8 @@ void kernels_gpu_set_precision(kernels_gpu *kg, pt_precision p) {
   kg->table.activation_copies = b ? activation_copies : NULL;
   kg->table.unset_f32 = b ? unset_f32 : NULL;
   kg->table.share_bf16 = b ? share_bf16 : NULL;
+  kg->table.share_bf16_into = b ? share_bf16_into : NULL;
+  kg->table.shared_into_done = b ? shared_into_done : NULL;
   kg->table.round_share_bf16 = b ? round_share_bf16 : NULL;
   kg->table.loss_rounds_bf16 = b;
   cuda_bf16_acts_reset(kg->g, &kg->bf16, NULL, 0);

@@ -201,7 +201,8 @@ typedef struct {
   pt_weight_copies acts;
   /* Ranges promised unchanged until the next activation_copies (kernels.h share_bf16): an
    * operand inside one is converted into kept and then read there, as an activation copy. */
-  pt_weight_range shared[PT_WEIGHT_COPY_RANGES]; /* copy unused */
+  pt_weight_range shared[PT_WEIGHT_COPY_RANGES]; /* copy: the range's own place, or NULL */
+  unsigned into_done; /* bit i: shared[i] converted into its place (share_bf16_into) */
   /* Ranges of acts whose floats are their copy widened (a library's bf16 result kept,
    * cuda_bf16_keep_result): rounding them is the identity, so round_share_bf16 skips them. */
   pt_weight_range exact[PT_WEIGHT_COPY_RANGES];
@@ -223,13 +224,16 @@ void cuda_op_linear_backward_input_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float 
 void cuda_op_linear_backward_weight_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *dW, float *db,
                                          const float *dy, const float *x, int N, int Ni, int No);
 void cuda_bf16_scratch_free(cuda_bf16_scratch *s);
-/* kernels.h's activation_copies, share_bf16 and round_share_bf16 on s: the set of copies
- * replaced by r[0..n) (and kept grown, when the last set asked for more, while no copy is in
- * it); x promised unchanged; x rounded and its bits kept, both where s->acts and kept have room
+/* kernels.h's activation_copies, share_bf16 (place NULL) or share_bf16_into,
+ * shared_into_done and round_share_bf16 on s: the set of copies replaced by r[0..n) (and kept
+ * grown, when the last set asked for more, while no copy is in it); x promised unchanged
+ * (converted whole into place by the first operand inside it, when place is given); whether
+ * that conversion ran; x rounded and its bits kept, both where s->acts and kept have room
  * (else: nothing; cuda_round_bf16), in one launch around the exact range inside x (more than
  * one: a launch before each). */
 void cuda_bf16_acts_reset(gpu_ctx *g, cuda_bf16_scratch *s, const pt_weight_range *r, int n);
-void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n);
+void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n, uint16_t *place);
+int cuda_bf16_shared_into_done(const cuda_bf16_scratch *s, const float *x);
 void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n);
 /* A library's bf16 result widened into x[0..n) (kernels.h pt_attention_opts.shared: nothing
  * writes x until the next activation_copies): keep_room gives room for its n bf16 values in
@@ -239,6 +243,14 @@ void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n
  * of a range overlapping it is forgotten (a result written twice without activation_copies
  * between). */
 uint16_t *cuda_bf16_keep_room(gpu_ctx *g, cuda_bf16_scratch *s, int64_t n);
+/* For the attention's bf16 operands and results, as for the products': shared_operand is x's
+ * conversion where x lies in a shared range (into its place, or kept; NULL elsewhere or without
+ * room); take_place is the place of a shared_into range starting at x and not yet converted,
+ * given over to the caller's result (its padding past n left as it was), counted as converted
+ * (shared_into_done), NULL where there is none or no room to keep the result after. */
+const uint16_t *cuda_bf16_shared_operand(gpu_ctx *g, cuda_bf16_scratch *s, const float *x,
+                                         int64_t n);
+uint16_t *cuda_bf16_take_place(cuda_bf16_scratch *s, const float *x, int64_t n);
 void cuda_bf16_keep_result(cuda_bf16_scratch *s, const float *x, const uint16_t *copy, int64_t n);
 void cuda_bf16_forget(cuda_bf16_scratch *s, const float *x, int64_t n);
 /* kernels.h's linear_forward_gelu and linear_backward_input_gelu: one cuBLASLt matmul with the

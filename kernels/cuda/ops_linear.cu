@@ -111,14 +111,31 @@ static pt_weight_range *free_range(pt_weight_range *set) {
 
 static pt_weight_range *acts_free_slot(cuda_bf16_scratch *s) { return free_range(s->acts.r); }
 
-/* An activation operand x[0..n) inside a shared range: converted once into kept and registered
- * as an activation copy, so the next product reading it does not convert it again; NULL when
- * outside every shared range or without room. */
+/* Shared range i has a place of its own (kernels.h share_bf16_into): the whole range converted
+ * there once, by the first operand inside it, and registered as an activation copy where
+ * there is room (else read from the place on every later call, which lands here again). */
+static const uint16_t *shared_into(gpu_ctx *g, cuda_bf16_scratch *s, int i, const float *x) {
+  const pt_weight_range *r = &s->shared[i];
+  uint16_t *place = (uint16_t *)r->copy;
+  if (!(s->into_done >> i & 1)) {
+    convert_operand(g, place, r->base, r->n);
+    s->into_done |= 1u << i;
+    pt_weight_range *slot = acts_free_slot(s);
+    if (slot) weight_range_put(slot, r->base, place, r->n);
+  }
+  return place + (x - r->base);
+}
+
+/* An activation operand x[0..n) inside a shared range: converted once into kept (or the range's
+ * own place) and registered as an activation copy, so the next product reading it does not
+ * convert it again; NULL when outside every shared range or without room. */
 static const uint16_t *shared_copy(gpu_ctx *g, cuda_bf16_scratch *s, const float *x, int64_t n) {
   int inside = 0;
   for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) {
     const pt_weight_range *r = &s->shared[i];
-    inside |= r->base && x >= r->base && x + n <= r->base + r->n;
+    int in = r->base && x >= r->base && x + n <= r->base + r->n;
+    if (in && r->copy) return shared_into(g, s, i, x);
+    inside |= in;
   }
   pt_weight_range *slot = inside ? acts_free_slot(s) : NULL;
   uint16_t *copy = slot ? kept_take(g, s, n) : NULL;
@@ -485,16 +502,25 @@ extern "C" void cuda_bf16_acts_reset(gpu_ctx *g, cuda_bf16_scratch *s, const pt_
     weight_range_put(&s->shared[i], NULL, NULL, 0);
     weight_range_put(&s->exact[i], NULL, NULL, 0);
   }
+  s->into_done = 0;
   if (s->kept_want > s->kept_cap) kept_grow(g, s, s->kept_want);
   s->kept_used = 0;
 }
 
-extern "C" void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n) {
+extern "C" void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n,
+                                uint16_t *place) {
   for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++)
     if (!s->shared[i].base) {
-      weight_range_put(&s->shared[i], x, NULL, n);
+      weight_range_put(&s->shared[i], x, place, n);
+      s->into_done &= ~(1u << i);
       return;
     }
+}
+
+extern "C" int cuda_bf16_shared_into_done(const cuda_bf16_scratch *s, const float *x) {
+  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++)
+    if (s->shared[i].base == x && s->shared[i].copy) return (int)(s->into_done >> i & 1);
+  return 0;
 }
 
 /* The exact range lying whole in x[0..n) that starts first, or NULL. */
@@ -552,6 +578,23 @@ extern "C" void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x
     return;
   }
   round_share_around(g, s, x, lo, e->n, n - hi);
+}
+
+extern "C" const uint16_t *cuda_bf16_shared_operand(gpu_ctx *g, cuda_bf16_scratch *s,
+                                                     const float *x, int64_t n) {
+  return shared_copy(g, s, x, n);
+}
+
+extern "C" uint16_t *cuda_bf16_take_place(cuda_bf16_scratch *s, const float *x, int64_t n) {
+  if (!acts_free_slot(s) || !free_range(s->exact)) return NULL; /* keep_result would fail */
+  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) {
+    const pt_weight_range *r = &s->shared[i];
+    if (r->base == x && r->copy && n <= r->n && !(s->into_done >> i & 1)) {
+      s->into_done |= 1u << i;
+      return (uint16_t *)r->copy;
+    }
+  }
+  return NULL;
 }
 
 extern "C" uint16_t *cuda_bf16_keep_room(gpu_ctx *g, cuda_bf16_scratch *s, int64_t n) {

@@ -161,11 +161,12 @@ def closed_forms(r):
     # dout is read where its input gradient converted it (share_bf16), a block's h and dx1
     # from the stash parts' bits kept as they were rounded (round_share_bf16); nor the block's
     # atty forward (D) and dqkv backward (3D): the attention's bf16 results are kept as their
-    # copies (pt_attention_opts.shared)
+    # copies (pt_attention_opts.shared); and the attention's qkv forward (3D), which goes to its
+    # place at rest so (kernels.h share_bf16_into) as xln1, xln2 and g do
     sum_ni, sum_no = L * 7 * D + D, L * 9 * D + V
     launches, _, _, nbytes = r["to_bf16_kernel:operand"]
-    close(launches, M * (6 * L + 3), "operand conversions: 6 a block's, 3 the head's")
-    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 11 * D * L),
+    close(launches, M * (7 * L + 3), "operand conversions: 7 a block's, 3 the head's")
+    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 8 * D * L),
           "operand conversions: 6 bytes each")
     # A micro-batch's other conversions (one stage, no stash sets, no checkpointing), per token:
     # - rounded and packed in one pass (10 bytes an element), to rest: every layer's output but
@@ -173,23 +174,26 @@ def closed_forms(r):
     #   once and rounds them as it reads them), and the block's saved parts in bf16 that
     #   forward writes, one launch a run of adjacent parts (engine/stage_store.c; the block
     #   keeps them adjacent):
-    #   xln1, xln2, g, qkv, atty, x1 and h, 15D (the norms' mean and rstd and the attention's lse
-    #   stay float32, adjacent too: one device copy); kept by the table, after backward_input,
+    #   x1 and h, 5D (xln1, xln2, g and qkv, 9D, go there as their forward products' and the
+    #   attention's operand conversions, kernels.h share_bf16_into, and atty as the attention's
+    #   bf16 result; the norms' mean and rstd and the attention's lse stay float32, adjacent
+    #   too: one device copy);
+    #   kept by the table, after backward_input,
     #   the parts it writes (round_share_bf16: kept for the weight
     #   gradients): h (4D) and dx1, dxln2, dxln1 (3D), one launch around dqkv (3D: the
     #   attention's bf16 result, bf16 values with their bits kept already);
     # - rounded only (8 bytes): each input gradient backward but the embedding's (D each), L + 3;
-    # - packed only (6 bytes): the attention's qkv forward and dout backward (its qkv and o
-    #   backward are read from their copies at rest);
+    # - packed only (6 bytes): the attention's dout backward (its qkv and o backward are read
+    #   from their copies at rest);
     # - unpacks: the input of each block, the final norm and the head (D), L + 2, the block's
     #   run back but xln1, xln2 and g (qkv, atty, x1 and h: 9D; those three, read only as weight
     #   gradients' x, are read from their copies at rest: layers/layer.h read_at_rest); the
     #   attention's o forward and dqkv backward.
     outs = D * (L + 3)
     forms = {  # row: (launches, elements, bytes an element) a micro-batch
-        "round_pack_bf16_kernel": (L + 3 + 2 * L, outs + 22 * D * L, 10.0),
+        "round_pack_bf16_kernel": (L + 3 + 2 * L, outs + 12 * D * L, 10.0),
         "round_bf16_kernel": (L + 3, D * (L + 3), 8.0),
-        "to_bf16_kernel": (2 * L, 4 * D * L, 6.0),
+        "to_bf16_kernel": (L, D * L, 6.0),
         "from_bf16_kernel": (L + 2 + L + 2 * L, D * (L + 2) + 9 * D * L + 4 * D * L, 6.0),
     }
     for row, (launches, per_token, width) in forms.items():

@@ -1551,6 +1551,44 @@ static void test_share(const pt_kernels *k, const char *shape, float *y, float *
   to_table(1, x, x0, sizeof(float) * (size_t)nx);
 }
 
+/* The GPU table's share_bf16_into: x is converted whole into the caller's place by the first
+ * product reading it (place then holds x's bits, x left unrounded, shared_into_done 1) and read
+ * there by the next (x converted once for both, x changed behind the promise unseen); before a
+ * product reads it, and after activation_copies, shared_into_done is 0. */
+static void test_share_into(const pt_kernels *k, const char *shape, float *y, float *x,
+                            const float *W, int N, int Ni, int No) {
+  int64_t nx = (int64_t)N * Ni, ny = (int64_t)N * No;
+  float *x0 = downf(x, nx), *other = hrand(nx, -3, 3);
+  uint16_t *place = dnew(sizeof(uint16_t) * (size_t)nx), *bits = hnew(sizeof(uint16_t) * nx);
+  k->activation_copies(k, NULL, 0);
+  uint64_t c0 = conversions();
+  k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+  uint64_t unshared = 2 * (conversions() - c0); /* x's and W's, per product */
+  float *want = downf(y, ny);
+  k->share_bf16_into(k, x, nx, place);
+  CHECK(!k->shared_into_done(k, x), "%s: share_bf16_into done before any product", shape);
+  c0 = conversions();
+  k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+  expect_same_bits("share_bf16_into: the first product", shape, downf(y, ny), want, ny);
+  CHECK(k->shared_into_done(k, x), "%s: share_bf16_into not done after a product", shape);
+  gpu_to_host(&G, bits, place, sizeof(uint16_t) * (size_t)nx);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < nx; i++) wrong += bits[i] != pt_bf16_bits(x0[i]);
+  CHECK(wrong == 0, "%s: share_bf16_into's place differs from x's bits at %lld elements", shape,
+        (long long)wrong);
+  expect_same_bits("share_bf16_into: x left as it was", shape, downf(x, nx), x0, nx);
+  to_table(1, x, other, sizeof(float) * (size_t)nx); /* behind the promise */
+  k->linear_forward(k, y, x, W, NULL, N, Ni, No);
+  expect_same_bits("share_bf16_into: the second product reads the place", shape, downf(y, ny),
+                   want, ny);
+  CHECK(conversions() - c0 == unshared - 1, "%s: %llu operand conversions for two products, "
+        "not %llu (x's once)", shape, (unsigned long long)(conversions() - c0),
+        (unsigned long long)(unshared - 1));
+  k->activation_copies(k, NULL, 0);
+  CHECK(!k->shared_into_done(k, x), "%s: share_bf16_into done after activation_copies", shape);
+  to_table(1, x, x0, sizeof(float) * (size_t)nx);
+}
+
 /* Bytes the cost ledger holds for a kernel name. */
 static double ledger_bytes(const char *kernel) {
   for (int i = 0; i < gpu_cost_count(); i++)
@@ -1708,6 +1746,7 @@ static void test_precision_table(kernels_gpu *kg, pt_precision p, int N, int Ni,
           "%s: round_pack_bf16's bits differ from the CPU's", shape);
     test_activation_copies(gk, shape, d_y, d_x, d_W, d_dx, d_dy, d_dW, N, Ni, No);
     test_share(gk, shape, d_y, d_x, d_W, N, Ni, No);
+    test_share_into(gk, shape, d_y, d_x, d_W, N, Ni, No);
     test_weight_copy(gk, shape, d_y, d_x, d_W, d_b, d_dx, d_dy, N, Ni, No, 1);
     if (ck->weight_copy) test_weight_copy(ck, shape, yc, x, W, b, dxc, dy, N, Ni, No, 0);
   }
