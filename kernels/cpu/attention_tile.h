@@ -16,9 +16,9 @@ static inline int attn_tile_tpad(int T) { return (T + 15) & ~15; }
 
 /* bt[c * tpad + s] = b[s * ldb + c] for c < hd, s < T; columns T..tpad-1 set to 0. */
 void attn_tile_transpose(float *bt, const float *b, int ldb, int T, int hd);
-/* dst[t * hd + c] = src[t * lds + c]: a head's rows made contiguous (strided rows of q, k, v
- * fall in few L1 sets). */
-void attn_tile_pack(float *dst, const float *src, int lds, int T, int hd);
+/* dst[(g * T + t) * hd + c] = src[t * lds + g * hd + c] for g < G: a sequence's heads (G
+ * groups of hd columns) each made contiguous (a head's strided rows fall in few L1 sets). */
+void attn_tile_pack_heads(float *dst, const float *src, int lds, int T, int G, int hd);
 /* s[t * lds + j] = sum_c a[t * lda + c] * bt[c * tpad + j] for j <= t (causal rows; a row may
  * get columns past t up to its 32-float chunk pair or the next 4 rows' t, lds >= tpad). */
 void attn_tile_scores(float *s, int lds, const float *a, int lda, const float *bt, int T, int hd);

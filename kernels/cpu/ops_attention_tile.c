@@ -22,16 +22,16 @@ void attn_tile_transpose(float *bt, const float *b, int ldb, int T, int hd) {
     for (int s = T; s < tpad; s++) bt[(long)c * tpad + s] = 0.0f;
 }
 
-/* Rows of q, k, v sit ld floats apart in memory written by the previous product, mostly
- * outside the caches: prefetching a few rows ahead keeps several misses in flight. */
-#define PACK_AHEAD 8
-void attn_tile_pack(float *dst, const float *src, int lds, int T, int hd) {
+/* A sequence's rows are read whole, in order (the hardware prefetcher follows them; a head's
+ * slice of strided rows, read head by head, waited on a miss per row), each group's slice going
+ * to its own contiguous block. */
+void attn_tile_pack_heads(float *dst, const float *src, int lds, int T, int G, int hd) {
   for (int t = 0; t < T; t++) {
-    if (t + PACK_AHEAD < T)
-      for (int c = 0; c < hd; c += 16) __builtin_prefetch(src + (long)(t + PACK_AHEAD) * lds + c);
     const float *row = src + (long)t * lds;
-    float *out = dst + (long)t * hd;
-    for (int c = 0; c < hd; c += 16) VSTORE(out + c, VLOAD(row + c)); /* hd: 32s, no call */
+    for (int g = 0; g < G; g++) {
+      float *out = dst + ((long)g * T + t) * hd;
+      for (int c = 0; c < hd; c += 16) VSTORE(out + c, VLOAD(row + (long)g * hd + c));
+    }
   }
 }
 
