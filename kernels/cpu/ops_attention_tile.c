@@ -35,12 +35,13 @@ void attn_tile_pack_heads(float *dst, const float *src, int lds, int T, int G, i
   }
 }
 
-/* R rows (R <= 4) from t, W chunks of 16 columns from j0 (W <= 2): 8 sums in registers. */
+/* R rows (R <= 8) from t, W chunks of 16 columns from j0 (W <= 2): 16 sums in registers (8
+ * did not hide the multiply-adds' latency behind the loads). */
 static inline __attribute__((always_inline)) void scores_tile(float *s, int lds, const float *a,
                                                               int lda, const float *bt,
                                                               int tpad, int hd, int j0, int R,
                                                               int W) {
-  v16 acc[4][2] = {{{0}}};
+  v16 acc[8][2] = {{{0}}};
   for (int c = 0; c < hd; c++) {
     const float *b = bt + (long)c * tpad + j0;
     v16 b0 = VLOAD(b), b1 = W > 1 ? VLOAD(b + 16) : b0;
@@ -66,8 +67,8 @@ static inline __attribute__((always_inline)) void scores_rows(float *s, int lds,
 void attn_tile_scores(float *s, int lds, const float *a, int lda, const float *bt, int T,
                       int hd) {
   int tpad = attn_tile_tpad(T), t = 0;
-  for (; t + 4 <= T; t += 4)
-    scores_rows(s + (long)t * lds, lds, a + (long)t * lda, lda, bt, tpad, hd, t, 4);
+  for (; t + 8 <= T; t += 8)
+    scores_rows(s + (long)t * lds, lds, a + (long)t * lda, lda, bt, tpad, hd, t, 8);
   for (; t < T; t++)
     scores_rows(s + (long)t * lds, lds, a + (long)t * lda, lda, bt, tpad, hd, t, 1);
 }
