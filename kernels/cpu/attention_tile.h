@@ -2,7 +2,7 @@
  * dims are a multiple of ATTN_TILE_HD (ops_attention_tile.c), in place of one OpenBLAS call
  * per block (their packing and call overhead dominate at T = 128, hd = 32). A head lives in L1
  * and L2 (q, k, v: T x hd; scores: T x T), so these loops keep a tile of sums in registers
- * (scores 8 rows x 32 columns, rows 8 x 32, cols 16 x 16). Every sum adds in index order
+ * (scores 8 rows x 32 columns, rows 8 x 32, cols 8 x 32). Every sum adds in index order
  * (fixed by the sizes): the same inputs give the same bits. Row-major; ld* are row strides in
  * floats. */
 #ifndef PT_ATTENTION_TILE_H

@@ -109,14 +109,15 @@ void attn_tile_rows(float *o, int ldo, const float *p, int ldp, const float *v, 
   }
 }
 
-/* 16 output rows at a time: each k reads one 16-float piece of p's row k. */
+/* 8 output rows by 32 columns at a time: each k reads an 8-float piece of p's row k and a
+ * 32-float row of x, and the blocks start nearer their diagonal than 16 rows would. */
 void attn_tile_cols(float *o, int ldo, const float *p, int ldp, const float *x, int ldx, int T,
                     int hd, int acc) {
-  for (int c = 0; c < hd; c += 16) {
+  for (int c = 0; c < hd; c += 32) {
     int s = 0;
-    for (; s + 16 <= T; s += 16)
-      tile_sum(o + (long)s * ldo + c, ldo, p + s, 1, ldp, x + c, ldx, s, T, 16, 1, acc);
+    for (; s + 8 <= T; s += 8)
+      tile_sum(o + (long)s * ldo + c, ldo, p + s, 1, ldp, x + c, ldx, s, T, 8, 2, acc);
     for (; s < T; s++)
-      tile_sum(o + (long)s * ldo + c, ldo, p + s, 1, ldp, x + c, ldx, s, T, 1, 1, acc);
+      tile_sum(o + (long)s * ldo + c, ldo, p + s, 1, ldp, x + c, ldx, s, T, 1, 2, acc);
   }
 }
