@@ -2,7 +2,7 @@
  * dims are a multiple of ATTN_TILE_HD (ops_attention_tile.c), in place of one OpenBLAS call
  * per block (their packing and call overhead dominate at T = 128, hd = 32). A head lives in L1
  * and L2 (q, k, v: T x hd; scores: T x T), so these loops keep a tile of sums in registers
- * (scores 4 rows x 32 columns, rows 8 x 32, cols 16 x 16). Every sum adds in index order
+ * (scores 8 rows x 32 columns, rows 8 x 32, cols 8 x 32). Every sum adds in index order
  * (fixed by the sizes): the same inputs give the same bits. Row-major; ld* are row strides in
  * floats. */
 #ifndef PT_ATTENTION_TILE_H
@@ -16,11 +16,11 @@ static inline int attn_tile_tpad(int T) { return (T + 15) & ~15; }
 
 /* bt[c * tpad + s] = b[s * ldb + c] for c < hd, s < T; columns T..tpad-1 set to 0. */
 void attn_tile_transpose(float *bt, const float *b, int ldb, int T, int hd);
-/* dst[t * hd + c] = src[t * lds + c]: a head's rows made contiguous (strided rows of q, k, v
- * fall in few L1 sets). */
-void attn_tile_pack(float *dst, const float *src, int lds, int T, int hd);
+/* dst[(g * T + t) * hd + c] = src[t * lds + g * hd + c] for g < G: a sequence's heads (G
+ * groups of hd columns) each made contiguous (a head's strided rows fall in few L1 sets). */
+void attn_tile_pack_heads(float *dst, const float *src, int lds, int T, int G, int hd);
 /* s[t * lds + j] = sum_c a[t * lda + c] * bt[c * tpad + j] for j <= t (causal rows; a row may
- * get columns past t up to its 32-float chunk pair or the next 4 rows' t, lds >= tpad). */
+ * get columns past t up to its 32-float chunk pair or the next 8 rows' t, lds >= tpad). */
 void attn_tile_scores(float *s, int lds, const float *a, int lda, const float *bt, int T, int hd);
 /* o[t] = sum_{s <= t} p[t * ldp + s] * v[s] (hd floats each): p is zero above its diagonal,
  * which rows of an 8-row block read past their own t. */

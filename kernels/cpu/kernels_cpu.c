@@ -66,11 +66,11 @@ static int64_t attention_saved_floats(const pt_kernels *k, int B, int T, int d, 
   return (int64_t)B * H * T * (int64_t)T;
 }
 
-/* One head's T x T score block and copies of its q, k, v rows at a time: the CPU reuses them
- * across heads and sequences. */
+/* One head's T x T score block and a sequence's q, k, v rows packed at a time: the CPU reuses
+ * them across heads and sequences. */
 static int64_t attention_scratch_floats(const pt_kernels *k, int B, int T, int d, int H,
                                         int KVH) {
-  return op_attention_scratch_floats(T, d / H);
+  return op_attention_scratch_floats(T, d, H, KVH);
 }
 
 static void attention_forward(const pt_kernels *k, float *o, float *p, const float *qkv, int B,

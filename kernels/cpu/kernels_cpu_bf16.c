@@ -93,17 +93,19 @@ static void linear_backward_input(const pt_kernels *k, float *dx, const float *d
   }
 }
 
-/* dW += the blocks' products dy^T x in row order. The bias gradient sums the float32 dy: only
- * the product's inputs are rounded. */
+/* dW += the blocks' products dy^T x in row order. The bias gradient sums the float32 dy (only
+ * the product's inputs are rounded), block by block, in the same row order as one pass. */
 static void linear_backward_weight(const pt_kernels *k, float *dW, float *db, const float *dy,
                                    const float *x, int N, int Ni, int No) {
   for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
     int rows = op_block_rows(N, n0);
+    const float *dyb = dy + (int64_t)n0 * No;
+    const uint16_t *a = converted(SCRATCH_Y, dyb, (int64_t)rows * No);
+    if (db) op_colsum_acc(db, dyb, rows, No); /* the block just read: still in cache */
     onednn_shape s = {.M = No, .K = rows, .N = Ni, .a_rows_are_k = 1, .acc = 1};
-    onednn_matmul(&s, dW, converted(SCRATCH_Y, dy + (int64_t)n0 * No, (int64_t)rows * No),
-                  converted(SCRATCH_X, x + (int64_t)n0 * Ni, (int64_t)rows * Ni), NULL);
+    onednn_matmul(&s, dW, a, converted(SCRATCH_X, x + (int64_t)n0 * Ni, (int64_t)rows * Ni),
+                  NULL);
   }
-  if (db) op_colsum_acc(db, dy, N, No);
 }
 
 const char *kernels_cpu_bf16_isa(void) { return onednn_bf16_isa(); }

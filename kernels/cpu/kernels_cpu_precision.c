@@ -72,16 +72,16 @@ static void linear_backward_input(const pt_kernels *k, float *dx, const float *d
   }
 }
 
-/* dW += the blocks' products in row order. The bias gradient sums the float32 dy: only the
- * product's inputs are rounded. */
+/* dW += the blocks' products in row order. The bias gradient sums the float32 dy (only the
+ * product's inputs are rounded), block by block, in the same row order as one pass. */
 static void linear_backward_weight(const pt_kernels *k, float *dW, float *db, const float *dy,
                                    const float *x, int N, int Ni, int No) {
   for (int n0 = 0; n0 < N; n0 += PT_PRECISION_BLOCK_ROWS) {
     int rows = op_block_rows(N, n0);
-    op_linear_backward_weight(dW, NULL, block(k, SCRATCH_Y, dy, n0, rows, No),
-                              block(k, SCRATCH_X, x, n0, rows, Ni), rows, Ni, No);
+    const float *a = block(k, SCRATCH_Y, dy, n0, rows, No);
+    if (db) op_colsum_acc(db, dy + (int64_t)n0 * No, rows, No); /* the block just read */
+    op_linear_backward_weight(dW, NULL, a, block(k, SCRATCH_X, x, n0, rows, Ni), rows, Ni, No);
   }
-  if (db) op_colsum_acc(db, dy, N, No);
 }
 
 static void round_bf16(const pt_kernels *k, float *x, int64_t n) {

@@ -43,11 +43,11 @@ void op_gelu_backward(float *dx, const float *dy, const float *x, int64_t n);
 
 /* Causal grouped-query attention (kernels.h). qkv[B,T,d + 2*KVH*hd] (q | k | v, query head h in
  * columns h*hd.., its kv head h/(H/KVH)), out o[B,T,d], probs p[B,H,T,T] saved for backward
- * (upper triangle left zero). scratch: op_attention_scratch_floats(T, hd) floats. doc_start
+ * (upper triangle left zero). scratch: op_attention_scratch_floats(T, d, H, KVH) floats. doc_start
  * [B,T] or NULL: query t sees keys doc_start[t] .. t only (kernels.h); opts: window, soft-cap
  * and scale as kernels.h says (NULL: none; soft-capping's backward recomputes its scores from
  * qkv, a dot product per score). */
-int64_t op_attention_scratch_floats(int T, int hd);
+int64_t op_attention_scratch_floats(int T, int d, int H, int KVH);
 void op_attention_forward(float *o, float *p, const float *qkv, int B, int T, int d, int H,
                           int KVH, const int32_t *doc_start, const pt_attention_opts *opts,
                           float *scratch);

@@ -22,25 +22,26 @@ void attn_tile_transpose(float *bt, const float *b, int ldb, int T, int hd) {
     for (int s = T; s < tpad; s++) bt[(long)c * tpad + s] = 0.0f;
 }
 
-/* Rows of q, k, v sit ld floats apart in memory written by the previous product, mostly
- * outside the caches: prefetching a few rows ahead keeps several misses in flight. */
-#define PACK_AHEAD 8
-void attn_tile_pack(float *dst, const float *src, int lds, int T, int hd) {
+/* A sequence's rows are read whole, in order (the hardware prefetcher follows them; a head's
+ * slice of strided rows, read head by head, waited on a miss per row), each group's slice going
+ * to its own contiguous block. */
+void attn_tile_pack_heads(float *dst, const float *src, int lds, int T, int G, int hd) {
   for (int t = 0; t < T; t++) {
-    if (t + PACK_AHEAD < T)
-      for (int c = 0; c < hd; c += 16) __builtin_prefetch(src + (long)(t + PACK_AHEAD) * lds + c);
     const float *row = src + (long)t * lds;
-    float *out = dst + (long)t * hd;
-    for (int c = 0; c < hd; c += 16) VSTORE(out + c, VLOAD(row + c)); /* hd: 32s, no call */
+    for (int g = 0; g < G; g++) {
+      float *out = dst + ((long)g * T + t) * hd;
+      for (int c = 0; c < hd; c += 16) VSTORE(out + c, VLOAD(row + (long)g * hd + c));
+    }
   }
 }
 
-/* R rows (R <= 4) from t, W chunks of 16 columns from j0 (W <= 2): 8 sums in registers. */
+/* R rows (R <= 8) from t, W chunks of 16 columns from j0 (W <= 2): 16 sums in registers (8
+ * did not hide the multiply-adds' latency behind the loads). */
 static inline __attribute__((always_inline)) void scores_tile(float *s, int lds, const float *a,
                                                               int lda, const float *bt,
                                                               int tpad, int hd, int j0, int R,
                                                               int W) {
-  v16 acc[4][2] = {{{0}}};
+  v16 acc[8][2] = {{{0}}};
   for (int c = 0; c < hd; c++) {
     const float *b = bt + (long)c * tpad + j0;
     v16 b0 = VLOAD(b), b1 = W > 1 ? VLOAD(b + 16) : b0;
@@ -66,8 +67,8 @@ static inline __attribute__((always_inline)) void scores_rows(float *s, int lds,
 void attn_tile_scores(float *s, int lds, const float *a, int lda, const float *bt, int T,
                       int hd) {
   int tpad = attn_tile_tpad(T), t = 0;
-  for (; t + 4 <= T; t += 4)
-    scores_rows(s + (long)t * lds, lds, a + (long)t * lda, lda, bt, tpad, hd, t, 4);
+  for (; t + 8 <= T; t += 8)
+    scores_rows(s + (long)t * lds, lds, a + (long)t * lda, lda, bt, tpad, hd, t, 8);
   for (; t < T; t++)
     scores_rows(s + (long)t * lds, lds, a + (long)t * lda, lda, bt, tpad, hd, t, 1);
 }
@@ -108,14 +109,15 @@ void attn_tile_rows(float *o, int ldo, const float *p, int ldp, const float *v, 
   }
 }
 
-/* 16 output rows at a time: each k reads one 16-float piece of p's row k. */
+/* 8 output rows by 32 columns at a time: each k reads an 8-float piece of p's row k and a
+ * 32-float row of x, and the blocks start nearer their diagonal than 16 rows would. */
 void attn_tile_cols(float *o, int ldo, const float *p, int ldp, const float *x, int ldx, int T,
                     int hd, int acc) {
-  for (int c = 0; c < hd; c += 16) {
+  for (int c = 0; c < hd; c += 32) {
     int s = 0;
-    for (; s + 16 <= T; s += 16)
-      tile_sum(o + (long)s * ldo + c, ldo, p + s, 1, ldp, x + c, ldx, s, T, 16, 1, acc);
+    for (; s + 8 <= T; s += 8)
+      tile_sum(o + (long)s * ldo + c, ldo, p + s, 1, ldp, x + c, ldx, s, T, 8, 2, acc);
     for (; s < T; s++)
-      tile_sum(o + (long)s * ldo + c, ldo, p + s, 1, ldp, x + c, ldx, s, T, 1, 1, acc);
+      tile_sum(o + (long)s * ldo + c, ldo, p + s, 1, ldp, x + c, ldx, s, T, 1, 2, acc);
   }
 }

@@ -142,7 +142,7 @@ static void attention_case_opts(int B, int T, int d, int H, int KVH, int docs, i
   int32_t *doc = docs ? documents(B, T) : NULL;
   float *o_cpu = malloc(sizeof(float) * (size_t)no), *dqkv_cpu = malloc(sizeof(float) * nqkv);
   float *p_cpu = malloc(sizeof(float) * (size_t)B * H * T * T);
-  float *scr = malloc(sizeof(float) * (size_t)(op_attention_scratch_floats(T, d / H) + 1));
+  float *scr = malloc(sizeof(float) * (size_t)(op_attention_scratch_floats(T, d, H, KVH) + 1));
   op_attention_forward(o_cpu, p_cpu, qkv, B, T, d, H, KVH, doc, opts, scr);
   op_attention_backward(dqkv_cpu, dout, qkv, p_cpu, B, T, d, H, KVH, doc, opts, scr);
 

@@ -559,7 +559,7 @@ static void attention_case(int B, int T, int d, int H, int KVH, const int32_t *d
   float *qkv = hrand(nqkv, -2, 2), *dout = hrand(no, -1, 1);
   float *oc = hnew(sizeof(float) * no), *pc = hnew(sizeof(float) * np);
   float *dqkvc = hnew(sizeof(float) * nqkv);
-  float *scr = hnew(sizeof(float) * (size_t)op_attention_scratch_floats(T, d / H));
+  float *scr = hnew(sizeof(float) * (size_t)op_attention_scratch_floats(T, d, H, KVH));
   op_attention_forward(oc, pc, qkv, B, T, d, H, KVH, doc, opts, scr);
   op_attention_backward(dqkvc, dout, qkv, pc, B, T, d, H, KVH, doc, opts, scr);
   float *lse_ref = attention_lse_reference(qkv, B, T, d, H, KVH, doc, opts);

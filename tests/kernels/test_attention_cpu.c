@@ -74,7 +74,7 @@ static void attention_case(int B, int T, int d, int H, int KVH, int max_doc) {
   int hd = d / H, ld = d + 2 * KVH * hd;
   size_t nq = (size_t)B * T * ld, no = (size_t)B * T * d, np = (size_t)B * H * T * T;
   float *qkv = fnew(nq), *dout = fnew(no), *o = fnew(no), *o2 = fnew(no), *p = fnew(np);
-  float *dqkv = fnew(nq), *dqkv2 = fnew(nq), *scr = fnew((size_t)op_attention_scratch_floats(T, hd));
+  float *dqkv = fnew(nq), *dqkv2 = fnew(nq), *scr = fnew((size_t)op_attention_scratch_floats(T, d, H, KVH));
   double *ro = malloc(sizeof(double) * no), *rd = malloc(sizeof(double) * nq);
   int32_t *doc = NULL;
   for (size_t i = 0; i < nq; i++) qkv[i] = 2.0f * urand();
