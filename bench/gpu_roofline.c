@@ -144,14 +144,6 @@ static void measure(const roof_args *a, int keep, roof_ledger *out) {
     ledger_add(out, r->kernel, 1.0, (double)r->launches, r->tensor_flops, r->other_flops,
                r->bytes);
   }
-  /* The gradient clip scales the gradients (one pass, kernels/cuda/optimizer.cu's scale_kernel)
-   * only in a step whose norm exceeds train.grad_clip; count-only mode reads a norm of 0. The
-   * ledger assumes the step clips (early training does), with scale_kernel's closed form. */
-  int clipped = 0;
-  for (int i = 0; i < out->n; i++) clipped |= !strcmp(out->rows[i].name, "scale_kernel");
-  const double grads = (double)t.part.model.n_floats;
-  if (spec.train.grad_clip > 0 && !clipped)
-    ledger_add(out, "scale_kernel", 1, 1, 0, grads, 8 * grads);
   const double tokens_seq = (double)spec.train.micro_batch_size * spec.train.micro_batches *
                             (spec.pipeline.data_parallel > 0 ? spec.pipeline.data_parallel : 1);
   out->blocks = keep >= 0 ? (keep < count ? keep : count) : count;

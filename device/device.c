@@ -161,7 +161,6 @@ void device_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
 void device_add(pt_device *d, float *y, const float *x, int64_t n) {
   d->k->add_inplace(d->k, y, x, n);
 }
-void device_scale(pt_device *d, float *x, float s, int64_t n) { d->k->scale(d->k, x, s, n); }
 double device_sumsq(pt_device *d, const float *x, int64_t n) { return d->k->sumsq(d->k, x, n); }
 double device_loss(pt_device *d, pt_loss_kind kind, const float *y, const void *targets,
                    size_t target_bytes, int N, int F, float scale, float *dy) {

@@ -207,7 +207,6 @@ void device_copy(pt_device *d, void *dst, const void *src, size_t bytes); /* dev
  * kernels return before they finish there. Nothing to wait for on the host kinds. */
 void device_sync(pt_device *d);
 void device_add(pt_device *d, float *y, const float *x, int64_t n);   /* y = y + x */
-void device_scale(pt_device *d, float *x, float s, int64_t n);        /* x *= s */
 /* Sum of squares in double (cpu/emulated: element order, as grad_tensor_sumsq always did). */
 double device_sumsq(pt_device *d, const float *x, int64_t n);
 /* loss_forward_backward on a device y/dy; targets are on the host. */

@@ -59,8 +59,9 @@ void device_loss_acc(pt_device *d, pt_loss_kind kind, const float *y, const void
   d->k->loss_acc(d->k, kind, y, targets, target_bytes, N, F, scale, dy, sum, mark, value);
 }
 
-void device_sumsq_into(pt_device *d, double *out, const float *x, int64_t n) {
-  d->k->sumsq_into(d->k, out, x, n);
+void device_sumsq_spans_into(pt_device *d, double *out, const float *x, const pt_sum_span *spans,
+                             int n_spans) {
+  d->k->sumsq_spans_into(d->k, out, x, spans, n_spans);
 }
 
 void device_finite_check(pt_device *d, int32_t *mark, int32_t value, const float *x, int64_t n) {

@@ -46,7 +46,10 @@ int32_t device_stats_mark_value(const device_stats *s, int i);
 void device_loss_acc(pt_device *d, pt_loss_kind kind, const float *y, const void *targets,
                      size_t target_bytes, int N, int F, float scale, float *dy, double *sum,
                      int32_t *mark, int32_t value);
-void device_sumsq_into(pt_device *d, double *out, const float *x, int64_t n);
+/* out[j] = the sum of squares of x[spans[j].offset, + spans[j].n) for j < n_spans, in one pass
+ * (kernels.h sumsq_spans_into; spans: host memory, the same list every step). */
+void device_sumsq_spans_into(pt_device *d, double *out, const float *x, const pt_sum_span *spans,
+                             int n_spans);
 void device_finite_check(pt_device *d, int32_t *mark, int32_t value, const float *x, int64_t n);
 
 #endif

@@ -176,8 +176,7 @@ int part_update(pt_part *p, double norm, double lr) {
     p->skipped += status > 0;
     return status;
   }
-  grad_clip(&p->model, norm, c->grad_clip);
-  optimizer_step(&p->opt, &p->model, lr);
+  optimizer_step(&p->opt, &p->model, lr, grad_clip_factor(norm, c->grad_clip));
   return 0;
 }
 

@@ -102,7 +102,8 @@ double part_losses(pt_part *p, int from, int to);
  * and each executor's first non-finite layer into its bad_layer: queues the sums, then reads
  * the step statistics (one wait for the step). Call after the step's backward passes. */
 void part_read_step(pt_part *p, pt_stage *const *stages, int n_stages, double *out);
-/* Applies the step's gradients (global norm `norm`, clipped per train.grad_clip) at learning
+/* Applies the step's gradients (global norm `norm`, clipped per train.grad_clip as the
+ * optimizer reads them: the gradients in memory stay as they are) at learning
  * rate lr: 0. A non-finite norm changes nothing (weights, optimizer state): 1 when the step is
  * skipped (train.on_nonfinite: skip, counted), -1 when the run must stop. */
 int part_update(pt_part *p, double norm, double lr);

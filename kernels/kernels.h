@@ -22,7 +22,8 @@
  *     (tests/gpu/test_cuda_ops.c).
  *   - Calls run in issue order (the GPU's stream) and return without waiting, except the ones
  *     that return a value to the host (loss, sumsq, all_finite), which wait for it; a training
- *     step uses their non-waiting forms (loss_acc, sumsq_into, finite_check) instead.
+ *     step uses their non-waiting forms (loss_acc, sumsq_into, sumsq_spans_into, finite_check)
+ *     instead.
  *   - Failures (a CUDA error, a token id or class id out of range) end the job (core/error.h).
  */
 #ifndef PT_KERNELS_H
@@ -45,13 +46,17 @@ typedef struct {
 } pt_rope_freqs;
 
 /* One optimizer update (model/optimizer.h semantics): the raw settings, and the float factors
- * the CPU kernel uses (computed once per tensor by the optimizer, so every device agrees). */
+ * the CPU kernel uses (computed once per tensor by the optimizer, so every device agrees).
+ * clip: the gradient clipping's factor; every update reads each gradient element g as the float
+ * product g * clip, the bits a pass scaling the gradients by clip first would give (1 when not
+ * clipped: exact), so clipping needs no pass of its own. */
 typedef struct {
   int adam, decay;
   double lr, beta1, beta2, eps, weight_decay, momentum;
   int64_t t;                       /* steps taken, this one included */
   double bc1, bc2;                 /* AdamW bias corrections 1 - beta1^t, 1 - beta2^t */
   float keep, step, inv_sqrt_bc2;  /* AdamW: 1 - lr*wd (or 1), lr / (1 - b1^t), 1/sqrt(1 - b2^t) */
+  float clip;                      /* the gradients' factor (model/optimizer.h grad_clip_factor) */
 } pt_update;
 
 /* One piece of a multi-tensor optimizer update (optimizer_chunks): floats [offset, offset + n)
@@ -63,6 +68,12 @@ typedef struct {
   int32_t n, decay;
 } pt_opt_chunk;
 #define PT_OPT_CHUNK_FLOATS 4096
+
+/* Floats [offset, offset + n) of a flat buffer: one tensor of a multi-tensor sum of squares
+ * (sumsq_spans_into). */
+typedef struct {
+  int64_t offset, n;
+} pt_sum_span;
 
 typedef struct pt_kernels pt_kernels;
 
@@ -268,9 +279,10 @@ struct pt_kernels {
    * loss_rounds_bf16 below says. */
   double (*loss)(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
                  size_t target_bytes, int N, int F, float scale, float *dy);
-  /* One optimizer update of n floats: w, m (and v for AdamW) updated from gradient g; w16
-   * NULL, or n bf16 written pt_bf16_bits(new w) (kernels/precision.h) in the same pass: the
-   * weight copy the products read (weight_copy below). */
+  /* One optimizer update of n floats: w, m (and v for AdamW) updated from gradient g (each
+   * element read times u->clip); w16 NULL, or n bf16 written pt_bf16_bits(new w)
+   * (kernels/precision.h) in the same pass: the weight copy the products read (weight_copy
+   * below). */
   void (*optimizer)(const pt_kernels *k, const pt_update *u, float *w, uint16_t *w16,
                     const float *g, float *m, float *v, int64_t n);
   /* The same for many tensors at once (one launch on the GPU): chunks[0..n_chunks) of the
@@ -378,6 +390,12 @@ struct pt_kernels {
                    size_t target_bytes, int N, int F, float scale, float *dy, double *sum,
                    int32_t *mark, int32_t value);
   void (*sumsq_into)(const pt_kernels *k, double *out, const float *x, int64_t n);
+  /* sumsq_spans_into: out[j] = what sumsq_into writes for x[spans[j].offset, + spans[j].n),
+   * for every j < n_spans, bit for bit (0 for an empty span); spans: host memory, read before
+   * it returns. On the GPU two launches in all (kernels/cuda/ops_cuda.h cuda_sumsq_spans), the
+   * layout built once per distinct list: a caller passes the same list every step. */
+  void (*sumsq_spans_into)(const pt_kernels *k, double *out, const float *x,
+                           const pt_sum_span *spans, int n_spans);
   void (*finite_check)(const pt_kernels *k, int32_t *mark, int32_t value, const float *x,
                        int64_t n);
 };
@@ -396,7 +414,7 @@ struct pt_kernels {
   X(embedding_forward) X(embedding_backward) X(pos_forward) X(pos_backward_weight) X(copy)        \
   X(add) X(add_inplace) X(colsum_acc) X(scale) X(loss) X(optimizer) X(optimizer_chunks)           \
   X(sumsq) X(all_finite)                                                                          \
-  X(loss_acc) X(sumsq_into) X(finite_check)                                                       \
+  X(loss_acc) X(sumsq_into) X(sumsq_spans_into) X(finite_check)                                   \
   X(layernorm_forward_residual) X(layernorm_backward_input_residual)                              \
   X(rmsnorm_forward_residual) X(rmsnorm_backward_input_residual)                                  \
   X(head_rmsnorm_forward) X(head_rmsnorm_backward_input) X(head_rmsnorm_backward_weight)          \

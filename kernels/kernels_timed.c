@@ -297,6 +297,12 @@ static int all_finite(const pt_kernels *k, const float *x, int64_t n) {
 static void sumsq_into(const pt_kernels *k, double *out, const float *x, int64_t n) {
   TIMED(sumsq_into, OPTIMIZER, F4 * n, out, x, n);
 }
+static void sumsq_spans_into(const pt_kernels *k, double *out, const float *x,
+                             const pt_sum_span *spans, int n_spans) {
+  int64_t n = 0;
+  for (int j = 0; j < n_spans; j++) n += spans[j].n;
+  TIMED(sumsq_spans_into, OPTIMIZER, F4 * n, out, x, spans, n_spans);
+}
 static void finite_check(const pt_kernels *k, int32_t *mark, int32_t value, const float *x,
                          int64_t n) {
   TIMED(finite_check, OPTIMIZER, F4 * n, mark, value, x, n);

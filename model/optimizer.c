@@ -98,6 +98,7 @@ device_update optimizer_update(const spec_train *c, int64_t t, double lr) {
   device_update u = {.adam = c->optimizer == SPEC_OPTIMIZER_ADAMW, .lr = lr, .beta1 = c->beta1,
                      .beta2 = c->beta2, .eps = c->eps, .weight_decay = c->weight_decay,
                      .momentum = c->momentum, .t = t, .bc1 = bc1, .bc2 = bc2};
+  u.clip = 1.0f;
   u.step = (float)(lr / bc1);
   u.inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
   return u;
@@ -143,11 +144,12 @@ static void optimizer_build_chunks(pt_optimizer *o, const pt_model *m) {
   free(host);
 }
 
-void optimizer_step(pt_optimizer *o, pt_model *m, double lr) {
+void optimizer_step(pt_optimizer *o, pt_model *m, double lr, float clip) {
   if (o->model_floats != m->n_floats) pt_fatal("optimizer state does not match the model's size");
   if (!o->chunks) optimizer_build_chunks(o, m);
   o->t++;
   device_update u = optimizer_update(&o->cfg, o->t, lr);
+  u.clip = clip;
   optimizer_update_tensor(&u, &o->cfg, 1); /* the pieces without decay use keep 1, wd 0 */
   uint16_t *w16 = m->params_bf16 ? m->params_bf16 + o->lo : NULL;
   device_optimizer_chunks(o->dev, &u, m->params + o->lo, w16, m->grads + o->lo, o->m, o->v,
@@ -171,10 +173,13 @@ void grad_tensor_sumsq(const pt_model *m, double *out) {
 }
 
 void grad_tensor_sumsq_into(const pt_model *m, double *out_dev) {
+  pt_sum_span *spans = pt_calloc((size_t)m->n_tensors + 1, sizeof *spans);
   for (int i = 0; i < m->n_tensors; i++) {
     const pt_tensor *t = &m->tensors[i];
-    if (!t->tied_copy) device_sumsq_into(m->dev, out_dev + i, m->grads + t->offset, t->numel);
+    spans[i] = (pt_sum_span){.offset = t->offset, .n = t->tied_copy ? 0 : t->numel};
   }
+  device_sumsq_spans_into(m->dev, out_dev, m->grads, spans, m->n_tensors);
+  free(spans);
 }
 
 double grad_sumsq(const pt_model *m) {
@@ -185,12 +190,10 @@ double grad_sumsq(const pt_model *m) {
   return s;
 }
 
-double grad_clip(pt_model *m, double norm, double max_norm) {
-  if (max_norm <= 0.0) return 1.0;
+float grad_clip_factor(double norm, double max_norm) {
+  if (max_norm <= 0.0) return 1.0f;
   double coef = max_norm / (norm + 1e-6);
-  if (coef >= 1.0) return 1.0;
-  device_scale(m->dev, m->grads, (float)coef, m->n_floats);
-  return coef;
+  return coef >= 1.0 ? 1.0f : (float)coef;
 }
 
 void nonfinite_message(const pt_model *m, int64_t step, int bad_layer, int stage, char *out,

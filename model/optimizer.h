@@ -58,9 +58,10 @@ void optimizer_to_device(pt_optimizer *o);
 /* One update of every tensor of m (always the same model for one o): one kernel call over all
  * of them (device_optimizer_chunks), each tensor with its own decay flag, tied copies held
  * here included; the gaps between tensors are not touched. The model's bf16 weight copy (when
- * it has one) is written in the same pass. */
-void optimizer_step(pt_optimizer *o, pt_model *m, double lr);
-/* The update optimizer_step applies at step t (1-based) with learning rate lr, and its
+ * it has one) is written in the same pass. clip: grad_clip_factor's; the update reads each
+ * gradient times it (pt_update.clip), the gradients themselves are left as they are. */
+void optimizer_step(pt_optimizer *o, pt_model *m, double lr, float clip);
+/* The update optimizer_step applies at step t (1-based) with learning rate lr (clip 1), and its
  * per-tensor part (decay: the tensor's pt_tensor.decay): for callers that run the kernel
  * themselves (profile/ times it). */
 device_update optimizer_update(const spec_train *cfg, int64_t t, double lr);
@@ -74,15 +75,17 @@ double lr_at(const spec_train *cfg, int64_t step);
  * whose owner is in another slice get 0 (the owner counts the weight once). */
 void grad_tensor_sumsq(const pt_model *m, double *out);
 /* The same sums written on the device into out_dev[m->n_tensors] (device doubles, e.g. the
- * step statistics' slots, device/stats.h) without waiting; tied copies' slots are left alone
- * (the caller zeroed them). */
+ * step statistics' slots, device/stats.h) without waiting, all tensors in one pass
+ * (device_sumsq_spans_into; 0 for tied copies). */
 void grad_tensor_sumsq_into(const pt_model *m, double *out_dev);
 /* Sum of squares of the model's gradients: the per-tensor sums added in tensor order (the order
  * a pipeline adds the stages' per-tensor sums in, so both paths get the same bits). */
 double grad_sumsq(const pt_model *m);
-/* Scales gradients by max_norm / (norm + 1e-6) when that is < 1 (torch clip_grad_norm_).
- * Returns the factor applied (1 when not clipped). */
-double grad_clip(pt_model *m, double norm, double max_norm);
+/* The factor torch's clip_grad_norm_ scales the gradients by: max_norm / (norm + 1e-6) when
+ * that is < 1 (computed in double, then rounded to float), else 1 (and 1 when max_norm <= 0).
+ * optimizer_step applies it as it reads the gradients: no pass of its own, and the gradients
+ * in memory stay unscaled. */
+float grad_clip_factor(double norm, double max_norm);
 
 /* The one-line error for a step whose gradients are not finite (train.on_nonfinite: abort).
  * bad_layer: global index of the first layer whose output went non-finite, or -1; stage: the

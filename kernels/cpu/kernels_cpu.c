@@ -272,6 +272,11 @@ static void sumsq_into(const pt_kernels *k, double *out, const float *x, int64_t
   *out = op_sumsq(x, n);
 }
 
+static void sumsq_spans_into(const pt_kernels *k, double *out, const float *x,
+                             const pt_sum_span *spans, int n_spans) {
+  for (int j = 0; j < n_spans; j++) out[j] = op_sumsq(x + spans[j].offset, spans[j].n);
+}
+
 static void finite_check(const pt_kernels *k, int32_t *mark, int32_t value, const float *x,
                          int64_t n) {
   if (value > *mark && !op_all_finite(x, n)) *mark = value;

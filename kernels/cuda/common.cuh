@@ -94,15 +94,18 @@ __device__ __forceinline__ float pt_block_max(float v, float *sh) {
   return t;
 }
 
-/* The second pass of the two-pass double sums (losses, sumsq), one block of PT_THREADS:
- * *out = (accumulate ? *out : 0) + the sum of partial[0..count); thread t adds t,
- * t + PT_THREADS, ... in order, then the block tree, so the order is fixed. */
+/* The second pass of the two-pass double sums (losses, sumsq), one block of PT_THREADS: the
+ * sum of partial[0..count); thread t adds t, t + PT_THREADS, ... in order, then the block tree,
+ * so the order is fixed. pt_sum_partials_kernel: *out = (accumulate ? *out : 0) + that sum. */
+__device__ __forceinline__ double pt_sum_partials(const double *partial, int count, double *sh) {
+  double s = 0.0;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) s += partial[i];
+  return pt_block_sum_d(s, sh);
+}
 static __global__ void __launch_bounds__(PT_THREADS)
     pt_sum_partials_kernel(double *out, const double *partial, int count, int accumulate) {
   __shared__ double sh[32];
-  double s = 0.0;
-  for (int i = threadIdx.x; i < count; i += blockDim.x) s += partial[i];
-  s = pt_block_sum_d(s, sh);
+  double s = pt_sum_partials(partial, count, sh);
   if (threadIdx.x == 0) *out = accumulate ? *out + s : s;
 }
 

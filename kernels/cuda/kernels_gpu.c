@@ -296,9 +296,10 @@ static void optimizer(const pt_kernels *k, const pt_update *u, float *w, uint16_
   float wd = u->decay ? (float)u->weight_decay : 0.0f;
   if (u->adam)
     cuda_adamw_step(ctx(k), w, w16, g, m, v, NULL, n, (float)u->beta1, (float)u->beta2,
-                    (float)u->eps, u->step, u->inv_sqrt_bc2, u->keep);
+                    (float)u->eps, u->step, u->inv_sqrt_bc2, u->keep, u->clip);
   else
-    cuda_sgd_step(ctx(k), w, w16, g, m, NULL, n, (float)u->lr, (float)u->momentum, wd, u->t == 1);
+    cuda_sgd_step(ctx(k), w, w16, g, m, NULL, n, (float)u->lr, (float)u->momentum, wd, u->t == 1,
+                  u->clip);
 }
 
 /* One launch, a block per piece (ops_cuda.h). */
@@ -307,10 +308,10 @@ static void optimizer_chunks(const pt_kernels *k, const pt_update *u, float *w, 
                              int64_t n_chunks) {
   if (u->adam)
     cuda_adamw_chunks(ctx(k), w, w16, g, m, v, chunks, n_chunks, (float)u->beta1,
-                      (float)u->beta2, (float)u->eps, u->step, u->inv_sqrt_bc2, u->keep);
+                      (float)u->beta2, (float)u->eps, u->step, u->inv_sqrt_bc2, u->keep, u->clip);
   else
     cuda_sgd_chunks(ctx(k), w, w16, g, m, chunks, n_chunks, (float)u->lr, (float)u->momentum,
-                    (float)u->weight_decay, u->t == 1);
+                    (float)u->weight_decay, u->t == 1, u->clip);
 }
 
 static double sumsq(const pt_kernels *k, const float *x, int64_t n) {
@@ -396,6 +397,11 @@ static void sumsq_into(const pt_kernels *k, double *out, const float *x, int64_t
   cuda_sumsq(ctx(k), out, x, n, state(k)->reduce);
 }
 
+static void sumsq_spans_into(const pt_kernels *k, double *out, const float *x,
+                             const pt_sum_span *spans, int n_spans) {
+  cuda_sumsq_spans(ctx(k), &state(k)->sumsq_plan, out, x, spans, n_spans);
+}
+
 static void finite_check(const pt_kernels *k, int32_t *mark, int32_t value, const float *x,
                          int64_t n) {
   cuda_finite_mark(ctx(k), mark, value, x, n);
@@ -452,5 +458,6 @@ void kernels_gpu_close(kernels_gpu *kg) {
   if (kg->targets) gpu_free(kg->targets);
   if (kg->sort_keys) gpu_free(kg->sort_keys);
   gpu_staging_free(&kg->staging);
+  cuda_sumsq_plan_free(&kg->sumsq_plan);
   *kg = (kernels_gpu){0};
 }

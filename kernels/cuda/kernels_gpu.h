@@ -5,8 +5,9 @@
  * entries that return a value to the host (loss, sumsq, all_finite) reduce into a device
  * double or flag kept here and wait for it; loss uploads the host targets into a staging
  * buffer kept here, after checking class ids on the host (where the error can name them).
- * The step statistics' entries (loss_acc, sumsq_into, finite_check) never wait: loss_acc sends
- * the host targets through a ring of pinned buffers kept here (staging.h).
+ * The step statistics' entries (loss_acc, sumsq_into, sumsq_spans_into, finite_check) never
+ * wait: loss_acc sends the host targets through a ring of pinned buffers kept here (staging.h);
+ * sumsq_spans_into keeps its layout here (ops_cuda.h cuda_sumsq_plan).
  */
 #ifndef PT_KERNELS_GPU_H
 #define PT_KERNELS_GPU_H
@@ -32,6 +33,7 @@ typedef struct {
   cuda_bf16_scratch bf16; /* train.precision bf16: the products' operands as bf16 */
   cuda_attention_bf16 attention; /* train.precision bf16: attention's plans and bf16 buffers */
   gpu_staging staging;  /* loss_acc's targets on their way to the device (staging.h) */
+  cuda_sumsq_plan sumsq_plan; /* sumsq_spans_into's layout for the last list it was given */
 } kernels_gpu;
 
 /* The GPU table's sizes without an open GPU (the planner's memory estimate): only its size

@@ -161,27 +161,46 @@ void cuda_loss_mse(gpu_ctx *g, float *dy, double *loss_sum_dev, const float *y,
  * keep = 1 - lr * weight_decay, each rounded to float once), never recomputed in float here.
  * SGD: first_step is 1 on the optimizer's first step (t == 1: momentum = d); momentum may be
  * NULL when mu == 0. w16: NULL, or n bf16 given pt_bf16_bits of each new weight in the same
- * pass (kernels.h's optimizer entry). */
+ * pass (kernels.h's optimizer entry). Both read each gradient element times clip (pt_update's
+ * clip: the gradient clipping's factor, 1 when not clipped). */
 void cuda_adamw_step(gpu_ctx *g, float *w, uint16_t *w16, const float *grad, float *m,
                      float *v, const uint8_t *decay_mask, int64_t n, float beta1, float beta2,
-                     float eps, float step, float inv_sqrt_bc2, float keep);
+                     float eps, float step, float inv_sqrt_bc2, float keep, float clip);
 void cuda_sgd_step(gpu_ctx *g, float *w, uint16_t *w16, const float *grad, float *momentum,
                    const uint8_t *decay_mask, int64_t n, float lr, float mu, float weight_decay,
-                   int first_step);
+                   int first_step, float clip);
 /* The same updates over the pieces chunks[0..n_chunks) (kernels.h's pt_opt_chunk, device
  * memory) of flat buffers, one launch, a block per piece: a piece's floats get exactly what
  * the call above gives a tensor (keep / weight_decay where the piece's decay is set; keep 1 /
  * 0 elsewhere). */
 void cuda_adamw_chunks(gpu_ctx *g, float *w, uint16_t *w16, const float *grad, float *m,
                        float *v, const pt_opt_chunk *chunks, int64_t n_chunks, float beta1,
-                       float beta2, float eps, float step, float inv_sqrt_bc2, float keep);
+                       float beta2, float eps, float step, float inv_sqrt_bc2, float keep,
+                       float clip);
 void cuda_sgd_chunks(gpu_ctx *g, float *w, uint16_t *w16, const float *grad, float *momentum,
                      const pt_opt_chunk *chunks, int64_t n_chunks, float lr, float mu,
-                     float weight_decay, int first_step);
+                     float weight_decay, int first_step, float clip);
 void cuda_scale(gpu_ctx *g, float *x, float s, int64_t n);
 /* Sum of squares of x[0..n) in double, written to *out_dev (one device double); fixed order
- * (scratch: CUDA_REDUCE_SCRATCH_DOUBLES device doubles). */
+ * (scratch: CUDA_REDUCE_SCRATCH_DOUBLES device doubles). stats.cu. */
 void cuda_sumsq(gpu_ctx *g, double *out_dev, const float *x, int64_t n, double *scratch);
+/* cuda_sumsq of many spans of x in two launches (one over every span's blocks, one adding each
+ * span's partials): out_dev[j] gets the bits cuda_sumsq writes for x[spans[j].offset,
+ * + spans[j].n) (0.0 for an empty span). spans: host memory. The layout (a block per piece,
+ * device memory) is built at the first call and kept in plan for the next calls with the
+ * same spans (a different list rebuilds it, after a wait). Zeroed plan: none yet. */
+typedef struct {
+  pt_sum_span *spans; /* host copy of the list it was built for */
+  int n_spans;
+  int64_t n_pieces;
+  double floats;  /* the spans' floats, for the ledger */
+  void *pieces;   /* device: n_pieces blocks' spans and places */
+  int32_t *first; /* device: span j's pieces are [first[j], first[j + 1]) */
+  double *partials; /* device: n_pieces doubles */
+} cuda_sumsq_plan;
+void cuda_sumsq_spans(gpu_ctx *g, cuda_sumsq_plan *plan, double *out_dev, const float *x,
+                      const pt_sum_span *spans, int n_spans);
+void cuda_sumsq_plan_free(cuda_sumsq_plan *plan);
 /* 1 in *flag_dev (device int) when x holds a NaN or an infinity; flag left alone otherwise. */
 void cuda_check_finite(gpu_ctx *g, int *flag_dev, const float *x, int64_t n);
 /* *mark_dev (device int) = max(*mark_dev, value) when x holds a NaN or an infinity; left alone

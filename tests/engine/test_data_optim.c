@@ -127,7 +127,7 @@ static void test_adamw(void) {
   pt_optimizer o;
   optimizer_init(&o, &c, 32);
   for (int t = 1; t <= 3; t++) {
-    optimizer_step(&o, &m, c.lr);
+    optimizer_step(&o, &m, c.lr, 1.0f);
     for (int i = 0; i < 5; i++) {
       if (decay[i]) p[i] *= 1.0 - c.lr * c.weight_decay;
       mm[i] = c.beta1 * mm[i] + (1 - c.beta1) * g[i];
@@ -143,7 +143,8 @@ static void test_adamw(void) {
 
 /* pipeline.shard_optimizer's ranges: contiguous, covering the buffer, ends on 16 floats, none
  * much over n / D; and D replicas each updating their range (their state of it only) give the
- * unsharded update's bits, the tensors cut anywhere. */
+ * unsharded update's bits, the tensors cut anywhere, clipped (the factor folded into each
+ * range's read of the gradients). */
 static void test_adamw_sharded(void) {
   spec_train c = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
   c.optimizer = SPEC_OPTIMIZER_ADAMW;
@@ -174,11 +175,11 @@ static void test_adamw_sharded(void) {
     for (int r = 0; r < D; r++) optimizer_init_shard(&part[r], &c, N, r, D);
     for (int t = 1; t <= 3; t++) {
       m.params = ref;
-      optimizer_step(&o, &m, c.lr);
+      optimizer_step(&o, &m, c.lr, 0.37f);
       for (int r = 0; r < D; r++) { /* each replica from the gathered parameters */
         memcpy(mine, sharded, sizeof mine);
         m.params = mine;
-        optimizer_step(&part[r], &m, c.lr);
+        optimizer_step(&part[r], &m, c.lr, 0.37f);
         int64_t lo = part[r].lo, n = part[r].n_floats;
         memcpy(sharded + lo, mine + lo, sizeof(float) * (size_t)n);
       }
@@ -204,15 +205,50 @@ static void test_lr_schedule(void) {
   CHECK(lr_at(&c, 50) == 1.0, "constant %.6f", lr_at(&c, 50));
 }
 
+/* The clip factor (torch clip_grad_norm_'s), and the optimizer applying it as it reads the
+ * gradients: the bits of scaling the gradients first (the pass it replaced, g * factor in
+ * float) and then stepping unclipped, for AdamW and SGD with momentum, tensors with and
+ * without decay, three steps; the gradients in memory stay unscaled. */
 static void test_clip(void) {
   float grads[16] = {3.0f, 4.0f};
   pt_tensor t = {.offset = 0, .numel = 2};
   pt_model m = {.grads = grads, .n_floats = 16, .tensors = &t, .n_tensors = 1, .dev = device_host()};
   double norm = sqrt(grad_sumsq(&m));
   CHECK(fabs(norm - 5.0) < 1e-12, "norm %.9f", norm);
-  grad_clip(&m, norm, 1.0);
-  CHECK(fabs(sqrt(grad_sumsq(&m)) - 1.0) < 1e-6, "clipped norm %.9f", sqrt(grad_sumsq(&m)));
-  CHECK(grad_clip(&m, 1.0, 2.0) == 1.0 && grads[0] > 0.59f, "clipped below the threshold");
+  CHECK(grad_clip_factor(norm, 1.0) == (float)(1.0 / (5.0 + 1e-6)), "factor %.9g",
+        grad_clip_factor(norm, 1.0));
+  CHECK(grad_clip_factor(1.0, 2.0) == 1.0f, "clipped below the threshold");
+  CHECK(grad_clip_factor(5.0, 0.0) == 1.0f, "clipped with grad_clip 0 (off)");
+  enum { N = 48 };
+  pt_tensor tens[2] = {{.offset = 0, .numel = 20, .decay = 1}, {.offset = 32, .numel = 13}};
+  for (int sgd = 0; sgd <= 1; sgd++) {
+    spec_train c = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+                    .momentum = 0.9};
+    c.optimizer = sgd ? SPEC_OPTIMIZER_SGD : SPEC_OPTIMIZER_ADAMW;
+    float folded[N], scaled[N], g[N], gs[N], keep[N];
+    for (int i = 0; i < N; i++)
+      folded[i] = scaled[i] = 0.02f * (float)(i % 11) - 0.1f, g[i] = 0.7f - 0.031f * (float)i;
+    memcpy(keep, g, sizeof keep);
+    pt_model a = {.params = folded, .grads = g, .n_floats = N, .tensors = tens, .n_tensors = 2,
+                  .dev = device_host()};
+    pt_model b = a;
+    b.params = scaled, b.grads = gs;
+    pt_optimizer oa, ob;
+    optimizer_init(&oa, &c, N), optimizer_init(&ob, &c, N);
+    for (int step = 1; step <= 3; step++) {
+      float f = grad_clip_factor(12.5 * step, 1.0);
+      for (int i = 0; i < N; i++) gs[i] = g[i] * f; /* the scaling pass */
+      optimizer_step(&oa, &a, c.lr, f);
+      optimizer_step(&ob, &b, c.lr, 1.0f);
+    }
+    CHECK(!memcmp(folded, scaled, sizeof folded), "%s: the folded clip's weights differ",
+          sgd ? "sgd" : "adamw");
+    CHECK(!memcmp(oa.m, ob.m, sizeof(float) * N) && (sgd || !memcmp(oa.v, ob.v, sizeof(float) * N)),
+          "%s: the folded clip's optimizer state differs", sgd ? "sgd" : "adamw");
+    CHECK(!memcmp(g, keep, sizeof keep), "%s: the gradients were scaled in memory",
+          sgd ? "sgd" : "adamw");
+    optimizer_free(&oa), optimizer_free(&ob);
+  }
 }
 
 /* Every data.format has a reader, and the spec's records-or-tokens answer (which decides T = 1

@@ -11,7 +11,8 @@ roofline bench (bench/gpu_roofline.c) on tests/gpu/roofline_tiny.yaml, so neithe
 3. rows against closed forms: the linear layers' products by role and cuBLASLt epilogue (2 N
    Ni No each, on tensor cores under bf16), the fused GELU and DGELU epilogues' FLOPs and
    bytes, LayerNorm forward and the fused residual backward, the launches, AdamW over every
-   parameter (writing the bf16 weight copy), cuDNN attention under bf16 (no in-house rows
+   parameter (writing the bf16 weight copy, the clip folded in: no scaling pass), the gradient
+   norm in two launches, cuDNN attention under bf16 (no in-house rows
    beside it), the bf16 conversions (the products' activation operands; the rounding at the
    layers' boundaries; the storage's packs, unpacks and rounding of the saved parts, the logits
    left to the loss; the attention's packs), the finite checks and the cross entropy;
@@ -142,8 +143,20 @@ def closed_forms(r):
     params = L * (12 * D * D + 13 * D) + V * D + T * D + 2 * D
     launches, _, other, nbytes = r["adamw_chunks_kernel"]
     close(launches, 1, "adamw: one launch")
-    close(other, 14.0 * params, "adamw FLOPs: 14 a parameter")
+    close(other, 15.0 * params, "adamw FLOPs: 15 a parameter (the clip's multiply one of them)")
     close(nbytes, 30.0 * params, "adamw bytes: w, g, m, v read, w, m, v and the bf16 copy written")
+    check("scale_kernel" not in r, "no gradient scaling pass: the clip is the optimizer's")
+    # the gradient norm: one launch over every tensor's blocks (a block per 4096 floats: one for
+    # each of a block's 12 tensors, wte 2, wpe 1, ln_f's 2), one adding each tensor's partials
+    blocks = 12 * L + 5
+    launches, _, other, nbytes = r["sumsq_spans_partial_kernel"]
+    close(launches, 1, "sumsq: one launch over every tensor")
+    close(other, 2.0 * params, "sumsq FLOPs: 2 a parameter")
+    close(nbytes, 4.0 * params + 8.0 * blocks, "sumsq bytes: the gradients read, a partial a block")
+    launches, _, other, _ = r["sumsq_spans_finish_kernel"]
+    close(launches, 1, "sumsq: one launch adding every tensor's partials")
+    close(other, blocks, "sumsq: each partial added once")
+    check("sumsq_partial_kernel" not in r, "no per-tensor sumsq launches")
     # attention under bf16: the library's rows only (the emulator's substitute runs the in-house
     # kernels with the ledger paused); QK^T and PV over the causal half, backward 2.5 times
     check(not any(k.startswith("flash_") for k in r), "no in-house attention rows under bf16")

@@ -1054,7 +1054,8 @@ static void test_adamw(int64_t n, int64_t n_decay, int use_mask, float wd) {
     /* the factors as the host computes them for every device (model/optimizer.c) */
     float step = (float)((double)lr / bc1), inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
     float keep = (float)(1.0 - (double)lr * (double)wd);
-    cuda_adamw_step(&G, d_p, NULL, d_g, d_m, d_v, d_mask, n, b1, b2, eps, step, inv_sqrt_bc2, keep);
+    cuda_adamw_step(&G, d_p, NULL, d_g, d_m, d_v, d_mask, n, b1, b2, eps, step, inv_sqrt_bc2, keep,
+                    1.0f);
     for (int64_t i = 0; i < n; i++) {
       if (mask[i]) rp[i] *= 1.0 - (double)lr * wd;
       rm[i] = b1 * rm[i] + (1.0 - b1) * g[i];
@@ -1089,7 +1090,7 @@ static void test_sgd(int64_t n, int64_t n_decay, float mu) {
   for (int t = 1; t <= 3; t++) {
     float *g = hrand(n, -1, 1);
     setf(d_g, g, n);
-    cuda_sgd_step(&G, d_p, NULL, d_g, d_m, d_mask, n, lr, mu, wd, t == 1);
+    cuda_sgd_step(&G, d_p, NULL, d_g, d_m, d_mask, n, lr, mu, wd, t == 1, 1.0f);
     for (int64_t i = 0; i < n; i++) {
       double dd = g[i] + (mask[i] ? (double)wd : 0.0) * rp[i];
       rm[i] = t > 1 ? mu * rm[i] + dd : dd;
@@ -1160,8 +1161,10 @@ static void test_optimizer_bits(kernels_gpu *kg, spec_optimizer kind, double mu,
  * loop it replaced (kernels_cpu.optimizer per tensor, optimizer_update_tensor's factors), bit
  * for bit, through both tables: tensors with and without decay, one longer than a piece
  * (several pieces), one of a single float, gaps between them (64-byte alignment) holding junk
- * that must stay as it is. Three steps. Both tables also write the bf16 weight copy: each
- * piece's floats as pt_bf16_bits of the new weights, the gaps' junk left alone. */
+ * that must stay as it is. Three steps, the second and third clipped: the reference scales the
+ * gradients first (the pass the clip factor replaced) and steps with clip 1. Both tables also
+ * write the bf16 weight copy: each piece's floats as pt_bf16_bits of the new weights, the
+ * gaps' junk left alone. */
 static void test_optimizer_chunks(kernels_gpu *kg, spec_optimizer kind, double mu) {
   char shape[96];
   snprintf(shape, sizeof shape, "%s mu=%g, 5 tensors", kind == SPEC_OPTIMIZER_SGD ? "sgd"
@@ -1188,15 +1191,18 @@ static void test_optimizer_chunks(kernels_gpu *kg, spec_optimizer kind, double m
   for (int64_t i = 0; i < n; i++) junk[i] = h16[i] = (uint16_t)(0x5a5a + i);
   uint16_t *d16 = up(h16, sizeof(uint16_t) * (size_t)n);
   for (int t = 1; t <= 3; t++) {
-    float *g = hrand(n, -1, 1);
+    float *g = hrand(n, -1, 1), *gs = hnew(sizeof(float) * (size_t)n);
+    const float clip = t == 1 ? 1.0f : 0.2f / (float)t;
+    for (int64_t i = 0; i < n; i++) gs[i] = g[i] * clip;
     setf(d_g, g, n);
     device_update u = optimizer_update(&c, t, c.lr);
     for (int i = 0; i < NT; i++) { /* the reference: the loop optimizer_step used to run */
       optimizer_update_tensor(&u, &c, decay[i]);
-      kernels_cpu.optimizer(&kernels_cpu, &u, w + offset[i], NULL, g + offset[i], m + offset[i],
-                            v + offset[i], numel[i]);
+      kernels_cpu.optimizer(&kernels_cpu, &u, w + offset[i], NULL, gs + offset[i],
+                            m + offset[i], v + offset[i], numel[i]);
     }
     optimizer_update_tensor(&u, &c, 1);
+    u.clip = clip;
     kernels_cpu.optimizer_chunks(&kernels_cpu, &u, w1, h16, g, m1, v1, chunks, nc);
     kg->table.optimizer_chunks(&kg->table, &u, d_w, d16, d_g, d_m, d_v, d_chunks, nc);
   }
@@ -1219,6 +1225,49 @@ static void test_optimizer_chunks(kernels_gpu *kg, spec_optimizer kind, double m
   if (kind == SPEC_OPTIMIZER_ADAMW) {
     expect_same_bits("optimizer_chunks cpu v (vs per tensor)", shape, v1, v, n);
     expect_same_bits("optimizer_chunks gpu v (vs per tensor)", shape, downf(d_v, n), v, n);
+  }
+  scope_end();
+}
+
+/* The multi-tensor sum of squares (sumsq_spans_into, what the gradient norm runs) against
+ * sumsq_into span by span, bit for bit: spans of 1 float, none (a tied copy's: 0 written over
+ * junk), under one block, one block exactly and one float more, many blocks, and with `capped`
+ * one whose block count is capped (1024); twice (the kept layout), then another list (the
+ * layout rebuilt) and the first again. */
+static void test_sumsq_spans(kernels_gpu *kg, int capped) {
+  enum { S = 7 };
+  const int64_t len[S] = {1, 0, 255, 4096, 4097, 100003, capped ? 4096 * 1024 + 777 : 3};
+  pt_sum_span spans[S];
+  int64_t n = 0;
+  for (int j = 0; j < S; j++)
+    spans[j] = (pt_sum_span){.offset = n + 3, .n = len[j]}, n += len[j] + 19;
+  float *d_x = upf(hrand(n, -1, 1), n);
+  double *d_one = dnew(sizeof(double)), *d_out = dnew(sizeof(double) * S), want[S], got[S];
+  for (int j = 0; j < S; j++) {
+    kg->table.sumsq_into(&kg->table, d_one, d_x + spans[j].offset, spans[j].n);
+    want[j] = down_double(d_one);
+  }
+  const pt_sum_span other[2] = {{5, 77}, {0, 9000}};
+  for (int run = 0; run < 4; run++) {
+    const double junk[S] = {7, 7, 7, 7, 7, 7, 7};
+    gpu_to_device(&G, d_out, junk, sizeof junk);
+    if (run == 2) { /* another list: its own sums, then the first list's layout is rebuilt */
+      kg->table.sumsq_spans_into(&kg->table, d_out, d_x, other, 2);
+      gpu_to_host(&G, got, d_out, 2 * sizeof(double));
+      for (int j = 0; j < 2; j++) {
+        kg->table.sumsq_into(&kg->table, d_one, d_x + other[j].offset, other[j].n);
+        double w = down_double(d_one);
+        CHECK(!memcmp(&got[j], &w, sizeof w), "sumsq_spans_into, other list, span %d: %.17g vs "
+              "%.17g", j, got[j], w);
+      }
+      continue;
+    }
+    kg->table.sumsq_spans_into(&kg->table, d_out, d_x, spans, S);
+    gpu_to_host(&G, got, d_out, sizeof got);
+    for (int j = 0; j < S; j++)
+      CHECK(!memcmp(&got[j], &want[j], sizeof(double)),
+            "sumsq_spans_into run %d span %d (%lld floats): %.17g, sumsq_into %.17g", run, j,
+            (long long)len[j], got[j], want[j]);
   }
   scope_end();
 }
@@ -1946,6 +1995,7 @@ int main(void) {
   test_optimizer_chunks(&kg, SPEC_OPTIMIZER_ADAMW, 0.0);
   test_optimizer_chunks(&kg, SPEC_OPTIMIZER_SGD, 0.9);
   test_optimizer_chunks(&kg, SPEC_OPTIMIZER_SGD, 0.0);
+  test_sumsq_spans(&kg, !small_only);
   test_embedding_sorted(&kg, 2048, 24, 300);
   test_embedding_sorted(&kg, 2049, 24, 300);
   if (!small_only) test_embedding_sorted(&kg, 5000, 40, 1000);

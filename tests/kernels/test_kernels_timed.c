@@ -76,6 +76,13 @@ static void test_results_and_work(void) {
   CHECK(k->sumsq(k, x, N * NI) == c->sumsq(c, x, N * NI), "sumsq: same value");
   CHECK(k->all_finite(k, x, N * NI) == 1, "all_finite: same value");
   check_tally(&t, PT_KT_sumsq, 1, 4.0 * N * NI, PT_KCAT_OPTIMIZER);
+  const pt_sum_span spans[3] = {{0, 7}, {9, 0}, {12, N * NI - 12}};
+  double q1[3] = {-1, -1, -1}, q2[3] = {-1, -1, -1};
+  c->sumsq_spans_into(c, q1, x, spans, 3);
+  k->sumsq_spans_into(k, q2, x, spans, 3);
+  CHECK(!memcmp(q1, q2, sizeof q1) && q1[1] == 0.0 && q1[0] == c->sumsq(c, x, 7),
+        "sumsq_spans_into: the spans' sums");
+  check_tally(&t, PT_KT_sumsq_spans_into, 1, 4.0 * (N * NI - 5), PT_KCAT_OPTIMIZER);
 
   /* an AdamW update in two pieces with the bf16 copy: 7 floats and a bf16 moved per element */
   float w1[64], w2[64], m1[64] = {0}, m2[64] = {0}, v1[64] = {0}, v2[64] = {0}, gr[64];
@@ -83,7 +90,7 @@ static void test_results_and_work(void) {
   pt_opt_chunk ch[2] = {{0, 40, 1}, {48, 16, 0}};
   pt_update u = {.adam = 1, .decay = 1, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
                  .weight_decay = 0.1, .t = 1, .bc1 = 0.1, .bc2 = 0.05, .keep = 0.9999f,
-                 .step = 0.01f, .inv_sqrt_bc2 = 4.472136f};
+                 .step = 0.01f, .inv_sqrt_bc2 = 4.472136f, .clip = 1.0f};
   uint16_t h1[64] = {0}, h2[64] = {0};
   c->optimizer_chunks(c, &u, w1, h1, gr, m1, v1, ch, 2);
   k->optimizer_chunks(k, &u, w2, h2, gr, m2, v2, ch, 2);
@@ -97,10 +104,11 @@ static void test_results_and_work(void) {
 
   pt_kernel_tally cat[PT_KCAT_COUNT];
   kernels_timed_by_category(&t, cat);
-  CHECK(cat[PT_KCAT_GEMM].calls == 2 && cat[PT_KCAT_OPTIMIZER].calls == 3 &&
+  CHECK(cat[PT_KCAT_GEMM].calls == 2 && cat[PT_KCAT_OPTIMIZER].calls == 4 &&
             cat[PT_KCAT_NORM].calls == 0 && cat[PT_KCAT_OTHER].calls == 1,
         "categories sum their entries");
-  CHECK(cat[PT_KCAT_OPTIMIZER].work == 4.0 * N * NI * 2 + (4.0 * 7 + 2) * 56, "optimizer work %g",
+  CHECK(cat[PT_KCAT_OPTIMIZER].work == 4.0 * N * NI * 2 + 4.0 * (N * NI - 5) + (4.0 * 7 + 2) * 56,
+        "optimizer work %g",
         cat[PT_KCAT_OPTIMIZER].work);
   kernels_timed_reset(&t);
   CHECK(tally(&t, PT_KT_linear_forward)->calls == 0, "reset zeroes the tallies");
