@@ -262,7 +262,7 @@ static uint32_t into_rest(const pt_stage *st, int slot, int li, int after) {
   int n = part_places(st, slot, li, p, f, at);
   for (int i = 0; i < n; i++) {
     if (!(in >> i & 1)) continue;
-    if (!after) k->share_bf16_into(k, f[i], p[i].floats, (uint16_t *)at[i]);
+    if (!after) k->share_bf16_into(k, f[i], p[i].floats, (uint16_t *)at[i], held >> i & 1);
     else if (k->shared_into_done(k, f[i])) done |= (uint32_t)1 << i;
   }
   return done;

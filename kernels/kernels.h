@@ -370,11 +370,15 @@ struct pt_kernels {
   /* Tables with activation_copies (NULL elsewhere): share_bf16 of x[0..n), and place[0..n) (n
    * bf16, the caller's) is the table's until the next activation_copies: the first product
    * reading an operand inside x converts the whole of x into place (padding included) and
-   * reads it there from then on, so a tensor kept at rest costs no pass of its own.
+   * reads it there from then on, so a tensor kept at rest costs no pass of its own; the
+   * attention may write its result there. alone: nothing reads x's floats from here on but
+   * products (layers/layer.h read_at_rest), so the forward kernel writing x (a norm, swiglu,
+   * geglu) may write its bf16 values to place alone, x's floats left undefined.
    * shared_into_done(x): 1 once that conversion is queued (place then holds pt_bf16_bits of
    * x[0..n), x itself not rounded), 0 while no product has read x (the caller fills place);
    * asked before the next activation_copies. */
-  void (*share_bf16_into)(const pt_kernels *k, const float *x, int64_t n, uint16_t *place);
+  void (*share_bf16_into)(const pt_kernels *k, const float *x, int64_t n, uint16_t *place,
+                          int alone);
   int (*shared_into_done)(const pt_kernels *k, const float *x);
   /* Step statistics kept on the device until the caller reads them once (device/stats.h), so a
    * step need not wait for the device: these return without waiting. `sum`, `out` and `mark`

@@ -115,9 +115,11 @@ typedef struct {
    * shapes cuDNN refuses, found out at run time). On a table with activation_copies such a
    * product reads the part's copy at rest, so engine/stage_store.c leaves the part out of the
    * float32 area backward gets: its floats there are undefined (NaN on the emulated GPU, so a
-   * wrong declaration fails the GPU tests); and a forward product reading it whole converts it
-   * straight to its place at rest (kernels.h share_bf16_into), sparing its round and pack
-   * there. 0: the part is unpacked (the safe default).
+   * wrong declaration fails the GPU tests). Forward too, once it has written the part, reads it
+   * only so: the kernel writing it may write its bf16 values straight to its place at rest
+   * alone (a norm, swiglu, geglu; else the first product reading it converts it there:
+   * kernels.h share_bf16_into), the floats left undefined (NaN on the emulated GPU as well).
+   * 0: the part is unpacked (the safe default).
    * layer_saved_parts refuses it on any other part. */
   int read_at_rest;
 } pt_saved_part;

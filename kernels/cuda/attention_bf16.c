@@ -123,7 +123,7 @@ static uint16_t *result_room(gpu_ctx *g, const cuda_attention_bf16 *a, uint16_t 
                              const float *x, int64_t n, const pt_attention_opts *opts) {
   if (!a->copies) return buf;
   cuda_bf16_forget(a->copies, x, n);
-  uint16_t *kept = opts && opts->shared ? cuda_bf16_take_place(a->copies, x, n) : NULL;
+  uint16_t *kept = opts && opts->shared ? cuda_bf16_take_place(a->copies, x, n, 0) : NULL;
   if (!kept && opts && opts->shared) kept = cuda_bf16_keep_room(g, a->copies, n);
   return kept ? kept : buf;
 }

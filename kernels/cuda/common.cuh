@@ -17,6 +17,7 @@
 
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops_cuda.h"
+#include "kernels/precision.h"
 
 /* Threads per block of the 1-D kernels (a multiple of 32: the block reductions need whole
  * warps). */
@@ -37,6 +38,13 @@ static inline unsigned pt_grid(int64_t n) {
 #define PT_GRID_LOOP(i, n)                                                     \
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);    \
        i += (int64_t)gridDim.x * blockDim.x)
+
+/* Element i of an output a kernel writes as float32 y or, where y16 is set, as bf16 bits in
+ * y16 instead (y then not written): ops_cuda.h's "y16" outputs. */
+__device__ __forceinline__ void pt_put(float *y, uint16_t *y16, int64_t i, float v) {
+  if (y16) y16[i] = pt_bf16_bits(v);
+  else y[i] = v;
+}
 
 __device__ __forceinline__ float pt_dev_neg_inf(void) { return __uint_as_float(0xff800000u); }
 __device__ __forceinline__ float pt_dev_nan(void) { return __uint_as_float(0x7fc00000u); }

@@ -50,10 +50,26 @@ static void linear_backward_input_gelu(const pt_kernels *k, float *dh, const flo
   cuda_op_linear_backward_input_gelu(ctx(k), bf16(k), dh, dy, W, h, scratch, N, Ni, No);
 }
 
+/* Where a forward kernel writes y[0..n): its place at rest, alone, where the table has one
+ * (kernels.h share_bf16_into), else NULL (y itself); once written there, that place is y's
+ * activation copy and y's floats are undefined (NaN on the emulator, so a float32 read fails
+ * the tests). */
+static uint16_t *alone_place(const pt_kernels *k, float *y, int64_t n) {
+  return k->share_bf16_into ? cuda_bf16_take_place(&state(k)->bf16, y, n, 1) : NULL;
+}
+
+static void alone_written(const pt_kernels *k, float *y, const uint16_t *y16, int64_t n) {
+  if (!y16) return;
+  cuda_bf16_keep_copy(&state(k)->bf16, y, y16, n);
+  cuda_unset_f32(ctx(k), y, n);
+}
+
 static void layernorm_forward(const pt_kernels *k, float *y, float *mean, float *rstd,
                               const float *x, const float *w, const float *b, int N, int D,
                               float eps) {
-  cuda_op_layernorm_forward(ctx(k), y, mean, rstd, x, w, b, N, D, eps);
+  uint16_t *y16 = alone_place(k, y, (int64_t)N * D);
+  cuda_op_layernorm_forward(ctx(k), y, y16, mean, rstd, x, w, b, N, D, eps);
+  alone_written(k, y, y16, (int64_t)N * D);
 }
 
 static void layernorm_backward_input(const pt_kernels *k, float *dx, const float *dy,
@@ -104,7 +120,9 @@ static void attention_backward(const pt_kernels *k, float *dqkv, const float *do
 
 static void rmsnorm_forward(const pt_kernels *k, float *y, float *rstd, const float *x,
                             const float *w, int N, int D, float eps) {
-  cuda_op_rmsnorm_forward(ctx(k), y, rstd, x, w, N, D, eps);
+  uint16_t *y16 = alone_place(k, y, (int64_t)N * D);
+  cuda_op_rmsnorm_forward(ctx(k), y, y16, rstd, x, w, N, D, eps);
+  alone_written(k, y, y16, (int64_t)N * D);
 }
 
 static void rmsnorm_backward_input(const pt_kernels *k, float *dx, const float *dy,
@@ -135,7 +153,9 @@ static void layernorm_backward_input_residual(const pt_kernels *k, float *dx, co
 static void rmsnorm_forward_residual(const pt_kernels *k, float *x1, float *y, float *rstd,
                                      const float *a, const float *b, const float *w, int N, int D,
                                      float eps) {
-  cuda_op_rmsnorm_forward_residual(ctx(k), x1, y, rstd, a, b, w, N, D, eps);
+  uint16_t *y16 = alone_place(k, y, (int64_t)N * D);
+  cuda_op_rmsnorm_forward_residual(ctx(k), x1, y, y16, rstd, a, b, w, N, D, eps);
+  alone_written(k, y, y16, (int64_t)N * D);
 }
 
 static void rmsnorm_backward_input_residual(const pt_kernels *k, float *dx, const float *dres,
@@ -168,7 +188,9 @@ static void head_rmsnorm_backward_weight(const pt_kernels *k, float *dwq, float 
 }
 
 static void swiglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
-  cuda_op_swiglu_forward(ctx(k), y, gu, N, F);
+  uint16_t *y16 = alone_place(k, y, (int64_t)N * F);
+  cuda_op_swiglu_forward(ctx(k), y, y16, gu, N, F);
+  alone_written(k, y, y16, (int64_t)N * F);
 }
 
 static void swiglu_backward(const pt_kernels *k, float *dgu, const float *dy, const float *gu,
@@ -177,7 +199,9 @@ static void swiglu_backward(const pt_kernels *k, float *dgu, const float *dy, co
 }
 
 static void geglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
-  cuda_op_geglu_forward(ctx(k), y, gu, N, F);
+  uint16_t *y16 = alone_place(k, y, (int64_t)N * F);
+  cuda_op_geglu_forward(ctx(k), y, y16, gu, N, F);
+  alone_written(k, y, y16, (int64_t)N * F);
 }
 
 static void geglu_backward(const pt_kernels *k, float *dgu, const float *dy, const float *gu,
@@ -354,11 +378,12 @@ static void activation_copies(const pt_kernels *k, const pt_weight_range *r, int
 static void unset_f32(const pt_kernels *k, float *x, int64_t n) { cuda_unset_f32(ctx(k), x, n); }
 
 static void share_bf16(const pt_kernels *k, const float *x, int64_t n) {
-  cuda_bf16_share(&state(k)->bf16, x, n, NULL);
+  cuda_bf16_share(&state(k)->bf16, x, n, NULL, 0);
 }
 
-static void share_bf16_into(const pt_kernels *k, const float *x, int64_t n, uint16_t *place) {
-  cuda_bf16_share(&state(k)->bf16, x, n, place);
+static void share_bf16_into(const pt_kernels *k, const float *x, int64_t n, uint16_t *place,
+                            int alone) {
+  cuda_bf16_share(&state(k)->bf16, x, n, place, alone);
 }
 
 static int shared_into_done(const pt_kernels *k, const float *x) {

@@ -35,8 +35,13 @@ void cuda_op_linear_backward_input(gpu_ctx *g, float *dx, const float *dy, const
                                    int Ni, int No, int acc);
 void cuda_op_linear_backward_weight(gpu_ctx *g, float *dW, float *db, const float *dy,
                                     const float *x, int N, int Ni, int No);
-void cuda_op_layernorm_forward(gpu_ctx *g, float *y, float *mean, float *rstd, const float *x,
-                               const float *w, const float *b, int N, int D, float eps);
+/* The forwards taking y16 (layernorm, rmsnorm, their residual rmsnorm, swiglu, geglu): y16
+ * NULL writes y; else y's values go to y16 as bf16 bits (kernels/precision.h pt_bf16_bits) and
+ * y is not written: a tensor the table keeps only as its bf16 copy (kernels.h share_bf16_into,
+ * alone). */
+void cuda_op_layernorm_forward(gpu_ctx *g, float *y, uint16_t *y16, float *mean, float *rstd,
+                               const float *x, const float *w, const float *b, int N, int D,
+                               float eps);
 void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const float *dy, const float *x,
                                       const float *w, const float *mean, const float *rstd,
                                       int N, int D, int acc);
@@ -73,16 +78,16 @@ void cuda_op_layernorm_forward_residual(gpu_ctx *g, float *x1, float *y, float *
 void cuda_op_layernorm_backward_input_residual(gpu_ctx *g, float *dx, const float *dres,
                                                const float *dy, const float *x, const float *w,
                                                const float *mean, const float *rstd, int N, int D);
-void cuda_op_rmsnorm_forward_residual(gpu_ctx *g, float *x1, float *y, float *rstd,
-                                      const float *a, const float *b, const float *w, int N, int D,
-                                      float eps);
+void cuda_op_rmsnorm_forward_residual(gpu_ctx *g, float *x1, float *y, uint16_t *y16,
+                                      float *rstd, const float *a, const float *b, const float *w,
+                                      int N, int D, float eps);
 void cuda_op_rmsnorm_backward_input_residual(gpu_ctx *g, float *dx, const float *dres,
                                              const float *dy, const float *x, const float *w,
                                              const float *rstd, int N, int D);
 /* ops_llama.cu: kernels.h's rmsnorm_*, rope, swiglu_* (rmsnorm_backward_weight keeps its
  * per-chunk partial column sums in g's col_scratch, as layernorm_backward_weight does). */
-void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, float *rstd, const float *x, const float *w,
-                             int N, int D, float eps);
+void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, uint16_t *y16, float *rstd, const float *x,
+                             const float *w, int N, int D, float eps);
 void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy, const float *x,
                                     const float *w, const float *rstd, int N, int D, int acc);
 void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const float *dy, const float *x,
@@ -99,11 +104,11 @@ void cuda_op_head_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy,
 void cuda_op_head_rmsnorm_backward_weight(gpu_ctx *g, float *dwq, float *dwk, const float *dy,
                                           const float *x, const float *rstd, int N, int H,
                                           int KVH, int hd);
-void cuda_op_swiglu_forward(gpu_ctx *g, float *y, const float *gu, int N, int F);
+void cuda_op_swiglu_forward(gpu_ctx *g, float *y, uint16_t *y16, const float *gu, int N, int F);
 void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu, int N,
                              int F);
 /* ops_gemma.cu: kernels.h's geglu_*, softcap_* and add_scalar (the CPU's formulas). */
-void cuda_op_geglu_forward(gpu_ctx *g, float *y, const float *gu, int N, int F);
+void cuda_op_geglu_forward(gpu_ctx *g, float *y, uint16_t *y16, const float *gu, int N, int F);
 void cuda_op_geglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu, int N,
                             int F);
 void cuda_op_softcap_forward(gpu_ctx *g, float *y, const float *x, float cap, int64_t n);
@@ -221,7 +226,8 @@ typedef struct {
   /* Ranges promised unchanged until the next activation_copies (kernels.h share_bf16): an
    * operand inside one is converted into kept and then read there, as an activation copy. */
   pt_weight_range shared[PT_WEIGHT_COPY_RANGES]; /* copy: the range's own place, or NULL */
-  unsigned into_done; /* bit i: shared[i] converted into its place (share_bf16_into) */
+  unsigned into_done;  /* bit i: shared[i] converted into its place (share_bf16_into) */
+  unsigned into_alone; /* bit i: shared[i]'s place may stand alone for it (its floats unread) */
   /* Ranges of acts whose floats are their copy widened (a library's bf16 result kept,
    * cuda_bf16_keep_result): rounding them is the identity, so round_share_bf16 skips them. */
   pt_weight_range exact[PT_WEIGHT_COPY_RANGES];
@@ -251,7 +257,8 @@ void cuda_bf16_scratch_free(cuda_bf16_scratch *s);
  * (else: nothing; cuda_round_bf16), in one launch around the exact range inside x (more than
  * one: a launch before each). */
 void cuda_bf16_acts_reset(gpu_ctx *g, cuda_bf16_scratch *s, const pt_weight_range *r, int n);
-void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n, uint16_t *place);
+void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n, uint16_t *place,
+                     int alone);
 int cuda_bf16_shared_into_done(const cuda_bf16_scratch *s, const float *x);
 void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n);
 /* A library's bf16 result widened into x[0..n) (kernels.h pt_attention_opts.shared: nothing
@@ -262,14 +269,18 @@ void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n
  * of a range overlapping it is forgotten (a result written twice without activation_copies
  * between). */
 uint16_t *cuda_bf16_keep_room(gpu_ctx *g, cuda_bf16_scratch *s, int64_t n);
-/* For the attention's bf16 operands and results, as for the products': shared_operand is x's
- * conversion where x lies in a shared range (into its place, or kept; NULL elsewhere or without
- * room); take_place is the place of a shared_into range starting at x and not yet converted,
- * given over to the caller's result (its padding past n left as it was), counted as converted
- * (shared_into_done), NULL where there is none or no room to keep the result after. */
+/* For the attention's bf16 operands and results, as for the products', and for the forward
+ * kernels with a y16 output: shared_operand is x's conversion where x lies in a shared range
+ * (into its place, or kept; NULL elsewhere or without room); take_place is the place of a
+ * shared_into range starting at x and not yet converted (alone: one whose place may stand alone
+ * for x, kernels.h share_bf16_into), given over to the caller's result (its padding past n left
+ * as it was), counted as converted (shared_into_done), NULL where there is none or no room to
+ * keep the result after: keep_result (the result widened into x too) or keep_copy (x's floats
+ * not written; the place registered as x's activation copy alone). */
 const uint16_t *cuda_bf16_shared_operand(gpu_ctx *g, cuda_bf16_scratch *s, const float *x,
                                          int64_t n);
-uint16_t *cuda_bf16_take_place(cuda_bf16_scratch *s, const float *x, int64_t n);
+uint16_t *cuda_bf16_take_place(cuda_bf16_scratch *s, const float *x, int64_t n, int alone);
+void cuda_bf16_keep_copy(cuda_bf16_scratch *s, const float *x, const uint16_t *copy, int64_t n);
 void cuda_bf16_keep_result(cuda_bf16_scratch *s, const float *x, const uint16_t *copy, int64_t n);
 void cuda_bf16_forget(cuda_bf16_scratch *s, const float *x, int64_t n);
 /* kernels.h's linear_forward_gelu and linear_backward_input_gelu: one cuBLASLt matmul with the

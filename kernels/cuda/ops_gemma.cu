@@ -8,12 +8,12 @@
 
 /* e = n*F + i: y = 0.5 g (1 + tanh(k (g + c g^3))) * u. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    geglu_forward_kernel(float *y, const float *gu, int64_t n, int F) {
+    geglu_forward_kernel(float *y, uint16_t *y16, const float *gu, int64_t n, int F) {
   PT_GRID_LOOP(e, n) {
     const int64_t r = e / F, i = e % F;
     const float v = gu[r * 2 * F + i], u = gu[r * 2 * F + F + i];
     const float t = pt_dev_tanhf(GELU_K * (v + GELU_C * v * v * v));
-    y[e] = 0.5f * v * (1.0f + t) * u;
+    pt_put(y, y16, e, 0.5f * v * (1.0f + t) * u);
   }
 }
 
@@ -47,11 +47,12 @@ static __global__ void __launch_bounds__(PT_THREADS)
   PT_GRID_LOOP(i, n) y[i] = x[i] + c;
 }
 
-extern "C" void cuda_op_geglu_forward(gpu_ctx *g, float *y, const float *gu, int N, int F) {
+extern "C" void cuda_op_geglu_forward(gpu_ctx *g, float *y, uint16_t *y16, const float *gu,
+                                      int N, int F) {
   const int64_t n = (int64_t)N * F;
   if (n <= 0) return;
-  PT_LAUNCH_COSTED(geglu_forward_kernel, pt_cost_elementwise(n, 2, 1, 10), pt_grid(n), PT_THREADS,
-                   0, g->stream, y, gu, n, F);
+  PT_LAUNCH_COSTED(geglu_forward_kernel, pt_cost_of(0.0, 10.0 * n, (y16 ? 10.0 : 12.0) * n),
+                   pt_grid(n), PT_THREADS, 0, g->stream, y, y16, gu, n, F);
   PT_LAUNCH_CHECK();
 }
 

@@ -7,12 +7,11 @@
  * CPU:  s = sum x;  m = s / D;  v = sum (x - m)^2;  r = 1 / sqrtf(v / D + eps);
  *       y = (x - m) * r * w + b;  mean[n] = m;  rstd[n] = r. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    layernorm_forward_kernel(float *y, float *mean, float *rstd, const float *x, const float *w,
-                             const float *b, int D, float eps) {
+    layernorm_forward_kernel(float *y, uint16_t *y16, float *mean, float *rstd, const float *x,
+                             const float *w, const float *b, int D, float eps) {
   __shared__ float sh[32];
   const int64_t n = blockIdx.x;
   const float *xr = x + n * D;
-  float *yr = y + n * D;
   float s = 0.0f;
   for (int i = threadIdx.x; i < D; i += blockDim.x) s += xr[i];
   s = pt_block_sum(s, sh);
@@ -24,7 +23,8 @@ static __global__ void __launch_bounds__(PT_THREADS)
   }
   v = pt_block_sum(v, sh);
   const float r = 1.0f / sqrtf(v / D + eps);
-  for (int i = threadIdx.x; i < D; i += blockDim.x) yr[i] = (xr[i] - m) * r * w[i] + b[i];
+  for (int i = threadIdx.x; i < D; i += blockDim.x)
+    pt_put(y, y16, n * D + i, (xr[i] - m) * r * w[i] + b[i]);
   if (threadIdx.x == 0) {
     mean[n] = m;
     rstd[n] = r;
@@ -100,15 +100,16 @@ static __global__ void __launch_bounds__(32 * LN_LANES)
   }
 }
 
-extern "C" void cuda_op_layernorm_forward(gpu_ctx *g, float *y, float *mean, float *rstd,
-                                          const float *x, const float *w, const float *b, int N,
-                                          int D, float eps) {
+extern "C" void cuda_op_layernorm_forward(gpu_ctx *g, float *y, uint16_t *y16, float *mean,
+                                          float *rstd, const float *x, const float *w,
+                                          const float *b, int N, int D, float eps) {
   if (N <= 0 || D <= 0) return;
-  /* x read, y written, w and b read, mean and rstd written; sum, centre, square, normalise */
+  /* x read, y written (2 bytes as y16), w and b read, mean and rstd written; sum, centre,
+   * square, normalise */
   const double ND = (double)N * D;
-  const pt_cost cost = pt_cost_of(0.0, 8.0 * ND, 4.0 * (2 * ND + 2 * D + 2 * N));
-  PT_LAUNCH_COSTED(layernorm_forward_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, y, mean,
-                   rstd, x, w, b, D, eps);
+  const pt_cost cost = pt_cost_of(0.0, 8.0 * ND, (y16 ? 6.0 : 8.0) * ND + 4.0 * (2 * D + 2 * N));
+  PT_LAUNCH_COSTED(layernorm_forward_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, y, y16,
+                   mean, rstd, x, w, b, D, eps);
   PT_LAUNCH_CHECK();
 }
 

@@ -508,11 +508,12 @@ extern "C" void cuda_bf16_acts_reset(gpu_ctx *g, cuda_bf16_scratch *s, const pt_
 }
 
 extern "C" void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n,
-                                uint16_t *place) {
+                                uint16_t *place, int alone) {
   for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++)
     if (!s->shared[i].base) {
       weight_range_put(&s->shared[i], x, place, n);
       s->into_done &= ~(1u << i);
+      s->into_alone = (s->into_alone & ~(1u << i)) | (alone && place ? 1u << i : 0u);
       return;
     }
 }
@@ -585,11 +586,13 @@ extern "C" const uint16_t *cuda_bf16_shared_operand(gpu_ctx *g, cuda_bf16_scratc
   return shared_copy(g, s, x, n);
 }
 
-extern "C" uint16_t *cuda_bf16_take_place(cuda_bf16_scratch *s, const float *x, int64_t n) {
+extern "C" uint16_t *cuda_bf16_take_place(cuda_bf16_scratch *s, const float *x, int64_t n,
+                                          int alone) {
   if (!acts_free_slot(s) || !free_range(s->exact)) return NULL; /* keep_result would fail */
   for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) {
     const pt_weight_range *r = &s->shared[i];
-    if (r->base == x && r->copy && n <= r->n && !(s->into_done >> i & 1)) {
+    if (r->base == x && r->copy && n <= r->n && !(s->into_done >> i & 1) &&
+        (!alone || (s->into_alone >> i & 1))) {
       s->into_done |= 1u << i;
       return (uint16_t *)r->copy;
     }
@@ -599,6 +602,13 @@ extern "C" uint16_t *cuda_bf16_take_place(cuda_bf16_scratch *s, const float *x, 
 
 extern "C" uint16_t *cuda_bf16_keep_room(gpu_ctx *g, cuda_bf16_scratch *s, int64_t n) {
   return n > 0 && acts_free_slot(s) && free_range(s->exact) ? kept_take(g, s, n) : NULL;
+}
+
+extern "C" void cuda_bf16_keep_copy(cuda_bf16_scratch *s, const float *x, const uint16_t *copy,
+                                    int64_t n) {
+  pt_weight_range *slot = acts_free_slot(s);
+  if (!slot) pt_fatal("cuda_bf16_keep_copy: no free range (take_place gave room)");
+  weight_range_put(slot, x, copy, n);
 }
 
 extern "C" void cuda_bf16_keep_result(cuda_bf16_scratch *s, const float *x, const uint16_t *copy,

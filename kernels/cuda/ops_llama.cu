@@ -9,17 +9,16 @@
 
 /* y = x * r * w, r = 1 / sqrtf(sum x^2 / D + eps); rstd[n] = r. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    rmsnorm_forward_kernel(float *y, float *rstd, const float *x, const float *w, int D,
-                           float eps) {
+    rmsnorm_forward_kernel(float *y, uint16_t *y16, float *rstd, const float *x, const float *w,
+                           int D, float eps) {
   __shared__ float sh[32];
   const int64_t n = blockIdx.x;
   const float *xr = x + n * D;
-  float *yr = y + n * D;
   float ss = 0.0f;
   for (int i = threadIdx.x; i < D; i += blockDim.x) ss += xr[i] * xr[i];
   ss = pt_block_sum(ss, sh);
   const float r = 1.0f / sqrtf(ss / D + eps);
-  for (int i = threadIdx.x; i < D; i += blockDim.x) yr[i] = xr[i] * r * w[i];
+  for (int i = threadIdx.x; i < D; i += blockDim.x) pt_put(y, y16, n * D + i, xr[i] * r * w[i]);
   if (threadIdx.x == 0) rstd[n] = r;
 }
 
@@ -95,11 +94,11 @@ static __global__ void __launch_bounds__(PT_THREADS)
 
 /* e = n*F + i: y = g / (1 + exp(-g)) * u. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    swiglu_forward_kernel(float *y, const float *gu, int64_t n, int F) {
+    swiglu_forward_kernel(float *y, uint16_t *y16, const float *gu, int64_t n, int F) {
   PT_GRID_LOOP(e, n) {
     const int64_t r = e / F, i = e % F;
     const float g = gu[r * 2 * F + i], u = gu[r * 2 * F + F + i];
-    y[e] = g / (1.0f + pt_dev_expf(-g)) * u;
+    pt_put(y, y16, e, g / (1.0f + pt_dev_expf(-g)) * u);
   }
 }
 
@@ -114,12 +113,13 @@ static __global__ void __launch_bounds__(PT_THREADS)
   }
 }
 
-extern "C" void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, float *rstd, const float *x,
-                                        const float *w, int N, int D, float eps) {
+extern "C" void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, uint16_t *y16, float *rstd,
+                                        const float *x, const float *w, int N, int D, float eps) {
   if (N <= 0 || D <= 0) return;
   const double ND = (double)N * D;
-  PT_LAUNCH_COSTED(rmsnorm_forward_kernel, pt_cost_of(0.0, 4.0 * ND, 4.0 * (2 * ND + D + N)),
-                   (unsigned)N, PT_THREADS, 0, g->stream, y, rstd, x, w, D, eps);
+  const pt_cost cost = pt_cost_of(0.0, 4.0 * ND, (y16 ? 6.0 : 8.0) * ND + 4.0 * (D + N));
+  PT_LAUNCH_COSTED(rmsnorm_forward_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, y, y16,
+                   rstd, x, w, D, eps);
   PT_LAUNCH_CHECK();
 }
 
@@ -164,11 +164,12 @@ extern "C" void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KV
   PT_LAUNCH_CHECK();
 }
 
-extern "C" void cuda_op_swiglu_forward(gpu_ctx *g, float *y, const float *gu, int N, int F) {
+extern "C" void cuda_op_swiglu_forward(gpu_ctx *g, float *y, uint16_t *y16, const float *gu,
+                                       int N, int F) {
   const int64_t n = (int64_t)N * F;
   if (n <= 0) return;
-  PT_LAUNCH_COSTED(swiglu_forward_kernel, pt_cost_elementwise(n, 2, 1, 5), pt_grid(n), PT_THREADS,
-                   0, g->stream, y, gu, n, F);
+  PT_LAUNCH_COSTED(swiglu_forward_kernel, pt_cost_of(0.0, 5.0 * n, (y16 ? 10.0 : 12.0) * n),
+                   pt_grid(n), PT_THREADS, 0, g->stream, y, y16, gu, n, F);
   PT_LAUNCH_CHECK();
 }
 

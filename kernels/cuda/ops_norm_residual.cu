@@ -69,12 +69,13 @@ static __global__ void __launch_bounds__(PT_THREADS)
 /* x1 = a + b;  then ops_llama.cu's forward of x1:  r = 1 / sqrtf(sum x1^2 / D + eps);
  * y = x1 * r * w. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    rmsnorm_forward_residual_kernel(float *x1, float *y, float *rstd, const float *a,
-                                    const float *b, const float *w, int D, float eps) {
+    rmsnorm_forward_residual_kernel(float *x1, float *y, uint16_t *y16, float *rstd,
+                                    const float *a, const float *b, const float *w, int D,
+                                    float eps) {
   __shared__ float sh[32];
   const int64_t o = (int64_t)blockIdx.x * D;
   const float r = 1.0f / sqrtf(pt_block_sum(residual_add(x1, a, b, o, D, true), sh) / D + eps);
-  for (int i = threadIdx.x; i < D; i += blockDim.x) y[o + i] = x1[o + i] * r * w[i];
+  for (int i = threadIdx.x; i < D; i += blockDim.x) pt_put(y, y16, o + i, x1[o + i] * r * w[i]);
   if (threadIdx.x == 0) rstd[blockIdx.x] = r;
 }
 
@@ -123,13 +124,14 @@ extern "C" void cuda_op_layernorm_backward_input_residual(gpu_ctx *g, float *dx,
   PT_LAUNCH_CHECK();
 }
 
-extern "C" void cuda_op_rmsnorm_forward_residual(gpu_ctx *g, float *x1, float *y, float *rstd,
-                                                 const float *a, const float *b, const float *w,
-                                                 int N, int D, float eps) {
+extern "C" void cuda_op_rmsnorm_forward_residual(gpu_ctx *g, float *x1, float *y, uint16_t *y16,
+                                                 float *rstd, const float *a, const float *b,
+                                                 const float *w, int N, int D, float eps) {
   if (N <= 0 || D <= 0) return;
-  gpu_cost_note("rmsnorm_forward_residual_kernel", 0, 5.0 * N * D, rows_bytes(N, D, 4, 1, 1));
-  PT_LAUNCH(rmsnorm_forward_residual_kernel, (unsigned)N, PT_THREADS, 0, g->stream, x1, y, rstd, a,
-            b, w, D, eps);
+  gpu_cost_note("rmsnorm_forward_residual_kernel", 0, 5.0 * N * D,
+                rows_bytes(N, D, 4, 1, 1) - (y16 ? 2.0 * N * D : 0.0));
+  PT_LAUNCH(rmsnorm_forward_residual_kernel, (unsigned)N, PT_THREADS, 0, g->stream, x1, y, y16,
+            rstd, a, b, w, D, eps);
   PT_LAUNCH_CHECK();
 }
 

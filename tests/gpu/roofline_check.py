@@ -133,7 +133,10 @@ def closed_forms(r):
     # norms: forward plain (the residual add is the projections' epilogue), backward fused
     launches, _, other, nbytes = r["layernorm_forward_kernel"]
     close(launches, M * (2 * L + 1), "layernorm launches")
-    close(nbytes, M * (2 * L + 1) * 4.0 * (2 * N * D + 2 * D + 2 * N), "layernorm bytes")
+    # a block's two write their output as bf16 straight to its place at rest (ops_cuda.h y16:
+    # xln1 and xln2, read only by products), the final norm's is a layer output (float32)
+    close(nbytes, M * (2 * L + 1) * 4.0 * (2 * N * D + 2 * D + 2 * N) - M * 2 * L * 2.0 * N * D,
+          "layernorm bytes")
     close(other, M * (2 * L + 1) * 8.0 * N * D, "layernorm FLOPs")
     launches, _, other, nbytes = r["layernorm_backward_input_residual_kernel"]
     close(launches, 2 * M * L, "fused residual layernorm backward launches")
@@ -174,12 +177,13 @@ def closed_forms(r):
     # dout is read where its input gradient converted it (share_bf16), a block's h and dx1
     # from the stash parts' bits kept as they were rounded (round_share_bf16); nor the block's
     # atty forward (D) and dqkv backward (3D): the attention's bf16 results are kept as their
-    # copies (pt_attention_opts.shared); and the attention's qkv forward (3D), which goes to its
-    # place at rest so (kernels.h share_bf16_into) as xln1, xln2 and g do
+    # copies (pt_attention_opts.shared); nor the block's xln1 and xln2 forward (2D), which their
+    # norms write as bf16 to their places at rest; the attention's qkv forward (3D) is one, going
+    # to its place at rest (kernels.h share_bf16_into) as g does
     sum_ni, sum_no = L * 7 * D + D, L * 9 * D + V
     launches, _, _, nbytes = r["to_bf16_kernel:operand"]
-    close(launches, M * (7 * L + 3), "operand conversions: 7 a block's, 3 the head's")
-    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 8 * D * L),
+    close(launches, M * (5 * L + 3), "operand conversions: 5 a block's, 3 the head's")
+    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 10 * D * L),
           "operand conversions: 6 bytes each")
     # A micro-batch's other conversions (one stage, no stash sets, no checkpointing), per token:
     # - rounded and packed in one pass (10 bytes an element), to rest: every layer's output but

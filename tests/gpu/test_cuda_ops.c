@@ -97,6 +97,17 @@ static void scope_end(void) {
   g_nhost = g_ndev = 0;
 }
 
+/* A forward's y16 output (ops_cuda.h) against its float32 output y: the same values as bf16 bits. */
+static void expect_bf16_of(const char *what, const char *shape, const uint16_t *d16,
+                           const float *y, int64_t n) {
+  uint16_t *got = hnew(sizeof(uint16_t) * (size_t)n);
+  gpu_to_host(&G, got, d16, sizeof(uint16_t) * (size_t)n);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; i++) wrong += got[i] != pt_bf16_bits(y[i]);
+  CHECK(wrong == 0, "%s %s: y16 differs from y's bf16 bits at %lld of %lld elements", what, shape,
+        (long long)wrong, (long long)n);
+}
+
 /* ---- random inputs (xorshift64*, fixed seed: the same inputs every run) --------------------- */
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
@@ -358,15 +369,18 @@ static void test_layernorm(int N, int D) {
   float *d_x = upf(x, n), *d_w = upf(w, D), *d_b = upf(b, D), *d_dy = upf(dy, n);
   float *d_y = dnew(sizeof(float) * n), *d_m = dnew(sizeof(float) * N);
   float *d_r = dnew(sizeof(float) * N);
-  cuda_op_layernorm_forward(&G, d_y, d_m, d_r, d_x, d_w, d_b, N, D, eps);
+  cuda_op_layernorm_forward(&G, d_y, NULL, d_m, d_r, d_x, d_w, d_b, N, D, eps);
   float *y1 = downf(d_y, n), *m1 = downf(d_m, N), *r1 = downf(d_r, N);
-  cuda_op_layernorm_forward(&G, d_y, d_m, d_r, d_x, d_w, d_b, N, D, eps);
+  cuda_op_layernorm_forward(&G, d_y, NULL, d_m, d_r, d_x, d_w, d_b, N, D, eps);
   expect_close("layernorm_forward y", shape, y1, yc, n, TOL_DEFAULT);
   expect_close("layernorm_forward mean", shape, m1, mc, N, TOL_DEFAULT);
   expect_close("layernorm_forward rstd", shape, r1, rc, N, TOL_DEFAULT);
   expect_same_bits("layernorm_forward y", shape, downf(d_y, n), y1, n);
   expect_same_bits("layernorm_forward mean", shape, downf(d_m, N), m1, N);
   expect_same_bits("layernorm_forward rstd", shape, downf(d_r, N), r1, N);
+  uint16_t *d_y16 = dnew(sizeof(uint16_t) * n);
+  cuda_op_layernorm_forward(&G, d_y, d_y16, d_m, d_r, d_x, d_w, d_b, N, D, eps);
+  expect_bf16_of("layernorm_forward", shape, d_y16, y1, n);
 
   /* the backward ops get the CPU's mean and rstd: each op is compared on the same inputs */
   setf(d_m, mc, N);
@@ -422,7 +436,7 @@ static void norm_residual_gpu(int kind, int alias, int N, int D, const float *a,
     cuda_op_layernorm_forward_residual(&G, d_x1, d_y, d_m, d_r, d_a, d_b, d_w, d_bias, N, D, 1e-5f);
     cuda_op_layernorm_backward_input_residual(&G, d_dx, d_dres, d_dy, d_x, d_w, d_cm, d_cr, N, D);
   } else {
-    cuda_op_rmsnorm_forward_residual(&G, d_x1, d_y, d_r, d_a, d_b, d_w, N, D, 1e-6f);
+    cuda_op_rmsnorm_forward_residual(&G, d_x1, d_y, NULL, d_r, d_a, d_b, d_w, N, D, 1e-6f);
     cuda_op_rmsnorm_backward_input_residual(&G, d_dx, d_dres, d_dy, d_x, d_w, d_cr, N, D);
   }
   out[0] = downf(d_x1, n), out[1] = downf(d_y, n), out[2] = kind == 0 ? downf(d_m, N) : NULL;
@@ -668,13 +682,16 @@ static void test_rmsnorm(int N, int D) {
   op_rmsnorm_forward(yc, rc, x, w, N, D, eps);
   float *d_x = upf(x, n), *d_w = upf(w, D), *d_dy = upf(dy, n);
   float *d_y = dnew(sizeof(float) * n), *d_r = dnew(sizeof(float) * N);
-  cuda_op_rmsnorm_forward(&G, d_y, d_r, d_x, d_w, N, D, eps);
+  cuda_op_rmsnorm_forward(&G, d_y, NULL, d_r, d_x, d_w, N, D, eps);
   float *y1 = downf(d_y, n), *r1 = downf(d_r, N);
-  cuda_op_rmsnorm_forward(&G, d_y, d_r, d_x, d_w, N, D, eps);
+  cuda_op_rmsnorm_forward(&G, d_y, NULL, d_r, d_x, d_w, N, D, eps);
   expect_close("rmsnorm_forward y", shape, y1, yc, n, TOL_DEFAULT);
   expect_close("rmsnorm_forward rstd", shape, r1, rc, N, TOL_DEFAULT);
   expect_same_bits("rmsnorm_forward y", shape, downf(d_y, n), y1, n);
   expect_same_bits("rmsnorm_forward rstd", shape, downf(d_r, N), r1, N);
+  uint16_t *d_y16 = dnew(sizeof(uint16_t) * n);
+  cuda_op_rmsnorm_forward(&G, d_y, d_y16, d_r, d_x, d_w, N, D, eps);
+  expect_bf16_of("rmsnorm_forward", shape, d_y16, y1, n);
   setf(d_r, rc, N); /* the backward ops get the CPU's rstd */
   float *d_dx = dnew(sizeof(float) * n);
   for (int acc = 0; acc <= 1; acc++) {
@@ -774,11 +791,14 @@ static void test_swiglu(int N, int F) {
   op_swiglu_backward(dguc, dy, gu, N, F);
   float *d_gu = upf(gu, 2 * n), *d_dy = upf(dy, n), *d_y = dnew(sizeof(float) * n);
   float *d_dgu = dnew(sizeof(float) * 2 * n);
-  cuda_op_swiglu_forward(&G, d_y, d_gu, N, F);
+  cuda_op_swiglu_forward(&G, d_y, NULL, d_gu, N, F);
   float *y1 = downf(d_y, n);
-  cuda_op_swiglu_forward(&G, d_y, d_gu, N, F);
+  cuda_op_swiglu_forward(&G, d_y, NULL, d_gu, N, F);
   expect_close("swiglu_forward", shape, y1, yc, n, TOL_DEFAULT);
   expect_same_bits("swiglu_forward", shape, downf(d_y, n), y1, n);
+  uint16_t *d_y16 = dnew(sizeof(uint16_t) * n);
+  cuda_op_swiglu_forward(&G, d_y, d_y16, d_gu, N, F);
+  expect_bf16_of("swiglu_forward", shape, d_y16, y1, n);
   cuda_op_swiglu_backward(&G, d_dgu, d_dy, d_gu, N, F);
   float *g1 = downf(d_dgu, 2 * n);
   cuda_op_swiglu_backward(&G, d_dgu, d_dy, d_gu, N, F);
@@ -805,11 +825,14 @@ static void test_gemma_ops(int N, int F) {
   float *d_dgu = dnew(sizeof(float) * 2 * n), *d_z = upf(z, n);
   for (int rep = 0; rep < 2; rep++) { /* the second run must give the first's bits */
     float *y1 = rep ? downf(d_y, n) : NULL, *g1 = rep ? downf(d_dgu, 2 * n) : NULL;
-    cuda_op_geglu_forward(&G, d_y, d_gu, N, F);
+    cuda_op_geglu_forward(&G, d_y, NULL, d_gu, N, F);
     cuda_op_geglu_backward(&G, d_dgu, d_dy, d_gu, N, F);
     if (!rep) continue;
     expect_close("geglu_forward", shape, y1, yc, n, TOL_DEFAULT);
     expect_same_bits("geglu_forward", shape, downf(d_y, n), y1, n);
+    uint16_t *d_y16 = dnew(sizeof(uint16_t) * n);
+    cuda_op_geglu_forward(&G, d_y, d_y16, d_gu, N, F);
+    expect_bf16_of("geglu_forward", shape, d_y16, y1, n);
     expect_close("geglu_backward", shape, g1, dguc, 2 * n, TOL_DEFAULT);
     expect_same_bits("geglu_backward", shape, downf(d_dgu, 2 * n), g1, 2 * n);
   }
@@ -1614,7 +1637,7 @@ static void test_share_into(const pt_kernels *k, const char *shape, float *y, fl
   k->linear_forward(k, y, x, W, NULL, N, Ni, No);
   uint64_t unshared = 2 * (conversions() - c0); /* x's and W's, per product */
   float *want = downf(y, ny);
-  k->share_bf16_into(k, x, nx, place);
+  k->share_bf16_into(k, x, nx, place, 0);
   CHECK(!k->shared_into_done(k, x), "%s: share_bf16_into done before any product", shape);
   c0 = conversions();
   k->linear_forward(k, y, x, W, NULL, N, Ni, No);
