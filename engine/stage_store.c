@@ -25,7 +25,12 @@ static size_t dout_rest(const pt_stage *st, int li, int B, int T) {
   return ((size_t)out_floats(st, li, B, T) * (dout_f32(st, li) ? 4 : 2) + 63) & ~(size_t)63;
 }
 
-static void share_copies(pt_stage *st, int slot, int li);
+/* The table's activation copies (kernels.h activation_copies) forgotten: the working area they
+ * stand for is about to be written, or to go. */
+static void forget_copies(const pt_stage *st) {
+  const pt_kernels *k = st->m->dev->k;
+  if (k->activation_copies) k->activation_copies(k, NULL, 0);
+}
 
 void store_alloc(pt_stage *st) {
   size_t wk[2] = {0, 0}, ws = 0, n = (size_t)st->n_slots * st->n;
@@ -52,7 +57,7 @@ void store_alloc(pt_stage *st) {
 }
 
 void store_free(pt_stage *st) {
-  share_copies(st, 0, -1); /* the working area goes: no copies of it may outlive it */
+  forget_copies(st); /* the working area goes: no copies of it may outlive it */
   for (int i = 0; st->out16 && i < st->n_slots * st->n; i++) {
     stage_release(st, st->out16[i]);
     stage_release(st, st->saved16[i]);
@@ -217,14 +222,6 @@ static int copy_ranges(const pt_stage *st, int slot, int li, pt_weight_range *r,
   return n;
 }
 
-static void share_copies(pt_stage *st, int slot, int li) {
-  const pt_kernels *k = st->m->dev->k;
-  if (!k->activation_copies) return;
-  pt_weight_range r[PT_WEIGHT_COPY_RANGES] = {{0}};
-  uint32_t in, held;
-  k->activation_copies(k, r, copy_ranges(st, slot, li, r, &in, &held));
-}
-
 /* The floats of layer li's parts in `mask` (bit i: part i) left undefined: kernels.h unset_f32. */
 static void unset_parts(const pt_stage *st, int li, uint32_t mask) {
   const pt_kernels *k = st->m->dev->k;
@@ -245,17 +242,16 @@ static void unpack_for_backward(pt_stage *st, int slot, int li, uint32_t held) {
   unset_parts(st, li, held);
 }
 
-/* The parts of layer li the table holds copies of (copy_ranges' in: bf16, only forward writes
- * them) go to rest straight from the forward product or attention reading or writing them
- * (kernels.h share_bf16_into), so no pass of their own rounds and packs them. Before the
- * forward (after 0): handed to the table; after it (after 1): returns those that went so (bit
- * i: part i), their floats never rounded. */
-static uint32_t into_rest(const pt_stage *st, int slot, int li, int after) {
+/* The parts of layer li the table holds copies of (`in`, copy_ranges': bf16, only forward
+ * writes them) go to rest straight from the forward product or attention reading or writing
+ * them (kernels.h share_bf16_into; `held`, the read_at_rest ones, may go there alone), so no
+ * pass of their own rounds and packs them. Before the forward (after 0): handed to the table;
+ * after it (after 1): returns those that went so (bit i: part i), their floats never rounded. */
+static uint32_t into_rest(const pt_stage *st, int slot, int li, uint32_t in, uint32_t held,
+                          int after) {
   const pt_kernels *k = st->m->dev->k;
-  pt_weight_range r[PT_WEIGHT_COPY_RANGES];
-  uint32_t in, held, done = 0;
-  if (!k->share_bf16_into || li >= st->n || !copy_ranges(st, slot, li, r, &in, &held))
-    return 0;
+  uint32_t done = 0;
+  if (!in || !k->share_bf16_into) return 0;
   pt_saved_part p[PT_MAX_SAVED_PARTS];
   float *f[PT_MAX_SAVED_PARTS];
   char *at[PT_MAX_SAVED_PARTS];
@@ -271,21 +267,22 @@ static uint32_t into_rest(const pt_stage *st, int slot, int li, int after) {
 void store_ready(pt_stage *st, int slot, int li, int backward) {
   if (li > 0 && stage_kept(st, li - 1)) need_out(st, slot, li - 1);
   if (!backward && li < st->n && stage_kept(st, li)) claim_wk(st, li & 1, slot * st->n + li);
+  const pt_kernels *k = st->m->dev->k;
+  pt_weight_range r[PT_WEIGHT_COPY_RANGES];
+  uint32_t in = 0, held = 0;
   if (!backward) { /* forward writes the area: no copies of it from here on */
-    share_copies(st, slot, -1);
-    into_rest(st, slot, li, 0);
+    forget_copies(st);
+    if (li < st->n && k->share_bf16_into) copy_ranges(st, slot, li, r, &in, &held);
+    into_rest(st, slot, li, in, held, 0);
     return;
   }
   /* no need_out(li): no layer's backward reads its own output (layer.h) */
   int tag = slot * st->n + li;
   if (st->ckpt || !st->saved16[tag]) {
-    share_copies(st, slot, -1); /* none, and none of the layer before (round_share_bf16) */
+    forget_copies(st); /* none, and none of the layer before (round_share_bf16) */
     return;
   }
   /* the copies' ranges once: which parts stay at rest, then the table's set */
-  const pt_kernels *k = st->m->dev->k;
-  pt_weight_range r[PT_WEIGHT_COPY_RANGES];
-  uint32_t in = 0, held = 0;
   int n = k->activation_copies ? copy_ranges(st, slot, li, r, &in, &held) : 0;
   if (st->wk_saved_tag != tag) unpack_for_backward(st, slot, li, held);
   st->wk_saved_tag = tag;
@@ -328,12 +325,16 @@ void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io) {
     if (io->saved) round_parts(st, li, io->saved, PT_SAVED_FORWARD, ROUND);
     return;
   }
-  uint32_t into = into_rest(st, slot, li, 1);
+  /* the copies' ranges once: which parts went to rest straight, then the table's set */
+  pt_weight_range r[PT_WEIGHT_COPY_RANGES];
+  uint32_t in = 0, held = 0;
+  int n = k->activation_copies ? copy_ranges(st, slot, li, r, &in, &held) : 0;
+  uint32_t into = into_rest(st, slot, li, in, held, 1);
   move_parts_but(st, li, io->saved, st->saved16[tag], 0, 0, ROUND_TO_REST, into);
   unset_parts(st, li, into); /* so no float32 read of them passes the emulated GPU's tests */
   /* the area holds the layer's values but those: a backward right after unpacks them */
   st->wk_saved_tag = into ? -1 : tag;
-  share_copies(st, slot, li);
+  if (k->activation_copies) k->activation_copies(k, r, n);
 }
 
 void store_after_backward_input(pt_stage *st, int slot, int li, const pt_io *io, void *set) {

@@ -607,15 +607,15 @@ extern "C" uint16_t *cuda_bf16_keep_room(gpu_ctx *g, cuda_bf16_scratch *s, int64
 extern "C" void cuda_bf16_keep_copy(cuda_bf16_scratch *s, const float *x, const uint16_t *copy,
                                     int64_t n) {
   pt_weight_range *slot = acts_free_slot(s);
-  if (!slot) pt_fatal("cuda_bf16_keep_copy: no free range (take_place gave room)");
+  if (!slot) pt_fatal("cuda_bf16_keep_copy: no free range (take_place or keep_room gave room)");
   weight_range_put(slot, x, copy, n);
 }
 
 extern "C" void cuda_bf16_keep_result(cuda_bf16_scratch *s, const float *x, const uint16_t *copy,
                                       int64_t n) {
-  pt_weight_range *slot = acts_free_slot(s), *e = free_range(s->exact);
-  if (!slot || !e) pt_fatal("cuda_bf16_keep_result: no free range (keep_room gave room)");
-  weight_range_put(slot, x, copy, n);
+  pt_weight_range *e = free_range(s->exact);
+  if (!e) pt_fatal("cuda_bf16_keep_result: no free exact range (keep_room gave room)");
+  cuda_bf16_keep_copy(s, x, copy, n);
   weight_range_put(e, x, copy, n);
 }
 
