@@ -3,8 +3,8 @@
  * A training step produces a few numbers the host needs at its end: the micro-batches' loss
  * sums, the per-tensor sums of squares of the gradients (the norm) and whether a layer output
  * went non-finite. Read one at a time, each is a wait for the device (a GPU's whole stream). So
- * the kernels write them into slots of one device buffer (kernels.h loss_acc, sumsq_into,
- * finite_check) and the host reads the buffer once, where it needs the values.
+ * the kernels write them into slots of one device buffer (kernels.h loss_acc,
+ * sumsq_spans_into, finite_check) and the host reads the buffer once, where it needs the values.
  *
  * The buffer: n_doubles doubles then n_marks int32 marks (finite_check's: 0 = no check failed).
  * device_stats_reset zeroes all of it without waiting; device_stats_read waits once, and does

@@ -22,7 +22,7 @@
  *     (tests/gpu/test_cuda_ops.c).
  *   - Calls run in issue order (the GPU's stream) and return without waiting, except the ones
  *     that return a value to the host (loss, sumsq, all_finite), which wait for it; a training
- *     step uses their non-waiting forms (loss_acc, sumsq_into, sumsq_spans_into, finite_check)
+ *     step uses their non-waiting forms (loss_acc, sumsq_spans_into, finite_check)
  *     instead.
  *   - Failures (a CUDA error, a token id or class id out of range) end the job (core/error.h).
  */
@@ -386,16 +386,15 @@ struct pt_kernels {
    * loss_acc: as loss, the rows' loss sum added to *sum (one double); the host targets are
    * taken before it returns (the caller may reuse them at once; the GPU stages them in pinned
    * memory of its own, no wait); mark NULL, or finite_check(mark, value) of y as the loss reads
-   * it, in the loss's pass (kernels/loss.h pt_loss_read). sumsq_into: *out = sumsq(x) (one double). finite_check:
+   * it, in the loss's pass (kernels/loss.h pt_loss_read). finite_check:
    * *mark = max(*mark, value) when x holds a NaN or an infinity (one int32; value > 0, so a
    * zeroed mark means "all finite" and the largest value of the checks that failed is left,
    * whatever the order the device ran them in). */
   void (*loss_acc)(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
                    size_t target_bytes, int N, int F, float scale, float *dy, double *sum,
                    int32_t *mark, int32_t value);
-  void (*sumsq_into)(const pt_kernels *k, double *out, const float *x, int64_t n);
-  /* sumsq_spans_into: out[j] = what sumsq_into writes for x[spans[j].offset, + spans[j].n),
-   * for every j < n_spans, bit for bit (0 for an empty span); spans: host memory, read before
+  /* sumsq_spans_into: out[j] = sumsq of x[spans[j].offset, + spans[j].n), bit for bit, for
+   * every j < n_spans (0 for an empty span; one double each); spans: host memory, read before
    * it returns. On the GPU two launches in all (kernels/cuda/ops_cuda.h cuda_sumsq_spans), the
    * layout built once per distinct list: a caller passes the same list every step. */
   void (*sumsq_spans_into)(const pt_kernels *k, double *out, const float *x,
@@ -418,7 +417,7 @@ struct pt_kernels {
   X(embedding_forward) X(embedding_backward) X(pos_forward) X(pos_backward_weight) X(copy)        \
   X(add) X(add_inplace) X(colsum_acc) X(scale) X(loss) X(optimizer) X(optimizer_chunks)           \
   X(sumsq) X(all_finite)                                                                          \
-  X(loss_acc) X(sumsq_into) X(sumsq_spans_into) X(finite_check)                                   \
+  X(loss_acc) X(sumsq_spans_into) X(finite_check)                                                \
   X(layernorm_forward_residual) X(layernorm_backward_input_residual)                              \
   X(rmsnorm_forward_residual) X(rmsnorm_backward_input_residual)                                  \
   X(head_rmsnorm_forward) X(head_rmsnorm_backward_input) X(head_rmsnorm_backward_weight)          \

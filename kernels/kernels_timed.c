@@ -294,9 +294,6 @@ static double sumsq(const pt_kernels *k, const float *x, int64_t n) {
 static int all_finite(const pt_kernels *k, const float *x, int64_t n) {
   TIMED_RETURN(int, all_finite, OPTIMIZER, F4 * n, x, n);
 }
-static void sumsq_into(const pt_kernels *k, double *out, const float *x, int64_t n) {
-  TIMED(sumsq_into, OPTIMIZER, F4 * n, out, x, n);
-}
 static void sumsq_spans_into(const pt_kernels *k, double *out, const float *x,
                              const pt_sum_span *spans, int n_spans) {
   int64_t n = 0;

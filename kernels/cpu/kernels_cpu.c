@@ -268,10 +268,6 @@ static void loss_acc(const pt_kernels *k, pt_loss_kind kind, const float *y, con
   *sum += loss_forward_backward_read(kind, y, targets, N, F, s, dy, &r);
 }
 
-static void sumsq_into(const pt_kernels *k, double *out, const float *x, int64_t n) {
-  *out = op_sumsq(x, n);
-}
-
 static void sumsq_spans_into(const pt_kernels *k, double *out, const float *x,
                              const pt_sum_span *spans, int n_spans) {
   for (int j = 0; j < n_spans; j++) out[j] = op_sumsq(x + spans[j].offset, spans[j].n);

@@ -418,10 +418,6 @@ static void loss_acc(const pt_kernels *k, pt_loss_kind kind, const float *y, con
     cuda_loss_mse(kg->g, dy, sum, y, dev, N, F, s, kg->reduce, r);
 }
 
-static void sumsq_into(const pt_kernels *k, double *out, const float *x, int64_t n) {
-  cuda_sumsq(ctx(k), out, x, n, state(k)->reduce);
-}
-
 static void sumsq_spans_into(const pt_kernels *k, double *out, const float *x,
                              const pt_sum_span *spans, int n_spans) {
   cuda_sumsq_spans(ctx(k), &state(k)->sumsq_plan, out, x, spans, n_spans);

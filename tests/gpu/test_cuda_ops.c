@@ -1253,7 +1253,7 @@ static void test_optimizer_chunks(kernels_gpu *kg, spec_optimizer kind, double m
 }
 
 /* The multi-tensor sum of squares (sumsq_spans_into, what the gradient norm runs) against
- * sumsq_into span by span, bit for bit: spans of 1 float, none (a tied copy's: 0 written over
+ * cuda_sumsq span by span, bit for bit: spans of 1 float, none (a tied copy's: 0 written over
  * junk), under one block, one block exactly and one float more, many blocks, and with `capped`
  * one whose block count is capped (1024); twice (the kept layout), then another list (the
  * layout rebuilt) and the first again. */
@@ -1266,8 +1266,9 @@ static void test_sumsq_spans(kernels_gpu *kg, int capped) {
     spans[j] = (pt_sum_span){.offset = n + 3, .n = len[j]}, n += len[j] + 19;
   float *d_x = upf(hrand(n, -1, 1), n);
   double *d_one = dnew(sizeof(double)), *d_out = dnew(sizeof(double) * S), want[S], got[S];
+  double *d_scr = dnew(sizeof(double) * CUDA_REDUCE_SCRATCH_DOUBLES);
   for (int j = 0; j < S; j++) {
-    kg->table.sumsq_into(&kg->table, d_one, d_x + spans[j].offset, spans[j].n);
+    cuda_sumsq(&G, d_one, d_x + spans[j].offset, spans[j].n, d_scr);
     want[j] = down_double(d_one);
   }
   const pt_sum_span other[2] = {{5, 77}, {0, 9000}};
@@ -1278,7 +1279,7 @@ static void test_sumsq_spans(kernels_gpu *kg, int capped) {
       kg->table.sumsq_spans_into(&kg->table, d_out, d_x, other, 2);
       gpu_to_host(&G, got, d_out, 2 * sizeof(double));
       for (int j = 0; j < 2; j++) {
-        kg->table.sumsq_into(&kg->table, d_one, d_x + other[j].offset, other[j].n);
+        cuda_sumsq(&G, d_one, d_x + other[j].offset, other[j].n, d_scr);
         double w = down_double(d_one);
         CHECK(!memcmp(&got[j], &w, sizeof w), "sumsq_spans_into, other list, span %d: %.17g vs "
               "%.17g", j, got[j], w);
@@ -1289,7 +1290,7 @@ static void test_sumsq_spans(kernels_gpu *kg, int capped) {
     gpu_to_host(&G, got, d_out, sizeof got);
     for (int j = 0; j < S; j++)
       CHECK(!memcmp(&got[j], &want[j], sizeof(double)),
-            "sumsq_spans_into run %d span %d (%lld floats): %.17g, sumsq_into %.17g", run, j,
+            "sumsq_spans_into run %d span %d (%lld floats): %.17g, cuda_sumsq %.17g", run, j,
             (long long)len[j], got[j], want[j]);
   }
   scope_end();
@@ -1453,7 +1454,8 @@ static void test_tables(kernels_gpu *kg) {
   float *d_x2 = upf(x, n);
   double *d_sum = dnew(2 * sizeof(double)), stats[2], want = 0.0;
   int32_t *d_mark = dnew(sizeof(int32_t)), mark = -1;
-  kg->table.sumsq_into(&kg->table, d_sum, d_x2, n);
+  const pt_sum_span whole = {.offset = 0, .n = n};
+  kg->table.sumsq_spans_into(&kg->table, d_sum, d_x2, &whole, 1);
   kg->table.finite_check(&kg->table, d_mark, 5, d_x2, n); /* finite: no mark */
   kg->table.finite_check(&kg->table, d_mark, 3, d_x, n);  /* the infinity: 3 */
   kg->table.finite_check(&kg->table, d_mark, 9, d_x, n);  /* a larger value wins */
@@ -1475,7 +1477,7 @@ static void test_tables(kernels_gpu *kg) {
   }
   gpu_to_host(&G, stats, d_sum, sizeof stats);
   gpu_to_host(&G, &mark, d_mark, sizeof mark);
-  CHECK(stats[0] == sg, "table sumsq_into: %.17g, sumsq gave %.17g", stats[0], sg);
+  CHECK(stats[0] == sg, "table sumsq_spans_into: %.17g, sumsq gave %.17g", stats[0], sg);
   CHECK(mark == 9, "table finite_check: mark %d, expected 9 (the largest failed check's)", mark);
   CHECK(stats[1] == want, "table loss_acc: %d calls added %.17g, expected %.17g", CALLS, stats[1],
         want);
