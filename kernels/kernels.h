@@ -99,8 +99,9 @@ typedef enum { PT_PRECISION_FP32, PT_PRECISION_TF32, PT_PRECISION_BF16 } pt_prec
  *   shared  1: the caller promises of the call's result (o forward, dqkv backward) what
  *           share_bf16 promises: nothing writes it until the next activation_copies call. A
  *           table with activation_copies may then keep a bf16 result it widens into it as its
- *           activation copy (the GPU's cuDNN path, kernels/cuda/attention_bf16.h). No effect
- *           on the results. */
+ *           activation copy (the GPU's cuDNN path, kernels/cuda/attention_bf16.h), or, where
+ *           o's place at rest was handed over alone (share_bf16_into), write it there only, not
+ *           widened (attention_reads_bf16). No effect on the results. */
 typedef struct {
   int window;
   float softcap, scale;
@@ -350,7 +351,8 @@ struct pt_kernels {
    * the saved parts only forward writes, between their move to or from rest and the next
    * forward or move). The table holds the first PT_WEIGHT_COPY_RANGES ranges at least, so a
    * caller may leave the floats of such a range undefined (unset_f32) where only products read
-   * them (layers/layer.h read_at_rest): they then read the copy alone. */
+   * them, and the attention where attention_reads_bf16 (layers/layer.h read_at_rest): they then
+   * read the copy alone. */
   void (*activation_copies)(const pt_kernels *k, const pt_weight_range *r, int n);
   /* Tables with activation_copies (NULL elsewhere): x[0..n) holds nothing anyone may read as
    * float32 until it is written again (its activation copy stands for it). The emulated GPU
@@ -372,14 +374,26 @@ struct pt_kernels {
    * reading an operand inside x converts the whole of x into place (padding included) and
    * reads it there from then on, so a tensor kept at rest costs no pass of its own; the
    * attention may write its result there. alone: nothing reads x's floats from here on but
-   * products (layers/layer.h read_at_rest), so the forward kernel writing x (a norm, swiglu,
-   * geglu) may write its bf16 values to place alone, x's floats left undefined.
+   * products and an attention_reads_bf16 attention (layers/layer.h read_at_rest), so the
+   * forward kernel writing x (a norm, swiglu, geglu, that attention's o) may write its bf16
+   * values to place alone, x's floats left undefined.
    * shared_into_done(x): 1 once that conversion is queued (place then holds pt_bf16_bits of
    * x[0..n), x itself not rounded), 0 while no product has read x (the caller fills place);
    * asked before the next activation_copies. */
   void (*share_bf16_into)(const pt_kernels *k, const float *x, int64_t n, uint16_t *place,
                           int alone);
   int (*shared_into_done)(const pt_kernels *k, const float *x);
+  /* Tables with activation_copies (NULL elsewhere: 0): 1 when the attention entries of this
+   * shape and opts read qkv and o only as bf16, from their activation copies where registered
+   * (the GPU's cuDNN path, kernels/cuda/attention_bf16.h), and forward, with opts->shared,
+   * writes o straight to its place at rest where o was handed over alone (share_bf16_into): its
+   * floats then undefined; 0 where they read them as float32 (the in-house fallback:
+   * soft-capping, shapes the library refuses). Decided by the arguments alone, once per shape
+   * for the table's life, and the same answer the calls follow, so a layer may mark qkv and o
+   * read_at_rest on it (layers/layer.h). Packed documents, which the argument list cannot say,
+   * run the fallback even where this is 1: it widens the copies of qkv and o itself. */
+  int (*attention_reads_bf16)(const pt_kernels *k, int B, int T, int d, int H, int KVH,
+                              const pt_attention_opts *opts);
   /* Step statistics kept on the device until the caller reads them once (device/stats.h), so a
    * step need not wait for the device: these return without waiting. `sum`, `out` and `mark`
    * are device memory (host memory for the CPU table, where the result is there at once).

@@ -22,4 +22,12 @@ int64_t layer_require_model_int(const pt_layer_setup *s, int64_t value, const ch
 void layer_expect_features(const pt_layer_setup *s, int64_t dim, const char *layer,
                            spec_errors *e);
 
+/* 1 when table k's attention of this shape reads q|k|v and o only as bf16 (kernels.h
+ * attention_reads_bf16; 0 on a table without it): the blocks then mark those parts read_at_rest
+ * (layer.h), as the attention call with the same arguments follows. */
+static inline int layer_attention_at_rest(const pt_kernels *k, int B, int T, int d, int H,
+                                          int KVH, const pt_attention_opts *opts) {
+  return k->attention_reads_bf16 && k->attention_reads_bf16(k, B, T, d, H, KVH, opts);
+}
+
 #endif

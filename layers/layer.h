@@ -109,16 +109,18 @@ typedef struct {
   int bf16;    /* may be kept as bf16 under train.precision bf16 */
   int writers; /* PT_SAVED_FORWARD and/or PT_SAVED_STASH */
   /* 1 (bf16 parts only forward writes): backward_input and backward_weight read the part only
-   * whole, as the x operand of linear_backward_weight (a product, kernels.h), through no other
-   * entry: no norm, activation backward, rope, elementwise or bias kernel and not the attention
-   * (whose in-house fallback reads q|k|v and o as float32: soft-cap, packed documents and the
-   * shapes cuDNN refuses, found out at run time). On a table with activation_copies such a
-   * product reads the part's copy at rest, so engine/stage_store.c leaves the part out of the
-   * float32 area backward gets: its floats there are undefined (NaN on the emulated GPU, so a
-   * wrong declaration fails the GPU tests). Forward too, once it has written the part, reads it
-   * only so: the kernel writing it may write its bf16 values straight to its place at rest
-   * alone (a norm, swiglu, geglu; else the first product reading it converts it there:
-   * kernels.h share_bf16_into), the floats left undefined (NaN on the emulated GPU as well).
+   * whole, as the x operand of linear_backward_weight (a product, kernels.h), or as the qkv or
+   * o of an attention call whose table's attention_reads_bf16 is 1 for the same arguments (B,
+   * T, d, H, KVH, opts), through no other entry: no norm, activation backward, rope,
+   * elementwise or bias kernel, and no attention of a shape its in-house fallback runs (which
+   * reads q|k|v and o as float32: soft-cap, the shapes cuDNN refuses). On a table with
+   * activation_copies such a product reads the part's copy at rest, so engine/stage_store.c
+   * leaves the part out of the float32 area backward gets: its floats there are undefined (NaN
+   * on the emulated GPU, so a wrong declaration fails the GPU tests). Forward too, once it has
+   * written the part, reads it only so: the kernel writing it may write its bf16 values
+   * straight to its place at rest alone (a norm, swiglu, geglu, such an attention's o; else the
+   * first product or attention reading it converts it there: kernels.h share_bf16_into), the
+   * floats left undefined (NaN on the emulated GPU as well).
    * 0: the part is unpacked (the safe default).
    * layer_saved_parts refuses it on any other part. */
   int read_at_rest;

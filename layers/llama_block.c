@@ -152,9 +152,11 @@ static size_t llama_saved_bytes(const pt_layer *L, int B, int T) {
 /* The views as parts (layer.h): the norms' rstd stay float32, the attention's state as its
  * table says, the rest may be bf16. Read at rest (backward's readers, every option): xn1, xn2
  * and a only as x of the q|k|v, gate|up and down weight gradients (their biases sum the
- * gradients); not qkv and atty (the attention, whose fallback reads them as float32), h (the
- * MLP norm's backward), gu (swiglu or geglu backward), qkv_raw (the head norms' backward), ao
- * and mo (the post norms' backward). */
+ * gradients); qkv (rotated in forward before the attention reads it; backward rotates only
+ * dqkv) and atty (also the o weight gradient's x) where the table's attention reads them as
+ * bf16 for this shape and options (layer_attention_at_rest), not where its fallback reads them
+ * as float32 (soft-capping, say); not h (the MLP norm's backward), gu (swiglu or geglu
+ * backward), qkv_raw (the head norms' backward), ao and mo (the post norms' backward). */
 static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
@@ -171,6 +173,9 @@ static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
   for (int i = 0; i < n; i++)
     parts[i] = (pt_saved_part){sizes[i], !f32[i], writers[i], at_rest[i]};
   parts[3].bf16 = k->attention_saved_bf16;
+  const pt_attention_opts ao = attention_opts(L);
+  parts[2].read_at_rest = parts[4].read_at_rest = /* qkv, atty */
+      layer_attention_at_rest(k, B, T, (int)m.A, (int)m.H, (int)m.KVH, &ao);
   return n;
 }
 

@@ -18,9 +18,10 @@ enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, MP_
  * [B,H,T,T], the GPU's log-sum-exps [B,H,T]), so the area's size depends on the table.
  * In the area (the fields' order) the float32 statistics come first, then what may be
  * bf16: forward's parts, first those backward reads only as weight gradients' x (xln1, xln2, g:
- * read_at_rest, layer.h), h last, then the stash. So under bf16 storage each kind is one run
- * of adjacent parts (engine/stage_store.c moves and rounds a run in one call), and forward's
- * parts but h, which backward_input overwrites, are one range the products read at rest. */
+ * read_at_rest, layer.h; qkv and atty next, read at rest where cuDNN runs the attention), h
+ * last, then the stash. So under bf16 storage each kind is one run of adjacent parts
+ * (engine/stage_store.c moves and rounds a run in one call), and forward's parts but h, which
+ * backward_input overwrites, are one range the products read at rest. */
 typedef struct {
   float *mean1, *rstd1, *mean2, *rstd2, *attn, *xln1, *xln2, *g, *qkv, *atty, *x1, *h;
   float *dx1, *dxln2, *dqkv, *dxln1; /* stash; h holds d(fc output) after backward_input */
@@ -66,11 +67,17 @@ static size_t block_saved_bytes(const pt_layer *L, int B, int T) {
   return sizeof(float) * (size_t)total;
 }
 
+/* Plain causal attention whose results (atty, dqkv) nothing writes after it: the products may
+ * read a bf16 table's kept bits of them (kernels.h pt_attention_opts.shared). */
+static const pt_attention_opts k_shared = {.shared = 1};
+
 /* The views as parts (layer.h): the norms' mean and rstd stay float32, the attention's state as
  * its table says, the rest may be bf16; h is forward's and then backward_input's. Read at rest
- * (backward's readers): xln1, xln2 and g only as x of the qkv, fc and fc2 weight gradients; not
- * qkv and atty (the attention, whose fallback reads them as float32), x1 (the second norm's
- * backward), h (the DGELU epilogue or gelu_backward). */
+ * (backward's readers): xln1, xln2 and g only as x of the qkv, fc and fc2 weight gradients; qkv
+ * and atty (the attention, atty also as the proj weight gradient's x) where the table's
+ * attention reads them as bf16 for this shape (layer_attention_at_rest), not where its fallback
+ * reads them as float32; not x1 (the second norm's backward), h (the DGELU epilogue or
+ * gelu_backward). */
 static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
@@ -82,6 +89,9 @@ static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
   for (int i = 0; i < N_SAVED; i++)
     parts[i] = (pt_saved_part){sizes[i], !f32[i], writers[i], at_rest[i]};
   parts[4].bf16 = k->attention_saved_bf16;
+  int H = (int)layer_setting_int(L, "heads");
+  parts[8].read_at_rest = parts[9].read_at_rest =
+      layer_attention_at_rest(k, B, T, L->out_dim, H, H, &k_shared); /* qkv, atty */
   return N_SAVED;
 }
 
@@ -127,10 +137,6 @@ static void block_init(pt_layer *L, uint64_t seed) {
       layer_init_normal(L, p, seed, (p == PROJ_W || p == MP_W) ? resid_std : 0.02f);
   }
 }
-
-/* Plain causal attention whose results (atty, dqkv) nothing writes after it: the products may
- * read a bf16 table's kept bits of them (kernels.h pt_attention_opts.shared). */
-static const pt_attention_opts k_shared = {.shared = 1};
 
 static void block_forward(pt_layer *L, const pt_io *io) {
   int B = io->B, T = io->T, N = B * T, d = L->out_dim, H = (int)layer_setting_int(L, "heads");

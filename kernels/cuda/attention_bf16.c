@@ -14,11 +14,13 @@ static int same_shape(const attention_cudnn_shape *a, const attention_cudnn_shap
          a->window == b->window && a->scale == b->scale;
 }
 
-/* The plan of shape s (NULL: refused), built the first time s is seen. */
+/* The plan of shape s (NULL: refused), built the first time s is seen; seen 0: NULL for a shape
+ * not seen yet, nothing built. */
 static attention_cudnn_plan *plan_for(gpu_ctx *g, cuda_attention_bf16 *a,
-                                      const attention_cudnn_shape *s) {
+                                      const attention_cudnn_shape *s, int seen) {
   for (int i = 0; i < a->n_shapes; i++)
     if (same_shape(&a->shapes[i].shape, s)) return a->shapes[i].plan;
+  if (!seen) return NULL;
   if (a->n_shapes == a->cap_shapes) {
     a->cap_shapes = a->cap_shapes ? 2 * a->cap_shapes : 8;
     a->shapes = realloc(a->shapes, sizeof *a->shapes * (size_t)a->cap_shapes);
@@ -34,10 +36,11 @@ static attention_cudnn_plan *plan_for(gpu_ctx *g, cuda_attention_bf16 *a,
 }
 
 /* The library's plan for this call (its shape in *s), or NULL for the in-house kernels (bad
- * shapes included: those report their error there). */
+ * shapes included: those report their error there); seen 0: only a plan built before. */
 static attention_cudnn_plan *route(gpu_ctx *g, cuda_attention_bf16 *a, int B, int T, int d,
                                    int H, int KVH, const int32_t *doc_start,
-                                   const pt_attention_opts *opts, attention_cudnn_shape *s) {
+                                   const pt_attention_opts *opts, attention_cudnn_shape *s,
+                                   int seen) {
   if (B <= 0 || T <= 0 || d <= 0 || H <= 0 || KVH <= 0 || d % H != 0 || H % KVH != 0)
     return NULL;
   if (opts && opts->softcap > 0.0f) {
@@ -63,7 +66,13 @@ static attention_cudnn_plan *route(gpu_ctx *g, cuda_attention_bf16 *a, int B, in
   const float scale = opts && opts->scale > 0.0f ? opts->scale : 1.0f / sqrtf((float)(d / H));
   *s = (attention_cudnn_shape){
       .B = B, .T = T, .H = H, .KVH = KVH, .hd = d / H, .window = window, .scale = scale};
-  return plan_for(g, a, s);
+  return plan_for(g, a, s, seen);
+}
+
+/* Elements of qkv and o of a valid shape. */
+static void sizes(int B, int T, int d, int H, int KVH, int64_t *n_qkv, int64_t *n_o) {
+  *n_o = (int64_t)B * T * d;
+  *n_qkv = (int64_t)B * T * (d + 2 * KVH * (d / H));
 }
 
 /* Device buffer *buf of at least bytes (grown; gpu_free waits for work still using the old). */
@@ -81,6 +90,14 @@ static uint16_t *bf16_room(gpu_ctx *g, cuda_attention_bf16 *a, int64_t n_qkv, in
   void *p = a->bf16;
   uint16_t *r = grown(g, &p, &a->bf16_bytes, sizeof(uint16_t) * (size_t)(2 * n_qkv + 2 * n_o));
   a->bf16 = r;
+  return r;
+}
+
+/* Float32 room of n floats (fallback_floats). */
+static float *float_room(gpu_ctx *g, cuda_attention_bf16 *a, int64_t n) {
+  void *p = a->floats;
+  float *r = grown(g, &p, &a->floats_bytes, sizeof(float) * (size_t)n);
+  a->floats = r;
   return r;
 }
 
@@ -117,40 +134,69 @@ static const uint16_t *operand(gpu_ctx *g, const cuda_attention_bf16 *a, uint16_
 
 /* Where the library writes the bf16 result it widens into x[0..n): when the caller shares x
  * (kernels.h pt_attention_opts.shared), x's place at rest where the table has one
- * (share_bf16_into), else room the table keeps where it has it; else buf. Any copy of x from
- * before is forgotten: x is rewritten. */
+ * (share_bf16_into; *alone: handed over alone, the result stands there for x, not widened),
+ * else room the table keeps where it has it; else buf. Any copy of x from before is
+ * forgotten: x is rewritten. */
 static uint16_t *result_room(gpu_ctx *g, const cuda_attention_bf16 *a, uint16_t *buf,
-                             const float *x, int64_t n, const pt_attention_opts *opts) {
+                             const float *x, int64_t n, const pt_attention_opts *opts,
+                             int *alone) {
+  *alone = 0;
   if (!a->copies) return buf;
   cuda_bf16_forget(a->copies, x, n);
-  uint16_t *kept = opts && opts->shared ? cuda_bf16_take_place(a->copies, x, n, 0) : NULL;
-  if (!kept && opts && opts->shared) kept = cuda_bf16_keep_room(g, a->copies, n);
+  if (!opts || !opts->shared) return buf;
+  uint16_t *kept = cuda_bf16_take_place(a->copies, x, n, 1);
+  if (kept) {
+    *alone = 1;
+    return kept;
+  }
+  kept = cuda_bf16_take_place(a->copies, x, n, 0);
+  if (!kept) kept = cuda_bf16_keep_room(g, a->copies, n);
   return kept ? kept : buf;
 }
 
-/* The result r widened into x; kept as x's copy when r is the table's room. */
+/* The result r widened into x; kept as x's copy when r is the table's room. alone: r is x's
+ * place at rest, x's copy alone; x's floats are left undefined (NaN on the emulator, so a
+ * float32 read of them fails the tests). */
 static void result_widen(gpu_ctx *g, const cuda_attention_bf16 *a, float *x, const uint16_t *r,
-                         const uint16_t *buf, int64_t n) {
+                         const uint16_t *buf, int64_t n, int alone) {
+  if (alone) {
+    cuda_bf16_keep_copy(a->copies, x, r, n);
+    cuda_unset_f32(g, x, n);
+    return;
+  }
   cuda_unpack_bf16(g, x, r, n);
   if (r != buf) cuda_bf16_keep_result(a->copies, x, r, n);
+}
+
+/* The in-house kernels' float32 x: x itself, but where the shape is one the library takes
+ * (packed documents sent the call here) and x has an activation copy, whose floats the caller
+ * may have left undefined (kernels.h attention_reads_bf16): the copy widened into buf. */
+static const float *fallback_floats(gpu_ctx *g, const cuda_attention_bf16 *a, int takes,
+                                    float *buf, const float *x, int64_t n) {
+  const uint16_t *copy = takes && a->copies ? weight_copies_find(&a->copies->acts, x, n) : NULL;
+  if (!copy) return x;
+  cuda_unpack_bf16(g, buf, copy, n);
+  return buf;
 }
 
 void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, float *lse,
                                  const float *qkv, int B, int T, int d, int H, int KVH,
                                  const int32_t *doc_start, const pt_attention_opts *opts) {
   attention_cudnn_shape s;
-  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start, opts, &s);
+  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start, opts, &s, 1);
   if (!p) {
     a->fallback_calls++;
     cuda_op_attention_forward(g, o, lse, qkv, B, T, d, H, KVH, doc_start, opts, NULL);
     return;
   }
-  const int64_t n_o = (int64_t)B * T * d, n_qkv = (int64_t)B * T * (d + 2 * KVH * (d / H));
+  int64_t n_qkv, n_o;
+  sizes(B, T, d, H, KVH, &n_qkv, &n_o);
   uint16_t *qkv_b = bf16_room(g, a, n_qkv, n_o), *o_b = qkv_b + n_qkv;
-  uint16_t *o_r = result_room(g, a, o_b, o, n_o, opts);
+  int alone;
+  uint16_t *o_r = result_room(g, a, o_b, o, n_o, opts, &alone);
   attention_cudnn_forward(g, p, workspace(g, a, p), o_r, lse, operand(g, a, qkv_b, qkv, n_qkv));
   note_cost("cudnn_attention_forward", 1.0, &s, n_qkv, n_o, 1.0);
-  result_widen(g, a, o, o_r, o_b, n_o);
+  result_widen(g, a, o, o_r, o_b, n_o, alone);
   a->library_calls++;
 }
 
@@ -159,23 +205,36 @@ void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqk
                                   const float *lse, int B, int T, int d, int H, int KVH,
                                   const int32_t *doc_start, const pt_attention_opts *opts) {
   attention_cudnn_shape s;
-  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start, opts, &s);
+  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start, opts, &s, 1);
+  int64_t n_qkv = 0, n_o = 0;
   if (!p) {
     a->fallback_calls++;
-    cuda_op_attention_backward(g, dqkv, dout, qkv, o, lse, B, T, d, H, KVH, doc_start, opts,
-                               NULL);
+    /* only a shape asked for before (attention_reads_bf16) may have left its floats */
+    const int takes = doc_start && route(g, a, B, T, d, H, KVH, NULL, opts, &s, 0);
+    if (takes) sizes(B, T, d, H, KVH, &n_qkv, &n_o);
+    float *f = takes ? float_room(g, a, n_qkv + n_o) : NULL;
+    cuda_op_attention_backward(g, dqkv, dout, fallback_floats(g, a, takes, f, qkv, n_qkv),
+                               fallback_floats(g, a, takes, f ? f + n_qkv : NULL, o, n_o), lse,
+                               B, T, d, H, KVH, doc_start, opts, NULL);
     return;
   }
-  const int64_t n_o = (int64_t)B * T * d, n_qkv = (int64_t)B * T * (d + 2 * KVH * (d / H));
+  sizes(B, T, d, H, KVH, &n_qkv, &n_o);
   uint16_t *qkv_b = bf16_room(g, a, n_qkv, n_o), *o_b = qkv_b + n_qkv;
   uint16_t *dout_b = o_b + n_o, *dqkv_b = dout_b + n_o;
   const uint16_t *qkv_in = operand(g, a, qkv_b, qkv, n_qkv), *o_in = operand(g, a, o_b, o, n_o);
   cuda_pack_bf16(g, dout_b, dout, n_o);
-  uint16_t *dqkv_r = result_room(g, a, dqkv_b, dqkv, n_qkv, opts);
+  int alone;
+  uint16_t *dqkv_r = result_room(g, a, dqkv_b, dqkv, n_qkv, opts, &alone);
   attention_cudnn_backward(g, p, workspace(g, a, p), dqkv_r, dout_b, qkv_in, o_in, lse);
   note_cost("cudnn_attention_backward", 2.5, &s, n_qkv, n_o, 2.0);
-  result_widen(g, a, dqkv, dqkv_r, dqkv_b, n_qkv);
+  result_widen(g, a, dqkv, dqkv_r, dqkv_b, n_qkv, alone);
   a->library_calls++;
+}
+
+int cuda_attention_bf16_takes(gpu_ctx *g, cuda_attention_bf16 *a, int B, int T, int d, int H,
+                               int KVH, const pt_attention_opts *opts) {
+  attention_cudnn_shape s;
+  return route(g, a, B, T, d, H, KVH, NULL, opts, &s, 1) != NULL;
 }
 
 void cuda_attention_bf16_free(cuda_attention_bf16 *a) {
@@ -184,5 +243,6 @@ void cuda_attention_bf16_free(cuda_attention_bf16 *a) {
   free(a->shapes);
   if (a->bf16) gpu_free(a->bf16);
   if (a->workspace) gpu_free(a->workspace);
+  if (a->floats) gpu_free(a->floats);
   *a = (cuda_attention_bf16){0};
 }

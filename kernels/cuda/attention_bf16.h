@@ -8,14 +8,19 @@
  *     there instead), the library's bf16 o and dqkv widened back to float32; with
  *     opts->shared (kernels.h) the library writes them into room the table keeps, registered
  *     as the activation copy of the float32 o or dqkv (products read those bits instead of
- *     converting, round_share_bf16 skips them: ops_cuda.h cuda_bf16_keep_room);
+ *     converting, round_share_bf16 skips them: ops_cuda.h cuda_bf16_keep_room); an o whose
+ *     place at rest was handed over alone (kernels.h share_bf16_into, for a part read at rest:
+ *     cuda_attention_bf16_takes, kernels.h attention_reads_bf16) is written there only, its
+ *     floats left undefined;
  *   - a shape the library refuses, and packed documents (doc_start != NULL: cuDNN's ragged
  *     offsets would make each document its own sequence, which this layout of whole rows does not
  *     do), run the in-house fused float32 kernels on the float32 tensors; so do soft-capped
  *     scores (kernels.h's pt_attention_opts.softcap: cuDNN's SDPA has no soft-cap), while a
  *     window and another scale are the library's (its diagonal band and attention scale, part
  *     of the plan's shape). Each reason is said once on stderr by rank 0 (a notice, not an
- *     error).
+ *     error). Backward on documents of a shape the library takes, asked for before
+ *     (cuda_attention_bf16_takes), widens the activation copies of qkv and o into float32 room
+ *     kept here (their floats may be undefined: read at rest).
  * The library's plan is built at the first forward of a shape (B, T, H, KVH, hd, window, scale)
  * and kept for forward and backward alike, so the two always take the same path; forward's lse
  * means the same on both paths. Buffers grow to the largest shape seen and are kept. One per
@@ -47,6 +52,8 @@ typedef struct {
   size_t bf16_bytes;
   void *workspace;             /* device: the library's workspace */
   size_t workspace_bytes;
+  float *floats;               /* device: copies widened for the in-house kernels */
+  size_t floats_bytes;
   int64_t library_calls, fallback_calls; /* forward and backward calls on each path */
   /* The table's bf16 scratch: a qkv or o inside one of its activation copies (kernels.h
    * activation_copies) is handed to the library as it is, not converted; shared results are
@@ -62,6 +69,10 @@ void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqk
                                   const float *dout, const float *qkv, const float *o,
                                   const float *lse, int B, int T, int d, int H, int KVH,
                                   const int32_t *doc_start, const pt_attention_opts *opts);
+/* kernels.h's attention_reads_bf16: 1 when the library takes this shape and opts (without
+ * documents), its plan built now where not yet (the same plan the calls then use). */
+int cuda_attention_bf16_takes(gpu_ctx *g, cuda_attention_bf16 *a, int B, int T, int d, int H,
+                              int KVH, const pt_attention_opts *opts);
 void cuda_attention_bf16_free(cuda_attention_bf16 *a);
 
 #endif

@@ -106,6 +106,12 @@ static void attention_forward(const pt_kernels *k, float *o, float *lse, const f
     cuda_op_attention_forward(ctx(k), o, lse, qkv, B, T, d, H, KVH, doc_start, opts, scratch);
 }
 
+/* bf16 tables only: where the library runs the shape (attention_bf16.h). */
+static int attention_reads_bf16(const pt_kernels *k, int B, int T, int d, int H, int KVH,
+                                const pt_attention_opts *opts) {
+  return cuda_attention_bf16_takes(ctx(k), &state(k)->attention, B, T, d, H, KVH, opts);
+}
+
 static void attention_backward(const pt_kernels *k, float *dqkv, const float *dout,
                                const float *qkv, const float *o, const float *lse, int B, int T,
                                int d, int H, int KVH, const int32_t *doc_start,
@@ -465,6 +471,7 @@ void kernels_gpu_set_precision(kernels_gpu *kg, pt_precision p) {
   kg->table.share_bf16_into = b ? share_bf16_into : NULL;
   kg->table.shared_into_done = b ? shared_into_done : NULL;
   kg->table.round_share_bf16 = b ? round_share_bf16 : NULL;
+  kg->table.attention_reads_bf16 = b ? attention_reads_bf16 : NULL;
   kg->table.loss_rounds_bf16 = b;
   cuda_bf16_acts_reset(kg->g, &kg->bf16, NULL, 0);
   kg->attention.copies = &kg->bf16;

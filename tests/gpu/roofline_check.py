@@ -193,8 +193,9 @@ def closed_forms(r):
     #   keeps them adjacent):
     #   x1 and h, 5D (xln1, xln2, g and qkv, 9D, go there as their forward products' and the
     #   attention's operand conversions, kernels.h share_bf16_into, and atty as the attention's
-    #   bf16 result; the norms' mean and rstd and the attention's lse stay float32, adjacent
-    #   too: one device copy);
+    #   bf16 result, written there alone, not widened: kernels.h attention_reads_bf16; the
+    #   norms' mean and rstd and the attention's lse stay float32, adjacent too: one device
+    #   copy);
     #   kept by the table, after backward_input,
     #   the parts it writes (round_share_bf16: kept for the weight
     #   gradients): h (4D) and dx1, dxln2, dxln1 (3D), one launch around dqkv (3D: the
@@ -203,15 +204,16 @@ def closed_forms(r):
     # - packed only (6 bytes): the attention's dout backward (its qkv and o backward are read
     #   from their copies at rest);
     # - unpacks: the input of each block, the final norm and the head (D), L + 2, the block's
-    #   run back but xln1, xln2 and g (qkv, atty, x1 and h: 9D; those three, read only as weight
-    #   gradients' x, are read from their copies at rest: layers/layer.h read_at_rest); the
-    #   attention's o forward and dqkv backward.
+    #   run back but xln1, xln2, g, qkv and atty (x1 and h: 5D; those five, read only as weight
+    #   gradients' x and by the library's attention, are read from their copies at rest:
+    #   layers/layer.h read_at_rest); the attention's dqkv backward (3D; its o forward is not
+    #   widened).
     outs = D * (L + 3)
     forms = {  # row: (launches, elements, bytes an element) a micro-batch
         "round_pack_bf16_kernel": (L + 3 + 2 * L, outs + 12 * D * L, 10.0),
         "round_bf16_kernel": (L + 3, D * (L + 3), 8.0),
         "to_bf16_kernel": (L, D * L, 6.0),
-        "from_bf16_kernel": (L + 2 + L + 2 * L, D * (L + 2) + 9 * D * L + 4 * D * L, 6.0),
+        "from_bf16_kernel": (L + 2 + L + L, D * (L + 2) + 5 * D * L + 3 * D * L, 6.0),
     }
     for row, (launches, per_token, width) in forms.items():
         launched, _, other, nbytes = r[row]

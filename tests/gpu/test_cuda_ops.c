@@ -1750,6 +1750,126 @@ static void test_attention_share(const pt_kernels *k) {
   CHECK(same < n_o, "%s: after activation_copies the kept o is still read", shape);
 }
 
+/* Read at rest where cuDNN runs (kernels.h attention_reads_bf16, layers/layer.h read_at_rest):
+ * a bf16 table's attention says so for the shapes its library takes, not for a refused head dim
+ * nor soft-capping, and the blocks' saved parts follow it (two more read at rest: qkv, atty).
+ * Then, as engine/stage_store.c runs it, qkv's and o's places handed over alone: forward writes
+ * o there only (no widening: its floats NaN on the emulator, no from_bf16 launch) and o W^T
+ * reads it; backward with qkv and o unset (NaN) and registered as copies reads the copies, the
+ * library's path and the in-house one packed documents take alike. Every result has the bits
+ * of the reference, the same calls on floats. */
+static int at_rest_parts(const pt_layer *L, const pt_kernels *k, int B, int T) {
+  pt_saved_part parts[PT_MAX_SAVED_PARTS];
+  int n = layer_saved_parts(L, k, B, T, parts), at_rest = 0;
+  for (int i = 0; i < n; i++) at_rest += parts[i].read_at_rest;
+  return at_rest;
+}
+
+static void test_at_rest_parts(const pt_kernels *k) {
+  const int B = 2, T = 16;
+  const char *yaml =
+      "model: {vocab: 97, seq_len: 64, dim: 96, heads: 3}\n"
+      "layers:\n  - embedding: {}\n  - transformer_block: {}\n  - transformer_block: {heads: 8}\n"
+      "  - llama_block: {heads: 6, kv_heads: 2, ffn_dim: 160}\n"
+      "  - llama_block: {heads: 6, kv_heads: 2, ffn_dim: 160, window: 4}\n"
+      "  - llama_block: {heads: 6, kv_heads: 2, ffn_dim: 160, attn_softcap: 50.0}\n"
+      "  - lm_head: {}\n";
+  /* hd 32, 12 (refused), 16, 16 in a window, 16 soft-capped: cuDNN's or not */
+  static const int takes[5] = {1, 0, 1, 1, 0};
+  pt_spec s;
+  pt_model m;
+  spec_errors e = {0};
+  if (spec_load_text(yaml, strlen(yaml), "at_rest.yaml", NULL, 0, &s, &e) != 0 ||
+      model_configure(&m, &s, &e) != 0) {
+    CHECK(0, "at rest model: %s", e.msg);
+    return;
+  }
+  const pt_attention_opts plain = {0}, soft = {.softcap = 50.0f}, band = {.window = 4};
+  CHECK(k->attention_reads_bf16(k, B, T, 96, 3, 3, &plain), "attention_reads_bf16: hd 32 refused");
+  CHECK(k->attention_reads_bf16(k, B, T, 96, 6, 2, &band), "attention_reads_bf16: window refused");
+  CHECK(!k->attention_reads_bf16(k, B, T, 96, 8, 8, &plain), "attention_reads_bf16: hd 12 taken");
+  CHECK(!k->attention_reads_bf16(k, B, T, 96, 6, 2, &soft), "attention_reads_bf16: soft-cap taken");
+  for (int li = 1; li <= 5; li++) {
+    const pt_layer *L = &m.layers[li];
+    int cpu = at_rest_parts(L, &kernels_cpu, B, T), gpu = at_rest_parts(L, k, B, T);
+    CHECK(cpu == 3 && gpu == 3 + 2 * takes[li - 1],
+          "layer %d (%s): %d parts read at rest on the cpu, %d on the bf16 gpu; want 3 and %d "
+          "(qkv and atty where cuDNN runs)", li, L->type->name, cpu, gpu, 3 + 2 * takes[li - 1]);
+  }
+  model_free(&m);
+  spec_free(&s);
+}
+
+static int all_nan(const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (!isnan(x[i])) return 0;
+  return 1;
+}
+
+static void test_attention_at_rest(const pt_kernels *k) {
+  test_at_rest_parts(k);
+  const int B = 2, T = 24, H = 2, d = 32, N = B * T;
+  const char *shape = "attention at rest B=2 T=24 d=32 H=2";
+  const int64_t n_qkv = (int64_t)N * 3 * d, n_o = (int64_t)N * d, n_lse = (int64_t)B * H * T;
+  const pt_attention_opts opts = {.shared = 1};
+  float *hq = hrand(n_qkv, -2, 2);
+  kernels_cpu_for(PT_PRECISION_BF16)->round_bf16(kernels_cpu_for(PT_PRECISION_BF16), hq, n_qkv);
+  float *qkv = upf(hq, n_qkv), *dout = upf(hrand(n_o, -1, 1), n_o);
+  float *Wo = upf(hrand((int64_t)d * d, -1, 1), (int64_t)d * d);
+  float *o = dnew(sizeof(float) * (size_t)n_o), *lse = dnew(sizeof(float) * (size_t)n_lse);
+  float *y = dnew(sizeof(float) * (size_t)n_o), *dqkv = dnew(sizeof(float) * (size_t)n_qkv);
+  uint16_t *place = dnew(sizeof(uint16_t) * (size_t)(n_qkv + n_o)), *place_o = place + n_qkv;
+  const int32_t *doc = up(random_docs(B, T, 7), sizeof(int32_t) * (size_t)N);
+  float *want[2][3], *got[2][3];
+  CHECK(k->attention_reads_bf16(k, B, T, d, H, H, &opts), "%s: not read at rest", shape);
+  for (int docs = 0; docs < 2; docs++) {
+    const int32_t *ds = docs ? doc : NULL;
+    /* the reference: every tensor float32, converted where read, o rounded after forward (the
+     * stage's rounding: the in-house kernels' o is not bf16 values) */
+    k->activation_copies(k, NULL, 0);
+    k->attention_forward(k, o, lse, qkv, B, T, d, H, H, ds, &opts, NULL);
+    k->linear_forward(k, y, o, Wo, NULL, N, d, d);
+    k->activation_copies(k, NULL, 0);
+    k->round_bf16(k, o, n_o);
+    k->attention_backward(k, dqkv, dout, qkv, o, lse, B, T, d, H, H, ds, &opts, NULL);
+    want[docs][0] = downf(o, n_o), want[docs][1] = downf(y, n_o);
+    want[docs][2] = downf(dqkv, n_qkv);
+    /* at rest: the places handed over alone before forward (share_bf16_into) */
+    k->activation_copies(k, NULL, 0);
+    k->share_bf16_into(k, qkv, n_qkv, place, 1);
+    k->share_bf16_into(k, o, n_o, place_o, 1);
+    uint64_t widen0 = ledger_launches("from_bf16_kernel");
+    k->attention_forward(k, o, lse, qkv, B, T, d, H, H, ds, &opts, NULL);
+    CHECK(docs || ledger_launches("from_bf16_kernel") == widen0,
+          "%s: o widened although its place stands alone", shape);
+    CHECK(docs || all_nan(downf(o, n_o), n_o), "%s: o's floats written (or not unset)", shape);
+    k->linear_forward(k, y, o, Wo, NULL, N, d, d);
+    CHECK(k->shared_into_done(k, o), "%s%s: o's place not written", shape, docs ? " docs" : "");
+    got[docs][1] = downf(y, n_o);
+    if (!k->shared_into_done(k, qkv)) k->pack_bf16(k, place, qkv, n_qkv); /* the stage's pack */
+    /* backward: neither unpacked, their floats unset, the places the copies */
+    k->unset_f32(k, qkv, n_qkv);
+    k->unset_f32(k, o, n_o);
+    pt_weight_range r[2];
+    weight_range_put(&r[0], qkv, place, n_qkv);
+    weight_range_put(&r[1], o, place_o, n_o);
+    k->activation_copies(k, r, 2);
+    k->attention_backward(k, dqkv, dout, qkv, o, lse, B, T, d, H, H, ds, &opts, NULL);
+    got[docs][2] = downf(dqkv, n_qkv);
+    k->unpack_bf16(k, o, place_o, n_o); /* o's bits at rest */
+    got[docs][0] = downf(o, n_o);
+    setf(qkv, hq, n_qkv);
+    static const char *what[3] = {"o at rest", "o W^T (o read at rest)", "dqkv (read at rest)"};
+    for (int i = 0; i < 3; i++) {
+      char op[96];
+      snprintf(op, sizeof op, "%s%s", what[i], docs ? ", documents" : "");
+      expect_same_bits(op, shape, got[docs][i], want[docs][i], i == 2 ? n_qkv : n_o);
+    }
+  }
+  k->activation_copies(k, NULL, 0);
+  scope_end();
+}
+
 /* The GPU table set to tf32 or bf16 against the CPU's table for the same precision: the same
  * products of rounded operands (CPU: rounded copies and sgemm; GPU: cublasGemmEx on bf16, or
  * the handle's TF32 math), so they agree as float32 products do (TOL_DEFAULT); the bf16 entries
@@ -2030,6 +2150,7 @@ int main(void) {
   }
   kernels_gpu_set_precision(&kg, PT_PRECISION_BF16);
   test_attention_share(&kg.table);
+  test_attention_at_rest(&kg.table);
   kernels_gpu_set_precision(&kg, PT_PRECISION_FP32);
   test_loss_rounds(&kg, LOSS_CROSS_ENTROPY, 7, 33);
   test_loss_rounds(&kg, LOSS_MSE, 7, 33);
