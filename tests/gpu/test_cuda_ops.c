@@ -1397,16 +1397,21 @@ static void test_layer_tables(kernels_gpu *kg, const pt_layer *L, int B, int T, 
   scope_end();
 }
 
+/* The model yaml describes, configured into *m (its spec *s); 0, else a failed check. */
+static int model_of(const char *yaml, pt_spec *s, pt_model *m) {
+  spec_errors e = {0};
+  if (spec_load_text(yaml, strlen(yaml), "model.yaml", NULL, 0, s, &e) == 0 &&
+      model_configure(m, s, &e) == 0)
+    return 0;
+  CHECK(0, "model: %s", e.msg);
+  return -1;
+}
+
 /* Every layer of the model yaml describes, through both tables. */
 static void test_model_tables(kernels_gpu *kg, const char *yaml) {
   pt_spec s;
   pt_model m;
-  spec_errors e = {0};
-  if (spec_load_text(yaml, strlen(yaml), "tables.yaml", NULL, 0, &s, &e) != 0 ||
-      model_configure(&m, &s, &e) != 0) {
-    CHECK(0, "tables model: %s", e.msg);
-    return;
-  }
+  if (model_of(yaml, &s, &m) != 0) return;
   model_alloc_on(&m, 0, m.n_layers, device_host()); /* initialised parameters, on the host */
   for (int li = 0; li < m.n_layers; li++) test_layer_tables(kg, &m.layers[li], 3, 64, 97);
   model_free(&m);
@@ -1754,7 +1759,7 @@ static void test_attention_share(const pt_kernels *k) {
  * a bf16 table's attention says so for the shapes its library takes, not for a refused head dim
  * nor soft-capping, and the blocks' saved parts follow it (two more read at rest: qkv, atty).
  * Then, as engine/stage_store.c runs it, qkv's and o's places handed over alone: forward writes
- * o there only (no widening: its floats NaN on the emulator, no from_bf16 launch) and o W^T
+ * o there only (not widened: its floats NaN on the emulator, no unpack launched) and o W^T
  * reads it; backward with qkv and o unset (NaN) and registered as copies reads the copies, the
  * library's path and the in-house one packed documents take alike. Every result has the bits
  * of the reference, the same calls on floats. */
@@ -1778,12 +1783,7 @@ static void test_at_rest_parts(const pt_kernels *k) {
   static const int takes[5] = {1, 0, 1, 1, 0};
   pt_spec s;
   pt_model m;
-  spec_errors e = {0};
-  if (spec_load_text(yaml, strlen(yaml), "at_rest.yaml", NULL, 0, &s, &e) != 0 ||
-      model_configure(&m, &s, &e) != 0) {
-    CHECK(0, "at rest model: %s", e.msg);
-    return;
-  }
+  if (model_of(yaml, &s, &m) != 0) return;
   const pt_attention_opts plain = {0}, soft = {.softcap = 50.0f}, band = {.window = 4};
   CHECK(k->attention_reads_bf16(k, B, T, 96, 3, 3, &plain), "attention_reads_bf16: hd 32 refused");
   CHECK(k->attention_reads_bf16(k, B, T, 96, 6, 2, &band), "attention_reads_bf16: window refused");
