@@ -21,8 +21,9 @@
  *     error). Backward on documents of a shape the library takes, asked for before
  *     (cuda_attention_bf16_takes), widens the activation copies of qkv and o into float32 room
  *     kept here (their floats may be undefined: read at rest).
- * The library's plan is built at the first forward of a shape (B, T, H, KVH, hd, window, scale)
- * and kept for forward and backward alike, so the two always take the same path; forward's lse
+ * The library's plan is built at the first forward of a shape (B, T, H, KVH, hd, window, scale),
+ * or at the first cuda_attention_bf16_takes asking about it, and kept for forward and backward
+ * alike, so the two (and the layers' saved parts) always take the same path; forward's lse
  * means the same on both paths. Buffers grow to the largest shape seen and are kept. One per
  * table; the rank's one host thread calls it, in stream order.
  */
