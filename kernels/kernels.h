@@ -364,8 +364,11 @@ struct pt_kernels {
    * read as an activation copy (a range inside x that the table keeps already as bf16 values,
    * an attention result of pt_attention_opts.shared, is left out: rounding it is the
    * identity). Where the table has no room the call only does what its
-   * results need (nothing; round_bf16), so every path gives the bits converting gives. */
-  void (*share_bf16)(const pt_kernels *k, const float *x, int64_t n);
+   * results need (nothing; round_bf16), so every path gives the bits converting gives.
+   * share_bf16's values: x holds bf16 values (round_bf16 would leave it as it is), so a
+   * linear_backward_weight's bias gradient of a dy inside x may sum its conversion (the same
+   * floats); round_share_bf16's x holds them once rounded. */
+  void (*share_bf16)(const pt_kernels *k, const float *x, int64_t n, int values);
   void (*round_share_bf16)(const pt_kernels *k, float *x, int64_t n);
   /* Tables with activation_copies (NULL elsewhere): share_bf16 of x[0..n), and place[0..n) (n
    * bf16, the caller's) is the table's until the next activation_copies: the first product

@@ -377,13 +377,13 @@ static void activation_copies(const pt_kernels *k, const pt_weight_range *r, int
 
 static void unset_f32(const pt_kernels *k, float *x, int64_t n) { cuda_unset_f32(ctx(k), x, n); }
 
-static void share_bf16(const pt_kernels *k, const float *x, int64_t n) {
-  cuda_bf16_share(&state(k)->bf16, x, n, NULL, 0);
+static void share_bf16(const pt_kernels *k, const float *x, int64_t n, int values) {
+  cuda_bf16_share(&state(k)->bf16, x, n, NULL, 0, values);
 }
 
 static void share_bf16_into(const pt_kernels *k, const float *x, int64_t n, uint16_t *place,
                             int alone) {
-  cuda_bf16_share(&state(k)->bf16, x, n, place, alone);
+  cuda_bf16_share(&state(k)->bf16, x, n, place, alone, 0);
 }
 
 static int shared_into_done(const pt_kernels *k, const float *x) {
