@@ -344,13 +344,16 @@ struct pt_kernels {
   /* bf16 tables whose products (and attention) can read a ready bf16 activation (the GPU's;
    * NULL elsewhere): replaces the table's set of activation copies with r[0..n) (n 0: none).
    * Any product operand, and the bf16 attention's qkv and o, lying whole in one range reads
-   * its copy instead of converting (more than the table holds: the rest are converted). The
-   * caller keeps every copy equal to pt_bf16_bits of its range from this call until it
-   * replaces the set, and replaces it before anything writes a range (engine/stage_store.c:
-   * the saved parts only forward writes, between their move to or from rest and the next
-   * forward or move). The table holds the first PT_WEIGHT_COPY_RANGES ranges at least, so a
-   * caller may leave the floats of such a range undefined (unset_f32) where only products read
-   * them (layers/layer.h read_at_rest): they then read the copy alone. */
+   * its copy instead of converting (more than the table holds: the rest are converted), and so
+   * do a linear's bias gradient and the dy and x of layernorm_backward_weight and
+   * rmsnorm_backward_weight (the same floats). The caller keeps every copy equal to
+   * pt_bf16_bits of its range, whose floats are bf16 values (or undefined, below), from this
+   * call until it replaces the set, and replaces it before anything writes a range
+   * (engine/stage_store.c: the saved parts only forward writes, between their move to or from
+   * rest and the next forward or move). The table holds the first PT_WEIGHT_COPY_RANGES
+   * ranges at least, so a caller may leave the floats of such a range undefined (unset_f32)
+   * where only products read them (layers/layer.h read_at_rest): they then read the copy
+   * alone. */
   void (*activation_copies)(const pt_kernels *k, const pt_weight_range *r, int n);
   /* Tables with activation_copies (NULL elsewhere): x[0..n) holds nothing anyone may read as
    * float32 until it is written again (its activation copy stands for it). The emulated GPU

@@ -48,6 +48,13 @@ void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const float *dy, co
 void cuda_op_layernorm_backward_weight(gpu_ctx *g, float *dw, float *db, const float *dy,
                                        const float *x, const float *mean, const float *rstd,
                                        int N, int D);
+/* The same with dy, x or both read from bf16 copies of their floats, which are bf16 values
+ * (dy16, x16; NULL: the floats): the same bits, 2 bytes an element of a copy (its own row in
+ * the ledger). */
+void cuda_op_layernorm_backward_weight_copies(gpu_ctx *g, float *dw, float *db, const float *dy,
+                                              const uint16_t *dy16, const float *x,
+                                              const uint16_t *x16, const float *mean,
+                                              const float *rstd, int N, int D);
 void cuda_op_gelu_forward(gpu_ctx *g, float *y, const float *x, int64_t n);
 void cuda_op_gelu_backward(gpu_ctx *g, float *dx, const float *dy, const float *x, int64_t n);
 void cuda_op_relu_forward(gpu_ctx *g, float *y, const float *x, int64_t n);
@@ -92,6 +99,10 @@ void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy, cons
                                     const float *w, const float *rstd, int N, int D, int acc);
 void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const float *dy, const float *x,
                                      const float *rstd, int N, int D);
+/* As cuda_op_layernorm_backward_weight_copies: dy16, x16 NULL or copies of bf16 values. */
+void cuda_op_rmsnorm_backward_weight_copies(gpu_ctx *g, float *dw, const float *dy,
+                                            const uint16_t *dy16, const float *x,
+                                            const uint16_t *x16, const float *rstd, int N, int D);
 void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KVH, int hd,
                   const pt_rope_freqs *f, int dir, const int32_t *positions);
 /* ops_head_norm.cu: kernels.h's head_rmsnorm_* */
@@ -233,9 +244,11 @@ typedef struct {
   unsigned into_alone; /* bit i: shared[i]'s place may stand alone for it (its floats unread) */
   unsigned shared_values; /* bit i: shared[i]'s floats are bf16 values (kernels.h share_bf16) */
   /* bit i: acts.r[i]'s floats are its copy widened (or undefined: the copy stands for them), so
-   * a bias gradient (cuda_op_colsum_acc_bf16) may read the copy: round_share_bf16's copies, a
-   * library's result kept (cuda_bf16_keep_result) and conversions inside a shared range of bf16
-   * values (share_bf16 with values); not the activation_copies set, nor share_bf16_into's. */
+   * a column sum (a bias gradient, a norm's weight gradient: cuda_bf16_values) may read the
+   * copy: the activation_copies set, round_share_bf16's copies, a library's result kept
+   * (cuda_bf16_keep_result) and conversions inside a shared range of bf16 values (share_bf16
+   * with values); not share_bf16_into's (forward's, converted before their floats are
+   * rounded). */
   unsigned values;
   /* Ranges of acts whose floats are their copy widened (a library's bf16 result kept,
    * cuda_bf16_keep_result): rounding them is the identity, so round_share_bf16 skips them. */
@@ -294,6 +307,8 @@ uint16_t *cuda_bf16_take_place(cuda_bf16_scratch *s, const float *x, int64_t n, 
 void cuda_bf16_keep_copy(cuda_bf16_scratch *s, const float *x, const uint16_t *copy, int64_t n);
 void cuda_bf16_keep_result(cuda_bf16_scratch *s, const float *x, const uint16_t *copy, int64_t n);
 void cuda_bf16_forget(cuda_bf16_scratch *s, const float *x, int64_t n);
+/* x[0..n)'s copy where its floats are the copy's values (s->values), else NULL. */
+const uint16_t *cuda_bf16_values(const cuda_bf16_scratch *s, const float *x, int64_t n);
 /* kernels.h's linear_forward_gelu and linear_backward_input_gelu: one cuBLASLt matmul with the
  * GELU_AUX_BIAS or DGELU epilogue where cuBLASLt has an algorithm for the shape, else the linear
  * kernel and the gelu kernel (scratch: the backward's N*Ni product). s NULL: float32 products

@@ -7,8 +7,9 @@
  * (GELU_AUX_BIAS), and the GELU gradient (DGELU). Where cuBLASLt has no algorithm for a shape
  * (an auxiliary leading dimension not divisible by 8, say) the unfused path runs: the choice
  * depends on the shapes only, so runs repeat bit for bit. Bias gradients stay the deterministic
- * column sums (cuda_op_colsum_acc, or cuda_op_colsum_acc_bf16 on dy's copy): DGELU_BGRAD would write, not add, the bias gradient in
- * backward_input, while the weight gradients accumulate, in backward_weight.
+ * column sums (cuda_op_colsum_acc, or cuda_op_colsum_acc_bf16 on dy's copy): DGELU_BGRAD would
+ * write, not add, the bias gradient in backward_input, while the weight gradients accumulate,
+ * in backward_weight.
  *
  * cuBLAS is column-major. A row-major matrix M[r, c] with leading dimension ld is, read
  * column-major, the matrix M^T [c, r] with the same ld; so each row-major product is computed
@@ -120,8 +121,8 @@ static void acts_put(cuda_bf16_scratch *s, pt_weight_range *slot, const float *x
   s->values = values ? s->values | bit : s->values & ~bit;
 }
 
-/* x[0..n)'s copy where its floats are the copy's values (s->values), else NULL. */
-static const uint16_t *values_copy(const cuda_bf16_scratch *s, const float *x, int64_t n) {
+extern "C" const uint16_t *cuda_bf16_values(const cuda_bf16_scratch *s, const float *x,
+                                            int64_t n) {
   for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) {
     const pt_weight_range *r = &s->acts.r[i];
     if ((s->values >> i & 1) && r->base && x >= r->base && x + n <= r->base + r->n)
@@ -445,7 +446,7 @@ static void backward_weight(gpu_ctx *g, cuda_bf16_scratch *s, float *dW, float *
   if (Ni > 0)
     product(g, s, &k_bwd_weight, CUBLAS_OP_N, CUBLAS_OP_T, Ni, No, N, x, Ni, dy, No, 1.0f, dW, Ni,
             0);
-  const uint16_t *dy16 = s && db ? values_copy(s, dy, (int64_t)N * No) : NULL;
+  const uint16_t *dy16 = s && db ? cuda_bf16_values(s, dy, (int64_t)N * No) : NULL;
   if (dy16) cuda_op_colsum_acc_bf16(g, db, dy16, N, No);
   else if (db) cuda_op_colsum_acc(g, db, dy, N, No);
 }
@@ -526,7 +527,8 @@ extern "C" void cuda_bf16_acts_reset(gpu_ctx *g, cuda_bf16_scratch *s, const pt_
     weight_range_put(&s->shared[i], NULL, NULL, 0);
     weight_range_put(&s->exact[i], NULL, NULL, 0);
   }
-  s->into_done = s->shared_values = s->values = 0;
+  s->into_done = s->shared_values = 0;
+  s->values = (1u << (n < PT_WEIGHT_COPY_RANGES ? n : PT_WEIGHT_COPY_RANGES)) - 1u;
   if (s->kept_want > s->kept_cap) kept_grow(g, s, s->kept_want);
   s->kept_used = 0;
 }

@@ -22,11 +22,6 @@ static __global__ void __launch_bounds__(PT_THREADS)
  * out[blockIdx.y * D + c] (a chunk's partial, pt_chunk_sum_kernel adds them). One block owns each
  * (column, chunk): no atomics, same bits every run. x: floats, or bf16 (read widened, exact). */
 #define COLSUM_LANES 32
-/* x[i] as the float it stands for */
-static __device__ inline float col_value(const float *x, int64_t i) { return x[i]; }
-static __device__ inline float col_value(const uint16_t *x, int64_t i) {
-  return pt_bf16_float(x[i]);
-}
 template <class T>
 static __global__ void __launch_bounds__(32 * COLSUM_LANES)
     colsum_acc_kernel(float *out, const T *x, int N, int D, int rows, int accumulate) {
@@ -36,7 +31,7 @@ static __global__ void __launch_bounds__(32 * COLSUM_LANES)
   const int64_t r0 = (int64_t)blockIdx.y * rows, r1 = r0 + rows < N ? r0 + rows : N;
   float s = 0.0f;
   if (c < D)
-    for (int64_t n = r0 + ty; n < r1; n += COLSUM_LANES) s += col_value(x, n * D + c);
+    for (int64_t n = r0 + ty; n < r1; n += COLSUM_LANES) s += pt_col_value(x, n * D + c);
   part[ty][tx] = s;
   __syncthreads();
   for (int h = COLSUM_LANES / 2; h > 0; h >>= 1) {
