@@ -294,7 +294,8 @@ void store_ready_backward(pt_stage *st, int slot, int li, const float *dout) {
   const pt_kernels *k = st->m->dev->k;
   /* nothing writes dout until the next layer's store_ready: backward_input and a backward_weight
    * that follows at once may read one conversion of it */
-  if (k->share_bf16) k->share_bf16(k, dout, out_floats(st, li, st->cur_B, st->cur_T));
+  if (k->share_bf16) /* rounded (an input gradient) but for the loss gradient */
+    k->share_bf16(k, dout, out_floats(st, li, st->cur_B, st->cur_T), !dout_f32(st, li));
 }
 
 void store_output(pt_stage *st, int slot, int for_loss) {

@@ -345,14 +345,16 @@ struct pt_kernels {
   /* bf16 tables whose products (and attention) can read a ready bf16 activation (the GPU's;
    * NULL elsewhere): replaces the table's set of activation copies with r[0..n) (n 0: none).
    * Any product operand, and the bf16 attention's qkv and o, lying whole in one range reads
-   * its copy instead of converting (more than the table holds: the rest are converted). The
-   * caller keeps every copy equal to pt_bf16_bits of its range from this call until it
-   * replaces the set, and replaces it before anything writes a range (engine/stage_store.c:
-   * the saved parts only forward writes, between their move to or from rest and the next
-   * forward or move). The table holds the first PT_WEIGHT_COPY_RANGES ranges at least, so a
-   * caller may leave the floats of such a range undefined (unset_f32) where only products read
-   * them, and the attention where attention_reads_bf16 (layers/layer.h read_at_rest): they then
-   * read the copy alone. */
+   * its copy instead of converting (more than the table holds: the rest are converted), and so
+   * do a linear's bias gradient and the dy and x of layernorm_backward_weight and
+   * rmsnorm_backward_weight (the same floats). The caller keeps every copy equal to
+   * pt_bf16_bits of its range, whose floats are bf16 values (or undefined, below), from this
+   * call until it replaces the set, and replaces it before anything writes a range
+   * (engine/stage_store.c: the saved parts only forward writes, between their move to or from
+   * rest and the next forward or move). The table holds the first PT_WEIGHT_COPY_RANGES
+   * ranges at least, so a caller may leave the floats of such a range undefined (unset_f32)
+   * where only products read them, and the attention where attention_reads_bf16
+   * (layers/layer.h read_at_rest): they then read the copy alone. */
   void (*activation_copies)(const pt_kernels *k, const pt_weight_range *r, int n);
   /* Tables with activation_copies (NULL elsewhere): x[0..n) holds nothing anyone may read as
    * float32 until it is written again (its activation copy stands for it). The emulated GPU
@@ -366,8 +368,11 @@ struct pt_kernels {
    * read as an activation copy (a range inside x that the table keeps already as bf16 values,
    * an attention result of pt_attention_opts.shared, is left out: rounding it is the
    * identity). Where the table has no room the call only does what its
-   * results need (nothing; round_bf16), so every path gives the bits converting gives. */
-  void (*share_bf16)(const pt_kernels *k, const float *x, int64_t n);
+   * results need (nothing; round_bf16), so every path gives the bits converting gives.
+   * share_bf16's values: x holds bf16 values (round_bf16 would leave it as it is), so a
+   * linear_backward_weight's bias gradient of a dy inside x may sum its conversion (the same
+   * floats); round_share_bf16's x holds them once rounded. */
+  void (*share_bf16)(const pt_kernels *k, const float *x, int64_t n, int values);
   void (*round_share_bf16)(const pt_kernels *k, float *x, int64_t n);
   /* Tables with activation_copies (NULL elsewhere): share_bf16 of x[0..n), and place[0..n) (n
    * bf16, the caller's) is the table's until the next activation_copies: the first product

@@ -123,6 +123,13 @@ static inline pt_cost pt_cost_sum_partials(int64_t count) {
   return pt_cost_of(0.0, (double)count, 8.0 * count + 16.0);
 }
 
+/* x[i] as the float it stands for: a column reduction's input, floats or a bf16 copy of floats
+ * that are bf16 values (read widened: the same floats). */
+static __device__ inline float pt_col_value(const float *x, int64_t i) { return x[i]; }
+static __device__ inline float pt_col_value(const uint16_t *x, int64_t i) {
+  return pt_bf16_float(x[i]);
+}
+
 /* Column reductions over x[N,D] (colsum_acc, LayerNorm's weight gradient) cut the rows into
  * chunks so that a narrow D still fills the GPU: block (column group of 32, chunk) writes its
  * chunk's column sums into scratch, and pt_chunk_sum_kernel adds the chunks in chunk order

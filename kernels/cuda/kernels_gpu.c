@@ -13,6 +13,13 @@ static cuda_bf16_scratch *bf16(const pt_kernels *k) {
   return k->precision == PT_PRECISION_BF16 ? &state(k)->bf16 : NULL;
 }
 
+/* A norm's weight gradient reads x[0..n) from its bf16 copy where the table holds one with
+ * x's values (the same floats, 2 bytes an element), else NULL: the floats. */
+static const uint16_t *values_of(const pt_kernels *k, const float *x, int64_t n) {
+  const cuda_bf16_scratch *s = bf16(k);
+  return s ? cuda_bf16_values(s, x, n) : NULL;
+}
+
 static void linear_forward(const pt_kernels *k, float *y, const float *x, const float *W,
                            const float *b, int N, int Ni, int No) {
   if (bf16(k)) cuda_op_linear_forward_bf16(ctx(k), bf16(k), y, x, W, b, N, Ni, No);
@@ -81,7 +88,9 @@ static void layernorm_backward_input(const pt_kernels *k, float *dx, const float
 static void layernorm_backward_weight(const pt_kernels *k, float *dw, float *db, const float *dy,
                                       const float *x, const float *mean, const float *rstd, int N,
                                       int D) {
-  cuda_op_layernorm_backward_weight(ctx(k), dw, db, dy, x, mean, rstd, N, D);
+  const int64_t n = (int64_t)N * D;
+  cuda_op_layernorm_backward_weight_copies(ctx(k), dw, db, dy, values_of(k, dy, n), x,
+                                           values_of(k, x, n), mean, rstd, N, D);
 }
 
 /* The fused kernels keep one log-sum-exp per row and need no scratch. */
@@ -139,7 +148,9 @@ static void rmsnorm_backward_input(const pt_kernels *k, float *dx, const float *
 
 static void rmsnorm_backward_weight(const pt_kernels *k, float *dw, const float *dy,
                                     const float *x, const float *rstd, int N, int D) {
-  cuda_op_rmsnorm_backward_weight(ctx(k), dw, dy, x, rstd, N, D);
+  const int64_t n = (int64_t)N * D;
+  cuda_op_rmsnorm_backward_weight_copies(ctx(k), dw, dy, values_of(k, dy, n), x,
+                                         values_of(k, x, n), rstd, N, D);
 }
 
 static void layernorm_forward_residual(const pt_kernels *k, float *x1, float *y, float *mean,
@@ -383,13 +394,13 @@ static void activation_copies(const pt_kernels *k, const pt_weight_range *r, int
 
 static void unset_f32(const pt_kernels *k, float *x, int64_t n) { cuda_unset_f32(ctx(k), x, n); }
 
-static void share_bf16(const pt_kernels *k, const float *x, int64_t n) {
-  cuda_bf16_share(&state(k)->bf16, x, n, NULL, 0);
+static void share_bf16(const pt_kernels *k, const float *x, int64_t n, int values) {
+  cuda_bf16_share(&state(k)->bf16, x, n, NULL, 0, values);
 }
 
 static void share_bf16_into(const pt_kernels *k, const float *x, int64_t n, uint16_t *place,
                             int alone) {
-  cuda_bf16_share(&state(k)->bf16, x, n, place, alone);
+  cuda_bf16_share(&state(k)->bf16, x, n, place, alone, 0);
 }
 
 static int shared_into_done(const pt_kernels *k, const float *x) {

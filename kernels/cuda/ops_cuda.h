@@ -48,6 +48,13 @@ void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const float *dy, co
 void cuda_op_layernorm_backward_weight(gpu_ctx *g, float *dw, float *db, const float *dy,
                                        const float *x, const float *mean, const float *rstd,
                                        int N, int D);
+/* The same with dy, x or both read from bf16 copies of their floats, which are bf16 values
+ * (dy16, x16; NULL: the floats): the same bits, 2 bytes an element of a copy (its own row in
+ * the ledger). */
+void cuda_op_layernorm_backward_weight_copies(gpu_ctx *g, float *dw, float *db, const float *dy,
+                                              const uint16_t *dy16, const float *x,
+                                              const uint16_t *x16, const float *mean,
+                                              const float *rstd, int N, int D);
 void cuda_op_gelu_forward(gpu_ctx *g, float *y, const float *x, int64_t n);
 void cuda_op_gelu_backward(gpu_ctx *g, float *dx, const float *dy, const float *x, int64_t n);
 void cuda_op_relu_forward(gpu_ctx *g, float *y, const float *x, int64_t n);
@@ -92,6 +99,10 @@ void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy, cons
                                     const float *w, const float *rstd, int N, int D, int acc);
 void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const float *dy, const float *x,
                                      const float *rstd, int N, int D);
+/* As cuda_op_layernorm_backward_weight_copies: dy16, x16 NULL or copies of bf16 values. */
+void cuda_op_rmsnorm_backward_weight_copies(gpu_ctx *g, float *dw, const float *dy,
+                                            const uint16_t *dy16, const float *x,
+                                            const uint16_t *x16, const float *rstd, int N, int D);
 void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KVH, int hd,
                   const pt_rope_freqs *f, int dir, const int32_t *positions);
 /* ops_head_norm.cu: kernels.h's head_rmsnorm_* */
@@ -121,6 +132,9 @@ void cuda_op_copy(gpu_ctx *g, float *y, const float *x, int64_t n);
 /* colsum_acc and layernorm_backward_weight keep their per-chunk partial column sums in g's
  * col_scratch (gpu.h) between their two passes. */
 void cuda_op_colsum_acc(gpu_ctx *g, float *acc, const float *x, int N, int D);
+/* The same sums read from x16 = pt_bf16_bits of floats that are bf16 values (the same floats in
+ * the same order: the same bits), 2 bytes an element (its own row in the ledger). */
+void cuda_op_colsum_acc_bf16(gpu_ctx *g, float *acc, const uint16_t *x16, int N, int D);
 
 /* Embeddings: y[N,D] = table[ids[n]] (ids int32, checked < V on the host before upload; one
  * outside [0, V) reads nothing: forward writes NaN in its row, backward skips it);
@@ -228,6 +242,14 @@ typedef struct {
   pt_weight_range shared[PT_WEIGHT_COPY_RANGES]; /* copy: the range's own place, or NULL */
   unsigned into_done;  /* bit i: shared[i] converted into its place (share_bf16_into) */
   unsigned into_alone; /* bit i: shared[i]'s place may stand alone for it (its floats unread) */
+  unsigned shared_values; /* bit i: shared[i]'s floats are bf16 values (kernels.h share_bf16) */
+  /* bit i: acts.r[i]'s floats are its copy widened (or undefined: the copy stands for them), so
+   * a column sum (a bias gradient, a norm's weight gradient: cuda_bf16_values) may read the
+   * copy: the activation_copies set, round_share_bf16's copies, a library's result kept
+   * (cuda_bf16_keep_result) and conversions inside a shared range of bf16 values (share_bf16
+   * with values); not share_bf16_into's (forward's, converted before their floats are
+   * rounded). */
+  unsigned values;
   /* Ranges of acts whose floats are their copy widened (a library's bf16 result kept,
    * cuda_bf16_keep_result): rounding them is the identity, so round_share_bf16 skips them. */
   pt_weight_range exact[PT_WEIGHT_COPY_RANGES];
@@ -237,7 +259,8 @@ typedef struct {
 /* The linear kernels above with the products' operands converted to bf16 (round to nearest
  * even, kernels/precision.h) into s, then cublasGemmEx: bf16 inputs, float32 accumulation and
  * output; a W inside one of s->copies is read from its copy instead (the same bits). Bias sums
- * and everything else as the float32 kernels. */
+ * and everything else as the float32 kernels (a bias sum reads dy's copy instead where that
+ * holds dy's values, s->values: the same bits). */
 void cuda_op_linear_forward_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float *x,
                                  const float *W, const float *b, int N, int Ni, int No);
 void cuda_op_linear_forward_residual_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *y,
@@ -252,13 +275,14 @@ void cuda_bf16_scratch_free(cuda_bf16_scratch *s);
 /* kernels.h's activation_copies, share_bf16 (place NULL) or share_bf16_into,
  * shared_into_done and round_share_bf16 on s: the set of copies replaced by r[0..n) (and kept
  * grown, when the last set asked for more, while no copy is in it); x promised unchanged
- * (converted whole into place by the first operand inside it, when place is given); whether
+ * (converted whole into place by the first operand inside it, when place is given; values:
+ * x holds bf16 values, kernels.h share_bf16); whether
  * that conversion ran; x rounded and its bits kept, both where s->acts and kept have room
  * (else: nothing; cuda_round_bf16), in one launch around the exact range inside x (more than
  * one: a launch before each). */
 void cuda_bf16_acts_reset(gpu_ctx *g, cuda_bf16_scratch *s, const pt_weight_range *r, int n);
 void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n, uint16_t *place,
-                     int alone);
+                     int alone, int values);
 int cuda_bf16_shared_into_done(const cuda_bf16_scratch *s, const float *x);
 void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n);
 /* A library's bf16 result widened into x[0..n) (kernels.h pt_attention_opts.shared: nothing
@@ -283,6 +307,8 @@ uint16_t *cuda_bf16_take_place(cuda_bf16_scratch *s, const float *x, int64_t n, 
 void cuda_bf16_keep_copy(cuda_bf16_scratch *s, const float *x, const uint16_t *copy, int64_t n);
 void cuda_bf16_keep_result(cuda_bf16_scratch *s, const float *x, const uint16_t *copy, int64_t n);
 void cuda_bf16_forget(cuda_bf16_scratch *s, const float *x, int64_t n);
+/* x[0..n)'s copy where its floats are the copy's values (s->values), else NULL. */
+const uint16_t *cuda_bf16_values(const cuda_bf16_scratch *s, const float *x, int64_t n);
 /* kernels.h's linear_forward_gelu and linear_backward_input_gelu: one cuBLASLt matmul with the
  * GELU_AUX_BIAS or DGELU epilogue where cuBLASLt has an algorithm for the shape, else the linear
  * kernel and the gelu kernel (scratch: the backward's N*Ni product). s NULL: float32 products

@@ -61,11 +61,13 @@ static __global__ void __launch_bounds__(PT_THREADS)
  * c = blockIdx.x * 32 + threadIdx.x; row lane threadIdx.y adds the chunk's rows ty, ty + LN_LANES,
  * ... in order; the lanes' partial sums are added by a fixed tree. One chunk: the totals go
  * into dw, db; several: into the partials part[blockIdx.y * D + c] and the same at
- * part + chunks * D for db (pt_chunk_sum_kernel adds them). No atomics, same bits every run. */
+ * part + chunks * D for db (pt_chunk_sum_kernel adds them). No atomics, same bits every run.
+ * dy and x: floats, or bf16 copies (pt_col_value). */
 #define LN_LANES 32
+template <class TD, class TX>
 static __global__ void __launch_bounds__(32 * LN_LANES)
-    layernorm_backward_weight_kernel(float *dw, float *db, float *part, const float *dy,
-                                     const float *x, const float *mean, const float *rstd, int N,
+    layernorm_backward_weight_kernel(float *dw, float *db, float *part, const TD *dy,
+                                     const TX *x, const float *mean, const float *rstd, int N,
                                      int D, int rows) {
   __shared__ float pw[LN_LANES][33], pb[LN_LANES][33];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -75,8 +77,8 @@ static __global__ void __launch_bounds__(32 * LN_LANES)
   if (c < D)
     for (int64_t n = r0 + ty; n < r1; n += LN_LANES) {
       int64_t o = n * D + c;
-      float d = dy[o];
-      sw += d * (x[o] - mean[n]) * rstd[n];
+      float d = pt_col_value(dy, o);
+      sw += d * (pt_col_value(x, o) - mean[n]) * rstd[n];
       sb += d;
     }
   pw[ty][tx] = sw;
@@ -126,22 +128,43 @@ extern "C" void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const fl
   PT_LAUNCH_CHECK();
 }
 
-extern "C" void cuda_op_layernorm_backward_weight(gpu_ctx *g, float *dw, float *db,
-                                                  const float *dy, const float *x,
-                                                  const float *mean, const float *rstd, int N,
-                                                  int D) {
+/* The weight gradient with dy and x read as TD and TX (floats, or bf16 copies at 2 bytes an
+ * element: the ledger's row with ":bf16"). */
+template <class TD, class TX>
+static void layernorm_weight(gpu_ctx *g, float *dw, float *db, const TD *dy, const TX *x,
+                             const float *mean, const float *rstd, int N, int D) {
   if (N <= 0 || D <= 0) return;
   const int chunks = pt_col_chunks(N, D, 2), rows = pt_col_chunk_rows(N, chunks);
   float *part = chunks == 1 ? NULL : g->col_scratch;
   dim3 block(32, LN_LANES), grid((unsigned)(((int64_t)D + 31) / 32), (unsigned)chunks);
-  const double ND = (double)N * D;
-  const pt_cost cost =
-      pt_cost_of(0.0, 5.0 * ND, 4.0 * (2 * ND + 2 * N) + pt_col_out_bytes(D, chunks, 2));
-  PT_LAUNCH_COSTED(layernorm_backward_weight_kernel, cost, grid, block, 0, g->stream, dw, db, part,
-                   dy, x, mean, rstd, N, D, rows);
+  const double ND = (double)N * D, width = (double)(sizeof(TD) + sizeof(TX));
+  void (*kernel)(float *, float *, float *, const TD *, const TX *, const float *, const float *,
+                 int, int, int) = layernorm_backward_weight_kernel<TD, TX>;
+  gpu_cost_note(width < 8.0 ? "layernorm_backward_weight_kernel:bf16"
+                            : "layernorm_backward_weight_kernel",
+                0.0, 5.0 * ND, width * ND + 8.0 * N + pt_col_out_bytes(D, chunks, 2));
+  PT_LAUNCH(kernel, grid, block, 0, g->stream, dw, db, part, dy, x, mean, rstd, N, D, rows);
   PT_LAUNCH_CHECK();
   if (!part) return;
   PT_LAUNCH_COSTED(pt_chunk_sum_kernel, pt_cost_chunk_sum(chunks, D, 2), pt_grid(D), PT_THREADS, 0,
                    g->stream, dw, db, (const float *)part, chunks, D);
   PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_op_layernorm_backward_weight(gpu_ctx *g, float *dw, float *db,
+                                                  const float *dy, const float *x,
+                                                  const float *mean, const float *rstd, int N,
+                                                  int D) {
+  layernorm_weight(g, dw, db, dy, x, mean, rstd, N, D);
+}
+
+extern "C" void cuda_op_layernorm_backward_weight_copies(gpu_ctx *g, float *dw, float *db,
+                                                         const float *dy, const uint16_t *dy16,
+                                                         const float *x, const uint16_t *x16,
+                                                         const float *mean, const float *rstd,
+                                                         int N, int D) {
+  if (dy16 && x16) layernorm_weight(g, dw, db, dy16, x16, mean, rstd, N, D);
+  else if (dy16) layernorm_weight(g, dw, db, dy16, x, mean, rstd, N, D);
+  else if (x16) layernorm_weight(g, dw, db, dy, x16, mean, rstd, N, D);
+  else layernorm_weight(g, dw, db, dy, x, mean, rstd, N, D);
 }

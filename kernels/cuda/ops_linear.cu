@@ -7,8 +7,9 @@
  * (GELU_AUX_BIAS), and the GELU gradient (DGELU). Where cuBLASLt has no algorithm for a shape
  * (an auxiliary leading dimension not divisible by 8, say) the unfused path runs: the choice
  * depends on the shapes only, so runs repeat bit for bit. Bias gradients stay the deterministic
- * column sums (cuda_op_colsum_acc): DGELU_BGRAD would write, not add, the bias gradient in
- * backward_input, while the weight gradients accumulate, in backward_weight.
+ * column sums (cuda_op_colsum_acc, or cuda_op_colsum_acc_bf16 on dy's copy): DGELU_BGRAD would
+ * write, not add, the bias gradient in backward_input, while the weight gradients accumulate,
+ * in backward_weight.
  *
  * cuBLAS is column-major. A row-major matrix M[r, c] with leading dimension ld is, read
  * column-major, the matrix M^T [c, r] with the same ld; so each row-major product is computed
@@ -111,6 +112,25 @@ static pt_weight_range *free_range(pt_weight_range *set) {
 
 static pt_weight_range *acts_free_slot(cuda_bf16_scratch *s) { return free_range(s->acts.r); }
 
+/* x's copy registered in slot, a free one of s->acts; values: x's floats are the copy's values
+ * (s->values: a bias gradient may read the copy instead). */
+static void acts_put(cuda_bf16_scratch *s, pt_weight_range *slot, const float *x,
+                     const uint16_t *copy, int64_t n, int values) {
+  weight_range_put(slot, x, copy, n);
+  const unsigned bit = 1u << (slot - s->acts.r);
+  s->values = values ? s->values | bit : s->values & ~bit;
+}
+
+extern "C" const uint16_t *cuda_bf16_values(const cuda_bf16_scratch *s, const float *x,
+                                            int64_t n) {
+  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) {
+    const pt_weight_range *r = &s->acts.r[i];
+    if ((s->values >> i & 1) && r->base && x >= r->base && x + n <= r->base + r->n)
+      return r->copy + (x - r->base);
+  }
+  return NULL;
+}
+
 /* Shared range i has a place of its own (kernels.h share_bf16_into): the whole range converted
  * there once, by the first operand inside it, and registered as an activation copy where
  * there is room (else read from the place on every later call, which lands here again). */
@@ -121,7 +141,7 @@ static const uint16_t *shared_into(gpu_ctx *g, cuda_bf16_scratch *s, int i, cons
     convert_operand(g, place, r->base, r->n);
     s->into_done |= 1u << i;
     pt_weight_range *slot = acts_free_slot(s);
-    if (slot) weight_range_put(slot, r->base, place, r->n);
+    if (slot) acts_put(s, slot, r->base, place, r->n, 0);
   }
   return place + (x - r->base);
 }
@@ -130,18 +150,19 @@ static const uint16_t *shared_into(gpu_ctx *g, cuda_bf16_scratch *s, int i, cons
  * own place) and registered as an activation copy, so the next product reading it does not
  * convert it again; NULL when outside every shared range or without room. */
 static const uint16_t *shared_copy(gpu_ctx *g, cuda_bf16_scratch *s, const float *x, int64_t n) {
-  int inside = 0;
+  int inside = 0, values = 1;
   for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) {
     const pt_weight_range *r = &s->shared[i];
     int in = r->base && x >= r->base && x + n <= r->base + r->n;
     if (in && r->copy) return shared_into(g, s, i, x);
     inside |= in;
+    if (in) values &= s->shared_values >> i & 1;
   }
   pt_weight_range *slot = inside ? acts_free_slot(s) : NULL;
   uint16_t *copy = slot ? kept_take(g, s, n) : NULL;
   if (!copy) return NULL;
   convert_operand(g, copy, x, n);
-  weight_range_put(slot, x, copy, n);
+  acts_put(s, slot, x, copy, n, values);
   return copy;
 }
 
@@ -416,14 +437,18 @@ static void backward_input_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *dh, con
  *   A = x stored [N rows of Ni]  = column-major [Ni, N], lda Ni, op N:        A(i,n) = x[n][i]
  *   B = dy stored [N rows of No] = column-major [No, N], ldb No, op T -> [N, No]: B(n,o) = dy[n][o]
  *   C(i, o) = sum_n x[n][i] dy[n][o] = dW[o][i], at dW + i + o*Ni.
- * The bias gradient sums the float32 dy in both modes. */
+ * The bias gradient sums dy's floats in both modes; under bf16 it reads them from dy's copy
+ * where that copy holds their values (s->values: the same floats, 2 bytes an element), such as
+ * the conversion the product has just kept when dy lies in a shared range of bf16 values. */
 static void backward_weight(gpu_ctx *g, cuda_bf16_scratch *s, float *dW, float *db,
                             const float *dy, const float *x, int N, int Ni, int No) {
   if (N <= 0 || No <= 0) return;
   if (Ni > 0)
     product(g, s, &k_bwd_weight, CUBLAS_OP_N, CUBLAS_OP_T, Ni, No, N, x, Ni, dy, No, 1.0f, dW, Ni,
             0);
-  if (db) cuda_op_colsum_acc(g, db, dy, N, No);
+  const uint16_t *dy16 = s && db ? cuda_bf16_values(s, dy, (int64_t)N * No) : NULL;
+  if (dy16) cuda_op_colsum_acc_bf16(g, db, dy16, N, No);
+  else if (db) cuda_op_colsum_acc(g, db, dy, N, No);
 }
 
 extern "C" void cuda_op_linear_forward(gpu_ctx *g, float *y, const float *x, const float *W,
@@ -502,17 +527,19 @@ extern "C" void cuda_bf16_acts_reset(gpu_ctx *g, cuda_bf16_scratch *s, const pt_
     weight_range_put(&s->shared[i], NULL, NULL, 0);
     weight_range_put(&s->exact[i], NULL, NULL, 0);
   }
-  s->into_done = 0;
+  s->into_done = s->shared_values = 0;
+  s->values = (1u << (n < PT_WEIGHT_COPY_RANGES ? n : PT_WEIGHT_COPY_RANGES)) - 1u;
   if (s->kept_want > s->kept_cap) kept_grow(g, s, s->kept_want);
   s->kept_used = 0;
 }
 
 extern "C" void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n,
-                                uint16_t *place, int alone) {
+                                uint16_t *place, int alone, int values) {
   for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++)
     if (!s->shared[i].base) {
       weight_range_put(&s->shared[i], x, place, n);
       s->into_done &= ~(1u << i);
+      s->shared_values = (s->shared_values & ~(1u << i)) | (values ? 1u << i : 0u);
       s->into_alone = (s->into_alone & ~(1u << i)) | (alone && place ? 1u << i : 0u);
       return;
     }
@@ -561,8 +588,8 @@ static void round_share_around(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64
     return;
   }
   round_pack_launch(g, copy, x, lo + tail, lo, gap);
-  if (lo > 0) weight_range_put(acts_free_slot(s), x, copy, lo);
-  if (tail > 0) weight_range_put(acts_free_slot(s), x + lo + gap, copy + lo, tail);
+  if (lo > 0) acts_put(s, acts_free_slot(s), x, copy, lo, 1);
+  if (tail > 0) acts_put(s, acts_free_slot(s), x + lo + gap, copy + lo, tail, 1);
 }
 
 extern "C" void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n) {
@@ -604,18 +631,24 @@ extern "C" uint16_t *cuda_bf16_keep_room(gpu_ctx *g, cuda_bf16_scratch *s, int64
   return n > 0 && acts_free_slot(s) && free_range(s->exact) ? kept_take(g, s, n) : NULL;
 }
 
-extern "C" void cuda_bf16_keep_copy(cuda_bf16_scratch *s, const float *x, const uint16_t *copy,
-                                    int64_t n) {
+/* cuda_bf16_keep_copy; values: x's floats are copy widened (acts_put). */
+static void keep_copy(cuda_bf16_scratch *s, const float *x, const uint16_t *copy, int64_t n,
+                      int values) {
   pt_weight_range *slot = acts_free_slot(s);
   if (!slot) pt_fatal("cuda_bf16_keep_copy: no free range (take_place or keep_room gave room)");
-  weight_range_put(slot, x, copy, n);
+  acts_put(s, slot, x, copy, n, values);
+}
+
+extern "C" void cuda_bf16_keep_copy(cuda_bf16_scratch *s, const float *x, const uint16_t *copy,
+                                    int64_t n) {
+  keep_copy(s, x, copy, n, 0);
 }
 
 extern "C" void cuda_bf16_keep_result(cuda_bf16_scratch *s, const float *x, const uint16_t *copy,
                                       int64_t n) {
   pt_weight_range *e = free_range(s->exact);
   if (!e) pt_fatal("cuda_bf16_keep_result: no free exact range (keep_room gave room)");
-  cuda_bf16_keep_copy(s, x, copy, n);
+  keep_copy(s, x, copy, n, 1);
   weight_range_put(e, x, copy, n);
 }
 

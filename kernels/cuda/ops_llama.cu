@@ -43,10 +43,12 @@ static __global__ void __launch_bounds__(PT_THREADS)
 /* dw[c] += sum_n dy[n,c] * (x[n,c] * rstd[n]) over the rows of chunk blockIdx.y, as
  * layernorm_backward_weight_kernel: block (32, RMS_LANES) owns 32 columns, row lane ty adds rows
  * ty, ty + RMS_LANES, ... in order, the lanes' sums meet in a fixed tree; one chunk adds into
- * dw, several write part[blockIdx.y * D + c] for pt_chunk_sum_kernel. */
+ * dw, several write part[blockIdx.y * D + c] for pt_chunk_sum_kernel. dy and x: floats, or
+ * bf16 copies (pt_col_value). */
 #define RMS_LANES 32
+template <class TD, class TX>
 static __global__ void __launch_bounds__(32 * RMS_LANES)
-    rmsnorm_backward_weight_kernel(float *dw, float *part, const float *dy, const float *x,
+    rmsnorm_backward_weight_kernel(float *dw, float *part, const TD *dy, const TX *x,
                                    const float *rstd, int N, int D, int rows) {
   __shared__ float pw[RMS_LANES][33];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -56,7 +58,7 @@ static __global__ void __launch_bounds__(32 * RMS_LANES)
   if (c < D)
     for (int64_t n = r0 + ty; n < r1; n += RMS_LANES) {
       const int64_t o = n * D + c;
-      sw += dy[o] * (x[o] * rstd[n]);
+      sw += pt_col_value(dy, o) * (pt_col_value(x, o) * rstd[n]);
     }
   pw[ty][tx] = sw;
   __syncthreads();
@@ -134,22 +136,42 @@ extern "C" void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const floa
   PT_LAUNCH_CHECK();
 }
 
-extern "C" void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const float *dy,
-                                                const float *x, const float *rstd, int N, int D) {
+/* The weight gradient with dy and x read as TD and TX (floats, or bf16 copies at 2 bytes an
+ * element: the ledger's row with ":bf16"). */
+template <class TD, class TX>
+static void rmsnorm_weight(gpu_ctx *g, float *dw, const TD *dy, const TX *x, const float *rstd,
+                           int N, int D) {
   if (N <= 0 || D <= 0) return;
   const int chunks = pt_col_chunks(N, D, 1), rows = pt_col_chunk_rows(N, chunks);
   float *part = chunks == 1 ? NULL : g->col_scratch;
   dim3 block(32, RMS_LANES), grid((unsigned)(((int64_t)D + 31) / 32), (unsigned)chunks);
-  const double ND = (double)N * D;
-  const pt_cost cost =
-      pt_cost_of(0.0, 3.0 * ND, 4.0 * (2 * ND + N) + pt_col_out_bytes(D, chunks, 1));
-  PT_LAUNCH_COSTED(rmsnorm_backward_weight_kernel, cost, grid, block, 0, g->stream, dw, part, dy, x,
-                   rstd, N, D, rows);
+  const double ND = (double)N * D, width = (double)(sizeof(TD) + sizeof(TX));
+  void (*kernel)(float *, float *, const TD *, const TX *, const float *, int, int, int) =
+      rmsnorm_backward_weight_kernel<TD, TX>;
+  gpu_cost_note(width < 8.0 ? "rmsnorm_backward_weight_kernel:bf16"
+                            : "rmsnorm_backward_weight_kernel",
+                0.0, 3.0 * ND, width * ND + 4.0 * N + pt_col_out_bytes(D, chunks, 1));
+  PT_LAUNCH(kernel, grid, block, 0, g->stream, dw, part, dy, x, rstd, N, D, rows);
   PT_LAUNCH_CHECK();
   if (!part) return;
   PT_LAUNCH_COSTED(pt_chunk_sum_kernel, pt_cost_chunk_sum(chunks, D, 1), pt_grid(D), PT_THREADS, 0,
                    g->stream, dw, (float *)NULL, (const float *)part, chunks, D);
   PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const float *dy,
+                                                const float *x, const float *rstd, int N, int D) {
+  rmsnorm_weight(g, dw, dy, x, rstd, N, D);
+}
+
+extern "C" void cuda_op_rmsnorm_backward_weight_copies(gpu_ctx *g, float *dw, const float *dy,
+                                                       const uint16_t *dy16, const float *x,
+                                                       const uint16_t *x16, const float *rstd,
+                                                       int N, int D) {
+  if (dy16 && x16) rmsnorm_weight(g, dw, dy16, x16, rstd, N, D);
+  else if (dy16) rmsnorm_weight(g, dw, dy16, x, rstd, N, D);
+  else if (x16) rmsnorm_weight(g, dw, dy, x16, rstd, N, D);
+  else rmsnorm_weight(g, dw, dy, x, rstd, N, D);
 }
 
 extern "C" void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KVH, int hd,

@@ -20,17 +20,18 @@ static __global__ void __launch_bounds__(PT_THREADS)
  * order; the LANES partial sums of a column are then added by a fixed tree in shared memory.
  * The total is added into out[c] (one chunk: out is the accumulator) or written to
  * out[blockIdx.y * D + c] (a chunk's partial, pt_chunk_sum_kernel adds them). One block owns each
- * (column, chunk): no atomics, same bits every run. */
+ * (column, chunk): no atomics, same bits every run. x: floats, or bf16 (read widened, exact). */
 #define COLSUM_LANES 32
+template <class T>
 static __global__ void __launch_bounds__(32 * COLSUM_LANES)
-    colsum_acc_kernel(float *out, const float *x, int N, int D, int rows, int accumulate) {
+    colsum_acc_kernel(float *out, const T *x, int N, int D, int rows, int accumulate) {
   __shared__ float part[COLSUM_LANES][33];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int c = blockIdx.x * 32 + tx;
   const int64_t r0 = (int64_t)blockIdx.y * rows, r1 = r0 + rows < N ? r0 + rows : N;
   float s = 0.0f;
   if (c < D)
-    for (int64_t n = r0 + ty; n < r1; n += COLSUM_LANES) s += x[n * D + c];
+    for (int64_t n = r0 + ty; n < r1; n += COLSUM_LANES) s += pt_col_value(x, n * D + c);
   part[ty][tx] = s;
   __syncthreads();
   for (int h = COLSUM_LANES / 2; h > 0; h >>= 1) {
@@ -64,20 +65,32 @@ extern "C" void cuda_op_copy(gpu_ctx *g, float *y, const float *x, int64_t n) {
                              g->stream));
 }
 
-extern "C" void cuda_op_colsum_acc(gpu_ctx *g, float *acc, const float *x, int N, int D) {
+/* The column sums of x (T: float, or bf16 at 2 bytes an element) under the ledger's row `name`. */
+template <class T>
+static void colsum_acc(gpu_ctx *g, const char *name, float *acc, const T *x, int N, int D) {
   float *scratch = g->col_scratch;
   if (N <= 0 || D <= 0) return;
   const int chunks = pt_col_chunks(N, D, 1), rows = pt_col_chunk_rows(N, chunks);
   dim3 block(32, COLSUM_LANES), grid((unsigned)(((int64_t)D + 31) / 32), (unsigned)chunks);
   const double ND = (double)N * D;
-  const pt_cost cost = pt_cost_of(0.0, ND, 4.0 * ND + pt_col_out_bytes(D, chunks, 1));
-  PT_LAUNCH_COSTED(colsum_acc_kernel, cost, grid, block, 0, g->stream, chunks == 1 ? acc : scratch,
-                   x, N, D, rows, chunks == 1);
+  void (*kernel)(float *, const T *, int, int, int, int) = colsum_acc_kernel<T>;
+  gpu_cost_note(name, 0.0, ND, sizeof(T) * ND + pt_col_out_bytes(D, chunks, 1));
+  PT_LAUNCH(kernel, grid, block, 0, g->stream, chunks == 1 ? acc : scratch, x, N, D, rows,
+            chunks == 1);
   PT_LAUNCH_CHECK();
   if (chunks == 1) return;
   PT_LAUNCH_COSTED(pt_chunk_sum_kernel, pt_cost_chunk_sum(chunks, D, 1), pt_grid(D), PT_THREADS,
                    0, g->stream, acc, (float *)NULL, (const float *)scratch, chunks, D);
   PT_LAUNCH_CHECK();
+}
+
+extern "C" void cuda_op_colsum_acc(gpu_ctx *g, float *acc, const float *x, int N, int D) {
+  colsum_acc(g, "colsum_acc_kernel", acc, x, N, D);
+}
+
+extern "C" void cuda_op_colsum_acc_bf16(gpu_ctx *g, float *acc, const uint16_t *x16, int N,
+                                        int D) {
+  colsum_acc(g, "colsum_acc_kernel:bf16", acc, x16, N, D);
 }
 
 /* kernels.h unset_f32. The emulator (the .cu files compiled as host C++, launch.cuh) sets every

@@ -15,7 +15,9 @@ roofline bench (bench/gpu_roofline.c) on tests/gpu/roofline_tiny.yaml, so neithe
    norm in two launches, cuDNN attention under bf16 (no in-house rows
    beside it), the bf16 conversions (the products' activation operands; the rounding at the
    layers' boundaries; the storage's packs, unpacks and rounding of the saved parts, the logits
-   left to the loss; the attention's packs), the finite checks and the cross entropy;
+   left to the loss; the attention's packs), the bias and LayerNorm weight gradients (read
+   from bf16 copies),
+   the finite checks and the cross entropy;
 4. the report has its lines (the table, both GPUs' floors and MFU, the launch overhead).
 Run from the repository root. Exits non-zero on any failed check; 77 (skipped) where a build
 for real GPUs finds none."""
@@ -185,6 +187,26 @@ def closed_forms(r):
     close(launches, M * (5 * L + 3), "operand conversions: 5 a block's, 3 the head's")
     close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 10 * D * L),
           "operand conversions: 6 bytes each")
+    # the bias gradients: a block's four read their dy from its copy, 2 bytes an element (fc2's
+    # dout shared with values, fc's h and the projection's dx1 kept by round_share_bf16, qkv's
+    # dqkv the attention's result), none the floats; one chunk (N < 128 rows): the accumulators
+    # read and written
+    launched, _, other, nbytes = r["colsum_acc_kernel:bf16"]
+    close(launched, M * 4 * L, "bias gradients: 4 a block")
+    close(other, M * N * 9 * D * L, "bias gradients: 1 FLOP an element")
+    close(nbytes, M * L * 9 * D * (2.0 * N + 8.0), "bias gradients: dy's copy and the sums")
+    check("colsum_acc_kernel" not in r, "a bias gradient sums dy's floats")
+    # LayerNorm's weight gradients: a block's two read dy from the stash part's copy kept by
+    # round_share_bf16 (dxln2, dxln1: 2 bytes an element), the second x from its copy at rest
+    # (x1), the first the block's input as floats; the final norm's both as floats (its dout
+    # has no copy: no product reads it); mean and rstd, and the sums (one chunk) read and written
+    launched, _, _, nbytes = r["layernorm_backward_weight_kernel:bf16"]
+    close(launched, M * 2 * L, "LayerNorm weight gradients from copies: 2 a block")
+    close(nbytes, M * L * (N * D * (4.0 + 6.0) + 2 * (8.0 * N + 16.0 * D)),
+          "LayerNorm weight gradients from copies: bytes")
+    launched, _, _, nbytes = r["layernorm_backward_weight_kernel"]
+    close(launched, M, "LayerNorm weight gradients of floats: the final norm's")
+    close(nbytes, M * (8.0 * N * D + 8.0 * N + 16.0 * D), "the final norm's weight gradient bytes")
     # A micro-batch's other conversions (one stage, no stash sets, no checkpointing), per token:
     # - rounded and packed in one pass (10 bytes an element), to rest: every layer's output but
     #   the head's (D each), L + 3 (the logits stay unrounded for the loss, which follows at

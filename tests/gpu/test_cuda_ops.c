@@ -1608,7 +1608,7 @@ static void test_share(const pt_kernels *k, const char *shape, float *y, float *
       snprintf(why, sizeof why, "%s: x rounded", what);
       expect_same_bits(why, shape, downf(x, nx), downf(xr, nx), nx);
     } else {
-      k->share_bf16(k, x, nx);
+      k->share_bf16(k, x, nx, 0);
     }
     k->linear_forward(k, y, x, W, NULL, N, Ni, No);
     snprintf(why, sizeof why, "%s: the first product", what);
@@ -1870,6 +1870,112 @@ static void test_attention_at_rest(const pt_kernels *k) {
   scope_end();
 }
 
+/* The GPU table's bias gradient under bf16 reads dy's copy where the table holds one with dy's
+ * values (round_share_bf16's, or the product's conversion inside a share_bf16 range of values):
+ * the float path's bits (on dy rounded, dy's floats then even unset), the ledger's colsum row
+ * for the copy with 2 bytes an element fewer than the float row's; dy shared without values (a
+ * loss gradient, not rounded) is summed as floats. */
+static void test_colsum_copies(const pt_kernels *k, const char *shape, float *dW, float *db,
+                               const float *dy, const float *x, int N, int Ni, int No) {
+  int64_t ny = (int64_t)N * No;
+  float *zero = hnew(sizeof(float) * (size_t)No), *dyr = downf(dy, ny);
+  for (int64_t i = 0; i < ny; i++) dyr[i] = pt_round_bf16(dyr[i]);
+  float *d_r = upf(dyr, ny), *want[2];
+  double float_bytes = 0.0; /* the float row's, on rounded dy */
+  for (int raw = 0; raw < 2; raw++) { /* the float path: rounded dy, then dy as it is */
+    k->activation_copies(k, NULL, 0);
+    setf(db, zero, No);
+    double b0 = ledger_bytes("colsum_acc_kernel");
+    k->linear_backward_weight(k, dW, db, raw ? dy : d_r, x, N, Ni, No);
+    if (!raw) float_bytes = ledger_bytes("colsum_acc_kernel") - b0;
+    want[raw] = downf(db, No);
+  }
+  const char *how[] = {"round_share_bf16", "round_share_bf16, floats unset", "share_bf16 values",
+                       "share_bf16 of unrounded dy"};
+  for (int c = 0; c < 4; c++) {
+    char why[160];
+    k->activation_copies(k, NULL, 0);
+    setf(db, zero, No);
+    setf(d_r, dyr, ny);
+    if (c < 2) k->round_share_bf16(k, d_r, ny);
+    if (c == 1) k->unset_f32(k, d_r, ny);
+    if (c >= 2) k->share_bf16(k, c == 2 ? d_r : dy, ny, c == 2);
+    uint64_t l0 = ledger_launches("colsum_acc_kernel:bf16");
+    uint64_t f0 = ledger_launches("colsum_acc_kernel");
+    double b0 = ledger_bytes("colsum_acc_kernel:bf16");
+    k->linear_backward_weight(k, dW, db, c == 3 ? dy : d_r, x, N, Ni, No);
+    uint64_t copies = ledger_launches("colsum_acc_kernel:bf16") - l0;
+    uint64_t floats = ledger_launches("colsum_acc_kernel") - f0;
+    snprintf(why, sizeof why, "colsum of dy's copy (%s)", how[c]);
+    expect_same_bits(why, shape, downf(db, No), want[c == 3], No);
+    CHECK(copies == (c < 3) && floats == (c == 3), "%s %s: %llu colsums of the copy and %llu of "
+          "the floats", shape, how[c], (unsigned long long)copies, (unsigned long long)floats);
+    if (c < 3)
+      CHECK(ledger_bytes("colsum_acc_kernel:bf16") - b0 == float_bytes - 2.0 * (double)ny,
+            "%s %s: the colsum of the copy noted %g bytes, not the float row's %g less 2 an "
+            "element", shape, how[c], ledger_bytes("colsum_acc_kernel:bf16") - b0, float_bytes);
+  }
+  k->activation_copies(k, NULL, 0);
+}
+
+/* A norm's weight gradient through table k: rmsnorm_backward_weight (rms; db untouched) or
+ * layernorm_backward_weight. */
+static void norm_weight(const pt_kernels *k, int rms, float *dw, float *db, const float *dy,
+                        const float *x, const float *mean, const float *rstd, int N, int D) {
+  if (rms) k->rmsnorm_backward_weight(k, dw, dy, x, rstd, N, D);
+  else k->layernorm_backward_weight(k, dw, db, dy, x, mean, rstd, N, D);
+}
+
+/* The GPU table's layernorm_backward_weight and rmsnorm_backward_weight under bf16 read dy and x
+ * from their copies where the table holds them with their values (dy kept by round_share_bf16,
+ * x an activation copy): the float path's bits with both floats unset, and 2 bytes an element
+ * of each copy fewer in the ledger's row for it. */
+static void test_norm_weight_copies(const pt_kernels *k, const char *shape, int rms, int N,
+                                    int D) {
+  int64_t n = (int64_t)N * D;
+  float *dy = hrand(n, -1, 1), *x = hrand(n, -2, 2), *zero = hnew(sizeof(float) * (size_t)D);
+  uint16_t *x16 = hnew(sizeof(uint16_t) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) {
+    dy[i] = pt_round_bf16(dy[i]);
+    x16[i] = pt_bf16_bits(x[i]);
+    x[i] = pt_bf16_float(x16[i]);
+  }
+  float *d_dy = upf(dy, n), *d_x = upf(x, n), *d_m = upf(hrand(N, -0.5f, 0.5f), N);
+  float *d_r = upf(hrand(N, 0.5f, 2), N), *dw = dnew(sizeof(float) * D);
+  float *db = dnew(sizeof(float) * D), *want[2], *got[2];
+  uint16_t *d_x16 = up(x16, sizeof(uint16_t) * (size_t)n);
+  const char *plain = rms ? "rmsnorm_backward_weight_kernel" : "layernorm_backward_weight_kernel";
+  char copies[64], why[96];
+  snprintf(copies, sizeof copies, "%s:bf16", plain);
+  double fb = ledger_bytes(plain);
+  k->activation_copies(k, NULL, 0);
+  setf(dw, zero, D), setf(db, zero, D);
+  norm_weight(k, rms, dw, db, d_dy, d_x, d_m, d_r, N, D);
+  fb = ledger_bytes(plain) - fb;
+  want[0] = downf(dw, D), want[1] = downf(db, D);
+  pt_weight_range r;
+  weight_range_put(&r, d_x, d_x16, n);
+  k->activation_copies(k, &r, 1);
+  k->round_share_bf16(k, d_dy, n);
+  k->unset_f32(k, d_dy, n); /* the copies stand for the floats */
+  k->unset_f32(k, d_x, n);
+  setf(dw, zero, D), setf(db, zero, D);
+  uint64_t l0 = ledger_launches(copies), f0 = ledger_launches(plain);
+  double b0 = ledger_bytes(copies);
+  norm_weight(k, rms, dw, db, d_dy, d_x, d_m, d_r, N, D);
+  got[0] = downf(dw, D), got[1] = downf(db, D);
+  snprintf(why, sizeof why, "%s from the copies: dw", plain);
+  expect_same_bits(why, shape, got[0], want[0], D);
+  snprintf(why, sizeof why, "%s from the copies: db", plain);
+  expect_same_bits(why, shape, got[1], want[1], D);
+  CHECK(ledger_launches(copies) - l0 == 1 && ledger_launches(plain) == f0,
+        "%s: %s did not read the copies", shape, plain);
+  CHECK(ledger_bytes(copies) - b0 == fb - 4.0 * (double)n, "%s: %s on the copies noted %g "
+        "bytes, not the float row's %g less 4 an element", shape, plain,
+        ledger_bytes(copies) - b0, fb);
+  k->activation_copies(k, NULL, 0);
+}
+
 /* The GPU table set to tf32 or bf16 against the CPU's table for the same precision: the same
  * products of rounded operands (CPU: rounded copies and sgemm; GPU: cublasGemmEx on bf16, or
  * the handle's TF32 math), so they agree as float32 products do (TOL_DEFAULT); the bf16 entries
@@ -1941,6 +2047,9 @@ static void test_precision_table(kernels_gpu *kg, pt_precision p, int N, int Ni,
     test_activation_copies(gk, shape, d_y, d_x, d_W, d_dx, d_dy, d_dW, N, Ni, No);
     test_share(gk, shape, d_y, d_x, d_W, N, Ni, No);
     test_share_into(gk, shape, d_y, d_x, d_W, N, Ni, No);
+    test_colsum_copies(gk, shape, d_dW, d_db, d_dy, d_x, N, Ni, No);
+    test_norm_weight_copies(gk, shape, 0, N, No);
+    test_norm_weight_copies(gk, shape, 1, N, No);
     test_weight_copy(gk, shape, d_y, d_x, d_W, d_b, d_dx, d_dy, N, Ni, No, 1);
     if (ck->weight_copy) test_weight_copy(ck, shape, yc, x, W, b, dxc, dy, N, Ni, No, 0);
   }
