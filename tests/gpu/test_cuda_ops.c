@@ -999,6 +999,14 @@ static void test_loss_ignore(int N, int F) {
   scope_end();
 }
 
+static void loss_launch(pt_loss_kind kind, float *dy, uint16_t *dy16, double *loss, const float *y,
+                        const void *t, int N, int F, float scale, double *scr) {
+  if (kind == LOSS_CROSS_ENTROPY)
+    cuda_loss_cross_entropy(&G, dy, dy16, loss, y, t, N, F, scale, scr, (pt_loss_read){0});
+  else
+    cuda_loss_mse(&G, dy, dy16, loss, y, t, N, F, scale, scr, (pt_loss_read){0});
+}
+
 /* The gradient as bf16 (kernels.h loss_acc dy16): each element pt_bf16_bits of the float path's
  * (dy1), dy not written (its sentinel left), the same loss, 2 bytes a gradient element fewer in
  * the ledger than a float path's call (run first, over a scratch dy). */
@@ -1013,20 +1021,11 @@ static void test_loss_bf16(pt_loss_kind kind, const char *name, const char *shap
   float *d_dy = upf(sentinel, n);
   uint16_t *d_16 = dnew(sizeof(uint16_t) * n), *want = hnew(sizeof(uint16_t) * n);
   double *d_loss = dnew(sizeof(double)), zero = 0.0, b0 = ledger_bytes(row);
-  float *d_scratch = dnew(sizeof(float) * n);
-  if (kind == LOSS_CROSS_ENTROPY)
-    cuda_loss_cross_entropy(&G, d_scratch, NULL, d_loss, d_y, d_t, N, F, scale, d_scr,
-                            (pt_loss_read){0});
-  else
-    cuda_loss_mse(&G, d_scratch, NULL, d_loss, d_y, d_t, N, F, scale, d_scr, (pt_loss_read){0});
+  loss_launch(kind, dnew(sizeof(float) * n), NULL, d_loss, d_y, d_t, N, F, scale, d_scr);
   double full = ledger_bytes(row) - b0;
   b0 = ledger_bytes(row);
   gpu_to_device(&G, d_loss, &zero, sizeof zero);
-  if (kind == LOSS_CROSS_ENTROPY)
-    cuda_loss_cross_entropy(&G, d_dy, d_16, d_loss, d_y, d_t, N, F, scale, d_scr,
-                            (pt_loss_read){0});
-  else
-    cuda_loss_mse(&G, d_dy, d_16, d_loss, d_y, d_t, N, F, scale, d_scr, (pt_loss_read){0});
+  loss_launch(kind, d_dy, d_16, d_loss, d_y, d_t, N, F, scale, d_scr);
   double bytes = ledger_bytes(row) - b0;
   uint16_t *got = hnew(sizeof(uint16_t) * n);
   gpu_to_host(&G, got, d_16, sizeof(uint16_t) * n);
