@@ -54,9 +54,9 @@ int32_t device_stats_mark_value(const device_stats *s, int i) {
 }
 
 void device_loss_acc(pt_device *d, pt_loss_kind kind, const float *y, const void *targets,
-                     size_t target_bytes, int N, int F, float scale, float *dy, double *sum,
-                     int32_t *mark, int32_t value) {
-  d->k->loss_acc(d->k, kind, y, targets, target_bytes, N, F, scale, dy, sum, mark, value);
+                     size_t target_bytes, int N, int F, float scale, float *dy, uint16_t *dy16,
+                     double *sum, int32_t *mark, int32_t value) {
+  d->k->loss_acc(d->k, kind, y, targets, target_bytes, N, F, scale, dy, dy16, sum, mark, value);
 }
 
 void device_sumsq_spans_into(pt_device *d, double *out, const float *x, const pt_sum_span *spans,

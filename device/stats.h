@@ -42,10 +42,11 @@ double device_stats_double_value(const device_stats *s, int i);
 int32_t device_stats_mark_value(const device_stats *s, int i);
 
 /* The step statistics' kernels of d's table (kernels.h), on slots of s. device_loss_acc's mark
- * (NULL: none) is a finite_check of y as the loss reads it, folded into its pass. */
+ * (NULL: none) is a finite_check of y as the loss reads it, folded into its pass; dy16 (NULL:
+ * none) takes the gradient as bf16 instead of dy (kernels.h loss_acc). */
 void device_loss_acc(pt_device *d, pt_loss_kind kind, const float *y, const void *targets,
-                     size_t target_bytes, int N, int F, float scale, float *dy, double *sum,
-                     int32_t *mark, int32_t value);
+                     size_t target_bytes, int N, int F, float scale, float *dy, uint16_t *dy16,
+                     double *sum, int32_t *mark, int32_t value);
 /* out[j] = the sum of squares of x[spans[j].offset, + spans[j].n) for j < n_spans, in one pass
  * (kernels.h sumsq_spans_into; spans: host memory, the same list every step). */
 void device_sumsq_spans_into(pt_device *d, double *out, const float *x, const pt_sum_span *spans,

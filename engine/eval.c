@@ -21,7 +21,7 @@ const float *eval_stage_forward(pt_stage *st, int slot, int B, int T) {
 void eval_loss_into(pt_part *p, device_stats *s, int i, float *y, const void *targets) {
   int F = p->model.layers[p->model.n_layers - 1].out_dim;
   device_loss_acc(p->model.dev, p->model.loss, y, targets, p->target_bytes, p->B * p->T, F,
-                  1.0f, y, device_stats_double(s, i), NULL, 0);
+                  1.0f, y, NULL, device_stats_double(s, i), NULL, 0);
 }
 
 double eval_loss_of(const pt_part *p, const double *replica_sums, int dp) {

@@ -145,9 +145,10 @@ float *part_compute_loss(pt_part *p, pt_stage *st, int slot, const void *targets
   double *sum = device_stats_double(&p->stats, p->model.n_tensors + p->n_losses++);
   size_t bytes = p->target_bytes / (size_t)p->T * (size_t)p->cur_T; /* [B, cur_T] of them */
   float *y = stage_loss_gradient(st, slot); /* the gradient goes over the logits */
+  uint16_t *y16 = stage_loss_gradient_bf16(st, slot); /* or as bf16 only, at rest */
   int32_t check = stage_loss_check(st, slot);
   device_loss_acc(p->model.dev, p->model.loss, y, targets, bytes, p->B * p->cur_T, F,
-                  loss_scale(p), y, sum, check ? st->finite_mark : NULL, check);
+                  loss_scale(p), y, y16, sum, check ? st->finite_mark : NULL, check);
   return y;
 }
 

@@ -296,6 +296,10 @@ int32_t stage_loss_check(pt_stage *st, int slot) {
  * backward that follows does not unpack the logits back over the gradient (a layer's backward
  * never reads its own output, layers/layer.h); the logits in it are unrounded where they were
  * not put to rest since their forward (stage_loss_output). */
+uint16_t *stage_loss_gradient_bf16(pt_stage *st, int slot) {
+  return st->packed ? store_loss_place(st, slot) : NULL;
+}
+
 float *stage_loss_gradient(pt_stage *st, int slot) {
   if (st->offload) stage_offload_before_backward(st, slot);
   int last = (st->n - 1) / (st->ckpt ? st->ckpt : 1);

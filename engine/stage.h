@@ -83,6 +83,8 @@ typedef struct {
   int wk_tag[2], wk_saved_tag; /* slot * n + li whose values they hold, -1: none */
   int raw_tag;          /* slot * n + n - 1 whose logits wk holds unrounded and not at rest, -1:
                            none (engine/stage_store.h) */
+  int dout16_tag;       /* slot * n + n - 1 whose loss gradient out16 holds (store_loss_place)
+                           for the backward that follows, -1: none */
   /* pipeline.offload: the pooled slot buffers' frames and host copies (engine/stage_offload.h);
    * NULL: every slot has buffers of its own */
   struct stage_offload *offload;
@@ -164,5 +166,11 @@ int32_t stage_loss_check(pt_stage *st, int slot);
  * unrounded, which the loss rounds as it reads them), then the slot's stage_backward(_input)
  * with it (engine/part.c part_compute_loss, with stage_loss_check). */
 float *stage_loss_gradient(pt_stage *st, int slot);
+/* After stage_loss_gradient: NULL, or where the loss writes that gradient instead, as bf16
+ * alone (kernels.h loss_acc dy16; the buffer stage_loss_gradient returned then stands for it,
+ * its floats not to be read): under bf16 storage when the model's last layer reads its dout
+ * only through products (layers/layer.h layer_dout_at_rest). The place is the logits' own at
+ * rest, which the loss no longer needs: no memory of its own. */
+uint16_t *stage_loss_gradient_bf16(pt_stage *st, int slot);
 
 #endif

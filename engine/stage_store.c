@@ -18,8 +18,16 @@ static int parts_at(const pt_stage *st, int li, int B, int T, pt_saved_part *p) 
 }
 
 /* A stage's last layer on the model's last stage gets the loss gradient, which is not rounded to
- * bf16: its dout stays float32 in the sets. Every other dout is an input gradient (rounded). */
+ * bf16: its dout stays float32 in the sets. Every other dout is an input gradient (rounded).
+ * Where that layer reads it only through products (layer.h layer_dout_at_rest), the loss
+ * writes it as bf16 straight to the logits' place at rest (store_loss_place), and a set gets
+ * it unpacked from there: a set's float32 dout is what backward_weight reads, no buffer of the
+ * stage's being as wide (the gradient buffers are the layers' inputs' width). */
 static int dout_f32(const pt_stage *st, int li) { return stage_logits(st, li); }
+
+static int dout_at_rest(const pt_stage *st, int li) {
+  return stage_logits(st, li) && layer_dout_at_rest(layer_of(st, li), st->m->dev->k);
+}
 
 static size_t dout_rest(const pt_stage *st, int li, int B, int T) {
   return ((size_t)out_floats(st, li, B, T) * (dout_f32(st, li) ? 4 : 2) + 63) & ~(size_t)63;
@@ -53,7 +61,7 @@ void store_alloc(pt_stage *st) {
   for (int p = 0; p < 2; p++) st->wk[p] = wk[p] ? stage_alloc(st, wk[p]) : NULL;
   st->wk_saved = ws ? stage_alloc(st, ws) : NULL;
   st->wk_tag[0] = st->wk_tag[1] = st->wk_saved_tag = -1;
-  st->raw_tag = -1;
+  st->raw_tag = st->dout16_tag = -1;
 }
 
 void store_free(pt_stage *st) {
@@ -264,38 +272,70 @@ static uint32_t into_rest(const pt_stage *st, int slot, int li, uint32_t in, uin
   return done;
 }
 
-void store_ready(pt_stage *st, int slot, int li, int backward) {
+/* store_ready for layer li's backward: its input, its saved parts back from rest and the table's
+ * copies of them, and d (NULL: none), dout's bits at rest, one more copy there: its floats are
+ * unset then, or unpacked from d where the table has no room for it. */
+static void ready_with_dout(pt_stage *st, int slot, int li, const pt_weight_range *d) {
   if (li > 0 && stage_kept(st, li - 1)) need_out(st, slot, li - 1);
-  if (!backward && li < st->n && stage_kept(st, li)) claim_wk(st, li & 1, slot * st->n + li);
   const pt_kernels *k = st->m->dev->k;
   pt_weight_range r[PT_WEIGHT_COPY_RANGES];
   uint32_t in = 0, held = 0;
-  if (!backward) { /* forward writes the area: no copies of it from here on */
-    forget_copies(st);
-    if (li < st->n && k->share_bf16_into) copy_ranges(st, slot, li, r, &in, &held);
-    into_rest(st, slot, li, in, held, 0);
-    return;
-  }
+  int n = 0, tag = slot * st->n + li;
   /* no need_out(li): no layer's backward reads its own output (layer.h) */
-  int tag = slot * st->n + li;
-  if (st->ckpt || !st->saved16[tag]) {
-    forget_copies(st); /* none, and none of the layer before (round_share_bf16) */
-    return;
+  if (!st->ckpt && st->saved16[tag]) {
+    /* the copies' ranges once: which parts stay at rest, then the table's set */
+    n = k->activation_copies ? copy_ranges(st, slot, li, r, &in, &held) : 0;
+    if (st->wk_saved_tag != tag) unpack_for_backward(st, slot, li, held);
+    st->wk_saved_tag = tag;
   }
-  /* the copies' ranges once: which parts stay at rest, then the table's set */
-  int n = k->activation_copies ? copy_ranges(st, slot, li, r, &in, &held) : 0;
-  if (st->wk_saved_tag != tag) unpack_for_backward(st, slot, li, held);
-  st->wk_saved_tag = tag;
+  if (d && n < PT_WEIGHT_COPY_RANGES) {
+    r[n++] = *d;
+    k->unset_f32(k, (float *)d->base, d->n);
+  } else if (d) {
+    k->unpack_bf16(k, (float *)d->base, d->copy, d->n);
+  }
+  /* none, else none of the layer before either (round_share_bf16) */
   if (k->activation_copies) k->activation_copies(k, r, n);
 }
 
-void store_ready_backward(pt_stage *st, int slot, int li, const float *dout) {
-  store_ready(st, slot, li, 1);
+void store_ready(pt_stage *st, int slot, int li, int backward) {
+  if (backward) {
+    ready_with_dout(st, slot, li, NULL);
+    return;
+  }
+  if (li > 0 && stage_kept(st, li - 1)) need_out(st, slot, li - 1);
+  if (li < st->n && stage_kept(st, li)) claim_wk(st, li & 1, slot * st->n + li);
   const pt_kernels *k = st->m->dev->k;
+  pt_weight_range r[PT_WEIGHT_COPY_RANGES];
+  uint32_t in = 0, held = 0;
+  forget_copies(st); /* forward writes the area: no copies of it from here on */
+  if (li < st->n && k->share_bf16_into) copy_ranges(st, slot, li, r, &in, &held);
+  into_rest(st, slot, li, in, held, 0);
+}
+
+void store_ready_backward(pt_stage *st, int slot, int li, const float *dout) {
+  const pt_kernels *k = st->m->dev->k;
+  int tag = slot * st->n + li;
+  int64_t m = out_floats(st, li, st->cur_B, st->cur_T);
+  if (st->dout16_tag == tag) { /* the loss wrote dout's bits at rest (store_loss_place) alone */
+    pt_weight_range d;
+    weight_range_put(&d, dout, st->out16[tag], m);
+    st->dout16_tag = -1;
+    st->wk_tag[li & 1] = -1; /* its floats, the logits the loss read, are not kept */
+    ready_with_dout(st, slot, li, &d);
+    return;
+  }
+  store_ready(st, slot, li, 1);
   /* nothing writes dout until the next layer's store_ready: backward_input and a backward_weight
    * that follows at once may read one conversion of it */
-  if (k->share_bf16) /* rounded (an input gradient) but for the loss gradient */
-    k->share_bf16(k, dout, out_floats(st, li, st->cur_B, st->cur_T), !dout_f32(st, li));
+  if (k->share_bf16) k->share_bf16(k, dout, m, !dout_f32(st, li)); /* rounded but the loss's */
+}
+
+uint16_t *store_loss_place(pt_stage *st, int slot) {
+  if (!dout_at_rest(st, st->n - 1)) return NULL;
+  int tag = slot * st->n + st->n - 1;
+  st->dout16_tag = tag; /* for the backward that follows at once */
+  return st->out16[tag];
 }
 
 void store_output(pt_stage *st, int slot, int for_loss) {
@@ -347,7 +387,8 @@ void store_after_backward_input(pt_stage *st, int slot, int li, const pt_io *io,
     return;
   }
   int64_t m = out_floats(st, li, io->B, io->T);
-  if (dout_f32(st, li)) k->copy(k, set, io->dout, m);
+  if (dout_at_rest(st, li)) k->unpack_bf16(k, set, st->out16[slot * st->n + li], m);
+  else if (dout_f32(st, li)) k->copy(k, set, io->dout, m);
   else k->pack_bf16(k, set, io->dout, m);
   if (!io->saved) return;
   /* every part backward_input writes goes to rest: the set's, or the slot's when forward's */

@@ -64,6 +64,13 @@ void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io);
  * one pass now); for_loss: logits held are handed over as they are, the loss rounding them as
  * it reads them, and since its gradient replaces them they are no longer held. */
 void store_output(pt_stage *st, int slot, int for_loss);
+/* Where the loss of slot writes its gradient as bf16 (engine/stage.h stage_loss_gradient_bf16),
+ * or NULL: the logits' place at rest, when the model's last layer reads dout only through
+ * products (layers/layer.h layer_dout_at_rest). The backward that follows gets it as the
+ * table's activation copy of the float32 buffer it is handed (store_ready_backward), whose
+ * floats are unset; a stash set keeps it float32, unpacked from there
+ * (store_after_backward_input). */
+uint16_t *store_loss_place(pt_stage *st, int slot);
 /* After layer li's backward_input: rounds the stash parts (without a stash set, the table
  * keeps their bits for the backward_weight that follows: kernels.h round_share_bf16); with a stash set (split backward,
  * layer with parameters) keeps there io->dout and the parts backward_weight will read (the

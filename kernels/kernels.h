@@ -405,13 +405,16 @@ struct pt_kernels {
    * loss_acc: as loss, the rows' loss sum added to *sum (one double); the host targets are
    * taken before it returns (the caller may reuse them at once; the GPU stages them in pinned
    * memory of its own, no wait); mark NULL, or finite_check(mark, value) of y as the loss reads
-   * it, in the loss's pass (kernels/loss.h pt_loss_read). finite_check:
+   * it, in the loss's pass (kernels/loss.h pt_loss_read); dy16 NULL, or the gradient goes there
+   * as n = N*F bf16 (pt_bf16_bits of each value dy would get: what converting dy gives) and dy's
+   * floats are left undefined (the GPU writes none of them: 2 bytes a logit instead of 4 and no
+   * conversion after; engine/stage_store.h, layers/layer.h dout_read_at_rest). finite_check:
    * *mark = max(*mark, value) when x holds a NaN or an infinity (one int32; value > 0, so a
    * zeroed mark means "all finite" and the largest value of the checks that failed is left,
    * whatever the order the device ran them in). */
   void (*loss_acc)(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
-                   size_t target_bytes, int N, int F, float scale, float *dy, double *sum,
-                   int32_t *mark, int32_t value);
+                   size_t target_bytes, int N, int F, float scale, float *dy, uint16_t *dy16,
+                   double *sum, int32_t *mark, int32_t value);
   /* sumsq_spans_into: out[j] = sumsq of x[spans[j].offset, + spans[j].n), bit for bit, for
    * every j < n_spans (0 for an empty span; one double each); spans: host memory, read before
    * it returns. On the GPU two launches in all (kernels/cuda/ops_cuda.h cuda_sumsq_spans), the

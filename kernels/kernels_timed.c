@@ -266,10 +266,10 @@ static double loss(const pt_kernels *k, pt_loss_kind kind, const float *y, const
                N, F, scale, dy);
 }
 static void loss_acc(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
-                     size_t target_bytes, int N, int F, float scale, float *dy, double *sum,
-                     int32_t *mark, int32_t value) {
+                     size_t target_bytes, int N, int F, float scale, float *dy, uint16_t *dy16,
+                     double *sum, int32_t *mark, int32_t value) {
   TIMED(loss_acc, LOSS, loss_bytes(target_bytes, N, F), kind, y, targets, target_bytes, N, F,
-        scale, dy, sum, mark, value);
+        scale, dy, dy16, sum, mark, value);
 }
 
 /* An update reads w, g, m (and v) and writes w, m (and v), and the bf16 copy when there is one. */

@@ -166,6 +166,12 @@ typedef struct pt_layer_type {
   void (*forward)(pt_layer *L, const pt_io *io);
   void (*backward_input)(pt_layer *L, const pt_io *io);
   void (*backward_weight)(pt_layer *L, const pt_io *io);
+  /* Optional (NULL: 0). 1 when backward_input and backward_weight read io->dout only whole, as
+   * the dy operand of linear products (kernels.h linear_backward_input, linear_backward_weight
+   * without a bias): no bias, norm, activation or elementwise kernel reads its floats. On the
+   * model's last layer, under bf16 on a table with activation_copies, the loss then writes its
+   * gradient as bf16 alone (kernels.h loss_acc dy16; layer_dout_at_rest). */
+  int (*dout_read_at_rest)(const pt_layer *L);
   /* Optional; NULL means the generic estimate from parameter count and saved_bytes. */
   void (*cost)(const pt_layer *L, int T, pt_layer_cost *c);
 } pt_layer_type;
@@ -260,6 +266,9 @@ size_t layer_saved_part_rest(const pt_saved_part *p);
 /* Bytes at rest under bf16 storage of the parts forward writes (stash 0), or of those only
  * backward_input writes (stash 1). */
 size_t layer_saved_rest_bytes(const pt_layer *L, const pt_kernels *k, int B, int T, int stash);
+/* 1 when the loss may hand L's backward its gradient as bf16 alone (the type's dout_read_at_rest
+ * says 1 and table k, NULL the CPU's, has activation_copies): engine/stage_store.c asks. */
+int layer_dout_at_rest(const pt_layer *L, const pt_kernels *k);
 /* pt_io.scratch bytes at B x T with kernel table k (NULL: the CPU's), 0 without scratch_bytes. */
 size_t layer_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T);
 /* Deterministic init of parameter p from (seed, L->index, p): normal(0, std) or a constant. */

@@ -71,6 +71,11 @@ void layer_init_params(pt_layer *L, uint64_t seed) {
 
 const pt_kernels *layer_kernels(const pt_layer *L) { return L->k ? L->k : &kernels_cpu; }
 
+int layer_dout_at_rest(const pt_layer *L, const pt_kernels *k) {
+  if (!k) k = &kernels_cpu;
+  return k->activation_copies && L->type->dout_read_at_rest && L->type->dout_read_at_rest(L);
+}
+
 /* saved_bytes reads the table from the layer itself (the engine sizes saved areas with it), so
  * asking about another table means asking a copy bound to that one. */
 size_t layer_saved_bytes(const pt_layer *L, const pt_kernels *k, int B, int T) {

@@ -45,6 +45,9 @@ static void linear_backward_weight(pt_layer *L, const pt_io *io) {
                                 io->in, io->B * io->T, L->in_dim, L->out_dim);
 }
 
+/* Without a bias only the products read dout (layer.h dout_read_at_rest). */
+static int linear_dout_read_at_rest(const pt_layer *L) { return L->n_params == 1; }
+
 static void lm_head_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   int64_t vocab = layer_require_model_int(s, s->spec->vocab, "vocab", "lm_head", e);
   int64_t dim = layer_require_model_int(s, s->spec->dim, "dim", "lm_head", e);
@@ -102,6 +105,9 @@ static void lm_head_backward_weight(pt_layer *L, const pt_io *io) {
                                 L->in_dim, L->out_dim);
 }
 
+/* The soft-cap's backward reads dout as float32. */
+static int lm_head_dout_read_at_rest(const pt_layer *L) { return head_softcap(L) == 0; }
+
 static void lm_head_cost(const pt_layer *L, int T, pt_layer_cost *c) {
   layer_cost_default(L, T, c);
   if (head_softcap(L) > 0) c->fwd_flops += 3.0 * T * L->out_dim, c->bwd_flops += 4.0 * T * L->out_dim;
@@ -116,6 +122,7 @@ const pt_layer_type layer_type_linear = {
     .forward = linear_forward,
     .backward_input = linear_backward_input,
     .backward_weight = linear_backward_weight,
+    .dout_read_at_rest = linear_dout_read_at_rest,
 };
 
 const pt_layer_type layer_type_lm_head = {
@@ -128,5 +135,6 @@ const pt_layer_type layer_type_lm_head = {
     .forward = lm_head_forward,
     .backward_input = lm_head_backward_input,
     .backward_weight = lm_head_backward_weight,
+    .dout_read_at_rest = lm_head_dout_read_at_rest,
     .cost = lm_head_cost,
 };

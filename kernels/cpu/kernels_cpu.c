@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/kernels.h"
+#include "kernels/precision.h"
 
 static void linear_forward(const pt_kernels *k, float *y, const float *x, const float *W,
                            const float *b, int N, int Ni, int No) {
@@ -262,10 +263,11 @@ static int all_finite(const pt_kernels *k, const float *x, int64_t n) {
 /* The step statistics' forms: host memory, so the value is there when they return; the same
  * arithmetic as loss and sumsq, so the bits do not change. */
 static void loss_acc(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
-                     size_t target_bytes, int N, int F, float s, float *dy, double *sum,
-                     int32_t *mark, int32_t value) {
+                     size_t target_bytes, int N, int F, float s, float *dy, uint16_t *dy16,
+                     double *sum, int32_t *mark, int32_t value) {
   pt_loss_read r = {.round_bf16 = k->loss_rounds_bf16, .mark = mark, .value = value};
   *sum += loss_forward_backward_read(kind, y, targets, N, F, s, dy, &r);
+  for (int64_t i = 0; dy16 && i < (int64_t)N * F; i++) dy16[i] = pt_bf16_bits(dy[i]); /* dy: scratch */
 }
 
 static void sumsq_spans_into(const pt_kernels *k, double *out, const float *x,

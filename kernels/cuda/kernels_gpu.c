@@ -324,9 +324,9 @@ static double loss(const pt_kernels *k, pt_loss_kind kind, const float *y, const
   CUDA_CHECK(cudaMemsetAsync(kg->sum, 0, sizeof(double), kg->g->stream));
   pt_loss_read r = {.round_bf16 = k->loss_rounds_bf16};
   if (kind == LOSS_CROSS_ENTROPY)
-    cuda_loss_cross_entropy(kg->g, dy, kg->sum, y, kg->targets, N, F, s, kg->reduce, r);
+    cuda_loss_cross_entropy(kg->g, dy, NULL, kg->sum, y, kg->targets, N, F, s, kg->reduce, r);
   else
-    cuda_loss_mse(kg->g, dy, kg->sum, y, kg->targets, N, F, s, kg->reduce, r);
+    cuda_loss_mse(kg->g, dy, NULL, kg->sum, y, kg->targets, N, F, s, kg->reduce, r);
   return read_sum(k);
 }
 
@@ -422,17 +422,17 @@ static void *device_targets(kernels_gpu *kg, size_t bytes) {
 }
 
 static void loss_acc(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
-                     size_t target_bytes, int N, int F, float s, float *dy, double *sum,
-                     int32_t *mark, int32_t value) {
+                     size_t target_bytes, int N, int F, float s, float *dy, uint16_t *dy16,
+                     double *sum, int32_t *mark, int32_t value) {
   kernels_gpu *kg = state(k);
   loss_check_targets(kind, targets, N, F);
   void *dev = device_targets(kg, target_bytes);
   gpu_staged_to_device(kg->g, &kg->staging, dev, targets, target_bytes); /* no wait */
   pt_loss_read r = {.round_bf16 = k->loss_rounds_bf16, .mark = mark, .value = value};
   if (kind == LOSS_CROSS_ENTROPY)
-    cuda_loss_cross_entropy(kg->g, dy, sum, y, dev, N, F, s, kg->reduce, r);
+    cuda_loss_cross_entropy(kg->g, dy, dy16, sum, y, dev, N, F, s, kg->reduce, r);
   else
-    cuda_loss_mse(kg->g, dy, sum, y, dev, N, F, s, kg->reduce, r);
+    cuda_loss_mse(kg->g, dy, dy16, sum, y, dev, N, F, s, kg->reduce, r);
 }
 
 static void sumsq_spans_into(const pt_kernels *k, double *out, const float *x,

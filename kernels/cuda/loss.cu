@@ -23,6 +23,12 @@ static __device__ __forceinline__ float read_y(const float *y, int f, const pt_l
   return r.round_bf16 ? pt_round_bf16(y[f]) : y[f];
 }
 
+/* Element i of the gradient: as a float in dy, or its bf16 bits in dy16 (kernels.h loss_acc). */
+static __device__ __forceinline__ void put_dy(float *dy, uint16_t *dy16, int64_t i, float v) {
+  if (dy16) dy16[i] = pt_bf16_bits(v);
+  else dy[i] = v;
+}
+
 /* Block b does rows n = b, b + G, b + 2G, ... (G = gridDim.x) one after the other; its thread 0
  * adds their losses in that order and leaves the block's sum in partial[b].
  * CPU cross_entropy_row: mx = max y;  e[f] = pt_expf(y[f] - mx);  sum = sum e;
@@ -34,19 +40,19 @@ static __device__ __forceinline__ float read_y(const float *y, int f, const pt_l
  * second pass writes the gradient. Thread t owns f = t, t + PT_THREADS, ...; y[target] is read
  * before any write. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    cross_entropy_kernel(float *dy, double *partial, const float *logits,
+    cross_entropy_kernel(float *dy, uint16_t *dy16, double *partial, const float *logits,
                          const int32_t *targets, int N, int V, float scale, pt_loss_read r) {
   __shared__ float sh[32];
   double acc = 0.0;
   int bad = 0;
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) { /* the same n in every thread */
     const float *y = logits + n * V;
-    float *d = dy + n * V;
+    const int64_t row = n * V;
     const int target = targets[n];
     if (target == LOSS_IGNORE) { /* no prediction here: dy = 0, adds 0 (the CPU's skip) */
       for (int f = threadIdx.x; f < V; f += blockDim.x) {
         if (r.mark) bad |= pt_dev_nonfinite(read_y(y, f, r)); /* checked all the same */
-        d[f] = 0.0f;
+        put_dy(dy, dy16, row + f, 0.0f);
       }
       continue;
     }
@@ -69,7 +75,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
     for (int f = threadIdx.x; f < V; f += blockDim.x) {
       float v = pt_dev_expf(read_y(y, f, r) - bmx) * inv;
       if (f == target) v -= scale;
-      d[f] = v;
+      put_dy(dy, dy16, row + f, v);
     }
     if (threadIdx.x == 0)
       acc += valid ? (double)bmx + log((double)sum) - (double)yt : (double)pt_dev_nan();
@@ -81,21 +87,20 @@ static __global__ void __launch_bounds__(PT_THREADS)
 /* Rows as above. CPU: diff = y - t;  s += (double)diff * diff;  dy = 2 * diff / F * scale;
  * loss = s / F. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    mse_kernel(float *dy, double *partial, const float *yv, const float *targets, int N, int F,
-               float scale, pt_loss_read r) {
+    mse_kernel(float *dy, uint16_t *dy16, double *partial, const float *yv,
+               const float *targets, int N, int F, float scale, pt_loss_read r) {
   __shared__ double sh[32];
   double acc = 0.0;
   int bad = 0;
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const float *y = yv + n * F, *t = targets + n * F;
-    float *d = dy + n * F;
     double s = 0.0;
     for (int f = threadIdx.x; f < F; f += blockDim.x) {
       const float v = read_y(y, f, r);
       bad |= pt_dev_nonfinite(v);
       float diff = v - t[f];
       s += (double)diff * diff;
-      d[f] = 2.0f * diff / (float)F * scale;
+      put_dy(dy, dy16, n * F + f, 2.0f * diff / (float)F * scale);
     }
     s = pt_block_sum_d(s, sh);
     if (threadIdx.x == 0) acc += s / F;
@@ -105,17 +110,18 @@ static __global__ void __launch_bounds__(PT_THREADS)
 }
 
 
-extern "C" void cuda_loss_cross_entropy(gpu_ctx *g, float *dy, double *loss_sum_dev,
-                                        const float *logits, const int32_t *targets, int N, int V,
+extern "C" void cuda_loss_cross_entropy(gpu_ctx *g, float *dy, uint16_t *dy16,
+                                        double *loss_sum_dev, const float *logits, const int32_t *targets, int N, int V,
                                         float scale, double *scratch, pt_loss_read r) {
   if (N <= 0 || V <= 0) return;
   unsigned blocks = row_blocks(N);
   /* logits read and the gradient written once each (the kernel reads a row twice: the second
-   * read is not compulsory), ids read, a partial sum per block; the exps (about 2 per logit),
-   * the gradient's scaling and the rescaled sums: 4 FLOPs per logit */
+   * read is not compulsory; the gradient 2 bytes as bf16), ids read, a partial sum per block;
+   * the exps (about 2 per logit), the gradient's scaling and the rescaled sums: 4 FLOPs per
+   * logit */
   const double NV = (double)N * V;
-  const pt_cost cost = pt_cost_of(0.0, 4.0 * NV, 8.0 * NV + 4.0 * N + 8.0 * blocks);
-  PT_LAUNCH_COSTED(cross_entropy_kernel, cost, blocks, PT_THREADS, 0, g->stream, dy, scratch,
+  const pt_cost cost = pt_cost_of(0.0, 4.0 * NV, (dy16 ? 6.0 : 8.0) * NV + 4.0 * N + 8.0 * blocks);
+  PT_LAUNCH_COSTED(cross_entropy_kernel, cost, blocks, PT_THREADS, 0, g->stream, dy, dy16, scratch,
                    logits, targets, N, V, scale, r);
   PT_LAUNCH_CHECK();
   PT_LAUNCH_COSTED(pt_sum_partials_kernel, pt_cost_sum_partials(blocks), 1, PT_THREADS, 0,
@@ -123,14 +129,15 @@ extern "C" void cuda_loss_cross_entropy(gpu_ctx *g, float *dy, double *loss_sum_
   PT_LAUNCH_CHECK();
 }
 
-extern "C" void cuda_loss_mse(gpu_ctx *g, float *dy, double *loss_sum_dev, const float *y,
+extern "C" void cuda_loss_mse(gpu_ctx *g, float *dy, uint16_t *dy16, double *loss_sum_dev,
+                              const float *y,
                               const float *targets, int N, int F, float scale, double *scratch,
                               pt_loss_read r) {
   if (N <= 0 || F <= 0) return;
   unsigned blocks = row_blocks(N);
   const double NF = (double)N * F;
-  PT_LAUNCH_COSTED(mse_kernel, pt_cost_of(0.0, 6.0 * NF, 12.0 * NF + 8.0 * blocks), blocks,
-                   PT_THREADS, 0, g->stream, dy, scratch, y, targets, N, F, scale, r);
+  PT_LAUNCH_COSTED(mse_kernel, pt_cost_of(0.0, 6.0 * NF, (dy16 ? 10.0 : 12.0) * NF + 8.0 * blocks),
+                   blocks, PT_THREADS, 0, g->stream, dy, dy16, scratch, y, targets, N, F, scale, r);
   PT_LAUNCH_CHECK();
   PT_LAUNCH_COSTED(pt_sum_partials_kernel, pt_cost_sum_partials(blocks), 1, PT_THREADS, 0,
                    g->stream, loss_sum_dev, scratch, (int)blocks, 1);

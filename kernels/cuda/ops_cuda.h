@@ -162,13 +162,15 @@ void cuda_op_pos_backward_weight(gpu_ctx *g, float *dpos, const float *dy, int B
 /* Losses over N rows of F values, as kernels/cpu/loss.c: dy = scale * d(loss)/dy written; the
  * loss sum (not mean) over the rows is added to *loss_sum_dev (one device double). The rows'
  * losses are added in a fixed order (scratch: CUDA_REDUCE_SCRATCH_DOUBLES device doubles).
+ * dy16 NULL, or the gradient is written there as bf16 bits (pt_bf16_bits) and dy not at all.
  * Cross entropy targets are checked on the host (as kernels/cpu/loss.c does); one outside [0, V)
  * gives a NaN loss and no -scale in its row. y is read as r says (kernels/loss.h; r.mark device
  * memory). */
-void cuda_loss_cross_entropy(gpu_ctx *g, float *dy, double *loss_sum_dev, const float *logits,
+void cuda_loss_cross_entropy(gpu_ctx *g, float *dy, uint16_t *dy16, double *loss_sum_dev,
+                             const float *logits,
                              const int32_t *targets, int N, int V, float scale, double *scratch,
                              pt_loss_read r);
-void cuda_loss_mse(gpu_ctx *g, float *dy, double *loss_sum_dev, const float *y,
+void cuda_loss_mse(gpu_ctx *g, float *dy, uint16_t *dy16, double *loss_sum_dev, const float *y,
                    const float *targets, int N, int F, float scale, double *scratch,
                    pt_loss_read r);
 

@@ -89,7 +89,7 @@ static double loss_of(fixture *x, int slot, float **grad) {
   int32_t check = stage_loss_check(&x->st, slot);
   double sum = 0.0;
   device_loss_acc(x->m.dev, LOSS_CROSS_ENTROPY, y, x->targets, sizeof(int32_t) * x->B * x->T,
-                  x->B * x->T, x->F, 0.5f, y, &sum, check ? x->st.finite_mark : NULL, check);
+                  x->B * x->T, x->F, 0.5f, y, NULL, &sum, check ? x->st.finite_mark : NULL, check);
   *grad = copy_of(y, x->n);
   return sum;
 }

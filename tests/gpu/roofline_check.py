@@ -181,10 +181,12 @@ def closed_forms(r):
     # atty forward (D) and dqkv backward (3D): the attention's bf16 results are kept as their
     # copies (pt_attention_opts.shared); nor the block's xln1 and xln2 forward (2D), which their
     # norms write as bf16 to their places at rest; the attention's qkv forward (3D) is one, going
-    # to its place at rest (kernels.h share_bf16_into) as g does
-    sum_ni, sum_no = L * 7 * D + D, L * 9 * D + V
+    # to its place at rest (kernels.h share_bf16_into) as g does; nor the head's dy (V): the
+    # loss writes its gradient as bf16 (kernels.h loss_acc dy16; the head reads it only through
+    # products, layers/layer.h dout_read_at_rest)
+    sum_ni, sum_no = L * 7 * D + D, L * 9 * D
     launches, _, _, nbytes = r["to_bf16_kernel:operand"]
-    close(launches, M * (5 * L + 3), "operand conversions: 5 a block's, 3 the head's")
+    close(launches, M * (5 * L + 2), "operand conversions: 5 a block's, 2 the head's")
     close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 10 * D * L),
           "operand conversions: 6 bytes each")
     # the bias gradients: a block's four read their dy from its copy, 2 bytes an element (fc2's
@@ -252,8 +254,8 @@ def closed_forms(r):
     launched, _, other, nbytes = r["cross_entropy_kernel"]
     close(launched, M, "cross entropy: one launch a micro-batch")
     close(other, 4.0 * M * N * V, "cross entropy: 4 FLOPs a logit")
-    close(nbytes, M * (8.0 * N * V + 4 * N + 8 * min(N, 1024)),
-          "cross entropy: the logits read once and the gradient written, ids, partial sums")
+    close(nbytes, M * (6.0 * N * V + 4 * N + 8 * min(N, 1024)),
+          "cross entropy: the logits read once and the gradient written as bf16, ids, partial sums")
 
 
 def report_lines(text):

@@ -304,6 +304,13 @@ static uint64_t ledger_launches(const char *kernel) {
   return 0;
 }
 
+/* Bytes the cost ledger holds for a kernel name. */
+static double ledger_bytes(const char *kernel) {
+  for (int i = 0; i < gpu_cost_count(); i++)
+    if (!strcmp(gpu_cost_row_at(i)->kernel, kernel)) return gpu_cost_row_at(i)->bytes;
+  return 0.0;
+}
+
 /* h = x W^T + b, y = gelu(h) and dh = (dy W) * gelu'(h) against the CPU's separate calls; one
  * cuBLASLt matmul each (GELU_AUX_BIAS, DGELU: the ledger shows it) where the auxiliary matrix's
  * leading dimension (No forward, Ni backward) is a multiple of 8, else the separate kernels. */
@@ -979,7 +986,7 @@ static void test_loss_ignore(int N, int F) {
   double *d_loss = dnew(sizeof(double)), zero = 0.0;
   gpu_to_device(&G, d_loss, &zero, sizeof zero);
   float *d_dy = upf(hrand(n, 5, 6), n);
-  cuda_loss_cross_entropy(&G, d_dy, d_loss, upf(y, n), up(it, sizeof(int32_t) * N), N, F, 0.5f,
+  cuda_loss_cross_entropy(&G, d_dy, NULL, d_loss, upf(y, n), up(it, sizeof(int32_t) * N), N, F, 0.5f,
                           dnew(sizeof(double) * CUDA_REDUCE_SCRATCH_DOUBLES), (pt_loss_read){0});
   float *dyg = downf(d_dy, n);
   expect_close("loss_cross_entropy dy (ignored rows)", shape, dyg, dyc, n, TOL_DEFAULT);
@@ -990,6 +997,48 @@ static void test_loss_ignore(int N, int F) {
   expect_close_d("loss_cross_entropy loss sum (ignored rows)", shape, down_double(d_loss), lc,
                  TOL_CE_LOSS);
   scope_end();
+}
+
+static void loss_launch(pt_loss_kind kind, float *dy, uint16_t *dy16, double *loss, const float *y,
+                        const void *t, int N, int F, float scale, double *scr) {
+  if (kind == LOSS_CROSS_ENTROPY)
+    cuda_loss_cross_entropy(&G, dy, dy16, loss, y, t, N, F, scale, scr, (pt_loss_read){0});
+  else
+    cuda_loss_mse(&G, dy, dy16, loss, y, t, N, F, scale, scr, (pt_loss_read){0});
+}
+
+/* The gradient as bf16 (kernels.h loss_acc dy16): each element pt_bf16_bits of the float path's
+ * (dy1), dy not written (its sentinel left), the same loss, 2 bytes a gradient element fewer in
+ * the ledger than a float path's call (run first, over a scratch dy). */
+static void test_loss_bf16(pt_loss_kind kind, const char *name, const char *shape, const float *d_y,
+                           const void *d_t, int N, int F, float scale, double *d_scr,
+                           const float *dy1, double loss1) {
+  const int64_t n = (int64_t)N * F;
+  const char *row = kind == LOSS_CROSS_ENTROPY ? "cross_entropy_kernel" : "mse_kernel";
+  char op[96];
+  float *sentinel = hnew(sizeof(float) * n);
+  for (int64_t i = 0; i < n; i++) sentinel[i] = 7.0f;
+  float *d_dy = upf(sentinel, n);
+  uint16_t *d_16 = dnew(sizeof(uint16_t) * n), *want = hnew(sizeof(uint16_t) * n);
+  double *d_loss = dnew(sizeof(double)), zero = 0.0, b0 = ledger_bytes(row);
+  loss_launch(kind, dnew(sizeof(float) * n), NULL, d_loss, d_y, d_t, N, F, scale, d_scr);
+  double full = ledger_bytes(row) - b0;
+  b0 = ledger_bytes(row);
+  gpu_to_device(&G, d_loss, &zero, sizeof zero);
+  loss_launch(kind, d_dy, d_16, d_loss, d_y, d_t, N, F, scale, d_scr);
+  double bytes = ledger_bytes(row) - b0;
+  uint16_t *got = hnew(sizeof(uint16_t) * n);
+  gpu_to_host(&G, got, d_16, sizeof(uint16_t) * n);
+  for (int64_t i = 0; i < n; i++) want[i] = pt_bf16_bits(dy1[i]);
+  snprintf(op, sizeof op, "%s dy16", name);
+  CHECK(memcmp(got, want, sizeof(uint16_t) * n) == 0, "%s [%s]: not the float path's bits", op,
+        shape);
+  expect_same_bits(op, shape, downf(d_dy, n), sentinel, n); /* dy untouched */
+  double l16 = down_double(d_loss);
+  CHECK(memcmp(&l16, &loss1, sizeof(double)) == 0, "%s [%s]: loss %.17g, float path %.17g", op,
+        shape, l16, loss1);
+  CHECK(bytes == full - 2.0 * n, "%s [%s]: ledger %.0f bytes, want 2 a gradient element fewer than %.0f",
+        op, shape, bytes, full);
 }
 
 static void test_loss(pt_loss_kind kind, int N, int F) {
@@ -1013,9 +1062,9 @@ static void test_loss(pt_loss_kind kind, int N, int F) {
   for (int run = 0; run < 2; run++) {
     gpu_to_device(&G, d_loss, &start, sizeof start);
     if (kind == LOSS_CROSS_ENTROPY)
-      cuda_loss_cross_entropy(&G, d_dy, d_loss, d_y, d_t, N, F, scale, d_scr, (pt_loss_read){0});
+      cuda_loss_cross_entropy(&G, d_dy, NULL, d_loss, d_y, d_t, N, F, scale, d_scr, (pt_loss_read){0});
     else
-      cuda_loss_mse(&G, d_dy, d_loss, d_y, d_t, N, F, scale, d_scr, (pt_loss_read){0});
+      cuda_loss_mse(&G, d_dy, NULL, d_loss, d_y, d_t, N, F, scale, d_scr, (pt_loss_read){0});
     float *dyg = downf(d_dy, n);
     l[run] = down_double(d_loss);
     if (run == 0) {
@@ -1038,15 +1087,16 @@ static void test_loss(pt_loss_kind kind, int N, int F) {
   float *d_over = upf(y, n);
   gpu_to_device(&G, d_loss, &start, sizeof start);
   if (kind == LOSS_CROSS_ENTROPY)
-    cuda_loss_cross_entropy(&G, d_over, d_loss, d_over, d_t, N, F, scale, d_scr,
+    cuda_loss_cross_entropy(&G, d_over, NULL, d_loss, d_over, d_t, N, F, scale, d_scr,
                             (pt_loss_read){0});
   else
-    cuda_loss_mse(&G, d_over, d_loss, d_over, d_t, N, F, scale, d_scr, (pt_loss_read){0});
+    cuda_loss_mse(&G, d_over, NULL, d_loss, d_over, d_t, N, F, scale, d_scr, (pt_loss_read){0});
   snprintf(op, sizeof op, "%s dy over y", name);
   expect_same_bits(op, shape, downf(d_over, n), dy1, n);
   double lo = down_double(d_loss);
   CHECK(memcmp(&lo, &l[0], sizeof(double)) == 0, "%s [%s]: loss %.17g in place, %.17g apart",
         op, shape, lo, l[0]);
+  test_loss_bf16(kind, name, shape, d_y, d_t, N, F, scale, d_scr, dy1, l[0] - start);
   scope_end();
 }
 
@@ -1476,7 +1526,7 @@ static void test_tables(kernels_gpu *kg) {
   for (int c = 0; c < CALLS; c++) {
     for (int i = 0; i < N; i++) ids[i] = (kept[i] + c) % F;
     kg->table.loss_acc(&kg->table, LOSS_CROSS_ENTROPY, d_y, ids, sizeof(int32_t) * N, N, F, 0.5f,
-                       d_dy, d_sum + 1, NULL, 0);
+                       d_dy, NULL, d_sum + 1, NULL, 0);
     memset(ids, 0, sizeof(int32_t) * N); /* the caller reuses its buffer at once */
     want += lgs[c];
   }
@@ -1666,13 +1716,6 @@ static void test_share_into(const pt_kernels *k, const char *shape, float *y, fl
   k->activation_copies(k, NULL, 0);
   CHECK(!k->shared_into_done(k, x), "%s: share_bf16_into done after activation_copies", shape);
   to_table(1, x, x0, sizeof(float) * (size_t)nx);
-}
-
-/* Bytes the cost ledger holds for a kernel name. */
-static double ledger_bytes(const char *kernel) {
-  for (int i = 0; i < gpu_cost_count(); i++)
-    if (!strcmp(gpu_cost_row_at(i)->kernel, kernel)) return gpu_cost_row_at(i)->bytes;
-  return 0.0;
 }
 
 /* The GPU table's bf16 attention with opts.shared (kernels.h): o and dqkv kept as their
@@ -2088,7 +2131,7 @@ static void test_loss_rounds(kernels_gpu *kg, pt_loss_kind kind, int N, int F) {
     gpu_to_device(&G, d_loss, &zero, sizeof zero);
     float *d = rounded ? d_yr : d_y;
     if (rounded) kernels_gpu_set_precision(kg, PT_PRECISION_FP32);
-    gk->loss_acc(gk, kind, d, tg, tb, N, F, 0.25f, d, d_loss, NULL, 0);
+    gk->loss_acc(gk, kind, d, tg, tb, N, F, 0.25f, d, NULL, d_loss, NULL, 0);
     lg[rounded] = down_double(d_loss);
   }
   expect_same_bits("gpu loss rounding on read: dy", shape, downf(d_y, n), downf(d_yr, n), n);
@@ -2114,7 +2157,7 @@ static void test_loss_rounds(kernels_gpu *kg, pt_loss_kind kind, int N, int F) {
         memcpy(h, y, sizeof(float) * (size_t)n);
         if (at[call] >= 0) h[at[call]] = call == 1 ? big : NAN;
         if (gpu) gpu_to_device(&G, d_h, h, sizeof(float) * (size_t)n);
-        t->loss_acc(t, kind, v, tg, tb, N, F, 0.25f, v, sm, m, value[call]);
+        t->loss_acc(t, kind, v, tg, tb, N, F, 0.25f, v, NULL, sm, m, value[call]);
         if (gpu) gpu_to_host(&G, &mark, m, sizeof mark);
         /* finite: none; big: only where bf16 rounds it; the NaN (row 1: ignored): 9, then stays */
         int32_t expect = call == 0 ? 0 : call == 1 ? (bf16 ? 5 : 0) : 9;
