@@ -90,8 +90,9 @@ static int in_layout(const pt_saved_part *p, int set) {
 }
 
 /* What is done to a run of parts: rounded in place, moved to rest or back, or both of the first
- * two in one pass (the float32 parts of such a run are only moved: they are not rounded). */
-enum { ROUND, TO_REST, FROM_REST, ROUND_TO_REST, ROUND_SHARE, UNSET };
+ * two in one pass (the float32 parts of such a run are only moved: they are not rounded);
+ * ROUND_SHARE and PACK_SHARE: kernels.h round_share_bf16, its floats rounded or unset. */
+enum { ROUND, TO_REST, FROM_REST, ROUND_TO_REST, ROUND_SHARE, PACK_SHARE, UNSET };
 
 /* Parts next to each other both in the area and at rest, of one kind, go in one call. */
 typedef struct {
@@ -105,7 +106,8 @@ static void run_flush(const pt_kernels *k, part_run *u, int op) {
   if (u->n == 0) return;
   if (op == ROUND) k->round_bf16(k, u->f, u->n);
   else if (op == UNSET) k->unset_f32(k, u->f, u->n);
-  else if (op == ROUND_SHARE) k->round_share_bf16(k, u->f, u->n);
+  else if (op == ROUND_SHARE || op == PACK_SHARE)
+    k->round_share_bf16(k, u->f, u->n, op == PACK_SHARE);
   else if (u->bf16 && op == ROUND_TO_REST) k->round_pack_bf16(k, (uint16_t *)u->r, u->f, u->n);
   else if (u->bf16 && op == TO_REST) k->pack_bf16(k, (uint16_t *)u->r, u->f, u->n);
   else if (u->bf16) k->unpack_bf16(k, u->f, (const uint16_t *)u->r, u->n);
@@ -118,7 +120,8 @@ static void run_add(const pt_kernels *k, part_run *u, float *f, char *r, int64_t
                     int op) {
   int64_t width = u->bf16 ? 2 : 4;
   if (u->n && u->bf16 == bf16 && u->f + u->n == f &&
-      (op == ROUND || op == ROUND_SHARE || op == UNSET || u->r + u->n * width == r)) {
+      (op == ROUND || op == ROUND_SHARE || op == PACK_SHARE || op == UNSET ||
+       u->r + u->n * width == r)) {
     u->n += n;
     return;
   }
@@ -154,15 +157,33 @@ static void move_parts(const pt_stage *st, int li, float *f, char *r, int set, i
 }
 
 /* Rounds to bf16 the parts of layer li's saved area f that `writer` wrote and that may be bf16
- * (op ROUND, or ROUND_SHARE: their bits kept by the table as well, kernels.h). */
-static void round_parts(const pt_stage *st, int li, float *f, int writer, int op) {
+ * (op ROUND, or ROUND_SHARE: their bits kept by the table as well, kernels.h; PACK_SHARE: only
+ * kept), but those of `but` (bit i: part i). */
+static void round_parts_but(const pt_stage *st, int li, float *f, int writer, int op,
+                            uint32_t but) {
   const pt_kernels *k = st->m->dev->k;
   pt_saved_part p[PT_MAX_SAVED_PARTS];
   part_run u = {0};
   int n = parts_at(st, li, st->cur_B, st->cur_T, p);
   for (int i = 0; i < n; f += p[i].floats, i++)
-    if (p[i].bf16 && (p[i].writers & writer)) run_add(k, &u, f, NULL, p[i].floats, 1, op);
+    if (p[i].bf16 && (p[i].writers & writer) && !(but >> i & 1))
+      run_add(k, &u, f, NULL, p[i].floats, 1, op);
   run_flush(k, &u, op);
+}
+
+static void round_parts(const pt_stage *st, int li, float *f, int writer, int op) {
+  round_parts_but(st, li, f, writer, op, 0);
+}
+
+/* Layer li's parts backward_input writes that backward_weight reads only from the table's
+ * copies (layer.h read_at_rest), bit i: part i. */
+static uint32_t stash_at_rest(const pt_stage *st, int li) {
+  pt_saved_part p[PT_MAX_SAVED_PARTS];
+  uint32_t held = 0;
+  int n = parts_at(st, li, st->cur_B, st->cur_T, p);
+  for (int i = 0; i < n; i++)
+    if ((p[i].writers & PT_SAVED_STASH) && p[i].read_at_rest) held |= (uint32_t)1 << i;
+  return held;
 }
 
 /* wk[p] is about to hold tag's values: logits of another tag there, unrounded and not at rest
@@ -382,8 +403,15 @@ void store_after_backward_input(pt_stage *st, int slot, int li, const pt_io *io,
   const pt_kernels *k = st->m->dev->k;
   st->wk_saved_tag = -1; /* backward_input rewrote parts of it */
   if (!set) { /* backward_weight follows at once: its products read the parts' bits kept */
-    int op = k->round_share_bf16 ? ROUND_SHARE : ROUND;
-    if (io->saved) round_parts(st, li, io->saved, PT_SAVED_STASH, op);
+    if (!io->saved) return;
+    if (!k->round_share_bf16) {
+      round_parts(st, li, io->saved, PT_SAVED_STASH, ROUND);
+      return;
+    }
+    /* those it reads only there not even rounded: their floats unset (kernels.h) */
+    uint32_t held = stash_at_rest(st, li);
+    round_parts_but(st, li, io->saved, PT_SAVED_STASH, ROUND_SHARE, held);
+    round_parts_but(st, li, io->saved, PT_SAVED_STASH, PACK_SHARE, ~held);
     return;
   }
   int64_t m = out_floats(st, li, io->B, io->T);

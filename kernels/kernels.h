@@ -371,9 +371,12 @@ struct pt_kernels {
    * results need (nothing; round_bf16), so every path gives the bits converting gives.
    * share_bf16's values: x holds bf16 values (round_bf16 would leave it as it is), so a
    * linear_backward_weight's bias gradient of a dy inside x may sum its conversion (the same
-   * floats); round_share_bf16's x holds them once rounded. */
+   * floats); round_share_bf16's x holds them once rounded. round_share_bf16's unset: x's bits
+   * are kept but its floats not rounded, left undefined instead (unset_f32: only what reads
+   * the copy may read them; 6 bytes an element, not 10), where the table has room; without
+   * room they are rounded, as with unset 0. */
   void (*share_bf16)(const pt_kernels *k, const float *x, int64_t n, int values);
-  void (*round_share_bf16)(const pt_kernels *k, float *x, int64_t n);
+  void (*round_share_bf16)(const pt_kernels *k, float *x, int64_t n, int unset);
   /* Tables with activation_copies (NULL elsewhere): share_bf16 of x[0..n), and place[0..n) (n
    * bf16, the caller's) is the table's until the next activation_copies: the first product
    * reading an operand inside x converts the whole of x into place (padding included) and

@@ -121,6 +121,14 @@ typedef struct {
    * straight to its place at rest alone (a norm, swiglu, geglu, such an attention's o; else the
    * first product or attention reading it converts it there: kernels.h share_bf16_into), the
    * floats left undefined (NaN on the emulated GPU as well).
+   * 1 (bf16 parts backward_input writes, PT_SAVED_STASH among writers; of such a part, what
+   * backward_input wrote): backward_weight reads it only as a product's operand, the dy of
+   * linear_backward_weight's bias sum, or the dy of layernorm_backward_weight or
+   * rmsnorm_backward_weight, through no other entry (no head norm's weight gradient, say).
+   * Without a stash set (backward_weight right after backward_input) the engine then keeps
+   * only its bits with the table (kernels.h round_share_bf16 unset), whose copy those entries
+   * read: its floats are undefined from there (NaN on the emulated GPU) but where the table
+   * has no room. With a stash set the part goes to rest as any other (the set's).
    * 0: the part is unpacked (the safe default).
    * layer_saved_parts refuses it on any other part. */
   int read_at_rest;

@@ -98,10 +98,13 @@ int layer_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T, pt_s
   if (n < 0 || n > PT_MAX_SAVED_PARTS || sum != floats)
     pt_fatal("layer type %s: saved_parts gives %d parts of %lld floats, saved_bytes %lld floats",
              L->type->name, n, (long long)sum, (long long)floats);
-  for (int i = 0; i < n; i++) /* only a bf16 part forward alone writes has a copy at rest */
-    if (parts[i].read_at_rest && (!parts[i].bf16 || parts[i].writers != PT_SAVED_FORWARD))
+  /* a copy at rest: of a bf16 part forward alone writes, or the table's of a stash part */
+  for (int i = 0; i < n; i++)
+    if (parts[i].read_at_rest &&
+        (!parts[i].bf16 ||
+         (parts[i].writers != PT_SAVED_FORWARD && !(parts[i].writers & PT_SAVED_STASH))))
       pt_fatal("layer type %s: saved part %d is read_at_rest but not a bf16 part only forward "
-               "writes", L->type->name, i);
+               "writes, or one backward_input writes", L->type->name, i);
   return n;
 }
 

@@ -156,7 +156,10 @@ static size_t llama_saved_bytes(const pt_layer *L, int B, int T) {
  * dqkv) and atty (also the o weight gradient's x) where the table's attention reads them as
  * bf16 for this shape and options (layer_attention_at_rest), not where its fallback reads them
  * as float32 (soft-capping, say); not h (the MLP norm's backward), gu (swiglu or geglu
- * backward), qkv_raw (the head norms' backward), ao and mo (the post norms' backward). */
+ * backward), qkv_raw (the head norms' backward), ao and mo (the post norms' backward). The
+ * stash (layer.h: read by backward_weight as products' and bias sums' dy and as the norms'
+ * weight gradients' dy) is read at rest too, but dqkvn, which the head norms' weight gradient
+ * reads as float32. */
 static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
@@ -164,8 +167,8 @@ static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
                                             0, 0, 0, 0, 1, 0, 0, 1, 0, 1, 0, 0};
   static const int writers[N_SAVED + N_POST] = {F, F, F, F, F, F, F, F, F, F, S, S,
                                                 S, S, S, F, F, S, F, F, F, F, S, S};
-  static const int at_rest[N_SAVED + N_POST] = {0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0,
-                                                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  static const int at_rest[N_SAVED + N_POST] = {0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 1, 1,
+                                                1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1};
   llama_dims m = dims_of(L, B, T);
   int64_t sizes[N_SAVED + N_POST];
   saved_sizes(&m, attn_floats(L, k, B, T), sizes);

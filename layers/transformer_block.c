@@ -76,14 +76,15 @@ static const pt_attention_opts k_shared = {.shared = 1};
  * (backward's readers): xln1, xln2 and g only as x of the qkv, fc and fc2 weight gradients; qkv
  * and atty (the attention, atty also as the proj weight gradient's x) where the table's
  * attention reads them as bf16 for this shape (layer_attention_at_rest), not where its fallback
- * reads them as float32; not x1 (the second norm's backward), h (the DGELU epilogue or
- * gelu_backward). */
+ * reads them as float32; not x1 (the second norm's backward). What backward_input writes (h
+ * then holding d(fc output), and the stash) backward_weight reads only as the weight and bias
+ * gradients' dy and the norms' weight gradients' dy: read at rest too (layer.h). */
 static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
   static const int f32[N_SAVED] = {1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   static const int writers[N_SAVED] = {F, F, F, F, F, F, F, F, F, F, F, F | S, S, S, S, S};
-  static const int at_rest[N_SAVED] = {0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  static const int at_rest[N_SAVED] = {0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 1};
   int64_t sizes[N_SAVED];
   block_saved_sizes((int64_t)B * T, L->out_dim, block_attn_floats(L, k, B, T), sizes);
   for (int i = 0; i < N_SAVED; i++)

@@ -407,8 +407,8 @@ static int shared_into_done(const pt_kernels *k, const float *x) {
   return cuda_bf16_shared_into_done(&state(k)->bf16, x);
 }
 
-static void round_share_bf16(const pt_kernels *k, float *x, int64_t n) {
-  cuda_bf16_round_share(ctx(k), &state(k)->bf16, x, n);
+static void round_share_bf16(const pt_kernels *k, float *x, int64_t n, int unset) {
+  cuda_bf16_round_share(ctx(k), &state(k)->bf16, x, n, unset);
 }
 
 /* The device targets buffer (reused by every micro-batch in stream order), grown when needed. */

@@ -281,12 +281,13 @@ void cuda_bf16_scratch_free(cuda_bf16_scratch *s);
  * x holds bf16 values, kernels.h share_bf16); whether
  * that conversion ran; x rounded and its bits kept, both where s->acts and kept have room
  * (else: nothing; cuda_round_bf16), in one launch around the exact range inside x (more than
- * one: a launch before each). */
+ * one: a launch before each); unset: the bits kept, the floats not rounded but unset
+ * (cuda_unset_f32), where there is room. */
 void cuda_bf16_acts_reset(gpu_ctx *g, cuda_bf16_scratch *s, const pt_weight_range *r, int n);
 void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n, uint16_t *place,
                      int alone, int values);
 int cuda_bf16_shared_into_done(const cuda_bf16_scratch *s, const float *x);
-void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n);
+void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n, int unset);
 /* A library's bf16 result widened into x[0..n) (kernels.h pt_attention_opts.shared: nothing
  * writes x until the next activation_copies): keep_room gives room for its n bf16 values in
  * kept (NULL: no room or no free range, the caller writes them elsewhere and keeps nothing),

@@ -58,6 +58,11 @@ static __global__ void __launch_bounds__(PT_THREADS)
     x[j] = pt_bf16_float(h);
   }
 }
+/* round_pack_bf16_kernel's packing alone: x's floats only read (their bits kept elsewhere). */
+static __global__ void __launch_bounds__(PT_THREADS)
+    pack_bf16_around_kernel(uint16_t *dst, const float *x, int64_t n, int64_t lo, int64_t gap) {
+  PT_GRID_LOOP(i, n) dst[i] = pt_bf16_bits(x[i < lo ? i : i + gap]);
+}
 
 /* n floats of a product's operand to bf16 at dst. */
 static void convert_operand(gpu_ctx *g, uint16_t *dst, const float *src, int64_t n) {
@@ -576,10 +581,21 @@ static void round_pack_launch(gpu_ctx *g, uint16_t *dst, float *x, int64_t n, in
   PT_LAUNCH_CHECK();
 }
 
+/* The bits of the n floats around a gap (round_pack_launch's) packed, the floats left unset. */
+static void pack_unset_launch(gpu_ctx *g, uint16_t *dst, float *x, int64_t n, int64_t lo,
+                              int64_t gap) {
+  if (n <= 0) return;
+  PT_LAUNCH_COSTED(pack_bf16_around_kernel, pt_cost_of(0.0, 0.0, 6.0 * n), pt_grid(n),
+                   PT_THREADS, 0, g->stream, dst, x, n, lo, gap);
+  PT_LAUNCH_CHECK();
+  cuda_unset_f32(g, x, lo);
+  cuda_unset_f32(g, x + lo + gap, n - lo);
+}
+
 /* round_share_bf16 of x[0..lo) and of the tail floats after a gap of gap floats left as they
  * are, in one pass; each side its own range of copies. */
 static void round_share_around(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t lo,
-                               int64_t gap, int64_t tail) {
+                               int64_t gap, int64_t tail, int unset) {
   const int ranges = (lo > 0) + (tail > 0);
   uint16_t *copy = ranges && acts_free_slots(s) >= ranges ? kept_take(g, s, lo + tail) : NULL;
   if (!copy) {
@@ -587,25 +603,27 @@ static void round_share_around(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64
     cuda_round_bf16(g, x + lo + gap, tail);
     return;
   }
-  round_pack_launch(g, copy, x, lo + tail, lo, gap);
+  if (unset) pack_unset_launch(g, copy, x, lo + tail, lo, gap);
+  else round_pack_launch(g, copy, x, lo + tail, lo, gap);
   if (lo > 0) acts_put(s, acts_free_slot(s), x, copy, lo, 1);
   if (tail > 0) acts_put(s, acts_free_slot(s), x + lo + gap, copy + lo, tail, 1);
 }
 
-extern "C" void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n) {
+extern "C" void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n,
+                                      int unset) {
   /* floats that are bf16 values already, their bits kept (exact): only the floats around them */
   const pt_weight_range *e = n > 0 ? exact_within(s, x, n) : NULL;
   if (!e) {
-    round_share_around(g, s, x, n > 0 ? n : 0, 0, 0);
+    round_share_around(g, s, x, n > 0 ? n : 0, 0, 0, unset);
     return;
   }
   const int64_t lo = e->base - x, hi = lo + e->n;
   if (exact_within(s, x + hi, n - hi)) { /* more than one: before the first, then the rest */
-    round_share_around(g, s, x, lo, 0, 0);
-    cuda_bf16_round_share(g, s, x + hi, n - hi);
+    round_share_around(g, s, x, lo, 0, 0, unset);
+    cuda_bf16_round_share(g, s, x + hi, n - hi, unset);
     return;
   }
-  round_share_around(g, s, x, lo, e->n, n - hi);
+  round_share_around(g, s, x, lo, e->n, n - hi, unset);
 }
 
 extern "C" const uint16_t *cuda_bf16_shared_operand(gpu_ctx *g, cuda_bf16_scratch *s,

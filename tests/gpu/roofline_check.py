@@ -177,7 +177,7 @@ def closed_forms(r):
     # forward, dy of each input gradient, x of each weight gradient but a block's (xln1, atty,
     # xln2, g: 7D, read from their copies at rest); no dy of a weight gradient: the layer's
     # dout is read where its input gradient converted it (share_bf16), a block's h and dx1
-    # from the stash parts' bits kept as they were rounded (round_share_bf16); nor the block's
+    # from the stash parts' bits kept as they were packed (round_share_bf16); nor the block's
     # atty forward (D) and dqkv backward (3D): the attention's bf16 results are kept as their
     # copies (pt_attention_opts.shared); nor the block's xln1 and xln2 forward (2D), which their
     # norms write as bf16 to their places at rest; the attention's qkv forward (3D) is one, going
@@ -190,7 +190,7 @@ def closed_forms(r):
     close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 10 * D * L),
           "operand conversions: 6 bytes each")
     # the bias gradients: a block's four read their dy from its copy, 2 bytes an element (fc2's
-    # dout shared with values, fc's h and the projection's dx1 kept by round_share_bf16, qkv's
+    # dout shared with values, fc's h and the projection's dx1 packed by round_share_bf16, qkv's
     # dqkv the attention's result), none the floats; one chunk (N < 128 rows): the accumulators
     # read and written
     launched, _, other, nbytes = r["colsum_acc_kernel:bf16"]
@@ -198,7 +198,7 @@ def closed_forms(r):
     close(other, M * N * 9 * D * L, "bias gradients: 1 FLOP an element")
     close(nbytes, M * L * 9 * D * (2.0 * N + 8.0), "bias gradients: dy's copy and the sums")
     check("colsum_acc_kernel" not in r, "a bias gradient sums dy's floats")
-    # LayerNorm's weight gradients: a block's two read dy from the stash part's copy kept by
+    # LayerNorm's weight gradients: a block's two read dy from the stash part's copy packed by
     # round_share_bf16 (dxln2, dxln1: 2 bytes an element), the second x from its copy at rest
     # (x1), the first the block's input as floats; the final norm's both as floats (its dout
     # has no copy: no product reads it); mean and rstd, and the sums (one chunk) read and written
@@ -220,10 +220,11 @@ def closed_forms(r):
     #   bf16 result, written there alone, not widened: kernels.h attention_reads_bf16; the
     #   norms' mean and rstd and the attention's lse stay float32, adjacent too: one device
     #   copy);
-    #   kept by the table, after backward_input,
-    #   the parts it writes (round_share_bf16: kept for the weight
-    #   gradients): h (4D) and dx1, dxln2, dxln1 (3D), one launch around dqkv (3D: the
-    #   attention's bf16 result, bf16 values with their bits kept already);
+    # - packed only, kept by the table, after backward_input (6 bytes: the floats not rounded
+    #   but left unset, round_share_bf16 unset; the weight gradients read the parts only as
+    #   products', bias sums' and norms' dy, layers/layer.h read_at_rest), the parts it writes:
+    #   h (4D) and dx1, dxln2, dxln1 (3D), one launch around dqkv (3D: the attention's bf16
+    #   result, bf16 values with their bits kept already);
     # - rounded only (8 bytes): each input gradient backward but the embedding's (D each), L + 3;
     # - packed only (6 bytes): the attention's dout backward (its qkv and o backward are read
     #   from their copies at rest);
@@ -234,7 +235,8 @@ def closed_forms(r):
     #   widened).
     outs = D * (L + 3)
     forms = {  # row: (launches, elements, bytes an element) a micro-batch
-        "round_pack_bf16_kernel": (L + 3 + 2 * L, outs + 12 * D * L, 10.0),
+        "round_pack_bf16_kernel": (L + 3 + L, outs + 5 * D * L, 10.0),
+        "pack_bf16_around_kernel": (L, 7 * D * L, 6.0),
         "round_bf16_kernel": (L + 3, D * (L + 3), 8.0),
         "to_bf16_kernel": (L, D * L, 6.0),
         "from_bf16_kernel": (L + 2 + L + L, D * (L + 2) + 5 * D * L + 3 * D * L, 6.0),

@@ -1654,7 +1654,7 @@ static void test_share(const pt_kernels *k, const char *shape, float *y, float *
     if (round) {
       float *xr = upf(x0, nx);
       k->round_bf16(k, xr, nx);
-      k->round_share_bf16(k, x, nx);
+      k->round_share_bf16(k, x, nx, 0);
       snprintf(why, sizeof why, "%s: x rounded", what);
       expect_same_bits(why, shape, downf(x, nx), downf(xr, nx), nx);
     } else {
@@ -1759,7 +1759,7 @@ static void test_attention_share(const pt_kernels *k) {
     k->linear_forward(k, y, o, Wo, NULL, N, d, d);
     k->attention_backward(k, dqkv, dout, qkv, o, lse, B, T, d, H, H, NULL, &opts, NULL);
     k->linear_backward_input(k, dx, dqkv, Wq, N, d, 3 * d, 0);
-    k->round_share_bf16(k, run, n_run);
+    k->round_share_bf16(k, run, n_run, 0);
     k->linear_backward_weight(k, dWq, NULL, dqkv, xin, N, d, 3 * d);
     k->linear_backward_weight(k, dWs, NULL, pre, xin, N, d, d);
     k->linear_backward_weight(k, dWs + d * d, NULL, post, xin, N, d, d);
@@ -1809,7 +1809,8 @@ static void test_attention_share(const pt_kernels *k) {
 static int at_rest_parts(const pt_layer *L, const pt_kernels *k, int B, int T) {
   pt_saved_part parts[PT_MAX_SAVED_PARTS];
   int n = layer_saved_parts(L, k, B, T, parts), at_rest = 0;
-  for (int i = 0; i < n; i++) at_rest += parts[i].read_at_rest;
+  for (int i = 0; i < n; i++) /* forward's: the stash's are read at rest on every table */
+    at_rest += parts[i].read_at_rest && parts[i].writers == PT_SAVED_FORWARD;
   return at_rest;
 }
 
@@ -1915,7 +1916,8 @@ static void test_attention_at_rest(const pt_kernels *k) {
 
 /* The GPU table's bias gradient under bf16 reads dy's copy where the table holds one with dy's
  * values (round_share_bf16's, or the product's conversion inside a share_bf16 range of values):
- * the float path's bits (on dy rounded, dy's floats then even unset), the ledger's colsum row
+ * the float path's bits (on dy rounded, or dy packed by round_share_bf16 unset: its floats not
+ * rounded but NaN, 6 bytes an element in the ledger's pack row), the ledger's colsum row
  * for the copy with 2 bytes an element fewer than the float row's; dy shared without values (a
  * loss gradient, not rounded) is summed as floats. */
 static void test_colsum_copies(const pt_kernels *k, const char *shape, float *dW, float *db,
@@ -1933,15 +1935,28 @@ static void test_colsum_copies(const pt_kernels *k, const char *shape, float *dW
     if (!raw) float_bytes = ledger_bytes("colsum_acc_kernel") - b0;
     want[raw] = downf(db, No);
   }
-  const char *how[] = {"round_share_bf16", "round_share_bf16, floats unset", "share_bf16 values",
+  const char *how[] = {"round_share_bf16", "round_share_bf16 unset", "share_bf16 values",
                        "share_bf16 of unrounded dy"};
   for (int c = 0; c < 4; c++) {
     char why[160];
     k->activation_copies(k, NULL, 0);
     setf(db, zero, No);
     setf(d_r, dyr, ny);
-    if (c < 2) k->round_share_bf16(k, d_r, ny);
-    if (c == 1) k->unset_f32(k, d_r, ny);
+    if (c == 1) k->copy(k, d_r, dy, ny); /* packed from dy unrounded, its floats left unset */
+    uint64_t p0 = ledger_launches("pack_bf16_around_kernel");
+    double pb0 = ledger_bytes("pack_bf16_around_kernel");
+    if (c < 2) k->round_share_bf16(k, d_r, ny, c == 1);
+    if (c == 1) {
+      float *left = downf(d_r, ny);
+      int64_t nan = 0;
+      for (int64_t i = 0; i < ny; i++) nan += left[i] != left[i];
+      CHECK(nan == ny, "%s round_share_bf16 unset: %lld of %lld floats NaN", shape,
+            (long long)nan, (long long)ny);
+      CHECK(ledger_launches("pack_bf16_around_kernel") - p0 == 1 &&
+                ledger_bytes("pack_bf16_around_kernel") - pb0 == 6.0 * (double)ny,
+            "%s round_share_bf16 unset: %g bytes packed, not 6 an element", shape,
+            ledger_bytes("pack_bf16_around_kernel") - pb0);
+    }
     if (c >= 2) k->share_bf16(k, c == 2 ? d_r : dy, ny, c == 2);
     uint64_t l0 = ledger_launches("colsum_acc_kernel:bf16");
     uint64_t f0 = ledger_launches("colsum_acc_kernel");
@@ -1970,8 +1985,8 @@ static void norm_weight(const pt_kernels *k, int rms, float *dw, float *db, cons
 }
 
 /* The GPU table's layernorm_backward_weight and rmsnorm_backward_weight under bf16 read dy and x
- * from their copies where the table holds them with their values (dy kept by round_share_bf16,
- * x an activation copy): the float path's bits with both floats unset, and 2 bytes an element
+ * from their copies where the table holds them with their values (dy kept by round_share_bf16
+ * unset, x an activation copy): the float path's bits with both floats unset, and 2 bytes an element
  * of each copy fewer in the ledger's row for it. */
 static void test_norm_weight_copies(const pt_kernels *k, const char *shape, int rms, int N,
                                     int D) {
@@ -1999,8 +2014,7 @@ static void test_norm_weight_copies(const pt_kernels *k, const char *shape, int 
   pt_weight_range r;
   weight_range_put(&r, d_x, d_x16, n);
   k->activation_copies(k, &r, 1);
-  k->round_share_bf16(k, d_dy, n);
-  k->unset_f32(k, d_dy, n); /* the copies stand for the floats */
+  k->round_share_bf16(k, d_dy, n, 1); /* the copies stand for the floats */
   k->unset_f32(k, d_x, n);
   setf(dw, zero, D), setf(db, zero, D);
   uint64_t l0 = ledger_launches(copies), f0 = ledger_launches(plain);
