@@ -573,21 +573,20 @@ static int acts_free_slots(const cuda_bf16_scratch *s) {
   return n;
 }
 
+/* round_pack_bf16_kernel over the n floats around a gap; unset: their bits packed alone
+ * (pack_bf16_around_kernel), the floats left unset. */
 static void round_pack_launch(gpu_ctx *g, uint16_t *dst, float *x, int64_t n, int64_t lo,
-                              int64_t gap) {
+                              int64_t gap, int unset) {
   if (n <= 0) return;
-  PT_LAUNCH_COSTED(round_pack_bf16_kernel, pt_cost_of(0.0, 0.0, 10.0 * n), pt_grid(n),
-                   PT_THREADS, 0, g->stream, dst, x, n, lo, gap);
+  if (unset) {
+    PT_LAUNCH_COSTED(pack_bf16_around_kernel, pt_cost_of(0.0, 0.0, 6.0 * n), pt_grid(n),
+                     PT_THREADS, 0, g->stream, dst, x, n, lo, gap);
+  } else {
+    PT_LAUNCH_COSTED(round_pack_bf16_kernel, pt_cost_of(0.0, 0.0, 10.0 * n), pt_grid(n),
+                     PT_THREADS, 0, g->stream, dst, x, n, lo, gap);
+  }
   PT_LAUNCH_CHECK();
-}
-
-/* The bits of the n floats around a gap (round_pack_launch's) packed, the floats left unset. */
-static void pack_unset_launch(gpu_ctx *g, uint16_t *dst, float *x, int64_t n, int64_t lo,
-                              int64_t gap) {
-  if (n <= 0) return;
-  PT_LAUNCH_COSTED(pack_bf16_around_kernel, pt_cost_of(0.0, 0.0, 6.0 * n), pt_grid(n),
-                   PT_THREADS, 0, g->stream, dst, x, n, lo, gap);
-  PT_LAUNCH_CHECK();
+  if (!unset) return;
   cuda_unset_f32(g, x, lo);
   cuda_unset_f32(g, x + lo + gap, n - lo);
 }
@@ -603,8 +602,7 @@ static void round_share_around(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64
     cuda_round_bf16(g, x + lo + gap, tail);
     return;
   }
-  if (unset) pack_unset_launch(g, copy, x, lo + tail, lo, gap);
-  else round_pack_launch(g, copy, x, lo + tail, lo, gap);
+  round_pack_launch(g, copy, x, lo + tail, lo, gap, unset);
   if (lo > 0) acts_put(s, acts_free_slot(s), x, copy, lo, 1);
   if (tail > 0) acts_put(s, acts_free_slot(s), x + lo + gap, copy + lo, tail, 1);
 }
@@ -697,7 +695,7 @@ extern "C" void cuda_pack_bf16(gpu_ctx *g, uint16_t *dst, const float *src, int6
 }
 
 extern "C" void cuda_round_pack_bf16(gpu_ctx *g, uint16_t *dst, float *x, int64_t n) {
-  round_pack_launch(g, dst, x, n, n, 0);
+  round_pack_launch(g, dst, x, n, n, 0, 0);
 }
 
 extern "C" void cuda_unpack_bf16(gpu_ctx *g, float *dst, const uint16_t *src, int64_t n) {
