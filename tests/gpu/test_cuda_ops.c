@@ -1722,7 +1722,8 @@ static void test_share_into(const pt_kernels *k, const char *shape, float *y, fl
  * activation copies give the products reading them the bits converting gives, with one operand
  * conversion fewer each; round_share_bf16 over a run [pre | dqkv | post] rounds pre and post as
  * round_bf16 does, in one launch over them only, and leaves dqkv (bf16 values already); the
- * weight gradients of dqkv, pre and post then read kept bits equal to converting's. Unshared
+ * weight gradients of dqkv, pre and post then read kept bits equal to converting's (with unset
+ * too: pre and post packed alone, their floats NaN, 6 bytes an element). Unshared
  * (opts 0) is the reference: the same calls, converting. After activation_copies a rewritten o
  * is converted again. Runs where the library takes the shape (the emulator's substitute here). */
 static void test_attention_share(const pt_kernels *k) {
@@ -1740,36 +1741,38 @@ static void test_attention_share(const pt_kernels *k) {
   float *zero = hnew(sizeof(float) * 3 * (size_t)d * d);
   memset(zero, 0, sizeof(float) * 3 * (size_t)d * d);
   float *pre = run, *dqkv = run + n_o, *post = run + n_o + n_qkv;
-  float *got[2][6];
-  uint64_t conv[2], packs[2];
-  double pack_bytes[2];
+  float *got[3][6];
+  uint64_t conv[3], packs[3];
+  double pack_bytes[3];
   /* pass 0 only asks for the room the table keeps from the next activation_copies on (a
-   * step's first micro-batch, in training); then unshared (1) and shared (2) */
-  for (int pass = 0; pass < 3; pass++) {
-    const int shared = pass != 1;
+   * step's first micro-batch, in training); then unshared (1), shared (2), and shared with
+   * round_share_bf16 unset (3: pre and post packed alone, their floats NaN) */
+  for (int pass = 0; pass < 4; pass++) {
+    const int shared = pass != 1, at = pass == 3 ? 2 : shared, unset = pass == 3;
+    const char *row = unset ? "pack_bf16_around_kernel" : "round_pack_bf16_kernel";
     const pt_attention_opts opts = {.shared = shared};
     k->activation_copies(k, NULL, 0);
     to_table(1, pre, sides, sizeof(float) * (size_t)n_o);
     to_table(1, post, sides + n_o, sizeof(float) * (size_t)n_o);
     to_table(1, dWq, zero, sizeof(float) * 3 * (size_t)d * d);
     to_table(1, dWs, zero, sizeof(float) * 2 * (size_t)d * d);
-    uint64_t c0 = conversions(), p0 = ledger_launches("round_pack_bf16_kernel");
-    double b0 = ledger_bytes("round_pack_bf16_kernel");
+    uint64_t c0 = conversions(), p0 = ledger_launches(row);
+    double b0 = ledger_bytes(row);
     k->attention_forward(k, o, lse, qkv, B, T, d, H, H, NULL, &opts, NULL);
     k->linear_forward(k, y, o, Wo, NULL, N, d, d);
     k->attention_backward(k, dqkv, dout, qkv, o, lse, B, T, d, H, H, NULL, &opts, NULL);
     k->linear_backward_input(k, dx, dqkv, Wq, N, d, 3 * d, 0);
-    k->round_share_bf16(k, run, n_run, 0);
+    k->round_share_bf16(k, run, n_run, unset);
     k->linear_backward_weight(k, dWq, NULL, dqkv, xin, N, d, 3 * d);
     k->linear_backward_weight(k, dWs, NULL, pre, xin, N, d, d);
     k->linear_backward_weight(k, dWs + d * d, NULL, post, xin, N, d, d);
     if (pass == 0) continue;
-    conv[shared] = conversions() - c0;
-    packs[shared] = ledger_launches("round_pack_bf16_kernel") - p0;
-    pack_bytes[shared] = ledger_bytes("round_pack_bf16_kernel") - b0;
-    got[shared][0] = downf(o, n_o), got[shared][1] = downf(y, n_o);
-    got[shared][2] = downf(dx, n_o), got[shared][3] = downf(run, n_run);
-    got[shared][4] = downf(dWq, 3 * (int64_t)d * d), got[shared][5] = downf(dWs, 2 * (int64_t)d * d);
+    conv[at] = conversions() - c0;
+    packs[at] = ledger_launches(row) - p0;
+    pack_bytes[at] = ledger_bytes(row) - b0;
+    got[at][0] = downf(o, n_o), got[at][1] = downf(y, n_o);
+    got[at][2] = downf(dx, n_o), got[at][3] = downf(run, n_run);
+    got[at][4] = downf(dWq, 3 * (int64_t)d * d), got[at][5] = downf(dWs, 2 * (int64_t)d * d);
   }
   static const char *what[6] = {"o", "o W^T (kept o)", "dqkv W (kept dqkv)",
                                 "the run after round_share_bf16", "dW of kept dqkv",
@@ -1779,7 +1782,19 @@ static void test_attention_share(const pt_kernels *k) {
     char op[96];
     snprintf(op, sizeof op, "attention shared: %s", what[i]);
     expect_same_bits(op, shape, got[1][i], got[0][i], n[i]);
+    if (i == 3) continue; /* unset: the run's pre and post NaN, its dqkv as it was */
+    snprintf(op, sizeof op, "attention shared, round_share_bf16 unset: %s", what[i]);
+    expect_same_bits(op, shape, got[2][i], got[0][i], n[i]);
   }
+  int64_t nan = 0;
+  for (int64_t i = 0; i < n_run; i++) nan += got[2][3][i] != got[2][3][i];
+  CHECK(nan == 2 * n_o, "%s: round_share_bf16 unset left %lld NaN floats, not pre's and post's "
+        "%lld", shape, (long long)nan, (long long)(2 * n_o));
+  expect_same_bits("attention shared, round_share_bf16 unset: dqkv left", shape,
+                   got[2][3] + n_o, got[0][3] + n_o, n_qkv);
+  CHECK(packs[2] == 1 && pack_bytes[2] == 6.0 * 2.0 * (double)n_o, "%s: round_share_bf16 unset "
+        "launched %llu packs of %g bytes, not one of 6 an element of pre and post", shape,
+        (unsigned long long)packs[2], pack_bytes[2]);
   CHECK(conv[1] + 2 == conv[0], "%s: %llu operand conversions shared, %llu unshared: o and dqkv "
         "should be read from their kept bits", shape, (unsigned long long)conv[1],
         (unsigned long long)conv[0]);
