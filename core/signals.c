@@ -8,15 +8,24 @@
 
 static volatile sig_atomic_t g_pending, g_defer;
 static volatile sig_atomic_t g_fwd_sig[4], g_fwd_as[4];
+/* The pending signal came as a forwarded copy, whose original may still come (and is absorbed
+ * once): both pending at once, the kernel delivers the lower number first, SIGUSR1 (10) before
+ * SIGTERM (15), so the copy may well come first. */
+static volatile sig_atomic_t g_copy_first;
 
 static void on_signal(int sig) {
   /* only async-signal-safe calls here */
+  int copy = 0;
   for (int i = 0; i < 4; i++)
     if (g_fwd_sig[i] == sig) { /* a forwarded copy: never a second signal */
       if (g_pending && g_defer) return;
-      sig = g_fwd_as[i];
+      sig = g_fwd_as[i], copy = 1;
       break;
     }
+  if (!copy && g_copy_first && g_pending == sig) { /* the copy's original: one preemption */
+    g_copy_first = 0;
+    return;
+  }
   if (!g_defer) {
     static const char msg[] = "pipetrain: signal before training started, exiting\n";
     ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -30,6 +39,7 @@ static void on_signal(int sig) {
     _exit(128 + sig);
   }
   g_pending = sig;
+  g_copy_first = copy;
 }
 
 void signals_defer_first(void) { g_defer = 1; }

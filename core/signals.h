@@ -9,7 +9,8 @@ void signals_install(void);
 /* After signals_install: sig stands for `as` (SIGTERM or SIGINT) forwarded by a parent that got
  * it (the ranks of a job pipe_train started itself: launcher/launch_watch.h). It acts as `as`
  * does, except that once a signal is pending it is ignored: the original may have reached this
- * rank too (SIGTERM to every pipe_train), and the two are one preemption. At most 4 such. */
+ * rank too (SIGTERM to every pipe_train), and the two are one preemption; the same when the
+ * copy comes first, whose original is then absorbed once. At most 4 such. */
 void signals_install_forwarded(int sig, int as);
 /* From now on the first signal only raises the flag (the run's start: engine/run.c). */
 void signals_defer_first(void);
