@@ -159,7 +159,8 @@ void comm_barrier(pt_comm *c);
 /* Who a blocked rank waits on, for the watchdog (observe/watchdog.h) to name a rank that
  * stopped. Before a collective blocks (and before each step of a chain sum) comm calls
  * hook(call, peer, relay): call names it ("a broadcast"), peer is the world rank waited on
- * (-1: any of the group), relay 1 when that rank is itself waiting on others (a reduction's
+ * (-1: any of the group; a collective of a group of two waits on the other rank, named so),
+ * relay 1 when that rank is itself waiting on others (a reduction's
  * result from its last rank); after it returns, hook(NULL, -1, 0). NULL: nobody is told. */
 typedef void (*comm_wait_hook)(const char *call, int peer, int relay);
 void comm_set_wait_hook(comm_wait_hook hook);

@@ -217,14 +217,23 @@ void comm_allreduce_sum_f64(pt_comm *c, double *buf, size_t n) {
   comm_host_sum_f64(c->mpi, buf, n);
 }
 
+/* The one rank a collective of a two-rank communicator waits on (a tie group of two stages, the
+ * usual), so the watchdog names it; -1 in larger ones, where any of the others may be missing. */
+static int only_peer(MPI_Comm mpi) {
+  int size = 0, rank = 0;
+  PT_CHECK_MPI(MPI_Comm_size(mpi, &size));
+  PT_CHECK_MPI(MPI_Comm_rank(mpi, &rank));
+  return size == 2 ? 1 - rank : -1;
+}
+
 void comm_allreduce_max_u64(pt_comm *c, uint64_t *buf, size_t n) {
-  comm_note_wait(c->mpi, "a reduction", -1, 0);
+  comm_note_wait(c->mpi, "a reduction", only_peer(c->mpi), 0);
   PT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT64_T, MPI_MAX, c->mpi));
   comm_note_wait(c->mpi, NULL, -1, 0);
 }
 
 void comm_allreduce_min_u64(pt_comm *c, uint64_t *buf, size_t n) {
-  comm_note_wait(c->mpi, "a reduction", -1, 0);
+  comm_note_wait(c->mpi, "a reduction", only_peer(c->mpi), 0);
   PT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_UINT64_T, MPI_MIN, c->mpi));
   comm_note_wait(c->mpi, NULL, -1, 0);
 }
@@ -234,7 +243,7 @@ void comm_allgatherv_f64(pt_comm *c, const double *mine, int n_mine, double *out
   int size = comm_size(c);
   int *displs = pt_calloc((size_t)size, sizeof(int));
   for (int i = 1; i < size; i++) displs[i] = displs[i - 1] + counts[i - 1];
-  comm_note_wait(c->mpi, "a gather", -1, 0);
+  comm_note_wait(c->mpi, "a gather", only_peer(c->mpi), 0);
   PT_CHECK_MPI(MPI_Allgatherv(mine, n_mine, MPI_DOUBLE, out, counts, displs, MPI_DOUBLE, c->mpi));
   comm_note_wait(c->mpi, NULL, -1, 0);
   free(displs);
@@ -247,13 +256,13 @@ int comm_first_failed(pt_comm *c, int failed) {
 }
 
 void comm_allgather_int(pt_comm *c, int mine, int *out) {
-  comm_note_wait(c->mpi, "a gather", -1, 0);
+  comm_note_wait(c->mpi, "a gather", only_peer(c->mpi), 0);
   PT_CHECK_MPI(MPI_Allgather(&mine, 1, MPI_INT, out, 1, MPI_INT, c->mpi));
   comm_note_wait(c->mpi, NULL, -1, 0);
 }
 
 void comm_allgather_u64(pt_comm *c, const uint64_t *mine, int n, uint64_t *out) {
-  comm_note_wait(c->mpi, "a gather", -1, 0);
+  comm_note_wait(c->mpi, "a gather", only_peer(c->mpi), 0);
   PT_CHECK_MPI(MPI_Allgather(mine, n, MPI_UINT64_T, out, n, MPI_UINT64_T, c->mpi));
   comm_note_wait(c->mpi, NULL, -1, 0);
 }
@@ -266,7 +275,7 @@ void comm_broadcast(pt_comm *c, void *buf, size_t bytes, int root) {
 }
 
 void comm_barrier(pt_comm *c) {
-  comm_note_wait(c->mpi, "a barrier", -1, 0);
+  comm_note_wait(c->mpi, "a barrier", only_peer(c->mpi), 0);
   PT_CHECK_MPI(MPI_Barrier(c->mpi));
   comm_note_wait(c->mpi, NULL, -1, 0);
 }
