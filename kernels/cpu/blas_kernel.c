@@ -90,8 +90,10 @@ static int library_has(const char *core) {
   return i >= 0 && !kernels[i].probe && !dlsym(RTLD_DEFAULT, "gotoblas_PRESCOTT");
 }
 
-/* What blas_kernel_describe adds after the name; the kernel before the restart. */
-static char g_note[96], g_before[32];
+/* What blas_kernel_describe adds after the name; the kernel before the restart; the line saying
+ * the restart, said by the first blas_kernel_describe (so a run that stops on bad input before
+ * it describes its device gives its one line of error alone). */
+static char g_note[96], g_before[32], g_restarted[320];
 
 static int is_rank0(void) {
   const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
@@ -153,9 +155,10 @@ static void after_restart(const char *before, const char *chosen, const char *pi
     }
     snprintf(g_note, sizeof g_note, " (corrected from %s)", before);
     snprintf(g_before, sizeof g_before, "%s", before);
-    say("OpenBLAS chose the %s kernel; this CPU runs %s (%s): restarted with "
-        "OPENBLAS_CORETYPE=%s (" PINNED_VAR "=%s keeps it)", before, want, cpu_word(want), want,
-        before);
+    snprintf(g_restarted, sizeof g_restarted,
+             "OpenBLAS chose the %s kernel; this CPU runs %s (%s): restarted with "
+             "OPENBLAS_CORETYPE=%s (" PINNED_VAR "=%s keeps it)", before, want, cpu_word(want),
+             want, before);
     return;
   }
   if (pinned)
@@ -195,6 +198,12 @@ void blas_kernel_ensure(char **argv) {
 const char *blas_kernel_name(void) { return openblas_get_corename(); }
 const char *blas_kernel_corrected_from(void) { return g_before[0] ? g_before : NULL; }
 
+void blas_kernel_say_restart(void) {
+  if (g_restarted[0]) say("%s", g_restarted);
+  g_restarted[0] = '\0';
+}
+
 void blas_kernel_describe(char *buf, size_t size) {
+  blas_kernel_say_restart();
   snprintf(buf, size, "OpenBLAS %s kernel%s", blas_kernel_name(), g_note);
 }

@@ -21,7 +21,11 @@
  *     kernel is still another one after the restart (the library lacks it), or the restart
  *     itself fails, the program warns and carries on with the kernel it has.
  *   - the correction is one line on stderr, from rank 0 only (the launcher's rank variable,
- *     OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK or SLURM_PROCID, read before MPI_Init).
+ *     OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK or SLURM_PROCID, read before MPI_Init), said by
+ *     blas_kernel_say_restart (the first blas_kernel_describe calls it; a launcher starting the
+ *     ranks itself, whose ranks inherit the variable and never restart, calls it before): a run
+ *     stopped by bad input before then says its one line of error alone. Warnings (no switch
+ *     possible) are said at once.
  */
 #ifndef PT_BLAS_KERNEL_H
 #define PT_BLAS_KERNEL_H
@@ -49,8 +53,12 @@ void blas_kernel_ensure(char **argv);
 const char *blas_kernel_name(void);
 const char *blas_kernel_corrected_from(void);
 /* "OpenBLAS Cooperlake kernel", with " (corrected from Prescott)" after a restart by
- * blas_kernel_ensure or " (PIPETRAIN_BLAS_CORETYPE)" when the user chose it, into buf. */
+ * blas_kernel_ensure or " (PIPETRAIN_BLAS_CORETYPE)" when the user chose it, into buf; the
+ * first call says the restart on stderr (above). */
 void blas_kernel_describe(char *buf, size_t size);
+/* The line saying blas_kernel_ensure's restart, on stderr from rank 0, once (later calls, and
+ * a run without a restart, say nothing). */
+void blas_kernel_say_restart(void);
 
 /* The level an OpenBLAS core name (case ignored) needs; -1 for a name not in the table. */
 int blas_kernel_isa(const char *core);
