@@ -251,6 +251,20 @@ static int copy_ranges(const pt_stage *st, int slot, int li, pt_weight_range *r,
   return n;
 }
 
+/* Layer li's parts both forward and backward_input write that are read_at_rest (layer.h: forward
+ * reads nothing of them after the kernel writing them, which may write them to their place at
+ * rest alone; backward_input gets them unpacked), bit i: part i, where slot's area goes to rest. */
+static uint32_t rewritten_at_rest(const pt_stage *st, int slot, int li) {
+  if (li < 0 || li >= st->n || st->ckpt || !st->saved16[slot * st->n + li]) return 0;
+  pt_saved_part p[PT_MAX_SAVED_PARTS];
+  uint32_t mask = 0;
+  int n = parts_at(st, li, st->cur_B, st->cur_T, p);
+  for (int i = 0; i < n; i++)
+    if (p[i].bf16 && p[i].read_at_rest && p[i].writers == (PT_SAVED_FORWARD | PT_SAVED_STASH))
+      mask |= (uint32_t)1 << i;
+  return mask;
+}
+
 /* The floats of layer li's parts in `mask` (bit i: part i) left undefined: kernels.h unset_f32. */
 static void unset_parts(const pt_stage *st, int li, uint32_t mask) {
   const pt_kernels *k = st->m->dev->k;
@@ -272,9 +286,10 @@ static void unpack_for_backward(pt_stage *st, int slot, int li, uint32_t held) {
 }
 
 /* The parts of layer li the table holds copies of (`in`, copy_ranges': bf16, only forward
- * writes them) go to rest straight from the forward product or attention reading or writing
- * them (kernels.h share_bf16_into; `held`, the read_at_rest ones, may go there alone), so no
- * pass of their own rounds and packs them. Before the forward (after 0): handed to the table;
+ * writes them), and those of rewritten_at_rest (in `in` and `held` too), go to rest straight
+ * from the forward product or attention reading or writing them (kernels.h share_bf16_into;
+ * `held`, the read_at_rest ones, may go there alone), so no pass of their own rounds and packs
+ * them. Before the forward (after 0): handed to the table;
  * after it (after 1): returns those that went so (bit i: part i), their floats never rounded. */
 static uint32_t into_rest(const pt_stage *st, int slot, int li, uint32_t in, uint32_t held,
                           int after) {
@@ -287,7 +302,9 @@ static uint32_t into_rest(const pt_stage *st, int slot, int li, uint32_t in, uin
   int n = part_places(st, slot, li, p, f, at);
   for (int i = 0; i < n; i++) {
     if (!(in >> i & 1)) continue;
-    if (!after) k->share_bf16_into(k, f[i], p[i].floats, (uint16_t *)at[i], held >> i & 1);
+    if (!after)
+      k->share_bf16_into(k, f[i], p[i].floats, (uint16_t *)at[i],
+                         (held >> i & 1) && !p[i].forward_rewrites);
     else if (k->shared_into_done(k, f[i])) done |= (uint32_t)1 << i;
   }
   return done;
@@ -331,7 +348,8 @@ void store_ready(pt_stage *st, int slot, int li, int backward) {
   uint32_t in = 0, held = 0;
   forget_copies(st); /* forward writes the area: no copies of it from here on */
   if (li < st->n && k->share_bf16_into) copy_ranges(st, slot, li, r, &in, &held);
-  into_rest(st, slot, li, in, held, 0);
+  uint32_t rewritten = k->share_bf16_into ? rewritten_at_rest(st, slot, li) : 0;
+  into_rest(st, slot, li, in | rewritten, held | rewritten, 0);
 }
 
 void store_ready_backward(pt_stage *st, int slot, int li, const float *dout) {
@@ -391,7 +409,8 @@ void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io) {
   pt_weight_range r[PT_WEIGHT_COPY_RANGES];
   uint32_t in = 0, held = 0;
   int n = k->activation_copies ? copy_ranges(st, slot, li, r, &in, &held) : 0;
-  uint32_t into = into_rest(st, slot, li, in, held, 1);
+  uint32_t rewritten = k->share_bf16_into ? rewritten_at_rest(st, slot, li) : 0;
+  uint32_t into = into_rest(st, slot, li, in | rewritten, held | rewritten, 1);
   move_parts_but(st, li, io->saved, st->saved16[tag], 0, 0, ROUND_TO_REST, into);
   unset_parts(st, li, into); /* so no float32 read of them passes the emulated GPU's tests */
   /* the area holds the layer's values but those: a backward right after unpacks them */

@@ -383,8 +383,9 @@ struct pt_kernels {
    * reads it there from then on, so a tensor kept at rest costs no pass of its own; the
    * attention may write its result there. alone: nothing reads x's floats from here on but
    * products and an attention_reads_bf16 attention (layers/layer.h read_at_rest), so the
-   * forward kernel writing x (a norm, swiglu, geglu, that attention's o) may write its bf16
-   * values to place alone, x's floats left undefined.
+   * forward kernel writing x (a norm, swiglu, geglu, linear_forward, linear_forward_gelu's y
+   * and h, that attention's o) may write its bf16 values to place alone, x's floats left
+   * undefined.
    * shared_into_done(x): 1 once that conversion is queued (place then holds pt_bf16_bits of
    * x[0..n), x itself not rounded), 0 while no product has read x (the caller fills place);
    * asked before the next activation_copies. */

@@ -118,9 +118,10 @@ typedef struct {
    * leaves the part out of the float32 area backward gets: its floats there are undefined (NaN
    * on the emulated GPU, so a wrong declaration fails the GPU tests). Forward too, once it has
    * written the part, reads it only so: the kernel writing it may write its bf16 values
-   * straight to its place at rest alone (a norm, swiglu, geglu, such an attention's o; else the
-   * first product or attention reading it converts it there: kernels.h share_bf16_into), the
-   * floats left undefined (NaN on the emulated GPU as well).
+   * straight to its place at rest alone (a norm, swiglu, geglu, a linear_forward or
+   * linear_forward_gelu product, such an attention's o; else the first product or attention
+   * reading it converts it there: kernels.h share_bf16_into), the floats left undefined (NaN
+   * on the emulated GPU as well); where forward rewrites it in place, forward_rewrites below.
    * 1 (bf16 parts backward_input writes, PT_SAVED_STASH among writers; of such a part, what
    * backward_input wrote): backward_weight reads it only as a product's operand, the dy of
    * linear_backward_weight's bias sum, or the dy of layernorm_backward_weight or
@@ -129,9 +130,17 @@ typedef struct {
    * only its bits with the table (kernels.h round_share_bf16 unset), whose copy those entries
    * read: its floats are undefined from there (NaN on the emulated GPU) but where the table
    * has no room. With a stash set the part goes to rest as any other (the set's).
+   * Of a part both write (PT_SAVED_FORWARD | PT_SAVED_STASH), 1 also promises of what forward
+   * writes: nothing in forward reads it after the kernel writing it, so that kernel may write
+   * its bf16 values straight to its place at rest alone (linear_forward_gelu's h, as a bf16
+   * epilogue's aux), its floats left undefined; backward_input gets it unpacked as any part.
    * 0: the part is unpacked (the safe default).
    * layer_saved_parts refuses it on any other part. */
   int read_at_rest;
+  /* 1 (read_at_rest parts only forward writes): forward rewrites the part in place after the
+   * kernel first writing it (RoPE on q|k|v, written by a product): that first kernel does not
+   * write it alone, the reader after the last rewrite converts it to its place at rest. */
+  int forward_rewrites;
 } pt_saved_part;
 
 /* What configure gets: its spec entry's arguments, the model settings and the input it will see. */

@@ -90,7 +90,7 @@ int layer_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T, pt_s
   int64_t floats = (int64_t)(layer_saved_bytes(L, k, B, T) / sizeof(float)), sum = 0;
   if (floats == 0) return 0;
   if (!L->type->saved_parts) {
-    parts[0] = (pt_saved_part){floats, 0, PT_SAVED_FORWARD | PT_SAVED_STASH, 0};
+    parts[0] = (pt_saved_part){.floats = floats, .writers = PT_SAVED_FORWARD | PT_SAVED_STASH};
     return 1;
   }
   int n = L->type->saved_parts(L, k, B, T, parts);

@@ -174,11 +174,13 @@ static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
   saved_sizes(&m, attn_floats(L, k, B, T), sizes);
   int n = m.post ? N_SAVED + N_POST : N_SAVED;
   for (int i = 0; i < n; i++)
-    parts[i] = (pt_saved_part){sizes[i], !f32[i], writers[i], at_rest[i]};
+    parts[i] = (pt_saved_part){.floats = sizes[i], .bf16 = !f32[i], .writers = writers[i],
+                               .read_at_rest = at_rest[i]};
   parts[3].bf16 = k->attention_saved_bf16;
   const pt_attention_opts ao = attention_opts(L);
   parts[2].read_at_rest = parts[4].read_at_rest = /* qkv, atty */
       layer_attention_at_rest(k, B, T, (int)m.A, (int)m.H, (int)m.KVH, &ao);
+  parts[2].forward_rewrites = 1; /* RoPE rotates q|k|v in place after the product (or norm) */
   return n;
 }
 

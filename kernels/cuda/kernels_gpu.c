@@ -20,10 +20,29 @@ static const uint16_t *values_of(const pt_kernels *k, const float *x, int64_t n)
   return s ? cuda_bf16_values(s, x, n) : NULL;
 }
 
+/* Where a forward kernel writes y[0..n): its place at rest, alone, where the table has one
+ * (kernels.h share_bf16_into), else NULL (y itself); once written there, that place is y's
+ * activation copy and y's floats are undefined (NaN on the emulator, so a float32 read fails
+ * the tests). */
+static uint16_t *alone_place(const pt_kernels *k, float *y, int64_t n) {
+  return k->share_bf16_into ? cuda_bf16_take_place(&state(k)->bf16, y, n, 1) : NULL;
+}
+
+static void alone_written(const pt_kernels *k, float *y, const uint16_t *y16, int64_t n) {
+  if (!y16) return;
+  cuda_bf16_keep_copy(&state(k)->bf16, y, y16, n);
+  cuda_unset_f32(ctx(k), y, n);
+}
+
 static void linear_forward(const pt_kernels *k, float *y, const float *x, const float *W,
                            const float *b, int N, int Ni, int No) {
-  if (bf16(k)) cuda_op_linear_forward_bf16(ctx(k), bf16(k), y, x, W, b, N, Ni, No);
-  else cuda_op_linear_forward(ctx(k), y, x, W, b, N, Ni, No);
+  if (!bf16(k)) {
+    cuda_op_linear_forward(ctx(k), y, x, W, b, N, Ni, No);
+    return;
+  }
+  uint16_t *y16 = alone_place(k, y, (int64_t)N * No);
+  cuda_op_linear_forward_bf16(ctx(k), bf16(k), y, y16, x, W, b, N, Ni, No);
+  alone_written(k, y, y16, (int64_t)N * No);
 }
 
 static void linear_forward_residual(const pt_kernels *k, float *y, const float *res,
@@ -48,27 +67,17 @@ static void linear_backward_weight(const pt_kernels *k, float *dW, float *db, co
 
 static void linear_forward_gelu(const pt_kernels *k, float *y, float *h, const float *x,
                                 const float *W, const float *b, int N, int Ni, int No) {
-  cuda_op_linear_forward_gelu(ctx(k), bf16(k), y, h, x, W, b, N, Ni, No);
+  const int64_t n = (int64_t)N * No;
+  uint16_t *y16 = bf16(k) ? alone_place(k, y, n) : NULL, *h16 = bf16(k) ? alone_place(k, h, n) : NULL;
+  cuda_op_linear_forward_gelu(ctx(k), bf16(k), y, y16, h, h16, x, W, b, N, Ni, No);
+  alone_written(k, y, y16, n);
+  alone_written(k, h, h16, n);
 }
 
 static void linear_backward_input_gelu(const pt_kernels *k, float *dh, const float *dy,
                                        const float *W, const float *h, float *scratch, int N,
                                        int Ni, int No) {
   cuda_op_linear_backward_input_gelu(ctx(k), bf16(k), dh, dy, W, h, scratch, N, Ni, No);
-}
-
-/* Where a forward kernel writes y[0..n): its place at rest, alone, where the table has one
- * (kernels.h share_bf16_into), else NULL (y itself); once written there, that place is y's
- * activation copy and y's floats are undefined (NaN on the emulator, so a float32 read fails
- * the tests). */
-static uint16_t *alone_place(const pt_kernels *k, float *y, int64_t n) {
-  return k->share_bf16_into ? cuda_bf16_take_place(&state(k)->bf16, y, n, 1) : NULL;
-}
-
-static void alone_written(const pt_kernels *k, float *y, const uint16_t *y16, int64_t n) {
-  if (!y16) return;
-  cuda_bf16_keep_copy(&state(k)->bf16, y, y16, n);
-  cuda_unset_f32(ctx(k), y, n);
 }
 
 static void layernorm_forward(const pt_kernels *k, float *y, float *mean, float *rstd,

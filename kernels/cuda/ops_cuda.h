@@ -263,8 +263,12 @@ typedef struct {
  * output; a W inside one of s->copies is read from its copy instead (the same bits). Bias sums
  * and everything else as the float32 kernels (a bias sum reads dy's copy instead where that
  * holds dy's values, s->values: the same bits). */
-void cuda_op_linear_forward_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float *x,
-                                 const float *W, const float *b, int N, int Ni, int No);
+/* linear_forward_bf16's y16 (NULL: none): y's place at rest handed over alone (kernels.h
+ * share_bf16_into): y written there as bf16 only (a cuBLASLt bf16 D), or, without an algorithm
+ * for that, y's floats written and their bits packed there. */
+void cuda_op_linear_forward_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *y, uint16_t *y16,
+                                 const float *x, const float *W, const float *b, int N, int Ni,
+                                 int No);
 void cuda_op_linear_forward_residual_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *y,
                                           const float *res, const float *x, const float *W,
                                           const float *b, int N, int Ni, int No);
@@ -315,10 +319,12 @@ const uint16_t *cuda_bf16_values(const cuda_bf16_scratch *s, const float *x, int
 /* kernels.h's linear_forward_gelu and linear_backward_input_gelu: one cuBLASLt matmul with the
  * GELU_AUX_BIAS or DGELU epilogue where cuBLASLt has an algorithm for the shape, else the linear
  * kernel and the gelu kernel (scratch: the backward's N*Ni product). s NULL: float32 products
- * (g->lt_compute); else their operands converted to bf16 into s, as the _bf16 kernels above. */
-void cuda_op_linear_forward_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *y, float *h,
-                                 const float *x, const float *W, const float *b, int N, int Ni,
-                                 int No);
+ * (g->lt_compute); else their operands converted to bf16 into s, as the _bf16 kernels above.
+ * y16 and h16 (s only; NULL: none): y's and h's places handed over alone, written as
+ * linear_forward_bf16's y16 (one matmul with a bf16 D and aux where both are given). */
+void cuda_op_linear_forward_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *y, uint16_t *y16,
+                                 float *h, uint16_t *h16, const float *x, const float *W,
+                                 const float *b, int N, int Ni, int No);
 void cuda_op_linear_backward_input_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *dh,
                                         const float *dy, const float *W, const float *h,
                                         float *scratch, int N, int Ni, int No);

@@ -4,7 +4,10 @@
  * is read there) and multiply with cublasGemmEx. Where an epilogue saves a
  * pass over memory, the product goes through cuBLASLt instead (lt_product): bias (BIAS, no fill
  * pass), residual plus bias (C = res, beta 1, BIAS), bias and GELU saving the pre-activation
- * (GELU_AUX_BIAS), and the GELU gradient (DGELU). Where cuBLASLt has no algorithm for a shape
+ * (GELU_AUX_BIAS), and the GELU gradient (DGELU). Under bf16 a forward whose output has its
+ * place at rest handed over alone (y16, kernels.h share_bf16_into) writes it there as bf16 in the
+ * epilogue (D, and GELU's aux, bf16; the bias float32): the bits converting the float32 result
+ * gives, with no pass of their own. Where cuBLASLt has no algorithm for a shape
  * (an auxiliary leading dimension not divisible by 8, say) the unfused path runs: the choice
  * depends on the shapes only, so runs repeat bit for bit. Bias gradients stay the deterministic
  * column sums (cuda_op_colsum_acc, or cuda_op_colsum_acc_bf16 on dy's copy): DGELU_BGRAD would
@@ -245,8 +248,10 @@ static void product(gpu_ctx *g, cuda_bf16_scratch *s, const product_names *names
 
 /* A product through cuBLASLt, laid out as product()'s (column-major, alpha 1):
  *   D[m,n] = epilogue(op(A) op(B) + beta C + bias[m]),  C and D with leading dimension ldd
- * epilogue BIAS; GELU_AUX_BIAS (aux[m,n], leading dimension m, gets the value before the GELU);
- * DGELU (D = (op(A) op(B)) * gelu'(aux), aux read; D may be aux). */
+ * epilogue BIAS (or DEFAULT, no bias); GELU_AUX_BIAS (aux[m,n], leading dimension m, gets the
+ * value before the GELU); DGELU (D = (op(A) op(B)) * gelu'(aux), aux read; D may be aux).
+ * D16 (beta 0): D written there as bf16 instead, and GELU's aux to aux16 (bf16, cuBLASLt's aux
+ * type being D's); the bias stays float32. */
 struct lt_args {
   cublasLtEpilogue_t epilogue;
   cublasOperation_t ta, tb;
@@ -261,6 +266,7 @@ struct lt_args {
   int ldd;
   const float *bias; /* BIAS, GELU_AUX_BIAS */
   float *aux;        /* GELU_AUX_BIAS (written), DGELU (read) */
+  uint16_t *D16 = NULL, *aux16 = NULL;
 };
 
 /* The descriptors of one matmul, destroyed together when it has been queued. */
@@ -294,8 +300,9 @@ static void lt_note(const char *name, const lt_args &a, bool tensor, size_t widt
   double per = (a.beta != 0.0f) + (a.bias != NULL) +
                (a.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? 10.0 : 0.0) +
                (a.epilogue == CUBLASLT_EPILOGUE_DGELU ? 16.0 : 0.0);
+  const double out = a.D16 ? 2.0 : 4.0; /* D's and aux's width */
   double bytes = (double)width * ((double)a.m * a.k + (double)a.k * a.n) +
-                 4.0 * (mn * (1.0 + (a.beta != 0.0f) + (a.aux != NULL)) + (a.bias ? a.m : 0));
+                 out * mn * (1.0 + (a.beta != 0.0f) + (a.aux || a.aux16)) + 4.0 * (a.bias ? a.m : 0);
   gpu_cost_note(name, tensor ? product : 0.0, (tensor ? 0.0 : product) + per * mn, bytes);
 }
 
@@ -308,14 +315,18 @@ static void lt_describe(lt_descs &d, const lt_args &a, cudaDataType_t in,
   lt_set(d.op, CUBLASLT_MATMUL_DESC_TRANSB, (int32_t)a.tb);
   lt_set(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, (uint32_t)a.epilogue);
   if (a.bias) lt_set(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, (const void *)a.bias);
-  if (a.aux) {
-    lt_set(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, (void *)a.aux);
+  void *aux = a.D16 ? (void *)a.aux16 : (void *)a.aux;
+  if (aux) {
+    lt_set(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
     lt_set(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, (int64_t)a.m);
   }
+  /* a bias is float32 (the master's) beside a bf16 D too, where it would default to D's type */
+  if (a.bias && a.D16) lt_set(d.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, (int32_t)CUDA_R_32F);
   const bool na = a.ta == CUBLAS_OP_N, nb = a.tb == CUBLAS_OP_N;
   PT_CHECK_CUBLASLT(cublasLtMatrixLayoutCreate(&d.a, in, na ? a.m : a.k, na ? a.k : a.m, a.lda));
   PT_CHECK_CUBLASLT(cublasLtMatrixLayoutCreate(&d.b, in, nb ? a.k : a.n, nb ? a.n : a.k, a.ldb));
-  PT_CHECK_CUBLASLT(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, a.m, a.n, a.ldd)); /* C and D */
+  PT_CHECK_CUBLASLT(cublasLtMatrixLayoutCreate(&d.c, a.D16 ? CUDA_R_16BF : CUDA_R_32F, a.m, a.n,
+                                               a.ldd)); /* C and D */
   PT_CHECK_CUBLASLT(cublasLtMatmulPreferenceCreate(&d.pref));
   const uint64_t workspace = GPU_LT_WORKSPACE_BYTES;
   const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
@@ -345,20 +356,30 @@ static int lt_product(gpu_ctx *g, cuda_bf16_scratch *s, const char *name, const 
   operands o = product_operands(g, s, a.ta, a.tb, a.m, a.n, a.k, a.A, a.lda, a.B, a.ldb, 1);
   const float one = 1.0f;
   lt_note(name, a, s || compute == CUBLAS_COMPUTE_32F_FAST_TF32, s ? 2 : 4);
+  void *D = a.D16 ? (void *)a.D16 : (void *)a.D;
   PT_CHECK_CUBLASLT(cublasLtMatmul(g->lt, d.op, &one, o.a, d.a, o.b, d.b, &a.beta,
-                                   a.beta != 0.0f ? a.C : a.D, d.c, a.D, d.c, &found.algo,
-                                   g->lt_workspace, GPU_LT_WORKSPACE_BYTES, g->stream));
+                                   a.beta != 0.0f ? (const void *)a.C : D, d.c, D, d.c,
+                                   &found.algo, g->lt_workspace, GPU_LT_WORKSPACE_BYTES,
+                                   g->stream));
   return 1;
 }
 
 /* The forward products through cuBLASLt: y^T [No, N] = epilogue(W x^T + beta C + b), laid out as
- * linear_gemm's; h: GELU_AUX_BIAS's pre-activation. 0: no algorithm, nothing queued. */
+ * linear_gemm's; h: GELU_AUX_BIAS's pre-activation; y16 (and h16 with h): written there as
+ * bf16 instead (lt_args' D16). 0: no algorithm, nothing queued. */
 static int lt_forward(gpu_ctx *g, cuda_bf16_scratch *s, const char *name,
-                      cublasLtEpilogue_t epilogue, float *y, const float *res, float *h,
-                      const float *x, const float *W, const float *b, int N, int Ni, int No) {
+                      cublasLtEpilogue_t epilogue, float *y, uint16_t *y16, const float *res,
+                      float *h, uint16_t *h16, const float *x, const float *W, const float *b,
+                      int N, int Ni, int No) {
   lt_args a = {epilogue, CUBLAS_OP_T, CUBLAS_OP_N, No, N, Ni, W, Ni, x, Ni,
-               res ? 1.0f : 0.0f, res, y, No, b, h};
+               res ? 1.0f : 0.0f, res, y, No, b, h, y16, h16};
   return Ni > 0 && lt_product(g, s, name, a);
+}
+
+/* y's bf16 bits written to y16 where the forward wrote y's floats instead (no algorithm for a
+ * bf16 D): the place handed over gets what converting gives. */
+static void pack_into(gpu_ctx *g, uint16_t *y16, const float *y, int64_t n) {
+  if (y16) cuda_pack_bf16(g, y16, y, n);
 }
 
 /* y (column-major y^T [No, N], ldc No) = W x^T + beta y: m = No, n = N, k = Ni.
@@ -370,12 +391,18 @@ static void linear_gemm(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float 
   product(g, s, &k_fwd, CUBLAS_OP_T, CUBLAS_OP_N, No, N, Ni, W, Ni, x, Ni, beta, y, No, 1);
 }
 
-static void forward(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float *x, const float *W,
-                    const float *b, int N, int Ni, int No) {
+static void forward(gpu_ctx *g, cuda_bf16_scratch *s, float *y, uint16_t *y16, const float *x,
+                    const float *W, const float *b, int N, int Ni, int No) {
   if (N <= 0 || No <= 0) return;
-  if (b && lt_forward(g, s, "cublasLt_bias", CUBLASLT_EPILOGUE_BIAS, y, NULL, NULL, x, W, b, N,
-                      Ni, No))
+  if (y16 && lt_forward(g, s, b ? "cublasLt_bias:bf16" : "cublasLt:bf16",
+                        b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, y, y16, NULL, NULL,
+                        NULL, x, W, b, N, Ni, No))
     return;
+  if (b && lt_forward(g, s, "cublasLt_bias", CUBLASLT_EPILOGUE_BIAS, y, NULL, NULL, NULL, NULL, x,
+                      W, b, N, Ni, No)) {
+    pack_into(g, y16, y, (int64_t)N * No);
+    return;
+  }
   /* as the CPU: y pre-filled with the bias, then the product added (beta = 1) */
   float beta = 0.0f;
   if (b) {
@@ -386,14 +413,15 @@ static void forward(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float *x, 
     beta = 1.0f;
   }
   linear_gemm(g, s, y, x, W, N, Ni, No, beta);
+  pack_into(g, y16, y, (int64_t)N * No);
 }
 
 static void forward_residual(gpu_ctx *g, cuda_bf16_scratch *s, float *y, const float *res,
                              const float *x, const float *W, const float *b, int N, int Ni,
                              int No) {
   if (N <= 0 || No <= 0) return;
-  if (b && lt_forward(g, s, "cublasLt_bias_residual", CUBLASLT_EPILOGUE_BIAS, y, res, NULL, x, W,
-                      b, N, Ni, No))
+  if (b && lt_forward(g, s, "cublasLt_bias_residual", CUBLASLT_EPILOGUE_BIAS, y, NULL, res, NULL,
+                      NULL, x, W, b, N, Ni, No))
     return;
   int64_t total = (int64_t)N * No;
   const pt_cost cost = pt_cost_of(0.0, b ? (double)total : 0.0, 4.0 * (2.0 * total + (b ? No : 0)));
@@ -414,15 +442,24 @@ static void backward_input(gpu_ctx *g, cuda_bf16_scratch *s, float *dx, const fl
           acc ? 1.0f : 0.0f, dx, Ni, 1);
 }
 
-/* h = x W^T + b and y = gelu(h) in one matmul (GELU_AUX_BIAS), else the two calls. */
-static void forward_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *y, float *h, const float *x,
-                         const float *W, const float *b, int N, int Ni, int No) {
+/* h = x W^T + b and y = gelu(h) in one matmul (GELU_AUX_BIAS), else the two calls. y16 and h16
+ * (both or neither: cuBLASLt's aux has D's type): y and h written there as bf16 only; where the
+ * floats were written instead, their bits are packed there after. */
+static void forward_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *y, uint16_t *y16, float *h,
+                         uint16_t *h16, const float *x, const float *W, const float *b, int N,
+                         int Ni, int No) {
   if (N <= 0 || No <= 0) return;
-  if (b && lt_forward(g, s, "cublasLt_gelu_aux_bias", CUBLASLT_EPILOGUE_GELU_AUX_BIAS, y, NULL, h,
-                      x, W, b, N, Ni, No))
+  if (b && y16 && h16 &&
+      lt_forward(g, s, "cublasLt_gelu_aux_bias:bf16", CUBLASLT_EPILOGUE_GELU_AUX_BIAS, y, y16,
+                 NULL, h, h16, x, W, b, N, Ni, No))
     return;
-  forward(g, s, h, x, W, b, N, Ni, No);
-  cuda_op_gelu_forward(g, y, h, (int64_t)N * No);
+  if (!(b && lt_forward(g, s, "cublasLt_gelu_aux_bias", CUBLASLT_EPILOGUE_GELU_AUX_BIAS, y, NULL,
+                        NULL, h, NULL, x, W, b, N, Ni, No))) {
+    forward(g, s, h, NULL, x, W, b, N, Ni, No);
+    cuda_op_gelu_forward(g, y, h, (int64_t)N * No);
+  }
+  pack_into(g, y16, y, (int64_t)N * No);
+  pack_into(g, h16, h, (int64_t)N * No);
 }
 
 /* dh = (dy W) * gelu'(h), laid out as backward_input's, in one matmul (DGELU, D = dh, aux = h:
@@ -432,7 +469,7 @@ static void backward_input_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *dh, con
                                 int No) {
   if (N <= 0 || Ni <= 0) return;
   lt_args a = {CUBLASLT_EPILOGUE_DGELU, CUBLAS_OP_N, CUBLAS_OP_N, Ni, N, No, W, Ni, dy, No,
-               0.0f, NULL, dh, Ni, NULL, (float *)h};
+               0.0f, NULL, dh, Ni, NULL, (float *)h, NULL, NULL};
   if (No > 0 && lt_product(g, s, "cublasLt_dgelu", a)) return;
   backward_input(g, s, scratch, dy, W, N, Ni, No, 0);
   cuda_op_gelu_backward(g, dh, scratch, h, (int64_t)N * Ni);
@@ -458,7 +495,7 @@ static void backward_weight(gpu_ctx *g, cuda_bf16_scratch *s, float *dW, float *
 
 extern "C" void cuda_op_linear_forward(gpu_ctx *g, float *y, const float *x, const float *W,
                                        const float *b, int N, int Ni, int No) {
-  forward(g, NULL, y, x, W, b, N, Ni, No);
+  forward(g, NULL, y, NULL, x, W, b, N, Ni, No);
 }
 
 extern "C" void cuda_op_linear_forward_residual(gpu_ctx *g, float *y, const float *res,
@@ -477,10 +514,11 @@ extern "C" void cuda_op_linear_backward_weight(gpu_ctx *g, float *dW, float *db,
   backward_weight(g, NULL, dW, db, dy, x, N, Ni, No);
 }
 
-extern "C" void cuda_op_linear_forward_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *y, float *h,
+extern "C" void cuda_op_linear_forward_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *y,
+                                            uint16_t *y16, float *h, uint16_t *h16,
                                             const float *x, const float *W, const float *b,
                                             int N, int Ni, int No) {
-  forward_gelu(g, s, y, h, x, W, b, N, Ni, No);
+  forward_gelu(g, s, y, y16, h, h16, x, W, b, N, Ni, No);
 }
 
 extern "C" void cuda_op_linear_backward_input_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *dh,
@@ -493,9 +531,9 @@ extern "C" void cuda_op_linear_backward_input_gelu(gpu_ctx *g, cuda_bf16_scratch
 /* --- bf16 ------------------------------------------------------------------------------- */
 
 extern "C" void cuda_op_linear_forward_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *y,
-                                            const float *x, const float *W, const float *b,
-                                            int N, int Ni, int No) {
-  forward(g, s, y, x, W, b, N, Ni, No);
+                                            uint16_t *y16, const float *x, const float *W,
+                                            const float *b, int N, int Ni, int No) {
+  forward(g, s, y, y16, x, W, b, N, Ni, No);
 }
 
 extern "C" void cuda_op_linear_forward_residual_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *y,

@@ -104,12 +104,14 @@ def closed_forms(r):
     tied head D->V has none. cuBLASLt runs each biased forward product with its epilogue: qkv
     BIAS, the projections BIAS with the residual as C (beta 1), fc GELU_AUX_BIAS; fc2's input
     gradient is DGELU (times gelu'(h)); the head and the other input gradients and every weight
-    gradient are cublasGemmEx."""
+    gradient are cublasGemmEx. qkv's and fc's (g and h) outputs have their places at rest handed
+    over alone (read only by the attention and products; h by nothing in forward), so their
+    matmuls write them there as bf16 (the :bf16 rows: a bf16 D, and aux)."""
     sq = D * D
     tensor = {  # row: (launches, sum of Ni No over them in one micro-batch)
-        "cublasLt_bias": (M * L, L * 3 * sq),
+        "cublasLt_bias:bf16": (M * L, L * 3 * sq),
         "cublasLt_bias_residual": (2 * M * L, L * 5 * sq),
-        "cublasLt_gelu_aux_bias": (M * L, L * 4 * sq),
+        "cublasLt_gelu_aux_bias:bf16": (M * L, L * 4 * sq),
         "cublasGemmEx_bf16:fwd": (M, D * V),
         "cublasGemmEx_bf16:bwd_input": (M * (3 * L + 1), L * 8 * sq + D * V),
         "cublasLt_dgelu": (M * L, L * 4 * sq),
@@ -123,13 +125,18 @@ def closed_forms(r):
         close(r["cublasGemmEx_bf16:" + role][2], 0.0, f"bf16 {role}: no FLOPs off the tensor cores")
     # the epilogues' FLOPs an element of D (4D x N per micro-batch and block for GELU and DGELU,
     # D x N for the projections: bias and residual)
-    close(r["cublasLt_gelu_aux_bias"][2], M * L * 11.0 * N * 4 * D, "GELU_AUX_BIAS: 10 + bias")
+    close(r["cublasLt_gelu_aux_bias:bf16"][2], M * L * 11.0 * N * 4 * D, "GELU_AUX_BIAS: 10 + bias")
     close(r["cublasLt_dgelu"][2], M * L * 16.0 * N * 4 * D, "DGELU: 16 an element")
     close(r["cublasLt_bias_residual"][2], 2 * M * L * 2.0 * N * D, "bias + residual: 2")
-    # GELU_AUX_BIAS's bytes: W [4D, D] and x [N, D] in bf16, D and the aux written, the bias
-    close(r["cublasLt_gelu_aux_bias"][3],
-          M * L * (2.0 * (4 * D * D + N * D) + 4.0 * (2 * 4 * D * N + 4 * D)),
+    # GELU_AUX_BIAS's bytes: W [4D, D] and x [N, D] in bf16, D and the aux written as bf16, the
+    # float32 bias; the plain bias's: W [3D, D] and x in bf16, D as bf16, the bias
+    close(r["cublasLt_gelu_aux_bias:bf16"][3],
+          M * L * (2.0 * (4 * D * D + N * D) + 2.0 * 2 * 4 * D * N + 4.0 * 4 * D),
           "GELU_AUX_BIAS bytes")
+    close(r["cublasLt_bias:bf16"][3],
+          M * L * (2.0 * (3 * D * D + N * D) + 2.0 * 3 * D * N + 4.0 * 3 * D), "BIAS bytes")
+    check("cublasLt_bias" not in r and "cublasLt_gelu_aux_bias" not in r,
+          "a block's qkv or fc product wrote float32 D")
     check(not any(k.startswith("gelu_") for k in r), "the GELU kernels run only where cuBLASLt "
           f"cannot fuse: {[k for k in r if k.startswith('gelu_')]}")
     # norms: forward plain (the residual add is the projections' epilogue), backward fused
@@ -180,14 +187,15 @@ def closed_forms(r):
     # from the stash parts' bits kept as they were packed (round_share_bf16); nor the block's
     # atty forward (D) and dqkv backward (3D): the attention's bf16 results are kept as their
     # copies (pt_attention_opts.shared); nor the block's xln1 and xln2 forward (2D), which their
-    # norms write as bf16 to their places at rest; the attention's qkv forward (3D) is one, going
-    # to its place at rest (kernels.h share_bf16_into) as g does; nor the head's dy (V): the
+    # norms write as bf16 to their places at rest, nor the attention's qkv (3D) and fc2's g (4D)
+    # forward, which their products write as bf16 to their places at rest (kernels.h
+    # share_bf16_into, alone: a bf16 D, ops_linear.cu lt_args D16); nor the head's dy (V): the
     # loss writes its gradient as bf16 (kernels.h loss_acc dy16; the head reads it only through
     # products, layers/layer.h dout_read_at_rest)
     sum_ni, sum_no = L * 7 * D + D, L * 9 * D
     launches, _, _, nbytes = r["to_bf16_kernel:operand"]
-    close(launches, M * (5 * L + 2), "operand conversions: 5 a block's, 2 the head's")
-    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 10 * D * L),
+    close(launches, M * (3 * L + 2), "operand conversions: 3 a block's, 2 the head's")
+    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 17 * D * L),
           "operand conversions: 6 bytes each")
     # the bias gradients: a block's four read their dy from its copy, 2 bytes an element (fc2's
     # dout shared with values, fc's h and the projection's dx1 packed by round_share_bf16, qkv's
@@ -215,8 +223,8 @@ def closed_forms(r):
     #   once and rounds them as it reads them), and the block's saved parts in bf16 that
     #   forward writes, one launch a run of adjacent parts (engine/stage_store.c; the block
     #   keeps them adjacent):
-    #   x1 and h, 5D (xln1, xln2, g and qkv, 9D, go there as their forward products' and the
-    #   attention's operand conversions, kernels.h share_bf16_into, and atty as the attention's
+    #   x1, D (xln1 and xln2 go there as their norms' bf16 outputs, qkv, g and h as their
+    #   products' bf16 D and aux, kernels.h share_bf16_into alone, and atty as the attention's
     #   bf16 result, written there alone, not widened: kernels.h attention_reads_bf16; the
     #   norms' mean and rstd and the attention's lse stay float32, adjacent too: one device
     #   copy);
@@ -235,7 +243,7 @@ def closed_forms(r):
     #   widened).
     outs = D * (L + 3)
     forms = {  # row: (launches, elements, bytes an element) a micro-batch
-        "round_pack_bf16_kernel": (L + 3 + L, outs + 5 * D * L, 10.0),
+        "round_pack_bf16_kernel": (L + 3 + L, outs + D * L, 10.0),
         "pack_bf16_around_kernel": (L, 7 * D * L, 6.0),
         "round_bf16_kernel": (L + 3, D * (L + 3), 8.0),
         "to_bf16_kernel": (L, D * L, 6.0),

@@ -325,9 +325,9 @@ static void test_linear_gelu(int N, int Ni, int No) {
   op_linear_forward(hc, x, W, b, N, Ni, No);
   op_gelu_forward(yc, hc, ny);
   uint64_t fused0 = ledger_launches("cublasLt_gelu_aux_bias");
-  cuda_op_linear_forward_gelu(&G, NULL, d_y, d_h, d_x, d_W, d_b, N, Ni, No);
+  cuda_op_linear_forward_gelu(&G, NULL, d_y, NULL, d_h, NULL, d_x, d_W, d_b, N, Ni, No);
   float *y1 = downf(d_y, ny), *h1 = downf(d_h, ny);
-  cuda_op_linear_forward_gelu(&G, NULL, d_y, d_h, d_x, d_W, d_b, N, Ni, No);
+  cuda_op_linear_forward_gelu(&G, NULL, d_y, NULL, d_h, NULL, d_x, d_W, d_b, N, Ni, No);
   expect_close("linear_forward_gelu h", shape, h1, hc, ny, TOL_DEFAULT);
   expect_close("linear_forward_gelu y", shape, y1, yc, ny, TOL_DEFAULT);
   expect_same_bits("linear_forward_gelu h", shape, downf(d_h, ny), h1, ny);
@@ -1718,6 +1718,71 @@ static void test_share_into(const pt_kernels *k, const char *shape, float *y, fl
   to_table(1, x, x0, sizeof(float) * (size_t)nx);
 }
 
+/* 1 when every float of x[0..n) is a NaN: unset on the emulated GPU (kernels.h unset_f32). */
+static int all_nan(const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (!isnan(x[i])) return 0;
+  return 1;
+}
+
+/* The GPU table's products writing their output's place at rest handed over alone (kernels.h
+ * share_bf16_into, alone): linear_forward (with and without a bias) and linear_forward_gelu's y
+ * and h (both handed over) written there by one cuBLASLt matmul with a bf16 D (and aux), the
+ * bits converting the float32 results gives, the floats unset; with only y handed over, the
+ * float32 matmul and y's bits packed there, h's floats as before. shape: its No a multiple of
+ * 8 (GELU's aux leading dimension). */
+static void test_products_alone(const pt_kernels *k, const char *shape, const float *x,
+                                const float *W, const float *b, int N, int Ni, int No) {
+  int64_t ny = (int64_t)N * No;
+  float *y = dnew(sizeof(float) * ny), *h = dnew(sizeof(float) * ny);
+  uint16_t *y16 = dnew(sizeof(uint16_t) * (size_t)ny), *h16 = dnew(sizeof(uint16_t) * (size_t)ny);
+  for (int with_b = 0; with_b < 2; with_b++) {
+    const char *row = with_b ? "cublasLt_bias:bf16" : "cublasLt:bf16";
+    k->activation_copies(k, NULL, 0);
+    uint64_t r0 = conversions();
+    k->linear_forward(k, y, x, W, with_b ? b : NULL, N, Ni, No);
+    uint64_t plain = conversions() - r0; /* x's and W's: the output's bits cost none more */
+    float *want = downf(y, ny);
+    k->share_bf16_into(k, y, ny, y16, 1);
+    uint64_t l0 = ledger_launches(row), c0 = conversions();
+    k->linear_forward(k, y, x, W, with_b ? b : NULL, N, Ni, No);
+    CHECK(ledger_launches(row) - l0 == 1, "%s: linear_forward (bias %d) into its place alone: "
+          "%llu launches of %s, expected 1", shape, with_b,
+          (unsigned long long)(ledger_launches(row) - l0), row);
+    expect_bf16_of("linear_forward into its place alone", shape, y16, want, ny);
+    CHECK(k->shared_into_done(k, y), "%s: linear_forward's place not counted written", shape);
+    CHECK(all_nan(downf(y, ny), ny), "%s: linear_forward wrote its floats beside its place alone", shape);
+    CHECK(conversions() - c0 == plain, "%s: %llu operand conversions, expected %llu", shape,
+          (unsigned long long)(conversions() - c0), (unsigned long long)plain);
+  }
+  float *d_g = y;
+  k->activation_copies(k, NULL, 0);
+  k->linear_forward_gelu(k, d_g, h, x, W, b, N, Ni, No);
+  float *want_g = downf(d_g, ny), *want_h = downf(h, ny);
+  k->share_bf16_into(k, d_g, ny, y16, 1);
+  k->share_bf16_into(k, h, ny, h16, 1);
+  uint64_t l0 = ledger_launches("cublasLt_gelu_aux_bias:bf16");
+  k->linear_forward_gelu(k, d_g, h, x, W, b, N, Ni, No);
+  CHECK(ledger_launches("cublasLt_gelu_aux_bias:bf16") - l0 == 1,
+        "%s: linear_forward_gelu into both places alone not one bf16 matmul", shape);
+  expect_bf16_of("linear_forward_gelu y into its place alone", shape, y16, want_g, ny);
+  expect_bf16_of("linear_forward_gelu h into its place alone", shape, h16, want_h, ny);
+  CHECK(all_nan(downf(d_g, ny), ny) && all_nan(downf(h, ny), ny), "%s: linear_forward_gelu wrote floats beside its "
+        "places alone", shape);
+  /* y's place alone, h's not: float32 D and aux (aux takes D's type), y's bits packed */
+  k->activation_copies(k, NULL, 0);
+  k->share_bf16_into(k, d_g, ny, y16, 1);
+  gpu_to_device(&G, y16, hnew(sizeof(uint16_t) * (size_t)ny), sizeof(uint16_t) * (size_t)ny);
+  l0 = ledger_launches("cublasLt_gelu_aux_bias:bf16");
+  k->linear_forward_gelu(k, d_g, h, x, W, b, N, Ni, No);
+  CHECK(ledger_launches("cublasLt_gelu_aux_bias:bf16") == l0,
+        "%s: linear_forward_gelu with only y's place ran a bf16 D", shape);
+  expect_bf16_of("linear_forward_gelu y into its place, h not handed over", shape, y16, want_g,
+                 ny);
+  expect_same_bits("linear_forward_gelu h not handed over", shape, downf(h, ny), want_h, ny);
+  k->activation_copies(k, NULL, 0);
+}
+
 /* The GPU table's bf16 attention with opts.shared (kernels.h): o and dqkv kept as their
  * activation copies give the products reading them the bits converting gives, with one operand
  * conversion fewer each; round_share_bf16 over a run [pre | dqkv | post] rounds pre and post as
@@ -1857,12 +1922,6 @@ static void test_at_rest_parts(const pt_kernels *k) {
   }
   model_free(&m);
   spec_free(&s);
-}
-
-static int all_nan(const float *x, int64_t n) {
-  for (int64_t i = 0; i < n; i++)
-    if (!isnan(x[i])) return 0;
-  return 1;
 }
 
 static void test_attention_at_rest(const pt_kernels *k) {
@@ -2119,6 +2178,7 @@ static void test_precision_table(kernels_gpu *kg, pt_precision p, int N, int Ni,
     test_activation_copies(gk, shape, d_y, d_x, d_W, d_dx, d_dy, d_dW, N, Ni, No);
     test_share(gk, shape, d_y, d_x, d_W, N, Ni, No);
     test_share_into(gk, shape, d_y, d_x, d_W, N, Ni, No);
+    if (No % 8 == 0) test_products_alone(gk, shape, d_x, d_W, d_b, N, Ni, No);
     test_colsum_copies(gk, shape, d_dW, d_db, d_dy, d_x, N, Ni, No);
     test_norm_weight_copies(gk, shape, 0, N, No);
     test_norm_weight_copies(gk, shape, 1, N, No);

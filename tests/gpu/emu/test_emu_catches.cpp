@@ -368,6 +368,67 @@ static int cublaslt_epilogues() {
   return fails ? WRONG : 0;
 }
 
+/* bf16 bits of x, rounded to nearest even (finite x). */
+static uint16_t bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* A bf16 D (kernels/cuda/ops_linear.cu lt_args D16): GELU_AUX_BIAS on bf16 operands with a
+ * float32 bias (BIAS_DATA_TYPE) writes D and aux as the bf16 bits of the float32 D's and aux's
+ * values (which the bias makes inexact in bf16); an aux of another type than D's, and a C of
+ * another type than D's, have no algorithm. */
+static int cublaslt_bf16_out() {
+  const cublasStatus_t ok = CUBLAS_STATUS_SUCCESS, no = CUBLAS_STATUS_NOT_SUPPORTED;
+  uint16_t a16[8], b16[2] = {bf16_bits(1.0f), bf16_bits(-3.0f)}, d16[16], aux16[16];
+  float bias[8], out[16], aux[16];
+  for (int i = 0; i < 8; i++) a16[i] = bf16_bits(0.5f * (float)i - 2.0f), bias[i] = 0.1f * (float)i + 0.01f;
+  uint16_t *A, *B, *D16, *Aux16;
+  CHECK_CUDA(cudaMalloc(&A, sizeof a16));
+  CHECK_CUDA(cudaMalloc(&B, sizeof b16));
+  CHECK_CUDA(cudaMalloc(&D16, sizeof d16));
+  CHECK_CUDA(cudaMalloc(&Aux16, sizeof aux16));
+  float *Bias = dev_floats(8), *D = dev_floats(16), *Aux = dev_floats(16);
+  CHECK_CUDA(cudaMemcpy(A, a16, sizeof a16, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(B, b16, sizeof b16, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(Bias, bias, sizeof bias, cudaMemcpyHostToDevice));
+  int fails = 0;
+  lt_case f32(8, 2, 1, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, Bias, Aux, 8, CUDA_R_16BF, CUBLAS_COMPUTE_32F);
+  fails += f32.matmul(reinterpret_cast<const float *>(A), reinterpret_cast<const float *>(B), 0.0f,
+                      D, D, nullptr) != ok;
+  CHECK_CUDA(cudaMemcpy(out, D, sizeof out, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(aux, Aux, sizeof aux, cudaMemcpyDeviceToHost));
+  lt_case c(8, 2, 1, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, Bias, nullptr, 8, CUDA_R_16BF, CUBLAS_COMPUTE_32F);
+  const void *aux_p = Aux16;
+  const int32_t f32_type = CUDA_R_32F;
+  cublasLtMatrixLayout_t d_bf16;
+  fails += cublasLtMatrixLayoutCreate(&d_bf16, CUDA_R_16BF, 8, 2, 8) != ok;
+  fails += cublasLtMatmulDescSetAttribute(c.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_p, sizeof aux_p) != ok;
+  fails += cublasLtMatmulDescSetAttribute(c.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &f32_type, sizeof f32_type) != ok;
+  cublasLtMatmulHeuristicResult_t r;
+  int got = 0;
+  fails += cublasLtMatmulAlgoGetHeuristic(c.h, c.op, c.a, c.b, d_bf16, d_bf16, c.pref, 1, &r, &got) != ok || got != 1;
+  fails += cublasLtMatmulAlgoGetHeuristic(c.h, c.op, c.a, c.b, c.d, d_bf16, c.pref, 1, &r, &got) != no;
+  const float one = 1.0f, zero = 0.0f;
+  fails += cublasLtMatmul(c.h, c.op, &one, A, c.a, B, c.b, &zero, D16, d_bf16, D16, d_bf16, nullptr,
+                          nullptr, 0, 0) != ok;
+  CHECK_CUDA(cudaMemcpy(d16, D16, sizeof d16, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(aux16, Aux16, sizeof aux16, cudaMemcpyDeviceToHost));
+  int inexact = 0;
+  for (int i = 0; i < 16; i++) {
+    fails += d16[i] != bf16_bits(out[i]) || aux16[i] != bf16_bits(aux[i]);
+    uint32_t u = static_cast<uint32_t>(aux16[i]) << 16;
+    float back;
+    std::memcpy(&back, &u, sizeof back);
+    inexact += back != aux[i];
+  }
+  fails += inexact == 0; /* the rounding was exercised */
+  fails += cublasLtMatmulDescSetAttribute(c.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &f32_type, sizeof f32_type) != ok;
+  fails += cublasLtMatmulAlgoGetHeuristic(c.h, c.op, c.a, c.b, d_bf16, d_bf16, c.pref, 1, &r, &got) != no;
+  return fails ? WRONG : 0;
+}
+
 /* GELU_AUX_BIAS's aux for 8 x 2 with leading dimension 8 in a block of 8 floats. */
 static int cublaslt_aux_extent() {
   float *A = dev_floats(8), *B = dev_floats(2), *D = dev_floats(16), *bias = dev_floats(8);
@@ -473,6 +534,7 @@ static const std::vector<test_case> &cases() {
       {"cublas_extent", cublas_extent, {{"inorder", "order", ABORTS, "runs 8 bytes past the end"}}},
       {"cublaslt_checks", cublaslt_checks, {{"inorder", "order", 0, ""}}},
       {"cublaslt_epilogues", cublaslt_epilogues, {{"inorder", "order", 0, ""}}},
+      {"cublaslt_bf16_out", cublaslt_bf16_out, {{"inorder", "order", 0, ""}}},
       {"cublaslt_aux_extent", cublaslt_aux_extent,
        {{"inorder", "order", ABORTS, "cuBLASLt epilogue aux"}}},
   };

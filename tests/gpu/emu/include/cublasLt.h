@@ -38,7 +38,8 @@ typedef struct {
 /* cublasLt.h's values. The attributes the emulator takes, each with its C type (the size
  * SetAttribute requires, as cuBLASLt does): COMPUTE_TYPE int32 (cublasComputeType_t), SCALE_TYPE
  * int32 (cudaDataType_t), TRANSA and TRANSB int32 (cublasOperation_t), EPILOGUE uint32,
- * BIAS_POINTER and EPILOGUE_AUX_POINTER a pointer, EPILOGUE_AUX_LD int64. */
+ * BIAS_POINTER and EPILOGUE_AUX_POINTER a pointer, EPILOGUE_AUX_LD int64, EPILOGUE_AUX_DATA_TYPE and
+ * BIAS_DATA_TYPE int32 (cudaDataType_t). */
 typedef enum {
   CUBLASLT_MATMUL_DESC_COMPUTE_TYPE = 0,
   CUBLASLT_MATMUL_DESC_SCALE_TYPE = 1,
@@ -47,7 +48,9 @@ typedef enum {
   CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
   CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
   CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
-  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12
+  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
+  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE = 22,
+  CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26
 } cublasLtMatmulDescAttributes_t;
 
 typedef enum {

@@ -2,7 +2,9 @@
  * checked the way cuBLASLt checks it (the statuses it returns), the matrices' extents checked
  * against their device blocks, and the matmul queued on the stream it names: the product with
  * cublas.cpp's gemm (float32 accumulation, bf16 widened exactly, TF32 rounded), then beta C, the
- * bias and the epilogue element by element. The epilogue's GELU is the tanh approximation
+ * bias and the epilogue element by element in float32, D (and GELU's aux, of D's type) stored
+ * at their type: a bf16 one rounded to nearest even, as the library converts its float32
+ * result. The epilogue's GELU is the tanh approximation
  * computed with the C library's tanhf: like the library's own, not bitwise pipetrain's
  * (kernels/cuda/ops_activation.cu), so the comparisons with the CPU table keep tolerances. */
 #include <cmath>
@@ -27,6 +29,7 @@ struct pt_emu_lt_desc {
   uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const void *bias = nullptr, *aux = nullptr;
   int64_t aux_ld = 0;
+  int32_t bias_type = -1, aux_type = -1; /* -1: D's type (cuBLASLt's defaults) */
 };
 struct pt_emu_lt_layout {
   cudaDataType_t type;
@@ -70,13 +73,27 @@ template <class T> cublasStatus_t destroy(const char *what, const char *file, in
 bool is_bias(uint32_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
 bool is_aux(uint32_t e) { return e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU; }
 
-/* The types the emulator runs: float32 or bf16 operands (both the same), float32 C and D and
- * scale; float32 compute (pedantic, or TF32 inputs for float32 operands). */
+cudaDataType_t bias_type(const pt_emu_lt_desc *o, const pt_emu_lt_layout *d) {
+  return o->bias_type < 0 ? d->type : static_cast<cudaDataType_t>(o->bias_type);
+}
+cudaDataType_t aux_type(const pt_emu_lt_desc *o, const pt_emu_lt_layout *d) {
+  return o->aux_type < 0 ? d->type : static_cast<cudaDataType_t>(o->aux_type);
+}
+
+/* The types the emulator runs: float32 or bf16 operands (both the same), float32 scale; C and D
+ * of one type, float32, or bf16 for bf16 operands; float32 compute (pedantic, or TF32 inputs for
+ * float32 operands). A bias of D's type or float32 (cuBLASLt takes a float32 bias beside a
+ * 16-bit D); GELU's aux of D's type only (cublasLt.h: other aux types are fp8 kernels'). */
 bool types_supported(const lt_problem &p) {
   const cublasComputeType_t c = p.op->compute;
   const bool f32 = p.a->type == CUDA_R_32F && p.b->type == CUDA_R_32F;
   const bool bf16 = p.a->type == CUDA_R_16BF && p.b->type == CUDA_R_16BF;
-  if (p.op->scale != CUDA_R_32F || p.c->type != CUDA_R_32F || p.d->type != CUDA_R_32F) return false;
+  const cudaDataType_t d = p.d->type;
+  if (p.op->scale != CUDA_R_32F || p.c->type != d) return false;
+  if (d != CUDA_R_32F && !(bf16 && d == CUDA_R_16BF)) return false;
+  const cudaDataType_t bt = bias_type(p.op, p.d);
+  if (bt != d && bt != CUDA_R_32F) return false;
+  if (aux_type(p.op, p.d) != d) return false;
   if (bf16) return c == CUBLAS_COMPUTE_32F;
   return f32 && (c == CUBLAS_COMPUTE_32F || c == CUBLAS_COMPUTE_32F_PEDANTIC ||
                  c == CUBLAS_COMPUTE_32F_FAST_TF32);
@@ -122,7 +139,9 @@ uint64_t problem_key(const lt_problem &p) {
   const uint64_t parts[] = {static_cast<uint64_t>(p.m), static_cast<uint64_t>(p.n),
                             static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.op->ta),
                             static_cast<uint64_t>(p.op->tb), p.op->epilogue,
-                            static_cast<uint64_t>(p.op->compute), static_cast<uint64_t>(p.a->type)};
+                            static_cast<uint64_t>(p.op->compute), static_cast<uint64_t>(p.a->type),
+                            static_cast<uint64_t>(p.d->type),
+                            static_cast<uint64_t>(bias_type(p.op, p.d))};
   uint64_t h = 1469598103934665603ull;
   for (uint64_t v : parts) h = (h ^ v) * 1099511628211ull;
   return h;
@@ -138,14 +157,37 @@ float gelu_grad(float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dt;
 }
 
+size_t elem_size(cudaDataType_t t) { return t == CUDA_R_16BF ? 2 : 4; }
+
+/* Element i of a float32 or bf16 array (bf16 widened exactly), and its store (bf16 rounded to
+ * nearest even; a NaN made quiet). */
+float load(const void *p, cudaDataType_t t, int64_t i) {
+  if (t != CUDA_R_16BF) return static_cast<const float *>(p)[i];
+  uint32_t u = static_cast<uint32_t>(static_cast<const uint16_t *>(p)[i]) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+void store(void *p, cudaDataType_t t, int64_t i, float v) {
+  if (t != CUDA_R_16BF) {
+    static_cast<float *>(p)[i] = v;
+    return;
+  }
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  const uint32_t r = std::isnan(v) ? (u | 0x00400000u) : u + 0x7fffu + ((u >> 16) & 1u);
+  static_cast<uint16_t *>(p)[i] = static_cast<uint16_t>(r >> 16);
+}
+
 /* A queued matmul: everything read when it runs. */
 struct lt_run {
   gemm g; /* alpha op(A) op(B) into a host buffer of its own */
   float beta;
-  const float *C, *bias;
-  float *D, *aux;
+  const void *C, *bias;
+  void *D, *aux;
   int64_t ldc, ldd, aux_ld;
   uint32_t epilogue;
+  cudaDataType_t d_type, bias_type; /* C's and aux's type is D's */
 };
 
 void run_lt(const lt_run &r) {
@@ -154,23 +196,21 @@ void run_lt(const lt_run &r) {
   gemm g = r.g;
   g.C = t.data();
   run(g);
+  const cudaDataType_t dt = r.d_type;
   for (int c = 0; c < n; c++)
     for (int i = 0; i < m; i++) {
       float v = t[static_cast<size_t>(c) * m + i];
-      if (r.beta != 0.0f) v += r.beta * r.C[c * r.ldc + i];
-      if (r.bias) v += r.bias[i];
-      float *d = &r.D[c * r.ldd + i];
+      if (r.beta != 0.0f) v += r.beta * load(r.C, dt, c * r.ldc + i);
+      if (r.bias) v += load(r.bias, r.bias_type, i);
       if (r.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
-        r.aux[c * r.aux_ld + i] = v;
+        store(r.aux, dt, c * r.aux_ld + i, v);
         v = gelu(v);
       } else if (r.epilogue == CUBLASLT_EPILOGUE_DGELU) {
-        v *= gelu_grad(r.aux[c * r.aux_ld + i]); /* read before D is written: D may be aux */
+        v *= gelu_grad(load(r.aux, dt, c * r.aux_ld + i)); /* before D is written: D may be aux */
       }
-      *d = v;
+      store(r.D, dt, c * r.ldd + i, v);
     }
 }
-
-size_t elem_size(cudaDataType_t t) { return t == CUDA_R_16BF ? 2 : 4; }
 
 void check_layout(const char *what, const void *p, const pt_emu_lt_layout *l, const char *file,
                   int line) {
@@ -224,6 +264,8 @@ cublasStatus_t pt_emu_cublasLtMatmulDescSetAttribute(const char *file, int line,
   case CUBLASLT_MATMUL_DESC_BIAS_POINTER: field = &desc->bias, want = sizeof(void *); break;
   case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: field = &desc->aux, want = sizeof(void *); break;
   case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: field = &desc->aux_ld, want = sizeof(int64_t); break;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE: field = &desc->aux_type, want = sizeof(int32_t); break;
+  case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: field = &desc->bias_type, want = sizeof(int32_t); break;
   }
   if (!field || size != want) return CUBLAS_STATUS_INVALID_VALUE;
   std::memcpy(field, buf, size);
@@ -313,8 +355,9 @@ cublasStatus_t pt_emu_cublasLtMatmul(const char *file, int line, cublasLtHandle_
   r.g.bf16 = Adesc->type == CUDA_R_16BF;
   r.g.tf32 = op->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   r.beta = *static_cast<const float *>(beta); /* host pointer mode: read when called */
-  r.C = static_cast<const float *>(C), r.D = static_cast<float *>(D);
+  r.C = C, r.D = D;
   r.ldc = Cdesc->ld, r.ldd = Ddesc->ld, r.epilogue = op->epilogue;
+  r.d_type = Ddesc->type, r.bias_type = bias_type(op, Ddesc);
   if (p.k > 0 && r.g.alpha != 0.0f) {
     check_layout("cuBLASLt matrix A", A, Adesc, file, line);
     check_layout("cuBLASLt matrix B", B, Bdesc, file, line);
@@ -322,13 +365,14 @@ cublasStatus_t pt_emu_cublasLtMatmul(const char *file, int line, cublasLtHandle_
   if (r.beta != 0.0f) check_layout("cuBLASLt matrix C", C, Cdesc, file, line);
   check_layout("cuBLASLt matrix D", D, Ddesc, file, line);
   if (is_bias(op->epilogue)) {
-    r.bias = static_cast<const float *>(op->bias);
-    require_device("cuBLASLt bias", r.bias, sizeof(float) * static_cast<size_t>(p.m), file, line);
+    r.bias = op->bias;
+    require_device("cuBLASLt bias", r.bias, elem_size(r.bias_type) * static_cast<size_t>(p.m),
+                   file, line);
   }
   if (is_aux(op->epilogue)) {
-    r.aux = static_cast<float *>(const_cast<void *>(op->aux)), r.aux_ld = op->aux_ld;
+    r.aux = const_cast<void *>(op->aux), r.aux_ld = op->aux_ld;
     check_matrix("cuBLASLt epilogue aux", r.aux, p.m, p.n, static_cast<int>(r.aux_ld), 0, 1, file,
-                 line);
+                 line, elem_size(r.d_type));
   }
   g_counters.blas_calls++;
   if (cfg().count_only) return CUBLAS_STATUS_SUCCESS;
