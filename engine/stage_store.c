@@ -304,7 +304,7 @@ static uint32_t into_rest(const pt_stage *st, int slot, int li, uint32_t in, uin
     if (!(in >> i & 1)) continue;
     if (!after)
       k->share_bf16_into(k, f[i], p[i].floats, (uint16_t *)at[i],
-                         (held >> i & 1) && !p[i].forward_rewrites);
+                         (held >> i & 1) && !p[i].forward_reads);
     else if (k->shared_into_done(k, f[i])) done |= (uint32_t)1 << i;
   }
   return done;

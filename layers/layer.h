@@ -121,7 +121,8 @@ typedef struct {
    * straight to its place at rest alone (a norm, swiglu, geglu, a linear_forward or
    * linear_forward_gelu product, such an attention's o; else the first product or attention
    * reading it converts it there: kernels.h share_bf16_into), the floats left undefined (NaN
-   * on the emulated GPU as well); where forward rewrites it in place, forward_rewrites below.
+   * on the emulated GPU as well); where forward reads its floats after that, forward_reads
+   * below. Besides, backward may read it as the gu of swiglu_backward or geglu_backward.
    * 1 (bf16 parts backward_input writes, PT_SAVED_STASH among writers; of such a part, what
    * backward_input wrote): backward_weight reads it only as a product's operand, the dy of
    * linear_backward_weight's bias sum, or the dy of layernorm_backward_weight or
@@ -137,10 +138,12 @@ typedef struct {
    * 0: the part is unpacked (the safe default).
    * layer_saved_parts refuses it on any other part. */
   int read_at_rest;
-  /* 1 (read_at_rest parts only forward writes): forward rewrites the part in place after the
-   * kernel first writing it (RoPE on q|k|v, written by a product): that first kernel does not
-   * write it alone, the reader after the last rewrite converts it to its place at rest. */
-  int forward_rewrites;
+  /* 1 (read_at_rest parts only forward writes): forward reads the part's floats after the
+   * kernel writing it (RoPE rotating q|k|v in place, SwiGLU or GeGLU reading gate|up): that
+   * kernel does not write it alone; the part's last reader converts it to its place at rest
+   * (the attention its q|k|v operand, swiglu_forward or geglu_forward their gu as they read
+   * it: kernels.h share_bf16_into). */
+  int forward_reads;
 } pt_saved_part;
 
 /* What configure gets: its spec entry's arguments, the model settings and the input it will see. */

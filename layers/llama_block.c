@@ -155,7 +155,8 @@ static size_t llama_saved_bytes(const pt_layer *L, int B, int T) {
  * gradients); qkv (rotated in forward before the attention reads it; backward rotates only
  * dqkv) and atty (also the o weight gradient's x) where the table's attention reads them as
  * bf16 for this shape and options (layer_attention_at_rest), not where its fallback reads them
- * as float32 (soft-capping, say); not h (the MLP norm's backward), gu (swiglu or geglu
+ * as float32 (soft-capping, say); gu only by swiglu or geglu backward (layer.h: the activation
+ * converts it to its place at rest as it reads it in forward); not h (the MLP norm's
  * backward), qkv_raw (the head norms' backward), ao and mo (the post norms' backward). The
  * stash (layer.h: read by backward_weight as products' and bias sums' dy and as the norms'
  * weight gradients' dy) is read at rest too, but dqkvn, which the head norms' weight gradient
@@ -167,7 +168,7 @@ static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
                                             0, 0, 0, 0, 1, 0, 0, 1, 0, 1, 0, 0};
   static const int writers[N_SAVED + N_POST] = {F, F, F, F, F, F, F, F, F, F, S, S,
                                                 S, S, S, F, F, S, F, F, F, F, S, S};
-  static const int at_rest[N_SAVED + N_POST] = {0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 1, 1,
+  static const int at_rest[N_SAVED + N_POST] = {0, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1,
                                                 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1};
   llama_dims m = dims_of(L, B, T);
   int64_t sizes[N_SAVED + N_POST];
@@ -180,7 +181,8 @@ static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
   const pt_attention_opts ao = attention_opts(L);
   parts[2].read_at_rest = parts[4].read_at_rest = /* qkv, atty */
       layer_attention_at_rest(k, B, T, (int)m.A, (int)m.H, (int)m.KVH, &ao);
-  parts[2].forward_rewrites = 1; /* RoPE rotates q|k|v in place after the product (or norm) */
+  parts[2].forward_reads = 1; /* RoPE rotates q|k|v in place after the product (or norm) */
+  parts[8].forward_reads = 1; /* the activation reads gate|up after the product */
   return n;
 }
 

@@ -46,6 +46,11 @@ __device__ __forceinline__ void pt_put(float *y, uint16_t *y16, int64_t i, float
   else y[i] = v;
 }
 
+/* x[i], or its bf16 copy's value where x16 is given (a tensor read from its copy at rest). */
+__device__ __forceinline__ float pt_get(const float *x, const uint16_t *x16, int64_t i) {
+  return x16 ? pt_bf16_float(x16[i]) : x[i];
+}
+
 __device__ __forceinline__ float pt_dev_neg_inf(void) { return __uint_as_float(0xff800000u); }
 __device__ __forceinline__ float pt_dev_nan(void) { return __uint_as_float(0x7fc00000u); }
 /* NaN or +-infinity: the exponent bits all set. */

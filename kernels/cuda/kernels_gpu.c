@@ -213,26 +213,45 @@ static void head_rmsnorm_backward_weight(const pt_kernels *k, float *dwq, float 
   cuda_op_head_rmsnorm_backward_weight(ctx(k), dwq, dwk, dy, x, rstd, N, H, KVH, hd);
 }
 
+/* The gated activations read gu [N, 2F] whole: where gu has its place at rest handed over
+ * (kernels.h share_bf16_into; the layer reads its floats, so not alone), forward writes its bits
+ * there as it reads it, kept as gu's copy; backward reads gu's copy where the table has one. */
+static uint16_t *gu_place(const pt_kernels *k, const float *gu, int64_t n) {
+  return k->share_bf16_into ? cuda_bf16_take_place(&state(k)->bf16, gu, n, 0) : NULL;
+}
+
+static void gu_written(const pt_kernels *k, const float *gu, const uint16_t *gu16, int64_t n) {
+  if (gu16) cuda_bf16_keep_copy(&state(k)->bf16, gu, gu16, n);
+}
+
+static const uint16_t *gu_copy(const pt_kernels *k, const float *gu, int64_t n) {
+  return bf16(k) ? weight_copies_find(&state(k)->bf16.acts, gu, n) : NULL;
+}
+
 static void swiglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
-  uint16_t *y16 = alone_place(k, y, (int64_t)N * F);
-  cuda_op_swiglu_forward(ctx(k), y, y16, gu, N, F);
-  alone_written(k, y, y16, (int64_t)N * F);
+  const int64_t n = (int64_t)N * F;
+  uint16_t *y16 = alone_place(k, y, n), *gu16 = gu_place(k, gu, 2 * n);
+  cuda_op_swiglu_forward(ctx(k), y, y16, gu, gu16, N, F);
+  alone_written(k, y, y16, n);
+  gu_written(k, gu, gu16, 2 * n);
 }
 
 static void swiglu_backward(const pt_kernels *k, float *dgu, const float *dy, const float *gu,
                             int N, int F) {
-  cuda_op_swiglu_backward(ctx(k), dgu, dy, gu, N, F);
+  cuda_op_swiglu_backward(ctx(k), dgu, dy, gu, gu_copy(k, gu, 2 * (int64_t)N * F), N, F);
 }
 
 static void geglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
-  uint16_t *y16 = alone_place(k, y, (int64_t)N * F);
-  cuda_op_geglu_forward(ctx(k), y, y16, gu, N, F);
-  alone_written(k, y, y16, (int64_t)N * F);
+  const int64_t n = (int64_t)N * F;
+  uint16_t *y16 = alone_place(k, y, n), *gu16 = gu_place(k, gu, 2 * n);
+  cuda_op_geglu_forward(ctx(k), y, y16, gu, gu16, N, F);
+  alone_written(k, y, y16, n);
+  gu_written(k, gu, gu16, 2 * n);
 }
 
 static void geglu_backward(const pt_kernels *k, float *dgu, const float *dy, const float *gu,
                            int N, int F) {
-  cuda_op_geglu_backward(ctx(k), dgu, dy, gu, N, F);
+  cuda_op_geglu_backward(ctx(k), dgu, dy, gu, gu_copy(k, gu, 2 * (int64_t)N * F), N, F);
 }
 
 static void softcap_forward(const pt_kernels *k, float *y, const float *x, float cap, int64_t n) {

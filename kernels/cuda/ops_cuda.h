@@ -115,13 +115,21 @@ void cuda_op_head_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy,
 void cuda_op_head_rmsnorm_backward_weight(gpu_ctx *g, float *dwq, float *dwk, const float *dy,
                                           const float *x, const float *rstd, int N, int H,
                                           int KVH, int hd);
-void cuda_op_swiglu_forward(gpu_ctx *g, float *y, uint16_t *y16, const float *gu, int N, int F);
-void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu, int N,
-                             int F);
+/* The gated activations (swiglu here, geglu below): gu16 of forward (NULL: none) gets gu's bf16
+ * bits as the kernel reads gu (gu's place at rest: kernels.h share_bf16_into); backward reads gu
+ * from gu16 where given (its copy at rest, bf16 values), else its floats. The bytes an element of
+ * y each moves (the ledger's). */
+double cuda_gated_forward_bytes(const uint16_t *y16, const uint16_t *gu16);
+double cuda_gated_backward_bytes(const uint16_t *gu16);
+void cuda_op_swiglu_forward(gpu_ctx *g, float *y, uint16_t *y16, const float *gu, uint16_t *gu16,
+                            int N, int F);
+void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu,
+                             const uint16_t *gu16, int N, int F);
 /* ops_gemma.cu: kernels.h's geglu_*, softcap_* and add_scalar (the CPU's formulas). */
-void cuda_op_geglu_forward(gpu_ctx *g, float *y, uint16_t *y16, const float *gu, int N, int F);
-void cuda_op_geglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu, int N,
-                            int F);
+void cuda_op_geglu_forward(gpu_ctx *g, float *y, uint16_t *y16, const float *gu, uint16_t *gu16,
+                           int N, int F);
+void cuda_op_geglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu,
+                            const uint16_t *gu16, int N, int F);
 void cuda_op_softcap_forward(gpu_ctx *g, float *y, const float *x, float cap, int64_t n);
 void cuda_op_softcap_backward(gpu_ctx *g, float *dx, const float *dy, const float *x, float cap,
                               int64_t n);

@@ -6,22 +6,28 @@
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_C 0.044715f
 
-/* e = n*F + i: y = 0.5 g (1 + tanh(k (g + c g^3))) * u. */
+/* e = n*F + i: y = 0.5 g (1 + tanh(k (g + c g^3))) * u; gu16 (given): gu's bits written there
+ * too. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    geglu_forward_kernel(float *y, uint16_t *y16, const float *gu, int64_t n, int F) {
+    geglu_forward_kernel(float *y, uint16_t *y16, const float *gu, uint16_t *gu16, int64_t n,
+                         int F) {
   PT_GRID_LOOP(e, n) {
     const int64_t r = e / F, i = e % F;
     const float v = gu[r * 2 * F + i], u = gu[r * 2 * F + F + i];
+    if (gu16) gu16[r * 2 * F + i] = pt_bf16_bits(v), gu16[r * 2 * F + F + i] = pt_bf16_bits(u);
     const float t = pt_dev_tanhf(GELU_K * (v + GELU_C * v * v * v));
     pt_put(y, y16, e, 0.5f * v * (1.0f + t) * u);
   }
 }
 
+/* gu16 (given): gu read from that copy. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    geglu_backward_kernel(float *dgu, const float *dy, const float *gu, int64_t n, int F) {
+    geglu_backward_kernel(float *dgu, const float *dy, const float *gu, const uint16_t *gu16,
+                          int64_t n, int F) {
   PT_GRID_LOOP(e, n) {
     const int64_t r = e / F, i = e % F;
-    const float v = gu[r * 2 * F + i], u = gu[r * 2 * F + F + i], d = dy[e];
+    const float v = pt_get(gu, gu16, r * 2 * F + i), u = pt_get(gu, gu16, r * 2 * F + F + i);
+    const float d = dy[e];
     const float t = pt_dev_tanhf(GELU_K * (v + GELU_C * v * v * v));
     const float dt = GELU_K * (1.0f + 3.0f * GELU_C * v * v);
     dgu[r * 2 * F + i] = d * u * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dt);
@@ -48,20 +54,22 @@ static __global__ void __launch_bounds__(PT_THREADS)
 }
 
 extern "C" void cuda_op_geglu_forward(gpu_ctx *g, float *y, uint16_t *y16, const float *gu,
-                                      int N, int F) {
+                                      uint16_t *gu16, int N, int F) {
   const int64_t n = (int64_t)N * F;
   if (n <= 0) return;
-  PT_LAUNCH_COSTED(geglu_forward_kernel, pt_cost_of(0.0, 10.0 * n, (y16 ? 10.0 : 12.0) * n),
-                   pt_grid(n), PT_THREADS, 0, g->stream, y, y16, gu, n, F);
+  const pt_cost cost = pt_cost_of(0.0, 10.0 * n, cuda_gated_forward_bytes(y16, gu16) * n);
+  PT_LAUNCH_COSTED(geglu_forward_kernel, cost, pt_grid(n), PT_THREADS, 0, g->stream, y, y16, gu,
+                   gu16, n, F);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_geglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu,
-                                       int N, int F) {
+                                       const uint16_t *gu16, int N, int F) {
   const int64_t n = (int64_t)N * F;
   if (n <= 0) return;
-  PT_LAUNCH_COSTED(geglu_backward_kernel, pt_cost_elementwise(n, 3, 2, 22), pt_grid(n),
-                   PT_THREADS, 0, g->stream, dgu, dy, gu, n, F);
+  const pt_cost cost = pt_cost_of(0.0, 22.0 * n, cuda_gated_backward_bytes(gu16) * n);
+  PT_LAUNCH_COSTED(geglu_backward_kernel, cost, pt_grid(n), PT_THREADS, 0, g->stream, dgu, dy,
+                   gu, gu16, n, F);
   PT_LAUNCH_CHECK();
 }
 

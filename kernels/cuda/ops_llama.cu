@@ -94,21 +94,26 @@ static __global__ void __launch_bounds__(PT_THREADS)
   }
 }
 
-/* e = n*F + i: y = g / (1 + exp(-g)) * u. */
+/* e = n*F + i: y = g / (1 + exp(-g)) * u; gu16 (given): gu's bits written there too. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    swiglu_forward_kernel(float *y, uint16_t *y16, const float *gu, int64_t n, int F) {
+    swiglu_forward_kernel(float *y, uint16_t *y16, const float *gu, uint16_t *gu16, int64_t n,
+                          int F) {
   PT_GRID_LOOP(e, n) {
     const int64_t r = e / F, i = e % F;
     const float g = gu[r * 2 * F + i], u = gu[r * 2 * F + F + i];
+    if (gu16) gu16[r * 2 * F + i] = pt_bf16_bits(g), gu16[r * 2 * F + F + i] = pt_bf16_bits(u);
     pt_put(y, y16, e, g / (1.0f + pt_dev_expf(-g)) * u);
   }
 }
 
+/* gu16 (given): gu read from that copy. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    swiglu_backward_kernel(float *dgu, const float *dy, const float *gu, int64_t n, int F) {
+    swiglu_backward_kernel(float *dgu, const float *dy, const float *gu, const uint16_t *gu16,
+                           int64_t n, int F) {
   PT_GRID_LOOP(e, n) {
     const int64_t r = e / F, i = e % F;
-    const float g = gu[r * 2 * F + i], u = gu[r * 2 * F + F + i], d = dy[e];
+    const float g = pt_get(gu, gu16, r * 2 * F + i), u = pt_get(gu, gu16, r * 2 * F + F + i);
+    const float d = dy[e];
     const float sg = 1.0f / (1.0f + pt_dev_expf(-g));
     dgu[r * 2 * F + i] = d * u * (sg * (1.0f + g * (1.0f - sg)));
     dgu[r * 2 * F + F + i] = d * (g * sg);
@@ -186,20 +191,31 @@ extern "C" void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KV
   PT_LAUNCH_CHECK();
 }
 
+/* Bytes an element of y of the gated activations (swiglu, geglu: gu [N, 2F] in, y [N, F]
+ * out): gu read (8), y written (4, or 2 as y16), gu's bits written (4, with gu16). */
+double cuda_gated_forward_bytes(const uint16_t *y16, const uint16_t *gu16) {
+  return 8.0 + (y16 ? 2.0 : 4.0) + (gu16 ? 4.0 : 0.0);
+}
+
+/* Their backward's: gu read (8, or 4 from gu16), dy read (4), dgu written (8). */
+double cuda_gated_backward_bytes(const uint16_t *gu16) { return (gu16 ? 4.0 : 8.0) + 12.0; }
+
 extern "C" void cuda_op_swiglu_forward(gpu_ctx *g, float *y, uint16_t *y16, const float *gu,
-                                       int N, int F) {
+                                       uint16_t *gu16, int N, int F) {
   const int64_t n = (int64_t)N * F;
   if (n <= 0) return;
-  PT_LAUNCH_COSTED(swiglu_forward_kernel, pt_cost_of(0.0, 5.0 * n, (y16 ? 10.0 : 12.0) * n),
-                   pt_grid(n), PT_THREADS, 0, g->stream, y, y16, gu, n, F);
+  const pt_cost cost = pt_cost_of(0.0, 5.0 * n, cuda_gated_forward_bytes(y16, gu16) * n);
+  PT_LAUNCH_COSTED(swiglu_forward_kernel, cost, pt_grid(n), PT_THREADS, 0, g->stream, y, y16, gu,
+                   gu16, n, F);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu,
-                                        int N, int F) {
+                                        const uint16_t *gu16, int N, int F) {
   const int64_t n = (int64_t)N * F;
   if (n <= 0) return;
-  PT_LAUNCH_COSTED(swiglu_backward_kernel, pt_cost_elementwise(n, 3, 2, 12), pt_grid(n),
-                   PT_THREADS, 0, g->stream, dgu, dy, gu, n, F);
+  const pt_cost cost = pt_cost_of(0.0, 12.0 * n, cuda_gated_backward_bytes(gu16) * n);
+  PT_LAUNCH_COSTED(swiglu_backward_kernel, cost, pt_grid(n), PT_THREADS, 0, g->stream, dgu, dy,
+                   gu, gu16, n, F);
   PT_LAUNCH_CHECK();
 }

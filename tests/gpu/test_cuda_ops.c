@@ -788,6 +788,36 @@ static void test_rope(int B, int T, int H, int KVH, int hd, const pt_rope_scalin
   scope_end();
 }
 
+typedef void (*gated_forward)(gpu_ctx *, float *, uint16_t *, const float *, uint16_t *, int,
+                              int);
+typedef void (*gated_backward)(gpu_ctx *, float *, const float *, const float *,
+                               const uint16_t *, int, int);
+
+/* A gated activation's gu copy (ops_cuda.h gu16): forward writes gu's bf16 bits there as it
+ * reads it, its y unchanged; backward reading that copy gives the bits of backward on gu's
+ * floats rounded to bf16 (what the copy holds), the floats it is handed ignored. */
+static void test_gated_copies(const char *name, const char *shape, gated_forward fwd,
+                              gated_backward bwd, const float *gu, const float *d_dy, int N,
+                              int F) {
+  int64_t n = (int64_t)N * F;
+  char what[64];
+  float *d_gu = upf(gu, 2 * n), *d_y = dnew(sizeof(float) * n);
+  float *d_dgu = dnew(sizeof(float) * 2 * n), *gur = hcopy(gu, 2 * n);
+  uint16_t *d_gu16 = dnew(sizeof(uint16_t) * 2 * n);
+  fwd(&G, d_y, NULL, d_gu, NULL, N, F);
+  float *y1 = downf(d_y, n);
+  fwd(&G, d_y, NULL, d_gu, d_gu16, N, F);
+  snprintf(what, sizeof what, "%s_forward with gu16", name);
+  expect_same_bits(what, shape, downf(d_y, n), y1, n);
+  expect_bf16_of(what, shape, d_gu16, gu, 2 * n);
+  for (int64_t i = 0; i < 2 * n; i++) gur[i] = pt_round_bf16(gu[i]);
+  bwd(&G, d_dgu, d_dy, upf(gur, 2 * n), NULL, N, F);
+  float *want = downf(d_dgu, 2 * n);
+  bwd(&G, d_dgu, d_dy, d_gu, d_gu16, N, F);
+  snprintf(what, sizeof what, "%s_backward from gu16", name);
+  expect_same_bits(what, shape, downf(d_dgu, 2 * n), want, 2 * n);
+}
+
 static void test_swiglu(int N, int F) {
   char shape[64];
   snprintf(shape, sizeof shape, "N=%d F=%d", N, F);
@@ -798,19 +828,21 @@ static void test_swiglu(int N, int F) {
   op_swiglu_backward(dguc, dy, gu, N, F);
   float *d_gu = upf(gu, 2 * n), *d_dy = upf(dy, n), *d_y = dnew(sizeof(float) * n);
   float *d_dgu = dnew(sizeof(float) * 2 * n);
-  cuda_op_swiglu_forward(&G, d_y, NULL, d_gu, N, F);
+  cuda_op_swiglu_forward(&G, d_y, NULL, d_gu, NULL, N, F);
   float *y1 = downf(d_y, n);
-  cuda_op_swiglu_forward(&G, d_y, NULL, d_gu, N, F);
+  cuda_op_swiglu_forward(&G, d_y, NULL, d_gu, NULL, N, F);
   expect_close("swiglu_forward", shape, y1, yc, n, TOL_DEFAULT);
   expect_same_bits("swiglu_forward", shape, downf(d_y, n), y1, n);
   uint16_t *d_y16 = dnew(sizeof(uint16_t) * n);
-  cuda_op_swiglu_forward(&G, d_y, d_y16, d_gu, N, F);
+  cuda_op_swiglu_forward(&G, d_y, d_y16, d_gu, NULL, N, F);
   expect_bf16_of("swiglu_forward", shape, d_y16, y1, n);
-  cuda_op_swiglu_backward(&G, d_dgu, d_dy, d_gu, N, F);
+  cuda_op_swiglu_backward(&G, d_dgu, d_dy, d_gu, NULL, N, F);
   float *g1 = downf(d_dgu, 2 * n);
-  cuda_op_swiglu_backward(&G, d_dgu, d_dy, d_gu, N, F);
+  cuda_op_swiglu_backward(&G, d_dgu, d_dy, d_gu, NULL, N, F);
   expect_close("swiglu_backward", shape, g1, dguc, 2 * n, TOL_DEFAULT);
   expect_same_bits("swiglu_backward", shape, downf(d_dgu, 2 * n), g1, 2 * n);
+  test_gated_copies("swiglu", shape, cuda_op_swiglu_forward, cuda_op_swiglu_backward, gu, d_dy,
+                    N, F);
   scope_end();
 }
 
@@ -832,17 +864,19 @@ static void test_gemma_ops(int N, int F) {
   float *d_dgu = dnew(sizeof(float) * 2 * n), *d_z = upf(z, n);
   for (int rep = 0; rep < 2; rep++) { /* the second run must give the first's bits */
     float *y1 = rep ? downf(d_y, n) : NULL, *g1 = rep ? downf(d_dgu, 2 * n) : NULL;
-    cuda_op_geglu_forward(&G, d_y, NULL, d_gu, N, F);
-    cuda_op_geglu_backward(&G, d_dgu, d_dy, d_gu, N, F);
+    cuda_op_geglu_forward(&G, d_y, NULL, d_gu, NULL, N, F);
+    cuda_op_geglu_backward(&G, d_dgu, d_dy, d_gu, NULL, N, F);
     if (!rep) continue;
     expect_close("geglu_forward", shape, y1, yc, n, TOL_DEFAULT);
     expect_same_bits("geglu_forward", shape, downf(d_y, n), y1, n);
     uint16_t *d_y16 = dnew(sizeof(uint16_t) * n);
-    cuda_op_geglu_forward(&G, d_y, d_y16, d_gu, N, F);
+    cuda_op_geglu_forward(&G, d_y, d_y16, d_gu, NULL, N, F);
     expect_bf16_of("geglu_forward", shape, d_y16, y1, n);
     expect_close("geglu_backward", shape, g1, dguc, 2 * n, TOL_DEFAULT);
     expect_same_bits("geglu_backward", shape, downf(d_dgu, 2 * n), g1, 2 * n);
   }
+  test_gated_copies("geglu", shape, cuda_op_geglu_forward, cuda_op_geglu_backward, gu, d_dy, N,
+                    F);
   cuda_op_softcap_forward(&G, d_y, d_z, 30.0f, n);
   expect_close("softcap_forward", shape, downf(d_y, n), cc, n, TOL_DEFAULT);
   cuda_op_softcap_backward(&G, d_z, d_dy, d_z, 30.0f, n); /* in place over the logits */
@@ -1916,9 +1950,11 @@ static void test_at_rest_parts(const pt_kernels *k) {
   for (int li = 1; li <= 5; li++) {
     const pt_layer *L = &m.layers[li];
     int cpu = at_rest_parts(L, &kernels_cpu, B, T), gpu = at_rest_parts(L, k, B, T);
-    CHECK(cpu == 3 && gpu == 3 + 2 * takes[li - 1],
-          "layer %d (%s): %d parts read at rest on the cpu, %d on the bf16 gpu; want 3 and %d "
-          "(qkv and atty where cuDNN runs)", li, L->type->name, cpu, gpu, 3 + 2 * takes[li - 1]);
+    int base = li >= 3 ? 4 : 3; /* the llama blocks' gu too (swiglu's) */
+    CHECK(cpu == base && gpu == base + 2 * takes[li - 1],
+          "layer %d (%s): %d parts read at rest on the cpu, %d on the bf16 gpu; want %d and %d "
+          "(qkv and atty where cuDNN runs)", li, L->type->name, cpu, gpu, base,
+          base + 2 * takes[li - 1]);
   }
   model_free(&m);
   spec_free(&s);
