@@ -16,6 +16,7 @@
 #include "device/placement.h"
 #include "engine/start_lines.h"
 #include "engine/engine.h"
+#include "kernels/cpu/blas_kernel.h"
 #include "kernels/kernels.h"
 #include "model/param_dump.h"
 #include "observe/tensorboard.h"
@@ -174,7 +175,10 @@ static void run_start(run_state *r) {
                 r->launched ? comm_rank(comm_world()) : 0);
   watchdog_arm("the other ranks to start", -1, 0);
   open_engine(r);
-  if (!o->quiet) start_lines_print(r->placement, r->launched, o->verbose, stdout);
+  if (!o->quiet) { /* the input checked: a bad one said its one line alone */
+    blas_kernel_say_restart();
+    start_lines_print(r->placement, r->launched, o->verbose, stdout);
+  }
   watchdog_disarm();
   r->root = r->e.rank == 0;
   if (r->root && o->metrics_path && !(r->metrics = fopen(o->metrics_path, "w")))

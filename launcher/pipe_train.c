@@ -409,7 +409,6 @@ int main(int argc, char **argv) {
     long long S = spec.pipeline.stages, D = procs / spec.pipeline.stages;
     snprintf(what, sizeof what, "%s: %lld stage%s x %lld replica%s", spec.path, S,
              S == 1 ? "" : "s", D, D == 1 ? "" : "s");
-    blas_kernel_say_restart(); /* the ranks inherit the kernel: none of them restarts */
     self_launch((int)procs, what, spec.pipeline.timeout_s, argc, argv);
   } else {
     run_train(&spec, &a.run);

@@ -15,6 +15,9 @@
 
 #define PINNED_VAR "PIPETRAIN_BLAS_CORETYPE"
 #define GUARD_VAR "PIPETRAIN_BLAS_RESTARTED"
+/* Set by a corrected process for the ranks it starts itself, which inherit the kernel and so
+ * never restart: the kernel it corrected, so their start-up says the correction. */
+#define CORRECTED_VAR "PIPETRAIN_BLAS_CORRECTED"
 
 /* OpenBLAS's x86 core names (as its DYNAMIC_ARCH dispatch spells them), lowest level first.
  * preferred: the one to ask for at its level. probe: newer than some DYNAMIC_ARCH libraries,
@@ -91,8 +94,7 @@ static int library_has(const char *core) {
 }
 
 /* What blas_kernel_describe adds after the name; the kernel before the restart; the line saying
- * the restart, said by the first blas_kernel_describe (so a run that stops on bad input before
- * it describes its device gives its one line of error alone). */
+ * the restart, for blas_kernel_say_restart. */
 static char g_note[96], g_before[32], g_restarted[320];
 
 static int is_rank0(void) {
@@ -120,6 +122,19 @@ static const char *cpu_word(const char *core) {
   return isa < 0 ? "?" : blas_kernel_isa_word((blas_isa)isa);
 }
 
+/* Executes this program again: by its own path, so the process keeps its name (ps, pkill and
+ * schedulers that signal processes by name still find "pipe_train", where /proc/self/exe would
+ * rename it "exe"); by /proc/self/exe where that path is gone (a binary replaced or deleted). */
+static void exec_self(char **argv) {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    execv(self, argv);
+  }
+  execv("/proc/self/exe", argv);
+}
+
 /* Replaces this process with itself under OPENBLAS_CORETYPE=want; returns only on failure, with
  * the environment as it was. */
 static void restart(char **argv, const char *chosen, const char *want, int pinned) {
@@ -129,7 +144,7 @@ static void restart(char **argv, const char *chosen, const char *want, int pinne
     fflush(NULL);
     setenv("OPENBLAS_CORETYPE", want, 1);
     setenv(GUARD_VAR, chosen, 1);
-    execv("/proc/self/exe", argv);
+    exec_self(argv);
   }
   const char *why = argv && argv[0] ? strerror(errno) : "no argv";
   unsetenv(GUARD_VAR);
@@ -145,6 +160,16 @@ static void restart(char **argv, const char *chosen, const char *want, int pinne
         want, cpu_word(want), why, want);
 }
 
+/* The kernel was corrected from `before` to `now`: what describe says, and the line it says. */
+static void corrected(const char *before, const char *now) {
+  snprintf(g_note, sizeof g_note, " (corrected from %s)", before);
+  snprintf(g_before, sizeof g_before, "%s", before);
+  snprintf(g_restarted, sizeof g_restarted,
+           "OpenBLAS chose the %s kernel; this CPU runs %s (%s): restarted with "
+           "OPENBLAS_CORETYPE=%s (" PINNED_VAR "=%s keeps it)", before, now, cpu_word(now), now,
+           before);
+}
+
 /* After the restart: did OpenBLAS take the kernel asked for? */
 static void after_restart(const char *before, const char *chosen, const char *pinned) {
   const char *want = pinned ? pinned : getenv("OPENBLAS_CORETYPE");
@@ -153,12 +178,8 @@ static void after_restart(const char *before, const char *chosen, const char *pi
       snprintf(g_note, sizeof g_note, " (%s)", PINNED_VAR);
       return;
     }
-    snprintf(g_note, sizeof g_note, " (corrected from %s)", before);
-    snprintf(g_before, sizeof g_before, "%s", before);
-    snprintf(g_restarted, sizeof g_restarted,
-             "OpenBLAS chose the %s kernel; this CPU runs %s (%s): restarted with "
-             "OPENBLAS_CORETYPE=%s (" PINNED_VAR "=%s keeps it)", before, want, cpu_word(want),
-             want, before);
+    corrected(before, want);
+    setenv(CORRECTED_VAR, before, 1);
     return;
   }
   if (pinned)
@@ -179,6 +200,11 @@ void blas_kernel_ensure(char **argv) {
     snprintf(before, sizeof before, "%s", guard);
     unsetenv(GUARD_VAR); /* programs this one starts check for themselves */
     after_restart(before, chosen, pinned);
+    return;
+  }
+  const char *by_parent = getenv(CORRECTED_VAR), *asked = getenv("OPENBLAS_CORETYPE");
+  if (!pinned && by_parent && *by_parent && asked && !strcasecmp(chosen, asked)) {
+    corrected(by_parent, chosen); /* a rank of a job its corrected parent started */
     return;
   }
   if (pinned && !strcasecmp(chosen, pinned)) snprintf(g_note, sizeof g_note, " (%s)", PINNED_VAR);
@@ -204,6 +230,5 @@ void blas_kernel_say_restart(void) {
 }
 
 void blas_kernel_describe(char *buf, size_t size) {
-  blas_kernel_say_restart();
   snprintf(buf, size, "OpenBLAS %s kernel%s", blas_kernel_name(), g_note);
 }

@@ -14,18 +14,22 @@
  *   - PIPETRAIN_BLAS_CORETYPE=<name> is the user's explicit choice: that kernel is used (the
  *     program restarts once with OPENBLAS_CORETYPE=<name> if the library chose another) and
  *     never corrected.
- *   - the restart is one execv of /proc/self/exe with the same argv and the guard variable
- *     PIPETRAIN_BLAS_RESTARTED=<kernel before>, so it happens at most once; the process id stays
- *     the same (mpirun, timeout and debuggers keep following it). A library that is not a
- *     DYNAMIC_ARCH build (openblas_get_config) cannot switch: no restart, a warning. When the
- *     kernel is still another one after the restart (the library lacks it), or the restart
- *     itself fails, the program warns and carries on with the kernel it has.
+ *   - the restart is one execv of the program's own path (read from /proc/self/exe; the link
+ *     itself where that path is gone) with the same argv and the guard variable
+ *     PIPETRAIN_BLAS_RESTARTED=<kernel before>, so it happens at most once; the process id and
+ *     name stay the same (mpirun, timeout, debuggers, and pkill or schedulers signalling
+ *     pipe_train by name keep following it). A library that is not a DYNAMIC_ARCH build
+ *     (openblas_get_config) cannot switch: no restart, a warning. When the kernel is still
+ *     another one after the restart (the library lacks it), or the restart itself fails, the
+ *     program warns and carries on with the kernel it has.
  *   - the correction is one line on stderr, from rank 0 only (the launcher's rank variable,
  *     OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK or SLURM_PROCID, read before MPI_Init), said by
- *     blas_kernel_say_restart (the first blas_kernel_describe calls it; a launcher starting the
- *     ranks itself, whose ranks inherit the variable and never restart, calls it before): a run
- *     stopped by bad input before then says its one line of error alone. Warnings (no switch
- *     possible) are said at once.
+ *     blas_kernel_say_restart once the run has checked its input (engine/run.c, with the
+ *     start-up lines, not under --quiet): a run stopped by bad input says its one line of
+ *     error alone, and the start-up line names the kernel either way. The ranks a corrected pipe_train starts itself
+ *     inherit its kernel and never restart; PIPETRAIN_BLAS_CORRECTED=<kernel before>, which
+ *     the correction sets, has them say it as if they had. Warnings (no switch possible) are
+ *     said at once.
  */
 #ifndef PT_BLAS_KERNEL_H
 #define PT_BLAS_KERNEL_H
@@ -53,11 +57,10 @@ void blas_kernel_ensure(char **argv);
 const char *blas_kernel_name(void);
 const char *blas_kernel_corrected_from(void);
 /* "OpenBLAS Cooperlake kernel", with " (corrected from Prescott)" after a restart by
- * blas_kernel_ensure or " (PIPETRAIN_BLAS_CORETYPE)" when the user chose it, into buf; the
- * first call says the restart on stderr (above). */
+ * blas_kernel_ensure or " (PIPETRAIN_BLAS_CORETYPE)" when the user chose it, into buf. */
 void blas_kernel_describe(char *buf, size_t size);
-/* The line saying blas_kernel_ensure's restart, on stderr from rank 0, once (later calls, and
- * a run without a restart, say nothing). */
+/* The line saying blas_kernel_ensure's correction, on stderr from rank 0, once (later calls,
+ * and a run without one, say nothing). */
 void blas_kernel_say_restart(void);
 
 /* The level an OpenBLAS core name (case ignored) needs; -1 for a name not in the table. */

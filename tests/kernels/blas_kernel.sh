@@ -7,7 +7,9 @@
 #       OPENBLAS_CORETYPE=<best>;
 #   (c) a 2-stage run under mpirun (and timeout) with the Prescott setting equals the
 #       sequential run, one correction line for the job (rank 0's);
-#   (d) PIPETRAIN_BLAS_CORETYPE=Prescott keeps Prescott: no restart, the output says Prescott.
+#   (d) PIPETRAIN_BLAS_CORETYPE=Prescott keeps Prescott: no restart, the output says Prescott;
+#   (e) a job of 2 ranks pipe_train starts itself: one correction line, the ranks' start-up line
+#       says it, and every process is still named pipe_train (pkill and schedulers find them).
 # Skipped (77) on a CPU without AVX2 (Prescott is then as good as it gets) or an OpenBLAS that
 # cannot switch kernels (not a DYNAMIC_ARCH build).
 pipe_train=$1
@@ -61,4 +63,19 @@ for env in "OPENBLAS_CORETYPE=Prescott PIPETRAIN_BLAS_CORETYPE=Prescott" \
     "$work/keep.out" || fail "$env: the start-up line does not say Prescott"
   [ ! -s "$work/keep.err" ] || fail "$env: said $(cat "$work/keep.err")"
 done
+echo "(e) a self-started job of 2 ranks: the ranks say the correction; the processes keep their name"
+OPENBLAS_CORETYPE=Prescott "$pipe_train" "$spec" "${sets[@]}" --set pipeline.stages=2 \
+  --set train.steps=100000 --metrics "$work/self.jsonl" >"$work/self.out" 2>"$work/self.err" &
+self_pid=$!
+pt_wait_step "$work/self.jsonl"
+names=$(for p in $(pgrep -f -- "--metrics $work/self.jsonl"); do ps -o comm= -p "$p"; done | sort -u)
+kill -TERM "$self_pid"
+wait "$self_pid" || true
+echo "process names: $names"
+[ "$(printf '%s\n' "$names" | grep -v '^mpiexec$\|^orterun$\|^mpirun$')" = pipe_train ] ||
+  fail "after the restart the processes are named: $names (pkill pipe_train would miss them)"
+[ "$(grep -c "restarted with OPENBLAS_CORETYPE=$best" "$work/self.err")" = 1 ] ||
+  fail "self-started: not one restart line for the job: $(cat "$work/self.err")"
+grep -q "OpenBLAS $best kernel (corrected from Prescott)" "$work/self.out" ||
+  fail "self-started: the ranks' start-up line does not say the correction: $(cat "$work/self.out")"
 echo "blas_kernel: all checks passed"
