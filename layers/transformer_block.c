@@ -78,7 +78,10 @@ static const pt_attention_opts k_shared = {.shared = 1};
  * attention reads them as bf16 for this shape (layer_attention_at_rest), not where its fallback
  * reads them as float32; not x1 (the second norm's backward). What backward_input writes (h
  * then holding d(fc output), and the stash) backward_weight reads only as the weight and bias
- * gradients' dy and the norms' weight gradients' dy: read at rest too (layer.h). */
+ * gradients' dy and the norms' weight gradients' dy: read at rest too (layer.h); and of it
+ * backward_input itself reads h (once the GELU's gradient is written there) and dqkv only as
+ * the fc and qkv products' dy: backward_at_rest (layer.h), not dx1, dxln2 nor dxln1 (the
+ * norms' backward). */
 static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
@@ -88,7 +91,8 @@ static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
   int64_t sizes[N_SAVED];
   block_saved_sizes((int64_t)B * T, L->out_dim, block_attn_floats(L, k, B, T), sizes);
   for (int i = 0; i < N_SAVED; i++)
-    parts[i] = (pt_saved_part){sizes[i], !f32[i], writers[i], at_rest[i]};
+    parts[i] = (pt_saved_part){sizes[i], !f32[i], writers[i], at_rest[i], 0};
+  parts[11].backward_at_rest = parts[14].backward_at_rest = 1; /* h, dqkv */
   parts[4].bf16 = k->attention_saved_bf16;
   int H = (int)layer_setting_int(L, "heads");
   parts[8].read_at_rest = parts[9].read_at_rest =
