@@ -264,6 +264,7 @@ static float *backward_range(pt_stage *st, int slot, int lo, int hi, const float
     if (want && li == 0 && din_out) din = din_out;
     if (st->packed) store_ready_backward(st, slot, li, dout);
     pt_io io = layer_io(st, slot, li, dout, din);
+    if (st->packed) store_before_backward_input(st, slot, li, &io, NULL);
     L->type->backward_input(L, &io);
     store_bf16(&io, din, L->in_dim);
     if (st->packed) store_after_backward_input(st, slot, li, &io, NULL);
@@ -392,6 +393,7 @@ const float *stage_backward_input(pt_stage *st, int slot, const float *dout, int
     din = want ? input_grad_buffer(st, keep, li, dout, din_out) : NULL;
     if (st->packed) store_ready_backward(st, slot, li, dout);
     pt_io io = layer_io(st, slot, li, dout, din);
+    if (st->packed) store_before_backward_input(st, slot, li, &io, keep[li]);
     L->type->backward_input(L, &io);
     store_bf16(&io, din, L->in_dim);
     if (st->packed) store_after_backward_input(st, slot, li, &io, keep[li]);

@@ -186,6 +186,44 @@ static uint32_t stash_at_rest(const pt_stage *st, int li) {
   return held;
 }
 
+/* Layer li's stash parts that go to rest straight from backward_input (layer.h
+ * backward_at_rest; kernels.h share_bf16_into), bit i: part i, with the parts (as parts_at),
+ * each one's floats in the area f[] (from `area`, backward_input's saved area) and its place
+ * at[]: with a set, the set's (a part only backward_input writes) or the slot's (one forward
+ * writes too, rewritten); without one (backward_weight follows at once), NULL: room the table
+ * keeps. None on a table that takes no places. */
+static uint32_t stash_places(const pt_stage *st, int slot, int li, float *area, const void *set,
+                             pt_saved_part *p, float **f, char **at) {
+  const pt_kernels *k = st->m->dev->k;
+  uint32_t mask = 0;
+  int n = area && k->share_bf16_into ? parts_at(st, li, st->cur_B, st->cur_T, p) : 0;
+  char *in_set = set ? (char *)set + dout_rest(st, li, st->cur_B, st->cur_T) : NULL;
+  char *in_slot = set ? st->saved16[slot * st->n + li] : NULL;
+  for (int i = 0; i < n; area += p[i].floats, i++) {
+    int stash_only = in_layout(&p[i], 1);
+    f[i] = area;
+    at[i] = stash_only ? in_set : in_slot;
+    if (p[i].backward_at_rest && (!set || at[i])) mask |= (uint32_t)1 << i;
+    if (in_set && stash_only) in_set += layer_saved_part_rest(&p[i]);
+    if (in_slot && in_layout(&p[i], 0)) in_slot += layer_saved_part_rest(&p[i]);
+  }
+  return mask;
+}
+
+/* Of stash_places' parts, those backward_input wrote or converted to their places (bit i: part
+ * i): not rounded nor packed after it, their floats unset. */
+static uint32_t stash_went(const pt_stage *st, int slot, int li, const pt_io *io,
+                           const void *set) {
+  const pt_kernels *k = st->m->dev->k;
+  pt_saved_part p[PT_MAX_SAVED_PARTS];
+  float *f[PT_MAX_SAVED_PARTS];
+  char *at[PT_MAX_SAVED_PARTS];
+  uint32_t mask = stash_places(st, slot, li, io->saved, set, p, f, at), went = 0;
+  for (int i = 0; mask >> i; i++)
+    if ((mask >> i & 1) && k->shared_into_done(k, f[i])) went |= (uint32_t)1 << i;
+  return went;
+}
+
 /* wk[p] is about to hold tag's values: logits of another tag there, unrounded and not at rest
  * (store_after_forward), go to rest first (pack_bf16 rounds them on the way). */
 static void claim_wk(pt_stage *st, int p, int tag) {
@@ -370,6 +408,20 @@ void store_ready_backward(pt_stage *st, int slot, int li, const float *dout) {
   if (k->share_bf16) k->share_bf16(k, dout, m, !dout_f32(st, li)); /* rounded but the loss's */
 }
 
+void store_before_backward_input(pt_stage *st, int slot, int li, const pt_io *io,
+                                 const void *set) {
+  const pt_kernels *k = st->m->dev->k;
+  pt_saved_part p[PT_MAX_SAVED_PARTS];
+  float *f[PT_MAX_SAVED_PARTS];
+  char *at[PT_MAX_SAVED_PARTS];
+  uint32_t mask = stash_places(st, slot, li, io->saved, set, p, f, at);
+  /* alone: a part only backward_input writes is read only as it wrote it; one forward writes
+   * too (GPT-2's h) is read first as forward left it (the GELU's input), then rewritten */
+  for (int i = 0; mask >> i; i++)
+    if (mask >> i & 1)
+      k->share_bf16_into(k, f[i], p[i].floats, (uint16_t *)at[i], p[i].writers == PT_SAVED_STASH);
+}
+
 uint16_t *store_loss_place(pt_stage *st, int slot) {
   if (!dout_at_rest(st, st->n - 1)) return NULL;
   int tag = slot * st->n + st->n - 1;
@@ -427,10 +479,13 @@ void store_after_backward_input(pt_stage *st, int slot, int li, const pt_io *io,
       round_parts(st, li, io->saved, PT_SAVED_STASH, ROUND);
       return;
     }
-    /* those it reads only there not even rounded: their floats unset (kernels.h) */
-    uint32_t held = stash_at_rest(st, li);
+    /* those it reads only there not even rounded: their floats unset (kernels.h); those the
+     * table holds already (stash_went: held ones) not packed either, left out by the table in
+     * the run (round_share_bf16), which stays one launch */
+    uint32_t held = stash_at_rest(st, li), went = stash_went(st, slot, li, io, NULL);
     round_parts_but(st, li, io->saved, PT_SAVED_STASH, ROUND_SHARE, held);
     round_parts_but(st, li, io->saved, PT_SAVED_STASH, PACK_SHARE, ~held);
+    if (went) round_parts_but(st, li, io->saved, PT_SAVED_STASH, UNSET, ~went);
     return;
   }
   int64_t m = out_floats(st, li, io->B, io->T);
@@ -438,10 +493,13 @@ void store_after_backward_input(pt_stage *st, int slot, int li, const pt_io *io,
   else if (dout_f32(st, li)) k->copy(k, set, io->dout, m);
   else k->pack_bf16(k, set, io->dout, m);
   if (!io->saved) return;
-  /* every part backward_input writes goes to rest: the set's, or the slot's when forward's */
-  move_parts(st, li, io->saved, (char *)set + dout_rest(st, li, io->B, io->T), 1, 0,
-             ROUND_TO_REST);
-  move_parts(st, li, io->saved, st->saved16[slot * st->n + li], 0, 1, ROUND_TO_REST);
+  /* every part backward_input writes goes to rest: the set's, or the slot's when forward's;
+   * but those backward_input put there itself (stash_went), whose floats are left unset */
+  uint32_t went = stash_went(st, slot, li, io, set);
+  move_parts_but(st, li, io->saved, (char *)set + dout_rest(st, li, io->B, io->T), 1, 0,
+                 ROUND_TO_REST, went);
+  move_parts_but(st, li, io->saved, st->saved16[slot * st->n + li], 0, 1, ROUND_TO_REST, went);
+  if (went) round_parts_but(st, li, io->saved, PT_SAVED_STASH, UNSET, ~went);
 }
 
 const float *store_before_backward_weight(pt_stage *st, int slot, int li, const void *set) {

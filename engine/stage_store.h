@@ -54,6 +54,12 @@ void store_ready(pt_stage *st, int slot, int li, int backward);
 /* Before layer li's backward_input on dout: store_ready, then the table may keep one bf16
  * conversion of dout for both backward steps (kernels.h share_bf16). */
 void store_ready_backward(pt_stage *st, int slot, int li, const float *dout);
+/* Then, with layer li's io for backward_input and its stash set (NULL: backward_weight follows
+ * at once): the places at rest of the stash parts backward_input itself reads only through
+ * products (layer.h backward_at_rest) handed to the table (kernels.h share_bf16_into): the
+ * set's, the slot's for a part forward writes too, or, without a set, room the table keeps. */
+void store_before_backward_input(pt_stage *st, int slot, int li, const pt_io *io,
+                                 const void *set);
 /* After layer li's forward wrote io: rounds its output and the parts it wrote, keeps the output
  * and parts at rest (rounded and packed in one pass; the parts a product converted to rest
  * already are left there, their floats unset); the logits' output stays as it is, held for the
@@ -72,9 +78,11 @@ void store_output(pt_stage *st, int slot, int for_loss);
  * (store_after_backward_input). */
 uint16_t *store_loss_place(pt_stage *st, int slot);
 /* After layer li's backward_input: rounds the stash parts (without a stash set, the table
- * keeps their bits for the backward_weight that follows: kernels.h round_share_bf16); with a stash set (split backward,
- * layer with parameters) keeps there io->dout and the parts backward_weight will read (the
- * parts rounded and packed in one pass). */
+ * keeps their bits for the backward_weight that follows: kernels.h round_share_bf16); with a
+ * stash set (split backward, layer with parameters) keeps there io->dout and the parts
+ * backward_weight will read (the parts rounded and packed in one pass). Parts that went to
+ * their places during backward_input (store_before_backward_input) are left there, their
+ * floats unset. */
 void store_after_backward_input(pt_stage *st, int slot, int li, const pt_io *io, void *set);
 /* Before layer li's deferred backward_weight: store_ready, then the set's parts back into the
  * saved area; returns the dout the set kept, as float32 (unpacked into st->grad[0], or the

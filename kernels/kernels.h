@@ -367,8 +367,10 @@ struct pt_kernels {
    * converted once); round_share_bf16: round_bf16 of x and its bits kept at once (one pass),
    * read as an activation copy (a range inside x that the table keeps already as bf16 values,
    * an attention result of pt_attention_opts.shared, is left out: rounding it is the
-   * identity). Where the table has no room the call only does what its
-   * results need (nothing; round_bf16), so every path gives the bits converting gives.
+   * identity; so is room kept for a share_bf16_into without a place, once written or
+   * converted: its floats the caller leaves undefined). Where the table has no room the call
+   * only does what its results need (nothing; round_bf16), so every path gives the bits
+   * converting gives.
    * share_bf16's values: x holds bf16 values (round_bf16 would leave it as it is), so a
    * linear_backward_weight's bias gradient of a dy inside x may sum its conversion (the same
    * floats); round_share_bf16's x holds them once rounded. round_share_bf16's unset: x's bits
@@ -383,10 +385,15 @@ struct pt_kernels {
    * bits written there as it reads it) converts the whole of x into place (padding included) and
    * reads it there from then on, so a tensor kept at rest costs no pass of its own; the
    * attention may write its result there. alone: nothing reads x's floats from here on but
-   * products and an attention_reads_bf16 attention (layers/layer.h read_at_rest), so the
-   * forward kernel writing x (a norm, swiglu, geglu, linear_forward, linear_forward_gelu's y
-   * and h, that attention's o) may write its bf16 values to place alone, x's floats left
-   * undefined.
+   * products and an attention_reads_bf16 attention (layers/layer.h read_at_rest and
+   * backward_at_rest), so the kernel writing x (a norm, swiglu, geglu, linear_forward,
+   * linear_forward_gelu's y and h, that attention's o forward, its dqkv backward) may write its
+   * bf16 values to place alone, x's floats left undefined. place NULL: room the table keeps
+   * instead (as share_bf16's conversions), for a tensor nobody keeps at rest
+   * (engine/stage_store.c: the stash of a backward_weight that follows at once), which no sum (a
+   * bias or norm weight gradient, activation_copies) reads before its floats are undefined
+   * (unset_f32): those then read that room; where the table has none, x is not shared at all
+   * (shared_into_done 0).
    * shared_into_done(x): 1 once that conversion is queued (place then holds pt_bf16_bits of
    * x[0..n), x itself not rounded), 0 while no product has read x (the caller fills place);
    * asked before the next activation_copies. */

@@ -43,7 +43,9 @@
  * does not depend on where it was kept. backward_input writes only the parts marked
  * PT_SAVED_STASH. A type without saved_parts keeps its whole area float32. On a table with
  * activation copies, backward gets the parts marked read_at_rest only as those copies (their
- * floats in saved are undefined then; pt_saved_part below says who may read them).
+ * floats in saved are undefined then; pt_saved_part below says who may read them), and the
+ * stash parts marked backward_at_rest go to rest straight from the kernels writing or reading
+ * them in backward_input, not rounded (their floats undefined from there).
  */
 #ifndef PT_LAYER_H
 #define PT_LAYER_H
@@ -144,6 +146,19 @@ typedef struct {
    * (the attention its q|k|v operand, swiglu_forward or geglu_forward their gu as they read
    * it: kernels.h share_bf16_into). */
   int forward_reads;
+  /* 1 (bf16 parts with PT_SAVED_STASH among writers and read_at_rest 1): backward_input too,
+   * once it has written the part, reads it only whole, as a product's operand (kernels.h's
+   * linear entries) or the qkv or o of an attention whose table's attention_reads_bf16 is 1,
+   * through no other entry. On a table with activation_copies the engine then hands the part's
+   * place at rest to the table before backward_input (kernels.h share_bf16_into): the stash
+   * set's, the slot's for a part forward writes too, or room the table keeps where
+   * backward_weight follows at once. The kernel writing a part only backward_input writes may
+   * write its bf16 values there alone (an attention's dqkv, pt_attention_opts.shared), else the
+   * first product reading the part converts it there; either way the engine neither rounds nor
+   * packs it after, and its floats are undefined once backward_input returns (NaN on the
+   * emulated GPU). 0: the part is rounded and packed after backward_input (the safe default).
+   * layer_saved_parts refuses it on any other part. */
+  int backward_at_rest;
 } pt_saved_part;
 
 /* What configure gets: its spec entry's arguments, the model settings and the input it will see. */

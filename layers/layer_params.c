@@ -105,6 +105,12 @@ int layer_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T, pt_s
          (parts[i].writers != PT_SAVED_FORWARD && !(parts[i].writers & PT_SAVED_STASH))))
       pt_fatal("layer type %s: saved part %d is read_at_rest but not a bf16 part only forward "
                "writes, or one backward_input writes", L->type->name, i);
+  /* backward_input's own reads at rest: of a stash part backward_weight reads there as well */
+  for (int i = 0; i < n; i++)
+    if (parts[i].backward_at_rest &&
+        (!parts[i].read_at_rest || !(parts[i].writers & PT_SAVED_STASH)))
+      pt_fatal("layer type %s: saved part %d is backward_at_rest but not a read_at_rest part "
+               "backward_input writes", L->type->name, i);
   return n;
 }
 

@@ -160,7 +160,10 @@ static size_t llama_saved_bytes(const pt_layer *L, int B, int T) {
  * backward), qkv_raw (the head norms' backward), ao and mo (the post norms' backward). The
  * stash (layer.h: read by backward_weight as products' and bias sums' dy and as the norms'
  * weight gradients' dy) is read at rest too, but dqkvn, which the head norms' weight gradient
- * reads as float32. */
+ * reads as float32. Of the stash, backward_input itself reads dgu, dao and dmo only as the
+ * gate|up, o and down products' dy once it has written them, and dqkv so with qk_norm (the
+ * head norms' gradient; without, the attention's, which the rotation reads as float32):
+ * backward_at_rest (layer.h). */
 static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
@@ -177,6 +180,9 @@ static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
   for (int i = 0; i < n; i++)
     parts[i] = (pt_saved_part){.floats = sizes[i], .bf16 = !f32[i], .writers = writers[i],
                                .read_at_rest = at_rest[i]};
+  parts[12].backward_at_rest = 1;                         /* dgu */
+  parts[13].backward_at_rest = m.qk_norm;                 /* dqkv */
+  if (m.post) parts[22].backward_at_rest = parts[23].backward_at_rest = 1; /* dao, dmo */
   parts[3].bf16 = k->attention_saved_bf16;
   const pt_attention_opts ao = attention_opts(L);
   parts[2].read_at_rest = parts[4].read_at_rest = /* qkv, atty */

@@ -80,7 +80,9 @@ static const pt_attention_opts k_shared = {.shared = 1};
  * then holding d(fc output), and the stash) backward_weight reads only as the weight and bias
  * gradients' dy and the norms' weight gradients' dy: read at rest too (layer.h); and forward
  * reads nothing of h (the pre-activation) after the fc product writes it, which may then write
- * it to its place at rest alone (layer.h, parts both write). */
+ * it to its place at rest alone (layer.h, parts both write). Of the stash, backward_input
+ * itself reads h (once the GELU's gradient is written there) and dqkv only as the fc and qkv
+ * products' dy: backward_at_rest (layer.h), not dx1, dxln2 nor dxln1 (the norms' backward). */
 static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
@@ -92,6 +94,7 @@ static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
   for (int i = 0; i < N_SAVED; i++)
     parts[i] = (pt_saved_part){.floats = sizes[i], .bf16 = !f32[i], .writers = writers[i],
                                .read_at_rest = at_rest[i]};
+  parts[11].backward_at_rest = parts[14].backward_at_rest = 1; /* h, dqkv */
   parts[4].bf16 = k->attention_saved_bf16;
   int H = (int)layer_setting_int(L, "heads");
   parts[8].read_at_rest = parts[9].read_at_rest =

@@ -133,8 +133,9 @@ static const uint16_t *operand(gpu_ctx *g, const cuda_attention_bf16 *a, uint16_
 }
 
 /* Where the library writes the bf16 result it widens into x[0..n): when the caller shares x
- * (kernels.h pt_attention_opts.shared), x's place at rest where the table has one
- * (share_bf16_into; *alone: handed over alone, the result stands there for x, not widened),
+ * (kernels.h pt_attention_opts.shared), x's place where the table has one (share_bf16_into: at
+ * rest, or room the table keeps; *alone: handed over alone, the result stands there for x, not
+ * widened),
  * else room the table keeps where it has it; else buf. Any copy of x from before is
  * forgotten: x is rewritten. */
 static uint16_t *result_room(gpu_ctx *g, const cuda_attention_bf16 *a, uint16_t *buf,
@@ -155,8 +156,8 @@ static uint16_t *result_room(gpu_ctx *g, const cuda_attention_bf16 *a, uint16_t 
 }
 
 /* The result r widened into x; kept as x's copy when r is the table's room. alone: r is x's
- * place at rest, x's copy alone; x's floats are left undefined (NaN on the emulator, so a
- * float32 read of them fails the tests). */
+ * place, x's copy alone (forward's o, backward's dqkv of a stash handed over); x's floats are
+ * left undefined (NaN on the emulator, so a float32 read of them fails the tests). */
 static void result_widen(gpu_ctx *g, const cuda_attention_bf16 *a, float *x, const uint16_t *r,
                          const uint16_t *buf, int64_t n, int alone) {
   if (alone) {

@@ -8,10 +8,11 @@
  *     there instead), the library's bf16 o and dqkv widened back to float32; with
  *     opts->shared (kernels.h) the library writes them into room the table keeps, registered
  *     as the activation copy of the float32 o or dqkv (products read those bits instead of
- *     converting, round_share_bf16 skips them: ops_cuda.h cuda_bf16_keep_room); an o whose
- *     place at rest was handed over alone (kernels.h share_bf16_into, for a part read at rest:
- *     cuda_attention_bf16_takes, kernels.h attention_reads_bf16) is written there only, its
- *     floats left undefined;
+ *     converting, round_share_bf16 skips them: ops_cuda.h cuda_bf16_keep_room); an o or dqkv
+ *     whose place was handed over alone (kernels.h share_bf16_into, for a part read at rest:
+ *     cuda_attention_bf16_takes, kernels.h attention_reads_bf16; a dqkv of the stash,
+ *     layers/layer.h backward_at_rest: its place at rest or room the table keeps) is written
+ *     there only, its floats left undefined;
  *   - a shape the library refuses, and packed documents (doc_start != NULL: cuDNN's ragged
  *     offsets would make each document its own sequence, which this layout of whole rows does not
  *     do), run the in-house fused float32 kernels on the float32 tensors; so do soft-capped

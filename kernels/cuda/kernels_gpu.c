@@ -428,7 +428,7 @@ static void share_bf16(const pt_kernels *k, const float *x, int64_t n, int value
 
 static void share_bf16_into(const pt_kernels *k, const float *x, int64_t n, uint16_t *place,
                             int alone) {
-  cuda_bf16_share(&state(k)->bf16, x, n, place, alone, 0);
+  cuda_bf16_share_into(ctx(k), &state(k)->bf16, x, n, place, alone);
 }
 
 static int shared_into_done(const pt_kernels *k, const float *x) {

@@ -252,13 +252,16 @@ typedef struct {
   pt_weight_range shared[PT_WEIGHT_COPY_RANGES]; /* copy: the range's own place, or NULL */
   unsigned into_done;  /* bit i: shared[i] converted into its place (share_bf16_into) */
   unsigned into_alone; /* bit i: shared[i]'s place may stand alone for it (its floats unread) */
-  unsigned shared_values; /* bit i: shared[i]'s floats are bf16 values (kernels.h share_bf16) */
+  /* bit i: shared[i]'s floats are bf16 values (kernels.h share_bf16), or, of a place with room
+   * kept (share_bf16_into without a place), stand for its values: no sum reads them before they
+   * are undefined, so a sum may read the place (cuda_bf16_values) */
+  unsigned shared_values;
   /* bit i: acts.r[i]'s floats are its copy widened (or undefined: the copy stands for them), so
    * a column sum (a bias gradient, a norm's weight gradient: cuda_bf16_values) may read the
    * copy: the activation_copies set, round_share_bf16's copies, a library's result kept
    * (cuda_bf16_keep_result) and conversions inside a shared range of bf16 values (share_bf16
-   * with values); not share_bf16_into's (forward's, converted before their floats are
-   * rounded). */
+   * with values) and places with room kept (shared_values); not share_bf16_into's others
+   * (forward's, converted before their floats are rounded). */
   unsigned values;
   /* Ranges of acts whose floats are their copy widened (a library's bf16 result kept,
    * cuda_bf16_keep_result): rounding them is the identity, so round_share_bf16 skips them. */
@@ -286,11 +289,13 @@ void cuda_op_linear_backward_input_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float 
 void cuda_op_linear_backward_weight_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *dW, float *db,
                                          const float *dy, const float *x, int N, int Ni, int No);
 void cuda_bf16_scratch_free(cuda_bf16_scratch *s);
-/* kernels.h's activation_copies, share_bf16 (place NULL) or share_bf16_into,
- * shared_into_done and round_share_bf16 on s: the set of copies replaced by r[0..n) (and kept
- * grown, when the last set asked for more, while no copy is in it); x promised unchanged
- * (converted whole into place by the first operand inside it, when place is given; values:
- * x holds bf16 values, kernels.h share_bf16); whether
+/* kernels.h's activation_copies, share_bf16 (place NULL) or share_bf16_into (share_into; and
+ * share with the caller's place), shared_into_done and round_share_bf16 on s: the set of copies
+ * replaced by r[0..n) (and kept grown, when the last set asked for more, while no copy is in
+ * it); x promised unchanged (converted whole into place by the first operand inside it, when
+ * place is given; values: x holds bf16 values, kernels.h share_bf16; share_into without a
+ * place: room for x taken in kept at once, its place then, read for x's values, or x not shared
+ * at all where kept or s->acts has no room); whether
  * that conversion ran; x rounded and its bits kept, both where s->acts and kept have room
  * (else: nothing; cuda_round_bf16), in one launch around the exact range inside x (more than
  * one: a launch before each); unset: the bits kept, the floats not rounded but unset
@@ -298,6 +303,8 @@ void cuda_bf16_scratch_free(cuda_bf16_scratch *s);
 void cuda_bf16_acts_reset(gpu_ctx *g, cuda_bf16_scratch *s, const pt_weight_range *r, int n);
 void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n, uint16_t *place,
                      int alone, int values);
+void cuda_bf16_share_into(gpu_ctx *g, cuda_bf16_scratch *s, const float *x, int64_t n,
+                          uint16_t *place, int alone);
 int cuda_bf16_shared_into_done(const cuda_bf16_scratch *s, const float *x);
 void cuda_bf16_round_share(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64_t n, int unset);
 /* A library's bf16 result widened into x[0..n) (kernels.h pt_attention_opts.shared: nothing
@@ -315,14 +322,16 @@ uint16_t *cuda_bf16_keep_room(gpu_ctx *g, cuda_bf16_scratch *s, int64_t n);
  * for x, kernels.h share_bf16_into), given over to the caller's result (its padding past n left
  * as it was), counted as converted (shared_into_done), NULL where there is none or no room to
  * keep the result after: keep_result (the result widened into x too) or keep_copy (x's floats
- * not written; the place registered as x's activation copy alone). */
+ * not written; the place registered as x's activation copy alone, read for x's values where
+ * it is room kept, shared_values). */
 const uint16_t *cuda_bf16_shared_operand(gpu_ctx *g, cuda_bf16_scratch *s, const float *x,
                                          int64_t n);
 uint16_t *cuda_bf16_take_place(cuda_bf16_scratch *s, const float *x, int64_t n, int alone);
 void cuda_bf16_keep_copy(cuda_bf16_scratch *s, const float *x, const uint16_t *copy, int64_t n);
 void cuda_bf16_keep_result(cuda_bf16_scratch *s, const float *x, const uint16_t *copy, int64_t n);
 void cuda_bf16_forget(cuda_bf16_scratch *s, const float *x, int64_t n);
-/* x[0..n)'s copy where its floats are the copy's values (s->values), else NULL. */
+/* x[0..n)'s copy where its floats are the copy's values (s->values; or a place of values
+ * written, shared_values), else NULL. */
 const uint16_t *cuda_bf16_values(const cuda_bf16_scratch *s, const float *x, int64_t n);
 /* kernels.h's linear_forward_gelu and linear_backward_input_gelu: one cuBLASLt matmul with the
  * GELU_AUX_BIAS or DGELU epilogue where cuBLASLt has an algorithm for the shape, else the linear

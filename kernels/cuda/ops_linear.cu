@@ -136,6 +136,13 @@ extern "C" const uint16_t *cuda_bf16_values(const cuda_bf16_scratch *s, const fl
     if ((s->values >> i & 1) && r->base && x >= r->base && x + n <= r->base + r->n)
       return r->copy + (x - r->base);
   }
+  /* a place of values written or converted where acts had no free range for it */
+  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) {
+    const pt_weight_range *r = &s->shared[i];
+    if ((s->into_done & s->shared_values) >> i & 1 && r->copy && x >= r->base &&
+        x + n <= r->base + r->n)
+      return r->copy + (x - r->base);
+  }
   return NULL;
 }
 
@@ -149,7 +156,7 @@ static const uint16_t *shared_into(gpu_ctx *g, cuda_bf16_scratch *s, int i, cons
     convert_operand(g, place, r->base, r->n);
     s->into_done |= 1u << i;
     pt_weight_range *slot = acts_free_slot(s);
-    if (slot) acts_put(s, slot, r->base, place, r->n, 0);
+    if (slot) acts_put(s, slot, r->base, place, r->n, (int)(s->shared_values >> i & 1));
   }
   return place + (x - r->base);
 }
@@ -588,17 +595,33 @@ extern "C" void cuda_bf16_share(cuda_bf16_scratch *s, const float *x, int64_t n,
     }
 }
 
+extern "C" void cuda_bf16_share_into(gpu_ctx *g, cuda_bf16_scratch *s, const float *x, int64_t n,
+                                     uint16_t *place, int alone) {
+  if (place) {
+    cuda_bf16_share(s, x, n, place, alone, 0);
+    return;
+  }
+  /* room kept, taken now (an empty kept grows at once); without it, not shared at all, so the
+   * caller's fallback (packing x after) is today's path bit for bit */
+  uint16_t *room = acts_free_slot(s) ? kept_take(g, s, n) : NULL;
+  if (room) cuda_bf16_share(s, x, n, room, alone, 1);
+}
+
 extern "C" int cuda_bf16_shared_into_done(const cuda_bf16_scratch *s, const float *x) {
   for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++)
     if (s->shared[i].base == x && s->shared[i].copy) return (int)(s->into_done >> i & 1);
   return 0;
 }
 
-/* The exact range lying whole in x[0..n) that starts first, or NULL. */
+/* The range lying whole in x[0..n) that starts first, or NULL, of those round_share leaves out:
+ * the exact ones and the places with room kept written or converted already (shared_values:
+ * their floats stand for those bits, cuda_bf16_share_into). */
 static const pt_weight_range *exact_within(const cuda_bf16_scratch *s, const float *x, int64_t n) {
   const pt_weight_range *first = NULL;
-  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) {
-    const pt_weight_range *r = &s->exact[i];
+  for (int i = 0; i < 2 * PT_WEIGHT_COPY_RANGES; i++) {
+    const int j = i % PT_WEIGHT_COPY_RANGES;
+    const pt_weight_range *r = i < PT_WEIGHT_COPY_RANGES ? &s->exact[j] : &s->shared[j];
+    if (i >= PT_WEIGHT_COPY_RANGES && !((s->into_done & s->shared_values) >> j & 1)) continue;
     if (r->base && r->base >= x && r->base + r->n <= x + n && (!first || r->base < first->base))
       first = r;
   }
@@ -695,7 +718,10 @@ static void keep_copy(cuda_bf16_scratch *s, const float *x, const uint16_t *copy
 
 extern "C" void cuda_bf16_keep_copy(cuda_bf16_scratch *s, const float *x, const uint16_t *copy,
                                     int64_t n) {
-  keep_copy(s, x, copy, n, 0);
+  int values = 0; /* a place with room kept stands for x's values (cuda_bf16_share_into) */
+  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++)
+    if (s->shared[i].base == x && s->shared[i].copy == copy) values = s->shared_values >> i & 1;
+  keep_copy(s, x, copy, n, values);
 }
 
 extern "C" void cuda_bf16_keep_result(cuda_bf16_scratch *s, const float *x, const uint16_t *copy,

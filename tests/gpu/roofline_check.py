@@ -183,8 +183,10 @@ def closed_forms(r):
     # conversions: the products' activation operands (weights read from the copy): x of each
     # forward, dy of each input gradient, x of each weight gradient but a block's (xln1, atty,
     # xln2, g: 7D, read from their copies at rest); no dy of a weight gradient: the layer's
-    # dout is read where its input gradient converted it (share_bf16), a block's h and dx1
-    # from the stash parts' bits kept as they were packed (round_share_bf16); nor the block's
+    # dout is read where its input gradient converted it (share_bf16), a block's h where its
+    # input gradient converted it, into room the table keeps (share_bf16_into without a place:
+    # layers/layer.h backward_at_rest), dx1 from the stash part's bits kept as they were packed
+    # (round_share_bf16); nor the block's
     # atty forward (D) and dqkv backward (3D): the attention's bf16 results are kept as their
     # copies (pt_attention_opts.shared); nor the block's xln1 and xln2 forward (2D), which their
     # norms write as bf16 to their places at rest, nor the attention's qkv (3D) and fc2's g (4D)
@@ -198,9 +200,9 @@ def closed_forms(r):
     close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 17 * D * L),
           "operand conversions: 6 bytes each")
     # the bias gradients: a block's four read their dy from its copy, 2 bytes an element (fc2's
-    # dout shared with values, fc's h and the projection's dx1 packed by round_share_bf16, qkv's
-    # dqkv the attention's result), none the floats; one chunk (N < 128 rows): the accumulators
-    # read and written
+    # dout shared with values, fc's h its room kept, the projection's dx1 packed by
+    # round_share_bf16, qkv's dqkv the attention's result there), none the floats; one chunk
+    # (N < 128 rows): the accumulators read and written
     launched, _, other, nbytes = r["colsum_acc_kernel:bf16"]
     close(launched, M * 4 * L, "bias gradients: 4 a block")
     close(other, M * N * 9 * D * L, "bias gradients: 1 FLOP an element")
@@ -231,23 +233,24 @@ def closed_forms(r):
     # - packed only, kept by the table, after backward_input (6 bytes: the floats not rounded
     #   but left unset, round_share_bf16 unset; the weight gradients read the parts only as
     #   products', bias sums' and norms' dy, layers/layer.h read_at_rest), the parts it writes:
-    #   h (4D) and dx1, dxln2, dxln1 (3D), one launch around dqkv (3D: the attention's bf16
-    #   result, bf16 values with their bits kept already);
+    #   dx1, dxln2, dxln1 (3D), one launch around dqkv (3D), not h (4D) nor dqkv, which went to
+    #   room the table keeps from backward_input (layers/layer.h backward_at_rest: h converted
+    #   there by the fc input gradient, dqkv the attention's bf16 result written there alone);
     # - rounded only (8 bytes): each input gradient backward but the embedding's (D each), L + 3;
     # - packed only (6 bytes): the attention's dout backward (its qkv and o backward are read
     #   from their copies at rest);
     # - unpacks: the input of each block, the final norm and the head (D), L + 2, the block's
     #   run back but xln1, xln2, g, qkv and atty (x1 and h: 5D; those five, read only as weight
     #   gradients' x and by the library's attention, are read from their copies at rest:
-    #   layers/layer.h read_at_rest); the attention's dqkv backward (3D; its o forward is not
-    #   widened).
+    #   layers/layer.h read_at_rest); not the attention's results (its o forward and dqkv
+    #   backward are written alone to their places, not widened).
     outs = D * (L + 3)
     forms = {  # row: (launches, elements, bytes an element) a micro-batch
         "round_pack_bf16_kernel": (L + 3 + L, outs + D * L, 10.0),
-        "pack_bf16_around_kernel": (L, 7 * D * L, 6.0),
+        "pack_bf16_around_kernel": (L, 3 * D * L, 6.0),
         "round_bf16_kernel": (L + 3, D * (L + 3), 8.0),
         "to_bf16_kernel": (L, D * L, 6.0),
-        "from_bf16_kernel": (L + 2 + L + L, D * (L + 2) + 5 * D * L + 3 * D * L, 6.0),
+        "from_bf16_kernel": (L + 2 + L, D * (L + 2) + 5 * D * L, 6.0),
     }
     for row, (launches, per_token, width) in forms.items():
         launched, _, other, nbytes = r[row]

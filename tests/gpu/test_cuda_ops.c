@@ -1928,6 +1928,15 @@ static int at_rest_parts(const pt_layer *L, const pt_kernels *k, int B, int T) {
   return at_rest;
 }
 
+/* Parts backward_input reads only through products once it has written them (layer.h
+ * backward_at_rest): the same on every table. */
+static int backward_at_rest_parts(const pt_layer *L, const pt_kernels *k, int B, int T) {
+  pt_saved_part parts[PT_MAX_SAVED_PARTS];
+  int n = layer_saved_parts(L, k, B, T, parts), at_rest = 0;
+  for (int i = 0; i < n; i++) at_rest += parts[i].backward_at_rest;
+  return at_rest;
+}
+
 static void test_at_rest_parts(const pt_kernels *k) {
   const int B = 2, T = 16;
   const char *yaml =
@@ -1955,6 +1964,13 @@ static void test_at_rest_parts(const pt_kernels *k) {
           "layer %d (%s): %d parts read at rest on the cpu, %d on the bf16 gpu; want %d and %d "
           "(qkv and atty where cuDNN runs)", li, L->type->name, cpu, gpu, base,
           base + 2 * takes[li - 1]);
+    /* GPT-2's d(fc output) and dqkv; the Llama's gate gradient (no qk_norm, no post-norms) */
+    const int back = li <= 2 ? 2 : 1;
+    CHECK(backward_at_rest_parts(L, &kernels_cpu, B, T) == back &&
+              backward_at_rest_parts(L, k, B, T) == back,
+          "layer %d (%s): %d and %d parts backward_at_rest on the cpu and the gpu, want %d", li,
+          L->type->name, backward_at_rest_parts(L, &kernels_cpu, B, T),
+          backward_at_rest_parts(L, k, B, T), back);
   }
   model_free(&m);
   spec_free(&s);
@@ -2018,6 +2034,121 @@ static void test_attention_at_rest(const pt_kernels *k) {
       char op[96];
       snprintf(op, sizeof op, "%s%s", what[i], docs ? ", documents" : "");
       expect_same_bits(op, shape, got[docs][i], want[docs][i], i == 2 ? n_qkv : n_o);
+    }
+  }
+  k->activation_copies(k, NULL, 0);
+  scope_end();
+}
+
+/* The stash's places handed over before backward_input, as engine/stage_store.c runs it
+ * (kernels.h share_bf16_into; layers/layer.h backward_at_rest). dqkv alone, into room the table
+ * keeps (no place: a backward_weight right after) or into the caller's place (a stash set's):
+ * the attention writes it there only (no widening in the ledger, its floats NaN,
+ * shared_into_done), dqkv W reads it there, and dqkv's weight and bias gradients (room kept: the
+ * bias sum from the copy; a set's: from its floats unpacked, as the stage does) have the bits
+ * of the reference, the same calls with nothing handed over (today's path: dqkv kept widened).
+ * Then a tensor h (GPT-2's d(fc output): written unrounded, read next by a product) handed over
+ * without a place: that product converts it into room kept (shared_into_done), and the stage,
+ * h's floats unset, packs [pre | h | post] with round_share_bf16 unset in one launch over pre and
+ * post only; h's weight and bias gradients read the copy, with the bits of the reference (h not
+ * handed over: converted, then packed with the rest). Where the table has no free range, h is not
+ * shared at all: today's path. */
+static void test_stash_at_rest(const pt_kernels *k) {
+  const int B = 2, T = 24, H = 2, d = 32, N = B * T;
+  const char *shape = "stash at rest B=2 T=24 d=32 H=2";
+  const int64_t n_qkv = (int64_t)N * 3 * d, n_o = (int64_t)N * d, nw = 3 * (int64_t)d * d;
+  const pt_attention_opts opts = {.shared = 1};
+  float *hq = hrand(n_qkv, -2, 2), *hh = hrand(n_o, -3, 3), *sides = hrand(2 * n_o, -1, 1);
+  kernels_cpu_for(PT_PRECISION_BF16)->round_bf16(kernels_cpu_for(PT_PRECISION_BF16), hq, n_qkv);
+  float *qkv = upf(hq, n_qkv), *dout = upf(hrand(n_o, -1, 1), n_o);
+  float *Wq = upf(hrand(nw, -1, 1), nw), *xin = upf(hrand(n_o, -1, 1), n_o);
+  float *o = dnew(sizeof(float) * (size_t)n_o), *lse = dnew(sizeof(float) * (size_t)B * H * T);
+  float *dqkv = dnew(sizeof(float) * (size_t)n_qkv), *dx = dnew(sizeof(float) * (size_t)n_o);
+  float *dW = dnew(sizeof(float) * (size_t)nw), *db = dnew(sizeof(float) * 3 * (size_t)d);
+  float *run = dnew(sizeof(float) * 3 * (size_t)n_o), *h = run + n_o;
+  uint16_t *place = dnew(sizeof(uint16_t) * (size_t)n_qkv);
+  float *zero = hnew(sizeof(float) * (size_t)nw);
+  memset(zero, 0, sizeof(float) * (size_t)nw);
+  k->activation_copies(k, NULL, 0);
+  k->attention_forward(k, o, lse, qkv, B, T, d, H, H, NULL, &opts, NULL);
+  /* how 0: nothing handed over (the reference); 1: room kept; 2: the caller's place */
+  float *want[4] = {0}, *got[4] = {0};
+  for (int how = 0; how < 3; how++) {
+    k->activation_copies(k, NULL, 0);
+    setf(dW, zero, nw);
+    setf(db, zero, 3 * d);
+    if (how) k->share_bf16_into(k, dqkv, n_qkv, how == 2 ? place : NULL, 1);
+    uint64_t w0 = ledger_launches("from_bf16_kernel");
+    k->attention_backward(k, dqkv, dout, qkv, o, lse, B, T, d, H, H, NULL, &opts, NULL);
+    uint64_t widened = ledger_launches("from_bf16_kernel") - w0;
+    CHECK(widened == (how == 0), "%s (%s): dqkv widened %llu times", shape,
+          how ? "handed over" : "reference", (unsigned long long)widened);
+    if (how) {
+      CHECK(all_nan(downf(dqkv, n_qkv), n_qkv), "%s: dqkv's floats written (or not unset)",
+            shape);
+      CHECK(k->shared_into_done(k, dqkv), "%s: dqkv's place not written", shape);
+    }
+    k->linear_backward_input(k, dx, dqkv, Wq, N, d, 3 * d, 0);
+    if (how == 2) { /* the set's: unpacked for a backward_weight later, no copies then */
+      k->unpack_bf16(k, dqkv, place, n_qkv);
+      k->activation_copies(k, NULL, 0);
+    }
+    uint64_t l0 = ledger_launches("colsum_acc_kernel:bf16");
+    k->linear_backward_weight(k, dW, db, dqkv, xin, N, d, 3 * d);
+    CHECK(how == 2 || ledger_launches("colsum_acc_kernel:bf16") - l0 == 1,
+          "%s: dqkv's bias sum not from its copy", shape);
+    float **to = how ? got : want;
+    to[0] = downf(dx, n_o), to[1] = downf(dW, nw), to[2] = downf(db, 3 * d);
+    if (!how) continue;
+    static const char *what[3] = {"dqkv W", "dW of dqkv", "db of dqkv"};
+    const int64_t n[3] = {n_o, nw, 3 * d};
+    for (int i = 0; i < 3; i++) {
+      char op[96];
+      snprintf(op, sizeof op, "%s (%s)", what[i], how == 1 ? "room kept" : "a set's place");
+      expect_same_bits(op, shape, got[i], want[i], n[i]);
+    }
+  }
+  /* h: 0 the reference, 1 handed over without a place, 2 the same with no free range */
+  const char *row = "pack_bf16_around_kernel";
+  for (int how = 0; how < 3; how++) {
+    pt_weight_range full[PT_WEIGHT_COPY_RANGES];
+    for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) /* ranges of nothing the calls read */
+      weight_range_put(&full[i], dW + i, place + i, 1);
+    k->activation_copies(k, how == 2 ? full : NULL, how == 2 ? PT_WEIGHT_COPY_RANGES : 0);
+    setf(run, sides, n_o);
+    setf(h, hh, n_o);
+    setf(run + 2 * n_o, sides + n_o, n_o);
+    setf(dW, zero, d * d);
+    setf(db, zero, d);
+    if (how) k->share_bf16_into(k, h, n_o, NULL, 0);
+    k->linear_backward_input(k, dx, h, Wq, N, d, d, 0);
+    int went = k->shared_into_done(k, h);
+    CHECK(went == (how == 1), "%s: h %s its room after the product", shape,
+          went ? "converted into" : "not converted into");
+    expect_same_bits("h after the product reading it", shape, downf(h, n_o), hh, n_o);
+    if (how == 2) k->activation_copies(k, NULL, 0); /* ranges free again: today's path on */
+    if (went) k->unset_f32(k, h, n_o); /* the stage's: what went is not rounded */
+    uint64_t p0 = ledger_launches(row);
+    double b0 = ledger_bytes(row);
+    k->round_share_bf16(k, run, 3 * n_o, 1);
+    const double packed = ledger_bytes(row) - b0, want_bytes = 6.0 * (went ? 2 : 3) * n_o;
+    CHECK(ledger_launches(row) - p0 == 1 && packed == want_bytes, "%s: round_share_bf16 unset "
+          "over [pre | h | post] launched %llu packs of %g bytes, not one of %g", shape,
+          (unsigned long long)(ledger_launches(row) - p0), packed, want_bytes);
+    uint64_t l0 = ledger_launches("colsum_acc_kernel:bf16");
+    k->linear_backward_weight(k, dW, db, h, xin, N, d, d);
+    CHECK(ledger_launches("colsum_acc_kernel:bf16") - l0 == 1, "%s: h's bias sum not from its "
+          "copy", shape);
+    CHECK(all_nan(downf(h, n_o), n_o), "%s: h's floats left after the stage", shape);
+    float **to = how ? got : want;
+    to[0] = downf(dx, n_o), to[1] = downf(dW, d * d), to[2] = downf(db, d);
+    if (!how) continue;
+    static const char *what[3] = {"h W", "dW of h", "db of h"};
+    const int64_t n[3] = {n_o, d * d, d};
+    for (int i = 0; i < 3; i++) {
+      char op[96];
+      snprintf(op, sizeof op, "%s (%s)", what[i], how == 1 ? "room kept" : "no free range");
+      expect_same_bits(op, shape, got[i], want[i], n[i]);
     }
   }
   k->activation_copies(k, NULL, 0);
@@ -2428,6 +2559,7 @@ int main(void) {
   kernels_gpu_set_precision(&kg, PT_PRECISION_BF16);
   test_attention_share(&kg.table);
   test_attention_at_rest(&kg.table);
+  test_stash_at_rest(&kg.table);
   kernels_gpu_set_precision(&kg, PT_PRECISION_FP32);
   test_loss_rounds(&kg, LOSS_CROSS_ENTROPY, 7, 33);
   test_loss_rounds(&kg, LOSS_MSE, 7, 33);
