@@ -236,9 +236,13 @@ static void swiglu_forward(const pt_kernels *k, float *y, const float *gu, int N
   gu_written(k, gu, gu16, 2 * n);
 }
 
+/* dgu's place handed over alone (layers/layer.h backward_at_rest) is written as bf16 only. */
 static void swiglu_backward(const pt_kernels *k, float *dgu, const float *dy, const float *gu,
                             int N, int F) {
-  cuda_op_swiglu_backward(ctx(k), dgu, dy, gu, gu_copy(k, gu, 2 * (int64_t)N * F), N, F);
+  const int64_t n = 2 * (int64_t)N * F;
+  uint16_t *dgu16 = alone_place(k, dgu, n);
+  cuda_op_swiglu_backward(ctx(k), dgu, dgu16, dy, gu, gu_copy(k, gu, n), N, F);
+  alone_written(k, dgu, dgu16, n);
 }
 
 static void geglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
@@ -251,7 +255,10 @@ static void geglu_forward(const pt_kernels *k, float *y, const float *gu, int N,
 
 static void geglu_backward(const pt_kernels *k, float *dgu, const float *dy, const float *gu,
                            int N, int F) {
-  cuda_op_geglu_backward(ctx(k), dgu, dy, gu, gu_copy(k, gu, 2 * (int64_t)N * F), N, F);
+  const int64_t n = 2 * (int64_t)N * F;
+  uint16_t *dgu16 = alone_place(k, dgu, n);
+  cuda_op_geglu_backward(ctx(k), dgu, dgu16, dy, gu, gu_copy(k, gu, n), N, F);
+  alone_written(k, dgu, dgu16, n);
 }
 
 static void softcap_forward(const pt_kernels *k, float *y, const float *x, float cap, int64_t n) {

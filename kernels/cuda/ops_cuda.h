@@ -117,19 +117,20 @@ void cuda_op_head_rmsnorm_backward_weight(gpu_ctx *g, float *dwq, float *dwk, co
                                           int KVH, int hd);
 /* The gated activations (swiglu here, geglu below): gu16 of forward (NULL: none) gets gu's bf16
  * bits as the kernel reads gu (gu's place at rest: kernels.h share_bf16_into); backward reads gu
- * from gu16 where given (its copy at rest, bf16 values), else its floats. The bytes an element of
- * y each moves (the ledger's). */
+ * from gu16 where given (its copy at rest, bf16 values), else its floats, and writes dgu's bf16
+ * bits to dgu16 where given (dgu's place handed over alone), not dgu. The bytes an element of y
+ * each moves (the ledger's). */
 double cuda_gated_forward_bytes(const uint16_t *y16, const uint16_t *gu16);
-double cuda_gated_backward_bytes(const uint16_t *gu16);
+double cuda_gated_backward_bytes(const uint16_t *gu16, const uint16_t *dgu16);
 void cuda_op_swiglu_forward(gpu_ctx *g, float *y, uint16_t *y16, const float *gu, uint16_t *gu16,
                             int N, int F);
-void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu,
-                             const uint16_t *gu16, int N, int F);
+void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, uint16_t *dgu16, const float *dy,
+                             const float *gu, const uint16_t *gu16, int N, int F);
 /* ops_gemma.cu: kernels.h's geglu_*, softcap_* and add_scalar (the CPU's formulas). */
 void cuda_op_geglu_forward(gpu_ctx *g, float *y, uint16_t *y16, const float *gu, uint16_t *gu16,
                            int N, int F);
-void cuda_op_geglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu,
-                            const uint16_t *gu16, int N, int F);
+void cuda_op_geglu_backward(gpu_ctx *g, float *dgu, uint16_t *dgu16, const float *dy,
+                            const float *gu, const uint16_t *gu16, int N, int F);
 void cuda_op_softcap_forward(gpu_ctx *g, float *y, const float *x, float cap, int64_t n);
 void cuda_op_softcap_backward(gpu_ctx *g, float *dx, const float *dy, const float *x, float cap,
                               int64_t n);

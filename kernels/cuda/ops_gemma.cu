@@ -20,18 +20,19 @@ static __global__ void __launch_bounds__(PT_THREADS)
   }
 }
 
-/* gu16 (given): gu read from that copy. */
+/* gu16 (given): gu read from that copy; dgu16 (given): dgu written there as bf16 instead. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    geglu_backward_kernel(float *dgu, const float *dy, const float *gu, const uint16_t *gu16,
-                          int64_t n, int F) {
+    geglu_backward_kernel(float *dgu, uint16_t *dgu16, const float *dy, const float *gu,
+                          const uint16_t *gu16, int64_t n, int F) {
   PT_GRID_LOOP(e, n) {
     const int64_t r = e / F, i = e % F;
     const float v = pt_get(gu, gu16, r * 2 * F + i), u = pt_get(gu, gu16, r * 2 * F + F + i);
     const float d = dy[e];
     const float t = pt_dev_tanhf(GELU_K * (v + GELU_C * v * v * v));
     const float dt = GELU_K * (1.0f + 3.0f * GELU_C * v * v);
-    dgu[r * 2 * F + i] = d * u * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dt);
-    dgu[r * 2 * F + F + i] = d * (0.5f * v * (1.0f + t));
+    const float dv = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dt;
+    pt_put(dgu, dgu16, r * 2 * F + i, d * u * dv);
+    pt_put(dgu, dgu16, r * 2 * F + F + i, d * (0.5f * v * (1.0f + t)));
   }
 }
 
@@ -63,13 +64,13 @@ extern "C" void cuda_op_geglu_forward(gpu_ctx *g, float *y, uint16_t *y16, const
   PT_LAUNCH_CHECK();
 }
 
-extern "C" void cuda_op_geglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu,
-                                       const uint16_t *gu16, int N, int F) {
+extern "C" void cuda_op_geglu_backward(gpu_ctx *g, float *dgu, uint16_t *dgu16, const float *dy,
+                                       const float *gu, const uint16_t *gu16, int N, int F) {
   const int64_t n = (int64_t)N * F;
   if (n <= 0) return;
-  const pt_cost cost = pt_cost_of(0.0, 22.0 * n, cuda_gated_backward_bytes(gu16) * n);
-  PT_LAUNCH_COSTED(geglu_backward_kernel, cost, pt_grid(n), PT_THREADS, 0, g->stream, dgu, dy,
-                   gu, gu16, n, F);
+  const pt_cost cost = pt_cost_of(0.0, 22.0 * n, cuda_gated_backward_bytes(gu16, dgu16) * n);
+  PT_LAUNCH_COSTED(geglu_backward_kernel, cost, pt_grid(n), PT_THREADS, 0, g->stream, dgu, dgu16,
+                   dy, gu, gu16, n, F);
   PT_LAUNCH_CHECK();
 }
 

@@ -106,17 +106,17 @@ static __global__ void __launch_bounds__(PT_THREADS)
   }
 }
 
-/* gu16 (given): gu read from that copy. */
+/* gu16 (given): gu read from that copy; dgu16 (given): dgu written there as bf16 instead. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    swiglu_backward_kernel(float *dgu, const float *dy, const float *gu, const uint16_t *gu16,
-                           int64_t n, int F) {
+    swiglu_backward_kernel(float *dgu, uint16_t *dgu16, const float *dy, const float *gu,
+                           const uint16_t *gu16, int64_t n, int F) {
   PT_GRID_LOOP(e, n) {
     const int64_t r = e / F, i = e % F;
     const float g = pt_get(gu, gu16, r * 2 * F + i), u = pt_get(gu, gu16, r * 2 * F + F + i);
     const float d = dy[e];
     const float sg = 1.0f / (1.0f + pt_dev_expf(-g));
-    dgu[r * 2 * F + i] = d * u * (sg * (1.0f + g * (1.0f - sg)));
-    dgu[r * 2 * F + F + i] = d * (g * sg);
+    pt_put(dgu, dgu16, r * 2 * F + i, d * u * (sg * (1.0f + g * (1.0f - sg))));
+    pt_put(dgu, dgu16, r * 2 * F + F + i, d * (g * sg));
   }
 }
 
@@ -197,8 +197,10 @@ double cuda_gated_forward_bytes(const uint16_t *y16, const uint16_t *gu16) {
   return 8.0 + (y16 ? 2.0 : 4.0) + (gu16 ? 4.0 : 0.0);
 }
 
-/* Their backward's: gu read (8, or 4 from gu16), dy read (4), dgu written (8). */
-double cuda_gated_backward_bytes(const uint16_t *gu16) { return (gu16 ? 4.0 : 8.0) + 12.0; }
+/* Their backward's: gu read (8, or 4 from gu16), dy read (4), dgu written (8, or 4 as dgu16). */
+double cuda_gated_backward_bytes(const uint16_t *gu16, const uint16_t *dgu16) {
+  return (gu16 ? 4.0 : 8.0) + 4.0 + (dgu16 ? 4.0 : 8.0);
+}
 
 extern "C" void cuda_op_swiglu_forward(gpu_ctx *g, float *y, uint16_t *y16, const float *gu,
                                        uint16_t *gu16, int N, int F) {
@@ -210,12 +212,12 @@ extern "C" void cuda_op_swiglu_forward(gpu_ctx *g, float *y, uint16_t *y16, cons
   PT_LAUNCH_CHECK();
 }
 
-extern "C" void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, const float *dy, const float *gu,
-                                        const uint16_t *gu16, int N, int F) {
+extern "C" void cuda_op_swiglu_backward(gpu_ctx *g, float *dgu, uint16_t *dgu16, const float *dy,
+                                        const float *gu, const uint16_t *gu16, int N, int F) {
   const int64_t n = (int64_t)N * F;
   if (n <= 0) return;
-  const pt_cost cost = pt_cost_of(0.0, 12.0 * n, cuda_gated_backward_bytes(gu16) * n);
-  PT_LAUNCH_COSTED(swiglu_backward_kernel, cost, pt_grid(n), PT_THREADS, 0, g->stream, dgu, dy,
-                   gu, gu16, n, F);
+  const pt_cost cost = pt_cost_of(0.0, 12.0 * n, cuda_gated_backward_bytes(gu16, dgu16) * n);
+  PT_LAUNCH_COSTED(swiglu_backward_kernel, cost, pt_grid(n), PT_THREADS, 0, g->stream, dgu, dgu16,
+                   dy, gu, gu16, n, F);
   PT_LAUNCH_CHECK();
 }

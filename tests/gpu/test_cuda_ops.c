@@ -790,12 +790,13 @@ static void test_rope(int B, int T, int H, int KVH, int hd, const pt_rope_scalin
 
 typedef void (*gated_forward)(gpu_ctx *, float *, uint16_t *, const float *, uint16_t *, int,
                               int);
-typedef void (*gated_backward)(gpu_ctx *, float *, const float *, const float *,
+typedef void (*gated_backward)(gpu_ctx *, float *, uint16_t *, const float *, const float *,
                                const uint16_t *, int, int);
 
 /* A gated activation's gu copy (ops_cuda.h gu16): forward writes gu's bf16 bits there as it
  * reads it, its y unchanged; backward reading that copy gives the bits of backward on gu's
- * floats rounded to bf16 (what the copy holds), the floats it is handed ignored. */
+ * floats rounded to bf16 (what the copy holds), the floats it is handed ignored; backward with
+ * dgu16 writes there the bf16 bits of the dgu it writes without, and leaves dgu alone. */
 static void test_gated_copies(const char *name, const char *shape, gated_forward fwd,
                               gated_backward bwd, const float *gu, const float *d_dy, int N,
                               int F) {
@@ -811,11 +812,17 @@ static void test_gated_copies(const char *name, const char *shape, gated_forward
   expect_same_bits(what, shape, downf(d_y, n), y1, n);
   expect_bf16_of(what, shape, d_gu16, gu, 2 * n);
   for (int64_t i = 0; i < 2 * n; i++) gur[i] = pt_round_bf16(gu[i]);
-  bwd(&G, d_dgu, d_dy, upf(gur, 2 * n), NULL, N, F);
+  bwd(&G, d_dgu, NULL, d_dy, upf(gur, 2 * n), NULL, N, F);
   float *want = downf(d_dgu, 2 * n);
-  bwd(&G, d_dgu, d_dy, d_gu, d_gu16, N, F);
+  bwd(&G, d_dgu, NULL, d_dy, d_gu, d_gu16, N, F);
   snprintf(what, sizeof what, "%s_backward from gu16", name);
   expect_same_bits(what, shape, downf(d_dgu, 2 * n), want, 2 * n);
+  uint16_t *d_dgu16 = dnew(sizeof(uint16_t) * 2 * n);
+  float *junk = hrand(2 * n, -1, 1), *d_junk = upf(junk, 2 * n);
+  bwd(&G, d_junk, d_dgu16, d_dy, d_gu, d_gu16, N, F);
+  snprintf(what, sizeof what, "%s_backward into dgu16", name);
+  expect_bf16_of(what, shape, d_dgu16, want, 2 * n);
+  expect_same_bits(what, shape, downf(d_junk, 2 * n), junk, 2 * n); /* dgu not written */
 }
 
 static void test_swiglu(int N, int F) {
@@ -836,9 +843,9 @@ static void test_swiglu(int N, int F) {
   uint16_t *d_y16 = dnew(sizeof(uint16_t) * n);
   cuda_op_swiglu_forward(&G, d_y, d_y16, d_gu, NULL, N, F);
   expect_bf16_of("swiglu_forward", shape, d_y16, y1, n);
-  cuda_op_swiglu_backward(&G, d_dgu, d_dy, d_gu, NULL, N, F);
+  cuda_op_swiglu_backward(&G, d_dgu, NULL, d_dy, d_gu, NULL, N, F);
   float *g1 = downf(d_dgu, 2 * n);
-  cuda_op_swiglu_backward(&G, d_dgu, d_dy, d_gu, NULL, N, F);
+  cuda_op_swiglu_backward(&G, d_dgu, NULL, d_dy, d_gu, NULL, N, F);
   expect_close("swiglu_backward", shape, g1, dguc, 2 * n, TOL_DEFAULT);
   expect_same_bits("swiglu_backward", shape, downf(d_dgu, 2 * n), g1, 2 * n);
   test_gated_copies("swiglu", shape, cuda_op_swiglu_forward, cuda_op_swiglu_backward, gu, d_dy,
@@ -865,7 +872,7 @@ static void test_gemma_ops(int N, int F) {
   for (int rep = 0; rep < 2; rep++) { /* the second run must give the first's bits */
     float *y1 = rep ? downf(d_y, n) : NULL, *g1 = rep ? downf(d_dgu, 2 * n) : NULL;
     cuda_op_geglu_forward(&G, d_y, NULL, d_gu, NULL, N, F);
-    cuda_op_geglu_backward(&G, d_dgu, d_dy, d_gu, NULL, N, F);
+    cuda_op_geglu_backward(&G, d_dgu, NULL, d_dy, d_gu, NULL, N, F);
     if (!rep) continue;
     expect_close("geglu_forward", shape, y1, yc, n, TOL_DEFAULT);
     expect_same_bits("geglu_forward", shape, downf(d_y, n), y1, n);
