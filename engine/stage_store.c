@@ -348,10 +348,31 @@ static uint32_t into_rest(const pt_stage *st, int slot, int li, uint32_t in, uin
   return done;
 }
 
+/* For backward_input: the parts both write that it reads, as forward left them, only as the
+ * GELU's input of linear_backward_input_gelu (layer.h read_at_rest and backward_at_rest), their
+ * places at rest added to r[*n..) as copies, so they stay there (bit i: part i). */
+static uint32_t gelu_input_ranges(const pt_stage *st, int slot, int li, pt_weight_range *r,
+                                  int *n) {
+  uint32_t mask = rewritten_at_rest(st, slot, li), held = 0;
+  if (!mask) return 0;
+  pt_saved_part p[PT_MAX_SAVED_PARTS];
+  float *f[PT_MAX_SAVED_PARTS];
+  char *at[PT_MAX_SAVED_PARTS];
+  part_places(st, slot, li, p, f, at);
+  for (int i = 0; mask >> i; i++)
+    if ((mask >> i & 1) && p[i].backward_at_rest && at[i] && *n < PT_WEIGHT_COPY_RANGES) {
+      weight_range_put(&r[(*n)++], f[i], (const uint16_t *)at[i], p[i].floats);
+      held |= (uint32_t)1 << i;
+    }
+  return held;
+}
+
 /* store_ready for layer li's backward: its input, its saved parts back from rest and the table's
  * copies of them, and d (NULL: none), dout's bits at rest, one more copy there: its floats are
- * unset then, or unpacked from d where the table has no room for it. */
-static void ready_with_dout(pt_stage *st, int slot, int li, const pt_weight_range *d) {
+ * unset then, or unpacked from d where the table has no room for it. for_input: backward_input
+ * follows (gelu_input_ranges), not backward_weight. */
+static void ready_with_dout(pt_stage *st, int slot, int li, const pt_weight_range *d,
+                            int for_input) {
   if (li > 0 && stage_kept(st, li - 1)) need_out(st, slot, li - 1);
   const pt_kernels *k = st->m->dev->k;
   pt_weight_range r[PT_WEIGHT_COPY_RANGES];
@@ -361,6 +382,7 @@ static void ready_with_dout(pt_stage *st, int slot, int li, const pt_weight_rang
   if (!st->ckpt && st->saved16[tag]) {
     /* the copies' ranges once: which parts stay at rest, then the table's set */
     n = k->activation_copies ? copy_ranges(st, slot, li, r, &in, &held) : 0;
+    if (for_input && k->activation_copies) held |= gelu_input_ranges(st, slot, li, r, &n);
     if (st->wk_saved_tag != tag) unpack_for_backward(st, slot, li, held);
     st->wk_saved_tag = tag;
   }
@@ -376,7 +398,7 @@ static void ready_with_dout(pt_stage *st, int slot, int li, const pt_weight_rang
 
 void store_ready(pt_stage *st, int slot, int li, int backward) {
   if (backward) {
-    ready_with_dout(st, slot, li, NULL);
+    ready_with_dout(st, slot, li, NULL, 0);
     return;
   }
   if (li > 0 && stage_kept(st, li - 1)) need_out(st, slot, li - 1);
@@ -399,10 +421,10 @@ void store_ready_backward(pt_stage *st, int slot, int li, const float *dout) {
     weight_range_put(&d, dout, st->out16[tag], m);
     st->dout16_tag = -1;
     st->wk_tag[li & 1] = -1; /* its floats, the logits the loss read, are not kept */
-    ready_with_dout(st, slot, li, &d);
+    ready_with_dout(st, slot, li, &d, 1);
     return;
   }
-  store_ready(st, slot, li, 1);
+  ready_with_dout(st, slot, li, NULL, 1);
   /* nothing writes dout until the next layer's store_ready: backward_input and a backward_weight
    * that follows at once may read one conversion of it */
   if (k->share_bf16) k->share_bf16(k, dout, m, !dout_f32(st, li)); /* rounded but the loss's */
@@ -415,11 +437,10 @@ void store_before_backward_input(pt_stage *st, int slot, int li, const pt_io *io
   float *f[PT_MAX_SAVED_PARTS];
   char *at[PT_MAX_SAVED_PARTS];
   uint32_t mask = stash_places(st, slot, li, io->saved, set, p, f, at);
-  /* alone: a part only backward_input writes is read only as it wrote it; one forward writes
-   * too (GPT-2's h) is read first as forward left it (the GELU's input), then rewritten */
+  /* alone: backward_input reads the part only as it wrote it; one forward writes too (GPT-2's
+   * h) it reads first as the GELU's input, from its copy at rest (gelu_input_ranges) */
   for (int i = 0; mask >> i; i++)
-    if (mask >> i & 1)
-      k->share_bf16_into(k, f[i], p[i].floats, (uint16_t *)at[i], p[i].writers == PT_SAVED_STASH);
+    if (mask >> i & 1) k->share_bf16_into(k, f[i], p[i].floats, (uint16_t *)at[i], 1);
 }
 
 uint16_t *store_loss_place(pt_stage *st, int slot) {

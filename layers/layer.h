@@ -136,7 +136,10 @@ typedef struct {
    * Of a part both write (PT_SAVED_FORWARD | PT_SAVED_STASH), 1 also promises of what forward
    * writes: nothing in forward reads it after the kernel writing it, so that kernel may write
    * its bf16 values straight to its place at rest alone (linear_forward_gelu's h, as a bf16
-   * epilogue's aux), its floats left undefined; backward_input gets it unpacked as any part.
+   * epilogue's aux), its floats left undefined; backward_input gets it unpacked as any part,
+   * but where the part is backward_at_rest too: backward_input then reads forward's value only
+   * as the h of linear_backward_input_gelu (its dh the part itself), which reads it from its
+   * place at rest (the table's copy; its floats undefined) and writes dh there alone.
    * 0: the part is unpacked (the safe default).
    * layer_saved_parts refuses it on any other part. */
   int read_at_rest;

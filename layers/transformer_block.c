@@ -82,7 +82,8 @@ static const pt_attention_opts k_shared = {.shared = 1};
  * reads nothing of h (the pre-activation) after the fc product writes it, which may then write
  * it to its place at rest alone (layer.h, parts both write). Of the stash, backward_input
  * itself reads h (once the GELU's gradient is written there) and dqkv only as the fc and qkv
- * products' dy: backward_at_rest (layer.h), not dx1, dxln2 nor dxln1 (the norms' backward). */
+ * products' dy: backward_at_rest (layer.h), not dx1, dxln2 nor dxln1 (the norms' backward);
+ * forward's h it reads only as the DGELU's input, which reads it at rest. */
 static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };

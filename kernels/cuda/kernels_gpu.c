@@ -74,10 +74,19 @@ static void linear_forward_gelu(const pt_kernels *k, float *y, float *h, const f
   alone_written(k, h, h16, n);
 }
 
+/* h's copy at rest where the stage left h there (layers/layer.h read_at_rest, backward_at_rest):
+ * read as the bf16 aux, and forgotten (dh rewrites h's range); dh to its place alone. */
 static void linear_backward_input_gelu(const pt_kernels *k, float *dh, const float *dy,
                                        const float *W, const float *h, float *scratch, int N,
                                        int Ni, int No) {
-  cuda_op_linear_backward_input_gelu(ctx(k), bf16(k), dh, dy, W, h, scratch, N, Ni, No);
+  const int64_t n = (int64_t)N * Ni;
+  cuda_bf16_scratch *s = bf16(k);
+  const uint16_t *h16 = s ? weight_copies_find(&s->acts, h, n) : NULL;
+  if (h16) cuda_bf16_forget(s, dh, n);
+  uint16_t *dh16 = h16 ? alone_place(k, dh, n) : NULL;
+  cuda_op_linear_backward_input_gelu(ctx(k), s, dh, dh16, dy, W, (float *)h, h16, scratch, N, Ni,
+                                     No);
+  alone_written(k, dh, dh16, n);
 }
 
 static void layernorm_forward(const pt_kernels *k, float *y, float *mean, float *rstd,

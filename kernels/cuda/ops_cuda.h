@@ -343,9 +343,13 @@ const uint16_t *cuda_bf16_values(const cuda_bf16_scratch *s, const float *x, int
 void cuda_op_linear_forward_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *y, uint16_t *y16,
                                  float *h, uint16_t *h16, const float *x, const float *W,
                                  const float *b, int N, int Ni, int No);
+/* h16 (s only; NULL: none): h's floats are left at rest, read from this bf16 copy (widened into
+ * h where the bf16 matmul cannot run); dh16 (NULL: none): dh's place handed over alone, written
+ * as bf16 only (one matmul with a bf16 D and aux where both are given; dh16 may be h16). */
 void cuda_op_linear_backward_input_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *dh,
-                                        const float *dy, const float *W, const float *h,
-                                        float *scratch, int N, int Ni, int No);
+                                        uint16_t *dh16, const float *dy, const float *W,
+                                        float *h, const uint16_t *h16, float *scratch, int N,
+                                        int Ni, int No);
 /* Elementwise: x rounded to bf16 values in place; n floats to n bf16 and back; both of the
  * first two in one pass. */
 void cuda_round_bf16(gpu_ctx *g, float *x, int64_t n);

@@ -470,16 +470,25 @@ static void forward_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *y, uint16_t *y
 }
 
 /* dh = (dy W) * gelu'(h), laid out as backward_input's, in one matmul (DGELU, D = dh, aux = h:
- * dh may be h), else the product into scratch and the gelu backward kernel. */
-static void backward_input_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *dh, const float *dy,
-                                const float *W, const float *h, float *scratch, int N, int Ni,
-                                int No) {
+ * dh may be h), else the product into scratch and the gelu backward kernel. h16 (h's floats
+ * left at rest, its bf16 copy) and dh16 (dh's place handed over alone): one matmul with a bf16
+ * D and aux (dh16 may be h16); with h16 alone, or no algorithm for that, h is widened from h16
+ * first and dh's bits packed to dh16 after. */
+static void backward_input_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *dh, uint16_t *dh16,
+                                const float *dy, const float *W, float *h, const uint16_t *h16,
+                                float *scratch, int N, int Ni, int No) {
   if (N <= 0 || Ni <= 0) return;
   lt_args a = {CUBLASLT_EPILOGUE_DGELU, CUBLAS_OP_N, CUBLAS_OP_N, Ni, N, No, W, Ni, dy, No,
-               0.0f, NULL, dh, Ni, NULL, (float *)h, NULL, NULL};
-  if (No > 0 && lt_product(g, s, "cublasLt_dgelu", a)) return;
-  backward_input(g, s, scratch, dy, W, N, Ni, No, 0);
-  cuda_op_gelu_backward(g, dh, scratch, h, (int64_t)N * Ni);
+               0.0f, NULL, dh, Ni, NULL, h, dh16, (uint16_t *)h16};
+  const int64_t n = (int64_t)N * Ni;
+  if (No > 0 && h16 && dh16 && lt_product(g, s, "cublasLt_dgelu:bf16", a)) return;
+  if (h16) cuda_unpack_bf16(g, h, h16, n);
+  a.D16 = a.aux16 = NULL;
+  if (!(No > 0 && lt_product(g, s, "cublasLt_dgelu", a))) {
+    backward_input(g, s, scratch, dy, W, N, Ni, No, 0);
+    cuda_op_gelu_backward(g, dh, scratch, h, n);
+  }
+  pack_into(g, dh16, dh, n);
 }
 
 /* dW^T [Ni, No] += x^T dy: m = Ni, n = No, k = N.
@@ -529,10 +538,11 @@ extern "C" void cuda_op_linear_forward_gelu(gpu_ctx *g, cuda_bf16_scratch *s, fl
 }
 
 extern "C" void cuda_op_linear_backward_input_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float *dh,
-                                                   const float *dy, const float *W,
-                                                   const float *h, float *scratch, int N, int Ni,
-                                                   int No) {
-  backward_input_gelu(g, s, dh, dy, W, h, scratch, N, Ni, No);
+                                                   uint16_t *dh16, const float *dy,
+                                                   const float *W, float *h,
+                                                   const uint16_t *h16, float *scratch, int N,
+                                                   int Ni, int No) {
+  backward_input_gelu(g, s, dh, dh16, dy, W, h, h16, scratch, N, Ni, No);
 }
 
 /* --- bf16 ------------------------------------------------------------------------------- */

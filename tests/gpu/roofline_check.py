@@ -114,7 +114,7 @@ def closed_forms(r):
         "cublasLt_gelu_aux_bias:bf16": (M * L, L * 4 * sq),
         "cublasGemmEx_bf16:fwd": (M, D * V),
         "cublasGemmEx_bf16:bwd_input": (M * (3 * L + 1), L * 8 * sq + D * V),
-        "cublasLt_dgelu": (M * L, L * 4 * sq),
+        "cublasLt_dgelu:bf16": (M * L, L * 4 * sq),
         "cublasGemmEx_bf16:bwd_weight": (M * (4 * L + 1), L * 12 * sq + D * V),
     }
     for row, (launches, mm) in tensor.items():
@@ -126,7 +126,7 @@ def closed_forms(r):
     # the epilogues' FLOPs an element of D (4D x N per micro-batch and block for GELU and DGELU,
     # D x N for the projections: bias and residual)
     close(r["cublasLt_gelu_aux_bias:bf16"][2], M * L * 11.0 * N * 4 * D, "GELU_AUX_BIAS: 10 + bias")
-    close(r["cublasLt_dgelu"][2], M * L * 16.0 * N * 4 * D, "DGELU: 16 an element")
+    close(r["cublasLt_dgelu:bf16"][2], M * L * 16.0 * N * 4 * D, "DGELU: 16 an element")
     close(r["cublasLt_bias_residual"][2], 2 * M * L * 2.0 * N * D, "bias + residual: 2")
     # GELU_AUX_BIAS's bytes: W [4D, D] and x [N, D] in bf16, D and the aux written as bf16, the
     # float32 bias; the plain bias's: W [3D, D] and x in bf16, D as bf16, the bias
@@ -183,9 +183,10 @@ def closed_forms(r):
     # conversions: the products' activation operands (weights read from the copy): x of each
     # forward, dy of each input gradient, x of each weight gradient but a block's (xln1, atty,
     # xln2, g: 7D, read from their copies at rest); no dy of a weight gradient: the layer's
-    # dout is read where its input gradient converted it (share_bf16), a block's h where its
-    # input gradient converted it, into room the table keeps (share_bf16_into without a place:
-    # layers/layer.h backward_at_rest), dx1 from the stash part's bits kept as they were packed
+    # dout is read where its input gradient converted it (share_bf16), a block's h (d(fc
+    # output)) where the DGELU wrote it as bf16, into room the table keeps (share_bf16_into
+    # without a place, alone: layers/layer.h backward_at_rest; nor is it converted for fc's
+    # input gradient: 4D), dx1 from the stash part's bits kept as they were packed
     # (round_share_bf16); nor the block's
     # atty forward (D) and dqkv backward (3D): the attention's bf16 results are kept as their
     # copies (pt_attention_opts.shared); nor the block's xln1 and xln2 forward (2D), which their
@@ -196,8 +197,8 @@ def closed_forms(r):
     # products, layers/layer.h dout_read_at_rest)
     sum_ni, sum_no = L * 7 * D + D, L * 9 * D
     launches, _, _, nbytes = r["to_bf16_kernel:operand"]
-    close(launches, M * (3 * L + 2), "operand conversions: 3 a block's, 2 the head's")
-    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 17 * D * L),
+    close(launches, M * (2 * L + 2), "operand conversions: 2 a block's, 2 the head's")
+    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 21 * D * L),
           "operand conversions: 6 bytes each")
     # the bias gradients: a block's four read their dy from its copy, 2 bytes an element (fc2's
     # dout shared with values, fc's h its room kept, the projection's dx1 packed by
@@ -240,9 +241,10 @@ def closed_forms(r):
     # - packed only (6 bytes): the attention's dout backward (its qkv and o backward are read
     #   from their copies at rest);
     # - unpacks: the input of each block, the final norm and the head (D), L + 2, the block's
-    #   run back but xln1, xln2, g, qkv and atty (x1 and h: 5D; those five, read only as weight
+    #   run back but xln1, xln2, g, qkv and atty (x1: D; those five, read only as weight
     #   gradients' x and by the library's attention, are read from their copies at rest:
-    #   layers/layer.h read_at_rest); not the attention's results (its o forward and dqkv
+    #   layers/layer.h read_at_rest; nor h, the DGELU's aux, read from its copy at rest);
+    #   not the attention's results (its o forward and dqkv
     #   backward are written alone to their places, not widened).
     outs = D * (L + 3)
     forms = {  # row: (launches, elements, bytes an element) a micro-batch
@@ -250,7 +252,7 @@ def closed_forms(r):
         "pack_bf16_around_kernel": (L, 3 * D * L, 6.0),
         "round_bf16_kernel": (L + 3, D * (L + 3), 8.0),
         "to_bf16_kernel": (L, D * L, 6.0),
-        "from_bf16_kernel": (L + 2 + L, D * (L + 2) + 5 * D * L, 6.0),
+        "from_bf16_kernel": (L + 2 + L, D * (L + 2) + D * L, 6.0),
     }
     for row, (launches, per_token, width) in forms.items():
         launched, _, other, nbytes = r[row]

@@ -311,6 +311,45 @@ static double ledger_bytes(const char *kernel) {
   return 0.0;
 }
 
+/* The bf16 DGELU (ops_cuda.h h16, dh16): with h read from its bf16 copy and dh written to its
+ * place, one matmul with a bf16 D and aux gives the bf16 bits of the float32 path's dh on h
+ * rounded to bf16, writing no floats; in place (dh16 is h16) the same; with h16 alone, h is
+ * widened from it and dh's floats are the float32 path's. */
+static void test_dgelu_bf16(const char *shape, const float *h, const float *d_dy, const float *d_W,
+                            float *d_scratch, int N, int Ni, int No) {
+  int64_t nx = (int64_t)N * Ni;
+  cuda_bf16_scratch s = {0};
+  float *hr = hcopy(h, nx), *junk = hrand(nx, -1, 1);
+  uint16_t *h16 = hnew(sizeof(uint16_t) * (size_t)nx);
+  for (int64_t i = 0; i < nx; i++) h16[i] = pt_bf16_bits(h[i]), hr[i] = pt_round_bf16(h[i]);
+  float *d_want = dnew(sizeof(float) * nx), *d_hr = upf(hr, nx);
+  cuda_op_linear_backward_input_gelu(&G, &s, d_want, NULL, d_dy, d_W, d_hr, NULL, d_scratch, N,
+                                     Ni, No);
+  float *want = downf(d_want, nx);
+  uint16_t *d_h16 = dnew(sizeof(uint16_t) * (size_t)nx), *d_dh16 = dnew(sizeof(uint16_t) * nx);
+  gpu_to_device(&G, d_h16, h16, sizeof(uint16_t) * (size_t)nx);
+  float *d_junk = upf(junk, nx);
+  uint64_t l0 = ledger_launches("cublasLt_dgelu:bf16");
+  cuda_op_linear_backward_input_gelu(&G, &s, d_junk, d_dh16, d_dy, d_W, d_junk, d_h16, d_scratch,
+                                     N, Ni, No);
+  CHECK(ledger_launches("cublasLt_dgelu:bf16") - l0 == 1, "%s: DGELU with h16 and dh16 is not "
+        "one bf16 matmul", shape);
+  expect_bf16_of("linear_backward_input_gelu h16 -> dh16", shape, d_dh16, want, nx);
+  expect_same_bits("linear_backward_input_gelu h16 -> dh16: no floats", shape, downf(d_junk, nx),
+                   junk, nx);
+  cuda_op_linear_backward_input_gelu(&G, &s, d_junk, d_h16, d_dy, d_W, d_junk, d_h16, d_scratch,
+                                     N, Ni, No); /* in place */
+  expect_bf16_of("linear_backward_input_gelu in place (dh16 is h16)", shape, d_h16, want, nx);
+  gpu_to_device(&G, d_h16, h16, sizeof(uint16_t) * (size_t)nx);
+  float *d_dh = dnew(sizeof(float) * nx);
+  cuda_op_linear_backward_input_gelu(&G, &s, d_dh, NULL, d_dy, d_W, d_junk, d_h16, d_scratch, N,
+                                     Ni, No);
+  expect_same_bits("linear_backward_input_gelu h16 alone: h widened", shape, downf(d_junk, nx),
+                   hr, nx);
+  expect_same_bits("linear_backward_input_gelu h16 alone: dh", shape, downf(d_dh, nx), want, nx);
+  cuda_bf16_scratch_free(&s);
+}
+
 /* h = x W^T + b, y = gelu(h) and dh = (dy W) * gelu'(h) against the CPU's separate calls; one
  * cuBLASLt matmul each (GELU_AUX_BIAS, DGELU: the ledger shows it) where the auxiliary matrix's
  * leading dimension (No forward, Ni backward) is a multiple of 8, else the separate kernels. */
@@ -344,15 +383,18 @@ static void test_linear_gelu(int N, int Ni, int No) {
   op_linear_backward_input(dhc, dy, W, N, Ni, No, 0);
   op_gelu_backward(dhc, dhc, h, nx);
   uint64_t dfused0 = ledger_launches("cublasLt_dgelu");
-  cuda_op_linear_backward_input_gelu(&G, NULL, d_dh, d_dy, d_W, d_hin, d_scratch, N, Ni, No);
+  cuda_op_linear_backward_input_gelu(&G, NULL, d_dh, NULL, d_dy, d_W, d_hin, NULL, d_scratch, N,
+                                     Ni, No);
   float *dh1 = downf(d_dh, nx);
   expect_close("linear_backward_input_gelu", shape, dh1, dhc, nx, TOL_DEFAULT);
   /* in place, as the transformer block calls it (h overwritten by d(fc output)) */
-  cuda_op_linear_backward_input_gelu(&G, NULL, d_hin, d_dy, d_W, d_hin, d_scratch, N, Ni, No);
+  cuda_op_linear_backward_input_gelu(&G, NULL, d_hin, NULL, d_dy, d_W, d_hin, NULL, d_scratch, N,
+                                     Ni, No);
   expect_same_bits("linear_backward_input_gelu (dh aliases h)", shape, downf(d_hin, nx), dh1, nx);
   CHECK(ledger_launches("cublasLt_dgelu") - dfused0 == (Ni % 8 == 0 ? 2u : 0u),
         "linear_backward_input_gelu [%s]: fused %llu times of 2", shape,
         (unsigned long long)(ledger_launches("cublasLt_dgelu") - dfused0));
+  if (Ni % 8 == 0) test_dgelu_bf16(shape, h, d_dy, d_W, d_scratch, N, Ni, No);
   scope_end();
 }
 
