@@ -34,6 +34,12 @@ static void alone_written(const pt_kernels *k, float *y, const uint16_t *y16, in
   cuda_unset_f32(ctx(k), y, n);
 }
 
+/* x[0..n)'s activation copy where the table holds one (a tensor the stage left at rest, its
+ * floats undefined: kernels.h activation_copies), else NULL: the floats. */
+static const uint16_t *copy_at_rest(const pt_kernels *k, const float *x, int64_t n) {
+  return bf16(k) ? weight_copies_find(&state(k)->bf16.acts, x, n) : NULL;
+}
+
 static void linear_forward(const pt_kernels *k, float *y, const float *x, const float *W,
                            const float *b, int N, int Ni, int No) {
   if (!bf16(k)) {
@@ -81,7 +87,7 @@ static void linear_backward_input_gelu(const pt_kernels *k, float *dh, const flo
                                        int Ni, int No) {
   const int64_t n = (int64_t)N * Ni;
   cuda_bf16_scratch *s = bf16(k);
-  const uint16_t *h16 = s ? weight_copies_find(&s->acts, h, n) : NULL;
+  const uint16_t *h16 = copy_at_rest(k, h, n);
   if (h16) cuda_bf16_forget(s, dh, n);
   uint16_t *dh16 = h16 ? alone_place(k, dh, n) : NULL;
   cuda_op_linear_backward_input_gelu(ctx(k), s, dh, dh16, dy, W, (float *)h, h16, scratch, N, Ni,
@@ -224,17 +230,14 @@ static void head_rmsnorm_backward_weight(const pt_kernels *k, float *dwq, float 
 
 /* The gated activations read gu [N, 2F] whole: where gu has its place at rest handed over
  * (kernels.h share_bf16_into; the layer reads its floats, so not alone), forward writes its bits
- * there as it reads it, kept as gu's copy; backward reads gu's copy where the table has one. */
+ * there as it reads it, kept as gu's copy; backward reads gu's copy where the table has one
+ * (copy_at_rest). */
 static uint16_t *gu_place(const pt_kernels *k, const float *gu, int64_t n) {
   return k->share_bf16_into ? cuda_bf16_take_place(&state(k)->bf16, gu, n, 0) : NULL;
 }
 
 static void gu_written(const pt_kernels *k, const float *gu, const uint16_t *gu16, int64_t n) {
   if (gu16) cuda_bf16_keep_copy(&state(k)->bf16, gu, gu16, n);
-}
-
-static const uint16_t *gu_copy(const pt_kernels *k, const float *gu, int64_t n) {
-  return bf16(k) ? weight_copies_find(&state(k)->bf16.acts, gu, n) : NULL;
 }
 
 static void swiglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
@@ -250,7 +253,7 @@ static void swiglu_backward(const pt_kernels *k, float *dgu, const float *dy, co
                             int N, int F) {
   const int64_t n = 2 * (int64_t)N * F;
   uint16_t *dgu16 = alone_place(k, dgu, n);
-  cuda_op_swiglu_backward(ctx(k), dgu, dgu16, dy, gu, gu_copy(k, gu, n), N, F);
+  cuda_op_swiglu_backward(ctx(k), dgu, dgu16, dy, gu, copy_at_rest(k, gu, n), N, F);
   alone_written(k, dgu, dgu16, n);
 }
 
@@ -266,7 +269,7 @@ static void geglu_backward(const pt_kernels *k, float *dgu, const float *dy, con
                            int N, int F) {
   const int64_t n = 2 * (int64_t)N * F;
   uint16_t *dgu16 = alone_place(k, dgu, n);
-  cuda_op_geglu_backward(ctx(k), dgu, dgu16, dy, gu, gu_copy(k, gu, n), N, F);
+  cuda_op_geglu_backward(ctx(k), dgu, dgu16, dy, gu, copy_at_rest(k, gu, n), N, F);
   alone_written(k, dgu, dgu16, n);
 }
 
