@@ -64,7 +64,7 @@ for env in "OPENBLAS_CORETYPE=Prescott PIPETRAIN_BLAS_CORETYPE=Prescott" \
   [ ! -s "$work/keep.err" ] || fail "$env: said $(cat "$work/keep.err")"
 done
 echo "(e) a self-started job of 2 ranks: the ranks say the correction; the processes keep their name"
-OPENBLAS_CORETYPE=Prescott "$pipe_train" "$spec" "${sets[@]}" --set pipeline.stages=2 \
+OPENBLAS_CORETYPE=Prescott timeout 240 "$pipe_train" "$spec" "${sets[@]}" --set pipeline.stages=2 \
   --set train.steps=100000 --metrics "$work/self.jsonl" >"$work/self.out" 2>"$work/self.err" &
 self_pid=$!
 pt_wait_step "$work/self.jsonl"
@@ -72,7 +72,7 @@ names=$(for p in $(pgrep -f -- "--metrics $work/self.jsonl"); do ps -o comm= -p 
 kill -TERM "$self_pid"
 wait "$self_pid" || true
 echo "process names: $names"
-[ "$(printf '%s\n' "$names" | grep -v '^mpiexec$\|^orterun$\|^mpirun$')" = pipe_train ] ||
+[ "$(printf '%s\n' "$names" | grep -v '^mpiexec$\|^orterun$\|^mpirun$\|^timeout$')" = pipe_train ] ||
   fail "after the restart the processes are named: $names (pkill pipe_train would miss them)"
 [ "$(grep -c "restarted with OPENBLAS_CORETYPE=$best" "$work/self.err")" = 1 ] ||
   fail "self-started: not one restart line for the job: $(cat "$work/self.err")"
