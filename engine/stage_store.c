@@ -437,10 +437,12 @@ void store_before_backward_input(pt_stage *st, int slot, int li, const pt_io *io
   float *f[PT_MAX_SAVED_PARTS];
   char *at[PT_MAX_SAVED_PARTS];
   uint32_t mask = stash_places(st, slot, li, io->saved, set, p, f, at);
-  /* alone: backward_input reads the part only as it wrote it; one forward writes too (GPT-2's
-   * h) it reads first as the GELU's input, from its copy at rest (gelu_input_ranges) */
+  /* alone: backward_input reads the part only as it wrote it (one forward writes too, GPT-2's
+   * h, it reads first as the GELU's input, from its copy at rest: gelu_input_ranges); but
+   * where it reads the floats too (layer.h backward_reads), whose first reader converts it */
   for (int i = 0; mask >> i; i++)
-    if (mask >> i & 1) k->share_bf16_into(k, f[i], p[i].floats, (uint16_t *)at[i], 1);
+    if (mask >> i & 1)
+      k->share_bf16_into(k, f[i], p[i].floats, (uint16_t *)at[i], !p[i].backward_reads);
 }
 
 uint16_t *store_loss_place(pt_stage *st, int slot) {

@@ -56,8 +56,9 @@ void store_ready(pt_stage *st, int slot, int li, int backward);
 void store_ready_backward(pt_stage *st, int slot, int li, const float *dout);
 /* Then, with layer li's io for backward_input and its stash set (NULL: backward_weight follows
  * at once): the places at rest of the stash parts backward_input itself reads only through
- * products (layer.h backward_at_rest) handed to the table (kernels.h share_bf16_into): the
- * set's, the slot's for a part forward writes too, or, without a set, room the table keeps. */
+ * products (layer.h backward_at_rest; alone) or whose first reader converts them (and
+ * backward_reads; not alone) handed to the table (kernels.h share_bf16_into): the set's, the
+ * slot's for a part forward writes too, or, without a set, room the table keeps. */
 void store_before_backward_input(pt_stage *st, int slot, int li, const pt_io *io,
                                  const void *set);
 /* After layer li's forward wrote io: rounds its output and the parts it wrote, keeps the output

@@ -162,6 +162,15 @@ typedef struct {
    * emulated GPU). 0: the part is rounded and packed after backward_input (the safe default).
    * layer_saved_parts refuses it on any other part. */
   int backward_at_rest;
+  /* 1 (backward_at_rest parts only backward_input writes): backward_input reads the part's
+   * floats as well, once the one kernel writing it has written it (a norm's backward reading
+   * GPT-2's dx1 as its residual gradient, a norm's backward reading the dy a product wrote):
+   * that kernel does not write it alone; the first product reading it, or a norm's backward
+   * reading it as its dy (layernorm_backward_input(_residual), rmsnorm_backward_input(_residual)),
+   * converts it to its place at rest, the floats kept until backward_input returns
+   * (kernels.h share_bf16_into, not alone). Nothing rewrites the part after its writer.
+   * Where neither reads it, it is packed after backward_input as without backward_at_rest. */
+  int backward_reads;
 } pt_saved_part;
 
 /* What configure gets: its spec entry's arguments, the model settings and the input it will see. */

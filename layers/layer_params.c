@@ -111,6 +111,11 @@ int layer_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T, pt_s
         (!parts[i].read_at_rest || !(parts[i].writers & PT_SAVED_STASH)))
       pt_fatal("layer type %s: saved part %d is backward_at_rest but not a read_at_rest part "
                "backward_input writes", L->type->name, i);
+  for (int i = 0; i < n; i++)
+    if (parts[i].backward_reads &&
+        (!parts[i].backward_at_rest || parts[i].writers != PT_SAVED_STASH))
+      pt_fatal("layer type %s: saved part %d is backward_reads but not a backward_at_rest part "
+               "only backward_input writes", L->type->name, i);
   return n;
 }
 

@@ -163,7 +163,10 @@ static size_t llama_saved_bytes(const pt_layer *L, int B, int T) {
  * reads as float32. Of the stash, backward_input itself reads dgu, dao and dmo only as the
  * gate|up, o and down products' dy once it has written them, and dqkv so with qk_norm (the
  * head norms' gradient; without, the attention's, which the rotation reads as float32):
- * backward_at_rest (layer.h). */
+ * backward_at_rest (layer.h). dh, dxn2 and dxn1 it reads as floats too, each after its one
+ * writer (dh as the o product's or the attention post-norm's dy and the first norm's residual
+ * gradient, dxn2 and dxn1 as the norms' dy): backward_at_rest and backward_reads, their first
+ * reader converting them. */
 static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
@@ -181,6 +184,8 @@ static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
     parts[i] = (pt_saved_part){.floats = sizes[i], .bf16 = !f32[i], .writers = writers[i],
                                .read_at_rest = at_rest[i]};
   parts[12].backward_at_rest = 1;                         /* dgu */
+  static const int reads[3] = {10, 11, 14}; /* dh, dxn2, dxn1 */
+  for (int i = 0; i < 3; i++) parts[reads[i]].backward_at_rest = parts[reads[i]].backward_reads = 1;
   parts[13].backward_at_rest = m.qk_norm;                 /* dqkv */
   if (m.post) parts[22].backward_at_rest = parts[23].backward_at_rest = 1; /* dao, dmo */
   parts[3].bf16 = k->attention_saved_bf16;

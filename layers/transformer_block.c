@@ -82,8 +82,10 @@ static const pt_attention_opts k_shared = {.shared = 1};
  * reads nothing of h (the pre-activation) after the fc product writes it, which may then write
  * it to its place at rest alone (layer.h, parts both write). Of the stash, backward_input
  * itself reads h (once the GELU's gradient is written there) and dqkv only as the fc and qkv
- * products' dy: backward_at_rest (layer.h), not dx1, dxln2 nor dxln1 (the norms' backward);
- * forward's h it reads only as the DGELU's input, which reads it at rest. */
+ * products' dy: backward_at_rest (layer.h); forward's h it reads only as the DGELU's input,
+ * which reads it at rest. dx1, dxln2 and dxln1 it reads as floats too, each after its one
+ * writer (dx1 as the proj product's dy and the first norm's residual gradient, dxln2 and dxln1
+ * as the norms' dy): backward_at_rest and backward_reads, their first reader converting them. */
 static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
@@ -96,6 +98,8 @@ static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
     parts[i] = (pt_saved_part){.floats = sizes[i], .bf16 = !f32[i], .writers = writers[i],
                                .read_at_rest = at_rest[i]};
   parts[11].backward_at_rest = parts[14].backward_at_rest = 1; /* h, dqkv */
+  static const int reads[3] = {12, 13, 15}; /* dx1, dxln2, dxln1 */
+  for (int i = 0; i < 3; i++) parts[reads[i]].backward_at_rest = parts[reads[i]].backward_reads = 1;
   parts[4].bf16 = k->attention_saved_bf16;
   int H = (int)layer_setting_int(L, "heads");
   parts[8].read_at_rest = parts[9].read_at_rest =

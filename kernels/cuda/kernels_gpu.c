@@ -40,6 +40,18 @@ static const uint16_t *copy_at_rest(const pt_kernels *k, const float *x, int64_t
   return bf16(k) ? weight_copies_find(&state(k)->bf16.acts, x, n) : NULL;
 }
 
+/* A tensor a kernel reads whole, as the gated activations' gu [N, 2F] or a norm's backward its
+ * dy: where its place at rest was handed over (kernels.h share_bf16_into; the layer reads its
+ * floats, so not alone), the kernel writes its bits there as it reads it, kept as its copy;
+ * later readers read that copy where the table has one (copy_at_rest). */
+static uint16_t *read_place(const pt_kernels *k, const float *x, int64_t n) {
+  return k->share_bf16_into ? cuda_bf16_take_place(&state(k)->bf16, x, n, 0) : NULL;
+}
+
+static void read_written(const pt_kernels *k, const float *x, const uint16_t *x16, int64_t n) {
+  if (x16) cuda_bf16_keep_copy(&state(k)->bf16, x, x16, n);
+}
+
 static void linear_forward(const pt_kernels *k, float *y, const float *x, const float *W,
                            const float *b, int N, int Ni, int No) {
   if (!bf16(k)) {
@@ -106,7 +118,9 @@ static void layernorm_forward(const pt_kernels *k, float *y, float *mean, float 
 static void layernorm_backward_input(const pt_kernels *k, float *dx, const float *dy,
                                      const float *x, const float *w, const float *mean,
                                      const float *rstd, int N, int D, int acc) {
-  cuda_op_layernorm_backward_input(ctx(k), dx, dy, x, w, mean, rstd, N, D, acc);
+  uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
+  cuda_op_layernorm_backward_input(ctx(k), dx, dy, dy16, x, w, mean, rstd, N, D, acc);
+  read_written(k, dy, dy16, (int64_t)N * D);
 }
 
 static void layernorm_backward_weight(const pt_kernels *k, float *dw, float *db, const float *dy,
@@ -167,7 +181,9 @@ static void rmsnorm_forward(const pt_kernels *k, float *y, float *rstd, const fl
 static void rmsnorm_backward_input(const pt_kernels *k, float *dx, const float *dy,
                                    const float *x, const float *w, const float *rstd, int N, int D,
                                    int acc) {
-  cuda_op_rmsnorm_backward_input(ctx(k), dx, dy, x, w, rstd, N, D, acc);
+  uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
+  cuda_op_rmsnorm_backward_input(ctx(k), dx, dy, dy16, x, w, rstd, N, D, acc);
+  read_written(k, dy, dy16, (int64_t)N * D);
 }
 
 static void rmsnorm_backward_weight(const pt_kernels *k, float *dw, const float *dy,
@@ -188,7 +204,9 @@ static void layernorm_backward_input_residual(const pt_kernels *k, float *dx, co
                                               const float *dy, const float *x, const float *w,
                                               const float *mean, const float *rstd, int N,
                                               int D) {
-  cuda_op_layernorm_backward_input_residual(ctx(k), dx, dres, dy, x, w, mean, rstd, N, D);
+  uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
+  cuda_op_layernorm_backward_input_residual(ctx(k), dx, dres, dy, dy16, x, w, mean, rstd, N, D);
+  read_written(k, dy, dy16, (int64_t)N * D);
 }
 
 static void rmsnorm_forward_residual(const pt_kernels *k, float *x1, float *y, float *rstd,
@@ -202,7 +220,9 @@ static void rmsnorm_forward_residual(const pt_kernels *k, float *x1, float *y, f
 static void rmsnorm_backward_input_residual(const pt_kernels *k, float *dx, const float *dres,
                                             const float *dy, const float *x, const float *w,
                                             const float *rstd, int N, int D) {
-  cuda_op_rmsnorm_backward_input_residual(ctx(k), dx, dres, dy, x, w, rstd, N, D);
+  uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
+  cuda_op_rmsnorm_backward_input_residual(ctx(k), dx, dres, dy, dy16, x, w, rstd, N, D);
+  read_written(k, dy, dy16, (int64_t)N * D);
 }
 
 static void rope(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, int hd,
@@ -228,24 +248,12 @@ static void head_rmsnorm_backward_weight(const pt_kernels *k, float *dwq, float 
   cuda_op_head_rmsnorm_backward_weight(ctx(k), dwq, dwk, dy, x, rstd, N, H, KVH, hd);
 }
 
-/* The gated activations read gu [N, 2F] whole: where gu has its place at rest handed over
- * (kernels.h share_bf16_into; the layer reads its floats, so not alone), forward writes its bits
- * there as it reads it, kept as gu's copy; backward reads gu's copy where the table has one
- * (copy_at_rest). */
-static uint16_t *gu_place(const pt_kernels *k, const float *gu, int64_t n) {
-  return k->share_bf16_into ? cuda_bf16_take_place(&state(k)->bf16, gu, n, 0) : NULL;
-}
-
-static void gu_written(const pt_kernels *k, const float *gu, const uint16_t *gu16, int64_t n) {
-  if (gu16) cuda_bf16_keep_copy(&state(k)->bf16, gu, gu16, n);
-}
-
 static void swiglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
   const int64_t n = (int64_t)N * F;
-  uint16_t *y16 = alone_place(k, y, n), *gu16 = gu_place(k, gu, 2 * n);
+  uint16_t *y16 = alone_place(k, y, n), *gu16 = read_place(k, gu, 2 * n);
   cuda_op_swiglu_forward(ctx(k), y, y16, gu, gu16, N, F);
   alone_written(k, y, y16, n);
-  gu_written(k, gu, gu16, 2 * n);
+  read_written(k, gu, gu16, 2 * n);
 }
 
 /* dgu's place handed over alone (layers/layer.h backward_at_rest) is written as bf16 only. */
@@ -259,10 +267,10 @@ static void swiglu_backward(const pt_kernels *k, float *dgu, const float *dy, co
 
 static void geglu_forward(const pt_kernels *k, float *y, const float *gu, int N, int F) {
   const int64_t n = (int64_t)N * F;
-  uint16_t *y16 = alone_place(k, y, n), *gu16 = gu_place(k, gu, 2 * n);
+  uint16_t *y16 = alone_place(k, y, n), *gu16 = read_place(k, gu, 2 * n);
   cuda_op_geglu_forward(ctx(k), y, y16, gu, gu16, N, F);
   alone_written(k, y, y16, n);
-  gu_written(k, gu, gu16, 2 * n);
+  read_written(k, gu, gu16, 2 * n);
 }
 
 static void geglu_backward(const pt_kernels *k, float *dgu, const float *dy, const float *gu,

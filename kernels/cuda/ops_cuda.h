@@ -42,9 +42,12 @@ void cuda_op_linear_backward_weight(gpu_ctx *g, float *dW, float *db, const floa
 void cuda_op_layernorm_forward(gpu_ctx *g, float *y, uint16_t *y16, float *mean, float *rstd,
                                const float *x, const float *w, const float *b, int N, int D,
                                float eps);
-void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const float *dy, const float *x,
-                                      const float *w, const float *mean, const float *rstd,
-                                      int N, int D, int acc);
+/* The norms' backward_input taking dy16 (layernorm, rmsnorm, their residual ones): NULL, or
+ * dy's bits (kernels/precision.h pt_bf16_bits) written there as the kernel reads dy: a tensor
+ * whose place at rest the table was handed (kernels.h share_bf16_into, not alone). */
+void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const float *dy, uint16_t *dy16,
+                                      const float *x, const float *w, const float *mean,
+                                      const float *rstd, int N, int D, int acc);
 void cuda_op_layernorm_backward_weight(gpu_ctx *g, float *dw, float *db, const float *dy,
                                        const float *x, const float *mean, const float *rstd,
                                        int N, int D);
@@ -83,20 +86,22 @@ void cuda_op_layernorm_forward_residual(gpu_ctx *g, float *x1, float *y, float *
                                         const float *a, const float *b, const float *w,
                                         const float *bias, int N, int D, float eps);
 void cuda_op_layernorm_backward_input_residual(gpu_ctx *g, float *dx, const float *dres,
-                                               const float *dy, const float *x, const float *w,
-                                               const float *mean, const float *rstd, int N, int D);
+                                               const float *dy, uint16_t *dy16, const float *x,
+                                               const float *w, const float *mean,
+                                               const float *rstd, int N, int D);
 void cuda_op_rmsnorm_forward_residual(gpu_ctx *g, float *x1, float *y, uint16_t *y16,
                                       float *rstd, const float *a, const float *b, const float *w,
                                       int N, int D, float eps);
 void cuda_op_rmsnorm_backward_input_residual(gpu_ctx *g, float *dx, const float *dres,
-                                             const float *dy, const float *x, const float *w,
-                                             const float *rstd, int N, int D);
+                                             const float *dy, uint16_t *dy16, const float *x,
+                                             const float *w, const float *rstd, int N, int D);
 /* ops_llama.cu: kernels.h's rmsnorm_*, rope, swiglu_* (rmsnorm_backward_weight keeps its
  * per-chunk partial column sums in g's col_scratch, as layernorm_backward_weight does). */
 void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, uint16_t *y16, float *rstd, const float *x,
                              const float *w, int N, int D, float eps);
-void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy, const float *x,
-                                    const float *w, const float *rstd, int N, int D, int acc);
+void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy, uint16_t *dy16,
+                                    const float *x, const float *w, const float *rstd, int N,
+                                    int D, int acc);
 void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const float *dy, const float *x,
                                      const float *rstd, int N, int D);
 /* As cuda_op_layernorm_backward_weight_copies: dy16, x16 NULL or copies of bf16 values. */

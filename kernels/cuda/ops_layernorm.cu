@@ -35,8 +35,9 @@ static __global__ void __launch_bounds__(PT_THREADS)
  * CPU:  g = dy * w;  sg = sum g / D;  sgx = sum g * (x - m) * r / D;
  *       dx (=|+=) r * (dy * w - sg - (x - m) * r * sgx). */
 static __global__ void __launch_bounds__(PT_THREADS)
-    layernorm_backward_input_kernel(float *dx, const float *dy, const float *x, const float *w,
-                                    const float *mean, const float *rstd, int D, int acc) {
+    layernorm_backward_input_kernel(float *dx, const float *dy, uint16_t *dy16, const float *x,
+                                    const float *w, const float *mean, const float *rstd, int D,
+                                    int acc) {
   __shared__ float sh[32];
   const int64_t n = blockIdx.x;
   const float *xr = x + n * D, *dyr = dy + n * D;
@@ -44,6 +45,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
   const float m = mean[n], r = rstd[n];
   float sg = 0.0f, sgx = 0.0f;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    if (dy16) dy16[n * D + i] = pt_bf16_bits(dyr[i]);
     float gi = dyr[i] * w[i];
     sg += gi;
     sgx += gi * (xr[i] - m) * r;
@@ -116,15 +118,16 @@ extern "C" void cuda_op_layernorm_forward(gpu_ctx *g, float *y, uint16_t *y16, f
 }
 
 extern "C" void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const float *dy,
-                                                 const float *x, const float *w,
+                                                 uint16_t *dy16, const float *x, const float *w,
                                                  const float *mean, const float *rstd, int N,
                                                  int D, int acc) {
   if (N <= 0 || D <= 0) return;
-  /* dy, x, w, mean, rstd read, dx written (and read when accumulating) */
+  /* dy, x, w, mean, rstd read, dx written (and read when accumulating), dy's bits written */
   const double ND = (double)N * D;
-  const pt_cost cost = pt_cost_of(0.0, (13.0 + acc) * ND, 4.0 * ((3 + acc) * ND + D + 2 * N));
+  const pt_cost cost = pt_cost_of(0.0, (13.0 + acc) * ND,
+                                  4.0 * ((3 + acc) * ND + D + 2 * N) + (dy16 ? 2.0 * ND : 0.0));
   PT_LAUNCH_COSTED(layernorm_backward_input_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, dx,
-                   dy, x, w, mean, rstd, D, acc);
+                   dy, dy16, x, w, mean, rstd, D, acc);
   PT_LAUNCH_CHECK();
 }
 

@@ -49,13 +49,14 @@ static __global__ void __launch_bounds__(PT_THREADS)
  * sgx = sum(dy * w * (x - m) * r) / D (ops_layernorm.cu's backward_input). */
 static __global__ void __launch_bounds__(PT_THREADS)
     layernorm_backward_input_residual_kernel(float *dx, const float *dres, const float *dy,
-                                             const float *x, const float *w, const float *mean,
-                                             const float *rstd, int D) {
+                                             uint16_t *dy16, const float *x, const float *w,
+                                             const float *mean, const float *rstd, int D) {
   __shared__ float sh[32];
   const int64_t o = (int64_t)blockIdx.x * D;
   const float m = mean[blockIdx.x], r = rstd[blockIdx.x];
   float sg = 0.0f, sgx = 0.0f;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    if (dy16) dy16[o + i] = pt_bf16_bits(dy[o + i]);
     const float g = dy[o + i] * w[i];
     sg += g;
     sgx += g * (x[o + i] - m) * r;
@@ -82,13 +83,16 @@ static __global__ void __launch_bounds__(PT_THREADS)
 /* dx = dres + r * (dy * w - x * r * sgx), sgx = sum(dy * w * x * r) / D. */
 static __global__ void __launch_bounds__(PT_THREADS)
     rmsnorm_backward_input_residual_kernel(float *dx, const float *dres, const float *dy,
-                                           const float *x, const float *w, const float *rstd,
-                                           int D) {
+                                           uint16_t *dy16, const float *x, const float *w,
+                                           const float *rstd, int D) {
   __shared__ float sh[32];
   const int64_t o = (int64_t)blockIdx.x * D;
   const float r = rstd[blockIdx.x];
   float sgx = 0.0f;
-  for (int i = threadIdx.x; i < D; i += blockDim.x) sgx += dy[o + i] * w[i] * x[o + i] * r;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    if (dy16) dy16[o + i] = pt_bf16_bits(dy[o + i]);
+    sgx += dy[o + i] * w[i] * x[o + i] * r;
+  }
   sgx = pt_block_sum(sgx, sh) / D;
   for (int i = threadIdx.x; i < D; i += blockDim.x)
     dx[o + i] = dres[o + i] + r * (dy[o + i] * w[i] - x[o + i] * r * sgx);
@@ -113,14 +117,14 @@ extern "C" void cuda_op_layernorm_forward_residual(gpu_ctx *g, float *x1, float 
 
 extern "C" void cuda_op_layernorm_backward_input_residual(gpu_ctx *g, float *dx,
                                                           const float *dres, const float *dy,
-                                                          const float *x, const float *w,
-                                                          const float *mean, const float *rstd,
-                                                          int N, int D) {
+                                                          uint16_t *dy16, const float *x,
+                                                          const float *w, const float *mean,
+                                                          const float *rstd, int N, int D) {
   if (N <= 0 || D <= 0) return;
   gpu_cost_note("layernorm_backward_input_residual_kernel", 0, 13.0 * N * D,
-                rows_bytes(N, D, 4, 1, 2));
+                rows_bytes(N, D, 4, 1, 2) + (dy16 ? 2.0 * N * D : 0.0));
   PT_LAUNCH(layernorm_backward_input_residual_kernel, (unsigned)N, PT_THREADS, 0, g->stream, dx,
-            dres, dy, x, w, mean, rstd, D);
+            dres, dy, dy16, x, w, mean, rstd, D);
   PT_LAUNCH_CHECK();
 }
 
@@ -136,13 +140,13 @@ extern "C" void cuda_op_rmsnorm_forward_residual(gpu_ctx *g, float *x1, float *y
 }
 
 extern "C" void cuda_op_rmsnorm_backward_input_residual(gpu_ctx *g, float *dx, const float *dres,
-                                                        const float *dy, const float *x,
-                                                        const float *w, const float *rstd, int N,
-                                                        int D) {
+                                                        const float *dy, uint16_t *dy16,
+                                                        const float *x, const float *w,
+                                                        const float *rstd, int N, int D) {
   if (N <= 0 || D <= 0) return;
   gpu_cost_note("rmsnorm_backward_input_residual_kernel", 0, 10.0 * N * D,
-                rows_bytes(N, D, 4, 1, 1));
+                rows_bytes(N, D, 4, 1, 1) + (dy16 ? 2.0 * N * D : 0.0));
   PT_LAUNCH(rmsnorm_backward_input_residual_kernel, (unsigned)N, PT_THREADS, 0, g->stream, dx,
-            dres, dy, x, w, rstd, D);
+            dres, dy, dy16, x, w, rstd, D);
   PT_LAUNCH_CHECK();
 }

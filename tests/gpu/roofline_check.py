@@ -150,8 +150,11 @@ def closed_forms(r):
     launches, _, other, nbytes = r["layernorm_backward_input_residual_kernel"]
     close(launches, 2 * M * L, "fused residual layernorm backward launches")
     close(other, 2 * M * L * 13.0 * N * D, "fused residual layernorm backward FLOPs")
-    close(nbytes, 2 * M * L * 4.0 * (4 * N * D + D + 2 * N),
-          "fused residual layernorm backward bytes: dy, x, dres in, dx out; w; mean, rstd")
+    # dy's bits too, written to its place at rest as the kernel reads it (dxln2, dxln1: the
+    # stash parts' copies, layers/layer.h backward_reads; no pass of their own after it)
+    close(nbytes, 2 * M * L * (4.0 * (4 * N * D + D + 2 * N) + 2.0 * N * D),
+          "fused residual layernorm backward bytes: dy, x, dres in, dx out, dy's bits; w; mean, "
+          "rstd")
     params = L * (12 * D * D + 13 * D) + V * D + T * D + 2 * D
     launches, _, other, nbytes = r["adamw_chunks_kernel"]
     close(launches, 1, "adamw: one launch")
@@ -186,8 +189,8 @@ def closed_forms(r):
     # dout is read where its input gradient converted it (share_bf16), a block's h (d(fc
     # output)) where the DGELU wrote it as bf16, into room the table keeps (share_bf16_into
     # without a place, alone: layers/layer.h backward_at_rest; nor is it converted for fc's
-    # input gradient: 4D), dx1 from the stash part's bits kept as they were packed
-    # (round_share_bf16); nor the block's
+    # input gradient: 4D), dx1 where the projection's input gradient converted it into room
+    # kept (share_bf16_into not alone: layers/layer.h backward_reads); nor the block's
     # atty forward (D) and dqkv backward (3D): the attention's bf16 results are kept as their
     # copies (pt_attention_opts.shared); nor the block's xln1 and xln2 forward (2D), which their
     # norms write as bf16 to their places at rest, nor the attention's qkv (3D) and fc2's g (4D)
@@ -201,16 +204,17 @@ def closed_forms(r):
     close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 21 * D * L),
           "operand conversions: 6 bytes each")
     # the bias gradients: a block's four read their dy from its copy, 2 bytes an element (fc2's
-    # dout shared with values, fc's h its room kept, the projection's dx1 packed by
-    # round_share_bf16, qkv's dqkv the attention's result there), none the floats; one chunk
+    # dout shared with values, fc's h its room kept, the projection's dx1 converted there by its
+    # input gradient, qkv's dqkv the attention's result there), none the floats; one chunk
     # (N < 128 rows): the accumulators read and written
     launched, _, other, nbytes = r["colsum_acc_kernel:bf16"]
     close(launched, M * 4 * L, "bias gradients: 4 a block")
     close(other, M * N * 9 * D * L, "bias gradients: 1 FLOP an element")
     close(nbytes, M * L * 9 * D * (2.0 * N + 8.0), "bias gradients: dy's copy and the sums")
     check("colsum_acc_kernel" not in r, "a bias gradient sums dy's floats")
-    # LayerNorm's weight gradients: a block's two read dy from the stash part's copy packed by
-    # round_share_bf16 (dxln2, dxln1: 2 bytes an element), the second x from its copy at rest
+    # LayerNorm's weight gradients: a block's two read dy from the stash part's copy that the
+    # norms' backward wrote as it read it (dxln2, dxln1: 2 bytes an element), the second x from
+    # its copy at rest
     # (x1), the first the block's input as floats; the final norm's both as floats (its dout
     # has no copy: no product reads it); mean and rstd, and the sums (one chunk) read and written
     launched, _, _, nbytes = r["layernorm_backward_weight_kernel:bf16"]
@@ -231,12 +235,10 @@ def closed_forms(r):
     #   bf16 result, written there alone, not widened: kernels.h attention_reads_bf16; the
     #   norms' mean and rstd and the attention's lse stay float32, adjacent too: one device
     #   copy);
-    # - packed only, kept by the table, after backward_input (6 bytes: the floats not rounded
-    #   but left unset, round_share_bf16 unset; the weight gradients read the parts only as
-    #   products', bias sums' and norms' dy, layers/layer.h read_at_rest), the parts it writes:
-    #   dx1, dxln2, dxln1 (3D), one launch around dqkv (3D), not h (4D) nor dqkv, which went to
-    #   room the table keeps from backward_input (layers/layer.h backward_at_rest: h converted
-    #   there by the fc input gradient, dqkv the attention's bf16 result written there alone);
+    # - nothing packed after backward_input: every part it writes went to room the table keeps
+    #   from backward_input (layers/layer.h backward_at_rest): h and dqkv alone (the DGELU's bf16
+    #   D, the attention's bf16 result), dx1 converted by the projection's input gradient,
+    #   dxln2 and dxln1 written by the norms' backward as they read them (backward_reads);
     # - rounded only (8 bytes): each input gradient backward but the embedding's (D each), L + 3;
     # - packed only (6 bytes): the attention's dout backward (its qkv and o backward are read
     #   from their copies at rest);
@@ -249,11 +251,11 @@ def closed_forms(r):
     outs = D * (L + 3)
     forms = {  # row: (launches, elements, bytes an element) a micro-batch
         "round_pack_bf16_kernel": (L + 3 + L, outs + D * L, 10.0),
-        "pack_bf16_around_kernel": (L, 3 * D * L, 6.0),
         "round_bf16_kernel": (L + 3, D * (L + 3), 8.0),
         "to_bf16_kernel": (L, D * L, 6.0),
         "from_bf16_kernel": (L + 2 + L, D * (L + 2) + D * L, 6.0),
     }
+    check("pack_bf16_around_kernel" not in r, "a stash part packed after backward_input")
     for row, (launches, per_token, width) in forms.items():
         launched, _, other, nbytes = r[row]
         close(launched, M * launches, f"{row} launches")

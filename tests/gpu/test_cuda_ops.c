@@ -440,10 +440,10 @@ static void test_layernorm(int N, int D) {
     float *dxc = hcopy(dx0, n);
     op_layernorm_backward_input(dxc, dy, x, w, mc, rc, N, D, acc);
     setf(d_dx, dx0, n);
-    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, d_x, d_w, d_m, d_r, N, D, acc);
+    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, NULL, d_x, d_w, d_m, d_r, N, D, acc);
     float *g1 = downf(d_dx, n);
     setf(d_dx, dx0, n);
-    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, d_x, d_w, d_m, d_r, N, D, acc);
+    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, NULL, d_x, d_w, d_m, d_r, N, D, acc);
     expect_close(op, shape, g1, dxc, n, TOL_DEFAULT);
     expect_same_bits(op, shape, downf(d_dx, n), g1, n);
   }
@@ -483,10 +483,10 @@ static void norm_residual_gpu(int kind, int alias, int N, int D, const float *a,
   float *d_dy = upf(dy, n), *d_x = upf(x, n), *d_cm = upf(m, N), *d_cr = upf(r, N);
   if (kind == 0) {
     cuda_op_layernorm_forward_residual(&G, d_x1, d_y, d_m, d_r, d_a, d_b, d_w, d_bias, N, D, 1e-5f);
-    cuda_op_layernorm_backward_input_residual(&G, d_dx, d_dres, d_dy, d_x, d_w, d_cm, d_cr, N, D);
+    cuda_op_layernorm_backward_input_residual(&G, d_dx, d_dres, d_dy, NULL, d_x, d_w, d_cm, d_cr, N, D);
   } else {
     cuda_op_rmsnorm_forward_residual(&G, d_x1, d_y, NULL, d_r, d_a, d_b, d_w, N, D, 1e-6f);
-    cuda_op_rmsnorm_backward_input_residual(&G, d_dx, d_dres, d_dy, d_x, d_w, d_cr, N, D);
+    cuda_op_rmsnorm_backward_input_residual(&G, d_dx, d_dres, d_dy, NULL, d_x, d_w, d_cr, N, D);
   }
   out[0] = downf(d_x1, n), out[1] = downf(d_y, n), out[2] = kind == 0 ? downf(d_m, N) : NULL;
   out[3] = downf(d_r, N), out[4] = downf(d_dx, n);
@@ -748,10 +748,10 @@ static void test_rmsnorm(int N, int D) {
     float *dxc = hcopy(dx0, n);
     op_rmsnorm_backward_input(dxc, dy, x, w, rc, N, D, acc);
     setf(d_dx, dx0, n);
-    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, d_x, d_w, d_r, N, D, acc);
+    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, NULL, d_x, d_w, d_r, N, D, acc);
     float *g1 = downf(d_dx, n);
     setf(d_dx, dx0, n);
-    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, d_x, d_w, d_r, N, D, acc);
+    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, NULL, d_x, d_w, d_r, N, D, acc);
     expect_close(op, shape, g1, dxc, n, TOL_DEFAULT);
     expect_same_bits(op, shape, downf(d_dx, n), g1, n);
   }
@@ -2013,8 +2013,9 @@ static void test_at_rest_parts(const pt_kernels *k) {
           "layer %d (%s): %d parts read at rest on the cpu, %d on the bf16 gpu; want %d and %d "
           "(qkv and atty where cuDNN runs)", li, L->type->name, cpu, gpu, base,
           base + 2 * takes[li - 1]);
-    /* GPT-2's d(fc output) and dqkv; the Llama's gate gradient (no qk_norm, no post-norms) */
-    const int back = li <= 2 ? 2 : 1;
+    /* GPT-2's d(fc output), dqkv, dx1, dxln2 and dxln1; the Llama's gate gradient, dh, dxn2 and
+     * dxn1 (no qk_norm, no post-norms) */
+    const int back = li <= 2 ? 5 : 4;
     CHECK(backward_at_rest_parts(L, &kernels_cpu, B, T) == back &&
               backward_at_rest_parts(L, k, B, T) == back,
           "layer %d (%s): %d and %d parts backward_at_rest on the cpu and the gpu, want %d", li,
@@ -2198,6 +2199,62 @@ static void test_stash_at_rest(const pt_kernels *k) {
       char op[96];
       snprintf(op, sizeof op, "%s (%s)", what[i], how == 1 ? "room kept" : "no free range");
       expect_same_bits(op, shape, got[i], want[i], n[i]);
+    }
+  }
+  k->activation_copies(k, NULL, 0);
+  scope_end();
+}
+
+/* A norm's backward_input reading a dy whose place at rest was handed over not alone (kernels.h
+ * share_bf16_into; layers/layer.h backward_reads: GPT-2's dxln2 and dxln1, the Llama's dxn2 and
+ * dxn1), on each of the four entries: it writes dy's bf16 bits there as it reads it
+ * (shared_into_done; the caller's place holds them, or room the table keeps), in the same
+ * launch (2 bytes an element more in its row, no pass of its own), dx and dy's floats as with
+ * nothing handed over. */
+static void test_norm_dy_copies(const pt_kernels *k) {
+  const int N = 24, D = 40;
+  const int64_t n = (int64_t)N * D;
+  const char *shape = "N=24 D=40";
+  static const char *rows[4] = {"layernorm_backward_input_kernel", "rmsnorm_backward_input_kernel",
+                                "layernorm_backward_input_residual_kernel",
+                                "rmsnorm_backward_input_residual_kernel"};
+  float *hdy = hrand(n, -1, 1), *x = upf(hrand(n, -2, 2), n), *dres = upf(hrand(n, -1, 1), n);
+  float *w = upf(hrand(D, 0.5f, 1.5f), D), *b = upf(hrand(D, -0.5f, 0.5f), D);
+  float *y = dnew(sizeof(float) * (size_t)n), *dx = dnew(sizeof(float) * (size_t)n);
+  float *mean = dnew(sizeof(float) * N), *rstd = dnew(sizeof(float) * N);
+  float *rrstd = dnew(sizeof(float) * N), *dy = upf(hdy, n);
+  uint16_t *place = dnew(sizeof(uint16_t) * (size_t)n);
+  k->activation_copies(k, NULL, 0);
+  k->layernorm_forward(k, y, mean, rstd, x, w, b, N, D, 1e-5f);
+  k->rmsnorm_forward(k, y, rrstd, x, w, N, D, 1e-5f);
+  for (int e = 0; e < 4; e++) {
+    float *want = NULL;
+    double want_bytes = 0.0;
+    /* how 0: nothing handed over (the reference); 1: the caller's place; 2: room kept */
+    for (int how = 0; how < 3; how++) {
+      k->activation_copies(k, NULL, 0);
+      setf(dx, hdy, n); /* acc 1 below adds to it */
+      if (how) k->share_bf16_into(k, dy, n, how == 2 ? NULL : place, 0);
+      double b0 = ledger_bytes(rows[e]);
+      if (e == 0) k->layernorm_backward_input(k, dx, dy, x, w, mean, rstd, N, D, 1);
+      if (e == 1) k->rmsnorm_backward_input(k, dx, dy, x, w, rrstd, N, D, 1);
+      if (e == 2) k->layernorm_backward_input_residual(k, dx, dres, dy, x, w, mean, rstd, N, D);
+      if (e == 3) k->rmsnorm_backward_input_residual(k, dx, dres, dy, x, w, rrstd, N, D);
+      const double bytes = ledger_bytes(rows[e]) - b0;
+      char what[96];
+      snprintf(what, sizeof what, "%s, dy handed over %s", rows[e],
+               (const char *[]){"not at all", "with a place", "into room kept"}[how]);
+      CHECK(k->shared_into_done(k, dy) == (how != 0), "%s [%s]: dy's place %s", what, shape,
+            how ? "not written" : "taken");
+      CHECK(!how || bytes == want_bytes + 2.0 * n, "%s [%s]: %g bytes in the kernel's row, want %g",
+            what, shape, bytes, want_bytes + 2.0 * n);
+      expect_same_bits(what, shape, downf(dy, n), hdy, n);
+      if (how == 1) expect_bf16_of(what, shape, place, hdy, n);
+      if (!how) {
+        want = downf(dx, n), want_bytes = bytes;
+        continue;
+      }
+      expect_same_bits(what, shape, downf(dx, n), want, n);
     }
   }
   k->activation_copies(k, NULL, 0);
@@ -2609,6 +2666,7 @@ int main(void) {
   test_attention_share(&kg.table);
   test_attention_at_rest(&kg.table);
   test_stash_at_rest(&kg.table);
+  test_norm_dy_copies(&kg.table);
   kernels_gpu_set_precision(&kg, PT_PRECISION_FP32);
   test_loss_rounds(&kg, LOSS_CROSS_ENTROPY, 7, 33);
   test_loss_rounds(&kg, LOSS_MSE, 7, 33);
