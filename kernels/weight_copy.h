@@ -18,8 +18,11 @@
 
 #include "core/error.h"
 
-/* Models one table serves at once: a process holds one model per device, tests a few. */
-#define PT_WEIGHT_COPY_RANGES 8
+/* Ranges a set holds: the models one table serves at once (a process holds one per device,
+ * tests a few), or the activation copies of one layer's step (the GPU's cuda_bf16_scratch: a
+ * Llama block's runs of parts at rest and its stash parts, each converted on its own, and its
+ * dout: about a dozen). Bit i of an unsigned mask stands for range i. */
+#define PT_WEIGHT_COPY_RANGES 16
 
 typedef struct {
   const float *base;

@@ -111,9 +111,11 @@ typedef struct {
   int bf16;    /* may be kept as bf16 under train.precision bf16 */
   int writers; /* PT_SAVED_FORWARD and/or PT_SAVED_STASH */
   /* 1 (bf16 parts only forward writes): backward_input and backward_weight read the part only
-   * whole, as the x operand of linear_backward_weight (a product, kernels.h), or as the qkv or
-   * o of an attention call whose table's attention_reads_bf16 is 1 for the same arguments (B,
-   * T, d, H, KVH, opts), through no other entry: no norm, activation backward, rope,
+   * whole, as the x operand of linear_backward_weight (a product, kernels.h), as the x of a
+   * norm's backward (layernorm_backward_input, rmsnorm_backward_input, their _residual ones,
+   * their weight gradients), or as the qkv or o of an attention call whose table's
+   * attention_reads_bf16 is 1 for the same arguments (B, T, d, H, KVH, opts), through no other
+   * entry: no norm's dy, activation backward, rope,
    * elementwise or bias kernel, and no attention of a shape its in-house fallback runs (which
    * reads q|k|v and o as float32: soft-cap, the shapes cuDNN refuses). On a table with
    * activation_copies such a product reads the part's copy at rest, so engine/stage_store.c
@@ -144,10 +146,12 @@ typedef struct {
    * layer_saved_parts refuses it on any other part. */
   int read_at_rest;
   /* 1 (read_at_rest parts only forward writes): forward reads the part's floats after the
-   * kernel writing it (RoPE rotating q|k|v in place, SwiGLU or GeGLU reading gate|up): that
-   * kernel does not write it alone; the part's last reader converts it to its place at rest
-   * (the attention its q|k|v operand, swiglu_forward or geglu_forward their gu as they read
-   * it: kernels.h share_bf16_into). */
+   * kernel writing it (RoPE rotating q|k|v in place, SwiGLU or GeGLU reading gate|up, a norm
+   * and a residual product reading GPT-2's x1): that kernel does not write it alone; a kernel
+   * reading it after its last write converts it to its place at rest (the attention its q|k|v
+   * operand, swiglu_forward or geglu_forward their gu, layernorm_forward its x, as they read
+   * it), or its last writer writes its bits there too (rmsnorm_forward_residual's x1: the
+   * Llama's h): kernels.h share_bf16_into. */
   int forward_reads;
   /* 1 (bf16 parts with PT_SAVED_STASH among writers and read_at_rest 1): backward_input too,
    * once it has written the part, reads it only whole, as a product's operand (kernels.h's
@@ -163,13 +167,14 @@ typedef struct {
    * layer_saved_parts refuses it on any other part. */
   int backward_at_rest;
   /* 1 (backward_at_rest parts only backward_input writes): backward_input reads the part's
-   * floats as well, once the one kernel writing it has written it (a norm's backward reading
-   * GPT-2's dx1 as its residual gradient, a norm's backward reading the dy a product wrote):
-   * that kernel does not write it alone; the first product reading it, or a norm's backward
-   * reading it as its dy (layernorm_backward_input(_residual), rmsnorm_backward_input(_residual)),
-   * converts it to its place at rest, the floats kept until backward_input returns
-   * (kernels.h share_bf16_into, not alone). Nothing rewrites the part after its writer.
-   * Where neither reads it, it is packed after backward_input as without backward_at_rest. */
+   * floats as well (a norm's backward reading GPT-2's dx1 as its residual gradient or the dy a
+   * product wrote, RoPE rotating the Llama's dqkv in place): its writers do not write it alone;
+   * the first product reading it, or a norm's backward reading it as its dy
+   * (layernorm_backward_input(_residual), rmsnorm_backward_input(_residual)), converts it to its
+   * place at rest, the floats kept until backward_input returns (kernels.h share_bf16_into, not
+   * alone); no product nor norm reads it before its last write, and no attention of
+   * pt_attention_opts.shared writes it. Where neither reads it, it is packed after
+   * backward_input as without backward_at_rest. */
   int backward_reads;
 } pt_saved_part;
 

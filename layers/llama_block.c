@@ -156,17 +156,19 @@ static size_t llama_saved_bytes(const pt_layer *L, int B, int T) {
  * dqkv) and atty (also the o weight gradient's x) where the table's attention reads them as
  * bf16 for this shape and options (layer_attention_at_rest), not where its fallback reads them
  * as float32 (soft-capping, say); gu only by swiglu or geglu backward (layer.h: the activation
- * converts it to its place at rest as it reads it in forward); not h (the MLP norm's
- * backward), qkv_raw (the head norms' backward), ao and mo (the post norms' backward). The
+ * converts it to its place at rest as it reads it in forward); h as the MLP norm's backward's
+ * x (forward reads its floats: the residual norm writing it writes its bits too); not qkv_raw
+ * (the head norms' backward), ao and mo (the post norms' backward). The
  * stash (layer.h: read by backward_weight as products' and bias sums' dy and as the norms'
  * weight gradients' dy) is read at rest too, but dqkvn, which the head norms' weight gradient
  * reads as float32. Of the stash, backward_input itself reads dgu, dao and dmo only as the
  * gate|up, o and down products' dy once it has written them, and dqkv so with qk_norm (the
- * head norms' gradient; without, the attention's, which the rotation reads as float32):
- * backward_at_rest (layer.h). dh, dxn2 and dxn1 it reads as floats too, each after its one
- * writer (dh as the o product's or the attention post-norm's dy and the first norm's residual
- * gradient, dxn2 and dxn1 as the norms' dy): backward_at_rest and backward_reads, their first
- * reader converting them. */
+ * head norms' gradient): backward_at_rest (layer.h). dh, dxn2 and dxn1 it reads as floats too,
+ * each after its one writer (dh as the o product's or the attention post-norm's dy and the
+ * first norm's residual gradient, dxn2 and dxn1 as the norms' dy), and dqkv without qk_norm
+ * (the attention's, which the rotation rewrites in place before the q|k|v product reads it):
+ * backward_at_rest and backward_reads, their first reader after their last write converting
+ * them. */
 static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
@@ -174,7 +176,7 @@ static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
                                             0, 0, 0, 0, 1, 0, 0, 1, 0, 1, 0, 0};
   static const int writers[N_SAVED + N_POST] = {F, F, F, F, F, F, F, F, F, F, S, S,
                                                 S, S, S, F, F, S, F, F, F, F, S, S};
-  static const int at_rest[N_SAVED + N_POST] = {0, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1,
+  static const int at_rest[N_SAVED + N_POST] = {0, 1, 0, 0, 0, 1, 0, 1, 1, 1, 1, 1,
                                                 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1};
   llama_dims m = dims_of(L, B, T);
   int64_t sizes[N_SAVED + N_POST];
@@ -186,7 +188,8 @@ static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
   parts[12].backward_at_rest = 1;                         /* dgu */
   static const int reads[3] = {10, 11, 14}; /* dh, dxn2, dxn1 */
   for (int i = 0; i < 3; i++) parts[reads[i]].backward_at_rest = parts[reads[i]].backward_reads = 1;
-  parts[13].backward_at_rest = m.qk_norm;                 /* dqkv */
+  parts[13].backward_at_rest = 1;                         /* dqkv */
+  parts[13].backward_reads = !m.qk_norm; /* without: the rotation rewrites it after the attention */
   if (m.post) parts[22].backward_at_rest = parts[23].backward_at_rest = 1; /* dao, dmo */
   parts[3].bf16 = k->attention_saved_bf16;
   const pt_attention_opts ao = attention_opts(L);
@@ -194,6 +197,7 @@ static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
       layer_attention_at_rest(k, B, T, (int)m.A, (int)m.H, (int)m.KVH, &ao);
   parts[2].forward_reads = 1; /* RoPE rotates q|k|v in place after the product (or norm) */
   parts[8].forward_reads = 1; /* the activation reads gate|up after the product */
+  parts[5].forward_reads = 1; /* h: the MLP norm and the last residual add read it */
   return n;
 }
 

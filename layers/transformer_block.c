@@ -18,10 +18,11 @@ enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, MP_
  * [B,H,T,T], the GPU's log-sum-exps [B,H,T]), so the area's size depends on the table.
  * In the area (the fields' order) the float32 statistics come first, then what may be
  * bf16: forward's parts, first those backward reads only as weight gradients' x (xln1, xln2, g:
- * read_at_rest, layer.h; qkv and atty next, read at rest where cuDNN runs the attention), h
- * last, then the stash. So under bf16 storage each kind is one run of adjacent parts
- * (engine/stage_store.c moves and rounds a run in one call), and forward's parts but h, which
- * backward_input overwrites, are one range the products read at rest. */
+ * read_at_rest, layer.h; qkv and atty next, read at rest where cuDNN runs the attention; x1,
+ * read at rest as the second norm's x), h last, then the stash. So under bf16 storage each kind
+ * is one run of adjacent parts (engine/stage_store.c moves and rounds a run in one call), and
+ * forward's parts but h, which backward_input overwrites, are one range the products read at
+ * rest. */
 typedef struct {
   float *mean1, *rstd1, *mean2, *rstd2, *attn, *xln1, *xln2, *g, *qkv, *atty, *x1, *h;
   float *dx1, *dxln2, *dqkv, *dxln1; /* stash; h holds d(fc output) after backward_input */
@@ -76,9 +77,11 @@ static const pt_attention_opts k_shared = {.shared = 1};
  * (backward's readers): xln1, xln2 and g only as x of the qkv, fc and fc2 weight gradients; qkv
  * and atty (the attention, atty also as the proj weight gradient's x) where the table's
  * attention reads them as bf16 for this shape (layer_attention_at_rest), not where its fallback
- * reads them as float32; not x1 (the second norm's backward). What backward_input writes (h
- * then holding d(fc output), and the stash) backward_weight reads only as the weight and bias
- * gradients' dy and the norms' weight gradients' dy: read at rest too (layer.h); and forward
+ * reads them as float32; x1 as the second norm's backward's x (forward reads its floats in
+ * that norm and fc2's residual: forward_reads, the norm writing its bits as it reads it).
+ * What backward_input writes (h then holding d(fc output), and the stash) backward_weight
+ * reads only as the weight and bias gradients' dy and the norms' weight gradients' dy: read
+ * at rest too (layer.h); and forward
  * reads nothing of h (the pre-activation) after the fc product writes it, which may then write
  * it to its place at rest alone (layer.h, parts both write). Of the stash, backward_input
  * itself reads h (once the GELU's gradient is written there) and dqkv only as the fc and qkv
@@ -91,7 +94,7 @@ static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };
   static const int f32[N_SAVED] = {1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   static const int writers[N_SAVED] = {F, F, F, F, F, F, F, F, F, F, F, F | S, S, S, S, S};
-  static const int at_rest[N_SAVED] = {0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 1};
+  static const int at_rest[N_SAVED] = {0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1};
   int64_t sizes[N_SAVED];
   block_saved_sizes((int64_t)B * T, L->out_dim, block_attn_floats(L, k, B, T), sizes);
   for (int i = 0; i < N_SAVED; i++)
@@ -104,6 +107,7 @@ static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int 
   int H = (int)layer_setting_int(L, "heads");
   parts[8].read_at_rest = parts[9].read_at_rest =
       layer_attention_at_rest(k, B, T, L->out_dim, H, H, &k_shared); /* qkv, atty */
+  parts[10].forward_reads = 1; /* x1: the second norm and fc2's residual read it in forward */
   return N_SAVED;
 }
 

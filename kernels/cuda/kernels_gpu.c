@@ -40,10 +40,11 @@ static const uint16_t *copy_at_rest(const pt_kernels *k, const float *x, int64_t
   return bf16(k) ? weight_copies_find(&state(k)->bf16.acts, x, n) : NULL;
 }
 
-/* A tensor a kernel reads whole, as the gated activations' gu [N, 2F] or a norm's backward its
- * dy: where its place at rest was handed over (kernels.h share_bf16_into; the layer reads its
- * floats, so not alone), the kernel writes its bits there as it reads it, kept as its copy;
- * later readers read that copy where the table has one (copy_at_rest). */
+/* A tensor a kernel reads whole after its last write, as the gated activations' gu [N, 2F], a
+ * norm's forward its x or its backward its dy, or writes whole last (the residual rmsnorm's
+ * x1): where its place at rest was handed over (kernels.h share_bf16_into; the layer reads its
+ * floats, so not alone), the kernel writes its bits there too, kept as its copy; later readers
+ * read that copy where the table has one (copy_at_rest). */
 static uint16_t *read_place(const pt_kernels *k, const float *x, int64_t n) {
   return k->share_bf16_into ? cuda_bf16_take_place(&state(k)->bf16, x, n, 0) : NULL;
 }
@@ -110,16 +111,18 @@ static void linear_backward_input_gelu(const pt_kernels *k, float *dh, const flo
 static void layernorm_forward(const pt_kernels *k, float *y, float *mean, float *rstd,
                               const float *x, const float *w, const float *b, int N, int D,
                               float eps) {
-  uint16_t *y16 = alone_place(k, y, (int64_t)N * D);
-  cuda_op_layernorm_forward(ctx(k), y, y16, mean, rstd, x, w, b, N, D, eps);
+  uint16_t *y16 = alone_place(k, y, (int64_t)N * D), *xbits = read_place(k, x, (int64_t)N * D);
+  cuda_op_layernorm_forward(ctx(k), y, y16, mean, rstd, x, xbits, w, b, N, D, eps);
   alone_written(k, y, y16, (int64_t)N * D);
+  read_written(k, x, xbits, (int64_t)N * D);
 }
 
 static void layernorm_backward_input(const pt_kernels *k, float *dx, const float *dy,
                                      const float *x, const float *w, const float *mean,
                                      const float *rstd, int N, int D, int acc) {
   uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
-  cuda_op_layernorm_backward_input(ctx(k), dx, dy, dy16, x, w, mean, rstd, N, D, acc);
+  cuda_op_layernorm_backward_input(ctx(k), dx, dy, dy16, x, copy_at_rest(k, x, (int64_t)N * D), w,
+                                   mean, rstd, N, D, acc);
   read_written(k, dy, dy16, (int64_t)N * D);
 }
 
@@ -182,7 +185,8 @@ static void rmsnorm_backward_input(const pt_kernels *k, float *dx, const float *
                                    const float *x, const float *w, const float *rstd, int N, int D,
                                    int acc) {
   uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
-  cuda_op_rmsnorm_backward_input(ctx(k), dx, dy, dy16, x, w, rstd, N, D, acc);
+  cuda_op_rmsnorm_backward_input(ctx(k), dx, dy, dy16, x, copy_at_rest(k, x, (int64_t)N * D), w,
+                                 rstd, N, D, acc);
   read_written(k, dy, dy16, (int64_t)N * D);
 }
 
@@ -205,23 +209,28 @@ static void layernorm_backward_input_residual(const pt_kernels *k, float *dx, co
                                               const float *mean, const float *rstd, int N,
                                               int D) {
   uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
-  cuda_op_layernorm_backward_input_residual(ctx(k), dx, dres, dy, dy16, x, w, mean, rstd, N, D);
+  cuda_op_layernorm_backward_input_residual(ctx(k), dx, dres, dy, dy16, x,
+                                            copy_at_rest(k, x, (int64_t)N * D), w, mean, rstd, N,
+                                            D);
   read_written(k, dy, dy16, (int64_t)N * D);
 }
 
 static void rmsnorm_forward_residual(const pt_kernels *k, float *x1, float *y, float *rstd,
                                      const float *a, const float *b, const float *w, int N, int D,
                                      float eps) {
-  uint16_t *y16 = alone_place(k, y, (int64_t)N * D);
-  cuda_op_rmsnorm_forward_residual(ctx(k), x1, y, y16, rstd, a, b, w, N, D, eps);
-  alone_written(k, y, y16, (int64_t)N * D);
+  const int64_t n = (int64_t)N * D;
+  uint16_t *y16 = alone_place(k, y, n), *x1bits = read_place(k, x1, n);
+  cuda_op_rmsnorm_forward_residual(ctx(k), x1, x1bits, y, y16, rstd, a, b, w, N, D, eps);
+  alone_written(k, y, y16, n);
+  read_written(k, x1, x1bits, n);
 }
 
 static void rmsnorm_backward_input_residual(const pt_kernels *k, float *dx, const float *dres,
                                             const float *dy, const float *x, const float *w,
                                             const float *rstd, int N, int D) {
   uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
-  cuda_op_rmsnorm_backward_input_residual(ctx(k), dx, dres, dy, dy16, x, w, rstd, N, D);
+  cuda_op_rmsnorm_backward_input_residual(ctx(k), dx, dres, dy, dy16, x,
+                                          copy_at_rest(k, x, (int64_t)N * D), w, rstd, N, D);
   read_written(k, dy, dy16, (int64_t)N * D);
 }
 

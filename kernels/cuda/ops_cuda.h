@@ -38,16 +38,20 @@ void cuda_op_linear_backward_weight(gpu_ctx *g, float *dW, float *db, const floa
 /* The forwards taking y16 (layernorm, rmsnorm, their residual rmsnorm, swiglu, geglu): y16
  * NULL writes y; else y's values go to y16 as bf16 bits (kernels/precision.h pt_bf16_bits) and
  * y is not written: a tensor the table keeps only as its bf16 copy (kernels.h share_bf16_into,
- * alone). */
+ * alone). layernorm's xbits, the residual rmsnorm's x1bits: NULL, or the bits of x as it reads
+ * it, of x1 as it writes it, written there too (a tensor whose place at rest the table was
+ * handed, not alone). */
 void cuda_op_layernorm_forward(gpu_ctx *g, float *y, uint16_t *y16, float *mean, float *rstd,
-                               const float *x, const float *w, const float *b, int N, int D,
-                               float eps);
-/* The norms' backward_input taking dy16 (layernorm, rmsnorm, their residual ones): NULL, or
- * dy's bits (kernels/precision.h pt_bf16_bits) written there as the kernel reads dy: a tensor
- * whose place at rest the table was handed (kernels.h share_bf16_into, not alone). */
+                               const float *x, uint16_t *xbits, const float *w, const float *b,
+                               int N, int D, float eps);
+/* The norms' backward_input taking dy16 and x16 (layernorm, rmsnorm, their residual ones):
+ * dy16 NULL, or dy's bits (kernels/precision.h pt_bf16_bits) written there as the kernel reads
+ * dy, a tensor whose place at rest the table was handed (kernels.h share_bf16_into, not alone);
+ * x16 NULL, or x read from there (bf16 copies of x's values; x itself then unread). */
 void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const float *dy, uint16_t *dy16,
-                                      const float *x, const float *w, const float *mean,
-                                      const float *rstd, int N, int D, int acc);
+                                      const float *x, const uint16_t *x16, const float *w,
+                                      const float *mean, const float *rstd, int N, int D,
+                                      int acc);
 void cuda_op_layernorm_backward_weight(gpu_ctx *g, float *dw, float *db, const float *dy,
                                        const float *x, const float *mean, const float *rstd,
                                        int N, int D);
@@ -87,21 +91,23 @@ void cuda_op_layernorm_forward_residual(gpu_ctx *g, float *x1, float *y, float *
                                         const float *bias, int N, int D, float eps);
 void cuda_op_layernorm_backward_input_residual(gpu_ctx *g, float *dx, const float *dres,
                                                const float *dy, uint16_t *dy16, const float *x,
-                                               const float *w, const float *mean,
-                                               const float *rstd, int N, int D);
-void cuda_op_rmsnorm_forward_residual(gpu_ctx *g, float *x1, float *y, uint16_t *y16,
-                                      float *rstd, const float *a, const float *b, const float *w,
-                                      int N, int D, float eps);
+                                               const uint16_t *x16, const float *w,
+                                               const float *mean, const float *rstd, int N,
+                                               int D);
+void cuda_op_rmsnorm_forward_residual(gpu_ctx *g, float *x1, uint16_t *x1bits, float *y,
+                                      uint16_t *y16, float *rstd, const float *a, const float *b,
+                                      const float *w, int N, int D, float eps);
 void cuda_op_rmsnorm_backward_input_residual(gpu_ctx *g, float *dx, const float *dres,
                                              const float *dy, uint16_t *dy16, const float *x,
-                                             const float *w, const float *rstd, int N, int D);
+                                             const uint16_t *x16, const float *w,
+                                             const float *rstd, int N, int D);
 /* ops_llama.cu: kernels.h's rmsnorm_*, rope, swiglu_* (rmsnorm_backward_weight keeps its
  * per-chunk partial column sums in g's col_scratch, as layernorm_backward_weight does). */
 void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, uint16_t *y16, float *rstd, const float *x,
                              const float *w, int N, int D, float eps);
 void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy, uint16_t *dy16,
-                                    const float *x, const float *w, const float *rstd, int N,
-                                    int D, int acc);
+                                    const float *x, const uint16_t *x16, const float *w,
+                                    const float *rstd, int N, int D, int acc);
 void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const float *dy, const float *x,
                                      const float *rstd, int N, int D);
 /* As cuda_op_layernorm_backward_weight_copies: dy16, x16 NULL or copies of bf16 values. */

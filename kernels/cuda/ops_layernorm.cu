@@ -8,12 +8,15 @@
  *       y = (x - m) * r * w + b;  mean[n] = m;  rstd[n] = r. */
 static __global__ void __launch_bounds__(PT_THREADS)
     layernorm_forward_kernel(float *y, uint16_t *y16, float *mean, float *rstd, const float *x,
-                             const float *w, const float *b, int D, float eps) {
+                             uint16_t *xbits, const float *w, const float *b, int D, float eps) {
   __shared__ float sh[32];
   const int64_t n = blockIdx.x;
   const float *xr = x + n * D;
   float s = 0.0f;
-  for (int i = threadIdx.x; i < D; i += blockDim.x) s += xr[i];
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    if (xbits) xbits[n * D + i] = pt_bf16_bits(xr[i]);
+    s += xr[i];
+  }
   s = pt_block_sum(s, sh);
   const float m = s / D;
   float v = 0.0f;
@@ -36,11 +39,11 @@ static __global__ void __launch_bounds__(PT_THREADS)
  *       dx (=|+=) r * (dy * w - sg - (x - m) * r * sgx). */
 static __global__ void __launch_bounds__(PT_THREADS)
     layernorm_backward_input_kernel(float *dx, const float *dy, uint16_t *dy16, const float *x,
-                                    const float *w, const float *mean, const float *rstd, int D,
-                                    int acc) {
+                                    const uint16_t *x16, const float *w, const float *mean,
+                                    const float *rstd, int D, int acc) {
   __shared__ float sh[32];
   const int64_t n = blockIdx.x;
-  const float *xr = x + n * D, *dyr = dy + n * D;
+  const float *dyr = dy + n * D;
   float *dxr = dx + n * D;
   const float m = mean[n], r = rstd[n];
   float sg = 0.0f, sgx = 0.0f;
@@ -48,12 +51,12 @@ static __global__ void __launch_bounds__(PT_THREADS)
     if (dy16) dy16[n * D + i] = pt_bf16_bits(dyr[i]);
     float gi = dyr[i] * w[i];
     sg += gi;
-    sgx += gi * (xr[i] - m) * r;
+    sgx += gi * (pt_get(x, x16, n * D + i) - m) * r;
   }
   sg = pt_block_sum(sg, sh) / D;
   sgx = pt_block_sum(sgx, sh) / D;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
-    float v = r * (dyr[i] * w[i] - sg - (xr[i] - m) * r * sgx);
+    float v = r * (dyr[i] * w[i] - sg - (pt_get(x, x16, n * D + i) - m) * r * sgx);
     dxr[i] = acc ? dxr[i] + v : v;
   }
 }
@@ -105,29 +108,34 @@ static __global__ void __launch_bounds__(32 * LN_LANES)
 }
 
 extern "C" void cuda_op_layernorm_forward(gpu_ctx *g, float *y, uint16_t *y16, float *mean,
-                                          float *rstd, const float *x, const float *w,
-                                          const float *b, int N, int D, float eps) {
+                                          float *rstd, const float *x, uint16_t *xbits,
+                                          const float *w, const float *b, int N, int D,
+                                          float eps) {
   if (N <= 0 || D <= 0) return;
-  /* x read, y written (2 bytes as y16), w and b read, mean and rstd written; sum, centre,
-   * square, normalise */
+  /* x read, y written (2 bytes as y16), x's bits written (xbits), w and b read, mean and rstd
+   * written; sum, centre, square, normalise */
   const double ND = (double)N * D;
-  const pt_cost cost = pt_cost_of(0.0, 8.0 * ND, (y16 ? 6.0 : 8.0) * ND + 4.0 * (2 * D + 2 * N));
+  const pt_cost cost = pt_cost_of(
+      0.0, 8.0 * ND, (y16 ? 6.0 : 8.0) * ND + (xbits ? 2.0 * ND : 0.0) + 4.0 * (2 * D + 2 * N));
   PT_LAUNCH_COSTED(layernorm_forward_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, y, y16,
-                   mean, rstd, x, w, b, D, eps);
+                   mean, rstd, x, xbits, w, b, D, eps);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const float *dy,
-                                                 uint16_t *dy16, const float *x, const float *w,
+                                                 uint16_t *dy16, const float *x,
+                                                 const uint16_t *x16, const float *w,
                                                  const float *mean, const float *rstd, int N,
                                                  int D, int acc) {
   if (N <= 0 || D <= 0) return;
-  /* dy, x, w, mean, rstd read, dx written (and read when accumulating), dy's bits written */
+  /* dy, x (2 bytes from x16), w, mean, rstd read, dx written (and read when accumulating), dy's
+   * bits written */
   const double ND = (double)N * D;
   const pt_cost cost = pt_cost_of(0.0, (13.0 + acc) * ND,
-                                  4.0 * ((3 + acc) * ND + D + 2 * N) + (dy16 ? 2.0 * ND : 0.0));
+                                  4.0 * ((3 + acc) * ND + D + 2 * N) + (dy16 ? 2.0 * ND : 0.0) -
+                                      (x16 ? 2.0 * ND : 0.0));
   PT_LAUNCH_COSTED(layernorm_backward_input_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, dx,
-                   dy, dy16, x, w, mean, rstd, D, acc);
+                   dy, dy16, x, x16, w, mean, rstd, D, acc);
   PT_LAUNCH_CHECK();
 }
 

@@ -112,6 +112,8 @@ static uint16_t *kept_take(gpu_ctx *g, cuda_bf16_scratch *s, int64_t n) {
   return s->kept + at;
 }
 
+static_assert(PT_WEIGHT_COPY_RANGES <= 32, "cuda_bf16_scratch's masks have a bit a range");
+
 static pt_weight_range *free_range(pt_weight_range *set) {
   for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++)
     if (!set[i].base) return &set[i];

@@ -25,20 +25,21 @@ static __global__ void __launch_bounds__(PT_THREADS)
 /* dx (=|+=) r * (dy * w - x * r * sgx), sgx = sum(dy * w * x * r) / D. */
 static __global__ void __launch_bounds__(PT_THREADS)
     rmsnorm_backward_input_kernel(float *dx, const float *dy, uint16_t *dy16, const float *x,
-                                  const float *w, const float *rstd, int D, int acc) {
+                                  const uint16_t *x16, const float *w, const float *rstd, int D,
+                                  int acc) {
   __shared__ float sh[32];
   const int64_t n = blockIdx.x;
-  const float *xr = x + n * D, *dyr = dy + n * D;
+  const float *dyr = dy + n * D;
   float *dxr = dx + n * D;
   const float r = rstd[n];
   float sgx = 0.0f;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
     if (dy16) dy16[n * D + i] = pt_bf16_bits(dyr[i]);
-    sgx += dyr[i] * w[i] * xr[i] * r;
+    sgx += dyr[i] * w[i] * pt_get(x, x16, n * D + i) * r;
   }
   sgx = pt_block_sum(sgx, sh) / D;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
-    const float v = r * (dyr[i] * w[i] - xr[i] * r * sgx);
+    const float v = r * (dyr[i] * w[i] - pt_get(x, x16, n * D + i) * r * sgx);
     dxr[i] = acc ? dxr[i] + v : v;
   }
 }
@@ -134,14 +135,16 @@ extern "C" void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, uint16_t *y16, flo
 }
 
 extern "C" void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy,
-                                               uint16_t *dy16, const float *x, const float *w,
+                                               uint16_t *dy16, const float *x,
+                                               const uint16_t *x16, const float *w,
                                                const float *rstd, int N, int D, int acc) {
   if (N <= 0 || D <= 0) return;
   const double ND = (double)N * D;
   const pt_cost cost = pt_cost_of(0.0, (9.0 + acc) * ND,
-                                  4.0 * ((3 + acc) * ND + D + N) + (dy16 ? 2.0 * ND : 0.0));
+                                  4.0 * ((3 + acc) * ND + D + N) + (dy16 ? 2.0 * ND : 0.0) -
+                                      (x16 ? 2.0 * ND : 0.0));
   PT_LAUNCH_COSTED(rmsnorm_backward_input_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, dx,
-                   dy, dy16, x, w, rstd, D, acc);
+                   dy, dy16, x, x16, w, rstd, D, acc);
   PT_LAUNCH_CHECK();
 }
 

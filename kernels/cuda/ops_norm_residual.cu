@@ -9,14 +9,16 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cost.h"
 
-/* x1 = a + b over this thread's elements of the row at o; returns their sum (squares: of
- * their squares), the thread's share of the row's. */
-static __device__ __forceinline__ float residual_add(float *x1, const float *a, const float *b,
-                                                     int64_t o, int D, bool squares) {
+/* x1 = a + b over this thread's elements of the row at o (and its bits to x1bits, given);
+ * returns their sum (squares: of their squares), the thread's share of the row's. */
+static __device__ __forceinline__ float residual_add(float *x1, uint16_t *x1bits, const float *a,
+                                                     const float *b, int64_t o, int D,
+                                                     bool squares) {
   float s = 0.0f;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
     const float v = a[o + i] + b[o + i];
     x1[o + i] = v;
+    if (x1bits) x1bits[o + i] = pt_bf16_bits(v);
     s += squares ? v * v : v;
   }
   return s;
@@ -30,7 +32,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
                                       const float *bias, int D, float eps) {
   __shared__ float sh[32];
   const int64_t o = (int64_t)blockIdx.x * D;
-  const float m = pt_block_sum(residual_add(x1, a, b, o, D, false), sh) / D;
+  const float m = pt_block_sum(residual_add(x1, NULL, a, b, o, D, false), sh) / D;
   float var = 0.0f;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
     const float c = x1[o + i] - m;
@@ -49,8 +51,9 @@ static __global__ void __launch_bounds__(PT_THREADS)
  * sgx = sum(dy * w * (x - m) * r) / D (ops_layernorm.cu's backward_input). */
 static __global__ void __launch_bounds__(PT_THREADS)
     layernorm_backward_input_residual_kernel(float *dx, const float *dres, const float *dy,
-                                             uint16_t *dy16, const float *x, const float *w,
-                                             const float *mean, const float *rstd, int D) {
+                                             uint16_t *dy16, const float *x, const uint16_t *x16,
+                                             const float *w, const float *mean,
+                                             const float *rstd, int D) {
   __shared__ float sh[32];
   const int64_t o = (int64_t)blockIdx.x * D;
   const float m = mean[blockIdx.x], r = rstd[blockIdx.x];
@@ -59,23 +62,24 @@ static __global__ void __launch_bounds__(PT_THREADS)
     if (dy16) dy16[o + i] = pt_bf16_bits(dy[o + i]);
     const float g = dy[o + i] * w[i];
     sg += g;
-    sgx += g * (x[o + i] - m) * r;
+    sgx += g * (pt_get(x, x16, o + i) - m) * r;
   }
   sg = pt_block_sum(sg, sh) / D;
   sgx = pt_block_sum(sgx, sh) / D;
   for (int i = threadIdx.x; i < D; i += blockDim.x)
-    dx[o + i] = dres[o + i] + r * (dy[o + i] * w[i] - sg - (x[o + i] - m) * r * sgx);
+    dx[o + i] = dres[o + i] + r * (dy[o + i] * w[i] - sg - (pt_get(x, x16, o + i) - m) * r * sgx);
 }
 
 /* x1 = a + b;  then ops_llama.cu's forward of x1:  r = 1 / sqrtf(sum x1^2 / D + eps);
  * y = x1 * r * w. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    rmsnorm_forward_residual_kernel(float *x1, float *y, uint16_t *y16, float *rstd,
-                                    const float *a, const float *b, const float *w, int D,
-                                    float eps) {
+    rmsnorm_forward_residual_kernel(float *x1, uint16_t *x1bits, float *y, uint16_t *y16,
+                                    float *rstd, const float *a, const float *b, const float *w,
+                                    int D, float eps) {
   __shared__ float sh[32];
   const int64_t o = (int64_t)blockIdx.x * D;
-  const float r = 1.0f / sqrtf(pt_block_sum(residual_add(x1, a, b, o, D, true), sh) / D + eps);
+  const float r =
+      1.0f / sqrtf(pt_block_sum(residual_add(x1, x1bits, a, b, o, D, true), sh) / D + eps);
   for (int i = threadIdx.x; i < D; i += blockDim.x) pt_put(y, y16, o + i, x1[o + i] * r * w[i]);
   if (threadIdx.x == 0) rstd[blockIdx.x] = r;
 }
@@ -83,25 +87,31 @@ static __global__ void __launch_bounds__(PT_THREADS)
 /* dx = dres + r * (dy * w - x * r * sgx), sgx = sum(dy * w * x * r) / D. */
 static __global__ void __launch_bounds__(PT_THREADS)
     rmsnorm_backward_input_residual_kernel(float *dx, const float *dres, const float *dy,
-                                           uint16_t *dy16, const float *x, const float *w,
-                                           const float *rstd, int D) {
+                                           uint16_t *dy16, const float *x, const uint16_t *x16,
+                                           const float *w, const float *rstd, int D) {
   __shared__ float sh[32];
   const int64_t o = (int64_t)blockIdx.x * D;
   const float r = rstd[blockIdx.x];
   float sgx = 0.0f;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
     if (dy16) dy16[o + i] = pt_bf16_bits(dy[o + i]);
-    sgx += dy[o + i] * w[i] * x[o + i] * r;
+    sgx += dy[o + i] * w[i] * pt_get(x, x16, o + i) * r;
   }
   sgx = pt_block_sum(sgx, sh) / D;
   for (int i = threadIdx.x; i < D; i += blockDim.x)
-    dx[o + i] = dres[o + i] + r * (dy[o + i] * w[i] - x[o + i] * r * sgx);
+    dx[o + i] = dres[o + i] + r * (dy[o + i] * w[i] - pt_get(x, x16, o + i) * r * sgx);
 }
 
 /* Compulsory bytes: each [N, D] operand read or written once (rows), the [D] weights once, the
  * [N] statistics once. FLOPs per element, as the formulas above count them. */
 static double rows_bytes(int N, int D, int row_operands, int vectors, int stats) {
   return 4.0 * ((double)row_operands * N * D + (double)vectors * D + (double)stats * N);
+}
+
+/* What the backward's copies change: dy's bits written (2 bytes an element more), x read from
+ * its copy (2 fewer). */
+static double copies_bytes(int N, int D, const uint16_t *dy16, const uint16_t *x16) {
+  return (dy16 ? 2.0 : 0.0) * N * D - (x16 ? 2.0 : 0.0) * N * D;
 }
 
 extern "C" void cuda_op_layernorm_forward_residual(gpu_ctx *g, float *x1, float *y, float *mean,
@@ -118,35 +128,39 @@ extern "C" void cuda_op_layernorm_forward_residual(gpu_ctx *g, float *x1, float 
 extern "C" void cuda_op_layernorm_backward_input_residual(gpu_ctx *g, float *dx,
                                                           const float *dres, const float *dy,
                                                           uint16_t *dy16, const float *x,
-                                                          const float *w, const float *mean,
-                                                          const float *rstd, int N, int D) {
+                                                          const uint16_t *x16, const float *w,
+                                                          const float *mean, const float *rstd,
+                                                          int N, int D) {
   if (N <= 0 || D <= 0) return;
   gpu_cost_note("layernorm_backward_input_residual_kernel", 0, 13.0 * N * D,
-                rows_bytes(N, D, 4, 1, 2) + (dy16 ? 2.0 * N * D : 0.0));
+                rows_bytes(N, D, 4, 1, 2) + copies_bytes(N, D, dy16, x16));
   PT_LAUNCH(layernorm_backward_input_residual_kernel, (unsigned)N, PT_THREADS, 0, g->stream, dx,
-            dres, dy, dy16, x, w, mean, rstd, D);
+            dres, dy, dy16, x, x16, w, mean, rstd, D);
   PT_LAUNCH_CHECK();
 }
 
-extern "C" void cuda_op_rmsnorm_forward_residual(gpu_ctx *g, float *x1, float *y, uint16_t *y16,
-                                                 float *rstd, const float *a, const float *b,
-                                                 const float *w, int N, int D, float eps) {
+extern "C" void cuda_op_rmsnorm_forward_residual(gpu_ctx *g, float *x1, uint16_t *x1bits,
+                                                 float *y, uint16_t *y16, float *rstd,
+                                                 const float *a, const float *b, const float *w,
+                                                 int N, int D, float eps) {
   if (N <= 0 || D <= 0) return;
   gpu_cost_note("rmsnorm_forward_residual_kernel", 0, 5.0 * N * D,
-                rows_bytes(N, D, 4, 1, 1) - (y16 ? 2.0 * N * D : 0.0));
-  PT_LAUNCH(rmsnorm_forward_residual_kernel, (unsigned)N, PT_THREADS, 0, g->stream, x1, y, y16,
-            rstd, a, b, w, D, eps);
+                rows_bytes(N, D, 4, 1, 1) - (y16 ? 2.0 * N * D : 0.0) +
+                    (x1bits ? 2.0 * N * D : 0.0));
+  PT_LAUNCH(rmsnorm_forward_residual_kernel, (unsigned)N, PT_THREADS, 0, g->stream, x1, x1bits, y,
+            y16, rstd, a, b, w, D, eps);
   PT_LAUNCH_CHECK();
 }
 
 extern "C" void cuda_op_rmsnorm_backward_input_residual(gpu_ctx *g, float *dx, const float *dres,
                                                         const float *dy, uint16_t *dy16,
-                                                        const float *x, const float *w,
-                                                        const float *rstd, int N, int D) {
+                                                        const float *x, const uint16_t *x16,
+                                                        const float *w, const float *rstd, int N,
+                                                        int D) {
   if (N <= 0 || D <= 0) return;
   gpu_cost_note("rmsnorm_backward_input_residual_kernel", 0, 10.0 * N * D,
-                rows_bytes(N, D, 4, 1, 1) + (dy16 ? 2.0 * N * D : 0.0));
+                rows_bytes(N, D, 4, 1, 1) + copies_bytes(N, D, dy16, x16));
   PT_LAUNCH(rmsnorm_backward_input_residual_kernel, (unsigned)N, PT_THREADS, 0, g->stream, dx,
-            dres, dy, dy16, x, w, rstd, D);
+            dres, dy, dy16, x, x16, w, rstd, D);
   PT_LAUNCH_CHECK();
 }

@@ -143,16 +143,18 @@ def closed_forms(r):
     launches, _, other, nbytes = r["layernorm_forward_kernel"]
     close(launches, M * (2 * L + 1), "layernorm launches")
     # a block's two write their output as bf16 straight to its place at rest (ops_cuda.h y16:
-    # xln1 and xln2, read only by products), the final norm's is a layer output (float32)
-    close(nbytes, M * (2 * L + 1) * 4.0 * (2 * N * D + 2 * D + 2 * N) - M * 2 * L * 2.0 * N * D,
-          "layernorm bytes")
+    # xln1 and xln2, read only by products), the final norm's is a layer output (float32); the
+    # second writes its x's bits too (x1's place at rest: layers/layer.h forward_reads)
+    close(nbytes, M * (2 * L + 1) * 4.0 * (2 * N * D + 2 * D + 2 * N) - M * 2 * L * 2.0 * N * D
+          + M * L * 2.0 * N * D, "layernorm bytes")
     close(other, M * (2 * L + 1) * 8.0 * N * D, "layernorm FLOPs")
     launches, _, other, nbytes = r["layernorm_backward_input_residual_kernel"]
     close(launches, 2 * M * L, "fused residual layernorm backward launches")
     close(other, 2 * M * L * 13.0 * N * D, "fused residual layernorm backward FLOPs")
     # dy's bits too, written to its place at rest as the kernel reads it (dxln2, dxln1: the
-    # stash parts' copies, layers/layer.h backward_reads; no pass of their own after it)
-    close(nbytes, 2 * M * L * (4.0 * (4 * N * D + D + 2 * N) + 2.0 * N * D),
+    # stash parts' copies, layers/layer.h backward_reads; no pass of their own after it); the
+    # second norm's x, x1, read from its copy at rest (2 bytes an element, layer.h read_at_rest)
+    close(nbytes, 2 * M * L * (4.0 * (4 * N * D + D + 2 * N) + 2.0 * N * D) - M * L * 2.0 * N * D,
           "fused residual layernorm backward bytes: dy, x, dres in, dx out, dy's bits; w; mean, "
           "rstd")
     params = L * (12 * D * D + 13 * D) + V * D + T * D + 2 * D
@@ -229,12 +231,12 @@ def closed_forms(r):
     #   the head's (D each), L + 3 (the logits stay unrounded for the loss, which follows at
     #   once and rounds them as it reads them), and the block's saved parts in bf16 that
     #   forward writes, one launch a run of adjacent parts (engine/stage_store.c; the block
-    #   keeps them adjacent):
-    #   x1, D (xln1 and xln2 go there as their norms' bf16 outputs, qkv, g and h as their
-    #   products' bf16 D and aux, kernels.h share_bf16_into alone, and atty as the attention's
-    #   bf16 result, written there alone, not widened: kernels.h attention_reads_bf16; the
-    #   norms' mean and rstd and the attention's lse stay float32, adjacent too: one device
-    #   copy);
+    #   keeps them adjacent): none (xln1 and xln2 go there as their norms' bf16 outputs, qkv,
+    #   g and h as their products' bf16 D and aux, kernels.h share_bf16_into alone, atty as the
+    #   attention's bf16 result, written there alone, not widened: kernels.h
+    #   attention_reads_bf16, and x1 as the bits the second norm writes as it reads it,
+    #   layers/layer.h forward_reads; the norms' mean and rstd and the attention's lse stay
+    #   float32, adjacent too: one device copy);
     # - nothing packed after backward_input: every part it writes went to room the table keeps
     #   from backward_input (layers/layer.h backward_at_rest): h and dqkv alone (the DGELU's bf16
     #   D, the attention's bf16 result), dx1 converted by the projection's input gradient,
@@ -242,18 +244,18 @@ def closed_forms(r):
     # - rounded only (8 bytes): each input gradient backward but the embedding's (D each), L + 3;
     # - packed only (6 bytes): the attention's dout backward (its qkv and o backward are read
     #   from their copies at rest);
-    # - unpacks: the input of each block, the final norm and the head (D), L + 2, the block's
-    #   run back but xln1, xln2, g, qkv and atty (x1: D; those five, read only as weight
-    #   gradients' x and by the library's attention, are read from their copies at rest:
-    #   layers/layer.h read_at_rest; nor h, the DGELU's aux, read from its copy at rest);
-    #   not the attention's results (its o forward and dqkv
-    #   backward are written alone to their places, not widened).
+    # - unpacks: the input of each block, the final norm and the head (D), L + 2; none of the
+    #   block's parts (xln1, xln2, g, qkv, atty and x1, read only as weight gradients' x, by the
+    #   library's attention and as the second norm's x, are read from their copies at rest:
+    #   layers/layer.h read_at_rest; nor h, the DGELU's aux, read from its copy at rest); not
+    #   the attention's results (its o forward and dqkv backward are written alone to their
+    #   places, not widened).
     outs = D * (L + 3)
     forms = {  # row: (launches, elements, bytes an element) a micro-batch
-        "round_pack_bf16_kernel": (L + 3 + L, outs + D * L, 10.0),
+        "round_pack_bf16_kernel": (L + 3, outs, 10.0),
         "round_bf16_kernel": (L + 3, D * (L + 3), 8.0),
         "to_bf16_kernel": (L, D * L, 6.0),
-        "from_bf16_kernel": (L + 2 + L, D * (L + 2) + D * L, 6.0),
+        "from_bf16_kernel": (L + 2, D * (L + 2), 6.0),
     }
     check("pack_bf16_around_kernel" not in r, "a stash part packed after backward_input")
     for row, (launches, per_token, width) in forms.items():

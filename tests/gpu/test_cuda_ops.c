@@ -418,9 +418,9 @@ static void test_layernorm(int N, int D) {
   float *d_x = upf(x, n), *d_w = upf(w, D), *d_b = upf(b, D), *d_dy = upf(dy, n);
   float *d_y = dnew(sizeof(float) * n), *d_m = dnew(sizeof(float) * N);
   float *d_r = dnew(sizeof(float) * N);
-  cuda_op_layernorm_forward(&G, d_y, NULL, d_m, d_r, d_x, d_w, d_b, N, D, eps);
+  cuda_op_layernorm_forward(&G, d_y, NULL, d_m, d_r, d_x, NULL, d_w, d_b, N, D, eps);
   float *y1 = downf(d_y, n), *m1 = downf(d_m, N), *r1 = downf(d_r, N);
-  cuda_op_layernorm_forward(&G, d_y, NULL, d_m, d_r, d_x, d_w, d_b, N, D, eps);
+  cuda_op_layernorm_forward(&G, d_y, NULL, d_m, d_r, d_x, NULL, d_w, d_b, N, D, eps);
   expect_close("layernorm_forward y", shape, y1, yc, n, TOL_DEFAULT);
   expect_close("layernorm_forward mean", shape, m1, mc, N, TOL_DEFAULT);
   expect_close("layernorm_forward rstd", shape, r1, rc, N, TOL_DEFAULT);
@@ -428,7 +428,7 @@ static void test_layernorm(int N, int D) {
   expect_same_bits("layernorm_forward mean", shape, downf(d_m, N), m1, N);
   expect_same_bits("layernorm_forward rstd", shape, downf(d_r, N), r1, N);
   uint16_t *d_y16 = dnew(sizeof(uint16_t) * n);
-  cuda_op_layernorm_forward(&G, d_y, d_y16, d_m, d_r, d_x, d_w, d_b, N, D, eps);
+  cuda_op_layernorm_forward(&G, d_y, d_y16, d_m, d_r, d_x, NULL, d_w, d_b, N, D, eps);
   expect_bf16_of("layernorm_forward", shape, d_y16, y1, n);
 
   /* the backward ops get the CPU's mean and rstd: each op is compared on the same inputs */
@@ -440,10 +440,10 @@ static void test_layernorm(int N, int D) {
     float *dxc = hcopy(dx0, n);
     op_layernorm_backward_input(dxc, dy, x, w, mc, rc, N, D, acc);
     setf(d_dx, dx0, n);
-    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, NULL, d_x, d_w, d_m, d_r, N, D, acc);
+    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_m, d_r, N, D, acc);
     float *g1 = downf(d_dx, n);
     setf(d_dx, dx0, n);
-    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, NULL, d_x, d_w, d_m, d_r, N, D, acc);
+    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_m, d_r, N, D, acc);
     expect_close(op, shape, g1, dxc, n, TOL_DEFAULT);
     expect_same_bits(op, shape, downf(d_dx, n), g1, n);
   }
@@ -483,10 +483,12 @@ static void norm_residual_gpu(int kind, int alias, int N, int D, const float *a,
   float *d_dy = upf(dy, n), *d_x = upf(x, n), *d_cm = upf(m, N), *d_cr = upf(r, N);
   if (kind == 0) {
     cuda_op_layernorm_forward_residual(&G, d_x1, d_y, d_m, d_r, d_a, d_b, d_w, d_bias, N, D, 1e-5f);
-    cuda_op_layernorm_backward_input_residual(&G, d_dx, d_dres, d_dy, NULL, d_x, d_w, d_cm, d_cr, N, D);
+    cuda_op_layernorm_backward_input_residual(&G, d_dx, d_dres, d_dy, NULL, d_x, NULL, d_w, d_cm,
+                                              d_cr, N, D);
   } else {
-    cuda_op_rmsnorm_forward_residual(&G, d_x1, d_y, NULL, d_r, d_a, d_b, d_w, N, D, 1e-6f);
-    cuda_op_rmsnorm_backward_input_residual(&G, d_dx, d_dres, d_dy, NULL, d_x, d_w, d_cr, N, D);
+    cuda_op_rmsnorm_forward_residual(&G, d_x1, NULL, d_y, NULL, d_r, d_a, d_b, d_w, N, D, 1e-6f);
+    cuda_op_rmsnorm_backward_input_residual(&G, d_dx, d_dres, d_dy, NULL, d_x, NULL, d_w, d_cr, N,
+                                            D);
   }
   out[0] = downf(d_x1, n), out[1] = downf(d_y, n), out[2] = kind == 0 ? downf(d_m, N) : NULL;
   out[3] = downf(d_r, N), out[4] = downf(d_dx, n);
@@ -748,10 +750,10 @@ static void test_rmsnorm(int N, int D) {
     float *dxc = hcopy(dx0, n);
     op_rmsnorm_backward_input(dxc, dy, x, w, rc, N, D, acc);
     setf(d_dx, dx0, n);
-    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, NULL, d_x, d_w, d_r, N, D, acc);
+    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_r, N, D, acc);
     float *g1 = downf(d_dx, n);
     setf(d_dx, dx0, n);
-    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, NULL, d_x, d_w, d_r, N, D, acc);
+    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_r, N, D, acc);
     expect_close(op, shape, g1, dxc, n, TOL_DEFAULT);
     expect_same_bits(op, shape, downf(d_dx, n), g1, n);
   }
@@ -2008,14 +2010,15 @@ static void test_at_rest_parts(const pt_kernels *k) {
   for (int li = 1; li <= 5; li++) {
     const pt_layer *L = &m.layers[li];
     int cpu = at_rest_parts(L, &kernels_cpu, B, T), gpu = at_rest_parts(L, k, B, T);
-    int base = li >= 3 ? 4 : 3; /* the llama blocks' gu too (swiglu's) */
+    int base = 4; /* GPT-2's xln1, xln2, g and x1; the Llama's xn1, xn2, a, h and gu (swiglu's) */
+    base += li >= 3;
     CHECK(cpu == base && gpu == base + 2 * takes[li - 1],
           "layer %d (%s): %d parts read at rest on the cpu, %d on the bf16 gpu; want %d and %d "
           "(qkv and atty where cuDNN runs)", li, L->type->name, cpu, gpu, base,
           base + 2 * takes[li - 1]);
-    /* GPT-2's d(fc output), dqkv, dx1, dxln2 and dxln1; the Llama's gate gradient, dh, dxn2 and
-     * dxn1 (no qk_norm, no post-norms) */
-    const int back = li <= 2 ? 5 : 4;
+    /* GPT-2's d(fc output), dqkv, dx1, dxln2 and dxln1; the Llama's gate gradient, dh, dxn2,
+     * dqkv and dxn1 (no qk_norm, no post-norms) */
+    const int back = 5;
     CHECK(backward_at_rest_parts(L, &kernels_cpu, B, T) == back &&
               backward_at_rest_parts(L, k, B, T) == back,
           "layer %d (%s): %d and %d parts backward_at_rest on the cpu and the gpu, want %d", li,
@@ -2205,6 +2208,100 @@ static void test_stash_at_rest(const pt_kernels *k) {
   scope_end();
 }
 
+/* The four norm backward_input entries (e: layernorm, rmsnorm, their _residual ones) on one set
+ * of arguments (rrstd: rmsnorm's statistics; acc for the plain ones), each noting its row of the
+ * ledger (k_norm_bwd_rows[e]); returns the bytes the call added there. */
+typedef struct {
+  float *dx;
+  const float *dres, *dy, *x, *w, *mean, *rstd, *rrstd;
+  int N, D, acc;
+} norm_bwd_args;
+static const char *const k_norm_bwd_rows[4] = {
+    "layernorm_backward_input_kernel", "rmsnorm_backward_input_kernel",
+    "layernorm_backward_input_residual_kernel", "rmsnorm_backward_input_residual_kernel"};
+
+static double norm_bwd_run(const pt_kernels *k, int e, const norm_bwd_args *a) {
+  double b0 = ledger_bytes(k_norm_bwd_rows[e]);
+  if (e == 0)
+    k->layernorm_backward_input(k, a->dx, a->dy, a->x, a->w, a->mean, a->rstd, a->N, a->D,
+                                a->acc);
+  if (e == 1) k->rmsnorm_backward_input(k, a->dx, a->dy, a->x, a->w, a->rrstd, a->N, a->D, a->acc);
+  if (e == 2)
+    k->layernorm_backward_input_residual(k, a->dx, a->dres, a->dy, a->x, a->w, a->mean, a->rstd,
+                                         a->N, a->D);
+  if (e == 3)
+    k->rmsnorm_backward_input_residual(k, a->dx, a->dres, a->dy, a->x, a->w, a->rrstd, a->N, a->D);
+  return ledger_bytes(k_norm_bwd_rows[e]) - b0;
+}
+
+/* The norms' x at rest (layers/layer.h read_at_rest, forward_reads: GPT-2's x1, the Llama's h).
+ * Forward: layernorm_forward reading x, and rmsnorm_forward_residual writing x1, whose place at
+ * rest was handed over not alone (kernels.h share_bf16_into) write its bf16 bits there
+ * (shared_into_done), their results and x's floats as with nothing handed over, 2 bytes an
+ * element more in their rows. Backward: each of the four norm backward_input entries reads x
+ * from its activation copy (kernels.h activation_copies; x's floats NaN), with the bits of the
+ * reference on x's floats rounded, 2 bytes an element fewer in its row. */
+static void test_norm_x_copies(const pt_kernels *k) {
+  const int N = 24, D = 40;
+  const int64_t n = (int64_t)N * D;
+  const char *shape = "N=24 D=40";
+  float *hx = hrand(n, -2, 2), *hxr = hnew(sizeof(float) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) hxr[i] = pt_round_bf16(hx[i]);
+  float *x = upf(hx, n), *a = upf(hrand(n, -1, 1), n), *dres = upf(hrand(n, -1, 1), n);
+  float *dy = upf(hrand(n, -1, 1), n), *w = upf(hrand(D, 0.5f, 1.5f), D);
+  float *b = upf(hrand(D, -0.5f, 0.5f), D), *x1 = dnew(sizeof(float) * (size_t)n);
+  float *y = dnew(sizeof(float) * (size_t)n), *dx = dnew(sizeof(float) * (size_t)n);
+  float *mean = dnew(sizeof(float) * N), *rstd = dnew(sizeof(float) * N);
+  uint16_t *place = dnew(sizeof(uint16_t) * (size_t)n);
+  float *want[2][3] = {{0}}, *want_dx = NULL;
+  double want_bytes[2] = {0};
+  static const char *fwd_rows[2] = {"layernorm_forward_kernel", "rmsnorm_forward_residual_kernel"};
+  for (int shared = 0; shared < 2; shared++)
+    for (int e = 0; e < 2; e++) {
+      k->activation_copies(k, NULL, 0);
+      setf(x, hx, n);
+      if (shared) k->share_bf16_into(k, e ? x1 : x, n, place, 0);
+      double b0 = ledger_bytes(fwd_rows[e]);
+      if (e == 0) k->layernorm_forward(k, y, mean, rstd, x, w, b, N, D, 1e-5f);
+      else k->rmsnorm_forward_residual(k, x1, y, rstd, a, x, w, N, D, 1e-6f);
+      const double bytes = ledger_bytes(fwd_rows[e]) - b0;
+      float *got[3] = {downf(y, n), downf(rstd, N), e ? downf(x1, n) : downf(x, n)};
+      if (!shared) {
+        for (int i = 0; i < 3; i++) want[e][i] = got[i];
+        want_bytes[e] = bytes;
+        continue;
+      }
+      CHECK(k->shared_into_done(k, e ? x1 : x), "%s [%s]: x's place not written", fwd_rows[e],
+            shape);
+      CHECK(bytes == want_bytes[e] + 2.0 * n, "%s [%s]: %g bytes, want %g", fwd_rows[e], shape,
+            bytes, want_bytes[e] + 2.0 * n);
+      expect_bf16_of(fwd_rows[e], shape, place, got[2], n);
+      for (int i = 0; i < 3; i++)
+        expect_same_bits(fwd_rows[e], shape, got[i], want[e][i], i == 1 ? N : n);
+    }
+  k->layernorm_forward(k, y, mean, rstd, x, w, b, N, D, 1e-5f); /* statistics for the backward */
+  k->pack_bf16(k, place, x, n);
+  const norm_bwd_args args = {dx, dres, dy, x, w, mean, rstd, rstd, N, D, 0};
+  for (int e = 0; e < 4; e++)
+    for (int at_rest = 0; at_rest < 2; at_rest++) {
+      pt_weight_range r;
+      weight_range_put(&r, x, place, n);
+      setf(x, hxr, n);
+      if (at_rest) k->unset_f32(k, x, n);
+      k->activation_copies(k, &r, at_rest);
+      const double bytes = norm_bwd_run(k, e, &args);
+      if (!at_rest) {
+        want_dx = downf(dx, n), want_bytes[0] = bytes;
+        continue;
+      }
+      CHECK(bytes == want_bytes[0] - 2.0 * n, "%s [%s]: x read from its copy in %g bytes, want %g",
+            k_norm_bwd_rows[e], shape, bytes, want_bytes[0] - 2.0 * n);
+      expect_same_bits(k_norm_bwd_rows[e], shape, downf(dx, n), want_dx, n);
+    }
+  k->activation_copies(k, NULL, 0);
+  scope_end();
+}
+
 /* A norm's backward_input reading a dy whose place at rest was handed over not alone (kernels.h
  * share_bf16_into; layers/layer.h backward_reads: GPT-2's dxln2 and dxln1, the Llama's dxn2 and
  * dxn1), on each of the four entries: it writes dy's bf16 bits there as it reads it
@@ -2215,9 +2312,6 @@ static void test_norm_dy_copies(const pt_kernels *k) {
   const int N = 24, D = 40;
   const int64_t n = (int64_t)N * D;
   const char *shape = "N=24 D=40";
-  static const char *rows[4] = {"layernorm_backward_input_kernel", "rmsnorm_backward_input_kernel",
-                                "layernorm_backward_input_residual_kernel",
-                                "rmsnorm_backward_input_residual_kernel"};
   float *hdy = hrand(n, -1, 1), *x = upf(hrand(n, -2, 2), n), *dres = upf(hrand(n, -1, 1), n);
   float *w = upf(hrand(D, 0.5f, 1.5f), D), *b = upf(hrand(D, -0.5f, 0.5f), D);
   float *y = dnew(sizeof(float) * (size_t)n), *dx = dnew(sizeof(float) * (size_t)n);
@@ -2227,6 +2321,7 @@ static void test_norm_dy_copies(const pt_kernels *k) {
   k->activation_copies(k, NULL, 0);
   k->layernorm_forward(k, y, mean, rstd, x, w, b, N, D, 1e-5f);
   k->rmsnorm_forward(k, y, rrstd, x, w, N, D, 1e-5f);
+  const norm_bwd_args args = {dx, dres, dy, x, w, mean, rstd, rrstd, N, D, 1};
   for (int e = 0; e < 4; e++) {
     float *want = NULL;
     double want_bytes = 0.0;
@@ -2235,14 +2330,9 @@ static void test_norm_dy_copies(const pt_kernels *k) {
       k->activation_copies(k, NULL, 0);
       setf(dx, hdy, n); /* acc 1 below adds to it */
       if (how) k->share_bf16_into(k, dy, n, how == 2 ? NULL : place, 0);
-      double b0 = ledger_bytes(rows[e]);
-      if (e == 0) k->layernorm_backward_input(k, dx, dy, x, w, mean, rstd, N, D, 1);
-      if (e == 1) k->rmsnorm_backward_input(k, dx, dy, x, w, rrstd, N, D, 1);
-      if (e == 2) k->layernorm_backward_input_residual(k, dx, dres, dy, x, w, mean, rstd, N, D);
-      if (e == 3) k->rmsnorm_backward_input_residual(k, dx, dres, dy, x, w, rrstd, N, D);
-      const double bytes = ledger_bytes(rows[e]) - b0;
+      const double bytes = norm_bwd_run(k, e, &args);
       char what[96];
-      snprintf(what, sizeof what, "%s, dy handed over %s", rows[e],
+      snprintf(what, sizeof what, "%s, dy handed over %s", k_norm_bwd_rows[e],
                (const char *[]){"not at all", "with a place", "into room kept"}[how]);
       CHECK(k->shared_into_done(k, dy) == (how != 0), "%s [%s]: dy's place %s", what, shape,
             how ? "not written" : "taken");
@@ -2667,6 +2757,7 @@ int main(void) {
   test_attention_at_rest(&kg.table);
   test_stash_at_rest(&kg.table);
   test_norm_dy_copies(&kg.table);
+  test_norm_x_copies(&kg.table);
   kernels_gpu_set_precision(&kg, PT_PRECISION_FP32);
   test_loss_rounds(&kg, LOSS_CROSS_ENTROPY, 7, 33);
   test_loss_rounds(&kg, LOSS_MSE, 7, 33);
