@@ -200,6 +200,17 @@ static void store_bf16(const pt_io *io, float *x, int features) {
   if (x && io->k->round_bf16) io->k->round_bf16(io->k, x, (int64_t)io->B * io->T * features);
 }
 
+/* Layer L's backward_input, then its input gradient din (NULL: none) rounded to bf16 values
+ * (store_bf16): by the table as the norm writing din last writes it, where L's type says one
+ * does (layers/layer.h din_by_norm; kernels.h round_when_written), else in a pass of its own. */
+static void backward_input_stored(pt_layer *L, const pt_io *io, float *din) {
+  const pt_kernels *k = io->k;
+  const int fused = din && k->round_bf16 && k->round_when_written && L->type->din_by_norm;
+  if (fused) k->round_when_written(k, din, (int64_t)io->B * io->T * L->in_dim);
+  L->type->backward_input(L, io);
+  if (!fused || !k->round_when_written(k, NULL, 0)) store_bf16(io, din, L->in_dim);
+}
+
 /* Check k of the step (k = pass * n + li, increasing in time) raises the mark to
  * INT32_MAX - k: the largest mark is the earliest failure. Past INT32_MAX / n passes (never in
  * practice) the last pass's numbers are reused: a tie then names the lower layer. */
@@ -265,8 +276,7 @@ static float *backward_range(pt_stage *st, int slot, int lo, int hi, const float
     if (st->packed) store_ready_backward(st, slot, li, dout);
     pt_io io = layer_io(st, slot, li, dout, din);
     if (st->packed) store_before_backward_input(st, slot, li, &io, NULL);
-    L->type->backward_input(L, &io);
-    store_bf16(&io, din, L->in_dim);
+    backward_input_stored(L, &io, din);
     if (st->packed) store_after_backward_input(st, slot, li, &io, NULL);
     L->type->backward_weight(L, &io);
     dout = din;
@@ -394,8 +404,7 @@ const float *stage_backward_input(pt_stage *st, int slot, const float *dout, int
     if (st->packed) store_ready_backward(st, slot, li, dout);
     pt_io io = layer_io(st, slot, li, dout, din);
     if (st->packed) store_before_backward_input(st, slot, li, &io, keep[li]);
-    L->type->backward_input(L, &io);
-    store_bf16(&io, din, L->in_dim);
+    backward_input_stored(L, &io, din);
     if (st->packed) store_after_backward_input(st, slot, li, &io, keep[li]);
     if (!keep[li]) L->type->backward_weight(L, &io); /* no parameters: nothing to defer */
     dout = din;

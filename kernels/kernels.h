@@ -335,6 +335,13 @@ struct pt_kernels {
   /* round_bf16 then pack_bf16 of the same n floats in one pass (x rounded in place, dst its
    * bits): what the stage does to a tensor it keeps at rest right after the step writing it. */
   void (*round_pack_bf16)(const pt_kernels *k, uint16_t *dst, float *x, int64_t n);
+  /* bf16 tables whose norms' backward can round as they write (the GPU's; NULL elsewhere):
+   * x non-NULL: the next norm backward_input call (layernorm_backward_input,
+   * rmsnorm_backward_input, their _residual ones) whose dx is exactly x[0..n) writes it rounded
+   * to bf16 values (round_bf16's bits); returns 0. x NULL: returns 1 when such a call did so
+   * since (round_bf16 of it would leave it as it is), else 0, and forgets the x given before.
+   * The stage's input gradients (layers/layer.h din_by_norm). */
+  int (*round_when_written)(const pt_kernels *k, float *x, int64_t n);
   /* bf16 tables whose products can take a ready bf16 weight (the GPU's, the CPU's oneDNN one;
    * NULL elsewhere, the emulated CPU table included: it multiplies floats and would gain
    * nothing): from now on a linear entry whose W lies whole in [base, base + n) reads copy at

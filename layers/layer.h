@@ -224,6 +224,12 @@ typedef struct pt_layer_type {
    * model's last layer, under bf16 on a table with activation_copies, the loss then writes its
    * gradient as bf16 alone (kernels.h loss_acc dy16; layer_dout_at_rest). */
   int (*dout_read_at_rest)(const pt_layer *L);
+  /* 1: backward_input's last write to io->din is one call of a norm's backward_input
+   * (kernels.h layernorm_backward_input, rmsnorm_backward_input, their _residual ones) writing
+   * its dx as the whole of din, nothing reading din after it. Under bf16 the stage then has the
+   * table round din as that call writes it (kernels.h round_when_written) instead of in a pass
+   * of its own after. 0: the safe default. */
+  int din_by_norm;
   /* Optional; NULL means the generic estimate from parameter count and saved_bytes. */
   void (*cost)(const pt_layer *L, int T, pt_layer_cost *c);
 } pt_layer_type;

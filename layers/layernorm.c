@@ -62,5 +62,6 @@ const pt_layer_type layer_type_layernorm = {
     .forward = layernorm_forward,
     .backward_input = layernorm_backward_input,
     .backward_weight = layernorm_backward_weight,
+    .din_by_norm = 1, /* its last norm's backward writes din */
     .cost = layernorm_cost,
 };

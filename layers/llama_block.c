@@ -490,5 +490,6 @@ const pt_layer_type layer_type_llama_block = {
     .forward = llama_forward,
     .backward_input = llama_backward_input,
     .backward_weight = llama_backward_weight,
+    .din_by_norm = 1, /* its last norm's backward writes din */
     .cost = llama_cost,
 };

@@ -72,5 +72,6 @@ const pt_layer_type layer_type_rmsnorm = {
     .forward = rmsnorm_forward,
     .backward_input = rmsnorm_backward_input,
     .backward_weight = rmsnorm_backward_weight,
+    .din_by_norm = 1, /* its last norm's backward writes din */
     .cost = rmsnorm_cost,
 };

@@ -227,5 +227,6 @@ const pt_layer_type layer_type_transformer_block = {
     .forward = block_forward,
     .backward_input = block_backward_input,
     .backward_weight = block_backward_weight,
+    .din_by_norm = 1, /* its last norm's backward writes din */
     .cost = block_cost,
 };

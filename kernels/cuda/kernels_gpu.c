@@ -53,6 +53,24 @@ static void read_written(const pt_kernels *k, const float *x, const uint16_t *x1
   if (x16) cuda_bf16_keep_copy(&state(k)->bf16, x, x16, n);
 }
 
+/* 1 when dx[0..n) is the tensor round_when_written was given (kernels.h): the norm's backward
+ * writing it rounds it, and says so. */
+static int rounds_dx(const pt_kernels *k, const float *dx, int64_t n) {
+  kernels_gpu *s = state(k);
+  if (!s->round_at || s->round_at != dx || s->round_n != n) return 0;
+  s->round_done = 1;
+  return 1;
+}
+
+static int round_when_written(const pt_kernels *k, float *x, int64_t n) {
+  kernels_gpu *s = state(k);
+  const int done = s->round_done;
+  s->round_at = x;
+  s->round_n = n;
+  s->round_done = 0;
+  return x ? 0 : done;
+}
+
 static void linear_forward(const pt_kernels *k, float *y, const float *x, const float *W,
                            const float *b, int N, int Ni, int No) {
   if (!bf16(k)) {
@@ -122,7 +140,7 @@ static void layernorm_backward_input(const pt_kernels *k, float *dx, const float
                                      const float *rstd, int N, int D, int acc) {
   uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
   cuda_op_layernorm_backward_input(ctx(k), dx, dy, dy16, x, copy_at_rest(k, x, (int64_t)N * D), w,
-                                   mean, rstd, N, D, acc);
+                                   mean, rstd, N, D, acc, rounds_dx(k, dx, (int64_t)N * D));
   read_written(k, dy, dy16, (int64_t)N * D);
 }
 
@@ -186,7 +204,7 @@ static void rmsnorm_backward_input(const pt_kernels *k, float *dx, const float *
                                    int acc) {
   uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
   cuda_op_rmsnorm_backward_input(ctx(k), dx, dy, dy16, x, copy_at_rest(k, x, (int64_t)N * D), w,
-                                 rstd, N, D, acc);
+                                 rstd, N, D, acc, rounds_dx(k, dx, (int64_t)N * D));
   read_written(k, dy, dy16, (int64_t)N * D);
 }
 
@@ -211,7 +229,7 @@ static void layernorm_backward_input_residual(const pt_kernels *k, float *dx, co
   uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
   cuda_op_layernorm_backward_input_residual(ctx(k), dx, dres, dy, dy16, x,
                                             copy_at_rest(k, x, (int64_t)N * D), w, mean, rstd, N,
-                                            D);
+                                            D, rounds_dx(k, dx, (int64_t)N * D));
   read_written(k, dy, dy16, (int64_t)N * D);
 }
 
@@ -230,7 +248,8 @@ static void rmsnorm_backward_input_residual(const pt_kernels *k, float *dx, cons
                                             const float *rstd, int N, int D) {
   uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
   cuda_op_rmsnorm_backward_input_residual(ctx(k), dx, dres, dy, dy16, x,
-                                          copy_at_rest(k, x, (int64_t)N * D), w, rstd, N, D);
+                                          copy_at_rest(k, x, (int64_t)N * D), w, rstd, N, D,
+                                          rounds_dx(k, dx, (int64_t)N * D));
   read_written(k, dy, dy16, (int64_t)N * D);
 }
 
@@ -540,6 +559,7 @@ void kernels_gpu_set_precision(kernels_gpu *kg, pt_precision p) {
   kg->table.unpack_bf16 = b ? unpack_bf16 : NULL;
   kg->table.weight_copy = b ? weight_copy : NULL;
   kg->table.round_pack_bf16 = b ? round_pack_bf16 : NULL;
+  kg->table.round_when_written = b ? round_when_written : NULL;
   kg->table.activation_copies = b ? activation_copies : NULL;
   kg->table.unset_f32 = b ? unset_f32 : NULL;
   kg->table.share_bf16 = b ? share_bf16 : NULL;

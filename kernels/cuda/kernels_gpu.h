@@ -34,6 +34,9 @@ typedef struct {
   cuda_attention_bf16 attention; /* train.precision bf16: attention's plans and bf16 buffers */
   gpu_staging staging;  /* loss_acc's targets on their way to the device (staging.h) */
   cuda_sumsq_plan sumsq_plan; /* sumsq_spans_into's layout for the last list it was given */
+  float *round_at;      /* round_when_written's x and n (NULL: none), and whether a norm did */
+  int64_t round_n;
+  int round_done;
 } kernels_gpu;
 
 /* The GPU table's sizes without an open GPU (the planner's memory estimate): only its size

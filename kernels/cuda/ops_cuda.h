@@ -47,11 +47,12 @@ void cuda_op_layernorm_forward(gpu_ctx *g, float *y, uint16_t *y16, float *mean,
 /* The norms' backward_input taking dy16 and x16 (layernorm, rmsnorm, their residual ones):
  * dy16 NULL, or dy's bits (kernels/precision.h pt_bf16_bits) written there as the kernel reads
  * dy, a tensor whose place at rest the table was handed (kernels.h share_bf16_into, not alone);
- * x16 NULL, or x read from there (bf16 copies of x's values; x itself then unread). */
+ * x16 NULL, or x read from there (bf16 copies of x's values; x itself then unread); round_dx:
+ * dx written rounded to bf16 values (after the add, acc; kernels.h round_when_written). */
 void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const float *dy, uint16_t *dy16,
                                       const float *x, const uint16_t *x16, const float *w,
                                       const float *mean, const float *rstd, int N, int D,
-                                      int acc);
+                                      int acc, int round_dx);
 void cuda_op_layernorm_backward_weight(gpu_ctx *g, float *dw, float *db, const float *dy,
                                        const float *x, const float *mean, const float *rstd,
                                        int N, int D);
@@ -93,21 +94,21 @@ void cuda_op_layernorm_backward_input_residual(gpu_ctx *g, float *dx, const floa
                                                const float *dy, uint16_t *dy16, const float *x,
                                                const uint16_t *x16, const float *w,
                                                const float *mean, const float *rstd, int N,
-                                               int D);
+                                               int D, int round_dx);
 void cuda_op_rmsnorm_forward_residual(gpu_ctx *g, float *x1, uint16_t *x1bits, float *y,
                                       uint16_t *y16, float *rstd, const float *a, const float *b,
                                       const float *w, int N, int D, float eps);
 void cuda_op_rmsnorm_backward_input_residual(gpu_ctx *g, float *dx, const float *dres,
                                              const float *dy, uint16_t *dy16, const float *x,
                                              const uint16_t *x16, const float *w,
-                                             const float *rstd, int N, int D);
+                                             const float *rstd, int N, int D, int round_dx);
 /* ops_llama.cu: kernels.h's rmsnorm_*, rope, swiglu_* (rmsnorm_backward_weight keeps its
  * per-chunk partial column sums in g's col_scratch, as layernorm_backward_weight does). */
 void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, uint16_t *y16, float *rstd, const float *x,
                              const float *w, int N, int D, float eps);
 void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy, uint16_t *dy16,
                                     const float *x, const uint16_t *x16, const float *w,
-                                    const float *rstd, int N, int D, int acc);
+                                    const float *rstd, int N, int D, int acc, int round_dx);
 void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const float *dy, const float *x,
                                      const float *rstd, int N, int D);
 /* As cuda_op_layernorm_backward_weight_copies: dy16, x16 NULL or copies of bf16 values. */

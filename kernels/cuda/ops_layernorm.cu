@@ -40,7 +40,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
 static __global__ void __launch_bounds__(PT_THREADS)
     layernorm_backward_input_kernel(float *dx, const float *dy, uint16_t *dy16, const float *x,
                                     const uint16_t *x16, const float *w, const float *mean,
-                                    const float *rstd, int D, int acc) {
+                                    const float *rstd, int D, int acc, int round_dx) {
   __shared__ float sh[32];
   const int64_t n = blockIdx.x;
   const float *dyr = dy + n * D;
@@ -57,7 +57,8 @@ static __global__ void __launch_bounds__(PT_THREADS)
   sgx = pt_block_sum(sgx, sh) / D;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
     float v = r * (dyr[i] * w[i] - sg - (pt_get(x, x16, n * D + i) - m) * r * sgx);
-    dxr[i] = acc ? dxr[i] + v : v;
+    v = acc ? dxr[i] + v : v;
+    dxr[i] = round_dx ? pt_round_bf16(v) : v;
   }
 }
 
@@ -126,7 +127,7 @@ extern "C" void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const fl
                                                  uint16_t *dy16, const float *x,
                                                  const uint16_t *x16, const float *w,
                                                  const float *mean, const float *rstd, int N,
-                                                 int D, int acc) {
+                                                 int D, int acc, int round_dx) {
   if (N <= 0 || D <= 0) return;
   /* dy, x (2 bytes from x16), w, mean, rstd read, dx written (and read when accumulating), dy's
    * bits written */
@@ -135,7 +136,7 @@ extern "C" void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const fl
                                   4.0 * ((3 + acc) * ND + D + 2 * N) + (dy16 ? 2.0 * ND : 0.0) -
                                       (x16 ? 2.0 * ND : 0.0));
   PT_LAUNCH_COSTED(layernorm_backward_input_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, dx,
-                   dy, dy16, x, x16, w, mean, rstd, D, acc);
+                   dy, dy16, x, x16, w, mean, rstd, D, acc, round_dx);
   PT_LAUNCH_CHECK();
 }
 

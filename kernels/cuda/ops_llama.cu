@@ -26,7 +26,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
 static __global__ void __launch_bounds__(PT_THREADS)
     rmsnorm_backward_input_kernel(float *dx, const float *dy, uint16_t *dy16, const float *x,
                                   const uint16_t *x16, const float *w, const float *rstd, int D,
-                                  int acc) {
+                                  int acc, int round_dx) {
   __shared__ float sh[32];
   const int64_t n = blockIdx.x;
   const float *dyr = dy + n * D;
@@ -39,8 +39,9 @@ static __global__ void __launch_bounds__(PT_THREADS)
   }
   sgx = pt_block_sum(sgx, sh) / D;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
-    const float v = r * (dyr[i] * w[i] - pt_get(x, x16, n * D + i) * r * sgx);
-    dxr[i] = acc ? dxr[i] + v : v;
+    float v = r * (dyr[i] * w[i] - pt_get(x, x16, n * D + i) * r * sgx);
+    v = acc ? dxr[i] + v : v;
+    dxr[i] = round_dx ? pt_round_bf16(v) : v;
   }
 }
 
@@ -137,14 +138,15 @@ extern "C" void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, uint16_t *y16, flo
 extern "C" void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy,
                                                uint16_t *dy16, const float *x,
                                                const uint16_t *x16, const float *w,
-                                               const float *rstd, int N, int D, int acc) {
+                                               const float *rstd, int N, int D, int acc,
+                                               int round_dx) {
   if (N <= 0 || D <= 0) return;
   const double ND = (double)N * D;
   const pt_cost cost = pt_cost_of(0.0, (9.0 + acc) * ND,
                                   4.0 * ((3 + acc) * ND + D + N) + (dy16 ? 2.0 * ND : 0.0) -
                                       (x16 ? 2.0 * ND : 0.0));
   PT_LAUNCH_COSTED(rmsnorm_backward_input_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, dx,
-                   dy, dy16, x, x16, w, rstd, D, acc);
+                   dy, dy16, x, x16, w, rstd, D, acc, round_dx);
   PT_LAUNCH_CHECK();
 }
 

@@ -53,7 +53,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
     layernorm_backward_input_residual_kernel(float *dx, const float *dres, const float *dy,
                                              uint16_t *dy16, const float *x, const uint16_t *x16,
                                              const float *w, const float *mean,
-                                             const float *rstd, int D) {
+                                             const float *rstd, int D, int round_dx) {
   __shared__ float sh[32];
   const int64_t o = (int64_t)blockIdx.x * D;
   const float m = mean[blockIdx.x], r = rstd[blockIdx.x];
@@ -66,8 +66,10 @@ static __global__ void __launch_bounds__(PT_THREADS)
   }
   sg = pt_block_sum(sg, sh) / D;
   sgx = pt_block_sum(sgx, sh) / D;
-  for (int i = threadIdx.x; i < D; i += blockDim.x)
-    dx[o + i] = dres[o + i] + r * (dy[o + i] * w[i] - sg - (pt_get(x, x16, o + i) - m) * r * sgx);
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    const float v = dres[o + i] + r * (dy[o + i] * w[i] - sg - (pt_get(x, x16, o + i) - m) * r * sgx);
+    dx[o + i] = round_dx ? pt_round_bf16(v) : v;
+  }
 }
 
 /* x1 = a + b;  then ops_llama.cu's forward of x1:  r = 1 / sqrtf(sum x1^2 / D + eps);
@@ -88,7 +90,8 @@ static __global__ void __launch_bounds__(PT_THREADS)
 static __global__ void __launch_bounds__(PT_THREADS)
     rmsnorm_backward_input_residual_kernel(float *dx, const float *dres, const float *dy,
                                            uint16_t *dy16, const float *x, const uint16_t *x16,
-                                           const float *w, const float *rstd, int D) {
+                                           const float *w, const float *rstd, int D,
+                                           int round_dx) {
   __shared__ float sh[32];
   const int64_t o = (int64_t)blockIdx.x * D;
   const float r = rstd[blockIdx.x];
@@ -98,8 +101,10 @@ static __global__ void __launch_bounds__(PT_THREADS)
     sgx += dy[o + i] * w[i] * pt_get(x, x16, o + i) * r;
   }
   sgx = pt_block_sum(sgx, sh) / D;
-  for (int i = threadIdx.x; i < D; i += blockDim.x)
-    dx[o + i] = dres[o + i] + r * (dy[o + i] * w[i] - pt_get(x, x16, o + i) * r * sgx);
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    const float v = dres[o + i] + r * (dy[o + i] * w[i] - pt_get(x, x16, o + i) * r * sgx);
+    dx[o + i] = round_dx ? pt_round_bf16(v) : v;
+  }
 }
 
 /* Compulsory bytes: each [N, D] operand read or written once (rows), the [D] weights once, the
@@ -130,12 +135,12 @@ extern "C" void cuda_op_layernorm_backward_input_residual(gpu_ctx *g, float *dx,
                                                           uint16_t *dy16, const float *x,
                                                           const uint16_t *x16, const float *w,
                                                           const float *mean, const float *rstd,
-                                                          int N, int D) {
+                                                          int N, int D, int round_dx) {
   if (N <= 0 || D <= 0) return;
   gpu_cost_note("layernorm_backward_input_residual_kernel", 0, 13.0 * N * D,
                 rows_bytes(N, D, 4, 1, 2) + copies_bytes(N, D, dy16, x16));
   PT_LAUNCH(layernorm_backward_input_residual_kernel, (unsigned)N, PT_THREADS, 0, g->stream, dx,
-            dres, dy, dy16, x, x16, w, mean, rstd, D);
+            dres, dy, dy16, x, x16, w, mean, rstd, D, round_dx);
   PT_LAUNCH_CHECK();
 }
 
@@ -156,11 +161,11 @@ extern "C" void cuda_op_rmsnorm_backward_input_residual(gpu_ctx *g, float *dx, c
                                                         const float *dy, uint16_t *dy16,
                                                         const float *x, const uint16_t *x16,
                                                         const float *w, const float *rstd, int N,
-                                                        int D) {
+                                                        int D, int round_dx) {
   if (N <= 0 || D <= 0) return;
   gpu_cost_note("rmsnorm_backward_input_residual_kernel", 0, 10.0 * N * D,
                 rows_bytes(N, D, 4, 1, 1) + copies_bytes(N, D, dy16, x16));
   PT_LAUNCH(rmsnorm_backward_input_residual_kernel, (unsigned)N, PT_THREADS, 0, g->stream, dx,
-            dres, dy, dy16, x, x16, w, rstd, D);
+            dres, dy, dy16, x, x16, w, rstd, D, round_dx);
   PT_LAUNCH_CHECK();
 }

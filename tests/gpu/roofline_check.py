@@ -241,7 +241,9 @@ def closed_forms(r):
     #   from backward_input (layers/layer.h backward_at_rest): h and dqkv alone (the DGELU's bf16
     #   D, the attention's bf16 result), dx1 converted by the projection's input gradient,
     #   dxln2 and dxln1 written by the norms' backward as they read them (backward_reads);
-    # - rounded only (8 bytes): each input gradient backward but the embedding's (D each), L + 3;
+    # - rounded only (8 bytes): the input gradients backward that no norm writes (D each): the
+    #   head's and the position embedding's, 2 (the blocks' and the final norm's are written
+    #   rounded by their norm's backward: layers/layer.h din_by_norm);
     # - packed only (6 bytes): the attention's dout backward (its qkv and o backward are read
     #   from their copies at rest);
     # - unpacks: the input of each block, the final norm and the head (D), L + 2; none of the
@@ -253,7 +255,7 @@ def closed_forms(r):
     outs = D * (L + 3)
     forms = {  # row: (launches, elements, bytes an element) a micro-batch
         "round_pack_bf16_kernel": (L + 3, outs, 10.0),
-        "round_bf16_kernel": (L + 3, D * (L + 3), 8.0),
+        "round_bf16_kernel": (2, 2 * D, 8.0),
         "to_bf16_kernel": (L, D * L, 6.0),
         "from_bf16_kernel": (L + 2, D * (L + 2), 6.0),
     }

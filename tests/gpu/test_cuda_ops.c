@@ -440,10 +440,10 @@ static void test_layernorm(int N, int D) {
     float *dxc = hcopy(dx0, n);
     op_layernorm_backward_input(dxc, dy, x, w, mc, rc, N, D, acc);
     setf(d_dx, dx0, n);
-    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_m, d_r, N, D, acc);
+    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_m, d_r, N, D, acc, 0);
     float *g1 = downf(d_dx, n);
     setf(d_dx, dx0, n);
-    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_m, d_r, N, D, acc);
+    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_m, d_r, N, D, acc, 0);
     expect_close(op, shape, g1, dxc, n, TOL_DEFAULT);
     expect_same_bits(op, shape, downf(d_dx, n), g1, n);
   }
@@ -484,11 +484,11 @@ static void norm_residual_gpu(int kind, int alias, int N, int D, const float *a,
   if (kind == 0) {
     cuda_op_layernorm_forward_residual(&G, d_x1, d_y, d_m, d_r, d_a, d_b, d_w, d_bias, N, D, 1e-5f);
     cuda_op_layernorm_backward_input_residual(&G, d_dx, d_dres, d_dy, NULL, d_x, NULL, d_w, d_cm,
-                                              d_cr, N, D);
+                                              d_cr, N, D, 0);
   } else {
     cuda_op_rmsnorm_forward_residual(&G, d_x1, NULL, d_y, NULL, d_r, d_a, d_b, d_w, N, D, 1e-6f);
     cuda_op_rmsnorm_backward_input_residual(&G, d_dx, d_dres, d_dy, NULL, d_x, NULL, d_w, d_cr, N,
-                                            D);
+                                            D, 0);
   }
   out[0] = downf(d_x1, n), out[1] = downf(d_y, n), out[2] = kind == 0 ? downf(d_m, N) : NULL;
   out[3] = downf(d_r, N), out[4] = downf(d_dx, n);
@@ -750,10 +750,10 @@ static void test_rmsnorm(int N, int D) {
     float *dxc = hcopy(dx0, n);
     op_rmsnorm_backward_input(dxc, dy, x, w, rc, N, D, acc);
     setf(d_dx, dx0, n);
-    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_r, N, D, acc);
+    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_r, N, D, acc, 0);
     float *g1 = downf(d_dx, n);
     setf(d_dx, dx0, n);
-    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_r, N, D, acc);
+    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_r, N, D, acc, 0);
     expect_close(op, shape, g1, dxc, n, TOL_DEFAULT);
     expect_same_bits(op, shape, downf(d_dx, n), g1, n);
   }
@@ -2234,6 +2234,47 @@ static double norm_bwd_run(const pt_kernels *k, int e, const norm_bwd_args *a) {
   return ledger_bytes(k_norm_bwd_rows[e]) - b0;
 }
 
+/* round_when_written (kernels.h; the stage's input gradients, layers/layer.h din_by_norm): each
+ * of the four norm backward_input entries whose dx is the tensor given writes it rounded, the
+ * bits of the call followed by round_bf16 (the plain ones accumulating: rounded after the add),
+ * and round_when_written(NULL) then says so; given another tensor, dx is written as it was and
+ * it says not. */
+static void test_norm_dx_rounded(const pt_kernels *k) {
+  const int N = 24, D = 40;
+  const int64_t n = (int64_t)N * D;
+  const char *shape = "N=24 D=40";
+  float *hdx = hrand(n, -1, 1), *x = upf(hrand(n, -2, 2), n), *dres = upf(hrand(n, -1, 1), n);
+  float *dy = upf(hrand(n, -1, 1), n), *w = upf(hrand(D, 0.5f, 1.5f), D);
+  float *b = upf(hrand(D, -0.5f, 0.5f), D), *y = dnew(sizeof(float) * (size_t)n);
+  float *dx = dnew(sizeof(float) * (size_t)n), *other = dnew(sizeof(float) * (size_t)n);
+  float *mean = dnew(sizeof(float) * N), *rstd = dnew(sizeof(float) * N);
+  k->activation_copies(k, NULL, 0);
+  k->layernorm_forward(k, y, mean, rstd, x, w, b, N, D, 1e-5f);
+  const norm_bwd_args args = {dx, dres, dy, x, w, mean, rstd, rstd, N, D, 1};
+  for (int e = 0; e < 4; e++) {
+    float *want = NULL;
+    for (int how = 0; how < 3; how++) { /* 0: the reference, 1: dx given, 2: another given */
+      setf(dx, hdx, n);
+      if (how) k->round_when_written(k, how == 1 ? dx : other, n);
+      norm_bwd_run(k, e, &args);
+      const int said = how ? k->round_when_written(k, NULL, 0) : 0;
+      if (!how) {
+        want = downf(dx, n);
+        continue;
+      }
+      char what[96];
+      snprintf(what, sizeof what, "%s, round_when_written %s", k_norm_bwd_rows[e],
+               how == 1 ? "dx" : "another tensor");
+      CHECK(said == (how == 1), "%s [%s]: says %d", what, shape, said);
+      float *ref = hcopy(want, n);
+      if (how == 1)
+        for (int64_t i = 0; i < n; i++) ref[i] = pt_round_bf16(ref[i]);
+      expect_same_bits(what, shape, downf(dx, n), ref, n);
+    }
+  }
+  scope_end();
+}
+
 /* The norms' x at rest (layers/layer.h read_at_rest, forward_reads: GPT-2's x1, the Llama's h).
  * Forward: layernorm_forward reading x, and rmsnorm_forward_residual writing x1, whose place at
  * rest was handed over not alone (kernels.h share_bf16_into) write its bf16 bits there
@@ -2758,6 +2799,7 @@ int main(void) {
   test_stash_at_rest(&kg.table);
   test_norm_dy_copies(&kg.table);
   test_norm_x_copies(&kg.table);
+  test_norm_dx_rounded(&kg.table);
   kernels_gpu_set_precision(&kg, PT_PRECISION_FP32);
   test_loss_rounds(&kg, LOSS_CROSS_ENTROPY, 7, 33);
   test_loss_rounds(&kg, LOSS_MSE, 7, 33);
