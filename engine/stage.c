@@ -205,7 +205,7 @@ static void store_bf16(const pt_io *io, float *x, int features) {
  * does (layers/layer.h din_by_norm; kernels.h round_when_written), else in a pass of its own. */
 static void backward_input_stored(pt_layer *L, const pt_io *io, float *din) {
   const pt_kernels *k = io->k;
-  const int fused = din && k->round_bf16 && k->round_when_written && L->type->din_by_norm;
+  const int fused = din && k->round_when_written && L->type->din_by_norm; /* bf16 tables */
   if (fused) k->round_when_written(k, din, (int64_t)io->B * io->T * L->in_dim);
   L->type->backward_input(L, io);
   if (!fused || !k->round_when_written(k, NULL, 0)) store_bf16(io, din, L->in_dim);

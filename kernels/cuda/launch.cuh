@@ -35,6 +35,11 @@ static inline pt_cost pt_cost_of(double tensor_flops, double other_flops, double
 static inline pt_cost pt_cost_elementwise(double n, int in, int out, double flops) {
   return pt_cost{0.0, flops * n, 4.0 * n * (in + out)};
 }
+/* The bytes a norm's backward over n elements adds with its copies (ops_cuda.h): dy's bits
+ * written (dy16: 2 an element more), x read from its copy (x16: 2 fewer). */
+static inline double pt_norm_copies_bytes(double n, const void *dy16, const void *x16) {
+  return (dy16 ? 2.0 : 0.0) * n - (x16 ? 2.0 : 0.0) * n;
+}
 
 /* PT_LAUNCH after noting cost (a pt_cost) under #kernel: the launch and what it costs sit
  * together. A kernel reached through a pointer (a template instance) notes its own name with

@@ -133,8 +133,8 @@ extern "C" void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const fl
    * bits written */
   const double ND = (double)N * D;
   const pt_cost cost = pt_cost_of(0.0, (13.0 + acc) * ND,
-                                  4.0 * ((3 + acc) * ND + D + 2 * N) + (dy16 ? 2.0 * ND : 0.0) -
-                                      (x16 ? 2.0 * ND : 0.0));
+                                  4.0 * ((3 + acc) * ND + D + 2 * N) +
+                                      pt_norm_copies_bytes(ND, dy16, x16));
   PT_LAUNCH_COSTED(layernorm_backward_input_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, dx,
                    dy, dy16, x, x16, w, mean, rstd, D, acc, round_dx);
   PT_LAUNCH_CHECK();

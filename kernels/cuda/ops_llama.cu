@@ -143,8 +143,8 @@ extern "C" void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const floa
   if (N <= 0 || D <= 0) return;
   const double ND = (double)N * D;
   const pt_cost cost = pt_cost_of(0.0, (9.0 + acc) * ND,
-                                  4.0 * ((3 + acc) * ND + D + N) + (dy16 ? 2.0 * ND : 0.0) -
-                                      (x16 ? 2.0 * ND : 0.0));
+                                  4.0 * ((3 + acc) * ND + D + N) +
+                                      pt_norm_copies_bytes(ND, dy16, x16));
   PT_LAUNCH_COSTED(rmsnorm_backward_input_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, dx,
                    dy, dy16, x, x16, w, rstd, D, acc, round_dx);
   PT_LAUNCH_CHECK();

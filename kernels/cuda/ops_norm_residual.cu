@@ -113,12 +113,6 @@ static double rows_bytes(int N, int D, int row_operands, int vectors, int stats)
   return 4.0 * ((double)row_operands * N * D + (double)vectors * D + (double)stats * N);
 }
 
-/* What the backward's copies change: dy's bits written (2 bytes an element more), x read from
- * its copy (2 fewer). */
-static double copies_bytes(int N, int D, const uint16_t *dy16, const uint16_t *x16) {
-  return (dy16 ? 2.0 : 0.0) * N * D - (x16 ? 2.0 : 0.0) * N * D;
-}
-
 extern "C" void cuda_op_layernorm_forward_residual(gpu_ctx *g, float *x1, float *y, float *mean,
                                                    float *rstd, const float *a, const float *b,
                                                    const float *w, const float *bias, int N,
@@ -138,7 +132,7 @@ extern "C" void cuda_op_layernorm_backward_input_residual(gpu_ctx *g, float *dx,
                                                           int N, int D, int round_dx) {
   if (N <= 0 || D <= 0) return;
   gpu_cost_note("layernorm_backward_input_residual_kernel", 0, 13.0 * N * D,
-                rows_bytes(N, D, 4, 1, 2) + copies_bytes(N, D, dy16, x16));
+                rows_bytes(N, D, 4, 1, 2) + pt_norm_copies_bytes((double)N * D, dy16, x16));
   PT_LAUNCH(layernorm_backward_input_residual_kernel, (unsigned)N, PT_THREADS, 0, g->stream, dx,
             dres, dy, dy16, x, x16, w, mean, rstd, D, round_dx);
   PT_LAUNCH_CHECK();
@@ -164,7 +158,7 @@ extern "C" void cuda_op_rmsnorm_backward_input_residual(gpu_ctx *g, float *dx, c
                                                         int D, int round_dx) {
   if (N <= 0 || D <= 0) return;
   gpu_cost_note("rmsnorm_backward_input_residual_kernel", 0, 10.0 * N * D,
-                rows_bytes(N, D, 4, 1, 1) + copies_bytes(N, D, dy16, x16));
+                rows_bytes(N, D, 4, 1, 1) + pt_norm_copies_bytes((double)N * D, dy16, x16));
   PT_LAUNCH(rmsnorm_backward_input_residual_kernel, (unsigned)N, PT_THREADS, 0, g->stream, dx,
             dres, dy, dy16, x, x16, w, rstd, D, round_dx);
   PT_LAUNCH_CHECK();
