@@ -64,8 +64,10 @@ for env in "OPENBLAS_CORETYPE=Prescott PIPETRAIN_BLAS_CORETYPE=Prescott" \
   [ ! -s "$work/keep.err" ] || fail "$env: said $(cat "$work/keep.err")"
 done
 echo "(e) a self-started job of 2 ranks: the ranks say the correction; the processes keep their name"
+# --save: the SIGTERM's preemption checkpoint goes to the test's folder, not the source tree
 OPENBLAS_CORETYPE=Prescott timeout 240 "$pipe_train" "$spec" "${sets[@]}" --set pipeline.stages=2 \
-  --set train.steps=100000 --metrics "$work/self.jsonl" >"$work/self.out" 2>"$work/self.err" &
+  --set train.steps=100000 --metrics "$work/self.jsonl" --save "$work/preempted" \
+  >"$work/self.out" 2>"$work/self.err" &
 self_pid=$!
 pt_wait_step "$work/self.jsonl"
 names=$(for p in $(pgrep -f -- "--metrics $work/self.jsonl"); do ps -o comm= -p "$p"; done | sort -u)
