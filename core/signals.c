@@ -68,4 +68,19 @@ void signals_install_forwarded(int sig, int as) {
   pt_fatal("signals_install_forwarded: more than 4 forwarded signals");
 }
 
+static void set_default(int sig) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = SIG_DFL;
+  sigemptyset(&sa.sa_mask);
+  PT_CHECK_LIBC(sigaction(sig, &sa, NULL));
+}
+
+void signals_restore_default(void) {
+  set_default(SIGTERM);
+  set_default(SIGINT);
+  for (int i = 0; i < 4; i++)
+    if (g_fwd_sig[i]) set_default(g_fwd_sig[i]);
+}
+
 int signals_pending(void) { return (int)g_pending; }

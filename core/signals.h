@@ -14,6 +14,12 @@ void signals_install(void);
 void signals_install_forwarded(int sig, int as);
 /* From now on the first signal only raises the flag (the run's start: engine/run.c). */
 void signals_defer_first(void);
+/* The process is leaving on purpose (engine/run.c run_exit): from now on SIGTERM, SIGINT and the
+ * forwarded ones end it silently, as they would without pipetrain's handlers. mpirun ends a job
+ * with SIGTERM to the ranks still running once one exits non-zero; a rank between its
+ * MPI_Finalize and its exit would otherwise add "signal before training started" to the one
+ * line the job's error is. */
+void signals_restore_default(void);
 /* The signal received (SIGTERM or SIGINT), or 0. */
 int signals_pending(void);
 

@@ -41,7 +41,11 @@ void run_exit(int code, const char *msg) {
     fprintf(stderr, code == PT_EXIT_INPUT ? "pipetrain: %s\n" : "pipetrain: error: %s\n", msg);
   fflush(stdout);
   fflush(stderr);
-  if (comm_launched()) comm_finalize(); /* a clean end: mpirun then reports only the code */
+  signals_restore_default(); /* leaving on purpose: mpirun's SIGTERM adds no line */
+  if (comm_launched()) {
+    comm_barrier(comm_world()); /* the message is out before any rank's exit ends the job */
+    comm_finalize();            /* a clean end: mpirun then reports only the code */
+  }
   exit(code);
 }
 
