@@ -225,10 +225,12 @@ static void forward_range(pt_stage *st, int slot, int lo, int hi) {
     if (st->packed) store_ready(st, slot, li, 0);
     pt_io io = layer_io(st, slot, li, NULL, NULL);
     L->type->forward(L, &io);
-    if (st->packed) store_after_forward(st, slot, li, &io); /* rounds io.out (not the logits) */
+    int32_t v = st->check_finite ? check_value(st, li) : 0; /* > 0 when checked */
+    int checked = 0;
+    if (st->packed) /* rounds io.out (not the logits), checked in the same pass when kept */
+      checked = store_after_forward(st, slot, li, &io, v ? st->finite_mark : NULL, v);
     else store_bf16(&io, io.out, L->out_dim);
-    if (!st->check_finite) continue;
-    int32_t v = check_value(st, li);
+    if (!v || checked) continue;
     if (st->packed && stage_logits(st, li)) { /* checked by the loss as it reads them rounded */
       if (v > st->loss_check[slot]) st->loss_check[slot] = v; /* a recomputation's is later */
     } else {

@@ -108,7 +108,8 @@ static void run_flush(const pt_kernels *k, part_run *u, int op) {
   else if (op == UNSET) k->unset_f32(k, u->f, u->n);
   else if (op == ROUND_SHARE || op == PACK_SHARE)
     k->round_share_bf16(k, u->f, u->n, op == PACK_SHARE);
-  else if (u->bf16 && op == ROUND_TO_REST) k->round_pack_bf16(k, (uint16_t *)u->r, u->f, u->n);
+  else if (u->bf16 && op == ROUND_TO_REST)
+    k->round_pack_bf16(k, (uint16_t *)u->r, u->f, u->n, NULL, 0);
   else if (u->bf16 && op == TO_REST) k->pack_bf16(k, (uint16_t *)u->r, u->f, u->n);
   else if (u->bf16) k->unpack_bf16(k, u->f, (const uint16_t *)u->r, u->n);
   else if (op != FROM_REST) k->copy(k, (float *)u->r, u->f, u->n);
@@ -460,25 +461,28 @@ void store_output(pt_stage *st, int slot, int for_loss) {
   if (!for_loss) {
     const pt_kernels *k = st->m->dev->k;
     k->round_pack_bf16(k, st->out16[tag], st->wk[(st->n - 1) & 1],
-                       out_floats(st, st->n - 1, st->cur_B, st->cur_T));
+                       out_floats(st, st->n - 1, st->cur_B, st->cur_T), NULL, 0);
   }
 }
 
-void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io) {
+int store_after_forward(pt_stage *st, int slot, int li, const pt_io *io, int32_t *mark,
+                        int32_t value) {
   const pt_kernels *k = st->m->dev->k;
   int tag = slot * st->n + li;
   int64_t n_out = out_floats(st, li, io->B, io->T);
+  int checked = 0;
   if (stage_logits(st, li)) { /* left as they are: the loss rounds them as it reads them */
     st->wk_tag[li & 1] = st->raw_tag = tag;
   } else if (stage_kept(st, li)) {
-    k->round_pack_bf16(k, st->out16[tag], io->out, n_out);
+    k->round_pack_bf16(k, st->out16[tag], io->out, n_out, mark, value);
     st->wk_tag[li & 1] = tag;
+    checked = mark != NULL;
   } else {
     k->round_bf16(k, io->out, n_out);
   }
   if (st->ckpt || !st->saved16[tag]) {
     if (io->saved) round_parts(st, li, io->saved, PT_SAVED_FORWARD, ROUND);
-    return;
+    return checked;
   }
   /* the copies' ranges once: which parts went to rest straight, then the table's set */
   pt_weight_range r[PT_WEIGHT_COPY_RANGES];
@@ -491,6 +495,7 @@ void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io) {
   /* the area holds the layer's values but those: a backward right after unpacks them */
   st->wk_saved_tag = into ? -1 : tag;
   if (k->activation_copies) k->activation_copies(k, r, n);
+  return checked;
 }
 
 void store_after_backward_input(pt_stage *st, int slot, int li, const pt_io *io, void *set) {

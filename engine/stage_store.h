@@ -64,8 +64,11 @@ void store_before_backward_input(pt_stage *st, int slot, int li, const pt_io *io
 /* After layer li's forward wrote io: rounds its output and the parts it wrote, keeps the output
  * and parts at rest (rounded and packed in one pass; the parts a product converted to rest
  * already are left there, their floats unset); the logits' output stays as it is, held for the
- * loss (above). */
-void store_after_forward(pt_stage *st, int slot, int li, const pt_io *io);
+ * loss (above). mark non-NULL: the output's finiteness check (kernels.h finite_check, mark and
+ * value) is wanted; returns 1 when that pass did it (an output kept at rest), else 0 and the
+ * caller checks. */
+int store_after_forward(pt_stage *st, int slot, int li, const pt_io *io, int32_t *mark,
+                        int32_t value);
 /* The stage's last output of slot in its working buffer (store_ready of layer n), for a reader:
  * as it always was, rounded and kept at rest (logits held for the loss are rounded and packed in
  * one pass now); for_loss: logits held are handed over as they are, the loss rounding them as

@@ -333,8 +333,11 @@ struct pt_kernels {
   void (*pack_bf16)(const pt_kernels *k, uint16_t *dst, const float *src, int64_t n);
   void (*unpack_bf16)(const pt_kernels *k, float *dst, const uint16_t *src, int64_t n);
   /* round_bf16 then pack_bf16 of the same n floats in one pass (x rounded in place, dst its
-   * bits): what the stage does to a tensor it keeps at rest right after the step writing it. */
-  void (*round_pack_bf16)(const pt_kernels *k, uint16_t *dst, float *x, int64_t n);
+   * bits): what the stage does to a tensor it keeps at rest right after the step writing it.
+   * mark NULL, or finite_check(mark, value) of x as rounded, in the same pass (the stage's check
+   * of a layer output it keeps: one read of it fewer). */
+  void (*round_pack_bf16)(const pt_kernels *k, uint16_t *dst, float *x, int64_t n,
+                          int32_t *mark, int32_t value);
   /* bf16 tables whose norms' backward can round as they write (the GPU's; NULL elsewhere):
    * x non-NULL: the next norm backward_input call (layernorm_backward_input,
    * rmsnorm_backward_input, their _residual ones) whose dx is exactly x[0..n) writes it rounded

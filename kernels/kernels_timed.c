@@ -315,8 +315,9 @@ static void unpack_bf16(const pt_kernels *k, float *dst, const uint16_t *src, in
   TIMED(unpack_bf16, OTHER, 6.0 * n, dst, src, n);
 }
 
-static void round_pack_bf16(const pt_kernels *k, uint16_t *dst, float *x, int64_t n) {
-  TIMED(round_pack_bf16, OTHER, 10.0 * n, dst, x, n);
+static void round_pack_bf16(const pt_kernels *k, uint16_t *dst, float *x, int64_t n,
+                            int32_t *mark, int32_t value) {
+  TIMED(round_pack_bf16, OTHER, (mark ? 14.0 : 10.0) * n, dst, x, n, mark, value);
 }
 
 const pt_kernels *kernels_timed_wrap(pt_kernels_timed *t, const pt_kernels *inner) {

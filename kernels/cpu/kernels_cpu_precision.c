@@ -96,11 +96,13 @@ static void unpack_bf16(const pt_kernels *k, float *dst, const uint16_t *src, in
   for (int64_t i = 0; i < n; i++) dst[i] = pt_bf16_float(src[i]);
 }
 
-static void round_pack_bf16(const pt_kernels *k, uint16_t *dst, float *x, int64_t n) {
+static void round_pack_bf16(const pt_kernels *k, uint16_t *dst, float *x, int64_t n,
+                            int32_t *mark, int32_t value) {
   for (int64_t i = 0; i < n; i++) {
     dst[i] = pt_bf16_bits(x[i]);
     x[i] = pt_bf16_float(dst[i]);
   }
+  if (mark) k->finite_check(k, mark, value, x, n); /* x still in cache */
 }
 
 static pt_kernels make(pt_precision p) {

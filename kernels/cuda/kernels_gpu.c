@@ -466,8 +466,9 @@ static void weight_copy(const pt_kernels *k, const float *base, const uint16_t *
   weight_copies_set(&state(k)->bf16.copies, base, copy, n);
 }
 
-static void round_pack_bf16(const pt_kernels *k, uint16_t *dst, float *x, int64_t n) {
-  cuda_round_pack_bf16(ctx(k), dst, x, n);
+static void round_pack_bf16(const pt_kernels *k, uint16_t *dst, float *x, int64_t n,
+                            int32_t *mark, int32_t value) {
+  cuda_round_pack_bf16(ctx(k), dst, x, n, mark, value);
 }
 
 /* More ranges than the registry holds: the first ones, the others converted (kernels.h). */

@@ -363,10 +363,12 @@ void cuda_op_linear_backward_input_gelu(gpu_ctx *g, cuda_bf16_scratch *s, float 
                                         float *h, const uint16_t *h16, float *scratch, int N,
                                         int Ni, int No);
 /* Elementwise: x rounded to bf16 values in place; n floats to n bf16 and back; both of the
- * first two in one pass. */
+ * first two in one pass, with mark (device int, or NULL) raised to value when a rounded value
+ * is not finite (cuda_finite_mark's check, in the same pass). */
 void cuda_round_bf16(gpu_ctx *g, float *x, int64_t n);
 void cuda_pack_bf16(gpu_ctx *g, uint16_t *dst, const float *src, int64_t n);
-void cuda_round_pack_bf16(gpu_ctx *g, uint16_t *dst, float *x, int64_t n);
+void cuda_round_pack_bf16(gpu_ctx *g, uint16_t *dst, float *x, int64_t n, int *mark,
+                          int value);
 void cuda_unpack_bf16(gpu_ctx *g, float *dst, const uint16_t *src, int64_t n);
 /* kernels.h's unset_f32: NaN in x[0..n) under the CUDA emulator, nothing under nvcc. */
 void cuda_unset_f32(gpu_ctx *g, float *x, int64_t n);

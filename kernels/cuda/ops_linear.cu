@@ -51,15 +51,20 @@ static __global__ void __launch_bounds__(PT_THREADS) round_bf16_kernel(float *x,
   PT_GRID_LOOP(i, n) x[i] = pt_round_bf16(x[i]);
 }
 /* Rounds and packs the n floats of x around a gap: x[0..lo) and x[lo + gap..n + gap) into
- * dst[0..n) (gap 0: all of x[0..n)). */
+ * dst[0..n) (gap 0: all of x[0..n)); mark non-NULL: their finite check (finite_mark_kernel's). */
 static __global__ void __launch_bounds__(PT_THREADS)
-    round_pack_bf16_kernel(uint16_t *dst, float *x, int64_t n, int64_t lo, int64_t gap) {
+    round_pack_bf16_kernel(uint16_t *dst, float *x, int64_t n, int64_t lo, int64_t gap,
+                           int *mark, int value) {
+  int bad = 0;
   PT_GRID_LOOP(i, n) {
     const int64_t j = i < lo ? i : i + gap;
     const uint16_t h = pt_bf16_bits(x[j]);
+    const float r = pt_bf16_float(h);
     dst[i] = h;
-    x[j] = pt_bf16_float(h);
+    x[j] = r;
+    bad |= pt_dev_nonfinite(r);
   }
+  if (bad && mark) atomicMax(mark, value); /* finite_mark_kernel's order-free max */
 }
 /* round_pack_bf16_kernel's packing alone: x's floats only read (their bits kept elsewhere). */
 static __global__ void __launch_bounds__(PT_THREADS)
@@ -649,14 +654,14 @@ static int acts_free_slots(const cuda_bf16_scratch *s) {
 /* round_pack_bf16_kernel over the n floats around a gap; unset: their bits packed alone
  * (pack_bf16_around_kernel), the floats left unset. */
 static void round_pack_launch(gpu_ctx *g, uint16_t *dst, float *x, int64_t n, int64_t lo,
-                              int64_t gap, int unset) {
+                              int64_t gap, int unset, int *mark, int value) {
   if (n <= 0) return;
   if (unset) {
     PT_LAUNCH_COSTED(pack_bf16_around_kernel, pt_cost_of(0.0, 0.0, 6.0 * n), pt_grid(n),
                      PT_THREADS, 0, g->stream, dst, x, n, lo, gap);
-  } else {
-    PT_LAUNCH_COSTED(round_pack_bf16_kernel, pt_cost_of(0.0, 0.0, 10.0 * n), pt_grid(n),
-                     PT_THREADS, 0, g->stream, dst, x, n, lo, gap);
+  } else { /* the check (mark): finite_mark_kernel's FLOP a float, its read of x free */
+    PT_LAUNCH_COSTED(round_pack_bf16_kernel, pt_cost_of(0.0, mark ? (double)n : 0.0, 10.0 * n),
+                     pt_grid(n), PT_THREADS, 0, g->stream, dst, x, n, lo, gap, mark, value);
   }
   PT_LAUNCH_CHECK();
   if (!unset) return;
@@ -675,7 +680,7 @@ static void round_share_around(gpu_ctx *g, cuda_bf16_scratch *s, float *x, int64
     cuda_round_bf16(g, x + lo + gap, tail);
     return;
   }
-  round_pack_launch(g, copy, x, lo + tail, lo, gap, unset);
+  round_pack_launch(g, copy, x, lo + tail, lo, gap, unset, NULL, 0);
   if (lo > 0) acts_put(s, acts_free_slot(s), x, copy, lo, 1);
   if (tail > 0) acts_put(s, acts_free_slot(s), x + lo + gap, copy + lo, tail, 1);
 }
@@ -770,8 +775,9 @@ extern "C" void cuda_pack_bf16(gpu_ctx *g, uint16_t *dst, const float *src, int6
   PT_LAUNCH_CHECK();
 }
 
-extern "C" void cuda_round_pack_bf16(gpu_ctx *g, uint16_t *dst, float *x, int64_t n) {
-  round_pack_launch(g, dst, x, n, n, 0, 0);
+extern "C" void cuda_round_pack_bf16(gpu_ctx *g, uint16_t *dst, float *x, int64_t n, int *mark,
+                                     int value) {
+  round_pack_launch(g, dst, x, n, n, 0, 0, mark, value);
 }
 
 extern "C" void cuda_unpack_bf16(gpu_ctx *g, float *dst, const uint16_t *src, int64_t n) {

@@ -6,12 +6,14 @@
  * whole model on one stage with 3 slots:
  *  - what stage_output hands any reader: the logits rounded, bit for bit the rounding of the
  *    unrounded ones, and packed at rest (one round_pack_bf16 more than a loss's read);
- *  - sequential (F L B): no pack, no rounding, no finite check of the logits; the loss and its
- *    gradient bit for bit the plain loss's on the rounded logits;
+ *  - sequential (F L B): no pack, no rounding, no finite check of the logits; every other
+ *    output's check made by the pass rounding and packing it (round_pack_bf16's mark), none of
+ *    its own; the loss and its gradient bit for bit the plain loss's on the rounded logits;
  *  - GPipe (F0 F1 F2, then the losses of 2, 0, 1): the logits of 0 and 1 packed once each, by
  *    the next forward; every loss and gradient as on the rounded logits; a NaN put in the logits
  *    of 0 before it went to rest raises the mark to its forward's check (the layer named is the
  *    head), that loss's value only; the checks owed are taken once;
+ *  - a NaN weight in layer 2: the mark names it, with no check of its own (the packing pass's);
  *  - checkpointing: a recomputation of the last segment keeps the earlier check owed. */
 #include <math.h>
 #include <stdlib.h>
@@ -148,8 +150,9 @@ static void sequential_and_gpipe(void) {
   int64_t fin = calls(PT_KT_finite_check);
   fill_input(&x, 0);
   stage_forward(&x.st, 0, x.B, x.T);
-  CHECK(calls(PT_KT_finite_check) - fin == x.st.n - 1, "forward: %lld finite checks, want %d "
-        "(the logits' is the loss's)", (long long)(calls(PT_KT_finite_check) - fin), x.st.n - 1);
+  CHECK(calls(PT_KT_finite_check) == fin, "forward: %lld finite checks of their own, want none "
+        "(each output's in the pass packing it, the logits' the loss's)",
+        (long long)(calls(PT_KT_finite_check) - fin));
   CHECK(x.st.loss_check[0] == check_of(&x, 0, x.st.n - 1), "the check owed: %d, want the "
         "forward's %d", x.st.loss_check[0], check_of(&x, 0, x.st.n - 1));
   int64_t pack = calls(PT_KT_pack_bf16), rp = calls(PT_KT_round_pack_bf16);
@@ -191,6 +194,23 @@ static void sequential_and_gpipe(void) {
   close_fixture(&x);
 }
 
+/* The checks made in the packing pass: a NaN weight in the first block (layer 2) makes its
+ * output and every later one non-finite; the mark is that output's check, the earliest. */
+static void checked_as_packed(void) {
+  fixture x;
+  open_fixture(&x, 0);
+  x.m.layers[2].w[0][0] = NAN;
+  int64_t fin = calls(PT_KT_finite_check);
+  fill_input(&x, 0);
+  stage_forward(&x.st, 0, x.B, x.T);
+  CHECK(calls(PT_KT_finite_check) == fin, "a forward made finite checks of its own");
+  CHECK(x.mark == check_of(&x, 0, 2), "a NaN weight in layer 2: mark %d, want layer 2's %d",
+        x.mark, check_of(&x, 0, 2));
+  stage_take_mark(&x.st, x.mark);
+  CHECK(x.st.bad_layer == 2, "the layer named: %d, want 2", x.st.bad_layer);
+  close_fixture(&x);
+}
+
 static void checkpointing(void) {
   fixture x;
   open_fixture(&x, 2);
@@ -223,6 +243,7 @@ int main(void) {
   device_set_precision(device_current(), SPEC_PRECISION_BF16);
   CHECK(device_current()->k->loss_rounds_bf16, "the cpu's bf16 table rounds the logits on read");
   sequential_and_gpipe();
+  checked_as_packed();
   checkpointing();
   device_interpose_kernels(NULL, NULL);
   return test_summary("stage_logits");

@@ -253,25 +253,24 @@ def closed_forms(r):
     #   the attention's results (its o forward and dqkv backward are written alone to their
     #   places, not widened).
     outs = D * (L + 3)
-    forms = {  # row: (launches, elements, bytes an element) a micro-batch
-        "round_pack_bf16_kernel": (L + 3, outs, 10.0),
-        "round_bf16_kernel": (2, 2 * D, 8.0),
-        "to_bf16_kernel": (L, D * L, 6.0),
-        "from_bf16_kernel": (L + 2, D * (L + 2), 6.0),
+    # The finite checks (train.on_nonfinite abort): every layer's output but the logits, each in
+    # the pass keeping it at rest (round_pack_bf16 with a mark: 1 FLOP an element, no bytes
+    # more), none in a pass of its own; the logits' check the loss makes as it reads them (one
+    # read of N V floats, its gradient written over them: a partial sum a block, min(N, 1024)
+    # blocks).
+    forms = {  # row: (launches, elements, bytes an element, FLOPs an element) a micro-batch
+        "round_pack_bf16_kernel": (L + 3, outs, 10.0, 1.0),
+        "round_bf16_kernel": (2, 2 * D, 8.0, 0.0),
+        "to_bf16_kernel": (L, D * L, 6.0, 0.0),
+        "from_bf16_kernel": (L + 2, D * (L + 2), 6.0, 0.0),
     }
     check("pack_bf16_around_kernel" not in r, "a stash part packed after backward_input")
-    for row, (launches, per_token, width) in forms.items():
+    check("finite_mark_kernel" not in r, "a finite check in a pass of its own")
+    for row, (launches, per_token, width, flops) in forms.items():
         launched, _, other, nbytes = r[row]
         close(launched, M * launches, f"{row} launches")
-        close(other, 0.0, f"{row}: no FLOPs counted")
+        close(other, flops * M * N * per_token, f"{row} FLOPs")
         close(nbytes, width * M * N * per_token, f"{row} bytes")
-    # the finite checks (train.on_nonfinite abort): every layer's output but the logits, whose
-    # check the loss makes as it reads them (one read of N V floats, its gradient written over
-    # them: a partial sum a block, min(N, 1024) blocks)
-    launched, _, other, nbytes = r["finite_mark_kernel"]
-    close(launched, M * (L + 3), "finite checks: every layer but the head")
-    close(other, M * N * D * (L + 3), "finite checks: 1 FLOP an element")
-    close(nbytes, 4.0 * M * N * D * (L + 3), "finite checks: 4 bytes an element")
     launched, _, other, nbytes = r["cross_entropy_kernel"]
     close(launched, M, "cross entropy: one launch a micro-batch")
     close(other, 4.0 * M * N * V, "cross entropy: 4 FLOPs a logit")

@@ -311,6 +311,13 @@ static double ledger_bytes(const char *kernel) {
   return 0.0;
 }
 
+/* FLOPs off the tensor cores the cost ledger holds for a kernel name. */
+static double ledger_other_flops(const char *kernel) {
+  for (int i = 0; i < gpu_cost_count(); i++)
+    if (!strcmp(gpu_cost_row_at(i)->kernel, kernel)) return gpu_cost_row_at(i)->other_flops;
+  return 0.0;
+}
+
 /* The bf16 DGELU (ops_cuda.h h16, dh16): with h read from its bf16 copy and dh written to its
  * place, one matmul with a bf16 D and aux gives the bf16 bits of the float32 path's dh on h
  * rounded to bf16, writing no floats; in place (dh16 is h16) the same; with h16 alone, h is
@@ -2511,6 +2518,54 @@ static void test_norm_weight_copies(const pt_kernels *k, const char *shape, int 
   k->activation_copies(k, NULL, 0);
 }
 
+/* round_pack_bf16 with a mark is a finite_check of x as rounded, in its pass (kernels.h): the
+ * bits as without, the GPU's and the CPU's; the mark raised by a float32 value that rounds to an
+ * infinity (finite as float32) and by a NaN, never by finite values, the largest value winning;
+ * the check's FLOP a float on the kernel's ledger row, no bytes more. */
+static void test_round_pack_mark(const pt_kernels *gk, const pt_kernels *ck, const char *shape,
+                                 const float *x, int64_t n) {
+  const float big = 3.4e38f; /* rounds to bf16's infinity (test_loss_rounds) */
+  float *h = hnew(sizeof(float) * (size_t)n), *d_h = dnew(sizeof(float) * (size_t)n);
+  uint16_t *bits = hnew(sizeof(uint16_t) * (size_t)n), *d_bits = dnew(sizeof(uint16_t) * (size_t)n);
+  for (int gpu = 0; gpu < 2; gpu++) {
+    const pt_kernels *t = gpu ? gk : ck;
+    int32_t mark = 0, *m = gpu ? dnew(sizeof(int32_t)) : &mark;
+    if (gpu) gpu_to_device(&G, m, &mark, sizeof mark);
+    for (int call = 0; call < 4; call++) {
+      static const int32_t value[] = {7, 5, 9, 2};
+      int64_t at = call == 0 ? -1 : call == 1 ? n / 2 : n - 1;
+      memcpy(h, x, sizeof(float) * (size_t)n);
+      if (at >= 0) h[at] = call == 1 ? big : NAN;
+      float *v = h;
+      uint16_t *b = bits;
+      if (gpu) gpu_to_device(&G, d_h, h, sizeof(float) * (size_t)n), v = d_h, b = d_bits;
+      double flops = ledger_other_flops("round_pack_bf16_kernel");
+      double bytes = ledger_bytes("round_pack_bf16_kernel");
+      t->round_pack_bf16(t, b, v, n, m, value[call]);
+      if (gpu) {
+        CHECK(ledger_other_flops("round_pack_bf16_kernel") - flops == (double)n &&
+                  ledger_bytes("round_pack_bf16_kernel") - bytes == 10.0 * (double)n,
+              "%s: round_pack_bf16 with a mark: ledger row %g FLOPs, %g bytes more", shape,
+              ledger_other_flops("round_pack_bf16_kernel") - flops,
+              ledger_bytes("round_pack_bf16_kernel") - bytes);
+        gpu_to_host(&G, &mark, m, sizeof mark);
+      }
+      int32_t expect = call == 0 ? 0 : call == 1 ? 5 : 9; /* 2 < 9: the mark stays */
+      CHECK(mark == expect, "%s %s round_pack_bf16 call %d: mark %d, expected %d", shape,
+            gpu ? "gpu" : "cpu", call, mark, expect);
+      if (call > 0) continue;
+      float *want = hcopy(x, n); /* without a mark: the same bits */
+      uint16_t *want16 = hnew(sizeof(uint16_t) * (size_t)n);
+      ck->round_pack_bf16(ck, want16, want, n, NULL, 0);
+      expect_same_bits("round_pack_bf16 with a mark: rounded", shape, gpu ? downf(d_h, n) : h,
+                       want, n);
+      if (gpu) gpu_to_host(&G, bits, d_bits, sizeof(uint16_t) * (size_t)n);
+      CHECK(memcmp(bits, want16, sizeof(uint16_t) * (size_t)n) == 0,
+            "%s: %s round_pack_bf16 with a mark: its bits differ", shape, gpu ? "gpu" : "cpu");
+    }
+  }
+}
+
 /* The GPU table set to tf32 or bf16 against the CPU's table for the same precision: the same
  * products of rounded operands (CPU: rounded copies and sgemm; GPU: cublasGemmEx on bf16, or
  * the handle's TF32 math), so they agree as float32 products do (TOL_DEFAULT); the bf16 entries
@@ -2572,13 +2627,14 @@ static void test_precision_table(kernels_gpu *kg, pt_precision p, int N, int Ni,
     expect_same_bits("pack_bf16 + unpack_bf16", shape, back, yr, ny < nx ? ny : nx);
     float *d_r = upf(dy, ny), *rr = hcopy(dy, ny);
     uint16_t *packed = hnew(sizeof(uint16_t) * (size_t)ny);
-    gk->round_pack_bf16(gk, d_w16, d_r, ny < nx ? ny : nx);
-    ck->round_pack_bf16(ck, packed, rr, ny < nx ? ny : nx);
+    gk->round_pack_bf16(gk, d_w16, d_r, ny < nx ? ny : nx, NULL, 0);
+    ck->round_pack_bf16(ck, packed, rr, ny < nx ? ny : nx, NULL, 0);
     expect_same_bits("round_pack_bf16: rounded", shape, downf(d_r, ny), rr, ny);
     uint16_t *got16 = hnew(sizeof(uint16_t) * (size_t)nx);
     gpu_to_host(&G, got16, d_w16, sizeof(uint16_t) * (size_t)(ny < nx ? ny : nx));
     CHECK(memcmp(got16, packed, sizeof(uint16_t) * (size_t)(ny < nx ? ny : nx)) == 0,
           "%s: round_pack_bf16's bits differ from the CPU's", shape);
+    test_round_pack_mark(gk, ck, shape, dy, ny < nx ? ny : nx);
     test_activation_copies(gk, shape, d_y, d_x, d_W, d_dx, d_dy, d_dW, N, Ni, No);
     test_share(gk, shape, d_y, d_x, d_W, N, Ni, No);
     test_share_into(gk, shape, d_y, d_x, d_W, N, Ni, No);
