@@ -155,6 +155,10 @@ void comm_allgather_u64(pt_comm *c, const uint64_t *mine, int n, uint64_t *out);
 int comm_first_failed(pt_comm *c, int failed);
 void comm_broadcast(pt_comm *c, void *buf, size_t bytes, int root);
 void comm_barrier(pt_comm *c);
+/* A barrier that gives up after `seconds`: 0 when every rank came, -1 when one did not (its
+ * request is left pending: call nothing collective on c after, exit). For ends where a rank that
+ * broke its contract must not hang the job (engine/run.h run_exit). */
+int comm_barrier_within(pt_comm *c, double seconds);
 
 /* Who a blocked rank waits on, for the watchdog (observe/watchdog.h) to name a rank that
  * stopped. Before a collective blocks (and before each step of a chain sum) comm calls

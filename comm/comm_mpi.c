@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm/comm.h"
 #include "comm/comm_check.h"
 #include "comm/comm_transport.h"
+#include "core/clock.h"
 #include "core/error.h"
 
 /* A transport and its state for one group. */
@@ -272,6 +274,18 @@ void comm_broadcast(pt_comm *c, void *buf, size_t bytes, int root) {
   comm_note_wait(c->mpi, "a broadcast", root, 0);
   PT_CHECK_MPI(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi));
   comm_note_wait(c->mpi, NULL, -1, 0);
+}
+
+int comm_barrier_within(pt_comm *c, double seconds) {
+  MPI_Request rq;
+  comm_note_wait(c->mpi, "a barrier", only_peer(c->mpi), 0);
+  PT_CHECK_MPI(MPI_Ibarrier(c->mpi, &rq));
+  int done = 0;
+  const struct timespec pause = {0, 1000000}; /* 1 ms: this is an exit, not a hot path */
+  for (double t0 = pt_now_s(); !done && pt_now_s() - t0 < seconds; nanosleep(&pause, NULL))
+    PT_CHECK_MPI(MPI_Test(&rq, &done, MPI_STATUS_IGNORE));
+  comm_note_wait(c->mpi, NULL, -1, 0);
+  return done ? 0 : -1;
 }
 
 void comm_barrier(pt_comm *c) {

@@ -23,6 +23,10 @@
 #include "observe/watchdog.h"
 #include "partition/plan.h"
 
+/* How long a leaving rank waits for the others (engine/run.h run_exit): they come at once by
+ * contract; seconds of slack for a loaded machine. */
+#define RUN_EXIT_WAIT_S 30.0
+
 typedef struct {
   const pt_spec *spec;
   const pt_run_options *o;
@@ -42,10 +46,10 @@ void run_exit(int code, const char *msg) {
   fflush(stdout);
   fflush(stderr);
   signals_restore_default(); /* leaving on purpose: mpirun's SIGTERM adds no line */
-  if (comm_launched()) {
-    comm_barrier(comm_world()); /* the message is out before any rank's exit ends the job */
-    comm_finalize();            /* a clean end: mpirun then reports only the code */
-  }
+  /* the message is out before any rank's exit ends the job; a rank that broke the contract
+   * (never came) costs at most the wait, never a hang: the others leave without finalizing */
+  if (comm_launched() && comm_barrier_within(comm_world(), RUN_EXIT_WAIT_S) == 0)
+    comm_finalize(); /* a clean end: mpirun then reports only the code */
   exit(code);
 }
 

@@ -34,7 +34,8 @@ void run_train(const pt_spec *spec, const pt_run_options *o);
  * ("pipetrain: msg" for PT_EXIT_INPUT, "pipetrain: error: msg" else), shuts the communicator
  * down under mpirun, exits with code. Each rank passes the message it alone should print.
  * Collective under mpirun (every caller agreed to stop first): no rank exits before the one
- * with the message has written it, since mpirun ends the others as soon as one exits non-zero. */
+ * with the message has written it, since mpirun ends the others as soon as one exits non-zero
+ * (a rank that has not come within 30 s is given up on: the others exit unfinalized). */
 void run_exit(int code, const char *msg) __attribute__((noreturn));
 
 #endif
