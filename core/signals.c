@@ -44,14 +44,17 @@ static void on_signal(int sig) {
 
 void signals_defer_first(void) { g_defer = 1; }
 
-static void handle(int sig) {
+/* sig's action: on_signal (without it a preemption saves nothing), or SIG_DFL. */
+static void set_action(int sig, void (*action)(int)) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
+  sa.sa_handler = action;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART; /* blocking reads and MPI waits resume instead of failing */
-  PT_CHECK_LIBC(sigaction(sig, &sa, NULL)); /* without it a preemption saves nothing */
+  PT_CHECK_LIBC(sigaction(sig, &sa, NULL));
 }
+
+static void handle(int sig) { set_action(sig, on_signal); }
 
 void signals_install(void) {
   handle(SIGTERM);
@@ -68,19 +71,11 @@ void signals_install_forwarded(int sig, int as) {
   pt_fatal("signals_install_forwarded: more than 4 forwarded signals");
 }
 
-static void set_default(int sig) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = SIG_DFL;
-  sigemptyset(&sa.sa_mask);
-  PT_CHECK_LIBC(sigaction(sig, &sa, NULL));
-}
-
 void signals_restore_default(void) {
-  set_default(SIGTERM);
-  set_default(SIGINT);
+  set_action(SIGTERM, SIG_DFL);
+  set_action(SIGINT, SIG_DFL);
   for (int i = 0; i < 4; i++)
-    if (g_fwd_sig[i]) set_default(g_fwd_sig[i]);
+    if (g_fwd_sig[i]) set_action(g_fwd_sig[i], SIG_DFL);
 }
 
 int signals_pending(void) { return (int)g_pending; }

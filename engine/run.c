@@ -53,6 +53,12 @@ void run_exit(int code, const char *msg) {
   exit(code);
 }
 
+void run_exit_first_failed(int launched, int failed, const char *msg) {
+  int first = launched ? comm_first_failed(comm_world(), failed) : (failed ? 0 : -1);
+  if (first < 0) return;
+  run_exit(PT_EXIT_INPUT, first == (launched ? comm_rank(comm_world()) : 0) ? msg : "");
+}
+
 /* Ends the run on a failure. The sequential engine's lines go through core/error.h as they
  * always have (under mpirun -np 1 they name rank 0). */
 static void run_fail(const run_state *r, int code, const char *msg) {
@@ -90,9 +96,7 @@ static void check_outputs(const run_state *r) {
           checkpoint_lock_dir(s->train.ckpt_dir, "train.checkpoint.dir", err, sizeof err) != 0;
     bad = bad || (o->save_dir && checkpoint_lock_dir(o->save_dir, "--save", err, sizeof err) != 0);
   }
-  int first_bad = r->launched ? comm_first_failed(comm_world(), bad) : (bad ? 0 : -1);
-  if (first_bad < 0) return;
-  run_exit(PT_EXIT_INPUT, first_bad == rank ? err : "");
+  run_exit_first_failed(r->launched, bad, err);
 }
 
 /* Binds this rank's threads (--bind; device/placement.h), keeps the line saying where it runs,

@@ -37,5 +37,9 @@ void run_train(const pt_spec *spec, const pt_run_options *o);
  * with the message has written it, since mpirun ends the others as soon as one exits non-zero
  * (a rank that has not come within 30 s is given up on: the others exit unfinalized). */
 void run_exit(int code, const char *msg) __attribute__((noreturn));
+/* A bad input that may be this rank's alone: returns when no rank of the job (launched: under
+ * mpirun; else this process alone) failed, else every rank exits 2 through run_exit, the lowest
+ * failing rank printing its msg. Collective under mpirun. */
+void run_exit_first_failed(int launched, int failed, const char *msg);
 
 #endif

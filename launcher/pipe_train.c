@@ -210,14 +210,6 @@ static void fail_everywhere(int launched, const char *msg) {
   run_exit(PT_EXIT_INPUT, !launched || comm_rank(comm_world()) == 0 ? msg : "");
 }
 
-/* A failure that may be this rank's alone (its spec file, under mpirun's MPMD form each rank's
- * own): every rank stops when one failed, the lowest failing rank printing its msg. */
-static void fail_where_failed(int launched, int failed, const char *msg) {
-  int first = launched ? comm_first_failed(comm_world(), failed) : (failed ? 0 : -1);
-  if (first < 0) return;
-  run_exit(PT_EXIT_INPUT, first == (launched ? comm_rank(comm_world()) : 0) ? msg : "");
-}
-
 /* Every rank must have read the same spec (file and --set options). */
 static void check_same_spec(const pt_spec *s) {
   uint64_t lo = s->hash, hi = s->hash;
@@ -391,8 +383,9 @@ int main(int argc, char **argv) {
                                .overrides = a.overrides, .n_overrides = a.n_overrides};
   pt_spec spec;
   spec_errors e = {0};
-  fail_where_failed(launched, spec_load(a.spec_path, a.overrides, a.n_overrides, &spec, &e) != 0,
-                    e.msg);
+  /* a spec may fail on one rank alone (mpirun's MPMD form, a file that differs on one host) */
+  run_exit_first_failed(launched, spec_load(a.spec_path, a.overrides, a.n_overrides, &spec, &e) != 0,
+                        e.msg);
   if (launched) check_same_spec(&spec);
   int dp_auto = spec.pipeline.data_parallel == SPEC_AUTO;
   auto_choice ac;
