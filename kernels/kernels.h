@@ -392,8 +392,9 @@ struct pt_kernels {
   /* Tables with activation_copies (NULL elsewhere): share_bf16 of x[0..n), and place[0..n) (n
    * bf16, the caller's) is the table's until the next activation_copies: the first product
    * reading an operand inside x (or swiglu_forward or geglu_forward reading x as gu, a norm's
-   * backward_input, plain or _residual, reading x as its dy: its bits written there as it reads
-   * it) converts the whole of x into place (padding included) and
+   * backward_input, plain or _residual, reading x as its dy or writing x as its dx: its bits
+   * written there as it reads or writes it) converts the whole of x into place (padding
+   * included) and
    * reads it there from then on, so a tensor kept at rest costs no pass of its own; the
    * attention may write its result there. alone: nothing reads x's floats from here on but
    * products and an attention_reads_bf16 attention (layers/layer.h read_at_rest and

@@ -168,7 +168,8 @@ static size_t llama_saved_bytes(const pt_layer *L, int B, int T) {
  * first norm's residual gradient, dxn2 and dxn1 as the norms' dy), and dqkv without qk_norm
  * (the attention's, which the rotation rewrites in place before the q|k|v product reads it):
  * backward_at_rest and backward_reads, their first reader after their last write converting
- * them. */
+ * them (dh, dxn2 and dxn1: the norm writing or reading them writes their bits as it goes,
+ * kernels.h share_bf16_into). */
 static int llama_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };

@@ -88,7 +88,9 @@ static const pt_attention_opts k_shared = {.shared = 1};
  * products' dy: backward_at_rest (layer.h); forward's h it reads only as the DGELU's input,
  * which reads it at rest. dx1, dxln2 and dxln1 it reads as floats too, each after its one
  * writer (dx1 as the proj product's dy and the first norm's residual gradient, dxln2 and dxln1
- * as the norms' dy): backward_at_rest and backward_reads, their first reader converting them. */
+ * as the norms' dy): backward_at_rest and backward_reads, their first reader converting them
+ * (the norm writing dx1 and those reading dxln2 and dxln1 write their bits as they go,
+ * kernels.h share_bf16_into). */
 static int block_saved_parts(const pt_layer *L, const pt_kernels *k, int B, int T,
                              pt_saved_part *parts) {
   enum { F = PT_SAVED_FORWARD, S = PT_SAVED_STASH };

@@ -46,6 +46,15 @@ __device__ __forceinline__ void pt_put(float *y, uint16_t *y16, int64_t i, float
   else y[i] = v;
 }
 
+/* A norm backward's dx[i] = v (rounded to a bf16 value where round_dx: kernels.h
+ * round_when_written), and its bits to dx16 too where given (ops_cuda.h's norm backwards). */
+__device__ __forceinline__ void pt_put_dx(float *dx, uint16_t *dx16, int64_t i, float v,
+                                          int round_dx) {
+  const float r = round_dx ? pt_round_bf16(v) : v;
+  dx[i] = r;
+  if (dx16) dx16[i] = pt_bf16_bits(r);
+}
+
 /* x[i], or its bf16 copy's value where x16 is given (a tensor read from its copy at rest). */
 __device__ __forceinline__ float pt_get(const float *x, const uint16_t *x16, int64_t i) {
   return x16 ? pt_bf16_float(x16[i]) : x[i];

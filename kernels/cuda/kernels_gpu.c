@@ -42,7 +42,7 @@ static const uint16_t *copy_at_rest(const pt_kernels *k, const float *x, int64_t
 
 /* A tensor a kernel reads whole after its last write, as the gated activations' gu [N, 2F], a
  * norm's forward its x or its backward its dy, or writes whole last (the residual rmsnorm's
- * x1): where its place at rest was handed over (kernels.h share_bf16_into; the layer reads its
+ * x1, a norm backward's dx: GPT-2's dx1, the Llama's dh): where its place at rest was handed over (kernels.h share_bf16_into; the layer reads its
  * floats, so not alone), the kernel writes its bits there too, kept as its copy; later readers
  * read that copy where the table has one (copy_at_rest). */
 static uint16_t *read_place(const pt_kernels *k, const float *x, int64_t n) {
@@ -138,10 +138,12 @@ static void layernorm_forward(const pt_kernels *k, float *y, float *mean, float 
 static void layernorm_backward_input(const pt_kernels *k, float *dx, const float *dy,
                                      const float *x, const float *w, const float *mean,
                                      const float *rstd, int N, int D, int acc) {
-  uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
-  cuda_op_layernorm_backward_input(ctx(k), dx, dy, dy16, x, copy_at_rest(k, x, (int64_t)N * D), w,
-                                   mean, rstd, N, D, acc, rounds_dx(k, dx, (int64_t)N * D));
-  read_written(k, dy, dy16, (int64_t)N * D);
+  const int64_t n = (int64_t)N * D;
+  uint16_t *dy16 = read_place(k, dy, n), *dx16 = read_place(k, dx, n);
+  cuda_op_layernorm_backward_input(ctx(k), dx, dx16, dy, dy16, x, copy_at_rest(k, x, n), w, mean,
+                                   rstd, N, D, acc, rounds_dx(k, dx, n));
+  read_written(k, dy, dy16, n);
+  read_written(k, dx, dx16, n);
 }
 
 static void layernorm_backward_weight(const pt_kernels *k, float *dw, float *db, const float *dy,
@@ -202,10 +204,12 @@ static void rmsnorm_forward(const pt_kernels *k, float *y, float *rstd, const fl
 static void rmsnorm_backward_input(const pt_kernels *k, float *dx, const float *dy,
                                    const float *x, const float *w, const float *rstd, int N, int D,
                                    int acc) {
-  uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
-  cuda_op_rmsnorm_backward_input(ctx(k), dx, dy, dy16, x, copy_at_rest(k, x, (int64_t)N * D), w,
-                                 rstd, N, D, acc, rounds_dx(k, dx, (int64_t)N * D));
-  read_written(k, dy, dy16, (int64_t)N * D);
+  const int64_t n = (int64_t)N * D;
+  uint16_t *dy16 = read_place(k, dy, n), *dx16 = read_place(k, dx, n);
+  cuda_op_rmsnorm_backward_input(ctx(k), dx, dx16, dy, dy16, x, copy_at_rest(k, x, n), w, rstd, N,
+                                 D, acc, rounds_dx(k, dx, n));
+  read_written(k, dy, dy16, n);
+  read_written(k, dx, dx16, n);
 }
 
 static void rmsnorm_backward_weight(const pt_kernels *k, float *dw, const float *dy,
@@ -226,11 +230,13 @@ static void layernorm_backward_input_residual(const pt_kernels *k, float *dx, co
                                               const float *dy, const float *x, const float *w,
                                               const float *mean, const float *rstd, int N,
                                               int D) {
-  uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
-  cuda_op_layernorm_backward_input_residual(ctx(k), dx, dres, dy, dy16, x,
-                                            copy_at_rest(k, x, (int64_t)N * D), w, mean, rstd, N,
-                                            D, rounds_dx(k, dx, (int64_t)N * D));
-  read_written(k, dy, dy16, (int64_t)N * D);
+  const int64_t n = (int64_t)N * D;
+  uint16_t *dy16 = read_place(k, dy, n), *dx16 = read_place(k, dx, n);
+  cuda_op_layernorm_backward_input_residual(ctx(k), dx, dx16, dres, dy, dy16, x,
+                                            copy_at_rest(k, x, n), w, mean, rstd, N, D,
+                                            rounds_dx(k, dx, n));
+  read_written(k, dy, dy16, n);
+  read_written(k, dx, dx16, n);
 }
 
 static void rmsnorm_forward_residual(const pt_kernels *k, float *x1, float *y, float *rstd,
@@ -246,16 +252,23 @@ static void rmsnorm_forward_residual(const pt_kernels *k, float *x1, float *y, f
 static void rmsnorm_backward_input_residual(const pt_kernels *k, float *dx, const float *dres,
                                             const float *dy, const float *x, const float *w,
                                             const float *rstd, int N, int D) {
-  uint16_t *dy16 = read_place(k, dy, (int64_t)N * D);
-  cuda_op_rmsnorm_backward_input_residual(ctx(k), dx, dres, dy, dy16, x,
-                                          copy_at_rest(k, x, (int64_t)N * D), w, rstd, N, D,
-                                          rounds_dx(k, dx, (int64_t)N * D));
-  read_written(k, dy, dy16, (int64_t)N * D);
+  const int64_t n = (int64_t)N * D;
+  uint16_t *dy16 = read_place(k, dy, n), *dx16 = read_place(k, dx, n);
+  cuda_op_rmsnorm_backward_input_residual(ctx(k), dx, dx16, dres, dy, dy16, x,
+                                          copy_at_rest(k, x, n), w, rstd, N, D,
+                                          rounds_dx(k, dx, n));
+  read_written(k, dy, dy16, n);
+  read_written(k, dx, dx16, n);
 }
 
+/* The rotation writes q|k|v whole last (forward's qkv, which the attention reads as bf16, and
+ * backward's dqkv, which the q|k|v products read): its bits go to the place handed over too. */
 static void rope(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, int hd,
                  const pt_rope_freqs *f, int dir, const int32_t *positions) {
-  cuda_op_rope(ctx(k), qkv, B, T, H, KVH, hd, f, dir, positions);
+  const int64_t n = (int64_t)B * T * (H + 2 * KVH) * hd;
+  uint16_t *bits = read_place(k, qkv, n);
+  cuda_op_rope(ctx(k), qkv, bits, B, T, H, KVH, hd, f, dir, positions);
+  read_written(k, qkv, bits, n);
 }
 
 static void head_rmsnorm_forward(const pt_kernels *k, float *y, float *rstd, const float *x,

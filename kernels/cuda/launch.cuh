@@ -35,10 +35,11 @@ static inline pt_cost pt_cost_of(double tensor_flops, double other_flops, double
 static inline pt_cost pt_cost_elementwise(double n, int in, int out, double flops) {
   return pt_cost{0.0, flops * n, 4.0 * n * (in + out)};
 }
-/* The bytes a norm's backward over n elements adds with its copies (ops_cuda.h): dy's bits
- * written (dy16: 2 an element more), x read from its copy (x16: 2 fewer). */
-static inline double pt_norm_copies_bytes(double n, const void *dy16, const void *x16) {
-  return (dy16 ? 2.0 : 0.0) * n - (x16 ? 2.0 : 0.0) * n;
+/* The bytes a norm's backward over n elements adds with its copies (ops_cuda.h): dy's and dx's
+ * bits written (dy16, dx16: 2 an element more each), x read from its copy (x16: 2 fewer). */
+static inline double pt_norm_copies_bytes(double n, const void *dy16, const void *x16,
+                                          const void *dx16) {
+  return ((dy16 ? 2.0 : 0.0) + (dx16 ? 2.0 : 0.0) - (x16 ? 2.0 : 0.0)) * n;
 }
 
 /* PT_LAUNCH after noting cost (a pt_cost) under #kernel: the launch and what it costs sit

@@ -44,15 +44,17 @@ void cuda_op_linear_backward_weight(gpu_ctx *g, float *dW, float *db, const floa
 void cuda_op_layernorm_forward(gpu_ctx *g, float *y, uint16_t *y16, float *mean, float *rstd,
                                const float *x, uint16_t *xbits, const float *w, const float *b,
                                int N, int D, float eps);
-/* The norms' backward_input taking dy16 and x16 (layernorm, rmsnorm, their residual ones):
- * dy16 NULL, or dy's bits (kernels/precision.h pt_bf16_bits) written there as the kernel reads
- * dy, a tensor whose place at rest the table was handed (kernels.h share_bf16_into, not alone);
- * x16 NULL, or x read from there (bf16 copies of x's values; x itself then unread); round_dx:
- * dx written rounded to bf16 values (after the add, acc; kernels.h round_when_written). */
-void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const float *dy, uint16_t *dy16,
-                                      const float *x, const uint16_t *x16, const float *w,
-                                      const float *mean, const float *rstd, int N, int D,
-                                      int acc, int round_dx);
+/* The norms' backward_input taking dx16, dy16 and x16 (layernorm, rmsnorm, their residual
+ * ones): dy16 NULL, or dy's bits (kernels/precision.h pt_bf16_bits) written there as the kernel
+ * reads dy, and dx16 NULL, or dx's bits written there as it writes dx (after the add and the
+ * rounding): tensors whose places at rest the table was handed (kernels.h share_bf16_into, not
+ * alone); x16 NULL, or x read from there (bf16 copies of x's values; x itself then unread);
+ * round_dx: dx written rounded to bf16 values (after the add, acc; kernels.h
+ * round_when_written). */
+void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, uint16_t *dx16, const float *dy,
+                                      uint16_t *dy16, const float *x, const uint16_t *x16,
+                                      const float *w, const float *mean, const float *rstd, int N,
+                                      int D, int acc, int round_dx);
 void cuda_op_layernorm_backward_weight(gpu_ctx *g, float *dw, float *db, const float *dy,
                                        const float *x, const float *mean, const float *rstd,
                                        int N, int D);
@@ -90,32 +92,36 @@ void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float *dout, cons
 void cuda_op_layernorm_forward_residual(gpu_ctx *g, float *x1, float *y, float *mean, float *rstd,
                                         const float *a, const float *b, const float *w,
                                         const float *bias, int N, int D, float eps);
-void cuda_op_layernorm_backward_input_residual(gpu_ctx *g, float *dx, const float *dres,
-                                               const float *dy, uint16_t *dy16, const float *x,
-                                               const uint16_t *x16, const float *w,
-                                               const float *mean, const float *rstd, int N,
-                                               int D, int round_dx);
+void cuda_op_layernorm_backward_input_residual(gpu_ctx *g, float *dx, uint16_t *dx16,
+                                               const float *dres, const float *dy, uint16_t *dy16,
+                                               const float *x, const uint16_t *x16, const float *w,
+                                               const float *mean, const float *rstd, int N, int D,
+                                               int round_dx);
 void cuda_op_rmsnorm_forward_residual(gpu_ctx *g, float *x1, uint16_t *x1bits, float *y,
                                       uint16_t *y16, float *rstd, const float *a, const float *b,
                                       const float *w, int N, int D, float eps);
-void cuda_op_rmsnorm_backward_input_residual(gpu_ctx *g, float *dx, const float *dres,
-                                             const float *dy, uint16_t *dy16, const float *x,
-                                             const uint16_t *x16, const float *w,
+void cuda_op_rmsnorm_backward_input_residual(gpu_ctx *g, float *dx, uint16_t *dx16,
+                                             const float *dres, const float *dy, uint16_t *dy16,
+                                             const float *x, const uint16_t *x16, const float *w,
                                              const float *rstd, int N, int D, int round_dx);
 /* ops_llama.cu: kernels.h's rmsnorm_*, rope, swiglu_* (rmsnorm_backward_weight keeps its
  * per-chunk partial column sums in g's col_scratch, as layernorm_backward_weight does). */
 void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, uint16_t *y16, float *rstd, const float *x,
                              const float *w, int N, int D, float eps);
-void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy, uint16_t *dy16,
-                                    const float *x, const uint16_t *x16, const float *w,
-                                    const float *rstd, int N, int D, int acc, int round_dx);
+void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, uint16_t *dx16, const float *dy,
+                                    uint16_t *dy16, const float *x, const uint16_t *x16,
+                                    const float *w, const float *rstd, int N, int D, int acc,
+                                    int round_dx);
 void cuda_op_rmsnorm_backward_weight(gpu_ctx *g, float *dw, const float *dy, const float *x,
                                      const float *rstd, int N, int D);
 /* As cuda_op_layernorm_backward_weight_copies: dy16, x16 NULL or copies of bf16 values. */
 void cuda_op_rmsnorm_backward_weight_copies(gpu_ctx *g, float *dw, const float *dy,
                                             const uint16_t *dy16, const float *x,
                                             const uint16_t *x16, const float *rstd, int N, int D);
-void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KVH, int hd,
+/* bits NULL, or the bits of all of qkv [B*T, (H + 2 KVH) hd] as rotated (v's as they are)
+ * written there too: a tensor whose place at rest the table was handed (kernels.h
+ * share_bf16_into, not alone). */
+void cuda_op_rope(gpu_ctx *g, float *qkv, uint16_t *bits, int B, int T, int H, int KVH, int hd,
                   const pt_rope_freqs *f, int dir, const int32_t *positions);
 /* ops_head_norm.cu: kernels.h's head_rmsnorm_* */
 void cuda_op_head_rmsnorm_forward(gpu_ctx *g, float *y, float *rstd, const float *x,
@@ -276,6 +282,10 @@ typedef struct {
    * with values) and places with room kept (shared_values); not share_bf16_into's others
    * (forward's, converted before their floats are rounded). */
   unsigned values;
+  /* Places take_place or keep_room gave that keep_copy or keep_result has not kept yet: each
+   * holds a free range of acts (and of exact) for them, so a kernel taking two places at once
+   * (a norm's dy and dx) can keep both. */
+  int pending;
   /* Ranges of acts whose floats are their copy widened (a library's bf16 result kept,
    * cuda_bf16_keep_result): rounding them is the identity, so round_share_bf16 skips them. */
   pt_weight_range exact[PT_WEIGHT_COPY_RANGES];

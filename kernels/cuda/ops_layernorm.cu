@@ -38,9 +38,10 @@ static __global__ void __launch_bounds__(PT_THREADS)
  * CPU:  g = dy * w;  sg = sum g / D;  sgx = sum g * (x - m) * r / D;
  *       dx (=|+=) r * (dy * w - sg - (x - m) * r * sgx). */
 static __global__ void __launch_bounds__(PT_THREADS)
-    layernorm_backward_input_kernel(float *dx, const float *dy, uint16_t *dy16, const float *x,
-                                    const uint16_t *x16, const float *w, const float *mean,
-                                    const float *rstd, int D, int acc, int round_dx) {
+    layernorm_backward_input_kernel(float *dx, uint16_t *dx16, const float *dy, uint16_t *dy16,
+                                    const float *x, const uint16_t *x16, const float *w,
+                                    const float *mean, const float *rstd, int D, int acc,
+                                    int round_dx) {
   __shared__ float sh[32];
   const int64_t n = blockIdx.x;
   const float *dyr = dy + n * D;
@@ -57,8 +58,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
   sgx = pt_block_sum(sgx, sh) / D;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
     float v = r * (dyr[i] * w[i] - sg - (pt_get(x, x16, n * D + i) - m) * r * sgx);
-    v = acc ? dxr[i] + v : v;
-    dxr[i] = round_dx ? pt_round_bf16(v) : v;
+    pt_put_dx(dx, dx16, n * D + i, acc ? dxr[i] + v : v, round_dx);
   }
 }
 
@@ -123,8 +123,8 @@ extern "C" void cuda_op_layernorm_forward(gpu_ctx *g, float *y, uint16_t *y16, f
   PT_LAUNCH_CHECK();
 }
 
-extern "C" void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const float *dy,
-                                                 uint16_t *dy16, const float *x,
+extern "C" void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, uint16_t *dx16,
+                                                 const float *dy, uint16_t *dy16, const float *x,
                                                  const uint16_t *x16, const float *w,
                                                  const float *mean, const float *rstd, int N,
                                                  int D, int acc, int round_dx) {
@@ -134,9 +134,9 @@ extern "C" void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, const fl
   const double ND = (double)N * D;
   const pt_cost cost = pt_cost_of(0.0, (13.0 + acc) * ND,
                                   4.0 * ((3 + acc) * ND + D + 2 * N) +
-                                      pt_norm_copies_bytes(ND, dy16, x16));
+                                      pt_norm_copies_bytes(ND, dy16, x16, dx16));
   PT_LAUNCH_COSTED(layernorm_backward_input_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, dx,
-                   dy, dy16, x, x16, w, mean, rstd, D, acc, round_dx);
+                   dx16, dy, dy16, x, x16, w, mean, rstd, D, acc, round_dx);
   PT_LAUNCH_CHECK();
 }
 

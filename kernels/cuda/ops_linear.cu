@@ -595,6 +595,7 @@ extern "C" void cuda_bf16_acts_reset(gpu_ctx *g, cuda_bf16_scratch *s, const pt_
     weight_range_put(&s->exact[i], NULL, NULL, 0);
   }
   s->into_done = s->shared_values = 0;
+  s->pending = 0;
   s->values = (1u << (n < PT_WEIGHT_COPY_RANGES ? n : PT_WEIGHT_COPY_RANGES)) - 1u;
   if (s->kept_want > s->kept_cap) kept_grow(g, s, s->kept_want);
   s->kept_used = 0;
@@ -707,14 +708,22 @@ extern "C" const uint16_t *cuda_bf16_shared_operand(gpu_ctx *g, cuda_bf16_scratc
   return shared_copy(g, s, x, n);
 }
 
+/* 1 when a place given now could be kept (keep_copy, keep_result) beside those still pending. */
+static int room_to_keep(const cuda_bf16_scratch *s) {
+  int exact = 0;
+  for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) exact += !s->exact[i].base;
+  return acts_free_slots(s) > s->pending && exact > s->pending;
+}
+
 extern "C" uint16_t *cuda_bf16_take_place(cuda_bf16_scratch *s, const float *x, int64_t n,
                                           int alone) {
-  if (!acts_free_slot(s) || !free_range(s->exact)) return NULL; /* keep_result would fail */
+  if (!room_to_keep(s)) return NULL;
   for (int i = 0; i < PT_WEIGHT_COPY_RANGES; i++) {
     const pt_weight_range *r = &s->shared[i];
     if (r->base == x && r->copy && n <= r->n && !(s->into_done >> i & 1) &&
         (!alone || (s->into_alone >> i & 1))) {
       s->into_done |= 1u << i;
+      s->pending++;
       return (uint16_t *)r->copy;
     }
   }
@@ -722,7 +731,9 @@ extern "C" uint16_t *cuda_bf16_take_place(cuda_bf16_scratch *s, const float *x, 
 }
 
 extern "C" uint16_t *cuda_bf16_keep_room(gpu_ctx *g, cuda_bf16_scratch *s, int64_t n) {
-  return n > 0 && acts_free_slot(s) && free_range(s->exact) ? kept_take(g, s, n) : NULL;
+  uint16_t *room = n > 0 && room_to_keep(s) ? kept_take(g, s, n) : NULL;
+  s->pending += room != NULL;
+  return room;
 }
 
 /* cuda_bf16_keep_copy; values: x's floats are copy widened (acts_put). */
@@ -731,6 +742,7 @@ static void keep_copy(cuda_bf16_scratch *s, const float *x, const uint16_t *copy
   pt_weight_range *slot = acts_free_slot(s);
   if (!slot) pt_fatal("cuda_bf16_keep_copy: no free range (take_place or keep_room gave room)");
   acts_put(s, slot, x, copy, n, values);
+  if (s->pending > 0) s->pending--;
 }
 
 extern "C" void cuda_bf16_keep_copy(cuda_bf16_scratch *s, const float *x, const uint16_t *copy,

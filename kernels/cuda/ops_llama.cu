@@ -24,9 +24,9 @@ static __global__ void __launch_bounds__(PT_THREADS)
 
 /* dx (=|+=) r * (dy * w - x * r * sgx), sgx = sum(dy * w * x * r) / D. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    rmsnorm_backward_input_kernel(float *dx, const float *dy, uint16_t *dy16, const float *x,
-                                  const uint16_t *x16, const float *w, const float *rstd, int D,
-                                  int acc, int round_dx) {
+    rmsnorm_backward_input_kernel(float *dx, uint16_t *dx16, const float *dy, uint16_t *dy16,
+                                  const float *x, const uint16_t *x16, const float *w,
+                                  const float *rstd, int D, int acc, int round_dx) {
   __shared__ float sh[32];
   const int64_t n = blockIdx.x;
   const float *dyr = dy + n * D;
@@ -40,8 +40,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
   sgx = pt_block_sum(sgx, sh) / D;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
     float v = r * (dyr[i] * w[i] - pt_get(x, x16, n * D + i) * r * sgx);
-    v = acc ? dxr[i] + v : v;
-    dxr[i] = round_dx ? pt_round_bf16(v) : v;
+    pt_put_dx(dx, dx16, n * D + i, acc ? dxr[i] + v : v, round_dx);
   }
 }
 
@@ -80,12 +79,20 @@ static __global__ void __launch_bounds__(32 * RMS_LANES)
 }
 
 /* Element e = ((row * heads + h) * half + j) of the rotated pairs, row = b*T + t, heads the
- * H + KVH rotated heads (q's then k's, contiguous in the row). */
+ * H + KVH rotated heads (q's then k's, contiguous in the row). bits (given): each row's ld
+ * elements' bits written there too, the rotated pairs' by their thread and, for e >= n, v's
+ * (the rest of the row, as it is), element e - n of them, as n + nv threads. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    rope_kernel(float *qkv, int64_t n, int T, int heads, int ld, int hd, pt_rope_freqs f, int dir,
-                const int32_t *positions) {
+    rope_kernel(float *qkv, uint16_t *bits, int64_t n, int64_t nv, int T, int heads, int ld,
+                int hd, pt_rope_freqs f, int dir, const int32_t *positions) {
   const int half = hd / 2;
-  PT_GRID_LOOP(e, n) {
+  PT_GRID_LOOP(e, n + nv) {
+    if (e >= n) {
+      const int64_t v = e - n, vw = ld - (int64_t)heads * hd;
+      const int64_t at = v / vw * ld + (int64_t)heads * hd + v % vw;
+      bits[at] = pt_bf16_bits(qkv[at]);
+      continue;
+    }
     const int j = (int)(e % half);
     const int64_t rh = e / half, row = rh / heads;
     const int h = (int)(rh % heads), t = (int)(row % T);
@@ -93,9 +100,14 @@ static __global__ void __launch_bounds__(PT_THREADS)
     rope_cos_sin(positions ? positions[row] : t, f.inv_freq[j], f.scale, &c, &s);
     if (dir < 0) s = -s;
     float *xh = qkv + row * ld + (int64_t)h * hd;
-    const float x0 = xh[j], x1 = xh[j + half];
-    xh[j] = x0 * c - x1 * s;
-    xh[j + half] = x1 * c + x0 * s;
+    const float x0 = xh[j], x1 = xh[j + half], y0 = x0 * c - x1 * s, y1 = x1 * c + x0 * s;
+    xh[j] = y0;
+    xh[j + half] = y1;
+    if (bits) {
+      uint16_t *bh = bits + (xh - qkv);
+      bh[j] = pt_bf16_bits(y0);
+      bh[j + half] = pt_bf16_bits(y1);
+    }
   }
 }
 
@@ -135,8 +147,8 @@ extern "C" void cuda_op_rmsnorm_forward(gpu_ctx *g, float *y, uint16_t *y16, flo
   PT_LAUNCH_CHECK();
 }
 
-extern "C" void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const float *dy,
-                                               uint16_t *dy16, const float *x,
+extern "C" void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, uint16_t *dx16,
+                                               const float *dy, uint16_t *dy16, const float *x,
                                                const uint16_t *x16, const float *w,
                                                const float *rstd, int N, int D, int acc,
                                                int round_dx) {
@@ -144,9 +156,9 @@ extern "C" void cuda_op_rmsnorm_backward_input(gpu_ctx *g, float *dx, const floa
   const double ND = (double)N * D;
   const pt_cost cost = pt_cost_of(0.0, (9.0 + acc) * ND,
                                   4.0 * ((3 + acc) * ND + D + N) +
-                                      pt_norm_copies_bytes(ND, dy16, x16));
+                                      pt_norm_copies_bytes(ND, dy16, x16, dx16));
   PT_LAUNCH_COSTED(rmsnorm_backward_input_kernel, cost, (unsigned)N, PT_THREADS, 0, g->stream, dx,
-                   dy, dy16, x, x16, w, rstd, D, acc, round_dx);
+                   dx16, dy, dy16, x, x16, w, rstd, D, acc, round_dx);
   PT_LAUNCH_CHECK();
 }
 
@@ -188,15 +200,20 @@ extern "C" void cuda_op_rmsnorm_backward_weight_copies(gpu_ctx *g, float *dw, co
   else rmsnorm_weight(g, dw, dy, x, rstd, N, D);
 }
 
-extern "C" void cuda_op_rope(gpu_ctx *g, float *qkv, int B, int T, int H, int KVH, int hd,
-                             const pt_rope_freqs *f, int dir, const int32_t *positions) {
+extern "C" void cuda_op_rope(gpu_ctx *g, float *qkv, uint16_t *bits, int B, int T, int H,
+                             int KVH, int hd, const pt_rope_freqs *f, int dir,
+                             const int32_t *positions) {
   const int64_t n = (int64_t)B * T * (H + KVH) * (hd / 2);
   if (n <= 0) return;
+  const int64_t nv = bits ? (int64_t)B * T * KVH * hd : 0; /* v's elements, for their bits */
   /* each pair read and written in place, 6 operations (the angle's own math not counted);
-   * the positions read once a row */
-  const pt_cost cost = pt_cost_of(0.0, 6.0 * n, 16.0 * n + (positions ? 4.0 * B * T : 0.0));
-  PT_LAUNCH_COSTED(rope_kernel, cost, pt_grid(n), PT_THREADS, 0, g->stream, qkv, n, T, H + KVH,
-                   (H + 2 * KVH) * hd, hd, *f, dir, positions);
+   * the positions read once a row; with bits, 2 bytes more an element rotated, v read (4) and
+   * its bits written (2) */
+  const double bytes = 16.0 * n + (positions ? 4.0 * B * T : 0.0) + (bits ? 4.0 * n : 0.0) +
+                       6.0 * nv;
+  PT_LAUNCH_COSTED(rope_kernel, pt_cost_of(0.0, 6.0 * n, bytes), pt_grid(n + nv), PT_THREADS, 0,
+                   g->stream, qkv, bits, n, nv, T, H + KVH, (H + 2 * KVH) * hd, hd, *f, dir,
+                   positions);
   PT_LAUNCH_CHECK();
 }
 

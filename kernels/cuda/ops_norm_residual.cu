@@ -50,10 +50,11 @@ static __global__ void __launch_bounds__(PT_THREADS)
 /* dx = dres + r * (dy * w - sg - (x - m) * r * sgx), sg = sum(dy * w) / D,
  * sgx = sum(dy * w * (x - m) * r) / D (ops_layernorm.cu's backward_input). */
 static __global__ void __launch_bounds__(PT_THREADS)
-    layernorm_backward_input_residual_kernel(float *dx, const float *dres, const float *dy,
-                                             uint16_t *dy16, const float *x, const uint16_t *x16,
-                                             const float *w, const float *mean,
-                                             const float *rstd, int D, int round_dx) {
+    layernorm_backward_input_residual_kernel(float *dx, uint16_t *dx16, const float *dres,
+                                             const float *dy, uint16_t *dy16, const float *x,
+                                             const uint16_t *x16, const float *w,
+                                             const float *mean, const float *rstd, int D,
+                                             int round_dx) {
   __shared__ float sh[32];
   const int64_t o = (int64_t)blockIdx.x * D;
   const float m = mean[blockIdx.x], r = rstd[blockIdx.x];
@@ -68,7 +69,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
   sgx = pt_block_sum(sgx, sh) / D;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
     const float v = dres[o + i] + r * (dy[o + i] * w[i] - sg - (pt_get(x, x16, o + i) - m) * r * sgx);
-    dx[o + i] = round_dx ? pt_round_bf16(v) : v;
+    pt_put_dx(dx, dx16, o + i, v, round_dx);
   }
 }
 
@@ -88,10 +89,10 @@ static __global__ void __launch_bounds__(PT_THREADS)
 
 /* dx = dres + r * (dy * w - x * r * sgx), sgx = sum(dy * w * x * r) / D. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    rmsnorm_backward_input_residual_kernel(float *dx, const float *dres, const float *dy,
-                                           uint16_t *dy16, const float *x, const uint16_t *x16,
-                                           const float *w, const float *rstd, int D,
-                                           int round_dx) {
+    rmsnorm_backward_input_residual_kernel(float *dx, uint16_t *dx16, const float *dres,
+                                           const float *dy, uint16_t *dy16, const float *x,
+                                           const uint16_t *x16, const float *w,
+                                           const float *rstd, int D, int round_dx) {
   __shared__ float sh[32];
   const int64_t o = (int64_t)blockIdx.x * D;
   const float r = rstd[blockIdx.x];
@@ -103,7 +104,7 @@ static __global__ void __launch_bounds__(PT_THREADS)
   sgx = pt_block_sum(sgx, sh) / D;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
     const float v = dres[o + i] + r * (dy[o + i] * w[i] - pt_get(x, x16, o + i) * r * sgx);
-    dx[o + i] = round_dx ? pt_round_bf16(v) : v;
+    pt_put_dx(dx, dx16, o + i, v, round_dx);
   }
 }
 
@@ -125,16 +126,17 @@ extern "C" void cuda_op_layernorm_forward_residual(gpu_ctx *g, float *x1, float 
 }
 
 extern "C" void cuda_op_layernorm_backward_input_residual(gpu_ctx *g, float *dx,
-                                                          const float *dres, const float *dy,
-                                                          uint16_t *dy16, const float *x,
-                                                          const uint16_t *x16, const float *w,
-                                                          const float *mean, const float *rstd,
-                                                          int N, int D, int round_dx) {
+                                                          uint16_t *dx16, const float *dres,
+                                                          const float *dy, uint16_t *dy16,
+                                                          const float *x, const uint16_t *x16,
+                                                          const float *w, const float *mean,
+                                                          const float *rstd, int N, int D,
+                                                          int round_dx) {
   if (N <= 0 || D <= 0) return;
   gpu_cost_note("layernorm_backward_input_residual_kernel", 0, 13.0 * N * D,
-                rows_bytes(N, D, 4, 1, 2) + pt_norm_copies_bytes((double)N * D, dy16, x16));
+                rows_bytes(N, D, 4, 1, 2) + pt_norm_copies_bytes((double)N * D, dy16, x16, dx16));
   PT_LAUNCH(layernorm_backward_input_residual_kernel, (unsigned)N, PT_THREADS, 0, g->stream, dx,
-            dres, dy, dy16, x, x16, w, mean, rstd, D, round_dx);
+            dx16, dres, dy, dy16, x, x16, w, mean, rstd, D, round_dx);
   PT_LAUNCH_CHECK();
 }
 
@@ -151,15 +153,16 @@ extern "C" void cuda_op_rmsnorm_forward_residual(gpu_ctx *g, float *x1, uint16_t
   PT_LAUNCH_CHECK();
 }
 
-extern "C" void cuda_op_rmsnorm_backward_input_residual(gpu_ctx *g, float *dx, const float *dres,
-                                                        const float *dy, uint16_t *dy16,
-                                                        const float *x, const uint16_t *x16,
-                                                        const float *w, const float *rstd, int N,
-                                                        int D, int round_dx) {
+extern "C" void cuda_op_rmsnorm_backward_input_residual(gpu_ctx *g, float *dx, uint16_t *dx16,
+                                                        const float *dres, const float *dy,
+                                                        uint16_t *dy16, const float *x,
+                                                        const uint16_t *x16, const float *w,
+                                                        const float *rstd, int N, int D,
+                                                        int round_dx) {
   if (N <= 0 || D <= 0) return;
   gpu_cost_note("rmsnorm_backward_input_residual_kernel", 0, 10.0 * N * D,
-                rows_bytes(N, D, 4, 1, 1) + pt_norm_copies_bytes((double)N * D, dy16, x16));
+                rows_bytes(N, D, 4, 1, 1) + pt_norm_copies_bytes((double)N * D, dy16, x16, dx16));
   PT_LAUNCH(rmsnorm_backward_input_residual_kernel, (unsigned)N, PT_THREADS, 0, g->stream, dx,
-            dres, dy, dy16, x, x16, w, rstd, D, round_dx);
+            dx16, dres, dy, dy16, x, x16, w, rstd, D, round_dx);
   PT_LAUNCH_CHECK();
 }

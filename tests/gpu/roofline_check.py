@@ -152,11 +152,13 @@ def closed_forms(r):
     close(launches, 2 * M * L, "fused residual layernorm backward launches")
     close(other, 2 * M * L * 13.0 * N * D, "fused residual layernorm backward FLOPs")
     # dy's bits too, written to its place at rest as the kernel reads it (dxln2, dxln1: the
-    # stash parts' copies, layers/layer.h backward_reads; no pass of their own after it); the
-    # second norm's x, x1, read from its copy at rest (2 bytes an element, layer.h read_at_rest)
-    close(nbytes, 2 * M * L * (4.0 * (4 * N * D + D + 2 * N) + 2.0 * N * D) - M * L * 2.0 * N * D,
-          "fused residual layernorm backward bytes: dy, x, dres in, dx out, dy's bits; w; mean, "
-          "rstd")
+    # stash parts' copies, layers/layer.h backward_reads; no pass of their own after it), and the
+    # second norm's dx's, dx1's, as it writes it (a stash part too); the second norm's x, x1,
+    # read from its copy at rest (2 bytes an element, layer.h read_at_rest)
+    close(nbytes, 2 * M * L * (4.0 * (4 * N * D + D + 2 * N) + 2.0 * N * D) - M * L * 2.0 * N * D
+          + M * L * 2.0 * N * D,
+          "fused residual layernorm backward bytes: dy, x, dres in, dx out, dy's and dx1's bits; "
+          "w; mean, rstd")
     params = L * (12 * D * D + 13 * D) + V * D + T * D + 2 * D
     launches, _, other, nbytes = r["adamw_chunks_kernel"]
     close(launches, 1, "adamw: one launch")
@@ -191,8 +193,9 @@ def closed_forms(r):
     # dout is read where its input gradient converted it (share_bf16), a block's h (d(fc
     # output)) where the DGELU wrote it as bf16, into room the table keeps (share_bf16_into
     # without a place, alone: layers/layer.h backward_at_rest; nor is it converted for fc's
-    # input gradient: 4D), dx1 where the projection's input gradient converted it into room
-    # kept (share_bf16_into not alone: layers/layer.h backward_reads); nor the block's
+    # input gradient: 4D), nor dx1 (D), whose bits the second norm's backward writes to its
+    # place as it writes it (share_bf16_into not alone: layers/layer.h backward_reads); nor the
+    # block's
     # atty forward (D) and dqkv backward (3D): the attention's bf16 results are kept as their
     # copies (pt_attention_opts.shared); nor the block's xln1 and xln2 forward (2D), which their
     # norms write as bf16 to their places at rest, nor the attention's qkv (3D) and fc2's g (4D)
@@ -202,8 +205,8 @@ def closed_forms(r):
     # products, layers/layer.h dout_read_at_rest)
     sum_ni, sum_no = L * 7 * D + D, L * 9 * D
     launches, _, _, nbytes = r["to_bf16_kernel:operand"]
-    close(launches, M * (2 * L + 2), "operand conversions: 2 a block's, 2 the head's")
-    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 21 * D * L),
+    close(launches, M * (L + 2), "operand conversions: 1 a block's (its dout), 2 the head's")
+    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 22 * D * L),
           "operand conversions: 6 bytes each")
     # the bias gradients: a block's four read their dy from its copy, 2 bytes an element (fc2's
     # dout shared with values, fc's h its room kept, the projection's dx1 converted there by its

@@ -447,10 +447,12 @@ static void test_layernorm(int N, int D) {
     float *dxc = hcopy(dx0, n);
     op_layernorm_backward_input(dxc, dy, x, w, mc, rc, N, D, acc);
     setf(d_dx, dx0, n);
-    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_m, d_r, N, D, acc, 0);
+    cuda_op_layernorm_backward_input(&G, d_dx, NULL, d_dy, NULL, d_x, NULL, d_w, d_m, d_r, N, D,
+                                     acc, 0);
     float *g1 = downf(d_dx, n);
     setf(d_dx, dx0, n);
-    cuda_op_layernorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_m, d_r, N, D, acc, 0);
+    cuda_op_layernorm_backward_input(&G, d_dx, NULL, d_dy, NULL, d_x, NULL, d_w, d_m, d_r, N, D,
+                                     acc, 0);
     expect_close(op, shape, g1, dxc, n, TOL_DEFAULT);
     expect_same_bits(op, shape, downf(d_dx, n), g1, n);
   }
@@ -490,12 +492,12 @@ static void norm_residual_gpu(int kind, int alias, int N, int D, const float *a,
   float *d_dy = upf(dy, n), *d_x = upf(x, n), *d_cm = upf(m, N), *d_cr = upf(r, N);
   if (kind == 0) {
     cuda_op_layernorm_forward_residual(&G, d_x1, d_y, d_m, d_r, d_a, d_b, d_w, d_bias, N, D, 1e-5f);
-    cuda_op_layernorm_backward_input_residual(&G, d_dx, d_dres, d_dy, NULL, d_x, NULL, d_w, d_cm,
-                                              d_cr, N, D, 0);
+    cuda_op_layernorm_backward_input_residual(&G, d_dx, NULL, d_dres, d_dy, NULL, d_x, NULL, d_w,
+                                              d_cm, d_cr, N, D, 0);
   } else {
     cuda_op_rmsnorm_forward_residual(&G, d_x1, NULL, d_y, NULL, d_r, d_a, d_b, d_w, N, D, 1e-6f);
-    cuda_op_rmsnorm_backward_input_residual(&G, d_dx, d_dres, d_dy, NULL, d_x, NULL, d_w, d_cr, N,
-                                            D, 0);
+    cuda_op_rmsnorm_backward_input_residual(&G, d_dx, NULL, d_dres, d_dy, NULL, d_x, NULL, d_w,
+                                            d_cr, N, D, 0);
   }
   out[0] = downf(d_x1, n), out[1] = downf(d_y, n), out[2] = kind == 0 ? downf(d_m, N) : NULL;
   out[3] = downf(d_r, N), out[4] = downf(d_dx, n);
@@ -719,10 +721,10 @@ static void test_positions(int B, int T, int D, int H, int KVH, int hd) {
   pt_rope_freqs f;
   rope_freqs_make(&(pt_rope_scaling){.theta = 10000.0}, hd, &f);
   op_rope(rc, B, T, H, KVH, hd, &f, 1, p);
-  cuda_op_rope(&G, d_r, B, T, H, KVH, hd, &f, 1, d_p);
+  cuda_op_rope(&G, d_r, NULL, B, T, H, KVH, hd, &f, 1, d_p);
   expect_close("rope dir=1 positions", shape, downf(d_r, nr), rc, nr, TOL_DEFAULT);
   op_rope(rc, B, T, H, KVH, hd, &f, -1, p);
-  cuda_op_rope(&G, d_r, B, T, H, KVH, hd, &f, -1, d_p);
+  cuda_op_rope(&G, d_r, NULL, B, T, H, KVH, hd, &f, -1, d_p);
   expect_close("rope dir=-1 positions (back to x)", shape, downf(d_r, nr), r, nr, TOL_DEFAULT);
   scope_end();
 }
@@ -757,10 +759,12 @@ static void test_rmsnorm(int N, int D) {
     float *dxc = hcopy(dx0, n);
     op_rmsnorm_backward_input(dxc, dy, x, w, rc, N, D, acc);
     setf(d_dx, dx0, n);
-    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_r, N, D, acc, 0);
+    cuda_op_rmsnorm_backward_input(&G, d_dx, NULL, d_dy, NULL, d_x, NULL, d_w, d_r, N, D, acc,
+                                   0);
     float *g1 = downf(d_dx, n);
     setf(d_dx, dx0, n);
-    cuda_op_rmsnorm_backward_input(&G, d_dx, d_dy, NULL, d_x, NULL, d_w, d_r, N, D, acc, 0);
+    cuda_op_rmsnorm_backward_input(&G, d_dx, NULL, d_dy, NULL, d_x, NULL, d_w, d_r, N, D, acc,
+                                   0);
     expect_close(op, shape, g1, dxc, n, TOL_DEFAULT);
     expect_same_bits(op, shape, downf(d_dx, n), g1, n);
   }
@@ -825,14 +829,14 @@ static void test_rope(int B, int T, int H, int KVH, int hd, const pt_rope_scalin
     if (i % ld < (int64_t)(H + KVH) * hd) xs[i] = x[i] * f.scale * f.scale;
   op_rope(xc, B, T, H, KVH, hd, &f, 1, NULL);
   float *d_x = upf(x, n);
-  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, &f, 1, NULL);
+  cuda_op_rope(&G, d_x, NULL, B, T, H, KVH, hd, &f, 1, NULL);
   float *y1 = downf(d_x, n);
   setf(d_x, x, n);
-  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, &f, 1, NULL);
+  cuda_op_rope(&G, d_x, NULL, B, T, H, KVH, hd, &f, 1, NULL);
   expect_close("rope dir=1", shape, y1, xc, n, TOL_DEFAULT);
   expect_same_bits("rope dir=1", shape, downf(d_x, n), y1, n);
   op_rope(xc, B, T, H, KVH, hd, &f, -1, NULL);
-  cuda_op_rope(&G, d_x, B, T, H, KVH, hd, &f, -1, NULL);
+  cuda_op_rope(&G, d_x, NULL, B, T, H, KVH, hd, &f, -1, NULL);
   float *x1 = downf(d_x, n);
   expect_close("rope dir=-1 (vs cpu)", shape, x1, xc, n, TOL_DEFAULT);
   expect_close("rope dir=-1 after dir=1 (vs x scale^2)", shape, x1, xs, n, TOL_DEFAULT);
@@ -2241,23 +2245,32 @@ static double norm_bwd_run(const pt_kernels *k, int e, const norm_bwd_args *a) {
   return ledger_bytes(k_norm_bwd_rows[e]) - b0;
 }
 
+/* Arguments for norm_bwd_run over N=24 rows of D=40: random x, dres and dy, a dx of its own,
+ * the statistics of layernorm_forward and rmsnorm_forward of x. */
+static norm_bwd_args norm_bwd_setup(const pt_kernels *k, int acc) {
+  const int N = 24, D = 40;
+  const int64_t n = (int64_t)N * D;
+  float *x = upf(hrand(n, -2, 2), n), *w = upf(hrand(D, 0.5f, 1.5f), D);
+  float *b = upf(hrand(D, -0.5f, 0.5f), D), *y = dnew(sizeof(float) * (size_t)n);
+  float *mean = dnew(sizeof(float) * N), *rstd = dnew(sizeof(float) * N);
+  float *rrstd = dnew(sizeof(float) * N);
+  k->activation_copies(k, NULL, 0);
+  k->layernorm_forward(k, y, mean, rstd, x, w, b, N, D, 1e-5f);
+  k->rmsnorm_forward(k, y, rrstd, x, w, N, D, 1e-5f);
+  return (norm_bwd_args){dnew(sizeof(float) * (size_t)n), upf(hrand(n, -1, 1), n),
+                         upf(hrand(n, -1, 1), n), x, w, mean, rstd, rrstd, N, D, acc};
+}
+
 /* round_when_written (kernels.h; the stage's input gradients, layers/layer.h din_by_norm): each
  * of the four norm backward_input entries whose dx is the tensor given writes it rounded, the
  * bits of the call followed by round_bf16 (the plain ones accumulating: rounded after the add),
  * and round_when_written(NULL) then says so; given another tensor, dx is written as it was and
  * it says not. */
 static void test_norm_dx_rounded(const pt_kernels *k) {
-  const int N = 24, D = 40;
-  const int64_t n = (int64_t)N * D;
+  const norm_bwd_args args = norm_bwd_setup(k, 1);
+  const int64_t n = (int64_t)args.N * args.D;
   const char *shape = "N=24 D=40";
-  float *hdx = hrand(n, -1, 1), *x = upf(hrand(n, -2, 2), n), *dres = upf(hrand(n, -1, 1), n);
-  float *dy = upf(hrand(n, -1, 1), n), *w = upf(hrand(D, 0.5f, 1.5f), D);
-  float *b = upf(hrand(D, -0.5f, 0.5f), D), *y = dnew(sizeof(float) * (size_t)n);
-  float *dx = dnew(sizeof(float) * (size_t)n), *other = dnew(sizeof(float) * (size_t)n);
-  float *mean = dnew(sizeof(float) * N), *rstd = dnew(sizeof(float) * N);
-  k->activation_copies(k, NULL, 0);
-  k->layernorm_forward(k, y, mean, rstd, x, w, b, N, D, 1e-5f);
-  const norm_bwd_args args = {dx, dres, dy, x, w, mean, rstd, rstd, N, D, 1};
+  float *hdx = hrand(n, -1, 1), *dx = args.dx, *other = dnew(sizeof(float) * (size_t)n);
   for (int e = 0; e < 4; e++) {
     float *want = NULL;
     for (int how = 0; how < 3; how++) { /* 0: the reference, 1: dx given, 2: another given */
@@ -2393,6 +2406,117 @@ static void test_norm_dy_copies(const pt_kernels *k) {
         continue;
       }
       expect_same_bits(what, shape, downf(dx, n), want, n);
+    }
+  }
+  k->activation_copies(k, NULL, 0);
+  scope_end();
+}
+
+/* A norm's backward_input writing a dx whose place at rest was handed over not alone (kernels.h
+ * share_bf16_into; layers/layer.h backward_reads: GPT-2's dx1, the Llama's dh), on each of the
+ * four entries, as written and rounded (round_when_written): it writes dx's bf16 bits there as
+ * it writes it (shared_into_done; the caller's place holds them, or room the table keeps), in
+ * the same launch (2 bytes an element more in its row), dx's floats as with nothing handed
+ * over; a product reading dx next reads those bits, converting it no more (one operand
+ * conversion fewer), with the same result. */
+static void test_norm_dx_copies(const pt_kernels *k) {
+  const norm_bwd_args args = norm_bwd_setup(k, 1);
+  const int N = args.N, D = args.D;
+  const int64_t n = (int64_t)N * D;
+  const char *shape = "N=24 D=40";
+  float *hdx = hrand(n, -1, 1), *dx = args.dx, *dxin = dnew(sizeof(float) * (size_t)n);
+  float *W = upf(hrand((int64_t)D * D, -0.3f, 0.3f), D * D);
+  uint16_t *place = dnew(sizeof(uint16_t) * (size_t)n);
+  for (int e = 0; e < 4; e++)
+    for (int rounded = 0; rounded < 2; rounded++) {
+      float *want = NULL, *want_in = NULL;
+      double want_bytes = 0.0;
+      uint64_t want_conv = 0;
+      /* how 0: nothing handed over (the reference); 1: the caller's place; 2: room kept */
+      for (int how = 0; how < 3; how++) {
+        k->activation_copies(k, NULL, 0);
+        setf(dx, hdx, n); /* acc 1 below adds to it */
+        if (how) k->share_bf16_into(k, dx, n, how == 2 ? NULL : place, 0);
+        if (rounded) k->round_when_written(k, dx, n);
+        const double bytes = norm_bwd_run(k, e, &args);
+        if (rounded) k->round_when_written(k, NULL, 0);
+        const uint64_t c0 = ledger_launches("to_bf16_kernel:operand");
+        k->linear_backward_input(k, dxin, dx, W, N, D, D, 0);
+        const uint64_t conv = ledger_launches("to_bf16_kernel:operand") - c0;
+        char what[128];
+        snprintf(what, sizeof what, "%s%s, dx handed over %s", k_norm_bwd_rows[e],
+                 rounded ? " rounding" : "",
+                 (const char *[]){"not at all", "with a place", "into room kept"}[how]);
+        CHECK(k->shared_into_done(k, dx) == (how != 0), "%s [%s]: dx's place %s", what, shape,
+              how ? "not written" : "taken");
+        if (!how) {
+          want = downf(dx, n), want_in = downf(dxin, n), want_bytes = bytes, want_conv = conv;
+          CHECK(conv >= 1, "%s [%s]: the product converted nothing", what, shape);
+          continue;
+        }
+        CHECK(bytes == want_bytes + 2.0 * n, "%s [%s]: %g bytes in the kernel's row, want %g",
+              what, shape, bytes, want_bytes + 2.0 * n);
+        CHECK(conv + 1 == want_conv, "%s [%s]: the product made %llu conversions, want %llu", what,
+              shape, (unsigned long long)conv, (unsigned long long)want_conv - 1);
+        expect_same_bits(what, shape, downf(dx, n), want, n);
+        if (how == 1) expect_bf16_of(what, shape, place, want, n);
+        expect_same_bits(what, shape, downf(dxin, n), want_in, n);
+      }
+    }
+  k->activation_copies(k, NULL, 0);
+  scope_end();
+}
+
+/* rope on a q|k|v whose place at rest was handed over not alone (kernels.h share_bf16_into;
+ * layers/llama_block.c: forward's qkv, which the attention reads as bf16, and backward's dqkv,
+ * which the q|k|v product reads), forward and backward: the rotation writes the bits of all of
+ * q|k|v there (shared_into_done; the caller's place holds them, v's included, or room the table
+ * keeps), in its own launch (4 bytes more a rotated pair, 6 a v element, in its row), the
+ * floats as with nothing handed over; a product reading q|k|v next converts it no more. */
+static void test_rope_copies(const pt_kernels *k) {
+  const int B = 2, T = 6, H = 4, KVH = 2, hd = 8, W = (H + 2 * KVH) * hd, N = B * T;
+  const int64_t n = (int64_t)N * W, pairs = (int64_t)N * (H + KVH) * (hd / 2);
+  const int64_t nv = (int64_t)N * KVH * hd;
+  const char *shape = "B=2 T=6 H=4 KVH=2 hd=8";
+  pt_rope_freqs f;
+  rope_freqs_make(&(pt_rope_scaling){.theta = 10000.0}, hd, &f);
+  float *hq = hrand(n, -1, 1), *qkv = dnew(sizeof(float) * (size_t)n);
+  float *Wt = upf(hrand((int64_t)W * 16, -0.3f, 0.3f), (int64_t)W * 16);
+  float *out = dnew(sizeof(float) * (size_t)N * 16);
+  uint16_t *place = dnew(sizeof(uint16_t) * (size_t)n);
+  for (int dir = -1; dir <= 1; dir += 2) {
+    float *want = NULL, *want_out = NULL;
+    double want_bytes = 0.0;
+    uint64_t want_conv = 0;
+    for (int how = 0; how < 3; how++) { /* nothing handed over, the caller's place, room kept */
+      k->activation_copies(k, NULL, 0);
+      setf(qkv, hq, n);
+      if (how) k->share_bf16_into(k, qkv, n, how == 2 ? NULL : place, 0);
+      const double b0 = ledger_bytes("rope_kernel");
+      k->rope(k, qkv, B, T, H, KVH, hd, &f, dir, NULL);
+      const double bytes = ledger_bytes("rope_kernel") - b0;
+      const uint64_t c0 = ledger_launches("to_bf16_kernel:operand");
+      k->linear_backward_input(k, out, qkv, Wt, N, 16, W, 0); /* reads qkv as its dy */
+      const uint64_t conv = ledger_launches("to_bf16_kernel:operand") - c0;
+      char what[96];
+      snprintf(what, sizeof what, "rope dir=%d, q|k|v handed over %s", dir,
+               (const char *[]){"not at all", "with a place", "into room kept"}[how]);
+      CHECK(k->shared_into_done(k, qkv) == (how != 0), "%s [%s]: the place %s", what, shape,
+            how ? "not written" : "taken");
+      if (!how) {
+        want = downf(qkv, n), want_out = downf(out, (int64_t)N * 16);
+        want_bytes = bytes, want_conv = conv;
+        CHECK(conv >= 1, "%s [%s]: the product converted nothing", what, shape);
+        continue;
+      }
+      const double more = 4.0 * (double)pairs + 6.0 * (double)nv;
+      CHECK(bytes == want_bytes + more, "%s [%s]: %g bytes in rope's row, want %g", what, shape,
+            bytes, want_bytes + more);
+      CHECK(conv + 1 == want_conv, "%s [%s]: the product made %llu conversions, want %llu", what,
+            shape, (unsigned long long)conv, (unsigned long long)want_conv - 1);
+      expect_same_bits(what, shape, downf(qkv, n), want, n);
+      if (how == 1) expect_bf16_of(what, shape, place, want, n);
+      expect_same_bits(what, shape, downf(out, (int64_t)N * 16), want_out, (int64_t)N * 16);
     }
   }
   k->activation_copies(k, NULL, 0);
@@ -2854,6 +2978,8 @@ int main(void) {
   test_attention_at_rest(&kg.table);
   test_stash_at_rest(&kg.table);
   test_norm_dy_copies(&kg.table);
+  test_norm_dx_copies(&kg.table);
+  test_rope_copies(&kg.table);
   test_norm_x_copies(&kg.table);
   test_norm_dx_rounded(&kg.table);
   kernels_gpu_set_precision(&kg, PT_PRECISION_FP32);
