@@ -202,13 +202,17 @@ static void store_bf16(const pt_io *io, float *x, int features) {
 
 /* Layer L's backward_input, then its input gradient din (NULL: none) rounded to bf16 values
  * (store_bf16): by the table as the norm writing din last writes it, where L's type says one
- * does (layers/layer.h din_by_norm; kernels.h round_when_written), else in a pass of its own. */
-static void backward_input_stored(pt_layer *L, const pt_io *io, float *din) {
+ * does (layers/layer.h din_by_norm; kernels.h round_when_written), else in a pass of its own.
+ * Returns 1 when the table rounded it (store_ready_backward's din_rounded for the layer
+ * before). */
+static int backward_input_stored(pt_layer *L, const pt_io *io, float *din) {
   const pt_kernels *k = io->k;
   const int fused = din && k->round_when_written && L->type->din_by_norm; /* bf16 tables */
   if (fused) k->round_when_written(k, din, (int64_t)io->B * io->T * L->in_dim);
   L->type->backward_input(L, io);
-  if (!fused || !k->round_when_written(k, NULL, 0)) store_bf16(io, din, L->in_dim);
+  if (fused && k->round_when_written(k, NULL, 0)) return 1;
+  store_bf16(io, din, L->in_dim);
+  return 0;
 }
 
 /* Check k of the step (k = pass * n + li, increasing in time) raises the mark to
@@ -270,15 +274,16 @@ const float *stage_forward(pt_stage *st, int slot, int B, int T) {
 static float *backward_range(pt_stage *st, int slot, int lo, int hi, const float *dout,
                              int need_din, float *din_out) {
   float *din = NULL;
+  int rounded = 0; /* dout is the din the table rounded (not the first layer's: the caller's) */
   for (int li = hi - 1; li >= lo; li--) {
     pt_layer *L = &st->m->layers[st->first + li];
     int want = (li > 0 || need_din) && !L->in_tokens;
     din = want ? (dout == st->grad[0] ? st->grad[1] : st->grad[0]) : NULL;
     if (want && li == 0 && din_out) din = din_out;
-    if (st->packed) store_ready_backward(st, slot, li, dout);
+    if (st->packed) store_ready_backward(st, slot, li, dout, rounded);
     pt_io io = layer_io(st, slot, li, dout, din);
     if (st->packed) store_before_backward_input(st, slot, li, &io, NULL);
-    backward_input_stored(L, &io, din);
+    rounded = backward_input_stored(L, &io, din);
     if (st->packed) store_after_backward_input(st, slot, li, &io, NULL);
     L->type->backward_weight(L, &io);
     dout = din;
@@ -399,14 +404,15 @@ const float *stage_backward_input(pt_stage *st, int slot, const float *dout, int
                 sizeof(float) * (size_t)st->cur_B * st->cur_T * L->out_dim);
     dout = keep[st->n - 1];
   }
+  int rounded = 0; /* as backward_range's */
   for (int li = st->n - 1; li >= 0; li--) {
     pt_layer *L = &st->m->layers[st->first + li];
     int want = (li > 0 || need_din) && !L->in_tokens;
     din = want ? input_grad_buffer(st, keep, li, dout, din_out) : NULL;
-    if (st->packed) store_ready_backward(st, slot, li, dout);
+    if (st->packed) store_ready_backward(st, slot, li, dout, rounded);
     pt_io io = layer_io(st, slot, li, dout, din);
     if (st->packed) store_before_backward_input(st, slot, li, &io, keep[li]);
-    backward_input_stored(L, &io, din);
+    rounded = backward_input_stored(L, &io, din);
     if (st->packed) store_after_backward_input(st, slot, li, &io, keep[li]);
     if (!keep[li]) L->type->backward_weight(L, &io); /* no parameters: nothing to defer */
     dout = din;

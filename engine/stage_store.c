@@ -413,7 +413,7 @@ void store_ready(pt_stage *st, int slot, int li, int backward) {
   into_rest(st, slot, li, in | rewritten, held | rewritten, 0);
 }
 
-void store_ready_backward(pt_stage *st, int slot, int li, const float *dout) {
+void store_ready_backward(pt_stage *st, int slot, int li, const float *dout, int din_rounded) {
   const pt_kernels *k = st->m->dev->k;
   int tag = slot * st->n + li;
   int64_t m = out_floats(st, li, st->cur_B, st->cur_T);
@@ -426,6 +426,7 @@ void store_ready_backward(pt_stage *st, int slot, int li, const float *dout) {
     return;
   }
   ready_with_dout(st, slot, li, NULL, 1);
+  if (din_rounded && k->din_copy && k->din_copy(k, dout, m)) return; /* its bits as written */
   /* nothing writes dout until the next layer's store_ready: backward_input and a backward_weight
    * that follows at once may read one conversion of it */
   if (k->share_bf16) k->share_bf16(k, dout, m, !dout_f32(st, li)); /* rounded but the loss's */

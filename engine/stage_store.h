@@ -52,8 +52,10 @@ size_t store_set_bytes(const pt_stage *st, int li);
  * (forward rewrites the area), and those read_at_rest parts the table's to convert to rest. */
 void store_ready(pt_stage *st, int slot, int li, int backward);
 /* Before layer li's backward_input on dout: store_ready, then the table may keep one bf16
- * conversion of dout for both backward steps (kernels.h share_bf16). */
-void store_ready_backward(pt_stage *st, int slot, int li, const float *dout);
+ * conversion of dout for both backward steps (kernels.h share_bf16), or, din_rounded: dout is
+ * the input gradient the backward_input just before wrote and the table rounded as a norm wrote
+ * it (kernels.h round_when_written said 1), whose bits it may have kept (kernels.h din_copy). */
+void store_ready_backward(pt_stage *st, int slot, int li, const float *dout, int din_rounded);
 /* Then, with layer li's io for backward_input and its stash set (NULL: backward_weight follows
  * at once): the places at rest of the stash parts backward_input itself reads only through
  * products (layer.h backward_at_rest; alone) or whose first reader converts them (and

@@ -345,6 +345,16 @@ struct pt_kernels {
    * since (round_bf16 of it would leave it as it is), else 0, and forgets the x given before.
    * The stage's input gradients (layers/layer.h din_by_norm). */
   int (*round_when_written)(const pt_kernels *k, float *x, int64_t n);
+  /* Tables with round_when_written (NULL elsewhere): x[0..n) is the tensor the last
+   * round_when_written(x, n) call gave, which a norm's backward wrote rounded
+   * (round_when_written(NULL) said 1) and nothing has written since; called after the
+   * activation_copies that follows and before anything reads x (the stage's dout of the layer
+   * before, engine/stage_store.h store_ready_backward). Returns 1 when the table kept x's bits
+   * as that norm wrote them (the GPU: in one of two buffers of its own, the next input
+   * gradient's going to the other) and holds them now as x's activation copy, of x's values
+   * (share_bf16's values), until the next activation_copies; 0 when it has none or no room
+   * (the caller shares x instead). */
+  int (*din_copy)(const pt_kernels *k, const float *x, int64_t n);
   /* bf16 tables whose products can take a ready bf16 weight (the GPU's, the CPU's oneDNN one;
    * NULL elsewhere, the emulated CPU table included: it multiplies floats and would gain
    * nothing): from now on a linear entry whose W lies whole in [base, base + n) reads copy at

@@ -62,13 +62,61 @@ static int rounds_dx(const pt_kernels *k, const float *dx, int64_t n) {
   return 1;
 }
 
+/* A new tensor given (x): the bits kept of the last one are no longer din_copy's. */
 static int round_when_written(const pt_kernels *k, float *x, int64_t n) {
   kernels_gpu *s = state(k);
   const int done = s->round_done;
   s->round_at = x;
   s->round_n = n;
   s->round_done = 0;
+  if (x) s->din_kept = 0;
   return x ? 0 : done;
+}
+
+/* The buffer for the bits of a rounded input gradient dx[0..n): the other side than the last
+ * one's (which din_copy may have made the copy of the dout that backward reads), or the same
+ * when dx is written again by this layer's backward. */
+static uint16_t *din_bits(kernels_gpu *s, const float *dx, int64_t n) {
+  const int side = s->din_kept && s->din_at == dx ? s->din_side : s->din_side ^ 1;
+  if (s->din_cap[side] < n) {
+    if (s->din_bits[side]) {
+      gpu_sync(s->g); /* products still queued may read the old bits */
+      gpu_free(s->din_bits[side]);
+    }
+    s->din_bits[side] = gpu_alloc(s->g, sizeof(uint16_t) * (size_t)n);
+    s->din_cap[side] = n;
+  }
+  s->din_side = side;
+  s->din_at = dx;
+  s->din_n = n;
+  s->din_kept = 1;
+  return s->din_bits[side];
+}
+
+static int din_copy(const pt_kernels *k, const float *x, int64_t n) {
+  kernels_gpu *s = state(k);
+  if (!s->din_kept || s->din_at != x || s->din_n != n) return 0;
+  s->din_kept = 0;
+  return cuda_bf16_keep_values(&s->bf16, x, s->din_bits[s->din_side], n);
+}
+
+/* Where a norm's backward writes dx[0..n)'s bits as it writes dx: dx's place at rest where it
+ * was handed over (read_place), else, where the norm rounds dx (the stage's input gradient),
+ * the table's own (din_bits); NULL: nowhere. */
+typedef struct {
+  uint16_t *bits;
+  int place, round;
+} dx_out;
+
+static dx_out dx_out_of(const pt_kernels *k, float *dx, int64_t n) {
+  dx_out o = {read_place(k, dx, n), 0, rounds_dx(k, dx, n)};
+  o.place = o.bits != NULL;
+  if (!o.bits && o.round) o.bits = din_bits(state(k), dx, n);
+  return o;
+}
+
+static void dx_written(const pt_kernels *k, float *dx, dx_out o, int64_t n) {
+  if (o.place) read_written(k, dx, o.bits, n);
 }
 
 static void linear_forward(const pt_kernels *k, float *y, const float *x, const float *W,
@@ -139,11 +187,12 @@ static void layernorm_backward_input(const pt_kernels *k, float *dx, const float
                                      const float *x, const float *w, const float *mean,
                                      const float *rstd, int N, int D, int acc) {
   const int64_t n = (int64_t)N * D;
-  uint16_t *dy16 = read_place(k, dy, n), *dx16 = read_place(k, dx, n);
-  cuda_op_layernorm_backward_input(ctx(k), dx, dx16, dy, dy16, x, copy_at_rest(k, x, n), w, mean,
-                                   rstd, N, D, acc, rounds_dx(k, dx, n));
+  uint16_t *dy16 = read_place(k, dy, n);
+  const dx_out o = dx_out_of(k, dx, n);
+  cuda_op_layernorm_backward_input(ctx(k), dx, o.bits, dy, dy16, x, copy_at_rest(k, x, n), w,
+                                   mean, rstd, N, D, acc, o.round);
   read_written(k, dy, dy16, n);
-  read_written(k, dx, dx16, n);
+  dx_written(k, dx, o, n);
 }
 
 static void layernorm_backward_weight(const pt_kernels *k, float *dw, float *db, const float *dy,
@@ -205,11 +254,12 @@ static void rmsnorm_backward_input(const pt_kernels *k, float *dx, const float *
                                    const float *x, const float *w, const float *rstd, int N, int D,
                                    int acc) {
   const int64_t n = (int64_t)N * D;
-  uint16_t *dy16 = read_place(k, dy, n), *dx16 = read_place(k, dx, n);
-  cuda_op_rmsnorm_backward_input(ctx(k), dx, dx16, dy, dy16, x, copy_at_rest(k, x, n), w, rstd, N,
-                                 D, acc, rounds_dx(k, dx, n));
+  uint16_t *dy16 = read_place(k, dy, n);
+  const dx_out o = dx_out_of(k, dx, n);
+  cuda_op_rmsnorm_backward_input(ctx(k), dx, o.bits, dy, dy16, x, copy_at_rest(k, x, n), w, rstd,
+                                 N, D, acc, o.round);
   read_written(k, dy, dy16, n);
-  read_written(k, dx, dx16, n);
+  dx_written(k, dx, o, n);
 }
 
 static void rmsnorm_backward_weight(const pt_kernels *k, float *dw, const float *dy,
@@ -231,12 +281,13 @@ static void layernorm_backward_input_residual(const pt_kernels *k, float *dx, co
                                               const float *mean, const float *rstd, int N,
                                               int D) {
   const int64_t n = (int64_t)N * D;
-  uint16_t *dy16 = read_place(k, dy, n), *dx16 = read_place(k, dx, n);
-  cuda_op_layernorm_backward_input_residual(ctx(k), dx, dx16, dres, dy, dy16, x,
+  uint16_t *dy16 = read_place(k, dy, n);
+  const dx_out o = dx_out_of(k, dx, n);
+  cuda_op_layernorm_backward_input_residual(ctx(k), dx, o.bits, dres, dy, dy16, x,
                                             copy_at_rest(k, x, n), w, mean, rstd, N, D,
-                                            rounds_dx(k, dx, n));
+                                            o.round);
   read_written(k, dy, dy16, n);
-  read_written(k, dx, dx16, n);
+  dx_written(k, dx, o, n);
 }
 
 static void rmsnorm_forward_residual(const pt_kernels *k, float *x1, float *y, float *rstd,
@@ -253,12 +304,13 @@ static void rmsnorm_backward_input_residual(const pt_kernels *k, float *dx, cons
                                             const float *dy, const float *x, const float *w,
                                             const float *rstd, int N, int D) {
   const int64_t n = (int64_t)N * D;
-  uint16_t *dy16 = read_place(k, dy, n), *dx16 = read_place(k, dx, n);
-  cuda_op_rmsnorm_backward_input_residual(ctx(k), dx, dx16, dres, dy, dy16, x,
+  uint16_t *dy16 = read_place(k, dy, n);
+  const dx_out o = dx_out_of(k, dx, n);
+  cuda_op_rmsnorm_backward_input_residual(ctx(k), dx, o.bits, dres, dy, dy16, x,
                                           copy_at_rest(k, x, n), w, rstd, N, D,
-                                          rounds_dx(k, dx, n));
+                                          o.round);
   read_written(k, dy, dy16, n);
-  read_written(k, dx, dx16, n);
+  dx_written(k, dx, o, n);
 }
 
 /* The rotation writes q|k|v whole last (forward's qkv, which the attention reads as bf16, and
@@ -574,6 +626,7 @@ void kernels_gpu_set_precision(kernels_gpu *kg, pt_precision p) {
   kg->table.weight_copy = b ? weight_copy : NULL;
   kg->table.round_pack_bf16 = b ? round_pack_bf16 : NULL;
   kg->table.round_when_written = b ? round_when_written : NULL;
+  kg->table.din_copy = b ? din_copy : NULL;
   kg->table.activation_copies = b ? activation_copies : NULL;
   kg->table.unset_f32 = b ? unset_f32 : NULL;
   kg->table.share_bf16 = b ? share_bf16 : NULL;
@@ -596,5 +649,7 @@ void kernels_gpu_close(kernels_gpu *kg) {
   if (kg->sort_keys) gpu_free(kg->sort_keys);
   gpu_staging_free(&kg->staging);
   cuda_sumsq_plan_free(&kg->sumsq_plan);
+  for (int i = 0; i < 2; i++)
+    if (kg->din_bits[i]) gpu_free(kg->din_bits[i]);
   *kg = (kernels_gpu){0};
 }

@@ -37,6 +37,14 @@ typedef struct {
   float *round_at;      /* round_when_written's x and n (NULL: none), and whether a norm did */
   int64_t round_n;
   int round_done;
+  /* The bits of the input gradients the norms round as they write them (kernels.h din_copy):
+   * two buffers, the last written at din_side; din_kept: they are din_at's as written, no
+   * tensor given to round_when_written since */
+  uint16_t *din_bits[2];
+  int64_t din_cap[2]; /* elements */
+  const float *din_at; /* the tensor whose bits din_bits[din_side] holds, n elements */
+  int64_t din_n;
+  int din_side, din_kept;
 } kernels_gpu;
 
 /* The GPU table's sizes without an open GPU (the planner's memory estimate): only its size

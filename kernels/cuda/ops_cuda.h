@@ -48,7 +48,8 @@ void cuda_op_layernorm_forward(gpu_ctx *g, float *y, uint16_t *y16, float *mean,
  * ones): dy16 NULL, or dy's bits (kernels/precision.h pt_bf16_bits) written there as the kernel
  * reads dy, and dx16 NULL, or dx's bits written there as it writes dx (after the add and the
  * rounding): tensors whose places at rest the table was handed (kernels.h share_bf16_into, not
- * alone); x16 NULL, or x read from there (bf16 copies of x's values; x itself then unread);
+ * alone), or, for dx, the table's own bits of an input gradient it rounds (kernels.h
+ * din_copy); x16 NULL, or x read from there (bf16 copies of x's values; x itself then unread);
  * round_dx: dx written rounded to bf16 values (after the add, acc; kernels.h
  * round_when_written). */
 void cuda_op_layernorm_backward_input(gpu_ctx *g, float *dx, uint16_t *dx16, const float *dy,
@@ -353,6 +354,10 @@ uint16_t *cuda_bf16_take_place(cuda_bf16_scratch *s, const float *x, int64_t n, 
 void cuda_bf16_keep_copy(cuda_bf16_scratch *s, const float *x, const uint16_t *copy, int64_t n);
 void cuda_bf16_keep_result(cuda_bf16_scratch *s, const float *x, const uint16_t *copy, int64_t n);
 void cuda_bf16_forget(cuda_bf16_scratch *s, const float *x, int64_t n);
+/* copy (the caller's, n bf16, kept unchanged until the next activation_copies) registered as
+ * x[0..n)'s activation copy, of x's values (s->values): 1, or 0 where s->acts has no free range
+ * beside the places pending (nothing registered). */
+int cuda_bf16_keep_values(cuda_bf16_scratch *s, const float *x, const uint16_t *copy, int64_t n);
 /* x[0..n)'s copy where its floats are the copy's values (s->values; or a place of values
  * written, shared_values), else NULL. */
 const uint16_t *cuda_bf16_values(const cuda_bf16_scratch *s, const float *x, int64_t n);

@@ -753,6 +753,13 @@ extern "C" void cuda_bf16_keep_copy(cuda_bf16_scratch *s, const float *x, const 
   keep_copy(s, x, copy, n, values);
 }
 
+extern "C" int cuda_bf16_keep_values(cuda_bf16_scratch *s, const float *x, const uint16_t *copy,
+                                     int64_t n) {
+  if (acts_free_slots(s) <= s->pending) return 0;
+  acts_put(s, acts_free_slot(s), x, copy, n, 1);
+  return 1;
+}
+
 extern "C" void cuda_bf16_keep_result(cuda_bf16_scratch *s, const float *x, const uint16_t *copy,
                                       int64_t n) {
   pt_weight_range *e = free_range(s->exact);

@@ -152,12 +152,14 @@ def closed_forms(r):
     close(launches, 2 * M * L, "fused residual layernorm backward launches")
     close(other, 2 * M * L * 13.0 * N * D, "fused residual layernorm backward FLOPs")
     # dy's bits too, written to its place at rest as the kernel reads it (dxln2, dxln1: the
-    # stash parts' copies, layers/layer.h backward_reads; no pass of their own after it), and the
-    # second norm's dx's, dx1's, as it writes it (a stash part too); the second norm's x, x1,
-    # read from its copy at rest (2 bytes an element, layer.h read_at_rest)
-    close(nbytes, 2 * M * L * (4.0 * (4 * N * D + D + 2 * N) + 2.0 * N * D) - M * L * 2.0 * N * D
-          + M * L * 2.0 * N * D,
-          "fused residual layernorm backward bytes: dy, x, dres in, dx out, dy's and dx1's bits; "
+    # stash parts' copies, layers/layer.h backward_reads; no pass of their own after it), and
+    # dx's as it writes it: the second norm's dx1 (a stash part too), the first norm's the
+    # block's input gradient, which it rounds (the layer before reads those bits: kernels.h
+    # din_copy); the second norm's x, x1, read from its copy at rest (2 bytes an element,
+    # layer.h read_at_rest)
+    close(nbytes, 2 * M * L * (4.0 * (4 * N * D + D + 2 * N) + 2.0 * 2.0 * N * D)
+          - M * L * 2.0 * N * D,
+          "fused residual layernorm backward bytes: dy, x, dres in, dx out, dy's and dx's bits; "
           "w; mean, rstd")
     params = L * (12 * D * D + 13 * D) + V * D + T * D + 2 * D
     launches, _, other, nbytes = r["adamw_chunks_kernel"]
@@ -190,7 +192,9 @@ def closed_forms(r):
     # conversions: the products' activation operands (weights read from the copy): x of each
     # forward, dy of each input gradient, x of each weight gradient but a block's (xln1, atty,
     # xln2, g: 7D, read from their copies at rest); no dy of a weight gradient: the layer's
-    # dout is read where its input gradient converted it (share_bf16), a block's h (d(fc
+    # dout is read where its input gradient converted it (share_bf16), nor a block's dout (D)
+    # at all: the norm writing it as the layer after's input gradient kept its bits (kernels.h
+    # din_copy; the final norm's for the last block), a block's h (d(fc
     # output)) where the DGELU wrote it as bf16, into room the table keeps (share_bf16_into
     # without a place, alone: layers/layer.h backward_at_rest; nor is it converted for fc's
     # input gradient: 4D), nor dx1 (D), whose bits the second norm's backward writes to its
@@ -205,8 +209,8 @@ def closed_forms(r):
     # products, layers/layer.h dout_read_at_rest)
     sum_ni, sum_no = L * 7 * D + D, L * 9 * D
     launches, _, _, nbytes = r["to_bf16_kernel:operand"]
-    close(launches, M * (L + 2), "operand conversions: 1 a block's (its dout), 2 the head's")
-    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 22 * D * L),
+    close(launches, M * 2, "operand conversions: none a block's, 2 the head's")
+    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 23 * D * L),
           "operand conversions: 6 bytes each")
     # the bias gradients: a block's four read their dy from its copy, 2 bytes an element (fc2's
     # dout shared with values, fc's h its room kept, the projection's dx1 converted there by its

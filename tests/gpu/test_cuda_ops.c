@@ -2416,8 +2416,8 @@ static void test_norm_dy_copies(const pt_kernels *k) {
  * share_bf16_into; layers/layer.h backward_reads: GPT-2's dx1, the Llama's dh), on each of the
  * four entries, as written and rounded (round_when_written): it writes dx's bf16 bits there as
  * it writes it (shared_into_done; the caller's place holds them, or room the table keeps), in
- * the same launch (2 bytes an element more in its row), dx's floats as with nothing handed
- * over; a product reading dx next reads those bits, converting it no more (one operand
+ * the same launch (2 bytes an element more in its row, none rounding: it writes them to the
+ * table's own then, din_copy), dx's floats as with nothing handed over; a product reading dx next reads those bits, converting it no more (one operand
  * conversion fewer), with the same result. */
 static void test_norm_dx_copies(const pt_kernels *k) {
   const norm_bwd_args args = norm_bwd_setup(k, 1);
@@ -2454,8 +2454,10 @@ static void test_norm_dx_copies(const pt_kernels *k) {
           CHECK(conv >= 1, "%s [%s]: the product converted nothing", what, shape);
           continue;
         }
-        CHECK(bytes == want_bytes + 2.0 * n, "%s [%s]: %g bytes in the kernel's row, want %g",
-              what, shape, bytes, want_bytes + 2.0 * n);
+        /* rounding, the reference writes the bits too, to the table's own (din_copy) */
+        const double more = rounded ? 0.0 : 2.0 * n;
+        CHECK(bytes == want_bytes + more, "%s [%s]: %g bytes in the kernel's row, want %g", what,
+              shape, bytes, want_bytes + more);
         CHECK(conv + 1 == want_conv, "%s [%s]: the product made %llu conversions, want %llu", what,
               shape, (unsigned long long)conv, (unsigned long long)want_conv - 1);
         expect_same_bits(what, shape, downf(dx, n), want, n);
@@ -2463,6 +2465,80 @@ static void test_norm_dx_copies(const pt_kernels *k) {
         expect_same_bits(what, shape, downf(dxin, n), want_in, n);
       }
     }
+  k->activation_copies(k, NULL, 0);
+  scope_end();
+}
+
+/* din_copy (kernels.h): the input gradient a norm's backward rounds as it writes it
+ * (round_when_written) has its bits kept by the table, 2 bytes an element more in the norm's
+ * row, for each of the four entries; once the stage's activation_copies has come, din_copy
+ * makes them its activation copy of values: a product reading it converts nothing and a bias
+ * gradient of it sums the copy, both with the reference's bits. The next input gradient's bits
+ * go to the other buffer: the copy stays right while that one is written. din_copy says 0 (and
+ * registers nothing) for another tensor, a second time, after a new round_when_written, and
+ * where the norm did not round. */
+static void test_din_copy(const pt_kernels *k) {
+  const norm_bwd_args args = norm_bwd_setup(k, 0);
+  const int N = args.N, D = args.D;
+  const int64_t n = (int64_t)N * D;
+  const char *shape = "N=24 D=40";
+  float *dx = args.dx, *other = dnew(sizeof(float) * (size_t)n);
+  float *W = upf(hrand((int64_t)D * D, -0.3f, 0.3f), D * D), *out = dnew(sizeof(float) * n);
+  float *dW = dnew(sizeof(float) * D * D), *db = dnew(sizeof(float) * D);
+  float *zero = hnew(sizeof(float) * D * D); /* hnew zeroes */
+  for (int e = 0; e < 4; e++) {
+    char what[96];
+    snprintf(what, sizeof what, "%s, din_copy", k_norm_bwd_rows[e]);
+    float *want[3];
+    double bytes[2];
+    uint64_t want_conv = 0;
+    for (int kept = 0; kept < 2; kept++) { /* the reference: rounded in a pass of its own */
+      k->activation_copies(k, NULL, 0);
+      if (kept) k->round_when_written(k, dx, n);
+      bytes[kept] = norm_bwd_run(k, e, &args);
+      CHECK(!kept || k->round_when_written(k, NULL, 0), "%s [%s]: not rounded", what, shape);
+      if (!kept) k->round_bf16(k, dx, n);
+      k->activation_copies(k, NULL, 0);
+      if (kept) {
+        CHECK(!k->din_copy(k, other, n), "%s [%s]: another tensor taken", what, shape);
+        CHECK(k->din_copy(k, dx, n), "%s [%s]: the bits not kept", what, shape);
+        CHECK(!k->din_copy(k, dx, n), "%s [%s]: taken twice", what, shape);
+        norm_bwd_args next = args; /* the next input gradient (another), to the other buffer */
+        next.dx = other, next.dy = args.dres;
+        k->round_when_written(k, other, n);
+        norm_bwd_run(k, e, &next);
+        k->round_when_written(k, NULL, 0);
+      }
+      const uint64_t c0 = ledger_launches("to_bf16_kernel:operand");
+      k->linear_backward_input(k, out, dx, W, N, D, D, 0);
+      setf(db, zero, D);
+      setf(dW, zero, (int64_t)D * D);
+      k->linear_backward_weight(k, dW, db, dx, dx, N, D, D);
+      const uint64_t conv = ledger_launches("to_bf16_kernel:operand") - c0;
+      float *got[3] = {downf(out, n), downf(dW, (int64_t)D * D), downf(db, D)};
+      if (!kept) {
+        for (int i = 0; i < 3; i++) want[i] = got[i];
+        want_conv = conv;
+        continue;
+      }
+      /* dx read three times as an operand (dy twice, x once), converted three times fewer */
+      CHECK(conv + 3 == want_conv, "%s [%s]: %llu conversions, want %llu", what, shape,
+            (unsigned long long)conv, (unsigned long long)want_conv - 3);
+      CHECK(bytes[1] == bytes[0] + 2.0 * n, "%s [%s]: %g bytes in the norm's row, want %g", what,
+            shape, bytes[1], bytes[0] + 2.0 * n);
+      const int64_t sizes[3] = {n, (int64_t)D * D, D};
+      for (int i = 0; i < 3; i++) expect_same_bits(what, shape, got[i], want[i], sizes[i]);
+    }
+    /* no copy where a new tensor was given since, or where the norm did not round */
+    k->round_when_written(k, dx, n);
+    norm_bwd_run(k, e, &args);
+    k->round_when_written(k, NULL, 0);
+    k->round_when_written(k, other, n);
+    k->round_when_written(k, NULL, 0);
+    CHECK(!k->din_copy(k, dx, n), "%s [%s]: taken after a new round_when_written", what, shape);
+    norm_bwd_run(k, e, &args);
+    CHECK(!k->din_copy(k, dx, n), "%s [%s]: taken where the norm did not round", what, shape);
+  }
   k->activation_copies(k, NULL, 0);
   scope_end();
 }
@@ -2980,6 +3056,7 @@ int main(void) {
   test_norm_dy_copies(&kg.table);
   test_norm_dx_copies(&kg.table);
   test_rope_copies(&kg.table);
+  test_din_copy(&kg.table);
   test_norm_x_copies(&kg.table);
   test_norm_dx_rounded(&kg.table);
   kernels_gpu_set_precision(&kg, PT_PRECISION_FP32);
