@@ -42,9 +42,10 @@ static const uint16_t *copy_at_rest(const pt_kernels *k, const float *x, int64_t
 
 /* A tensor a kernel reads whole after its last write, as the gated activations' gu [N, 2F], a
  * norm's forward its x or its backward its dy, or writes whole last (the residual rmsnorm's
- * x1, a norm backward's dx: GPT-2's dx1, the Llama's dh): where its place at rest was handed over (kernels.h share_bf16_into; the layer reads its
- * floats, so not alone), the kernel writes its bits there too, kept as its copy; later readers
- * read that copy where the table has one (copy_at_rest). */
+ * x1, a norm backward's dx: GPT-2's dx1, the Llama's dh, and the rotation's q|k|v): where its
+ * place at rest was handed over (kernels.h share_bf16_into; the layer reads its floats, so not
+ * alone), the kernel writes its bits there too, kept as its copy; later readers read that copy
+ * where the table has one (copy_at_rest). */
 static uint16_t *read_place(const pt_kernels *k, const float *x, int64_t n) {
   return k->share_bf16_into ? cuda_bf16_take_place(&state(k)->bf16, x, n, 0) : NULL;
 }

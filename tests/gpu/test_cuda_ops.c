@@ -2370,19 +2370,12 @@ static void test_norm_x_copies(const pt_kernels *k) {
  * launch (2 bytes an element more in its row, no pass of its own), dx and dy's floats as with
  * nothing handed over. */
 static void test_norm_dy_copies(const pt_kernels *k) {
-  const int N = 24, D = 40;
-  const int64_t n = (int64_t)N * D;
+  const norm_bwd_args args = norm_bwd_setup(k, 1);
+  const int64_t n = (int64_t)args.N * args.D;
   const char *shape = "N=24 D=40";
-  float *hdy = hrand(n, -1, 1), *x = upf(hrand(n, -2, 2), n), *dres = upf(hrand(n, -1, 1), n);
-  float *w = upf(hrand(D, 0.5f, 1.5f), D), *b = upf(hrand(D, -0.5f, 0.5f), D);
-  float *y = dnew(sizeof(float) * (size_t)n), *dx = dnew(sizeof(float) * (size_t)n);
-  float *mean = dnew(sizeof(float) * N), *rstd = dnew(sizeof(float) * N);
-  float *rrstd = dnew(sizeof(float) * N), *dy = upf(hdy, n);
+  float *dx = args.dx, *hdy = downf(args.dy, n);
+  const float *dy = args.dy;
   uint16_t *place = dnew(sizeof(uint16_t) * (size_t)n);
-  k->activation_copies(k, NULL, 0);
-  k->layernorm_forward(k, y, mean, rstd, x, w, b, N, D, 1e-5f);
-  k->rmsnorm_forward(k, y, rrstd, x, w, N, D, 1e-5f);
-  const norm_bwd_args args = {dx, dres, dy, x, w, mean, rstd, rrstd, N, D, 1};
   for (int e = 0; e < 4; e++) {
     float *want = NULL;
     double want_bytes = 0.0;
@@ -2417,8 +2410,9 @@ static void test_norm_dy_copies(const pt_kernels *k) {
  * four entries, as written and rounded (round_when_written): it writes dx's bf16 bits there as
  * it writes it (shared_into_done; the caller's place holds them, or room the table keeps), in
  * the same launch (2 bytes an element more in its row, none rounding: it writes them to the
- * table's own then, din_copy), dx's floats as with nothing handed over; a product reading dx next reads those bits, converting it no more (one operand
- * conversion fewer), with the same result. */
+ * table's own then, din_copy), dx's floats as with nothing handed over; a product reading dx
+ * next reads those bits, converting it no more (one operand conversion fewer), with the same
+ * result. */
 static void test_norm_dx_copies(const pt_kernels *k) {
   const norm_bwd_args args = norm_bwd_setup(k, 1);
   const int N = args.N, D = args.D;
@@ -2440,9 +2434,9 @@ static void test_norm_dx_copies(const pt_kernels *k) {
         if (rounded) k->round_when_written(k, dx, n);
         const double bytes = norm_bwd_run(k, e, &args);
         if (rounded) k->round_when_written(k, NULL, 0);
-        const uint64_t c0 = ledger_launches("to_bf16_kernel:operand");
+        const uint64_t c0 = conversions();
         k->linear_backward_input(k, dxin, dx, W, N, D, D, 0);
-        const uint64_t conv = ledger_launches("to_bf16_kernel:operand") - c0;
+        const uint64_t conv = conversions() - c0;
         char what[128];
         snprintf(what, sizeof what, "%s%s, dx handed over %s", k_norm_bwd_rows[e],
                  rounded ? " rounding" : "",
@@ -2509,12 +2503,12 @@ static void test_din_copy(const pt_kernels *k) {
         norm_bwd_run(k, e, &next);
         k->round_when_written(k, NULL, 0);
       }
-      const uint64_t c0 = ledger_launches("to_bf16_kernel:operand");
+      const uint64_t c0 = conversions();
       k->linear_backward_input(k, out, dx, W, N, D, D, 0);
       setf(db, zero, D);
       setf(dW, zero, (int64_t)D * D);
       k->linear_backward_weight(k, dW, db, dx, dx, N, D, D);
-      const uint64_t conv = ledger_launches("to_bf16_kernel:operand") - c0;
+      const uint64_t conv = conversions() - c0;
       float *got[3] = {downf(out, n), downf(dW, (int64_t)D * D), downf(db, D)};
       if (!kept) {
         for (int i = 0; i < 3; i++) want[i] = got[i];
@@ -2571,9 +2565,9 @@ static void test_rope_copies(const pt_kernels *k) {
       const double b0 = ledger_bytes("rope_kernel");
       k->rope(k, qkv, B, T, H, KVH, hd, &f, dir, NULL);
       const double bytes = ledger_bytes("rope_kernel") - b0;
-      const uint64_t c0 = ledger_launches("to_bf16_kernel:operand");
+      const uint64_t c0 = conversions();
       k->linear_backward_input(k, out, qkv, Wt, N, 16, W, 0); /* reads qkv as its dy */
-      const uint64_t conv = ledger_launches("to_bf16_kernel:operand") - c0;
+      const uint64_t conv = conversions() - c0;
       char what[96];
       snprintf(what, sizeof what, "rope dir=%d, q|k|v handed over %s", dir,
                (const char *[]){"not at all", "with a place", "into room kept"}[how]);
