@@ -32,8 +32,10 @@
  * results are those of float32 storage of the same (bf16) values: packing is lossless on them.
  * The model's logits are the exception: forward leaves them unrounded for the loss, which
  * rounds them as it reads them (kernels.h loss_rounds_bf16), so they are rounded and packed
- * only where they must wait (engine/stage_store.h); stage_output hands them rounded, as ever,
- * stage_loss_output and stage_loss_gradient as they are. Their finiteness check, too, is the
+ * only where they must wait, or, where the head's product can write them at rest alone, puts
+ * them only there (engine/stage_store.h); stage_output hands them rounded, as ever,
+ * stage_loss_output and stage_loss_gradient as they are (at rest: the buffer's floats
+ * undefined, its activation copy the logits, which the loss reads, kernels.h loss_acc). Their finiteness check, too, is the
  * loss's (stage_loss_check): it reads them anyway.
  */
 #ifndef PT_STAGE_H
@@ -105,8 +107,8 @@ void *stage_input(pt_stage *st, int slot);
 void *stage_input_host(pt_stage *st, int slot);
 void stage_input_commit(pt_stage *st, int slot);
 /* Runs forward for the micro-batch in slot; returns the stage output [B,T,out_dim] (on the
- * model's last stage under bf16 storage the logits, unrounded: read them through stage_output
- * or a loss, stage_loss_output). */
+ * model's last stage under bf16 storage the logits, unrounded or, at rest, undefined: read them
+ * through stage_output or a loss, stage_loss_output). */
 const float *stage_forward(pt_stage *st, int slot, int B, int T);
 /* Backward of the micro-batch in slot given dout = d loss / d output. When need_din is set (and
  * the input is not token ids) returns d loss / d input, written into din_out if it is not NULL
@@ -147,7 +149,8 @@ void stage_set_docs(pt_stage *st, int slot, const int32_t *doc_start, const int3
 float *stage_output(pt_stage *st, int slot);
 /* The same buffer for a loss that reads it and writes its gradient over it (kernels.h: dy ==
  * y) with no backward to follow (eval; training takes stage_loss_gradient): under bf16 storage
- * the model's logits there may be unrounded (the losses round them as they read them), and the
+ * the model's logits there may be unrounded (the losses round them as they read them) or
+ * undefined (at rest, the buffer's activation copy: kernels.h loss_acc reads that), and the
  * stage keeps nothing of them afterwards. Call right before the loss. */
 float *stage_loss_output(pt_stage *st, int slot);
 /* The finiteness check of the logits of slot that its loss owes, taken once (0: none, then):

@@ -29,6 +29,13 @@ static int dout_at_rest(const pt_stage *st, int li) {
   return stage_logits(st, li) && layer_dout_at_rest(layer_of(st, li), st->m->dev->k);
 }
 
+/* The model's logits of slot go to their place at rest straight from the head's product, as
+ * bf16 alone (layer.h layer_out_by_product), and the loss reads them there (store_output). */
+static int logits_alone(const pt_stage *st, int slot, int li) {
+  return stage_logits(st, li) && st->out16[slot * st->n + li] &&
+         layer_out_by_product(layer_of(st, li), st->m->dev->k);
+}
+
 static size_t dout_rest(const pt_stage *st, int li, int B, int T) {
   return ((size_t)out_floats(st, li, B, T) * (dout_f32(st, li) ? 4 : 2) + 63) & ~(size_t)63;
 }
@@ -411,6 +418,9 @@ void store_ready(pt_stage *st, int slot, int li, int backward) {
   if (li < st->n && k->share_bf16_into) copy_ranges(st, slot, li, r, &in, &held);
   uint32_t rewritten = k->share_bf16_into ? rewritten_at_rest(st, slot, li) : 0;
   into_rest(st, slot, li, in | rewritten, held | rewritten, 0);
+  if (li < st->n && logits_alone(st, slot, li))
+    k->share_bf16_into(k, st->wk[li & 1], out_floats(st, li, st->cur_B, st->cur_T),
+                       st->out16[slot * st->n + li], 1);
 }
 
 void store_ready_backward(pt_stage *st, int slot, int li, const float *dout, int din_rounded) {
@@ -454,7 +464,27 @@ uint16_t *store_loss_place(pt_stage *st, int slot) {
   return st->out16[tag];
 }
 
+/* For the loss of slot: its logits at rest, not in their working buffer (the head's product
+ * wrote them there alone, or they went to rest to make room), are read there, as the buffer's
+ * activation copy (kernels.h loss_acc), not unpacked. The buffer keeps the slot's tag, as held
+ * logits do (store_output): the loss may write its gradient over it. */
+static int loss_reads_rest(pt_stage *st, int slot) {
+  const pt_kernels *k = st->m->dev->k;
+  const int li = st->n - 1, p = li & 1, tag = slot * st->n + li;
+  if (!k->activation_copies || !stage_logits(st, li) || !st->out16[tag] ||
+      st->wk_tag[p] == tag)
+    return 0;
+  claim_wk(st, p, tag);
+  pt_weight_range r;
+  weight_range_put(&r, st->wk[p], st->out16[tag], out_floats(st, li, st->cur_B, st->cur_T));
+  k->activation_copies(k, &r, 1);
+  k->unset_f32(k, st->wk[p], r.n); /* so no float32 read of them passes the emulated GPU */
+  st->wk_tag[p] = tag;
+  return 1;
+}
+
 void store_output(pt_stage *st, int slot, int for_loss) {
+  if (for_loss && loss_reads_rest(st, slot)) return;
   store_ready(st, slot, st->n, 0); /* the last layer's output as "input" of layer n */
   int tag = slot * st->n + st->n - 1;
   if (st->raw_tag != tag) return;
@@ -472,7 +502,9 @@ int store_after_forward(pt_stage *st, int slot, int li, const pt_io *io, int32_t
   int tag = slot * st->n + li;
   int64_t n_out = out_floats(st, li, io->B, io->T);
   int checked = 0;
-  if (stage_logits(st, li)) { /* left as they are: the loss rounds them as it reads them */
+  if (logits_alone(st, slot, li) && k->shared_into_done(k, io->out)) {
+    st->wk_tag[li & 1] = -1; /* at rest only (store_ready), the loss reads them there */
+  } else if (stage_logits(st, li)) { /* left as they are: the loss rounds them as it reads them */
     st->wk_tag[li & 1] = st->raw_tag = tag;
   } else if (stage_kept(st, li)) {
     k->round_pack_bf16(k, st->out16[tag], io->out, n_out, mark, value);

@@ -12,13 +12,18 @@
  * converts straight to its place at rest (kernels.h share_bf16_into): its floats, never
  * rounded, are undefined after forward (only products read them, and they read its bits).
  *
- * One exception, the model's logits (stage_logits): their forward leaves them unrounded in their
- * working buffer, not at rest (st->raw_tag), since the loss that mostly follows at once reads
- * them rounded (kernels.h loss_rounds_bf16) and writes its gradient over them: the rounding and
- * the packing would be traffic for nothing. They go to rest (pack_bf16, which rounds) only when
- * the buffer is about to hold another tag first (another micro-batch's forward, an unpack, a
- * recomputation), and are rounded in place and kept for any reader but a loss (store_output).
- * The loss reads the same values either way (rounding is idempotent).
+ * One exception, the model's logits (stage_logits), which no pass of their own rounds or packs.
+ * Where the head writes them with one product (layer.h layer_out_by_product: a table with
+ * share_bf16_into), their place at rest is handed to it alone, so they go to rest as the
+ * product's bf16 and nowhere else; the loss reads them there (store_output registers them as
+ * the working buffer's activation copy, kernels.h loss_acc) and may write its gradient's bits
+ * over them. Otherwise their forward leaves them unrounded in their working buffer, not at rest
+ * (st->raw_tag), since the loss that mostly follows at once reads them rounded (kernels.h
+ * loss_rounds_bf16) and writes its gradient over them: the rounding and the packing would be
+ * traffic for nothing. They go to rest (pack_bf16, which rounds) only when the buffer is about
+ * to hold another tag first (another micro-batch's forward, an unpack, a recomputation), and
+ * are rounded in place and kept for any reader but a loss (store_output). The loss reads the
+ * same values either way (rounding is idempotent).
  */
 #ifndef PT_STAGE_STORE_H
 #define PT_STAGE_STORE_H
@@ -74,7 +79,9 @@ int store_after_forward(pt_stage *st, int slot, int li, const pt_io *io, int32_t
 /* The stage's last output of slot in its working buffer (store_ready of layer n), for a reader:
  * as it always was, rounded and kept at rest (logits held for the loss are rounded and packed in
  * one pass now); for_loss: logits held are handed over as they are, the loss rounding them as
- * it reads them, and since its gradient replaces them they are no longer held. */
+ * it reads them, and since its gradient replaces them they are no longer held; logits at rest
+ * and not in the buffer, on a table with activation_copies, are not unpacked: the buffer's
+ * floats are undefined and its activation copy is them at rest, where the loss reads them. */
 void store_output(pt_stage *st, int slot, int for_loss);
 /* Where the loss of slot writes its gradient as bf16 (engine/stage.h stage_loss_gradient_bf16),
  * or NULL: the logits' place at rest, when the model's last layer reads dout only through

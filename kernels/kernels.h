@@ -83,7 +83,8 @@ typedef struct pt_kernels pt_kernels;
  *   bf16  the products' inputs rounded to bf16, float32 accumulation; the stage rounds every
  *         layer's output and input gradient to bf16 (round_bf16; round_pack_bf16 what it keeps
  *         packed; the model's logits are rounded by the losses as they read them,
- *         loss_rounds_bf16), and activations and gradients cross stages as packed bf16
+ *         loss_rounds_bf16, or written at rest as bf16 by the head's product,
+ *         engine/stage_store.h), and activations and gradients cross stages as packed bf16
  *         (pack_bf16 / unpack_bf16); the stage also keeps the activations of micro-batches in
  *         flight packed (engine/stage_store.c)
  * Everything else (LayerNorm, softmax, attention, losses, norms, the optimizer, the master
@@ -277,7 +278,9 @@ struct pt_kernels {
    * [N] or float [N,F]; target_bytes of them): returns the sum of the rows' losses, writes
    * dy = scale * d(sum)/dy. dy may be y itself: the gradient then overwrites the logits (the
    * last stage keeps no second [N,F] buffer, engine/stage.h stage_loss_gradient). y is read as
-   * loss_rounds_bf16 below says. */
+   * loss_rounds_bf16 below says, or, on a table with activation_copies, from y's activation
+   * copy where one holds y whole (its floats then not read: the logits the head's product wrote
+   * to their place at rest alone, engine/stage_store.h). */
   double (*loss)(const pt_kernels *k, pt_loss_kind kind, const float *y, const void *targets,
                  size_t target_bytes, int N, int F, float scale, float *dy);
   /* One optimizer update of n floats: w, m (and v for AdamW) updated from gradient g (each
@@ -409,8 +412,9 @@ struct pt_kernels {
    * attention may write its result there. alone: nothing reads x's floats from here on but
    * products and an attention_reads_bf16 attention (layers/layer.h read_at_rest and
    * backward_at_rest), so the kernel writing x (a norm, swiglu, geglu, linear_forward,
-   * linear_forward_gelu's y and h, that attention's o forward, its dqkv backward) may write its
-   * bf16 values to place alone, x's floats left undefined. place NULL: room the table keeps
+   * linear_forward_gelu's y and h, linear_backward_input's dx without acc, that attention's o
+   * forward, its dqkv backward) may write its bf16 values to place alone, x's floats left
+   * undefined. place NULL: room the table keeps
    * instead (as share_bf16's conversions), for a tensor nobody keeps at rest
    * (engine/stage_store.c: the stash of a backward_weight that follows at once), which no sum (a
    * bias or norm weight gradient, activation_copies) reads before its floats are undefined
@@ -423,14 +427,16 @@ struct pt_kernels {
                           int alone);
   int (*shared_into_done)(const pt_kernels *k, const float *x);
   /* Tables with activation_copies (NULL elsewhere: 0): 1 when the attention entries of this
-   * shape and opts read qkv and o only as bf16, from their activation copies where registered
+   * shape and opts read qkv and o (and backward its dout) only as bf16, from their activation
+   * copies where registered
    * (the GPU's cuDNN path, kernels/cuda/attention_bf16.h), and forward, with opts->shared,
    * writes o straight to its place at rest where o was handed over alone (share_bf16_into): its
    * floats then undefined; 0 where they read them as float32 (the in-house fallback:
    * soft-capping, shapes the library refuses). Decided by the arguments alone, once per shape
    * for the table's life, and the same answer the calls follow, so a layer may mark qkv and o
    * read_at_rest on it (layers/layer.h). Packed documents, which the argument list cannot say,
-   * run the fallback even where this is 1: it widens the copies of qkv and o itself. */
+   * run the fallback even where this is 1: it widens the copies of qkv and o itself (so a
+   * caller leaves dout's floats undefined only without documents). */
   int (*attention_reads_bf16)(const pt_kernels *k, int B, int T, int d, int H, int KVH,
                               const pt_attention_opts *opts);
   /* Step statistics kept on the device until the caller reads them once (device/stats.h), so a
@@ -439,7 +445,9 @@ struct pt_kernels {
    * loss_acc: as loss, the rows' loss sum added to *sum (one double); the host targets are
    * taken before it returns (the caller may reuse them at once; the GPU stages them in pinned
    * memory of its own, no wait); mark NULL, or finite_check(mark, value) of y as the loss reads
-   * it, in the loss's pass (kernels/loss.h pt_loss_read); dy16 NULL, or the gradient goes there
+   * it, in the loss's pass (kernels/loss.h pt_loss_read); y read from its activation copy as
+   * loss says; dy16 NULL, or the gradient goes there (which may be that copy of y: the copy is
+   * then the gradient's bits, no longer y's)
    * as n = N*F bf16 (pt_bf16_bits of each value dy would get: what converting dy gives) and dy's
    * floats are left undefined (the GPU writes none of them: 2 bytes a logit instead of 4 and no
    * conversion after; engine/stage_store.h, layers/layer.h dout_read_at_rest). finite_check:

@@ -224,6 +224,11 @@ typedef struct pt_layer_type {
    * model's last layer, under bf16 on a table with activation_copies, the loss then writes its
    * gradient as bf16 alone (kernels.h loss_acc dy16; layer_dout_at_rest). */
   int (*dout_read_at_rest)(const pt_layer *L);
+  /* Optional (NULL: 0). 1 when forward writes io->out whole in one call of linear_forward, its
+   * last, and reads nothing of it after: under bf16 the stage may then hand the model's logits'
+   * place at rest to the table alone (kernels.h share_bf16_into), so the product writes them as
+   * bf16 only and the loss reads them there (layer_out_by_product). */
+  int (*out_by_product)(const pt_layer *L);
   /* 1: backward_input's last write to io->din is one call of a norm's backward_input
    * (kernels.h layernorm_backward_input, rmsnorm_backward_input, their _residual ones) writing
    * its dx as the whole of din, nothing reading din after it. Under bf16 the stage then has the
@@ -327,6 +332,10 @@ size_t layer_saved_rest_bytes(const pt_layer *L, const pt_kernels *k, int B, int
 /* 1 when the loss may hand L's backward its gradient as bf16 alone (the type's dout_read_at_rest
  * says 1 and table k, NULL the CPU's, has activation_copies): engine/stage_store.c asks. */
 int layer_dout_at_rest(const pt_layer *L, const pt_kernels *k);
+/* 1 when table k (NULL: the CPU's) may have L's forward write its output to a place at rest
+ * alone (the type's out_by_product says 1, and k has share_bf16_into): engine/stage_store.c asks
+ * of the model's logits. */
+int layer_out_by_product(const pt_layer *L, const pt_kernels *k);
 /* pt_io.scratch bytes at B x T with kernel table k (NULL: the CPU's), 0 without scratch_bytes. */
 size_t layer_scratch_bytes(const pt_layer *L, const pt_kernels *k, int B, int T);
 /* Deterministic init of parameter p from (seed, L->index, p): normal(0, std) or a constant. */

@@ -48,6 +48,12 @@ static void linear_backward_weight(pt_layer *L, const pt_io *io) {
 /* Without a bias only the products read dout (layer.h dout_read_at_rest). */
 static int linear_dout_read_at_rest(const pt_layer *L) { return L->n_params == 1; }
 
+/* forward is one linear_forward (layer.h out_by_product), with or without a bias. */
+static int linear_out_by_product(const pt_layer *L) {
+  (void)L;
+  return 1;
+}
+
 static void lm_head_configure(pt_layer *L, const pt_layer_setup *s, spec_errors *e) {
   int64_t vocab = layer_require_model_int(s, s->spec->vocab, "vocab", "lm_head", e);
   int64_t dim = layer_require_model_int(s, s->spec->dim, "dim", "lm_head", e);
@@ -105,8 +111,10 @@ static void lm_head_backward_weight(pt_layer *L, const pt_io *io) {
                                 L->in_dim, L->out_dim);
 }
 
-/* The soft-cap's backward reads dout as float32. */
+/* The soft-cap's backward reads dout as float32; its forward writes the logits from the
+ * product's output in a pass of its own. */
 static int lm_head_dout_read_at_rest(const pt_layer *L) { return head_softcap(L) == 0; }
+static int lm_head_out_by_product(const pt_layer *L) { return head_softcap(L) == 0; }
 
 static void lm_head_cost(const pt_layer *L, int T, pt_layer_cost *c) {
   layer_cost_default(L, T, c);
@@ -123,6 +131,7 @@ const pt_layer_type layer_type_linear = {
     .backward_input = linear_backward_input,
     .backward_weight = linear_backward_weight,
     .dout_read_at_rest = linear_dout_read_at_rest,
+    .out_by_product = linear_out_by_product,
 };
 
 const pt_layer_type layer_type_lm_head = {
@@ -136,5 +145,6 @@ const pt_layer_type layer_type_lm_head = {
     .backward_input = lm_head_backward_input,
     .backward_weight = lm_head_backward_weight,
     .dout_read_at_rest = lm_head_dout_read_at_rest,
+    .out_by_product = lm_head_out_by_product,
     .cost = lm_head_cost,
 };

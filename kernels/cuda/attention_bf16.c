@@ -223,10 +223,10 @@ void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqk
   uint16_t *qkv_b = bf16_room(g, a, n_qkv, n_o), *o_b = qkv_b + n_qkv;
   uint16_t *dout_b = o_b + n_o, *dqkv_b = dout_b + n_o;
   const uint16_t *qkv_in = operand(g, a, qkv_b, qkv, n_qkv), *o_in = operand(g, a, o_b, o, n_o);
-  cuda_pack_bf16(g, dout_b, dout, n_o);
+  const uint16_t *dout_in = operand(g, a, dout_b, dout, n_o); /* the product's bits, alone */
   int alone;
   uint16_t *dqkv_r = result_room(g, a, dqkv_b, dqkv, n_qkv, opts, &alone);
-  attention_cudnn_backward(g, p, workspace(g, a, p), dqkv_r, dout_b, qkv_in, o_in, lse);
+  attention_cudnn_backward(g, p, workspace(g, a, p), dqkv_r, dout_in, qkv_in, o_in, lse);
   note_cost("cudnn_attention_backward", 2.5, &s, n_qkv, n_o, 2.0);
   result_widen(g, a, dqkv, dqkv_r, dqkv_b, n_qkv, alone);
   a->library_calls++;

@@ -139,10 +139,17 @@ static void linear_forward_residual(const pt_kernels *k, float *y, const float *
   else cuda_op_linear_forward_residual(ctx(k), y, res, x, W, b, N, Ni, No);
 }
 
+/* dx's place handed over alone (the attention's dout, which cuDNN reads as bf16 only: the
+ * blocks' backward) is written as bf16 only. */
 static void linear_backward_input(const pt_kernels *k, float *dx, const float *dy, const float *W,
                                   int N, int Ni, int No, int acc) {
-  if (bf16(k)) cuda_op_linear_backward_input_bf16(ctx(k), bf16(k), dx, dy, W, N, Ni, No, acc);
-  else cuda_op_linear_backward_input(ctx(k), dx, dy, W, N, Ni, No, acc);
+  if (!bf16(k)) {
+    cuda_op_linear_backward_input(ctx(k), dx, dy, W, N, Ni, No, acc);
+    return;
+  }
+  uint16_t *dx16 = acc ? NULL : alone_place(k, dx, (int64_t)N * Ni);
+  cuda_op_linear_backward_input_bf16(ctx(k), bf16(k), dx, dx16, dy, W, N, Ni, No, acc);
+  alone_written(k, dx, dx16, (int64_t)N * Ni);
 }
 
 static void linear_backward_weight(const pt_kernels *k, float *dW, float *db, const float *dy,
@@ -472,10 +479,11 @@ static double loss(const pt_kernels *k, pt_loss_kind kind, const float *y, const
   gpu_cost_note("cudaMemsetAsync", 0.0, 0.0, sizeof(double));
   CUDA_CHECK(cudaMemsetAsync(kg->sum, 0, sizeof(double), kg->g->stream));
   pt_loss_read r = {.round_bf16 = k->loss_rounds_bf16};
+  const uint16_t *y16 = copy_at_rest(k, y, (int64_t)N * F);
   if (kind == LOSS_CROSS_ENTROPY)
-    cuda_loss_cross_entropy(kg->g, dy, NULL, kg->sum, y, kg->targets, N, F, s, kg->reduce, r);
+    cuda_loss_cross_entropy(kg->g, dy, NULL, kg->sum, y, y16, kg->targets, N, F, s, kg->reduce, r);
   else
-    cuda_loss_mse(kg->g, dy, NULL, kg->sum, y, kg->targets, N, F, s, kg->reduce, r);
+    cuda_loss_mse(kg->g, dy, NULL, kg->sum, y, y16, kg->targets, N, F, s, kg->reduce, r);
   return read_sum(k);
 }
 
@@ -579,10 +587,11 @@ static void loss_acc(const pt_kernels *k, pt_loss_kind kind, const float *y, con
   void *dev = device_targets(kg, target_bytes);
   gpu_staged_to_device(kg->g, &kg->staging, dev, targets, target_bytes); /* no wait */
   pt_loss_read r = {.round_bf16 = k->loss_rounds_bf16, .mark = mark, .value = value};
+  const uint16_t *y16 = copy_at_rest(k, y, (int64_t)N * F); /* the logits at rest alone */
   if (kind == LOSS_CROSS_ENTROPY)
-    cuda_loss_cross_entropy(kg->g, dy, dy16, sum, y, dev, N, F, s, kg->reduce, r);
+    cuda_loss_cross_entropy(kg->g, dy, dy16, sum, y, y16, dev, N, F, s, kg->reduce, r);
   else
-    cuda_loss_mse(kg->g, dy, dy16, sum, y, dev, N, F, s, kg->reduce, r);
+    cuda_loss_mse(kg->g, dy, dy16, sum, y, y16, dev, N, F, s, kg->reduce, r);
 }
 
 static void sumsq_spans_into(const pt_kernels *k, double *out, const float *x,

@@ -191,16 +191,17 @@ void cuda_op_pos_backward_weight(gpu_ctx *g, float *dpos, const float *dy, int B
  * loss sum (not mean) over the rows is added to *loss_sum_dev (one device double). The rows'
  * losses are added in a fixed order (scratch: CUDA_REDUCE_SCRATCH_DOUBLES device doubles).
  * dy16 NULL, or the gradient is written there as bf16 bits (pt_bf16_bits) and dy not at all.
- * Cross entropy targets are checked on the host (as kernels/cpu/loss.c does); one outside [0, V)
- * gives a NaN loss and no -scale in its row. y is read as r says (kernels/loss.h; r.mark device
- * memory). */
+ * y16 (logits16) NULL, or y's bf16 bits, read instead of y's floats (not read then); dy16 may be
+ * y16 itself (a thread writes only elements it has read). Cross entropy targets are checked on
+ * the host (as kernels/cpu/loss.c does); one outside [0, V) gives a NaN loss and no -scale in
+ * its row. y is read as r says (kernels/loss.h; r.mark device memory). */
 void cuda_loss_cross_entropy(gpu_ctx *g, float *dy, uint16_t *dy16, double *loss_sum_dev,
-                             const float *logits,
+                             const float *logits, const uint16_t *logits16,
                              const int32_t *targets, int N, int V, float scale, double *scratch,
                              pt_loss_read r);
 void cuda_loss_mse(gpu_ctx *g, float *dy, uint16_t *dy16, double *loss_sum_dev, const float *y,
-                   const float *targets, int N, int F, float scale, double *scratch,
-                   pt_loss_read r);
+                   const uint16_t *y16, const float *targets, int N, int F, float scale,
+                   double *scratch, pt_loss_read r);
 
 /* AdamW / SGD updates over n floats, as kernels/cpu/optimizer.c (PyTorch semantics), bit for
  * bit: weight decay applies to float i where decay_mask[i] is nonzero; NULL: decay applies to
@@ -307,9 +308,11 @@ void cuda_op_linear_forward_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *y, uin
 void cuda_op_linear_forward_residual_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *y,
                                           const float *res, const float *x, const float *W,
                                           const float *b, int N, int Ni, int No);
+/* dx16 (acc 0 only; NULL: none): dx written there as bf16 instead of as floats (cuBLASLt's
+ * bf16 D, else the floats packed there after). */
 void cuda_op_linear_backward_input_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *dx,
-                                        const float *dy, const float *W, int N, int Ni, int No,
-                                        int acc);
+                                        uint16_t *dx16, const float *dy, const float *W, int N,
+                                        int Ni, int No, int acc);
 void cuda_op_linear_backward_weight_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *dW, float *db,
                                          const float *dy, const float *x, int N, int Ni, int No);
 void cuda_bf16_scratch_free(cuda_bf16_scratch *s);

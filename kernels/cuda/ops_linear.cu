@@ -456,6 +456,18 @@ static void backward_input(gpu_ctx *g, cuda_bf16_scratch *s, float *dx, const fl
           acc ? 1.0f : 0.0f, dx, Ni, 1);
 }
 
+/* backward_input (acc 0) with dx written as bf16 to dx16 only, through cuBLASLt's bf16 D (the
+ * same layout); where it has no algorithm, the floats and their bits packed there after. */
+static void backward_input_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *dx, uint16_t *dx16,
+                                const float *dy, const float *W, int N, int Ni, int No) {
+  if (N <= 0 || Ni <= 0) return;
+  lt_args a = {CUBLASLT_EPILOGUE_DEFAULT, CUBLAS_OP_N, CUBLAS_OP_N, Ni, N, No, W, Ni, dy, No,
+               0.0f, NULL, dx, Ni, NULL, NULL, dx16, NULL};
+  if (No > 0 && lt_product(g, s, "cublasLt_bwd_input:bf16", a)) return;
+  backward_input(g, s, dx, dy, W, N, Ni, No, 0);
+  pack_into(g, dx16, dx, (int64_t)N * Ni);
+}
+
 /* h = x W^T + b and y = gelu(h) in one matmul (GELU_AUX_BIAS), else the two calls. y16 and h16
  * (both or neither: cuBLASLt's aux has D's type): y and h written there as bf16 only; where the
  * floats were written instead, their bits are packed there after. */
@@ -568,9 +580,11 @@ extern "C" void cuda_op_linear_forward_residual_bf16(gpu_ctx *g, cuda_bf16_scrat
 }
 
 extern "C" void cuda_op_linear_backward_input_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *dx,
-                                                   const float *dy, const float *W, int N, int Ni,
-                                                   int No, int acc) {
-  backward_input(g, s, dx, dy, W, N, Ni, No, acc);
+                                                   uint16_t *dx16, const float *dy,
+                                                   const float *W, int N, int Ni, int No,
+                                                   int acc) {
+  if (dx16 && !acc) backward_input_bf16(g, s, dx, dx16, dy, W, N, Ni, No);
+  else backward_input(g, s, dx, dy, W, N, Ni, No, acc);
 }
 
 extern "C" void cuda_op_linear_backward_weight_bf16(gpu_ctx *g, cuda_bf16_scratch *s, float *dW,

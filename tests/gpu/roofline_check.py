@@ -15,7 +15,7 @@ roofline bench (bench/gpu_roofline.c) on tests/gpu/roofline_tiny.yaml, so neithe
    norm in two launches, cuDNN attention under bf16 (no in-house rows
    beside it), the bf16 conversions (the products' activation operands; the rounding at the
    layers' boundaries; the storage's packs, unpacks and rounding of the saved parts, the logits
-   left to the loss; the attention's packs), the bias and LayerNorm weight gradients (read
+   written at rest by the head's product; the attention's packs), the bias and LayerNorm weight gradients (read
    from bf16 copies),
    the finite checks and the cross entropy;
 4. the report has its lines (the table, both GPUs' floors and MFU, the launch overhead).
@@ -103,17 +103,21 @@ def closed_forms(r):
     layers: qkv D->3D and the projection D->D, fc D->4D and fc2 4D->D, each with a bias; the
     tied head D->V has none. cuBLASLt runs each biased forward product with its epilogue: qkv
     BIAS, the projections BIAS with the residual as C (beta 1), fc GELU_AUX_BIAS; fc2's input
-    gradient is DGELU (times gelu'(h)); the head and the other input gradients and every weight
-    gradient are cublasGemmEx. qkv's and fc's (g and h) outputs have their places at rest handed
-    over alone (read only by the attention and products; h by nothing in forward), so their
-    matmuls write them there as bf16 (the :bf16 rows: a bf16 D, and aux)."""
+    gradient is DGELU (times gelu'(h)); the projection's, the attention's dout, cuBLASLt's plain
+    matmul with a bf16 D (cuDNN reads it as bf16 alone); the other input gradients and every
+    weight gradient are cublasGemmEx. The head's forward is cuBLASLt's plain matmul with a bf16
+    D: the logits' place at rest is handed over alone (layers/layer.h out_by_product), the loss
+    reads them there. qkv's and fc's (g and h) outputs have their places at rest handed over
+    alone (read only by the attention and products; h by nothing in forward), so their matmuls
+    write them there as bf16 (the :bf16 rows: a bf16 D, and aux)."""
     sq = D * D
     tensor = {  # row: (launches, sum of Ni No over them in one micro-batch)
         "cublasLt_bias:bf16": (M * L, L * 3 * sq),
         "cublasLt_bias_residual": (2 * M * L, L * 5 * sq),
         "cublasLt_gelu_aux_bias:bf16": (M * L, L * 4 * sq),
-        "cublasGemmEx_bf16:fwd": (M, D * V),
-        "cublasGemmEx_bf16:bwd_input": (M * (3 * L + 1), L * 8 * sq + D * V),
+        "cublasLt:bf16": (M, D * V),
+        "cublasGemmEx_bf16:bwd_input": (M * (2 * L + 1), L * 7 * sq + D * V),
+        "cublasLt_bwd_input:bf16": (M * L, L * sq),
         "cublasLt_dgelu:bf16": (M * L, L * 4 * sq),
         "cublasGemmEx_bf16:bwd_weight": (M * (4 * L + 1), L * 12 * sq + D * V),
     }
@@ -121,7 +125,14 @@ def closed_forms(r):
         got = r[row]
         close(got[0], launches, f"{row} launches")
         close(got[1], 2.0 * M * N * mm, f"{row} tensor FLOPs = 2 N sum(Ni No) (bf16)")
-    for role in ("fwd", "bwd_input", "bwd_weight"):
+    check("cublasGemmEx_bf16:fwd" not in r, "the head's forward wrote float32 logits")
+    # the projection's input gradient, the attention's dout, which cuDNN reads as bf16 alone
+    # (layers/builtin.h layer_attention_dout_at_rest): W and dy in bf16, dx written as bf16
+    close(r["cublasLt_bwd_input:bf16"][3], M * L * (2.0 * (sq + N * D) + 2.0 * N * D),
+          "the attention's dout product bytes")
+    close(r["cublasLt:bf16"][3], M * (2.0 * (V * D + N * D) + 2.0 * N * V),
+          "the head's forward bytes: W and x in bf16, the logits written as bf16")
+    for role in ("bwd_input", "bwd_weight"):
         close(r["cublasGemmEx_bf16:" + role][2], 0.0, f"bf16 {role}: no FLOPs off the tensor cores")
     # the epilogues' FLOPs an element of D (4D x N per micro-batch and block for GELU and DGELU,
     # D x N for the projections: bias and residual)
@@ -235,8 +246,8 @@ def closed_forms(r):
     close(nbytes, M * (8.0 * N * D + 8.0 * N + 16.0 * D), "the final norm's weight gradient bytes")
     # A micro-batch's other conversions (one stage, no stash sets, no checkpointing), per token:
     # - rounded and packed in one pass (10 bytes an element), to rest: every layer's output but
-    #   the head's (D each), L + 3 (the logits stay unrounded for the loss, which follows at
-    #   once and rounds them as it reads them), and the block's saved parts in bf16 that
+    #   the head's (D each), L + 3 (the head's product writes the logits to their place at rest
+    #   as bf16 alone, where the loss reads them), and the block's saved parts in bf16 that
     #   forward writes, one launch a run of adjacent parts (engine/stage_store.c; the block
     #   keeps them adjacent): none (xln1 and xln2 go there as their norms' bf16 outputs, qkv,
     #   g and h as their products' bf16 D and aux, kernels.h share_bf16_into alone, atty as the
@@ -251,7 +262,8 @@ def closed_forms(r):
     # - rounded only (8 bytes): the input gradients backward that no norm writes (D each): the
     #   head's and the position embedding's, 2 (the blocks' and the final norm's are written
     #   rounded by their norm's backward: layers/layer.h din_by_norm);
-    # - packed only (6 bytes): the attention's dout backward (its qkv and o backward are read
+    # - nothing packed for the attention backward: its dout is written as bf16 alone by the
+    #   projection's input gradient (cublasLt_bwd_input:bf16); its qkv and o backward are read
     #   from their copies at rest);
     # - unpacks: the input of each block, the final norm and the head (D), L + 2; none of the
     #   block's parts (xln1, xln2, g, qkv, atty and x1, read only as weight gradients' x, by the
@@ -263,15 +275,15 @@ def closed_forms(r):
     # The finite checks (train.on_nonfinite abort): every layer's output but the logits, each in
     # the pass keeping it at rest (round_pack_bf16 with a mark: 1 FLOP an element, no bytes
     # more), none in a pass of its own; the logits' check the loss makes as it reads them (one
-    # read of N V floats, its gradient written over them: a partial sum a block, min(N, 1024)
-    # blocks).
+    # read of N V bf16 at rest, its gradient's bits written over them: a partial sum a block,
+    # min(N, 1024) blocks).
     forms = {  # row: (launches, elements, bytes an element, FLOPs an element) a micro-batch
         "round_pack_bf16_kernel": (L + 3, outs, 10.0, 1.0),
         "round_bf16_kernel": (2, 2 * D, 8.0, 0.0),
-        "to_bf16_kernel": (L, D * L, 6.0, 0.0),
         "from_bf16_kernel": (L + 2, D * (L + 2), 6.0, 0.0),
     }
     check("pack_bf16_around_kernel" not in r, "a stash part packed after backward_input")
+    check("to_bf16_kernel" not in r, "the attention's dout packed")
     check("finite_mark_kernel" not in r, "a finite check in a pass of its own")
     for row, (launches, per_token, width, flops) in forms.items():
         launched, _, other, nbytes = r[row]
@@ -281,12 +293,13 @@ def closed_forms(r):
     launched, _, other, nbytes = r["cross_entropy_kernel"]
     close(launched, M, "cross entropy: one launch a micro-batch")
     close(other, 4.0 * M * N * V, "cross entropy: 4 FLOPs a logit")
-    close(nbytes, M * (6.0 * N * V + 4 * N + 8 * min(N, 1024)),
-          "cross entropy: the logits read once and the gradient written as bf16, ids, partial sums")
+    close(nbytes, M * (4.0 * N * V + 4 * N + 8 * min(N, 1024)),
+          "cross entropy: the logits read once as bf16 and the gradient written as bf16, ids, "
+          "partial sums")
 
 
 def report_lines(text):
-    for want in ("peaks (dense, published)", "cublasGemmEx_bf16:fwd", "H100: step floor",
+    for want in ("peaks (dense, published)", "cublasLt:bf16", "H100: step floor",
                  "H200: step floor", "MFU", "tokens/s", "launches per step",
                  "launch overhead at"):
         check(want in text, f"report line with {want!r}")

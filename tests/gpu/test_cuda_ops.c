@@ -1082,7 +1082,7 @@ static void test_loss_ignore(int N, int F) {
   double *d_loss = dnew(sizeof(double)), zero = 0.0;
   gpu_to_device(&G, d_loss, &zero, sizeof zero);
   float *d_dy = upf(hrand(n, 5, 6), n);
-  cuda_loss_cross_entropy(&G, d_dy, NULL, d_loss, upf(y, n), up(it, sizeof(int32_t) * N), N, F, 0.5f,
+  cuda_loss_cross_entropy(&G, d_dy, NULL, d_loss, upf(y, n), NULL, up(it, sizeof(int32_t) * N), N, F, 0.5f,
                           dnew(sizeof(double) * CUDA_REDUCE_SCRATCH_DOUBLES), (pt_loss_read){0});
   float *dyg = downf(d_dy, n);
   expect_close("loss_cross_entropy dy (ignored rows)", shape, dyg, dyc, n, TOL_DEFAULT);
@@ -1096,11 +1096,12 @@ static void test_loss_ignore(int N, int F) {
 }
 
 static void loss_launch(pt_loss_kind kind, float *dy, uint16_t *dy16, double *loss, const float *y,
-                        const void *t, int N, int F, float scale, double *scr) {
+                        const uint16_t *y16, const void *t, int N, int F, float scale,
+                        double *scr) {
   if (kind == LOSS_CROSS_ENTROPY)
-    cuda_loss_cross_entropy(&G, dy, dy16, loss, y, t, N, F, scale, scr, (pt_loss_read){0});
+    cuda_loss_cross_entropy(&G, dy, dy16, loss, y, y16, t, N, F, scale, scr, (pt_loss_read){0});
   else
-    cuda_loss_mse(&G, dy, dy16, loss, y, t, N, F, scale, scr, (pt_loss_read){0});
+    cuda_loss_mse(&G, dy, dy16, loss, y, y16, t, N, F, scale, scr, (pt_loss_read){0});
 }
 
 /* The gradient as bf16 (kernels.h loss_acc dy16): each element pt_bf16_bits of the float path's
@@ -1117,11 +1118,11 @@ static void test_loss_bf16(pt_loss_kind kind, const char *name, const char *shap
   float *d_dy = upf(sentinel, n);
   uint16_t *d_16 = dnew(sizeof(uint16_t) * n), *want = hnew(sizeof(uint16_t) * n);
   double *d_loss = dnew(sizeof(double)), zero = 0.0, b0 = ledger_bytes(row);
-  loss_launch(kind, dnew(sizeof(float) * n), NULL, d_loss, d_y, d_t, N, F, scale, d_scr);
+  loss_launch(kind, dnew(sizeof(float) * n), NULL, d_loss, d_y, NULL, d_t, N, F, scale, d_scr);
   double full = ledger_bytes(row) - b0;
   b0 = ledger_bytes(row);
   gpu_to_device(&G, d_loss, &zero, sizeof zero);
-  loss_launch(kind, d_dy, d_16, d_loss, d_y, d_t, N, F, scale, d_scr);
+  loss_launch(kind, d_dy, d_16, d_loss, d_y, NULL, d_t, N, F, scale, d_scr);
   double bytes = ledger_bytes(row) - b0;
   uint16_t *got = hnew(sizeof(uint16_t) * n);
   gpu_to_host(&G, got, d_16, sizeof(uint16_t) * n);
@@ -1135,6 +1136,43 @@ static void test_loss_bf16(pt_loss_kind kind, const char *name, const char *shap
         shape, l16, loss1);
   CHECK(bytes == full - 2.0 * n, "%s [%s]: ledger %.0f bytes, want 2 a gradient element fewer than %.0f",
         op, shape, bytes, full);
+}
+
+/* y read from its bits (kernels.h loss_acc: the logits' activation copy), the gradient's bits
+ * written over them: what the float path gives on y's floats rounded (its dy16 and its loss, bit
+ * for bit) with y's floats NaN (unread), and 2 bytes a logit fewer in the ledger. */
+static void test_loss_reads_bits(pt_loss_kind kind, const char *name, const char *shape,
+                                 const float *y, const void *d_t, int N, int F, float scale,
+                                 double *d_scr) {
+  const int64_t n = (int64_t)N * F;
+  const char *row = kind == LOSS_CROSS_ENTROPY ? "cross_entropy_kernel" : "mse_kernel";
+  char op[96];
+  float *yr = hnew(sizeof(float) * n), *nan = hnew(sizeof(float) * n);
+  uint16_t *bits = hnew(sizeof(uint16_t) * n), *want = hnew(sizeof(uint16_t) * n);
+  for (int64_t i = 0; i < n; i++) {
+    yr[i] = pt_round_bf16(y[i]);
+    bits[i] = pt_bf16_bits(y[i]);
+    nan[i] = NAN;
+  }
+  uint16_t *d_want = dnew(sizeof(uint16_t) * n), *d_bits = up(bits, sizeof(uint16_t) * n);
+  double *d_loss = dnew(sizeof(double)), zero = 0.0, b0 = ledger_bytes(row);
+  gpu_to_device(&G, d_loss, &zero, sizeof zero);
+  loss_launch(kind, dnew(sizeof(float) * n), d_want, d_loss, upf(yr, n), NULL, d_t, N, F, scale,
+              d_scr);
+  double full = ledger_bytes(row) - b0, l1 = down_double(d_loss);
+  gpu_to_host(&G, want, d_want, sizeof(uint16_t) * n);
+  gpu_to_device(&G, d_loss, &zero, sizeof zero);
+  b0 = ledger_bytes(row);
+  loss_launch(kind, upf(nan, n), d_bits, d_loss, upf(nan, n), d_bits, d_t, N, F, scale, d_scr);
+  double bytes = ledger_bytes(row) - b0, l2 = down_double(d_loss);
+  gpu_to_host(&G, bits, d_bits, sizeof(uint16_t) * n);
+  snprintf(op, sizeof op, "%s y16 (dy16 over it)", name);
+  CHECK(memcmp(bits, want, sizeof(uint16_t) * n) == 0, "%s [%s]: not the float path's bits", op,
+        shape);
+  CHECK(memcmp(&l1, &l2, sizeof(double)) == 0, "%s [%s]: loss %.17g, float path %.17g", op,
+        shape, l2, l1);
+  CHECK(bytes == full - 2.0 * n, "%s [%s]: ledger %.0f bytes, want 2 a logit fewer than %.0f", op,
+        shape, bytes, full);
 }
 
 static void test_loss(pt_loss_kind kind, int N, int F) {
@@ -1158,9 +1196,11 @@ static void test_loss(pt_loss_kind kind, int N, int F) {
   for (int run = 0; run < 2; run++) {
     gpu_to_device(&G, d_loss, &start, sizeof start);
     if (kind == LOSS_CROSS_ENTROPY)
-      cuda_loss_cross_entropy(&G, d_dy, NULL, d_loss, d_y, d_t, N, F, scale, d_scr, (pt_loss_read){0});
+      cuda_loss_cross_entropy(&G, d_dy, NULL, d_loss, d_y, NULL, d_t, N, F, scale, d_scr,
+                              (pt_loss_read){0});
     else
-      cuda_loss_mse(&G, d_dy, NULL, d_loss, d_y, d_t, N, F, scale, d_scr, (pt_loss_read){0});
+      cuda_loss_mse(&G, d_dy, NULL, d_loss, d_y, NULL, d_t, N, F, scale, d_scr,
+                    (pt_loss_read){0});
     float *dyg = downf(d_dy, n);
     l[run] = down_double(d_loss);
     if (run == 0) {
@@ -1183,16 +1223,18 @@ static void test_loss(pt_loss_kind kind, int N, int F) {
   float *d_over = upf(y, n);
   gpu_to_device(&G, d_loss, &start, sizeof start);
   if (kind == LOSS_CROSS_ENTROPY)
-    cuda_loss_cross_entropy(&G, d_over, NULL, d_loss, d_over, d_t, N, F, scale, d_scr,
+    cuda_loss_cross_entropy(&G, d_over, NULL, d_loss, d_over, NULL, d_t, N, F, scale, d_scr,
                             (pt_loss_read){0});
   else
-    cuda_loss_mse(&G, d_over, NULL, d_loss, d_over, d_t, N, F, scale, d_scr, (pt_loss_read){0});
+    cuda_loss_mse(&G, d_over, NULL, d_loss, d_over, NULL, d_t, N, F, scale, d_scr,
+                  (pt_loss_read){0});
   snprintf(op, sizeof op, "%s dy over y", name);
   expect_same_bits(op, shape, downf(d_over, n), dy1, n);
   double lo = down_double(d_loss);
   CHECK(memcmp(&lo, &l[0], sizeof(double)) == 0, "%s [%s]: loss %.17g in place, %.17g apart",
         op, shape, lo, l[0]);
   test_loss_bf16(kind, name, shape, d_y, d_t, N, F, scale, d_scr, dy1, l[0] - start);
+  test_loss_reads_bits(kind, name, shape, y, d_t, N, F, scale, d_scr);
   scope_end();
 }
 
@@ -1821,6 +1863,66 @@ static int all_nan(const float *x, int64_t n) {
   return 1;
 }
 
+/* linear_backward_input (acc 0) with dx's place handed over alone (kernels.h share_bf16_into;
+ * the blocks' attention dout, layers/builtin.h layer_attention_dout_at_rest): one cuBLASLt
+ * matmul with a bf16 D writes there the bits converting the float32 dx gives, dx's floats unset
+ * (NaN), no conversion more; with room the table keeps (place NULL) a product reading dx then
+ * reads those bits (the float path's product, bit for bit); acc 1 takes no place (dx's floats
+ * accumulate as ever). dy: any [N, No] device tensor. */
+static void test_backward_input_alone(const pt_kernels *k, const char *shape, const float *dy,
+                                      const float *W, int N, int Ni, int No) {
+  const char *row = "cublasLt_bwd_input:bf16";
+  const int64_t nx = (int64_t)N * Ni, ny = (int64_t)N * No;
+  float *dx = dnew(sizeof(float) * nx), *y = dnew(sizeof(float) * ny);
+  uint16_t *dx16 = dnew(sizeof(uint16_t) * (size_t)nx);
+  k->activation_copies(k, NULL, 0);
+  uint64_t c0 = conversions();
+  k->linear_backward_input(k, dx, dy, W, N, Ni, No, 0);
+  const uint64_t plain = conversions() - c0;
+  float *want = downf(dx, nx);
+  k->linear_forward(k, y, dx, W, NULL, N, Ni, No); /* a product reading dx's floats */
+  float *want_y = downf(y, ny);
+  for (int room = 0; room < 2; room++) {
+    k->activation_copies(k, NULL, 0);
+    k->share_bf16_into(k, dx, nx, room ? NULL : dx16, 1);
+    uint64_t l0 = ledger_launches(row);
+    c0 = conversions();
+    k->linear_backward_input(k, dx, dy, W, N, Ni, No, 0);
+    CHECK(ledger_launches(row) - l0 == 1, "%s: linear_backward_input into %s alone: %llu "
+          "launches of %s, expected 1", shape, room ? "room" : "its place",
+          (unsigned long long)(ledger_launches(row) - l0), row);
+    CHECK(conversions() - c0 == plain, "%s: %llu operand conversions, expected %llu", shape,
+          (unsigned long long)(conversions() - c0), (unsigned long long)plain);
+    CHECK(k->shared_into_done(k, dx), "%s: linear_backward_input's place not counted written",
+          shape);
+    CHECK(all_nan(downf(dx, nx), nx), "%s: linear_backward_input wrote floats beside its place "
+          "alone", shape);
+    if (!room) {
+      expect_bf16_of("linear_backward_input into its place alone", shape, dx16, want, nx);
+      continue;
+    }
+    k->linear_forward(k, y, dx, W, NULL, N, Ni, No);
+    expect_same_bits("a product reading linear_backward_input's bits in room", shape,
+                     downf(y, ny), want_y, ny);
+  }
+  const float *once = want;
+  for (int shared = 0; shared < 2; shared++) { /* acc: as without a place */
+    k->activation_copies(k, NULL, 0);
+    if (shared) k->share_bf16_into(k, dx, nx, dx16, 1);
+    gpu_to_device(&G, dx, once, sizeof(float) * (size_t)nx);
+    k->linear_backward_input(k, dx, dy, W, N, Ni, No, 1);
+    if (!shared) {
+      want = downf(dx, nx);
+      continue;
+    }
+    CHECK(!k->shared_into_done(k, dx), "%s: linear_backward_input with acc took dx's place",
+          shape);
+    expect_same_bits("linear_backward_input with acc, dx's place handed over", shape,
+                     downf(dx, nx), want, nx);
+  }
+  k->activation_copies(k, NULL, 0);
+}
+
 /* The GPU table's products writing their output's place at rest handed over alone (kernels.h
  * share_bf16_into, alone): linear_forward (with and without a bias) and linear_forward_gelu's y
  * and h (both handed over) written there by one cuBLASLt matmul with a bf16 D (and aux), the
@@ -1851,6 +1953,7 @@ static void test_products_alone(const pt_kernels *k, const char *shape, const fl
     CHECK(conversions() - c0 == plain, "%s: %llu operand conversions, expected %llu", shape,
           (unsigned long long)(conversions() - c0), (unsigned long long)plain);
   }
+  test_backward_input_alone(k, shape, y, W, N, Ni, No);
   float *d_g = y;
   k->activation_copies(k, NULL, 0);
   k->linear_forward_gelu(k, d_g, h, x, W, b, N, Ni, No);
