@@ -35,8 +35,8 @@
  * only where they must wait, or, where the head's product can write them at rest alone, puts
  * them only there (engine/stage_store.h); stage_output hands them rounded, as ever,
  * stage_loss_output and stage_loss_gradient as they are (at rest: the buffer's floats
- * undefined, its activation copy the logits, which the loss reads, kernels.h loss_acc). Their finiteness check, too, is the
- * loss's (stage_loss_check): it reads them anyway.
+ * undefined, its activation copy the logits, which the loss reads, kernels.h loss_acc). Their
+ * finiteness check, too, is the loss's (stage_loss_check): it reads them anyway.
  */
 #ifndef PT_STAGE_H
 #define PT_STAGE_H

@@ -45,7 +45,8 @@ static __device__ __forceinline__ void put_dy(float *dy, uint16_t *dy16, int64_t
  * before any write. */
 static __global__ void __launch_bounds__(PT_THREADS)
     cross_entropy_kernel(float *dy, uint16_t *dy16, double *partial, const float *logits,
-                         const uint16_t *logits16, const int32_t *targets, int N, int V, float scale, pt_loss_read r) {
+                         const uint16_t *logits16, const int32_t *targets, int N, int V,
+                         float scale, pt_loss_read r) {
   __shared__ float sh[32];
   double acc = 0.0;
   int bad = 0;

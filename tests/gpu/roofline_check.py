@@ -15,9 +15,9 @@ roofline bench (bench/gpu_roofline.c) on tests/gpu/roofline_tiny.yaml, so neithe
    norm in two launches, cuDNN attention under bf16 (no in-house rows
    beside it), the bf16 conversions (the products' activation operands; the rounding at the
    layers' boundaries; the storage's packs, unpacks and rounding of the saved parts, the logits
-   written at rest by the head's product; the attention's packs), the bias and LayerNorm weight gradients (read
-   from bf16 copies),
-   the finite checks and the cross entropy;
+   written at rest by the head's product; no pack of the attention's dout, which its product
+   writes as bf16), the bias and LayerNorm weight gradients (read from bf16 copies), the finite
+   checks and the cross entropy;
 4. the report has its lines (the table, both GPUs' floors and MFU, the launch overhead).
 Run from the repository root. Exits non-zero on any failed check; 77 (skipped) where a build
 for real GPUs finds none."""

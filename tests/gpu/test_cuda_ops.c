@@ -1082,8 +1082,9 @@ static void test_loss_ignore(int N, int F) {
   double *d_loss = dnew(sizeof(double)), zero = 0.0;
   gpu_to_device(&G, d_loss, &zero, sizeof zero);
   float *d_dy = upf(hrand(n, 5, 6), n);
-  cuda_loss_cross_entropy(&G, d_dy, NULL, d_loss, upf(y, n), NULL, up(it, sizeof(int32_t) * N), N, F, 0.5f,
-                          dnew(sizeof(double) * CUDA_REDUCE_SCRATCH_DOUBLES), (pt_loss_read){0});
+  cuda_loss_cross_entropy(&G, d_dy, NULL, d_loss, upf(y, n), NULL, up(it, sizeof(int32_t) * N),
+                          N, F, 0.5f, dnew(sizeof(double) * CUDA_REDUCE_SCRATCH_DOUBLES),
+                          (pt_loss_read){0});
   float *dyg = downf(d_dy, n);
   expect_close("loss_cross_entropy dy (ignored rows)", shape, dyg, dyc, n, TOL_DEFAULT);
   for (int i = 0; i < N; i += 3)
