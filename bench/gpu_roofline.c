@@ -17,7 +17,8 @@
  *   row(L) = row(1) + (L - 1) (row(2) - row(1))
  * (launches, FLOPs and bytes alike; tests/gpu/roofline_check.py checks it against a direct run).
  * --direct runs the spec as it is instead. --raw prints the ledger rows only, exactly
- * ("row NAME LAUNCHES TENSOR OTHER BYTES"). --execute runs the kernels under the emulator too
+ * ("row NAME LAUNCHES TENSOR OTHER BYTES"), and the memory line's bytes ("memory PLANNED PEAK",
+ * memory_line). --execute runs the kernels under the emulator too
  * (for the test: the counts must not change).
  *
  * The model: kernels run one after another on one stream; a kernel row's floor is
@@ -33,7 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "engine/train.h"
+#include "partition/memory.h"
 #include "kernels/cuda/cost.h"
 
 /* Published dense peaks (no sparsity). H100 SXM5: NVIDIA H100 Tensor Core GPU datasheet
@@ -69,6 +72,7 @@ typedef struct {
   int n;
   double params, tokens, blocks; /* per step */
   double attn;                   /* 12 L dim seq_len: the model FLOPs' attention term a token */
+  double planned, peak;          /* bytes: the plan's total, the measured peak (memory_line) */
   int tf32;                      /* train.precision tf32: products on the TF32 tensor peak */
 } roof_ledger;
 
@@ -134,6 +138,8 @@ static void measure(const roof_args *a, int keep, roof_ledger *out) {
   if (keep >= 0) keep_blocks(&spec, type, keep);
   pt_trainer t;
   char err[1024];
+  size_t base = pt_mem_current();
+  pt_mem_reset_peak();
   if (trainer_init(&t, &spec, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
     exit(2);
@@ -158,6 +164,10 @@ static void measure(const roof_args *a, int keep, roof_ledger *out) {
   out->tokens = tokens_seq * (double)spec.seq_len;
   out->attn = 12.0 * out->blocks * (double)spec.dim * (double)spec.seq_len;
   out->tf32 = spec.train.precision == SPEC_PRECISION_TF32;
+  pt_stage_memory plan;
+  memory_estimate_stage(&t.part.model, 0, t.part.model.n_layers, 1, &plan);
+  out->planned = (double)plan.total;
+  out->peak = (double)(pt_mem_peak() - base);
   trainer_free(&t);
   spec_free(&spec);
 }
@@ -175,6 +185,8 @@ static void scale_blocks(const roof_ledger *l1, const roof_ledger *l2, double L,
   }
   out->params = l1->params + (L - 1.0) * (l2->params - l1->params);
   out->attn = l1->attn + (L - 1.0) * (l2->attn - l1->attn);
+  out->planned = l1->planned + (L - 1.0) * (l2->planned - l1->planned);
+  out->peak = l1->peak + (L - 1.0) * (l2->peak - l1->peak);
   out->tokens = l1->tokens;
   out->blocks = L;
   out->tf32 = l1->tf32;
@@ -226,6 +238,17 @@ static void print_summary(const roof_ledger *l, double tensor_peak[N_GPUS], doub
          LAUNCH_GAP_US, 100.0 * launches * LAUNCH_GAP_US * 1e-6 / floor[0]);
 }
 
+/* The memory plan (pipe_train --plan's total, partition/memory.h) against the peak the step
+ * measured (core/error.h pt_mem_peak): the device's buffers, as every plan-against-peak test
+ * counts them; the kernel tables' own scratch (cuBLASLt's workspace, bf16 operand copies, the
+ * attention's rooms) is in neither. Under the emulator's count-only mode the buffers are
+ * allocated as on a GPU, so the figure is the real shape's. */
+static void memory_line(const roof_ledger *l) {
+  printf("memory (one process, the device's buffers): planned %.3f GiB, measured peak %.3f GiB "
+         "(%+.1f%%)\n", l->planned / 1073741824.0, l->peak / 1073741824.0,
+         100.0 * (l->planned - l->peak) / l->peak);
+}
+
 static void print_report(const roof_args *a, const roof_ledger *l) {
   double tensor_peak[N_GPUS], floor[N_GPUS];
   for (int g = 0; g < N_GPUS; g++) {
@@ -243,6 +266,7 @@ static void print_report(const roof_args *a, const roof_ledger *l) {
            k_gpus[g].bw / 1e12, g + 1 < N_GPUS ? "; " : "\n");
   print_table(l, tensor_peak, floor);
   print_summary(l, tensor_peak, floor);
+  memory_line(l);
 }
 
 static void parse_args(int argc, char **argv, roof_args *a) {
@@ -293,6 +317,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < l.n; i++)
       printf("row %s %.17g %.17g %.17g %.17g\n", l.rows[i].name, l.rows[i].launches,
              l.rows[i].tensor, l.rows[i].other, l.rows[i].bytes);
+    printf("memory %.17g %.17g\n", l.planned, l.peak);
     return 0;
   }
   print_report(&a, &l);

@@ -129,11 +129,23 @@ static int64_t scratch_b(const pt_model *m, const shape_ctx *c, int li) {
  * the 2-d parameters (a product's operand widths are its weight's dimensions). The CPU tables
  * (kernels/cpu/kernels_cpu_precision.c) keep the weight and PT_PRECISION_BLOCK_ROWS rows of
  * each activation operand as floats (bf16 through oneDNN, kernels/cpu/kernels_cpu_bf16.c: the
- * same as bf16, with oneDNN's working memory in the half left over); the GPU's bf16 products (ops_linear.cu) keep both operands
- * whole, as bf16: a weight or B*T rows of the wider side, each (a bound: with the model's bf16
- * weight copy, weight_copy_halves, no weight is converted into scratch). GPU tf32 needs none. Which of the
- * two is the device kind's precision_in_gemm (device.h). Per process, whatever the stage count:
- * bounded here by the range's parameters. */
+ * same as bf16, with oneDNN's working memory in the half left over); the GPU's bf16 products
+ * (ops_linear.cu) keep both operands whole, as bf16: B*T rows of the wider side each (the
+ * logits' layer: of its input's, logits_read_at_rest; no embedding table, whose rows are
+ * gathered), or a weight where the model keeps no bf16 weight copy (weight_copy_halves). GPU
+ * tf32 needs none. Which of the two is the device kind's precision_in_gemm (device.h). Per
+ * process, whatever the stage count: bounded here by the range's parameters. */
+static int weight_copy_halves(const pt_model *m);
+
+/* The model's last layer whose loss gradient the GPU's bf16 loss writes at rest, read there by
+ * its products (layers/layer.h dout_read_at_rest; kernels.h loss_acc dy16), and whose logits
+ * are read there too: only its input, B*T rows of in_dim, is converted, not the B*T x
+ * vocabulary of the logits' side. */
+static int logits_read_at_rest(const pt_model *m, int li) {
+  const pt_layer *L = &m->layers[li];
+  return li == m->n_layers - 1 && L->type->dout_read_at_rest && L->type->dout_read_at_rest(L);
+}
+
 static int64_t precision_scratch_bytes(const pt_model *m, const shape_ctx *c, int first,
                                        int last) {
   spec_precision p = m->spec ? m->spec->train.precision : SPEC_PRECISION_FP32;
@@ -143,11 +155,14 @@ static int64_t precision_scratch_bytes(const pt_model *m, const shape_ctx *c, in
   int64_t rows = BT < PT_PRECISION_BLOCK_ROWS ? BT : PT_PRECISION_BLOCK_ROWS;
   for (int li = first; li < last; li++) {
     const pt_layer *L = &m->layers[li];
+    if (in_gemm && L->in_tokens) continue; /* its rows gathered and scattered: no product */
     for (int q = 0; q < L->n_params; q++) {
       const pt_param_desc *d = &L->params[q];
       if (d->ndim != 2) continue;
       int64_t wide = d->shape[0] > d->shape[1] ? d->shape[0] : d->shape[1], b;
-      if (in_gemm) b = 2 * 2 * (d->numel > BT * wide ? d->numel : BT * wide);
+      if (in_gemm && logits_read_at_rest(m, li)) wide = L->in_dim;
+      int64_t weight = weight_copy_halves(m) ? 0 : d->numel; /* read from the copy */
+      if (in_gemm) b = 2 * 2 * (weight > BT * wide ? weight : BT * wide);
       else b = 4 * (d->numel + rows * (d->shape[0] + d->shape[1]));
       if (b > most) most = b;
     }

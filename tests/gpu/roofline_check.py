@@ -18,7 +18,11 @@ roofline bench (bench/gpu_roofline.c) on tests/gpu/roofline_tiny.yaml, so neithe
    written at rest by the head's product; no pack of the attention's dout, which its product
    writes as bf16), the bias and LayerNorm weight gradients (read from bf16 copies), the finite
    checks and the cross entropy;
-4. the report has its lines (the table, both GPUs' floors and MFU, the launch overhead).
+4. the report has its lines (the table, both GPUs' floors and MFU, the launch overhead, the
+   memory plan against the measured peak);
+5. that memory line at a real shape: bench/gpt2_small.yaml under bf16 (8192 tokens, a 50304
+   vocabulary), its plan within MEMORY_REL of the measured peak (the plan once counted operand
+   copies of the logits' width the head no longer converts: 20 % over), and scaled = direct.
 Run from the repository root. Exits non-zero on any failed check; 77 (skipped) where a build
 for real GPUs finds none."""
 import glob
@@ -67,10 +71,10 @@ def launch_sites_noted():
                   f"PT_LAUNCH_COSTED, or gpu_cost_note beside it)")
 
 
-def run(binary, *args, env_extra=None):
+def run(binary, *args, env_extra=None, spec=SPEC):
     env = dict(os.environ)
     env.update(env_extra or {})
-    out = subprocess.run([binary, SPEC, *args], env=env, capture_output=True, text=True,
+    out = subprocess.run([binary, spec, *args], env=env, capture_output=True, text=True,
                          timeout=600)
     if out.returncode != 0 and "no GPU can be used" in out.stderr:
         print("SKIP:", out.stderr.strip())
@@ -89,6 +93,33 @@ def ledger(text):
     if not rows:
         sys.exit("no ledger rows in the output:\n" + text)
     return rows
+
+
+def memory(text):
+    """(planned, measured peak) bytes of --raw's memory line."""
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] == "memory":
+            return float(f[1]), float(f[2])
+    sys.exit("no memory line in the output:\n" + text)
+
+
+# The plan's total against the measured peak at GPT-2 small's shape: what is planned but not
+# measured is the bound on the products' bf16 operand copies (kernels/cuda/ops_linear.cu,
+# partition/memory.c precision_scratch_bytes), 1.2 % of it.
+MEMORY_REL = 0.02
+
+
+def real_shape_memory(binary):
+    spec, sets = "bench/gpt2_small.yaml", ("--set", "train.precision=bf16")
+    planned, peak = memory(run(binary, *sets, "--raw", spec=spec))
+    check(planned >= peak, f"{spec}: planned {planned:.4g} bytes, under the measured {peak:.4g}")
+    check(abs(planned - peak) <= MEMORY_REL * peak,
+          f"{spec}: planned {planned / 2**30:.3f} GiB against the measured peak "
+          f"{peak / 2**30:.3f} GiB: over {100 * MEMORY_REL:.0f} % apart")
+    direct = memory(run(binary, *sets, "--raw", "--direct", spec=spec))
+    close(planned, direct[0], f"{spec}: planned memory scaled against direct", rel=1e-9)
+    close(peak, direct[1], f"{spec}: measured peak scaled against direct", rel=1e-9)
 
 
 def same_ledger(a, b, what):
@@ -301,7 +332,7 @@ def closed_forms(r):
 def report_lines(text):
     for want in ("peaks (dense, published)", "cublasLt:bf16", "H100: step floor",
                  "H200: step floor", "MFU", "tokens/s", "launches per step",
-                 "launch overhead at"):
+                 "launch overhead at", "memory (one process, the device's buffers): planned"):
         check(want in text, f"report line with {want!r}")
 
 
@@ -315,6 +346,7 @@ def main():
     same_ledger(scaled, counted, "scaled from 1 and 2 blocks against 3 blocks run")
     closed_forms(counted)
     report_lines(run(binary))
+    real_shape_memory(binary)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
