@@ -17,7 +17,7 @@
  *   row(L) = row(1) + (L - 1) (row(2) - row(1))
  * (launches, FLOPs and bytes alike; tests/gpu/roofline_check.py checks it against a direct run).
  * --direct runs the spec as it is instead. --raw prints the ledger rows only, exactly
- * ("row NAME LAUNCHES TENSOR OTHER BYTES"), and the memory line's bytes ("memory PLANNED PEAK",
+ * ("row NAME LAUNCHES TENSOR OTHER BYTES"), and the memory line's bytes ("memory PLANNED PEAK WORKSPACE",
  * memory_line). --execute runs the kernels under the emulator too
  * (for the test: the counts must not change).
  *
@@ -72,7 +72,8 @@ typedef struct {
   int n;
   double params, tokens, blocks; /* per step */
   double attn;                   /* 12 L dim seq_len: the model FLOPs' attention term a token */
-  double planned, peak;          /* bytes: the plan's total, the measured peak (memory_line) */
+  double planned, peak, work;    /* bytes: the plan's total, the measured peak, the plan's
+                                    workspace (memory_line) */
   int tf32;                      /* train.precision tf32: products on the TF32 tensor peak */
 } roof_ledger;
 
@@ -167,6 +168,7 @@ static void measure(const roof_args *a, int keep, roof_ledger *out) {
   pt_stage_memory plan;
   memory_estimate_stage(&t.part.model, 0, t.part.model.n_layers, 1, &plan);
   out->planned = (double)plan.total;
+  out->work = (double)plan.workspace;
   out->peak = (double)(pt_mem_peak() - base);
   trainer_free(&t);
   spec_free(&spec);
@@ -186,6 +188,7 @@ static void scale_blocks(const roof_ledger *l1, const roof_ledger *l2, double L,
   out->params = l1->params + (L - 1.0) * (l2->params - l1->params);
   out->attn = l1->attn + (L - 1.0) * (l2->attn - l1->attn);
   out->planned = l1->planned + (L - 1.0) * (l2->planned - l1->planned);
+  out->work = l1->work + (L - 1.0) * (l2->work - l1->work);
   out->peak = l1->peak + (L - 1.0) * (l2->peak - l1->peak);
   out->tokens = l1->tokens;
   out->blocks = L;
@@ -317,7 +320,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < l.n; i++)
       printf("row %s %.17g %.17g %.17g %.17g\n", l.rows[i].name, l.rows[i].launches,
              l.rows[i].tensor, l.rows[i].other, l.rows[i].bytes);
-    printf("memory %.17g %.17g\n", l.planned, l.peak);
+    printf("memory %.17g %.17g %.17g\n", l.planned, l.peak, l.work);
     return 0;
   }
   print_report(&a, &l);

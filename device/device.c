@@ -125,6 +125,11 @@ const char *device_gpu_name(const pt_device *d) {
 void *device_stream(pt_device *d) { return d->ops->stream ? d->ops->stream(d) : NULL; }
 
 void *device_alloc(pt_device *d, size_t bytes) { return d->ops->alloc(d, bytes); }
+void *device_alloc_sparse(pt_device *d, size_t bytes, size_t touched, size_t *tracked) {
+  if (d->ops->alloc_sparse) return d->ops->alloc_sparse(d, bytes, touched, tracked);
+  *tracked = bytes;
+  return device_alloc(d, bytes);
+}
 void device_free(pt_device *d, void *p) {
   if (p) d->ops->free(d, p);
 }

@@ -84,6 +84,8 @@ typedef struct {
   /* Memory: see the device_* calls of the same names. */
   void *(*alloc)(pt_device *d, size_t bytes);
   void (*free)(pt_device *d, void *p);
+  /* Optional (NULL: alloc). device_alloc_sparse: memory committed only where touched. */
+  void *(*alloc_sparse)(pt_device *d, size_t bytes, size_t touched, size_t *tracked);
   void (*upload)(pt_device *d, void *dst, const void *src, size_t bytes);
   void (*download)(pt_device *d, void *dst, const void *src, size_t bytes);
   void (*zero)(pt_device *d, void *p, size_t bytes);
@@ -179,6 +181,12 @@ int device_host_addressable(const pt_device *d);
 int device_offloads(const pt_device *d); /* its kind's offloads trait */
 
 void *device_alloc(pt_device *d, size_t bytes); /* zeroed, 64-byte aligned, memory-tracked */
+/* bytes of which the caller writes only the first `touched` (the rest an address range it
+ * names but never reads or writes: a GPU's managed memory, its pages committed where first
+ * touched). Not zeroed; freed with device_free. *tracked: the bytes counted in the memory
+ * totals, touched where the device commits lazily (its kind's alloc_sparse), else bytes (as
+ * device_alloc). */
+void *device_alloc_sparse(pt_device *d, size_t bytes, size_t touched, size_t *tracked);
 void device_free(pt_device *d, void *p);
 void device_upload(pt_device *d, void *dst, const void *src, size_t bytes);
 void device_download(pt_device *d, void *dst, const void *src, size_t bytes);

@@ -24,6 +24,13 @@ void *stage_alloc(pt_stage *st, size_t bytes) {
   return device_alloc(st->m->dev, bytes);
 }
 
+void *stage_alloc_sparse(pt_stage *st, size_t bytes, size_t touched) {
+  size_t tracked;
+  void *p = device_alloc_sparse(st->m->dev, bytes, touched, &tracked);
+  st->bytes += tracked;
+  return p;
+}
+
 void stage_release(pt_stage *st, void *p) {
   if (p) device_free(st->m->dev, p);
 }

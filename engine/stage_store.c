@@ -47,8 +47,17 @@ static void forget_copies(const pt_stage *st) {
   if (k->activation_copies) k->activation_copies(k, NULL, 0);
 }
 
+/* Layer li's output is the model's logits, which the head's product writes at rest alone
+ * (logits_alone) and the loss reads and overwrites there (dout_at_rest): on a table that does
+ * both, no float of them is written while the stage trains, so their working buffer's floats
+ * need no memory (store_alloc). */
+static int logits_at_rest_only(const pt_stage *st, int li) {
+  return dout_at_rest(st, li) && layer_out_by_product(layer_of(st, li), st->m->dev->k);
+}
+
 void store_alloc(pt_stage *st) {
-  size_t wk[2] = {0, 0}, ws = 0, n = (size_t)st->n_slots * st->n;
+  /* per parity, the largest kept output, and the largest with the floats anything writes */
+  size_t wk[2] = {0, 0}, touched[2] = {0, 0}, ws = 0, n = (size_t)st->n_slots * st->n;
   st->out16 = pt_calloc(n, sizeof(void *));
   st->saved16 = pt_calloc(n, sizeof(void *));
   for (int li = 0; li < st->n; li++) {
@@ -57,6 +66,8 @@ void store_alloc(pt_stage *st) {
     size_t sb = layer_saved_bytes(L, layer_kernels(L), st->B, st->T);
     size_t rest = st->ckpt ? 0 : layer_saved_rest_bytes(L, layer_kernels(L), st->B, st->T, 0);
     if (stage_kept(st, li) && ob > wk[li & 1]) wk[li & 1] = ob;
+    if (stage_kept(st, li) && !logits_at_rest_only(st, li) && ob > touched[li & 1])
+      touched[li & 1] = ob;
     if (st->ckpt == 0 && sb > ws) ws = sb;
     for (int s = 0; s < st->n_slots; s++) {
       if (stage_kept(st, li) && !stage_offload_pooled(st, OFFLOAD_OUTPUTS, li))
@@ -65,7 +76,14 @@ void store_alloc(pt_stage *st) {
         st->saved16[s * st->n + li] = stage_alloc(st, rest);
     }
   }
-  for (int p = 0; p < 2; p++) st->wk[p] = wk[p] ? stage_alloc(st, wk[p]) : NULL;
+  /* The logits' floats past the other layers' are only the range that names them (the table's
+   * copies are found by their floats' address: kernels.h activation_copies): where the device
+   * commits memory lazily, the fallbacks that do write them (a product without a bf16 result,
+   * stage_output) get it then. */
+  for (int p = 0; p < 2; p++)
+    st->wk[p] = !wk[p]             ? NULL
+                : touched[p] < wk[p] ? stage_alloc_sparse(st, wk[p], touched[p])
+                                     : stage_alloc(st, wk[p]);
   st->wk_saved = ws ? stage_alloc(st, ws) : NULL;
   st->wk_tag[0] = st->wk_tag[1] = st->wk_saved_tag = -1;
   st->raw_tag = st->dout16_tag = -1;

@@ -32,6 +32,9 @@
 
 /* engine/stage.c's allocation, counted in st->bytes, and its release. */
 void *stage_alloc(pt_stage *st, size_t bytes);
+/* As stage_alloc, for a buffer whose first `touched` bytes alone are written (device.h
+ * device_alloc_sparse): st->bytes counts what the device tracks. */
+void *stage_alloc_sparse(pt_stage *st, size_t bytes, size_t touched);
 void stage_release(pt_stage *st, void *p);
 
 /* With checkpointing a slot keeps the output of each segment's last layer (the next segment's

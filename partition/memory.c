@@ -171,13 +171,19 @@ static int64_t precision_scratch_bytes(const pt_model *m, const shape_ctx *c, in
 }
 
 /* Packed storage's float32 working buffers: a kept output of each parity (of the index in the
- * stage) and, without checkpointing, the largest saved area. */
+ * stage) and, without checkpointing, the largest saved area. Not the logits where the GPU's
+ * head writes them at rest and its loss reads and overwrites them there (engine/stage_store.c
+ * logits_at_rest_only): no float of theirs is written, and the device commits none. */
 static int64_t packed_work_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {
   if (!packed(m)) return 0;
+  int in_gemm = m->spec && device_kind(m->spec->pipeline.device)->is.precision_in_gemm;
   int64_t wk[2] = {0, 0}, ws = 0;
   for (int li = first; li < last; li++) {
     int j = li - first;
-    if (kept(c, j) && out_b(m, c, li) > wk[j & 1]) wk[j & 1] = out_b(m, c, li);
+    const pt_layer *L = &m->layers[li];
+    int floats_unwritten = in_gemm && logits_read_at_rest(m, li) && L->type->out_by_product &&
+                           L->type->out_by_product(L);
+    if (kept(c, j) && !floats_unwritten && out_b(m, c, li) > wk[j & 1]) wk[j & 1] = out_b(m, c, li);
     if (c->ckpt == 0 && saved_b(m, c, li) > ws) ws = saved_b(m, c, li);
   }
   return wk[0] + wk[1] + ws;

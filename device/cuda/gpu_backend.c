@@ -28,9 +28,8 @@ typedef struct {
 static gpu_state *state(pt_device *d) { return d->impl; }
 static gpu_ctx *ctx(pt_device *d) { return &state(d)->g; }
 
-static void *g_alloc(pt_device *d, size_t bytes) {
-  gpu_state *s = state(d);
-  void *p = gpu_alloc(ctx(d), bytes);
+/* p of `bytes` counted in the memory totals until g_free. */
+static void track_block(gpu_state *s, void *p, size_t bytes) {
   if (s->n_blocks == s->cap_blocks) {
     s->cap_blocks = s->cap_blocks ? 2 * s->cap_blocks : 64;
     s->blocks = realloc(s->blocks, sizeof *s->blocks * (size_t)s->cap_blocks);
@@ -38,6 +37,21 @@ static void *g_alloc(pt_device *d, size_t bytes) {
   }
   s->blocks[s->n_blocks].p = p, s->blocks[s->n_blocks++].bytes = bytes;
   pt_mem_account((int64_t)bytes);
+}
+
+static void *g_alloc(pt_device *d, size_t bytes) {
+  void *p = gpu_alloc(ctx(d), bytes);
+  track_block(state(d), p, bytes);
+  return p;
+}
+
+/* Tracked as the touched bytes only: the rest is never given memory (gpu_alloc_sparse); where
+ * the device has no managed memory, all of it, allocated as ever. */
+static void *g_alloc_sparse(pt_device *d, size_t bytes, size_t touched, size_t *tracked) {
+  void *p = gpu_alloc_sparse(bytes);
+  *tracked = p ? touched : bytes;
+  if (!p) p = gpu_alloc(ctx(d), bytes);
+  track_block(state(d), p, *tracked);
   return p;
 }
 
@@ -202,7 +216,7 @@ static void g_set_precision(pt_device *d, pt_precision p) {
 /* n = 4096: a smaller product leaves a GPU partly idle, understating its rate. */
 const pt_device_ops device_gpu_ops = {
     .is = GPU_BACKEND_TRAITS, .count = g_count, .open = g_open, .sizing = &kernels_gpu_sizing,
-    .gemm_n = 4096, .alloc = g_alloc, .free = g_free, .upload = g_upload, .download = g_download,
+    .gemm_n = 4096, .alloc = g_alloc, .free = g_free, .alloc_sparse = g_alloc_sparse, .upload = g_upload, .download = g_download,
     .zero = g_zero, .copy = g_copy, .sync = g_sync, .upload_nowait = g_upload_nowait,
     .set_precision = g_set_precision, .gemm_flops = g_gemm_flops, .describe = g_describe,
     .memory_bytes = g_memory, .local_id = g_local_id, .bus_id = g_bus_id, .model_name = g_name,

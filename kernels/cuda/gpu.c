@@ -90,6 +90,13 @@ void *gpu_alloc(const gpu_ctx *g, size_t bytes) {
   return p;
 }
 
+void *gpu_alloc_sparse(size_t bytes) {
+  void *p = NULL;
+  if (cudaMallocManaged(&p, bytes ? bytes : 1, cudaMemAttachGlobal) == cudaSuccess) return p;
+  (void)cudaGetLastError(); /* a device without managed memory: the caller allocates */
+  return NULL;
+}
+
 void gpu_free(void *p) {
   if (p) CUDA_CHECK(cudaFree(p));
 }

@@ -58,6 +58,11 @@ void gpu_sync(gpu_ctx *g);
  * streams that wait for it, as the NCCL stream does for the compute stream); g NULL: zeroed
  * before it returns (a synchronisation; for callers without a stream). */
 void *gpu_alloc(const gpu_ctx *g, size_t bytes);
+/* bytes of managed memory (cudaMallocManaged), not zeroed: a GPU gives a page memory only when
+ * something first touches it, so a buffer whose tail nothing writes costs no more than its
+ * head (engine/stage_store.c: the logits' working buffer). Freed with gpu_free. NULL where the
+ * device has no managed memory. */
+void *gpu_alloc_sparse(size_t bytes);
 void gpu_free(void *p);
 void gpu_to_device(gpu_ctx *g, void *dst, const void *src, size_t bytes);
 void gpu_to_host(gpu_ctx *g, void *dst, const void *src, size_t bytes); /* synchronous */

@@ -22,7 +22,8 @@ roofline bench (bench/gpu_roofline.c) on tests/gpu/roofline_tiny.yaml, so neithe
    memory plan against the measured peak);
 5. that memory line at a real shape: bench/gpt2_small.yaml under bf16 (8192 tokens, a 50304
    vocabulary), its plan within MEMORY_REL of the measured peak (the plan once counted operand
-   copies of the logits' width the head no longer converts: 20 % over), and scaled = direct.
+   copies of the logits' width the head no longer converts: 20 % over), scaled = direct, and a
+   workspace without the logits' float32 working buffer, which gets no memory.
 Run from the repository root. Exits non-zero on any failed check; 77 (skipped) where a build
 for real GPUs finds none."""
 import glob
@@ -96,11 +97,11 @@ def ledger(text):
 
 
 def memory(text):
-    """(planned, measured peak) bytes of --raw's memory line."""
+    """(planned, measured peak, planned workspace) bytes of --raw's memory line."""
     for line in text.splitlines():
         f = line.split()
         if f and f[0] == "memory":
-            return float(f[1]), float(f[2])
+            return float(f[1]), float(f[2]), float(f[3])
     sys.exit("no memory line in the output:\n" + text)
 
 
@@ -112,7 +113,7 @@ MEMORY_REL = 0.02
 
 def real_shape_memory(binary):
     spec, sets = "bench/gpt2_small.yaml", ("--set", "train.precision=bf16")
-    planned, peak = memory(run(binary, *sets, "--raw", spec=spec))
+    planned, peak, work = memory(run(binary, *sets, "--raw", spec=spec))
     check(planned >= peak, f"{spec}: planned {planned:.4g} bytes, under the measured {peak:.4g}")
     check(abs(planned - peak) <= MEMORY_REL * peak,
           f"{spec}: planned {planned / 2**30:.3f} GiB against the measured peak "
@@ -120,6 +121,11 @@ def real_shape_memory(binary):
     direct = memory(run(binary, *sets, "--raw", "--direct", spec=spec))
     close(planned, direct[0], f"{spec}: planned memory scaled against direct", rel=1e-9)
     close(peak, direct[1], f"{spec}: measured peak scaled against direct", rel=1e-9)
+    # the logits' float32 working buffer gets no memory (engine/stage_store.c
+    # logits_at_rest_only): the whole workspace is less than those floats, 8192 x 50304 x 4 bytes
+    logits = 8 * 1024 * 50304 * 4
+    check(work < logits, f"{spec}: the planned workspace, {work / 2**30:.3f} GiB, holds the "
+          f"logits' float32 working buffer ({logits / 2**30:.3f} GiB)")
 
 
 def same_ledger(a, b, what):

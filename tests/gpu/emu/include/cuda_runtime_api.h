@@ -90,6 +90,7 @@ typedef struct pt_emu_event *cudaEvent_t;
 #define cudaEventBlockingSync 0x01
 #define cudaEventDisableTiming 0x02
 #define cudaHostAllocDefault 0x00
+#define cudaMemAttachGlobal 0x01
 
 typedef struct uint3 {
   unsigned int x, y, z;
@@ -122,6 +123,7 @@ cudaError_t pt_emu_cudaPeekAtLastError(PT_EMU_AT);
 
 cudaError_t pt_emu_cudaMalloc(PT_EMU_AT, void **ptr, size_t bytes);
 cudaError_t pt_emu_cudaFree(PT_EMU_AT, void *ptr);
+cudaError_t pt_emu_cudaMallocManaged(PT_EMU_AT, void **ptr, size_t bytes, unsigned int flags);
 cudaError_t pt_emu_cudaMallocHost(PT_EMU_AT, void **ptr, size_t bytes);
 cudaError_t pt_emu_cudaHostAlloc(PT_EMU_AT, void **ptr, size_t bytes, unsigned int flags);
 cudaError_t pt_emu_cudaFreeHost(PT_EMU_AT, void *ptr);
@@ -165,6 +167,7 @@ cudaError_t pt_emu_cudaEventElapsedTime(PT_EMU_AT, float *ms, cudaEvent_t start,
 #define cudaPeekAtLastError() pt_emu_cudaPeekAtLastError(PT_EMU_HERE)
 #define cudaMalloc(p, n) pt_emu_cudaMalloc(PT_EMU_HERE, (void **)(p), n)
 #define cudaFree(p) pt_emu_cudaFree(PT_EMU_HERE, p)
+#define cudaMallocManaged(p, n, f) pt_emu_cudaMallocManaged(PT_EMU_HERE, (void **)(p), n, f)
 #define cudaMallocHost(p, n) pt_emu_cudaMallocHost(PT_EMU_HERE, (void **)(p), n)
 #define cudaHostAlloc(p, n, f) pt_emu_cudaHostAlloc(PT_EMU_HERE, (void **)(p), n, f)
 #define cudaFreeHost(p) pt_emu_cudaFreeHost(PT_EMU_HERE, p)

@@ -76,23 +76,40 @@ using namespace pt_emu;
 
 extern "C" {
 
-cudaError_t pt_emu_cudaMalloc(const char *file, int line, void **ptr, size_t bytes) {
-  api_enter("cudaMalloc", file, line);
+/* A device block of the current device; managed: not counted against its memory. */
+static cudaError_t device_block(const char *file, int line, void **ptr, size_t bytes,
+                                int managed) {
   if (!ptr) return cudaErrorInvalidValue;
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;
   int dev = current_device();
-  if (bytes > cfg().memory_bytes - used(dev)) return cudaErrorMemoryAllocation;
+  if (!managed && bytes > cfg().memory_bytes - used(dev)) return cudaErrorMemoryAllocation;
   void *p = take(bytes);
   if (!p) return cudaErrorMemoryAllocation;
   if (!cfg().count_only)
     std::memset(p, 0xff, bytes); /* a GPU's new memory is not zeroed: reading it shows (NaN) */
   else if (bytes < (1u << 20))
     std::memset(p, 0, bytes); /* the sums and flags the host reads back stay 0 */
-  used(dev) += bytes;
-  g_blocks[reinterpret_cast<uintptr_t>(p)] = block_info{reinterpret_cast<uintptr_t>(p), bytes, dev, file, line};
+  if (!managed) used(dev) += bytes;
+  g_blocks[reinterpret_cast<uintptr_t>(p)] =
+      block_info{reinterpret_cast<uintptr_t>(p), bytes, dev, managed, file, line};
   *ptr = p;
   return cudaSuccess;
+}
+
+cudaError_t pt_emu_cudaMalloc(const char *file, int line, void **ptr, size_t bytes) {
+  api_enter("cudaMalloc", file, line);
+  return device_block(file, line, ptr, bytes, 0);
+}
+
+/* Device memory only here (no host access is emulated): what the program relies on is that
+ * a GPU commits a page only where something touches it, so the block does not count against
+ * the device's memory. */
+cudaError_t pt_emu_cudaMallocManaged(const char *file, int line, void **ptr, size_t bytes,
+                                     unsigned int flags) {
+  api_enter("cudaMallocManaged", file, line);
+  if (flags != cudaMemAttachGlobal) return cudaErrorInvalidValue;
+  return device_block(file, line, ptr, bytes, 1);
 }
 
 /* As CUDA, freeing waits for the device first (the memory may still be in use). */
@@ -103,7 +120,7 @@ cudaError_t pt_emu_cudaFree(const char *file, int line, void *ptr) {
   if (it == g_blocks.end() || it->second.device < 0) return cudaErrorInvalidValue;
   count_sync(file, line);
   drain_device(-1, "cudaFree", file, line);
-  used(it->second.device) -= it->second.bytes;
+  if (!it->second.managed) used(it->second.device) -= it->second.bytes;
   g_blocks.erase(it);
   std::free(ptr);
   return cudaSuccess;
@@ -115,7 +132,7 @@ cudaError_t pt_emu_cudaHostAlloc(const char *file, int line, void **ptr, size_t 
   if (!ptr) return cudaErrorInvalidValue;
   void *p = take(bytes);
   if (!p) return cudaErrorMemoryAllocation;
-  g_blocks[reinterpret_cast<uintptr_t>(p)] = block_info{reinterpret_cast<uintptr_t>(p), bytes, -1, file, line};
+  g_blocks[reinterpret_cast<uintptr_t>(p)] = block_info{reinterpret_cast<uintptr_t>(p), bytes, -1, 0, file, line};
   *ptr = p;
   (void)flags;
   return cudaSuccess;

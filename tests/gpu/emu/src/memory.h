@@ -16,6 +16,8 @@ struct block_info {
   uintptr_t base;
   size_t bytes;
   int device;  /* -1: pinned host memory (cudaMallocHost) */
+  int managed; /* cudaMallocManaged: not counted against the device's memory (a GPU commits
+                  its pages where they are first touched) */
   const char *file;
   int line;    /* where it was allocated */
 };
