@@ -17,9 +17,9 @@
  *   row(L) = row(1) + (L - 1) (row(2) - row(1))
  * (launches, FLOPs and bytes alike; tests/gpu/roofline_check.py checks it against a direct run).
  * --direct runs the spec as it is instead. --raw prints the ledger rows only, exactly
- * ("row NAME LAUNCHES TENSOR OTHER BYTES"), and the memory line's bytes ("memory PLANNED PEAK WORKSPACE",
- * memory_line). --execute runs the kernels under the emulator too
- * (for the test: the counts must not change).
+ * ("row NAME LAUNCHES TENSOR OTHER BYTES"), and the memory line's bytes ("memory PLANNED PEAK
+ * WORKSPACE", memory_line). --execute runs the kernels under the emulator too (for the test:
+ * the counts must not change).
  *
  * The model: kernels run one after another on one stream; a kernel row's floor is
  *   max(tensor / P_tensor + other / P_fp32, bytes / BW)

@@ -216,7 +216,8 @@ static void g_set_precision(pt_device *d, pt_precision p) {
 /* n = 4096: a smaller product leaves a GPU partly idle, understating its rate. */
 const pt_device_ops device_gpu_ops = {
     .is = GPU_BACKEND_TRAITS, .count = g_count, .open = g_open, .sizing = &kernels_gpu_sizing,
-    .gemm_n = 4096, .alloc = g_alloc, .free = g_free, .alloc_sparse = g_alloc_sparse, .upload = g_upload, .download = g_download,
+    .gemm_n = 4096, .alloc = g_alloc, .free = g_free, .alloc_sparse = g_alloc_sparse,
+    .upload = g_upload, .download = g_download,
     .zero = g_zero, .copy = g_copy, .sync = g_sync, .upload_nowait = g_upload_nowait,
     .set_precision = g_set_precision, .gemm_flops = g_gemm_flops, .describe = g_describe,
     .memory_bytes = g_memory, .local_id = g_local_id, .bus_id = g_bus_id, .model_name = g_name,
