@@ -146,10 +146,25 @@ static int logits_read_at_rest(const pt_model *m, int li) {
   return li == m->n_layers - 1 && L->type->dout_read_at_rest && L->type->dout_read_at_rest(L);
 }
 
+/* The device kind's products take the precision themselves (device.h precision_in_gemm): the
+ * GPU. */
+static int precision_in_gemm(const pt_model *m) {
+  return m->spec && device_kind(m->spec->pipeline.device)->is.precision_in_gemm;
+}
+
+/* The logits of layer li on a GPU under bf16: written at rest by the head's product and read and
+ * overwritten there by the loss, so no float of their working buffer is written (the engine's
+ * twin: engine/stage_store.c logits_at_rest_only). */
+static int logits_floats_unwritten(const pt_model *m, int li) {
+  const pt_layer *L = &m->layers[li];
+  return precision_in_gemm(m) && logits_read_at_rest(m, li) && L->type->out_by_product &&
+         L->type->out_by_product(L);
+}
+
 static int64_t precision_scratch_bytes(const pt_model *m, const shape_ctx *c, int first,
                                        int last) {
   spec_precision p = m->spec ? m->spec->train.precision : SPEC_PRECISION_FP32;
-  int in_gemm = m->spec && device_kind(m->spec->pipeline.device)->is.precision_in_gemm;
+  int in_gemm = precision_in_gemm(m);
   if (p == SPEC_PRECISION_FP32 || (in_gemm && p == SPEC_PRECISION_TF32)) return 0;
   int64_t most = 0, BT = (int64_t)c->B * c->T;
   int64_t rows = BT < PT_PRECISION_BLOCK_ROWS ? BT : PT_PRECISION_BLOCK_ROWS;
@@ -173,17 +188,15 @@ static int64_t precision_scratch_bytes(const pt_model *m, const shape_ctx *c, in
 /* Packed storage's float32 working buffers: a kept output of each parity (of the index in the
  * stage) and, without checkpointing, the largest saved area. Not the logits where the GPU's
  * head writes them at rest and its loss reads and overwrites them there (engine/stage_store.c
- * logits_at_rest_only): no float of theirs is written, and the device commits none. */
+ * logits_at_rest_only, logits_floats_unwritten): no float of theirs is written, and the device
+ * commits none. */
 static int64_t packed_work_bytes(const pt_model *m, const shape_ctx *c, int first, int last) {
   if (!packed(m)) return 0;
-  int in_gemm = m->spec && device_kind(m->spec->pipeline.device)->is.precision_in_gemm;
   int64_t wk[2] = {0, 0}, ws = 0;
   for (int li = first; li < last; li++) {
     int j = li - first;
-    const pt_layer *L = &m->layers[li];
-    int floats_unwritten = in_gemm && logits_read_at_rest(m, li) && L->type->out_by_product &&
-                           L->type->out_by_product(L);
-    if (kept(c, j) && !floats_unwritten && out_b(m, c, li) > wk[j & 1]) wk[j & 1] = out_b(m, c, li);
+    if (kept(c, j) && !logits_floats_unwritten(m, li) && out_b(m, c, li) > wk[j & 1])
+      wk[j & 1] = out_b(m, c, li);
     if (c->ckpt == 0 && saved_b(m, c, li) > ws) ws = saved_b(m, c, li);
   }
   return wk[0] + wk[1] + ws;
