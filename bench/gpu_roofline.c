@@ -18,7 +18,7 @@
  * (launches, FLOPs and bytes alike; tests/gpu/roofline_check.py checks it against a direct run).
  * --direct runs the spec as it is instead. --raw prints the ledger rows only, exactly
  * ("row NAME LAUNCHES TENSOR OTHER BYTES"), and the memory line's bytes ("memory PLANNED PEAK
- * WORKSPACE", memory_line). --execute runs the kernels under the emulator too (for the test:
+ * WORKSPACE DEVICE", memory_line). --execute runs the kernels under the emulator too (for the test:
  * the counts must not change).
  *
  * The model: kernels run one after another on one stream; a kernel row's floor is
@@ -72,8 +72,11 @@ typedef struct {
   int n;
   double params, tokens, blocks; /* per step */
   double attn;                   /* 12 L dim seq_len: the model FLOPs' attention term a token */
-  double planned, peak, work;    /* bytes: the plan's total, the measured peak, the plan's
-                                    workspace (memory_line) */
+  /* bytes (memory_line): the plan's total, the measured peak, the plan's workspace; the most
+   * the device counted in use at a step's end, and what it had in use when the first run
+   * opened it (engine/part.h gpu_used_open, gpu_grown). Absolute, not each run's growth: the
+   * kernel table's scratch outlives a run, so the 2-block run would not count it again. */
+  double planned, peak, work, driver, opened;
   int tf32;                      /* train.precision tf32: products on the TF32 tensor peak */
 } roof_ledger;
 
@@ -170,6 +173,8 @@ static void measure(const roof_args *a, int keep, roof_ledger *out) {
   out->planned = (double)plan.total;
   out->work = (double)plan.workspace;
   out->peak = (double)(pt_mem_peak() - base);
+  out->driver = (double)(t.part.gpu_used_open + t.part.gpu_grown);
+  out->opened = (double)t.part.gpu_used_open;
   trainer_free(&t);
   spec_free(&spec);
 }
@@ -190,6 +195,8 @@ static void scale_blocks(const roof_ledger *l1, const roof_ledger *l2, double L,
   out->planned = l1->planned + (L - 1.0) * (l2->planned - l1->planned);
   out->work = l1->work + (L - 1.0) * (l2->work - l1->work);
   out->peak = l1->peak + (L - 1.0) * (l2->peak - l1->peak);
+  out->driver = l1->driver + (L - 1.0) * (l2->driver - l1->driver);
+  out->opened = l1->opened;
   out->tokens = l1->tokens;
   out->blocks = L;
   out->tf32 = l1->tf32;
@@ -243,13 +250,17 @@ static void print_summary(const roof_ledger *l, double tensor_peak[N_GPUS], doub
 
 /* The memory plan (pipe_train --plan's total, partition/memory.h) against the peak the step
  * measured (core/error.h pt_mem_peak): the device's buffers, as every plan-against-peak test
- * counts them; the kernel tables' own scratch (cuBLASLt's workspace, bf16 operand copies, the
- * attention's rooms) is in neither. Under the emulator's count-only mode the buffers are
- * allocated as on a GPU, so the figure is the real shape's. */
+ * counts them; the kernel tables' own scratch (bf16 operand copies, the attention's rooms, the
+ * kept copies, cuDNN's workspace) is in neither. Then what the device itself counted taken
+ * since it was opened (cudaMemGetInfo; cuBLASLt's fixed workspace was taken before): that
+ * scratch too, and on a GPU the pages of managed memory touched (the emulator does not count
+ * managed memory). Under the emulator's count-only mode the buffers are allocated as on a
+ * GPU, so the figures are the real shape's. */
 static void memory_line(const roof_ledger *l) {
   printf("memory (one process, the device's buffers): planned %.3f GiB, measured peak %.3f GiB "
-         "(%+.1f%%)\n", l->planned / 1073741824.0, l->peak / 1073741824.0,
-         100.0 * (l->planned - l->peak) / l->peak);
+         "(%+.1f%%); the device counted %.3f GiB taken\n", l->planned / 1073741824.0,
+         l->peak / 1073741824.0, 100.0 * (l->planned - l->peak) / l->peak,
+         (l->driver - l->opened) / 1073741824.0);
 }
 
 static void print_report(const roof_args *a, const roof_ledger *l) {
@@ -320,7 +331,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < l.n; i++)
       printf("row %s %.17g %.17g %.17g %.17g\n", l.rows[i].name, l.rows[i].launches,
              l.rows[i].tensor, l.rows[i].other, l.rows[i].bytes);
-    printf("memory %.17g %.17g %.17g\n", l.planned, l.peak, l.work);
+    printf("memory %.17g %.17g %.17g %.17g\n", l.planned, l.peak, l.work, l.driver - l.opened);
     return 0;
   }
   print_report(&a, &l);

@@ -11,7 +11,8 @@
 # GPU's dense bf16 peak), the roofline's floor and its achievable estimate for this GPU, and
 # measured / floor. Then the targets: seq at least as fast as torch, seq MFU >= 40%, 2stage
 # within 10% of seq. A summary is printed after every round, so a time limit keeps the rounds
-# done. PT_BENCH_DEVICE=cpu: a dry run on the CPU (no roofline, no MFU; give it a small spec).
+# done. Last, the memory of the seq run beside the plan and torch.compile's (memory_summary).
+# PT_BENCH_DEVICE=cpu: a dry run on the CPU (no roofline, no MFU; give it a small spec).
 # Needs: PIPE_TRAIN (default build/pipe_train), GPU_ROOFLINE (default gpu_roofline beside it),
 # mpirun, python3 with torch and pyyaml (PYTHON=...).
 set -uo pipefail
@@ -92,6 +93,33 @@ print("targets: " + "; ".join(t))
 PY
 }
 
+# Memory at the same shape beside PyTorch's: the plan, the peak of pipetrain's buffers, what its
+# GPU counted taken (the kernel tables' scratch and the libraries' workspaces too: metrics'
+# gpu_memory_bytes), and torch.compile's peaks (allocated, reserved) from the last round.
+memory_summary() {
+  "$bin" "$spec" "${common[@]}" --plan --json > "$work/plan.json" 2>/dev/null
+  "$py" - "$work/plan.json" "$work/seq.jsonl" "$work/torch.json" <<'PY'
+import json, sys
+def load(path, last):
+    try:
+        lines = [l for l in open(path) if l.strip()]
+        return json.loads(lines[-1] if last else "".join(lines))
+    except (OSError, ValueError, IndexError):
+        return {}
+plan, seq, torch = load(sys.argv[1], False), load(sys.argv[2], True), load(sys.argv[3], True)
+def gib(b):
+    if not isinstance(b, (int, float)):
+        return "n/a"
+    return f"{b / 2**30:.2f} GiB" if b >= 2**30 else f"{b / 2**20:.2f} MiB"
+first = lambda v: v[0] if isinstance(v, list) and v else None
+stage = first(plan.get("stage_plan")) or {}
+print(f"memory (seq): planned {gib(stage.get('memory_bytes', {}).get('total'))}, buffers' peak "
+      f"{gib(first(seq.get('peak_memory_bytes')))}, the GPU counted "
+      f"{gib(first(seq.get('gpu_memory_bytes')))} taken; torch.compile: allocated "
+      f"{gib(torch.get('peak_allocated_bytes'))}, reserved {gib(torch.get('peak_reserved_bytes'))}")
+PY
+}
+
 : > "$work/raw"
 echo "$(basename "$spec") bf16 on $gpu, $rounds rounds alternating (seq, 2stage, torch):"
 for ((r = 1; r <= rounds; r++)); do
@@ -110,3 +138,4 @@ for ((r = 1; r <= rounds; r++)); do
   echo "after round $r:"
   summary
 done
+memory_summary

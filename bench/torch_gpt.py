@@ -157,9 +157,13 @@ def main():
         step()
         sync()
         times.append((time.perf_counter() - t0) * 1e3)
-    print(json.dumps({"step_ms": statistics.median(times),
-                      "params": sum(p.numel() for p in model.parameters()),
-                      "flops_per_step": model_flops(model, M * B * model.T)}))
+    out = {"step_ms": statistics.median(times),
+           "params": sum(p.numel() for p in model.parameters()),
+           "flops_per_step": model_flops(model, M * B * model.T)}
+    if a.device == "cuda":  # the yardstick beside pipetrain's plan and its GPU's count
+        out["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        out["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

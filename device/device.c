@@ -115,6 +115,9 @@ void device_describe(const pt_device *d, char *buf, size_t size) {
 size_t device_memory_bytes(const pt_device *d) {
   return d->ops->memory_bytes ? d->ops->memory_bytes(d) : 0;
 }
+size_t device_memory_free(const pt_device *d) {
+  return d->ops->memory_free ? d->ops->memory_free(d) : device_memory_bytes(d);
+}
 int device_gpu_id(const pt_device *d) { return d->ops->local_id ? d->ops->local_id(d) : -1; }
 const char *device_pci_bus_id(const pt_device *d) {
   return d->ops->bus_id ? d->ops->bus_id(d) : "";

@@ -111,6 +111,9 @@ typedef struct {
 
   /* Identity, all optional (the defaults: 0 bytes, id -1, "", "", no stream). */
   size_t (*memory_bytes)(const pt_device *d); /* its own memory, 0 when it uses the host's */
+  /* of that, what it can still give: not held by this or any other process (CUDA contexts,
+   * other jobs); unset: all of it */
+  size_t (*memory_free)(const pt_device *d);
   int (*local_id)(const pt_device *d);         /* the node-local id it was opened with */
   const char *(*bus_id)(const pt_device *d);   /* PCI bus id, "0000:3b:00.0" */
   const char *(*model_name)(const pt_device *d); /* "NVIDIA H100 80GB HBM3" */
@@ -175,6 +178,9 @@ double device_gemm_flops(pt_device *d, int n, double seconds);
 void device_describe(const pt_device *d, char *buf, size_t size);
 /* Bytes of the device's own memory (a GPU's), or 0 when it uses the host's. */
 size_t device_memory_bytes(const pt_device *d);
+/* Of those, the bytes free now: what every process on it (this one's context and buffers, other
+ * jobs, other ranks sharing it) has not taken. device_memory_bytes where the kind cannot say. */
+size_t device_memory_free(const pt_device *d);
 /* d's traits (pt_device_traits): host copies are its buffers; host code may touch them. */
 int device_shares_host_memory(const pt_device *d);
 int device_host_addressable(const pt_device *d);

@@ -15,24 +15,26 @@
 typedef struct {
   pt_pipeline p;
   int world;
-  double *all;           /* [world * 2]: every rank's idle fraction and peak memory (rank 0) */
-  double *bubble, *peak; /* [P]: replica 0's, which rank 0 reports */
+  /* [world * 3]: every rank's idle fraction, peak memory and GPU memory grown (rank 0) */
+  double *all;
+  double *bubble, *peak, *gpu; /* [P]: replica 0's, which rank 0 reports */
   const char *trace_path;
 } pipelined;
 
-/* Each stage's idle fraction and peak memory of the step, gathered on rank 0 (replica 0's stage
- * s is rank s). */
+/* Each stage's idle fraction, peak memory and GPU memory grown of the step, gathered on rank 0
+ * (replica 0's stage s is rank s). */
 static void gather_stage_figures(pipelined *x, pt_step_metrics *m) {
   pt_pipeline *p = &x->p;
   double idle = p->last_step_s > 0 ? 1.0 - p->step_compute_s / p->last_step_s : 0.0;
-  double mine[2] = {idle < 0 ? 0 : idle, (double)pt_mem_peak()};
-  pipeline_gather_root(p, mine, 2, x->all, "the end-of-step statistics");
+  double mine[3] = {idle < 0 ? 0 : idle, (double)pt_mem_peak(), (double)p->part.gpu_grown};
+  pipeline_gather_root(p, mine, 3, x->all, "the end-of-step statistics");
   if (p->rank != 0) return; /* only rank 0 writes metrics */
   m->n_stages = p->P, m->bubble = x->bubble, m->peak_bytes = x->peak, m->bubble_mean = 0;
   for (int s = 0; s < p->P; s++) {
-    x->bubble[s] = x->all[2 * s], x->peak[s] = x->all[2 * s + 1];
+    x->bubble[s] = x->all[3 * s], x->peak[s] = x->all[3 * s + 1], x->gpu[s] = x->all[3 * s + 2];
     m->bubble_mean += x->bubble[s] / p->P;
   }
+  if (device_memory_bytes(device_current()) > 0) m->gpu_bytes = x->gpu;
 }
 
 static int pipelined_step(pt_engine *e, pt_step_metrics *out) {
@@ -86,27 +88,34 @@ static void pipelined_describe(const pt_engine *e, char *out, size_t n) {
            (long long)p->part.spec->train.steps);
 }
 
-/* Rank 0 prints, per stage (replica 0), the peak micro-batches in flight, peak bytes held and
- * the idle fraction (time not spent computing, over the steps' wall time). */
+/* Rank 0 prints, per stage (replica 0), the peak micro-batches in flight, peak bytes held (on a
+ * GPU also what its driver saw taken: gpu_grown) and the idle fraction (time not spent
+ * computing, over the steps' wall time). */
 static void report_stages(pipelined *x) {
   pt_pipeline *p = &x->p;
   int *counts = pt_calloc((size_t)x->world, sizeof(int));
-  for (int i = 0; i < x->world; i++) counts[i] = 3;
+  int gpu = device_memory_bytes(device_current()) > 0;
+  for (int i = 0; i < x->world; i++) counts[i] = 4;
   double idle = p->total_s > 0 ? 1.0 - p->compute_s / p->total_s : 0.0;
-  double mine[3] = {p->peak_in_flight, (double)pt_mem_peak(), idle};
-  double *all = pt_calloc(3 * (size_t)x->world, sizeof(double));
-  comm_allgatherv_f64(comm_world(), mine, 3, all, counts);
+  double mine[4] = {p->peak_in_flight, (double)pt_mem_peak(), idle, (double)p->part.gpu_grown};
+  double *all = pt_calloc(4 * (size_t)x->world, sizeof(double));
+  comm_allgatherv_f64(comm_world(), mine, 4, all, counts);
   for (int s = 0; p->rank == 0 && s < p->P; s++) {
-    char est[32], got[32], comm[64] = "";
+    char est[32], got[32], comm[64] = "", driver[96] = "";
     memory_format_size(p->plan.mem[s].total, est, sizeof est);
-    memory_format_size((int64_t)all[3 * s + 1], got, sizeof got);
+    memory_format_size((int64_t)all[4 * s + 1], got, sizeof got);
     if (p->plan.mem[s].comm > 0) { /* NCCL's part: counted on both sides (partition/memory.h) */
       char c[32];
       memory_format_size(p->plan.mem[s].comm, c, sizeof c);
       snprintf(comm, sizeof comm, ", of which comm %s", c);
     }
-    printf("stage %d: peak %d micro-batches in flight, peak memory %s (planned %s%s), idle "
-           "%.1f%%\n", s, (int)all[3 * s], got, est, comm, 100.0 * all[3 * s + 2]);
+    if (gpu) {
+      char g[32];
+      memory_format_size((int64_t)all[4 * s + 3], g, sizeof g);
+      snprintf(driver, sizeof driver, ", its GPU %s more in use than at the start", g);
+    }
+    printf("stage %d: peak %d micro-batches in flight, peak memory %s (planned %s%s)%s, idle "
+           "%.1f%%\n", s, (int)all[4 * s], got, est, comm, driver, 100.0 * all[4 * s + 2]);
   }
   free(counts);
   free(all);
@@ -126,7 +135,7 @@ static void pipelined_finish(pt_engine *e, int quiet) {
 static void pipelined_free(pt_engine *e) {
   pipelined *x = e->impl;
   pipeline_free(&x->p);
-  free(x->all), free(x->bubble), free(x->peak);
+  free(x->all), free(x->bubble), free(x->peak), free(x->gpu);
   free(x);
   e->impl = NULL, e->part = NULL;
 }
@@ -145,7 +154,8 @@ int engine_open_pipelined(pt_engine *e, const pt_spec *spec, const char *trace_p
   }
   pt_pipeline *p = &x->p;
   x->world = p->P * p->dp;
-  x->all = pt_calloc(2 * (size_t)x->world, sizeof(double));
+  x->all = pt_calloc(3 * (size_t)x->world, sizeof(double));
+  x->gpu = pt_calloc((size_t)p->P, sizeof(double));
   x->bubble = pt_calloc((size_t)p->P, sizeof(double));
   x->peak = pt_calloc((size_t)p->P, sizeof(double));
   x->trace_path = trace_path;

@@ -10,14 +10,15 @@
 
 typedef struct {
   pt_trainer t;
-  double idle, peak; /* the one stage's figures of the last step: never idle */
+  double idle, peak, gpu; /* the one stage's figures of the last step: never idle */
 } sequential;
 
 static int sequential_step(pt_engine *e, pt_step_metrics *out) {
   sequential *s = e->impl;
   int status = trainer_step(&s->t, out);
-  s->peak = (double)pt_mem_peak();
+  s->peak = (double)pt_mem_peak(), s->gpu = (double)s->t.part.gpu_grown;
   out->n_stages = 1, out->bubble = &s->idle, out->peak_bytes = &s->peak;
+  if (device_memory_bytes(device_current()) > 0) out->gpu_bytes = &s->gpu;
   return status;
 }
 

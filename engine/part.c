@@ -36,9 +36,16 @@ spec_device part_resolve_device(const pt_part *p) {
   return device_resolve(p->spec->pipeline.device);
 }
 
+/* A GPU's bytes in use by every process (total - free), 0 for devices without their own. */
+static int64_t gpu_used_bytes(const pt_device *d) {
+  size_t total = device_memory_bytes(d);
+  return total > 0 ? (int64_t)total - (int64_t)device_memory_free(d) : 0;
+}
+
 int part_open_device(pt_part *p, spec_device kind, int gpu, const pt_range *ranges, int n,
                      char *err, size_t errsz) {
   if (device_select(kind, gpu, err, errsz) != 0) return -1;
+  p->gpu_used_open = gpu_used_bytes(device_current());
   device_set_precision(device_current(), p->spec->train.precision);
   for (int i = 0; i < n; i++)
     if (device_check_layers(device_current(), p->model.layers, ranges[i].first, ranges[i].last,
@@ -49,8 +56,10 @@ int part_open_device(pt_part *p, spec_device kind, int gpu, const pt_range *rang
 
 int part_check_memory(const pt_part *p, int64_t need, int sharers, const char *what, char *err,
                       size_t errsz) {
-  int64_t gpu_bytes = (int64_t)device_memory_bytes(device_current());
-  return gpu_bytes > 0 ? memory_check_device(need, gpu_bytes, what, err, errsz)
+  const pt_device *d = device_current();
+  int64_t gpu_bytes = (int64_t)device_memory_bytes(d);
+  return gpu_bytes > 0 ? memory_check_device(need, (int64_t)device_memory_free(d), gpu_bytes,
+                                             sharers, what, err, errsz)
                        : memory_check_fits(need, sharers, what, err, errsz);
 }
 
@@ -189,6 +198,8 @@ double part_end_step(pt_part *p, double t0, double loss, double lr, double norm,
                            .lr = lr, .grad_norm = norm, .tokens_per_s = (double)(p->G * p->cur_T) / dt,
                            .step_ms = dt * 1e3, .mfu = -1.0, .skipped_steps = p->skipped,
                            .seq_len = p->spec->train.seq_start > 0 ? p->cur_T : 0};
+  int64_t grown = gpu_used_bytes(device_current()) - p->gpu_used_open;
+  if (grown > p->gpu_grown) p->gpu_grown = grown;
   return dt;
 }
 

@@ -47,6 +47,12 @@ typedef struct {
   char error[512];      /* why the run must stop (a step returned -1) */
   float loss_scale;     /* this step's: 1 / (G T), or 1 / real targets with data.documents */
   int32_t *doc_host;    /* data.documents: a micro-batch's doc_start and positions (host) */
+  /* A GPU's memory as its driver sees it (0 on other devices): bytes in use, by every process,
+   * once part_open_device had opened it (the CUDA context and the kernel table's fixed
+   * workspace in), and the most in use above that at a step's end since (part_end_step):
+   * everything this rank allocated there, kernel scratch and touched managed pages included,
+   * plus what other processes on the same GPU took meanwhile (ranks sharing it). */
+  int64_t gpu_used_open, gpu_grown;
 } pt_part;
 
 /* Configures the model (no allocation) and the batch sizes; 0, or -1 with err (bad input). */
@@ -57,8 +63,10 @@ spec_device part_resolve_device(const pt_part *p);
  * runs the layers of the n ranges; 0 or -1 with err. */
 int part_open_device(pt_part *p, spec_device kind, int gpu, const pt_range *ranges, int n,
                      char *err, size_t errsz);
-/* Refuses, with the numbers, a part of `need` bytes that this machine cannot hold (on the GPU,
- * or host memory shared by `sharers` processes); `what` names it. 0 or -1 with err. */
+/* Refuses, with the numbers, a part of `need` bytes that this machine cannot hold; `what` names
+ * it. On a GPU: more than the GPU has free now (every process's holdings, this one's context
+ * included, taken off), need being what all `sharers` ranks on it ask together; on the host:
+ * more than its memory's share for each of `sharers` processes. 0 or -1 with err. */
 int part_check_memory(const pt_part *p, int64_t need, int sharers, const char *what, char *err,
                       size_t errsz);
 /* Allocates layers [first, last), their stage executor with `slots` slots, the optimizer. */
@@ -108,7 +116,8 @@ void part_read_step(pt_part *p, pt_stage *const *stages, int n_stages, double *o
  * skipped (train.on_nonfinite: skip, counted), -1 when the run must stop. */
 int part_update(pt_part *p, double norm, double lr);
 /* Counts the step as done and describes it in out (mfu unknown, no per-stage figures);
- * returns its wall time in seconds since t0 (pt_now_s). */
+ * returns its wall time in seconds since t0 (pt_now_s). On a GPU, updates gpu_grown after
+ * the time is taken. */
 double part_end_step(pt_part *p, double t0, double loss, double lr, double norm,
                      pt_step_metrics *out);
 /* Reads this part's tensors and optimizer state (a sharded optimizer's range of it) from a

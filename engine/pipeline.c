@@ -143,15 +143,52 @@ static void make_groups(pt_pipeline *p) {
   free(peers);
 }
 
-/* A stage this machine cannot hold is refused from the plan, not by the allocator; only the
- * ranks running an end chunk read data (every rank with data.documents: each stage computes its
- * micro-batches' document starts and positions from it). All ranks agree on any failure, or
- * the rest would hang. */
+/* One rank's row of the node's GPU memory check. */
+typedef struct {
+  char bus[32]; /* its GPU's PCI bus id: ranks with another CUDA_VISIBLE_DEVICES still match */
+  int rank, stage;
+  int64_t need;
+} gpu_need;
+
+/* The ranks of this node on this rank's GPU, itself included (pipeline.devices may repeat an id
+ * under comm.backend mpi): what they need together in *need, named in what ("x.yaml: stage
+ * 1", "x.yaml: ranks 0, 1 (stages 0, 1) on one GPU"). Returns how many. Collective over the
+ * node; every rank has opened its GPU, so what the GPU has free afterwards excludes their
+ * contexts, and none allocates its part before all have checked (pipeline_agree_failure). */
+static int gpu_sharers(const pt_pipeline *p, int64_t *need, char *what, size_t whatsz) {
+  int n = comm_local_size(), k = 0;
+  gpu_need mine = {.rank = p->rank, .stage = p->stage_id, .need = *need}, *all;
+  snprintf(mine.bus, sizeof mine.bus, "%s", device_pci_bus_id(device_current()));
+  all = pt_calloc((size_t)n, sizeof *all);
+  comm_node_allgather(&mine, sizeof mine, all);
+  char ranks[2048] = "", stages[2048] = "";
+  *need = 0;
+  for (int i = 0; i < n; i++) {
+    if (strcmp(all[i].bus, mine.bus) != 0) continue;
+    *need += all[i].need;
+    size_t r = strlen(ranks), s = strlen(stages);
+    snprintf(ranks + r, sizeof ranks - r, "%s%d", k ? ", " : "", all[i].rank);
+    snprintf(stages + s, sizeof stages - s, "%s%d", k++ ? ", " : "", all[i].stage);
+  }
+  free(all);
+  if (k == 1) snprintf(what, whatsz, "%s: stage %d", p->part.spec->path, p->stage_id);
+  else snprintf(what, whatsz, "%s: ranks %s (stages %s) on one GPU", p->part.spec->path, ranks,
+                stages);
+  return k;
+}
+
+/* A stage this machine cannot hold is refused from the plan, not by the allocator (on a GPU,
+ * with the stages sharing it); only the ranks running an end chunk read data (every rank with
+ * data.documents: each stage computes its micro-batches' document starts and positions from
+ * it). All ranks agree on any failure, or the rest would hang. */
 static int check_stage(pt_pipeline *p, char *err, size_t errsz) {
   char what[4200];
-  snprintf(what, sizeof what, "%s: stage %d", p->part.spec->path, p->stage_id);
-  int failed = part_check_memory(&p->part, p->plan.mem[p->stage_id].total, comm_local_size(),
-                                 what, err, errsz) != 0;
+  int64_t need = p->plan.mem[p->stage_id].total;
+  int sharers = comm_local_size();
+  if (device_memory_bytes(device_current()) > 0)
+    sharers = gpu_sharers(p, &need, what, sizeof what);
+  else snprintf(what, sizeof what, "%s: stage %d", p->part.spec->path, p->stage_id);
+  int failed = part_check_memory(&p->part, need, sharers, what, err, errsz) != 0;
   if (!failed && (p->holds_first || p->holds_last || p->part.spec->data.documents))
     failed = data_open(&p->part.data, p->part.spec, err, errsz) != 0 ||
              data_open_eval(&p->part.eval_data, p->part.spec, err, errsz) != 0;

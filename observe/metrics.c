@@ -22,6 +22,11 @@ void metrics_write_json(FILE *f, const pt_step_metrics *s) {
       cJSON_AddItemToArray(m, cJSON_CreateNumber(s->peak_bytes[i]));
     }
     cJSON_AddNumberToObject(o, "bubble_mean", s->bubble_mean);
+    if (s->gpu_bytes) {
+      cJSON *g = cJSON_AddArrayToObject(o, "gpu_memory_bytes");
+      for (int i = 0; i < s->n_stages; i++)
+        cJSON_AddItemToArray(g, cJSON_CreateNumber(s->gpu_bytes[i]));
+    }
   }
   if (s->mfu >= 0) cJSON_AddNumberToObject(o, "mfu", s->mfu);
   cJSON_AddNumberToObject(o, "skipped_steps", (double)s->skipped_steps);

@@ -15,6 +15,9 @@ typedef struct {
   const double *bubble;     /* [n_stages] fraction of the step each stage was not computing */
   double bubble_mean;
   const double *peak_bytes; /* [n_stages] peak tracked memory of each stage's rank */
+  /* [n_stages] or NULL (not on GPUs): the most memory its rank's GPU had in use above what it
+   * had when the rank opened it, as the driver counts (engine/part.h gpu_grown) */
+  const double *gpu_bytes;
   double mfu;               /* model FLOP/s over (ranks x measured sgemm FLOP/s per rank); <0: unknown */
   int64_t skipped_steps;    /* steps skipped so far for non-finite gradients (on_nonfinite: skip) */
   int64_t seq_len;          /* tokens per sequence of this step under train.seq_len_schedule;
@@ -25,7 +28,7 @@ typedef struct {
 
 /* Appends one JSON object and a newline to f; flushed so a crash loses at most one line:
  * step, loss, lr, grad_norm, tokens_per_s, step_ms, and when known bubble (per stage),
- * bubble_mean, peak_memory_bytes (per stage), mfu, seq_len (with train.seq_len_schedule), and
+ * bubble_mean, peak_memory_bytes (per stage), gpu_memory_bytes (per stage, on GPUs), mfu, seq_len (with train.seq_len_schedule), and
  * eval_loss on the steps that evaluate. */
 void metrics_write_json(FILE *f, const pt_step_metrics *s);
 void metrics_print_line(FILE *f, const pt_step_metrics *s);

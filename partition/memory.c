@@ -467,15 +467,24 @@ int64_t memory_machine_bytes(void) {
   return pages > 0 && page > 0 ? (int64_t)pages * page : 0;
 }
 
-int memory_check_device(int64_t need, int64_t capacity, const char *what, char *err,
-                        size_t errsz) {
-  if (need <= capacity) return 0;
-  char n[32], c[32];
+int memory_check_device(int64_t need, int64_t free_b, int64_t total, int sharers,
+                        const char *what, char *err, size_t errsz) {
+  if (need <= free_b) return 0;
+  char n[32], f[32], t[32], held[128] = "";
   memory_format_size(need, n, sizeof n);
-  memory_format_size(capacity, c, sizeof c);
-  snprintf(err, errsz, "%s needs %s (estimated before allocating) but its GPU has %s; use more "
-           "stages, a smaller micro_batch_size or activation checkpointing (pipe_train --plan "
-           "shows the estimate)", what, n, c);
+  memory_format_size(free_b, f, sizeof f);
+  memory_format_size(total, t, sizeof t);
+  if (total - free_b > total / 10) {
+    char h[32];
+    memory_format_size(total - free_b, h, sizeof h);
+    snprintf(held, sizeof held, " (%s held by other processes: nvidia-smi lists them)", h);
+  }
+  int many = sharers > 1;
+  snprintf(err, errsz, "%s need%s %s%s (estimated before allocating) but %s GPU has %s free of "
+           "%s%s; %s, a smaller micro_batch_size or activation checkpointing (pipe_train --plan "
+           "shows the estimate)", what, many ? "" : "s", n, many ? " together" : "",
+           many ? "their" : "its", f, t, held,
+           many ? "give them a GPU each (pipeline.devices)" : "use more stages");
   return -1;
 }
 

@@ -124,9 +124,12 @@ int64_t memory_machine_bytes(void);
 /* Checks `need` bytes for one process (of `procs` sharing the machine) against its share of the
  * machine's memory: returns 0, or -1 with a one-line message in err naming `what` and the fix. */
 int memory_check_fits(int64_t need, int procs, const char *what, char *err, size_t errsz);
-/* The same against one device of `capacity` bytes (a GPU's memory; its own, not shared). */
-int memory_check_device(int64_t need, int64_t capacity, const char *what, char *err,
-                        size_t errsz);
+/* The same against a GPU of `total` bytes with `free_b` of them free now, which `sharers` ranks
+ * share (what names them all and need is their sum; 1: one rank, its own GPU). The message
+ * says what is held elsewhere where that is over a tenth of the GPU (another job, other
+ * ranks' contexts). */
+int memory_check_device(int64_t need, int64_t free_b, int64_t total, int sharers,
+                        const char *what, char *err, size_t errsz);
 /* Parses "24GiB", "512 MiB", "1.5GB", "1000000" (KiB MiB GiB TiB = 2^10.., KB MB GB TB = 10^3..).
  * Returns bytes, or -1 if the text is not a size. */
 int64_t memory_parse_size(const char *text);

@@ -181,6 +181,7 @@ static const gpu_state *cstate(const pt_device *d) { return d->impl; }
 static void *g_stream(pt_device *d) { return ctx(d)->stream; }
 static int g_local_id(const pt_device *d) { return cstate(d)->g.device; }
 static size_t g_memory(const pt_device *d) { return cstate(d)->g.total_bytes; }
+static size_t g_memory_free(const pt_device *d) { return gpu_free_bytes(&cstate(d)->g); }
 static const char *g_bus_id(const pt_device *d) { return cstate(d)->g.pci_bus_id; }
 static const char *g_name(const pt_device *d) { return cstate(d)->g.name; }
 
@@ -220,7 +221,7 @@ const pt_device_ops device_gpu_ops = {
     .upload = g_upload, .download = g_download,
     .zero = g_zero, .copy = g_copy, .sync = g_sync, .upload_nowait = g_upload_nowait,
     .set_precision = g_set_precision, .gemm_flops = g_gemm_flops, .describe = g_describe,
-    .memory_bytes = g_memory, .local_id = g_local_id, .bus_id = g_bus_id, .model_name = g_name,
+    .memory_bytes = g_memory, .memory_free = g_memory_free, .local_id = g_local_id, .bus_id = g_bus_id, .model_name = g_name,
     .stream = g_stream, .pinned_alloc = g_pinned_alloc, .pinned_free = g_pinned_free,
     .event_new = g_event_new, .event_free = g_event_free, .copy_async = g_copy_async,
     .wait_event = g_wait_event};

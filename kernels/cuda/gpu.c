@@ -101,6 +101,13 @@ void gpu_free(void *p) {
   if (p) CUDA_CHECK(cudaFree(p));
 }
 
+size_t gpu_free_bytes(const gpu_ctx *g) {
+  size_t free_b = 0, total = 0;
+  CUDA_CHECK(cudaSetDevice(g->device));
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+  return free_b;
+}
+
 void gpu_to_device(gpu_ctx *g, void *dst, const void *src, size_t bytes) {
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g->stream));
 }

@@ -64,6 +64,8 @@ void *gpu_alloc(const gpu_ctx *g, size_t bytes);
  * device has no managed memory. */
 void *gpu_alloc_sparse(size_t bytes);
 void gpu_free(void *p);
+/* Bytes of g's device no process holds now (cudaMemGetInfo: every context, this one's too). */
+size_t gpu_free_bytes(const gpu_ctx *g);
 void gpu_to_device(gpu_ctx *g, void *dst, const void *src, size_t bytes);
 void gpu_to_host(gpu_ctx *g, void *dst, const void *src, size_t bytes); /* synchronous */
 

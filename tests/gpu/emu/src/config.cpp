@@ -51,6 +51,8 @@ config read_config() {
   c.seed = env_count("PT_EMU_SEED", 1, UINT64_MAX);
   c.devices = static_cast<int>(env_count("PT_EMU_DEVICES", 2, 64));
   c.memory_bytes = static_cast<size_t>(env_count("PT_EMU_MEMORY_MB", 16384, 1u << 24)) << 20;
+  c.held_bytes = static_cast<size_t>(env_count("PT_EMU_MEMORY_HELD_MB", 0, 1u << 24)) << 20;
+  if (c.held_bytes > c.memory_bytes) fail("PT_EMU_MEMORY_HELD_MB: at most PT_EMU_MEMORY_MB");
   c.stack_bytes = static_cast<size_t>(env_count("PT_EMU_STACK_KB", 128, 1u << 16)) << 10;
   if (c.stack_bytes < (32u << 10)) fail("PT_EMU_STACK_KB: at least 32");
   const char *fibers = env_or("PT_EMU_FIBERS", "fast");

@@ -19,6 +19,7 @@ struct config {
   uint64_t seed;        /* PT_EMU_SEED */
   int devices;          /* PT_EMU_DEVICES */
   size_t memory_bytes;  /* PT_EMU_MEMORY_MB, per device */
+  size_t held_bytes;    /* PT_EMU_MEMORY_HELD_MB: of each device's, held by another process */
   size_t stack_bytes;   /* PT_EMU_STACK_KB, per emulated thread */
   bool ucontext;        /* PT_EMU_FIBERS=ucontext: the portable switch instead of the fast one */
   const char *counters; /* PT_EMU_COUNTERS: NULL, "1" (stderr) or a file */

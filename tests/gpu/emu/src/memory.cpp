@@ -14,10 +14,11 @@ namespace pt_emu {
 
 namespace {
 std::map<uintptr_t, block_info> g_blocks; /* by base address */
-std::vector<size_t> g_used;               /* device bytes in use, per device */
+std::vector<size_t> g_used; /* device bytes in use, per device: another process's count too */
 
 size_t &used(int device) {
-  if (g_used.size() <= static_cast<size_t>(device)) g_used.resize(static_cast<size_t>(device) + 1, 0);
+  if (g_used.size() <= static_cast<size_t>(device))
+    g_used.resize(static_cast<size_t>(device) + 1, cfg().held_bytes);
   return g_used[static_cast<size_t>(device)];
 }
 
