@@ -6,7 +6,10 @@ pipe_train=$1
 source "$(dirname "$0")/../lib.sh"
 source "$pt_root/tests/multihost/hosts.sh"
 mh_hosts 2
-run=(tests/pipeline/gate.yaml --quiet --set pipeline.stages=4 --set train.steps=6)
+# on the CPU whatever the build: an emulated-GPU build would resolve pipeline.device auto to its
+# GPUs and talk through the fake NCCL, which rendezvouses within one host, not across these
+run=(tests/pipeline/gate.yaml --quiet --set pipeline.device=cpu --set pipeline.stages=4
+     --set train.steps=6)
 
 pt_mpirun 4 "$pipe_train" "${run[@]}" --metrics "$work/one.jsonl" --gather "$work/one.st" ||
   fail "the one-host run"

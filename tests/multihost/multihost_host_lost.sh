@@ -10,7 +10,9 @@ source "$pt_root/tests/multihost/hosts.sh"
 mh_hosts 2
 marker="$work/marker" ckpt="$work/ckpt"
 timeout_s=4
-common=(tests/pipeline/gate.yaml --quiet --set train.lr_schedule.name=constant)
+# on the CPU whatever the build (multihost_gate.sh says why)
+common=(tests/pipeline/gate.yaml --quiet --set pipeline.device=cpu
+        --set train.lr_schedule.name=constant)
 mh_mpirun "$mh_prefix-1 $mh_prefix-2" 4 "$pipe_train" "${common[@]}" --set pipeline.stages=4 \
   --set train.steps=1000000 --set pipeline.timeout_s=$timeout_s \
   --set "train.checkpoint={dir: $ckpt, every: 2}" --metrics "$marker.jsonl" >"$work/out" 2>&1 &
