@@ -136,11 +136,34 @@ static void place_rank(run_state *r) {
   free(list);
 }
 
+/* Every rank resolves pipeline.device alike (auto: GPUs where its machine has them, or
+ * PIPETRAIN_AUTO_DEVICE): a rank on the CPU beside ranks on GPUs binds, opens and connects in
+ * another order, and the job would wait for the watchdog. Collective; every rank reaches the
+ * same verdict, rank 0 says it. */
+static void check_same_device(const run_state *r) {
+  if (!r->launched) return;
+  const pt_spec *s = r->spec;
+  int world = comm_size(comm_world()), odd = -1, *all = pt_calloc((size_t)world, sizeof(int));
+  comm_allgather_int(comm_world(), (int)device_resolve(s->pipeline.device), all);
+  for (int q = 1; q < world && odd < 0; q++)
+    if (all[q] != all[0]) odd = q;
+  char err[4400] = "";
+  if (odd >= 0)
+    snprintf(err, sizeof err, "%s: pipeline.device %s resolves to %s on rank 0 (%s) but to %s "
+             "on rank %d (%s): a machine without GPUs, or another PIPETRAIN_AUTO_DEVICE; name "
+             "the device (pipeline.device: cpu or gpu)", s->path,
+             spec_device_names[s->pipeline.device], spec_device_names[all[0]],
+             comm_host_name(0), spec_device_names[all[odd]], odd, comm_host_name(odd));
+  free(all);
+  run_exit_first_failed(r->launched, odd >= 0, err);
+}
+
 /* The engine, from --load on where given. CPU runs bind before allocating (first touch puts
  * memory near the cores); GPU runs once the GPU is open, to bind near it (binds_after_open). */
 static void open_engine(run_state *r) {
   const pt_run_options *o = r->o;
   char err[1024] = "";
+  check_same_device(r);
   int after = device_kind(r->spec->pipeline.device)->is.binds_after_open;
   if (!after) place_rank(r);
   int failed = (o->sequential ? engine_open_sequential(&r->e, r->spec, err, sizeof err)

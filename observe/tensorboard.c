@@ -112,6 +112,7 @@ void tensorboard_step(pt_tensorboard *t, const pt_step_metrics *m) {
   for (int s = 0; s < m->n_stages; s++) {
     add(&l, m->bubble[s], "pipeline/bubble/stage_%d", s);
     add(&l, m->peak_bytes[s] / (1024.0 * 1024.0), "memory/peak_MiB/stage_%d", s);
+    if (m->gpu_bytes) add(&l, m->gpu_bytes[s] / (1024.0 * 1024.0), "memory/gpu_MiB/stage_%d", s);
   }
   tb_event_scalars(&t->ev, wall_now(), m->step, l.v, l.n);
   tb_record_append(&t->rec, &t->ev);

@@ -29,8 +29,8 @@ int tensorboard_open(pt_tensorboard *t, const char *dir, int64_t start_step, cha
 void tensorboard_text(pt_tensorboard *t, int64_t step, const char *tag, const char *text);
 /* One step's scalars, from the --metrics record: train/loss, train/lr, train/grad_norm,
  * perf/tokens_per_s, perf/step_ms, train/skipped_steps, and when known perf/mfu,
- * pipeline/bubble_mean, pipeline/bubble/stage_N, memory/peak_MiB/stage_N, train/seq_len,
- * eval/loss. */
+ * pipeline/bubble_mean, pipeline/bubble/stage_N, memory/peak_MiB/stage_N, on GPUs
+ * memory/gpu_MiB/stage_N (the record's gpu_memory_bytes), train/seq_len, eval/loss. */
 void tensorboard_step(pt_tensorboard *t, const pt_step_metrics *m);
 /* Closes the file; 0, or -1 when the last writes failed. */
 int tensorboard_close(pt_tensorboard *t);

@@ -1,7 +1,9 @@
 """tensorboard_check.py TB_DIR METRICS.jsonl: reads TB_DIR with TensorBoard's EventAccumulator
 and checks that every scalar of every --metrics record is there once, at its step, with its
-value (as float32), that no step shows twice, and that the spec and plan texts are present."""
+value (as float32), that no step shows twice, and that the spec and plan texts are present.
+Under PIPETRAIN_AUTO_DEVICE=gpu (the test run on GPUs) the GPU's memory count must be there."""
 import json
+import os
 import sys
 
 from tensorboard.backend.event_processing import event_accumulator as ea
@@ -24,6 +26,8 @@ def expected(rec):
         out["pipeline/bubble/stage_%d" % s] = b
     for s, m in enumerate(rec.get("peak_memory_bytes", [])):
         out["memory/peak_MiB/stage_%d" % s] = m / 2**20
+    for s, m in enumerate(rec.get("gpu_memory_bytes", [])):  # on GPUs (the emulated build's)
+        out["memory/gpu_MiB/stage_%d" % s] = m / 2**20
     return out
 
 
@@ -37,7 +41,10 @@ def main():
     for rec in records:
         for tag, v in expected(rec).items():
             want.setdefault(tag, {})[rec["step"]] = v
-    for tag in ("pipeline/bubble/stage_1", "memory/peak_MiB/stage_1", "eval/loss", "perf/mfu"):
+    covered = ["pipeline/bubble/stage_1", "memory/peak_MiB/stage_1", "eval/loss", "perf/mfu"]
+    if os.environ.get("PIPETRAIN_AUTO_DEVICE") == "gpu":  # gpu_tensorboard: the GPU's count too
+        covered.append("memory/gpu_MiB/stage_1")
+    for tag in covered:
         if tag not in want:
             fail("the metrics lack %s: the test's run does not cover it" % tag)
     if set(tags["scalars"]) != set(want):
