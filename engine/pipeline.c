@@ -164,7 +164,8 @@ static int gpu_sharers(const pt_pipeline *p, int64_t *need, char *what, size_t w
   char ranks[2048] = "", stages[2048] = "";
   *need = 0;
   for (int i = 0; i < n; i++) {
-    if (strcmp(all[i].bus, mine.bus) != 0) continue;
+    /* a GPU without a bus id (cudaDeviceGetPCIBusId failed) is taken as the rank's own */
+    if (i != comm_local_rank() && (!mine.bus[0] || strcmp(all[i].bus, mine.bus) != 0)) continue;
     *need += all[i].need;
     size_t r = strlen(ranks), s = strlen(stages);
     snprintf(ranks + r, sizeof ranks - r, "%s%d", k ? ", " : "", all[i].rank);
