@@ -118,6 +118,12 @@ typedef struct {
   const char *(*bus_id)(const pt_device *d);   /* PCI bus id, "0000:3b:00.0" */
   const char *(*model_name)(const pt_device *d); /* "NVIDIA H100 80GB HBM3" */
   void *(*stream)(pt_device *d); /* the queue its work runs on (a cudaStream_t) */
+
+  /* Compute time on the device's clock, for a device that runs its work after the host queues
+   * it (a GPU; optional, all three or none): device_span_begin's. */
+  void (*span_begin)(pt_device *d);
+  void (*span_end)(pt_device *d);
+  double (*spans_seconds)(pt_device *d);
 } pt_device_ops;
 
 struct pt_device {
@@ -181,6 +187,14 @@ size_t device_memory_bytes(const pt_device *d);
 /* Of those, the bytes free now: what every process on it (this one's context and buffers, other
  * jobs, other ranks sharing it) has not taken. device_memory_bytes where the kind cannot say. */
 size_t device_memory_free(const pt_device *d);
+/* Compute time as the device counts it. span_begin and span_end enclose work the caller queues
+ * (not nested); device_spans_seconds returns the seconds of the spans the device has finished
+ * since the last call (a GPU: without waiting for it; the rest count at a later call), or
+ * host_s, the caller's host-clock figure, on a device whose work is done when its call
+ * returns (the CPU kinds). */
+void device_span_begin(pt_device *d);
+void device_span_end(pt_device *d);
+double device_spans_seconds(pt_device *d, double host_s);
 /* d's traits (pt_device_traits): host copies are its buffers; host code may touch them. */
 int device_shares_host_memory(const pt_device *d);
 int device_host_addressable(const pt_device *d);

@@ -97,11 +97,24 @@ static void act_load(pt_pipeline *p, pt_chunk *k, int mb) {
   if (k->is_first) stage_input_commit(&k->stage, s);
 }
 
+/* A span of this rank's compute: timed by the device where it keeps its own clock
+ * (device_span_begin: a GPU runs the work after the host queues it) and by the host's, which
+ * the step's end takes where it does not (device_spans_seconds). Returns the host's start. */
+static double compute_begin(pt_pipeline *p) {
+  device_span_begin(p->part.model.dev);
+  return pt_now_s();
+}
+
+static void compute_end(pt_pipeline *p, double t0) {
+  device_span_end(p->part.model.dev);
+  p->step_compute_s += pt_now_s() - t0;
+}
+
 static void act_forward(pt_pipeline *p, pt_chunk *k, int mb) {
   int s = slot_of(k, mb);
   wait_for(p, &k->recv_act[s], mb);
   wait_for(p, &k->send_act[s], mb); /* the slot's output still leaving for the next chunk */
-  double t0 = pt_now_s();
+  double t0 = compute_begin(p);
   size_t in_bytes = step_bytes(p, k->in_bytes);
   if (k->wire_act_in) unpack(p, stage_input(&k->stage, s), k->wire_act_in[s], in_bytes);
   if (k->prev >= 0) { /* the previous chunk's output, still held in its slot */
@@ -112,7 +125,7 @@ static void act_forward(pt_pipeline *p, pt_chunk *k, int mb) {
   part_set_docs(&p->part, &k->stage, s, p->replica, mb);
   stage_offload_micro_batch(&k->stage, s, mb);
   stage_forward(&k->stage, s, p->part.B, p->part.cur_T);
-  p->step_compute_s += pt_now_s() - t0;
+  compute_end(p, t0);
   if (++p->in_flight > p->peak_in_flight) p->peak_in_flight = p->in_flight;
 }
 
@@ -135,20 +148,20 @@ static void act_backward(pt_pipeline *p, pt_chunk *k, int mb, int split) {
   const float *dy = k->dout[s];
   if (!k->is_last) wait_for(p, &k->recv_grad[s], mb);
   float *din = input_grad(p, k, mb);
-  double t0 = pt_now_s();
+  double t0 = compute_begin(p);
   if (k->wire_grad_in) unpack(p, k->dout[s], k->wire_grad_in[s], step_bytes(p, k->out_bytes));
   if (k->is_last) dy = part_compute_loss(&p->part, &k->stage, s, k->targets[s]); /* over them */
   if (split) stage_backward_input(&k->stage, s, dy, !k->is_first, din);
   else stage_backward(&k->stage, s, dy, !k->is_first, din);
-  p->step_compute_s += pt_now_s() - t0;
+  compute_end(p, t0);
   if (!split) p->in_flight--;
 }
 
 /* W: the weight gradients from what the slot's I kept; releases the slot. */
 static void act_backward_weight(pt_pipeline *p, pt_chunk *k, int mb) {
-  double t0 = pt_now_s();
+  double t0 = compute_begin(p);
   stage_backward_weight(&k->stage, slot_of(k, mb));
-  p->step_compute_s += pt_now_s() - t0;
+  compute_end(p, t0);
   p->in_flight--;
 }
 
@@ -261,9 +274,9 @@ static void act_optimizer(pt_pipeline *p, double *norm, double *lr) {
   wait_sends(p);
   *norm = global_norm(p);
   *lr = lr_at(&p->part.spec->train, p->part.step);
-  double t0 = pt_now_s();
+  double t0 = compute_begin(p);
   p->nonfinite = part_update(&p->part, *norm, *lr); /* the same on every rank: the norm is */
-  p->step_compute_s += pt_now_s() - t0;
+  compute_end(p, t0);
   if (p->sharded && !p->nonfinite) pipeline_shard_gather(p); /* the others' updated ranges */
   if (p->nonfinite) name_nonfinite(p);
 }
@@ -414,6 +427,8 @@ int pipeline_step(pt_pipeline *p, pt_step_metrics *out) {
     if (tracing(p)) trace_action(p, &acts[i], a0);
     pipeline_offload_trace(p);
   }
+  /* a GPU's own count of its spans (those finished by now), not the host's queueing */
+  p->step_compute_s = device_spans_seconds(p->part.model.dev, p->step_compute_s);
   p->compute_s += p->step_compute_s;
   double loss = gather_loss(p);
   p->last_step_s = part_end_step(&p->part, t0, loss, lr, norm, out);

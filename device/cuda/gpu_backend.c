@@ -11,12 +11,14 @@
 #include "kernels/cuda/cost.h"
 #include "kernels/cuda/gpu.h"
 #include "kernels/cuda/kernels_gpu.h"
+#include "kernels/cuda/spans.h"
 #include "kernels/cuda/staging.h"
 
 typedef struct {
   gpu_ctx g;
   kernels_gpu kernels; /* the device's kernel table, on g */
   gpu_staging staging; /* device_upload_nowait's pinned buffers (staging.h) */
+  gpu_spans spans;     /* device_span_begin's timed spans (spans.h) */
   struct { void *p; size_t bytes; } *blocks; /* live allocations, for the memory totals */
   int n_blocks, cap_blocks;
   /* Activation offload's copy stream and the event that forks it from the compute stream,
@@ -91,6 +93,9 @@ static void g_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
 }
 
 static void g_sync(pt_device *d) { gpu_sync(ctx(d)); }
+static void g_span_begin(pt_device *d) { gpu_spans_begin(ctx(d), &state(d)->spans); }
+static void g_span_end(pt_device *d) { gpu_spans_end(ctx(d), &state(d)->spans); }
+static double g_spans_seconds(pt_device *d) { return gpu_spans_take(&state(d)->spans); }
 
 /* --- Activation offload: pinned host memory, a second stream, events ----------------------- */
 
@@ -224,4 +229,5 @@ const pt_device_ops device_gpu_ops = {
     .memory_bytes = g_memory, .memory_free = g_memory_free, .local_id = g_local_id, .bus_id = g_bus_id, .model_name = g_name,
     .stream = g_stream, .pinned_alloc = g_pinned_alloc, .pinned_free = g_pinned_free,
     .event_new = g_event_new, .event_free = g_event_free, .copy_async = g_copy_async,
-    .wait_event = g_wait_event};
+    .wait_event = g_wait_event, .span_begin = g_span_begin, .span_end = g_span_end,
+    .spans_seconds = g_spans_seconds};
