@@ -7,8 +7,14 @@
 # computes for a real part of every step after the first, so its idle fraction must be under
 # MAX_IDLE (1f1b's own bubble here is (P - 1) / (M + P - 1) = 20 %; staging the messages
 # through the host, and on a real GPU the other rank's share of it, add to that).
+# Exits 77 (CTest skip) where no GPU can be used (a kit's real-GPU build run without one).
 pipe_train=$1
 source "$(dirname "$0")/../lib.sh"
+if ! "$pipe_train" tests/pipeline/gate.yaml --sequential --quiet --set train.steps=1 \
+  --set pipeline.device=gpu >/dev/null 2>"$work/probe.err"; then
+  grep -q "no GPU can be used" "$work/probe.err" && skip "no GPU ($(head -c 200 "$work/probe.err"))"
+  fail "a 1-step run failed: $(head -c 300 "$work/probe.err")"
+fi
 pt_mpirun 2 "$pipe_train" tests/pipeline/gate.yaml --set pipeline.device=gpu \
   --set pipeline.stages=2 --set comm.backend=mpi --set "pipeline.devices=[0, 0]" \
   --set train.steps=4 --metrics "$work/m.jsonl" >"$work/out" 2>&1 ||
