@@ -6,8 +6,9 @@ pipe_train=$1
 source "$(dirname "$0")/../lib.sh"
 source "$pt_root/tests/multihost/hosts.sh"
 mh_hosts 2
-# on the CPU whatever the build: an emulated-GPU build would resolve pipeline.device auto to its
-# GPUs and talk through the fake NCCL, which rendezvouses within one host, not across these
+# on the CPU whatever the build: the test's PIPETRAIN_AUTO_DEVICE=cpu does not reach the second
+# host's ranks, which in an emulated-GPU build resolved auto to its GPUs (refused at the start
+# since: pipeline.device auto resolves to cpu on rank 0 but to gpu on rank 2)
 run=(tests/pipeline/gate.yaml --quiet --set pipeline.device=cpu --set pipeline.stages=4
      --set train.steps=6)
 
