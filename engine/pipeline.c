@@ -151,10 +151,10 @@ typedef struct {
 } gpu_need;
 
 /* The ranks of this node on this rank's GPU, itself included (pipeline.devices may repeat an id
- * under comm.backend mpi): what they need together in *need, named in what ("x.yaml: stage
- * 1", "x.yaml: ranks 0, 1 (stages 0, 1) on one GPU"). Returns how many. Collective over the
- * node; every rank has opened its GPU, so what the GPU has free afterwards excludes their
- * contexts, and none allocates its part before all have checked (pipeline_agree_failure). */
+ * under comm.backend mpi): what they need together in *need and, where there are several, their
+ * names in what ("x.yaml: ranks 0, 1 (stages 0, 1) on one GPU"). Returns how many. Collective
+ * over the node; every rank has opened its GPU, so what the GPU has free afterwards excludes
+ * their contexts, and none allocates its part before all have checked (pipeline_agree_failure). */
 static int gpu_sharers(const pt_pipeline *p, int64_t *need, char *what, size_t whatsz) {
   int n = comm_local_size(), k = 0;
   gpu_need mine = {.rank = p->rank, .stage = p->stage_id, .need = *need}, *all;
@@ -172,9 +172,9 @@ static int gpu_sharers(const pt_pipeline *p, int64_t *need, char *what, size_t w
     snprintf(stages + s, sizeof stages - s, "%s%d", k++ ? ", " : "", all[i].stage);
   }
   free(all);
-  if (k == 1) snprintf(what, whatsz, "%s: stage %d", p->part.spec->path, p->stage_id);
-  else snprintf(what, whatsz, "%s: ranks %s (stages %s) on one GPU", p->part.spec->path, ranks,
-                stages);
+  if (k > 1)
+    snprintf(what, whatsz, "%s: ranks %s (stages %s) on one GPU", p->part.spec->path, ranks,
+             stages);
   return k;
 }
 
@@ -186,9 +186,9 @@ static int check_stage(pt_pipeline *p, char *err, size_t errsz) {
   char what[4200];
   int64_t need = p->plan.mem[p->stage_id].total;
   int sharers = comm_local_size();
+  snprintf(what, sizeof what, "%s: stage %d", p->part.spec->path, p->stage_id);
   if (device_memory_bytes(device_current()) > 0)
     sharers = gpu_sharers(p, &need, what, sizeof what);
-  else snprintf(what, sizeof what, "%s: stage %d", p->part.spec->path, p->stage_id);
   int failed = part_check_memory(&p->part, need, sharers, what, err, errsz) != 0;
   if (!failed && (p->holds_first || p->holds_last || p->part.spec->data.documents))
     failed = data_open(&p->part.data, p->part.spec, err, errsz) != 0 ||

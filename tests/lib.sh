@@ -35,6 +35,13 @@ pt_mpirun() {
   timeout "${PT_MPI_TIMEOUT:-240}" mpirun -np "$np" --oversubscribe "$@"
 }
 pt_same_bits() { cmp -s "$1" "$2" || fail "$1 and $2 differ"; }
+# pt_probe_gpu CMD...: a short run that needs a GPU; skips (77) where none can be used (a build for
+# real GPUs run without one), fails where it fails for another reason
+pt_probe_gpu() {
+  "$@" >/dev/null 2>"$work/probe.err" && return 0
+  grep -q "no GPU can be used" "$work/probe.err" && skip "no GPU ($(head -c 200 "$work/probe.err"))"
+  fail "a 1-step run failed: $(head -c 300 "$work/probe.err")"
+}
 # pt_ranks_of_run MARKER: the pids of the pipe_train ranks whose command line holds MARKER (an MPI
 # rank in their environment: not the pipe_train that started a job's ranks itself)
 pt_ranks_of_run() {

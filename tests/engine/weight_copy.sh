@@ -31,11 +31,7 @@ planned() { # [ARGS...]: the plan's weight_copy bytes of stage 0
   "$pipe_train" "$spec" --plan --json "${opts[@]}" "$@" | python3 -c \
     'import json, sys; print(int(json.load(sys.stdin)["stage_plan"][0]["memory_bytes"]["weight_copy"]))'
 }
-if ! "$pipe_train" "$spec" --sequential --quiet "${opts[@]}" --set train.steps=1 >/dev/null \
-  2>"$work/probe.err"; then
-  grep -q "no GPU can be used" "$work/probe.err" && skip "no GPU ($(head -c 200 "$work/probe.err"))"
-  fail "a 1-step run failed: $(head -c 300 "$work/probe.err")"
-fi
+pt_probe_gpu "$pipe_train" "$spec" --sequential --quiet "${opts[@]}" --set train.steps=1
 copy=$(planned)
 [[ $copy -gt 0 ]] || skip "this device's bf16 products read no weight copy (plan: weight_copy 0)"
 echo "plan: weight_copy $copy bytes"

@@ -10,11 +10,8 @@
 # Exits 77 (CTest skip) where no GPU can be used (a kit's real-GPU build run without one).
 pipe_train=$1
 source "$(dirname "$0")/../lib.sh"
-if ! "$pipe_train" tests/pipeline/gate.yaml --sequential --quiet --set train.steps=1 \
-  --set pipeline.device=gpu >/dev/null 2>"$work/probe.err"; then
-  grep -q "no GPU can be used" "$work/probe.err" && skip "no GPU ($(head -c 200 "$work/probe.err"))"
-  fail "a 1-step run failed: $(head -c 300 "$work/probe.err")"
-fi
+pt_probe_gpu "$pipe_train" tests/pipeline/gate.yaml --sequential --quiet --set train.steps=1 \
+  --set pipeline.device=gpu
 pt_mpirun 2 "$pipe_train" tests/pipeline/gate.yaml --set pipeline.device=gpu \
   --set pipeline.stages=2 --set comm.backend=mpi --set "pipeline.devices=[0, 0]" \
   --set train.steps=4 --metrics "$work/m.jsonl" >"$work/out" 2>&1 ||
@@ -26,8 +23,10 @@ rows = [json.loads(line) for line in open(sys.argv[1])]
 assert len(rows) == 4, f"{len(rows)} steps recorded, want 4"
 for r in rows[1:]:
     for s, idle in enumerate(r["bubble"]):
-        assert 0 < idle < MAX_IDLE, f"step {r['step']} stage {s}: idle {idle:.4f}, not in (0, {MAX_IDLE})"
+        assert 0 < idle < MAX_IDLE, \
+            f"step {r['step']} stage {s}: idle {idle:.4f}, not in (0, {MAX_IDLE})"
 report = [float(x) for x in re.findall(r"stage \d+: .* idle ([0-9.]+)%", open(sys.argv[2]).read())]
 assert len(report) == 2 and all(0 < x < 100 * MAX_IDLE for x in report), f"report idle {report}"
-print("idle: stages idle " + ", ".join(f"{x:.1f} %" for x in report) + f" of the run (< {100 * MAX_IDLE:.0f} %)")
+print("idle: stages idle " + ", ".join(f"{x:.1f} %" for x in report) +
+      f" of the run (< {100 * MAX_IDLE:.0f} %)")
 PY

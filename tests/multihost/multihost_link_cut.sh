@@ -12,8 +12,8 @@ marker="$work/marker"
 timeout_s=4
 # on the CPU whatever the build (multihost_gate.sh says why)
 mh_mpirun "$mh_prefix-1 $mh_prefix-2" 4 "$pipe_train" tests/pipeline/gate.yaml --quiet \
-  --set pipeline.device=cpu --set pipeline.stages=4 --set train.steps=1000000 --set pipeline.timeout_s=$timeout_s \
-  --set train.lr_schedule.name=constant --metrics "$marker.jsonl" >"$work/out" 2>&1 &
+  --set pipeline.device=cpu --set pipeline.stages=4 --set train.steps=1000000 \
+  --set pipeline.timeout_s=$timeout_s --set train.lr_schedule.name=constant --metrics "$marker.jsonl" >"$work/out" 2>&1 &
 job=$!
 pt_pick_rank "$marker" 4 1 "$marker.jsonl" # every rank up and training
 mh_link "$mh_prefix-2" down
