@@ -393,13 +393,32 @@ static uint32_t gelu_input_ranges(const pt_stage *st, int slot, int li, pt_weigh
   return held;
 }
 
+/* Layer li's input, layer li - 1's output, for li's backward: where li's type reads it only
+ * through kernels that read activation copies (layer.h in_read_at_rest), its bits at rest go to
+ * r[*n] as its copy, its floats unset unless they are in the working buffer already; else (or
+ * without room in r, or where backward reruns forward) unpacked there (need_out). */
+static void input_for_backward(pt_stage *st, int slot, int li, pt_weight_range *r, int *n) {
+  if (li == 0 || !stage_kept(st, li - 1)) return;
+  const pt_kernels *k = st->m->dev->k;
+  const int p = (li - 1) & 1, tag = slot * st->n + li - 1;
+  if (st->ckpt || *n >= PT_WEIGHT_COPY_RANGES || !layer_in_at_rest(layer_of(st, li), k)) {
+    need_out(st, slot, li - 1);
+    return;
+  }
+  const int64_t m = out_floats(st, li - 1, st->cur_B, st->cur_T);
+  weight_range_put(&r[(*n)++], st->wk[p], st->out16[tag], m);
+  if (st->wk_tag[p] == tag) return;
+  claim_wk(st, p, tag);
+  k->unset_f32(k, st->wk[p], m); /* so no float32 read of them passes the emulated GPU */
+  st->wk_tag[p] = -1;
+}
+
 /* store_ready for layer li's backward: its input, its saved parts back from rest and the table's
  * copies of them, and d (NULL: none), dout's bits at rest, one more copy there: its floats are
  * unset then, or unpacked from d where the table has no room for it. for_input: backward_input
  * follows (gelu_input_ranges), not backward_weight. */
 static void ready_with_dout(pt_stage *st, int slot, int li, const pt_weight_range *d,
                             int for_input) {
-  if (li > 0 && stage_kept(st, li - 1)) need_out(st, slot, li - 1);
   const pt_kernels *k = st->m->dev->k;
   pt_weight_range r[PT_WEIGHT_COPY_RANGES];
   uint32_t in = 0, held = 0;
@@ -412,6 +431,7 @@ static void ready_with_dout(pt_stage *st, int slot, int li, const pt_weight_rang
     if (st->wk_saved_tag != tag) unpack_for_backward(st, slot, li, held);
     st->wk_saved_tag = tag;
   }
+  input_for_backward(st, slot, li, r, &n);
   if (d && n < PT_WEIGHT_COPY_RANGES) {
     r[n++] = *d;
     k->unset_f32(k, (float *)d->base, d->n);

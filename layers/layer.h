@@ -235,6 +235,13 @@ typedef struct pt_layer_type {
    * table round din as that call writes it (kernels.h round_when_written) instead of in a pass
    * of its own after. 0: the safe default. */
   int din_by_norm;
+  /* 1: backward_input and backward_weight read io->in, if at all, only through a norm's
+   * backward (kernels.h layernorm_backward_input, layernorm_backward_weight, the rmsnorm ones,
+   * their _residual ones) or as a product's operand, all of which read an activation copy where
+   * the table holds one (kernels.h activation_copies). Under bf16 the stage then hands the
+   * backward its input as the previous layer's output at rest, not unpacked to float32 first
+   * (layer_in_at_rest). 0: the safe default. */
+  int in_read_at_rest;
   /* Optional; NULL means the generic estimate from parameter count and saved_bytes. */
   void (*cost)(const pt_layer *L, int T, pt_layer_cost *c);
 } pt_layer_type;
@@ -332,6 +339,9 @@ size_t layer_saved_rest_bytes(const pt_layer *L, const pt_kernels *k, int B, int
 /* 1 when the loss may hand L's backward its gradient as bf16 alone (the type's dout_read_at_rest
  * says 1 and table k, NULL the CPU's, has activation_copies): engine/stage_store.c asks. */
 int layer_dout_at_rest(const pt_layer *L, const pt_kernels *k);
+/* 1 when L's backward may get its input as an activation copy alone (the type's in_read_at_rest
+ * says 1 and table k, NULL the CPU's, has activation_copies): engine/stage_store.c asks. */
+int layer_in_at_rest(const pt_layer *L, const pt_kernels *k);
 /* 1 when table k (NULL: the CPU's) may have L's forward write its output to a place at rest
  * alone (the type's out_by_product says 1, and k has share_bf16_into): engine/stage_store.c asks
  * of the model's logits. */

@@ -76,6 +76,11 @@ int layer_dout_at_rest(const pt_layer *L, const pt_kernels *k) {
   return k->activation_copies && L->type->dout_read_at_rest && L->type->dout_read_at_rest(L);
 }
 
+int layer_in_at_rest(const pt_layer *L, const pt_kernels *k) {
+  if (!k) k = &kernels_cpu;
+  return k->activation_copies && L->type->in_read_at_rest;
+}
+
 int layer_out_by_product(const pt_layer *L, const pt_kernels *k) {
   if (!k) k = &kernels_cpu;
   return k->share_bf16_into && L->type->out_by_product && L->type->out_by_product(L);

@@ -63,5 +63,6 @@ const pt_layer_type layer_type_layernorm = {
     .backward_input = layernorm_backward_input,
     .backward_weight = layernorm_backward_weight,
     .din_by_norm = 1, /* its last norm's backward writes din */
+    .in_read_at_rest = 1, /* only its norm's backward reads its input */
     .cost = layernorm_cost,
 };

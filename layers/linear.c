@@ -132,6 +132,7 @@ const pt_layer_type layer_type_linear = {
     .backward_weight = linear_backward_weight,
     .dout_read_at_rest = linear_dout_read_at_rest,
     .out_by_product = linear_out_by_product,
+    .in_read_at_rest = 1, /* only its weight gradient's product reads its input */
 };
 
 const pt_layer_type layer_type_lm_head = {
@@ -146,5 +147,6 @@ const pt_layer_type layer_type_lm_head = {
     .backward_weight = lm_head_backward_weight,
     .dout_read_at_rest = lm_head_dout_read_at_rest,
     .out_by_product = lm_head_out_by_product,
+    .in_read_at_rest = 1, /* only its weight gradient's product reads its input */
     .cost = lm_head_cost,
 };

@@ -493,5 +493,6 @@ const pt_layer_type layer_type_llama_block = {
     .backward_input = llama_backward_input,
     .backward_weight = llama_backward_weight,
     .din_by_norm = 1, /* its last norm's backward writes din */
+    .in_read_at_rest = 1, /* only its first norm's backward reads its input */
     .cost = llama_cost,
 };

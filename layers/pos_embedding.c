@@ -38,5 +38,6 @@ const pt_layer_type layer_type_pos_embedding = {
     .forward = pos_forward,
     .backward_input = pos_backward_input,
     .backward_weight = pos_backward_weight,
+    .in_read_at_rest = 1, /* its backward reads no input */
     .cost = pos_cost,
 };

@@ -73,5 +73,6 @@ const pt_layer_type layer_type_rmsnorm = {
     .backward_input = rmsnorm_backward_input,
     .backward_weight = rmsnorm_backward_weight,
     .din_by_norm = 1, /* its last norm's backward writes din */
+    .in_read_at_rest = 1, /* only its norm's backward reads its input */
     .cost = rmsnorm_cost,
 };

@@ -217,10 +217,11 @@ def closed_forms(r):
     # stash parts' copies, layers/layer.h backward_reads; no pass of their own after it), and
     # dx's as it writes it: the second norm's dx1 (a stash part too), the first norm's the
     # block's input gradient, which it rounds (the layer before reads those bits: kernels.h
-    # din_copy); the second norm's x, x1, read from its copy at rest (2 bytes an element,
-    # layer.h read_at_rest)
+    # din_copy); both norms' x read from copies at rest (2 bytes an element): the second's, x1,
+    # its saved part's (layer.h read_at_rest), the first's, the block's input, the previous
+    # layer's output at rest (layer.h in_read_at_rest)
     close(nbytes, 2 * M * L * (4.0 * (4 * N * D + D + 2 * N) + 2.0 * 2.0 * N * D)
-          - M * L * 2.0 * N * D,
+          - 2 * M * L * 2.0 * N * D,
           "fused residual layernorm backward bytes: dy, x, dres in, dx out, dy's and dx's bits; "
           "w; mean, rstd")
     params = L * (12 * D * D + 13 * D) + V * D + T * D + 2 * D
@@ -268,11 +269,12 @@ def closed_forms(r):
     # forward, which their products write as bf16 to their places at rest (kernels.h
     # share_bf16_into, alone: a bf16 D, ops_linear.cu lt_args D16); nor the head's dy (V): the
     # loss writes its gradient as bf16 (kernels.h loss_acc dy16; the head reads it only through
-    # products, layers/layer.h dout_read_at_rest)
+    # products, layers/layer.h dout_read_at_rest), nor the head's x backward (D): the final
+    # norm's output at rest (layers/layer.h in_read_at_rest)
     sum_ni, sum_no = L * 7 * D + D, L * 9 * D
     launches, _, _, nbytes = r["to_bf16_kernel:operand"]
-    close(launches, M * 2, "operand conversions: none a block's, 2 the head's")
-    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 23 * D * L),
+    close(launches, M, "operand conversions: none a block's, the head's forward x")
+    close(nbytes, 6.0 * M * N * (2 * sum_ni + sum_no - 23 * D * L - D),
           "operand conversions: 6 bytes each")
     # the bias gradients: a block's four read their dy from its copy, 2 bytes an element (fc2's
     # dout shared with values, fc's h its room kept, the projection's dx1 converted there by its
@@ -284,17 +286,17 @@ def closed_forms(r):
     close(nbytes, M * L * 9 * D * (2.0 * N + 8.0), "bias gradients: dy's copy and the sums")
     check("colsum_acc_kernel" not in r, "a bias gradient sums dy's floats")
     # LayerNorm's weight gradients: a block's two read dy from the stash part's copy that the
-    # norms' backward wrote as it read it (dxln2, dxln1: 2 bytes an element), the second x from
-    # its copy at rest
-    # (x1), the first the block's input as floats; the final norm's both as floats (its dout
-    # has no copy: no product reads it); mean and rstd, and the sums (one chunk) read and written
+    # norms' backward wrote as it read it (dxln2, dxln1: 2 bytes an element) and x from its copy
+    # at rest (x1's; the block's input, the layer before's output at rest: layers/layer.h
+    # in_read_at_rest); the final norm's dy as floats (its dout has no copy: no product reads
+    # it), its x, the last block's output, at rest; mean and rstd, and the sums (one chunk) read
+    # and written
     launched, _, _, nbytes = r["layernorm_backward_weight_kernel:bf16"]
-    close(launched, M * 2 * L, "LayerNorm weight gradients from copies: 2 a block")
-    close(nbytes, M * L * (N * D * (4.0 + 6.0) + 2 * (8.0 * N + 16.0 * D)),
+    close(launched, M * (2 * L + 1), "LayerNorm weight gradients from copies: 2 a block, ln_f")
+    close(nbytes, M * L * (N * D * 8.0 + 2 * (8.0 * N + 16.0 * D))
+          + M * (N * D * 6.0 + 8.0 * N + 16.0 * D),
           "LayerNorm weight gradients from copies: bytes")
-    launched, _, _, nbytes = r["layernorm_backward_weight_kernel"]
-    close(launched, M, "LayerNorm weight gradients of floats: the final norm's")
-    close(nbytes, M * (8.0 * N * D + 8.0 * N + 16.0 * D), "the final norm's weight gradient bytes")
+    check("layernorm_backward_weight_kernel" not in r, "a LayerNorm weight gradient of floats")
     # A micro-batch's other conversions (one stage, no stash sets, no checkpointing), per token:
     # - rounded and packed in one pass (10 bytes an element), to rest: every layer's output but
     #   the head's (D each), L + 3 (the head's product writes the logits to their place at rest
@@ -316,7 +318,8 @@ def closed_forms(r):
     # - nothing packed for the attention backward: its dout is written as bf16 alone by the
     #   projection's input gradient (cublasLt_bwd_input:bf16); its qkv and o backward are read
     #   from their copies at rest);
-    # - unpacks: the input of each block, the final norm and the head (D), L + 2; none of the
+    # - no unpacks: the input of each block, the final norm and the head is read from the layer
+    #   before's output at rest (layers/layer.h in_read_at_rest); nor the
     #   block's parts (xln1, xln2, g, qkv, atty and x1, read only as weight gradients' x, by the
     #   library's attention and as the second norm's x, are read from their copies at rest:
     #   layers/layer.h read_at_rest; nor h, the DGELU's aux, read from its copy at rest); not
@@ -331,8 +334,8 @@ def closed_forms(r):
     forms = {  # row: (launches, elements, bytes an element, FLOPs an element) a micro-batch
         "round_pack_bf16_kernel": (L + 3, outs, 10.0, 1.0),
         "round_bf16_kernel": (2, 2 * D, 8.0, 0.0),
-        "from_bf16_kernel": (L + 2, D * (L + 2), 6.0, 0.0),
     }
+    check("from_bf16_kernel" not in r, "a layer's input or part unpacked for backward")
     check("pack_bf16_around_kernel" not in r, "a stash part packed after backward_input")
     check("to_bf16_kernel" not in r, "the attention's dout packed")
     check("finite_mark_kernel" not in r, "a finite check in a pass of its own")
