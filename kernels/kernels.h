@@ -102,11 +102,16 @@ typedef enum { PT_PRECISION_FP32, PT_PRECISION_TF32, PT_PRECISION_BF16 } pt_prec
  *           table with activation_copies may then keep a bf16 result it widens into it as its
  *           activation copy (the GPU's cuDNN path, kernels/cuda/attention_bf16.h), or, where
  *           o's place at rest was handed over alone (share_bf16_into), write it there only, not
- *           widened (attention_reads_bf16). No effect on the results. */
+ *           widened (attention_reads_bf16). No effect on the results.
+ *   rotated 1 (backward): the caller's next call is rope (dir -1) over the whole of dqkv, and
+ *           nothing reads dqkv before it: a table may leave dqkv as the bf16 bits its library
+ *           wrote, which that rope reads (the GPU's cuDNN path), its floats undefined until
+ *           then. No effect on the results. */
 typedef struct {
   int window;
   float softcap, scale;
   int shared;
+  int rotated;
 } pt_attention_opts;
 
 /* The window's first key of query t (0 without a window). */

@@ -428,8 +428,10 @@ static void llama_backward_input(pt_layer *L, const pt_io *io) {
   layer_attention_dout_at_rest(io, datty, A, H, KVH, &ao);
   k->linear_backward_input(k, datty, post ? s.dao : s.dh, w[O_W], N, A, d, 0);
   float *dqkvn = m.qk_norm ? s.dqkvn : s.dqkv; /* w.r.t. what the rotation read */
+  pt_attention_opts rotated = ao;
+  rotated.rotated = 1; /* the rotation reads dqkvn next, whole (kernels.h) */
   k->attention_backward(k, dqkvn, datty, s.qkv, s.atty, s.attn, io->B, io->T, A, H, KVH,
-                        io->doc_start, &ao, attn_scratch);
+                        io->doc_start, &rotated, attn_scratch);
   k->rope(k, dqkvn, io->B, io->T, H, KVH, (int)m.hd, &st->rope.freqs, -1, io->positions);
   if (m.qk_norm)
     k->head_rmsnorm_backward_input(k, s.dqkv, dqkvn, s.qkv_raw, nw[4], nw[5], s.hrstd, N, H, KVH,

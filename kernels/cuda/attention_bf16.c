@@ -184,6 +184,7 @@ void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, f
                                  const float *qkv, int B, int T, int d, int H, int KVH,
                                  const int32_t *doc_start, const pt_attention_opts *opts) {
   attention_cudnn_shape s;
+  a->left_at = NULL; /* a dqkv left as bits is the next rope's alone */
   attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start, opts, &s, 1);
   if (!p) {
     a->fallback_calls++;
@@ -206,6 +207,7 @@ void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqk
                                   const float *lse, int B, int T, int d, int H, int KVH,
                                   const int32_t *doc_start, const pt_attention_opts *opts) {
   attention_cudnn_shape s;
+  a->left_at = NULL;
   attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start, opts, &s, 1);
   int64_t n_qkv = 0, n_o = 0;
   if (!p) {
@@ -228,8 +230,21 @@ void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqk
   uint16_t *dqkv_r = result_room(g, a, dqkv_b, dqkv, n_qkv, opts, &alone);
   attention_cudnn_backward(g, p, workspace(g, a, p), dqkv_r, dout_in, qkv_in, o_in, lse);
   note_cost("cudnn_attention_backward", 2.5, &s, n_qkv, n_o, 2.0);
-  result_widen(g, a, dqkv, dqkv_r, dqkv_b, n_qkv, alone);
   a->library_calls++;
+  if (opts && opts->rotated && dqkv_r == dqkv_b) { /* the rope reads these bits instead */
+    a->left_at = dqkv;
+    a->left_bits = dqkv_b;
+    a->left_n = n_qkv;
+    cuda_unset_f32(g, dqkv, n_qkv);
+    return;
+  }
+  result_widen(g, a, dqkv, dqkv_r, dqkv_b, n_qkv, alone);
+}
+
+const uint16_t *cuda_attention_bf16_left(cuda_attention_bf16 *a, const float *x, int64_t n) {
+  const uint16_t *bits = a->left_at == x && a->left_n == n ? a->left_bits : NULL;
+  a->left_at = NULL;
+  return bits;
 }
 
 int cuda_attention_bf16_takes(gpu_ctx *g, cuda_attention_bf16 *a, int B, int T, int d, int H,

@@ -12,7 +12,9 @@
  *     whose place was handed over alone (kernels.h share_bf16_into, for a part read at rest:
  *     cuda_attention_bf16_takes, kernels.h attention_reads_bf16; a dqkv of the stash,
  *     layers/layer.h backward_at_rest: its place at rest or room the table keeps) is written
- *     there only, its floats left undefined;
+ *     there only, its floats left undefined; a dqkv of opts->rotated not so is left as the
+ *     library's bits in the buffer kept here, not widened, for the rope that follows
+ *     (cuda_attention_bf16_left);
  *   - a shape the library refuses, and packed documents (doc_start != NULL: cuDNN's ragged
  *     offsets would make each document its own sequence, which this layout of whole rows does not
  *     do), run the in-house fused float32 kernels on the float32 tensors; so do soft-capped
@@ -61,6 +63,12 @@ typedef struct {
    * activation_copies) is handed to the library as it is, not converted; shared results are
    * kept there. NULL: none of either. */
   cuda_bf16_scratch *copies;
+  /* The last backward's dqkv left as the library's bits (pt_attention_opts.rotated): its floats
+   * at left_at (left_n of them) undefined, its bits at left_bits, in this struct's bf16 buffer,
+   * until the next call here; left_at NULL: none. */
+  const float *left_at;
+  const uint16_t *left_bits;
+  int64_t left_n;
 } cuda_attention_bf16;
 
 /* kernels.h's attention_forward / attention_backward (lse is the saved state). */
@@ -71,6 +79,10 @@ void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqk
                                   const float *dout, const float *qkv, const float *o,
                                   const float *lse, int B, int T, int d, int H, int KVH,
                                   const int32_t *doc_start, const pt_attention_opts *opts);
+/* The bits of x[0..n) where the last call was a backward with opts->rotated that left its dqkv,
+ * x, as the library's bits (the table's rope reads them, kernels.h pt_attention_opts.rotated),
+ * forgotten once given; else NULL (the floats are x's). */
+const uint16_t *cuda_attention_bf16_left(cuda_attention_bf16 *a, const float *x, int64_t n);
 /* kernels.h's attention_reads_bf16: 1 when the library takes this shape and opts (without
  * documents), its plan built now where not yet (the same plan the calls then use). */
 int cuda_attention_bf16_takes(gpu_ctx *g, cuda_attention_bf16 *a, int B, int T, int d, int H,

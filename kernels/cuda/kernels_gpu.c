@@ -322,12 +322,15 @@ static void rmsnorm_backward_input_residual(const pt_kernels *k, float *dx, cons
 }
 
 /* The rotation writes q|k|v whole last (forward's qkv, which the attention reads as bf16, and
- * backward's dqkv, which the q|k|v products read): its bits go to the place handed over too. */
+ * backward's dqkv, which the q|k|v products read): its bits go to the place handed over too.
+ * Backward's dqkv the attention left as its library's bits (pt_attention_opts.rotated) is read
+ * from those bits, never widened to floats first. */
 static void rope(const pt_kernels *k, float *qkv, int B, int T, int H, int KVH, int hd,
                  const pt_rope_freqs *f, int dir, const int32_t *positions) {
   const int64_t n = (int64_t)B * T * (H + 2 * KVH) * hd;
   uint16_t *bits = read_place(k, qkv, n);
-  cuda_op_rope(ctx(k), qkv, bits, B, T, H, KVH, hd, f, dir, positions);
+  const uint16_t *src = cuda_attention_bf16_left(&state(k)->attention, qkv, n);
+  cuda_op_rope(ctx(k), qkv, bits, src, B, T, H, KVH, hd, f, dir, positions);
   read_written(k, qkv, bits, n);
 }
 

@@ -121,9 +121,11 @@ void cuda_op_rmsnorm_backward_weight_copies(gpu_ctx *g, float *dw, const float *
                                             const uint16_t *x16, const float *rstd, int N, int D);
 /* bits NULL, or the bits of all of qkv [B*T, (H + 2 KVH) hd] as rotated (v's as they are)
  * written there too: a tensor whose place at rest the table was handed (kernels.h
- * share_bf16_into, not alone). */
-void cuda_op_rope(gpu_ctx *g, float *qkv, uint16_t *bits, int B, int T, int H, int KVH, int hd,
-                  const pt_rope_freqs *f, int dir, const int32_t *positions);
+ * share_bf16_into, not alone). src NULL, or bf16 bits standing for all of qkv (its floats
+ * undefined): read there instead, the rotated floats (v's widened) written to qkv. */
+void cuda_op_rope(gpu_ctx *g, float *qkv, uint16_t *bits, const uint16_t *src, int B, int T,
+                  int H, int KVH, int hd, const pt_rope_freqs *f, int dir,
+                  const int32_t *positions);
 /* ops_head_norm.cu: kernels.h's head_rmsnorm_* */
 void cuda_op_head_rmsnorm_forward(gpu_ctx *g, float *y, float *rstd, const float *x,
                                   const float *wq, const float *wk, int N, int H, int KVH, int hd,

@@ -81,16 +81,18 @@ static __global__ void __launch_bounds__(32 * RMS_LANES)
 /* Element e = ((row * heads + h) * half + j) of the rotated pairs, row = b*T + t, heads the
  * H + KVH rotated heads (q's then k's, contiguous in the row). bits (given): each row's ld
  * elements' bits written there too, the rotated pairs' by their thread and, for e >= n, v's
- * (the rest of the row, as it is), element e - n of them, as n + nv threads. */
+ * (the rest of the row, as it is), element e - n of them, as n + nv threads. src (given): the
+ * row's elements read from those bits instead (qkv's floats undefined), v's widened to qkv. */
 static __global__ void __launch_bounds__(PT_THREADS)
-    rope_kernel(float *qkv, uint16_t *bits, int64_t n, int64_t nv, int T, int heads, int ld,
-                int hd, pt_rope_freqs f, int dir, const int32_t *positions) {
+    rope_kernel(float *qkv, uint16_t *bits, const uint16_t *src, int64_t n, int64_t nv, int T,
+                int heads, int ld, int hd, pt_rope_freqs f, int dir, const int32_t *positions) {
   const int half = hd / 2;
   PT_GRID_LOOP(e, n + nv) {
     if (e >= n) {
       const int64_t v = e - n, vw = ld - (int64_t)heads * hd;
       const int64_t at = v / vw * ld + (int64_t)heads * hd + v % vw;
-      bits[at] = pt_bf16_bits(qkv[at]);
+      if (src) qkv[at] = pt_bf16_float(src[at]);
+      if (bits) bits[at] = src ? src[at] : pt_bf16_bits(qkv[at]);
       continue;
     }
     const int j = (int)(e % half);
@@ -100,7 +102,10 @@ static __global__ void __launch_bounds__(PT_THREADS)
     rope_cos_sin(positions ? positions[row] : t, f.inv_freq[j], f.scale, &c, &s);
     if (dir < 0) s = -s;
     float *xh = qkv + row * ld + (int64_t)h * hd;
-    const float x0 = xh[j], x1 = xh[j + half], y0 = x0 * c - x1 * s, y1 = x1 * c + x0 * s;
+    const uint16_t *sh = src ? src + (xh - qkv) : NULL;
+    const float x0 = sh ? pt_bf16_float(sh[j]) : xh[j];
+    const float x1 = sh ? pt_bf16_float(sh[j + half]) : xh[j + half];
+    const float y0 = x0 * c - x1 * s, y1 = x1 * c + x0 * s;
     xh[j] = y0;
     xh[j + half] = y1;
     if (bits) {
@@ -200,19 +205,22 @@ extern "C" void cuda_op_rmsnorm_backward_weight_copies(gpu_ctx *g, float *dw, co
   else rmsnorm_weight(g, dw, dy, x, rstd, N, D);
 }
 
-extern "C" void cuda_op_rope(gpu_ctx *g, float *qkv, uint16_t *bits, int B, int T, int H,
-                             int KVH, int hd, const pt_rope_freqs *f, int dir,
-                             const int32_t *positions) {
+extern "C" void cuda_op_rope(gpu_ctx *g, float *qkv, uint16_t *bits, const uint16_t *src,
+                             int B, int T, int H, int KVH, int hd, const pt_rope_freqs *f,
+                             int dir, const int32_t *positions) {
   const int64_t n = (int64_t)B * T * (H + KVH) * (hd / 2);
   if (n <= 0) return;
-  const int64_t nv = bits ? (int64_t)B * T * KVH * hd : 0; /* v's elements, for their bits */
+  /* v's elements, for their bits or widened from src */
+  const int64_t nv = bits || src ? (int64_t)B * T * KVH * hd : 0;
   /* each pair read and written in place, 6 operations (the angle's own math not counted);
-   * the positions read once a row; with bits, 2 bytes more an element rotated, v read (4) and
-   * its bits written (2) */
-  const double bytes = 16.0 * n + (positions ? 4.0 * B * T : 0.0) + (bits ? 4.0 * n : 0.0) +
-                       6.0 * nv;
+   * the positions read once a row; with bits, 2 bytes more an element rotated; from src a pair
+   * read as 4 bytes, not 8; v read (4, or 2 from src) and written (its bits 2; from src its
+   * floats 4) */
+  const double v_bytes = (src ? 6.0 : 4.0) + (bits ? 2.0 : 0.0);
+  const double bytes = (src ? 12.0 : 16.0) * n + (positions ? 4.0 * B * T : 0.0) +
+                       (bits ? 4.0 * n : 0.0) + v_bytes * nv;
   PT_LAUNCH_COSTED(rope_kernel, pt_cost_of(0.0, 6.0 * n, bytes), pt_grid(n + nv), PT_THREADS, 0,
-                   g->stream, qkv, bits, n, nv, T, H + KVH, (H + 2 * KVH) * hd, hd, *f, dir,
+                   g->stream, qkv, bits, src, n, nv, T, H + KVH, (H + 2 * KVH) * hd, hd, *f, dir,
                    positions);
   PT_LAUNCH_CHECK();
 }

@@ -721,10 +721,10 @@ static void test_positions(int B, int T, int D, int H, int KVH, int hd) {
   pt_rope_freqs f;
   rope_freqs_make(&(pt_rope_scaling){.theta = 10000.0}, hd, &f);
   op_rope(rc, B, T, H, KVH, hd, &f, 1, p);
-  cuda_op_rope(&G, d_r, NULL, B, T, H, KVH, hd, &f, 1, d_p);
+  cuda_op_rope(&G, d_r, NULL, NULL, B, T, H, KVH, hd, &f, 1, d_p);
   expect_close("rope dir=1 positions", shape, downf(d_r, nr), rc, nr, TOL_DEFAULT);
   op_rope(rc, B, T, H, KVH, hd, &f, -1, p);
-  cuda_op_rope(&G, d_r, NULL, B, T, H, KVH, hd, &f, -1, d_p);
+  cuda_op_rope(&G, d_r, NULL, NULL, B, T, H, KVH, hd, &f, -1, d_p);
   expect_close("rope dir=-1 positions (back to x)", shape, downf(d_r, nr), r, nr, TOL_DEFAULT);
   scope_end();
 }
@@ -829,17 +829,62 @@ static void test_rope(int B, int T, int H, int KVH, int hd, const pt_rope_scalin
     if (i % ld < (int64_t)(H + KVH) * hd) xs[i] = x[i] * f.scale * f.scale;
   op_rope(xc, B, T, H, KVH, hd, &f, 1, NULL);
   float *d_x = upf(x, n);
-  cuda_op_rope(&G, d_x, NULL, B, T, H, KVH, hd, &f, 1, NULL);
+  cuda_op_rope(&G, d_x, NULL, NULL, B, T, H, KVH, hd, &f, 1, NULL);
   float *y1 = downf(d_x, n);
   setf(d_x, x, n);
-  cuda_op_rope(&G, d_x, NULL, B, T, H, KVH, hd, &f, 1, NULL);
+  cuda_op_rope(&G, d_x, NULL, NULL, B, T, H, KVH, hd, &f, 1, NULL);
   expect_close("rope dir=1", shape, y1, xc, n, TOL_DEFAULT);
   expect_same_bits("rope dir=1", shape, downf(d_x, n), y1, n);
   op_rope(xc, B, T, H, KVH, hd, &f, -1, NULL);
-  cuda_op_rope(&G, d_x, NULL, B, T, H, KVH, hd, &f, -1, NULL);
+  cuda_op_rope(&G, d_x, NULL, NULL, B, T, H, KVH, hd, &f, -1, NULL);
   float *x1 = downf(d_x, n);
   expect_close("rope dir=-1 (vs cpu)", shape, x1, xc, n, TOL_DEFAULT);
   expect_close("rope dir=-1 after dir=1 (vs x scale^2)", shape, x1, xs, n, TOL_DEFAULT);
+  scope_end();
+}
+
+/* rope reading q|k|v from bf16 bits (ops_cuda.h src: backward's dqkv as the attention's library
+ * left it, kernels.h pt_attention_opts.rotated), its floats NaN: the bits of rope on those bits
+ * widened, v's widened too, with and without bits written (then the same bits as from the
+ * floats); in rope's ledger row, a rotated pair read as 4 bytes, not 8, and v's elements read as
+ * 2 bytes and written as 4 more (6 with no bits written, where v is not touched). */
+static void test_rope_src(int B, int T, int H, int KVH, int hd) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "B=%d T=%d H=%d KVH=%d hd=%d", B, T, H, KVH, hd);
+  pt_rope_freqs f;
+  rope_freqs_make(&(pt_rope_scaling){.theta = 10000.0}, hd, &f);
+  const int64_t n = (int64_t)B * T * (H + 2 * KVH) * hd;
+  const int64_t pairs = (int64_t)B * T * (H + KVH) * (hd / 2), nv = (int64_t)B * T * KVH * hd;
+  float *x = hrand(n, -2, 2), *nan = hnew(sizeof(float) * (size_t)n);
+  uint16_t *x16 = hnew(sizeof(uint16_t) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) {
+    x[i] = pt_round_bf16(x[i]);
+    x16[i] = pt_bf16_bits(x[i]);
+    nan[i] = NAN;
+  }
+  float *d_x = upf(x, n);
+  uint16_t *d_src = up(x16, sizeof(uint16_t) * (size_t)n);
+  uint16_t *d_bits = dnew(sizeof(uint16_t) * (size_t)n);
+  for (int dir = -1; dir <= 1; dir += 2)
+    for (int with_bits = 0; with_bits < 2; with_bits++) {
+      char what[64];
+      snprintf(what, sizeof what, "rope from bits dir=%d%s", dir, with_bits ? ", bits" : "");
+      uint16_t *bits = with_bits ? d_bits : NULL;
+      setf(d_x, x, n);
+      double b0 = ledger_bytes("rope_kernel");
+      cuda_op_rope(&G, d_x, bits, NULL, B, T, H, KVH, hd, &f, dir, NULL);
+      const double want_bytes = ledger_bytes("rope_kernel") - b0;
+      float *want = downf(d_x, n);
+      setf(d_x, nan, n);
+      b0 = ledger_bytes("rope_kernel");
+      cuda_op_rope(&G, d_x, bits, d_src, B, T, H, KVH, hd, &f, dir, NULL);
+      const double bytes = ledger_bytes("rope_kernel") - b0;
+      expect_same_bits(what, shape, downf(d_x, n), want, n);
+      if (bits) expect_bf16_of(what, shape, d_bits, want, n);
+      const double more = -4.0 * (double)pairs + (with_bits ? 2.0 : 6.0) * (double)nv;
+      CHECK(bytes == want_bytes + more, "%s [%s]: %g bytes in rope's row, want %g", what, shape,
+            bytes, want_bytes + more);
+    }
   scope_end();
 }
 
@@ -3089,6 +3134,7 @@ int main(void) {
   test_head_rmsnorm(5, 4, 2, 8);
   test_head_rmsnorm(300, 2, 1, 128);
   test_rope(2, 7, 4, 2, 8, &(pt_rope_scaling){.theta = 10000.0});
+  test_rope_src(2, 7, 4, 2, 8);
   /* the scaled types: llama3 (Llama 3.1's parameters at a short original context, so pairs
    * fall in all three bands), linear, yarn (cos/sin scaled) */
   test_rope(2, 7, 4, 2, 16, &(pt_rope_scaling){.type = PT_ROPE_LLAMA3, .theta = 500000.0,
