@@ -24,7 +24,11 @@ roofline bench (bench/gpu_roofline.c) on tests/gpu/roofline_tiny.yaml, so neithe
    vocabulary), its plan within MEMORY_REL of the measured peak (the plan once counted operand
    copies of the logits' width the head no longer converts: 20 % over), scaled = direct, a
    workspace without the logits' float32 working buffer, which gets no memory, and what the
-   device itself counted taken within DEVICE_SCRATCH_REL above the measured peak.
+   device itself counted taken within DEVICE_SCRATCH_REL above the measured peak;
+6. the Llama's conversions on tests/gpu/roofline_tiny_llama.yaml: no unpack for backward (each
+   layer's input read at rest; the rotation reading the attention's dq|dk|dv as cuDNN wrote
+   them) and the rotation's bytes both ways, no pack of the attention's dout, the head's
+   forward x the one operand conversion.
 Run from the repository root. Exits non-zero on any failed check; 77 (skipped) where a build
 for real GPUs finds none."""
 import glob
@@ -352,6 +356,27 @@ def closed_forms(r):
           "partial sums")
 
 
+def llama_rows(binary):
+    spec = "tests/gpu/roofline_tiny_llama.yaml"
+    r = ledger(run(binary, "--raw", "--direct", spec=spec))
+    Bl, Ml, Tl, Dl, Hl, KVHl, Ll = 2, 2, 32, 64, 4, 2, 2  # the spec's sizes
+    hd, Nl = Dl // Hl, Bl * Tl
+    check("from_bf16_kernel" not in r,
+          f"{spec}: a tensor unpacked for backward (a layer's input, or dq|dk|dv widened for the "
+          f"rotation: kernels.h pt_attention_opts.rotated)")
+    check("to_bf16_kernel" not in r, f"{spec}: the attention's dout packed")
+    launched, _, _, nbytes = r["to_bf16_kernel:operand"]
+    close(launched, Ml, f"{spec}: operand conversions: the head's forward x alone")
+    # the rotated pairs and v's elements of one call: forward writes q|k|v's bits as it rotates
+    # (16 bytes a pair, 4 more for the bits; v read and its bits written, 6), backward reads
+    # the attention's bits (12 a pair, the bits 4; v's bits read, widened and written, 8)
+    pairs, nv = Nl * (Hl + KVHl) * (hd // 2), Nl * KVHl * hd
+    launched, _, _, nbytes = r["rope_kernel"]
+    close(launched, 2 * Ml * Ll, f"{spec}: rope launches: forward and backward a block")
+    close(nbytes, Ml * Ll * ((16 + 4) * pairs + 6 * nv + (12 + 4) * pairs + 8 * nv),
+          f"{spec}: rope bytes: forward from floats, backward from the attention's bits")
+
+
 def report_lines(text):
     for want in ("peaks (dense, published)", "cublasLt:bf16", "H100: step floor",
                  "H200: step floor", "MFU", "tokens/s", "launches per step",
@@ -371,6 +396,7 @@ def main():
     closed_forms(counted)
     report_lines(run(binary))
     real_shape_memory(binary)
+    llama_rows(binary)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
