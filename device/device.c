@@ -115,14 +115,17 @@ void device_describe(const pt_device *d, char *buf, size_t size) {
 size_t device_memory_bytes(const pt_device *d) {
   return d->ops->memory_bytes ? d->ops->memory_bytes(d) : 0;
 }
-void device_span_begin(pt_device *d) {
-  if (d->ops->span_begin) d->ops->span_begin(d);
+int64_t device_span_begin(pt_device *d, int keep) {
+  return d->ops->span_begin ? d->ops->span_begin(d, keep) : -1;
 }
 void device_span_end(pt_device *d) {
   if (d->ops->span_end) d->ops->span_end(d);
 }
 double device_spans_seconds(pt_device *d, double host_s) {
   return d->ops->spans_seconds ? d->ops->spans_seconds(d) : host_s;
+}
+int device_span_times(pt_device *d, int64_t ticket, double *t0, double *t1) {
+  return d->ops->span_times ? d->ops->span_times(d, ticket, t0, t1) : -1;
 }
 size_t device_memory_free(const pt_device *d) {
   return d->ops->memory_free ? d->ops->memory_free(d) : device_memory_bytes(d);

@@ -120,10 +120,11 @@ typedef struct {
   void *(*stream)(pt_device *d); /* the queue its work runs on (a cudaStream_t) */
 
   /* Compute time on the device's clock, for a device that runs its work after the host queues
-   * it (a GPU; optional, all three or none): device_span_begin's. */
-  void (*span_begin)(pt_device *d);
+   * it (a GPU; optional, all four or none): device_span_begin's. */
+  int64_t (*span_begin)(pt_device *d, int keep);
   void (*span_end)(pt_device *d);
   double (*spans_seconds)(pt_device *d);
+  int (*span_times)(pt_device *d, int64_t ticket, double *t0, double *t1);
 } pt_device_ops;
 
 struct pt_device {
@@ -191,10 +192,16 @@ size_t device_memory_free(const pt_device *d);
  * (not nested); device_spans_seconds returns the seconds of the spans the device has finished
  * since the last call (a GPU: without waiting for it; the rest count at a later call), or
  * host_s, the caller's host-clock figure, on a device whose work is done when its call
- * returns (the CPU kinds). */
-void device_span_begin(pt_device *d);
+ * returns (the CPU kinds). keep (a traced action): the span is kept for device_span_times
+ * under the ticket span_begin returns; -1: not kept, or a device whose work is done when its
+ * call returns (the host's times around the call are the span's). */
+int64_t device_span_begin(pt_device *d, int keep);
 void device_span_end(pt_device *d);
 double device_spans_seconds(pt_device *d, double host_s);
+/* When the device ran kept span `ticket`, on the host's clock (pt_now_s, seconds): 1 and *t0,
+ * *t1 once it has run, forgetting it; 0 while not yet (after device_sync every kept span reads
+ * 1); -1 for a ticket not kept or read already. */
+int device_span_times(pt_device *d, int64_t ticket, double *t0, double *t1);
 /* d's traits (pt_device_traits): host copies are its buffers; host code may touch them. */
 int device_shares_host_memory(const pt_device *d);
 int device_host_addressable(const pt_device *d);

@@ -125,9 +125,12 @@ static void pipelined_finish(pt_engine *e, int quiet) {
   pipelined *x = e->impl;
   const pt_spec *s = x->p.part.spec;
   watchdog_arm("the end-of-run exchange", -1, x->p.part.step);
-  if (x->trace_path)
+  if (x->trace_path) {
+    device_sync(x->p.part.model.dev); /* every kept span has run */
+    pipeline_trace_resolve(&x->p);
     trace_write(&x->p.trace, comm_world(), &x->p.plan, &x->p.part.model, s->pipeline.schedule,
                 x->trace_path);
+  }
   watchdog_disarm();
   if (!quiet) report_stages(x);
 }

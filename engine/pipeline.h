@@ -90,6 +90,7 @@ typedef struct {
   double step_compute_s;     /* time computing in the last step */
   double last_step_s;        /* wall time of the last step */
   pt_trace trace;            /* spans of the traced steps (enabled by the caller) */
+  int64_t span_ticket;       /* the running action's span kept by the device for the trace, or -1 */
   int nonfinite;             /* this step: 0, 1 skipped, -1 abort (part.error: every rank) */
 } pt_pipeline;
 
@@ -101,6 +102,9 @@ void pipeline_free(pt_pipeline *p);
  * Returns 0, 1 when the step was skipped for non-finite gradients, or -1 when the run must
  * abort (p->part.error holds the message on every rank). The same on every rank. */
 int pipeline_step(pt_pipeline *p, pt_step_metrics *out);
+/* The trace's spans of what the device ran that it has run by now get their times
+ * (trace_resolve); after device_sync, all of them. Every rank, where its trace is enabled. */
+void pipeline_trace_resolve(pt_pipeline *p);
 /* Loads a checkpoint written under any layout (each rank reads the tensors it holds) and
  * continues at its step. Collective; returns 0, or -1 on every rank with err set on the rank
  * that failed first (and empty elsewhere). */

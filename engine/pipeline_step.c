@@ -99,9 +99,11 @@ static void act_load(pt_pipeline *p, pt_chunk *k, int mb) {
 
 /* A span of this rank's compute: timed by the device where it keeps its own clock
  * (device_span_begin: a GPU runs the work after the host queues it) and by the host's, which
- * the step's end takes where it does not (device_spans_seconds). Returns the host's start. */
+ * the step's end takes where it does not (device_spans_seconds). A traced step's spans are
+ * kept by such a device, for the trace's track of what it ran when (trace_action). Returns the
+ * host's start. */
 static double compute_begin(pt_pipeline *p) {
-  device_span_begin(p->part.model.dev);
+  p->span_ticket = device_span_begin(p->part.model.dev, tracing(p));
   return pt_now_s();
 }
 
@@ -302,6 +304,17 @@ static void trace_action(pt_pipeline *p, const pt_action *a, double t0) {
   int chunk = p->plan.virtual_stages > 1 ? a->chunk : -1;
   trace_add_chunk(&p->trace, span[a->kind].name, span[a->kind].cat, a->mb, chunk,
                   p->part.step + 1, t0, pt_now_s());
+  if (p->span_ticket >= 0)
+    trace_add_device(&p->trace, span[a->kind].name, span[a->kind].cat, a->mb, chunk,
+                     p->part.step + 1, p->span_ticket);
+}
+
+static int span_times(void *dev, int64_t ticket, double *t0, double *t1) {
+  return device_span_times(dev, ticket, t0, t1);
+}
+
+void pipeline_trace_resolve(pt_pipeline *p) {
+  if (p->trace.enabled) trace_resolve(&p->trace, span_times, p->part.model.dev);
 }
 
 static void reduce_dp(pt_pipeline *p) {
@@ -423,6 +436,7 @@ int pipeline_step(pt_pipeline *p, pt_step_metrics *out) {
   for (int i = 0; i < p->sched.n_acts[p->stage_id]; i++) {
     double a0 = pt_now_s();
     pipeline_offload_prefetch(p, acts, p->sched.n_acts[p->stage_id], i);
+    p->span_ticket = -1;
     run_action(p, &acts[i], &norm, &lr);
     if (tracing(p)) trace_action(p, &acts[i], a0);
     pipeline_offload_trace(p);
@@ -430,6 +444,7 @@ int pipeline_step(pt_pipeline *p, pt_step_metrics *out) {
   /* a GPU's own count of its spans (those finished by now), not the host's queueing */
   p->step_compute_s = device_spans_seconds(p->part.model.dev, p->step_compute_s);
   p->compute_s += p->step_compute_s;
+  pipeline_trace_resolve(p); /* the device's spans run by now; their events freed */
   double loss = gather_loss(p);
   p->last_step_s = part_end_step(&p->part, t0, loss, lr, norm, out);
   p->total_s += p->last_step_s;

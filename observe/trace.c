@@ -45,5 +45,27 @@ void trace_add_chunk(pt_trace *t, const char *name, const char *cat, int mb, int
     if (!s) pt_fatal("out of memory recording the trace");
     t->spans = s;
   }
-  t->spans[t->n++] = (pt_span){name, cat, mb, chunk, step, t0, t1};
+  t->spans[t->n++] = (pt_span){name, cat, mb, chunk, step, t0, t1, 0, -1};
+}
+
+void trace_add_device(pt_trace *t, const char *name, const char *cat, int mb, int chunk,
+                      int64_t step, int64_t ticket) {
+  trace_add_chunk(t, name, cat, mb, chunk, step, 0.0, 0.0);
+  t->spans[t->n - 1].device = 1;
+  t->spans[t->n - 1].ticket = ticket;
+}
+
+void trace_resolve(pt_trace *t, int (*times)(void *ctx, int64_t ticket, double *t0, double *t1),
+                   void *ctx) {
+  int kept = t->pending_from, first = -1;
+  for (int i = t->pending_from; i < t->n; i++) {
+    pt_span *s = &t->spans[i];
+    int got = s->ticket < 0 ? 1 : times(ctx, s->ticket, &s->t0, &s->t1);
+    if (got == 1) s->ticket = -1;
+    if (got < 0) continue;
+    if (got == 0 && first < 0) first = kept;
+    t->spans[kept++] = *s;
+  }
+  t->n = kept;
+  t->pending_from = first < 0 ? kept : first;
 }

@@ -21,6 +21,11 @@
  *   flush/send (held sends issued: the schedule's FLUSH),
  *   offload, prefetch/copy (pipeline.offload's copies of args.mb out and back,
  *   engine/stage_offload.h; on track "tid" 1 of the rank, apart from the actions).
+ * On a device that runs its work after the host queues it (a GPU), the host's spans above are
+ * when each action was queued; the compute actions (F, B, I, W, optimizer) are recorded again as
+ * the device ran them, on track "tid" 2 of the rank, named "gpu" by a "thread_name" metadata
+ * event (trace_add_device: their times come from the device later, trace_resolve). Readers of
+ * the trace take a rank's compute from that track where it has one (observe/trace_doc.h).
  */
 #ifndef PT_TRACE_H
 #define PT_TRACE_H
@@ -34,6 +39,8 @@ typedef struct {
   int chunk;        /* the chunk it ran on where a rank runs several, else -1 */
   int64_t step;
   double t0, t1;    /* seconds, this rank's monotonic clock */
+  int device;       /* 1: as the device ran it (track 2) */
+  int64_t ticket;   /* a device span whose times are not in yet: the device's ticket; else -1 */
 } pt_span;
 
 typedef struct {
@@ -41,6 +48,7 @@ typedef struct {
   int64_t first_step, last_step;
   pt_span *spans;
   int n, cap;
+  int pending_from; /* spans before it have their times (trace_resolve starts there) */
   double offset_s; /* add to local times to get rank 0's clock */
 } pt_trace;
 
@@ -54,5 +62,13 @@ void trace_add(pt_trace *t, const char *name, const char *cat, int mb, int64_t s
 /* The same, tagged with a chunk (-1: none). */
 void trace_add_chunk(pt_trace *t, const char *name, const char *cat, int mb, int chunk,
                      int64_t step, double t0, double t1);
+/* A span as the device ran it, its times to come from the device under `ticket`
+ * (device.h device_span_begin with keep). */
+void trace_add_device(pt_trace *t, const char *name, const char *cat, int mb, int chunk,
+                      int64_t step, int64_t ticket);
+/* The device spans' times where times(ctx, ticket, &t0, &t1) gives them (1); a span it says
+ * it has no times for (-1) is dropped; the rest (0) wait for a later call. */
+void trace_resolve(pt_trace *t, int (*times)(void *ctx, int64_t ticket, double *t0, double *t1),
+                   void *ctx);
 
 #endif

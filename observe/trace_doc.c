@@ -52,7 +52,22 @@ static void add_track(pt_trace_doc *d, int pid, int stage) {
     if (d->tracks[i].pid == pid) return;
   d->tracks = realloc(d->tracks, sizeof *d->tracks * (size_t)(d->n_tracks + 1));
   if (!d->tracks) pt_fatal("out of memory reading a trace");
-  d->tracks[d->n_tracks++] = (pt_trace_track){pid, stage};
+  d->tracks[d->n_tracks++] = (pt_trace_track){pid, stage, 0};
+}
+
+/* The tracks with a "gpu" thread (tid 2) named by a "thread_name" metadata event. */
+static void find_device_threads(pt_trace_doc *d) {
+  const cJSON *e;
+  cJSON_ArrayForEach(e, d->events) {
+    double pid, tid;
+    if (strcmp(trace_json_string(e, "ph"), "M") ||
+        strcmp(trace_json_string(e, "name"), "thread_name") || !trace_json_number(e, "pid", &pid) ||
+        !trace_json_number(e, "tid", &tid) || tid != 2 ||
+        strcmp(trace_json_string(cJSON_GetObjectItemCaseSensitive(e, "args"), "name"), "gpu"))
+      continue;
+    for (int i = 0; i < d->n_tracks; i++)
+      if (d->tracks[i].pid == (int)pid) d->tracks[i].device = 1;
+  }
 }
 
 /* Replica 0's tracks from the "process_name" metadata; without any, pid = stage. */
@@ -95,6 +110,7 @@ int trace_doc_open(pt_trace_doc *d, const char *path, char *err, size_t errsz) {
   const cJSON *meta = cJSON_GetObjectItemCaseSensitive(d->root, "metadata");
   d->meta = cJSON_IsObject(meta) ? meta : NULL;
   find_tracks(d);
+  find_device_threads(d);
   return 0;
 }
 
@@ -105,10 +121,12 @@ void trace_doc_close(pt_trace_doc *d) {
 }
 
 int trace_doc_stage(const pt_trace_doc *d, const cJSON *e) {
-  double pid;
+  double pid, tid = 0;
   if (strcmp(trace_json_string(e, "ph"), "X") || !trace_json_number(e, "pid", &pid)) return -1;
+  trace_json_number(e, "tid", &tid);
   for (int i = 0; i < d->n_tracks; i++)
-    if (d->tracks[i].pid == (int)pid) return d->tracks[i].stage;
+    if (d->tracks[i].pid == (int)pid) /* a device track: its events of tid 2 alone */
+      return d->tracks[i].device == (tid == 2) ? d->tracks[i].stage : -1;
   return -1;
 }
 

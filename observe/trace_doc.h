@@ -3,7 +3,9 @@
  *
  * Replica 0's tracks come from the "process_name" events "rank R (stage S, replica D)"; a trace
  * without such names (written by hand or by another tool) is taken as one replica, pid =
- * stage. Times in the events stay as written: microseconds on rank 0's clock.
+ * stage. Times in the events stay as written: microseconds on rank 0's clock. A track with a
+ * "gpu" thread (its compute as the device ran it, tid 2: observe/trace.h) is read from that
+ * thread alone: what the host queued when says nothing of when the device computed.
  * Ownership: the document owns everything it points to; trace_doc_close frees it.
  */
 #ifndef PT_TRACE_DOC_H
@@ -18,6 +20,7 @@
 
 typedef struct {
   int pid, stage;
+  int device; /* 1: its events are those of tid 2, the device's */
 } pt_trace_track;
 
 typedef struct {
@@ -34,7 +37,8 @@ typedef struct {
 int trace_doc_open(pt_trace_doc *d, const char *path, char *err, size_t errsz);
 void trace_doc_close(pt_trace_doc *d);
 
-/* The stage of a complete ("ph": "X") event on one of replica 0's tracks, else -1. */
+/* The stage of a complete ("ph": "X") event on one of replica 0's tracks (on a track with a
+ * device thread, of that thread), else -1. */
 int trace_doc_stage(const pt_trace_doc *d, const cJSON *e);
 /* Which of F, B, I, W (0..3) a span named "<code><mb>" is, with its micro-batch; -1 for other
  * names. */

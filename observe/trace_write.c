@@ -20,7 +20,7 @@ static const char *const NAMES[] = {"F", "B", "I", "W", "recv act", "recv grad",
 static const char *const CATS[] = {"forward", "backward", "backward_input", "backward_weight",
                                    "receive", "send", "wait", "load", "allreduce", "optimizer",
                                    "copy"};
-enum { N_NAMES = sizeof NAMES / sizeof NAMES[0], N_CATS = sizeof CATS / sizeof CATS[0], FIELDS = 7,
+enum { N_NAMES = sizeof NAMES / sizeof NAMES[0], N_CATS = sizeof CATS / sizeof CATS[0], FIELDS = 8,
        N_COMPUTE = 4, N_PER_MB = 8 };
 
 static int index_of(const char *const *table, int n, const char *s) {
@@ -68,11 +68,24 @@ static cJSON *span_event(const double *f, int rank) {
   cJSON_AddNumberToObject(e, "ts", f[4] * 1e6);
   cJSON_AddNumberToObject(e, "dur", (f[5] - f[4]) * 1e6);
   cJSON_AddNumberToObject(e, "pid", rank);
-  cJSON_AddNumberToObject(e, "tid", !strcmp(CATS[(int)f[1]], "copy")); /* copies: track 1 */
+  /* copies: track 1; as the device ran it: track 2 */
+  cJSON_AddNumberToObject(e, "tid", f[7] ? 2 : !strcmp(CATS[(int)f[1]], "copy"));
   args = cJSON_AddObjectToObject(e, "args");
   if (mb >= 0) cJSON_AddNumberToObject(args, "mb", mb);
   cJSON_AddNumberToObject(args, "step", f[3]);
   if (f[6] >= 0) cJSON_AddNumberToObject(args, "chunk", f[6]);
+  return e;
+}
+
+/* The name of a rank's track 2, the compute as its device ran it. */
+static cJSON *device_track_name(int rank) {
+  cJSON *e = cJSON_CreateObject(), *args;
+  cJSON_AddStringToObject(e, "name", "thread_name");
+  cJSON_AddStringToObject(e, "ph", "M");
+  cJSON_AddNumberToObject(e, "pid", rank);
+  cJSON_AddNumberToObject(e, "tid", 2);
+  args = cJSON_AddObjectToObject(e, "args");
+  cJSON_AddStringToObject(args, "name", "gpu");
   return e;
 }
 
@@ -110,6 +123,11 @@ static void write_json(const char *path, const double *all, const int *counts,
   int off = 0;
   for (int r = 0; r < size; r++) {
     cJSON_AddItemToArray(ev, track_name(r, stages));
+    for (int i = 0; i < counts[r] / FIELDS; i++)
+      if (all[off + i * FIELDS + 7]) {
+        cJSON_AddItemToArray(ev, device_track_name(r));
+        break;
+      }
     for (int i = 0; i < counts[r] / FIELDS; i++) {
       double f[FIELDS];
       memcpy(f, all + off + i * FIELDS, sizeof f);
@@ -128,14 +146,16 @@ static void write_json(const char *path, const double *all, const int *counts,
 
 void trace_write(const pt_trace *t, pt_comm *world, const pt_plan *plan, const pt_model *m,
                  const char *schedule, const char *path) {
-  int size = comm_size(world), n = t->n * FIELDS;
-  double *mine = pt_calloc((size_t)n + 1, sizeof(double));
+  int size = comm_size(world), n = 0;
+  double *mine = pt_calloc((size_t)t->n * FIELDS + 1, sizeof(double));
   for (int i = 0; i < t->n; i++) {
     const pt_span *s = &t->spans[i];
-    double *f = mine + i * FIELDS;
+    if (s->ticket >= 0) continue; /* a device span whose times never came (trace_resolve) */
+    double *f = mine + n;
     f[0] = index_of(NAMES, N_NAMES, s->name), f[1] = index_of(CATS, N_CATS, s->cat);
     f[2] = s->mb, f[3] = (double)s->step, f[4] = s->t0 + t->offset_s, f[5] = s->t1 + t->offset_s;
-    f[6] = s->chunk;
+    f[6] = s->chunk, f[7] = s->device;
+    n += FIELDS;
   }
   int *counts = pt_calloc((size_t)size, sizeof(int)), total = 0;
   comm_allgather_int(world, n, counts);

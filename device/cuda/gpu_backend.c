@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "device/device.h"
 #include "device/gpu_backend.h"
@@ -78,8 +79,11 @@ static void g_upload_nowait(pt_device *d, void *dst, const void *src, size_t byt
   gpu_staged_to_device(ctx(d), &state(d)->staging, dst, src, bytes);
 }
 
+/* A read the host blocks on anchors the spans' clock to the host's (spans.h). */
 static void g_download(pt_device *d, void *dst, const void *src, size_t bytes) {
+  gpu_spans_anchor_record(ctx(d), &state(d)->spans);
   gpu_to_host(ctx(d), dst, src, bytes);
+  gpu_spans_anchor_set(&state(d)->spans, pt_now_s());
 }
 
 static void g_zero(pt_device *d, void *p, size_t bytes) {
@@ -92,10 +96,19 @@ static void g_copy(pt_device *d, void *dst, const void *src, size_t bytes) {
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx(d)->stream));
 }
 
-static void g_sync(pt_device *d) { gpu_sync(ctx(d)); }
-static void g_span_begin(pt_device *d) { gpu_spans_begin(ctx(d), &state(d)->spans); }
+static void g_sync(pt_device *d) {
+  gpu_spans_anchor_record(ctx(d), &state(d)->spans);
+  gpu_sync(ctx(d));
+  gpu_spans_anchor_set(&state(d)->spans, pt_now_s());
+}
+static int64_t g_span_begin(pt_device *d, int keep) {
+  return gpu_spans_begin(ctx(d), &state(d)->spans, keep);
+}
 static void g_span_end(pt_device *d) { gpu_spans_end(ctx(d), &state(d)->spans); }
 static double g_spans_seconds(pt_device *d) { return gpu_spans_take(&state(d)->spans); }
+static int g_span_times(pt_device *d, int64_t ticket, double *t0, double *t1) {
+  return gpu_spans_times(&state(d)->spans, ticket, t0, t1);
+}
 
 /* --- Activation offload: pinned host memory, a second stream, events ----------------------- */
 
@@ -231,4 +244,4 @@ const pt_device_ops device_gpu_ops = {
     .stream = g_stream, .pinned_alloc = g_pinned_alloc, .pinned_free = g_pinned_free,
     .event_new = g_event_new, .event_free = g_event_free, .copy_async = g_copy_async,
     .wait_event = g_wait_event, .span_begin = g_span_begin, .span_end = g_span_end,
-    .spans_seconds = g_spans_seconds};
+    .spans_seconds = g_spans_seconds, .span_times = g_span_times};

@@ -15,7 +15,10 @@ from collections import defaultdict
 
 
 def main():
-    events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+    # the host's spans: a GPU's own track (tid 2, observe/trace.h) is when it ran them, not
+    # when the host queued the work and issued the copies
+    events = [e for e in json.load(open(sys.argv[1]))["traceEvents"]
+              if e.get("ph") == "X" and e.get("tid") != 2]
     spans = defaultdict(list)  # (rank, step) -> events
     for e in events:
         spans[(e["pid"], e["args"]["step"])].append(e)

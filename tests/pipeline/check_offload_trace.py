@@ -2,10 +2,11 @@
 """check_offload_trace.py TRACE.json STAGES: the copies of pipeline.offload: 1.0 in a Chrome trace.
 
 Every copy span (cat "copy", named offload or prefetch) is on its own track (tid 1) of its rank,
-the compute spans on track 0. Within a traced step, every micro-batch that a rank runs forward
-goes out inside its F (the copy is issued right after the forward's layers) and comes back in a
-prefetch that ends before its B or I starts, as many prefetches as copies out, on every rank
-holding more than one layer. Exits 1 listing what differs.
+the compute spans on track 0 (a GPU's own track 2, when it ran them, is check_trace.py's).
+Within a traced step, every micro-batch that a rank runs forward goes out inside its F (the copy
+is issued right after the forward's layers) and comes back in a prefetch that ends before its B
+or I starts, as many prefetches as copies out, on every rank holding more than one layer. Exits
+1 listing what differs.
 """
 import json
 import sys
@@ -14,7 +15,8 @@ from collections import defaultdict
 
 def main():
     path, stages = sys.argv[1], int(sys.argv[2])
-    events = [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X"]
+    events = [e for e in json.load(open(path))["traceEvents"]
+              if e.get("ph") == "X" and e.get("tid") != 2]
     errors = []
     spans = defaultdict(list)  # (rank, step) -> events
     for e in events:

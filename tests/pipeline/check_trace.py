@@ -9,11 +9,15 @@ Checks a pipelined run's Chrome trace and metrics:
     and W when split), receives, sends, loads, the reductions and the optimizer; a stage running
     several chunks ("rank R (chunk C: ...)" lines) tags each micro-batch span with one of them;
   - only steps FIRST..LAST are traced;
+  - on a GPU (PT_TRACE_DEVICE=1), each rank's compute (F, B, I, W, the optimizer) again on its
+    "gpu" track (tid 2) as the device ran it: the same spans, in the order queued, none before
+    the host queued it, none overlapping the one before on the stream (observe/trace.h);
   - the metrics file has one line per step with the documented fields;
   - SVG (pipe_trace's picture of step FIRST), when given, has a box per forward and backward
     (B, I, W) of every stage: as many of each class as the schedule has of that kind.
 """
 import json
+import os
 import re
 import sys
 from collections import Counter
@@ -39,6 +43,29 @@ SPAN_OF = {"F": "forward", "B": "backward", "I": "backward_input", "W": "backwar
            "FLUSH": "flush"}
 ACTION = re.compile(r"^\d*(rA|rG|sA|sG|TIE|DP|OPT|FLUSH|L|F|B|I|W)\d*$")
 STAGE_LINE = re.compile(r"^(?:stage|rank) (\d+) \(([^)]*)\):(.*)$")
+
+
+COMPUTE = ("forward", "backward", "backward_input", "backward_weight", "optimizer")
+SLACK_US = 50  # the host's and the device's clocks are tied at each blocking read
+
+
+def check_device_track(spans, rank, errors):
+    """The rank's compute as its GPU ran it (tid 2) against what its host queued (tid 0)."""
+    host = sorted((e for e in spans if e.get("tid", 0) == 0 and e["cat"] in COMPUTE),
+                  key=lambda e: e["ts"])
+    dev = sorted((e for e in spans if e.get("tid") == 2), key=lambda e: e["ts"])
+    if [(e["name"], e["args"]["step"]) for e in dev] != \
+       [(e["name"], e["args"]["step"]) for e in host]:
+        errors.append(f"rank {rank}: the gpu track's {len(dev)} spans are not the {len(host)} "
+                      f"compute spans queued, in order")
+        return
+    for h, d, before in zip(host, dev, [None] + dev[:-1]):
+        if d["dur"] <= 0 or d["ts"] < h["ts"] - SLACK_US:
+            errors.append(f"rank {rank}: {d['name']} step {d['args']['step']} ran at {d['ts']:.0f} "
+                          f"us for {d['dur']:.0f}, queued at {h['ts']:.0f}")
+        if before and d["ts"] < before["ts"] + before["dur"] - SLACK_US:
+            errors.append(f"rank {rank}: {d['name']} step {d['args']['step']} ran before "
+                          f"{before['name']} ended, on one stream")
 
 
 def scheduled(path):
@@ -68,12 +95,22 @@ def main():
     plan, chunks = scheduled(sys.argv[8])
     errors = [] if sorted(plan) == list(range(P)) else [f"{sys.argv[8]}: no list for every stage"]
     events = json.load(open(path))["traceEvents"]
-    tracks = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M"}
+    tracks = {e["pid"]: e["args"]["name"] for e in events
+              if e.get("ph") == "M" and e["name"] == "process_name"}
+    device = os.environ.get("PT_TRACE_DEVICE") == "1"
+    gpu_tracks = {e["pid"] for e in events if e.get("ph") == "M" and e["name"] == "thread_name"
+                  and e.get("tid") == 2 and e["args"]["name"] == "gpu"}
+    if gpu_tracks != (set(tracks) if device else set()):
+        errors.append(f"ranks with a gpu track: {sorted(gpu_tracks)}, expected "
+                      f"{sorted(tracks) if device else 'none'}")
     spans = [e for e in events if e.get("ph") == "X"]
     if sorted(tracks) != list(range(len(tracks))) or len(tracks) < P:
         errors.append(f"expected a named track per rank, got {tracks}")
     for rank in tracks:
-        mine = [e for e in spans if e["pid"] == rank]
+        every = [e for e in spans if e["pid"] == rank]
+        if device:
+            check_device_track(every, rank, errors)
+        mine = [e for e in every if e.get("tid") != 2]  # the host's spans
         check_nesting(mine, rank, errors)
         stage = rank % P
         check_chunk_tags(mine, rank, chunks.get(stage), errors)

@@ -17,6 +17,8 @@ timeout 120 mpirun -np "$stages" --oversubscribe "$pipe_train" "$here/gate.yaml"
   "${sets[@]}" --set train.steps=6 \
   --trace "$work/trace.json" --trace-steps 2:4 --metrics "$work/metrics.jsonl"
 "$(dirname "$pipe_train")/pipe_trace" "$work/trace.json" "$work/step2.svg" --step 2 >/dev/null
+# on a GPU each rank's compute is on its own track as well (check_trace.py PT_TRACE_DEVICE)
+[[ " $* " != *" pipeline.device=gpu "* ]] || export PT_TRACE_DEVICE=1
 python3 "$here/check_trace.py" "$work/trace.json" "$work/metrics.jsonl" "$stages" 4 2 4 6 \
   "$work/schedule.txt" "$work/step2.svg"
 if [[ " $* " == *" pipeline.offload=1.0 "* ]]; then
