@@ -12,6 +12,10 @@
 #   gates     2 and 4 ranks sharing GPU 0 over the staged transport (comm.backend=mpi,
 #             pipeline.devices=[0,0]) against the sequential GPU run (tests/pipeline/gate.sh):
 #             1f1b, zbv, tied weights, checkpointing, bf16
+#   trace     a traced 2-stage run sharing GPU 0 (tests/pipeline/trace.sh): each rank's compute
+#             again on its gpu track as the GPU ran it, none before the host queued it, none
+#             overlapping on the stream (check_trace.py PT_TRACE_DEVICE=1); trace.json and the
+#             picture of step 2 kept
 #   targets   issue 26's targets, bench/gpu_targets.sh on bench/gpt2_small.yaml: bf16
 #             --sequential, 2 stages on the one GPU and torch.compile, alternated
 #             (PT_CHECK_TARGETS_ROUNDS, default 2), beside bench/gpu_roofline's prediction, in
@@ -141,6 +145,18 @@ if [[ ${#gates_bad[@]} -gt 0 ]]; then
   row gates FAIL $((SECONDS - t)) "failed: ${gates_bad[*]} (gate_NAME.log); passed: ${gates_ok[*]:-none}"
 else
   row gates ok $((SECONDS - t)) "$dev, bitwise: ${gates_ok[*]}"
+fi
+
+# trace: the GPU's own times of each action, tied to the host's clock (docs/gpu.md, "Traces on
+# a GPU"); the cpu device in a dry run, which has no gpu track
+t=$SECONDS
+trace_sets=(--set "pipeline.device=$dev")
+[[ $dry == 1 ]] || trace_sets+=(--set comm.backend=mpi --set "$share2")
+if PT_TRACE_OUT=$out timeout 60 bash tests/pipeline/trace.sh "$pt" 1f1b 2 "${trace_sets[@]}" \
+    > "$out/trace.log" 2>&1; then
+  row trace ok $((SECONDS - t)) "$dev: $(grep -m1 '^trace ok' "$out/trace.log")"
+else
+  row trace FAIL $((SECONDS - t)) "trace.log"
 fi
 
 # the two measuring phases' python and bench runner
