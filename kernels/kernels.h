@@ -376,15 +376,15 @@ struct pt_kernels {
    * its copy instead of converting (more than the table holds: the rest are converted), and so
    * do a linear's bias gradient, the dy and x of layernorm_backward_weight and
    * rmsnorm_backward_weight (the same floats) and the x of the norms' backward_input
-   * (layernorm_backward_input, rmsnorm_backward_input, their _residual ones). The caller keeps every copy equal to
-   * pt_bf16_bits of its range, whose floats are bf16 values (or undefined, below), from this
-   * call until it replaces the set, and replaces it before anything writes a range
-   * (engine/stage_store.c: the saved parts only forward writes, between their move to or from
-   * rest and the next forward or move). The table holds the first PT_WEIGHT_COPY_RANGES
-   * ranges at least, so a caller may leave the floats of such a range undefined (unset_f32)
-   * where only products read them, and the attention where attention_reads_bf16
-   * (layers/layer.h read_at_rest), and those norms (layers/layer.h in_read_at_rest): they then
-   * read the copy alone. */
+   * (layernorm_backward_input, rmsnorm_backward_input, their _residual ones). The caller
+   * keeps every copy equal to pt_bf16_bits of its range, whose floats are bf16 values (or
+   * undefined, below), from this call until it replaces the set, and replaces it before
+   * anything writes a range (engine/stage_store.c: the saved parts only forward writes, between
+   * their move to or from rest and the next forward or move). The table holds the first
+   * PT_WEIGHT_COPY_RANGES ranges at least, so a caller may leave the floats of such a range
+   * undefined (unset_f32) where only products read them, and the attention where
+   * attention_reads_bf16 (layers/layer.h read_at_rest), and those norms (layers/layer.h
+   * in_read_at_rest): they then read the copy alone. */
   void (*activation_copies)(const pt_kernels *k, const pt_weight_range *r, int n);
   /* Tables with activation_copies (NULL elsewhere): x[0..n) holds nothing anyone may read as
    * float32 until it is written again (its activation copy stands for it). The emulated GPU
