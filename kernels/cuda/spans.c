@@ -78,13 +78,17 @@ double gpu_spans_take(gpu_spans *s) {
   return ms * 1e-3;
 }
 
+/* Only once a span has been kept: a run without a trace records no event more a read. */
 void gpu_spans_anchor_record(gpu_ctx *g, gpu_spans *s) {
+  if (!s->next_ticket) return;
   if (!s->anchor.ev) CUDA_CHECK(cudaEventCreate(&s->anchor.ev));
   record_event(g, s, &s->anchor);
   s->anchor_s = -1.0;
 }
 
-void gpu_spans_anchor_set(gpu_spans *s, double host_s) { s->anchor_s = host_s; }
+void gpu_spans_anchor_set(gpu_spans *s, double host_s) {
+  if (s->anchor.ev) s->anchor_s = host_s;
+}
 
 /* e on the host's clock: its distance to the anchor, on the side the host recorded it. */
 static double place(const gpu_spans *s, const gpu_span_event *e) {
@@ -102,7 +106,7 @@ int gpu_spans_times(gpu_spans *s, int64_t ticket, double *t0, double *t1) {
   for (int i = 0; i < s->n_kept; i++) {
     gpu_kept_span *k = &s->kept[i];
     if (k->ticket != ticket) continue;
-    if (s->anchor_s < 0.0) return 0;
+    if (!s->anchor.ev || s->anchor_s < 0.0) return 0; /* no anchor yet */
     *t0 = place(s, &k->b), *t1 = place(s, &k->e);
     CUDA_CHECK(cudaEventDestroy(k->b.ev));
     CUDA_CHECK(cudaEventDestroy(k->e.ev));

@@ -43,7 +43,7 @@ typedef struct {
   int n_kept, cap_kept;
   int64_t next_ticket;
   uint64_t seq;
-  gpu_span_event anchor; /* ev NULL: none recorded yet */
+  gpu_span_event anchor; /* ev NULL: none recorded yet (none before a span is kept) */
   double anchor_s;       /* the host's clock when the anchor's read returned; < 0: not yet */
 } gpu_spans;
 
@@ -56,7 +56,7 @@ void gpu_spans_end(gpu_ctx *g, gpu_spans *s);
  * which it forgets; the rest wait for the next call. A zeroed gpu_spans holds none. */
 double gpu_spans_take(gpu_spans *s);
 /* An anchor: record just before a blocking read on g's stream, set with the host's clock
- * (pt_now_s) right after it returns. */
+ * (pt_now_s) right after it returns. Nothing until a span has been kept (keep). */
 void gpu_spans_anchor_record(gpu_ctx *g, gpu_spans *s);
 void gpu_spans_anchor_set(gpu_spans *s, double host_s);
 /* 1 with the kept span's start and end on the host's clock (seconds, pt_now_s) once the GPU
