@@ -4,7 +4,7 @@
  * with PT_EMU_COUNT_ONLY=1, which checks and counts every call but runs none, so the spec's
  * real shapes cost neither compute nor memory. On a real GPU the same program runs the step.
  *
- *   gpu_roofline [SPEC] [--set KEY=VALUE ...] [--direct] [--raw] [--execute]
+ *   gpu_roofline [SPEC] [--set KEY=VALUE ...] [--direct] [--raw] [--execute] [--time]
  *
  * SPEC (default bench/gpt2_small.yaml) runs as one process on pipeline.device gpu. The ledger
  * is taken over one step after WARMUP_STEPS warm-up steps: room a bf16 table keeps (its kept
@@ -17,9 +17,20 @@
  *   row(L) = row(1) + (L - 1) (row(2) - row(1))
  * (launches, FLOPs and bytes alike; tests/gpu/roofline_check.py checks it against a direct run).
  * --direct runs the spec as it is instead. --raw prints the ledger rows only, exactly
- * ("row NAME LAUNCHES TENSOR OTHER BYTES"), and the memory line's bytes ("memory PLANNED PEAK
- * WORKSPACE DEVICE", memory_line). --execute runs the kernels under the emulator too (for the test:
- * the counts must not change).
+ * ("row NAME LAUNCHES TENSOR OTHER BYTES SECONDS", SECONDS 0 unless timed), and the memory line's
+ * bytes ("memory PLANNED PEAK WORKSPACE DEVICE", memory_line), and when timed "time TIMED
+ * UNTIMED" (seconds). --execute runs the kernels under the emulator too (for the test: the
+ * counts must not change).
+ * --time (implies --direct and, under the emulator, --execute): measures each row on the device
+ * that runs the step, for comparing with its floor row by row (predict, measure, explain each
+ * miss). After the warm-up, one step untimed (its wall time, the host waiting for the GPU at its
+ * end as every step does), then the ledger's step with a CUDA event before each launch
+ * (kernels/cuda/cost.h gpu_cost_time_begin): each launch's time runs to the next launch's
+ * start, idle gaps included, so a row's time over its floor says what that kernel, or the host
+ * queueing behind it, costs. The table gains the measured time and measured / floor against the
+ * GPU the device names (an H200's floor on an H200, else the H100's); under the emulator the
+ * times are the CPU's emulating the kernels, which says nothing of a GPU's (the mechanics are
+ * what its test checks).
  *
  * The model: kernels run one after another on one stream; a kernel row's floor is
  *   max(tensor / P_tensor + other / P_fp32, bytes / BW)
@@ -34,7 +45,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/error.h"
+#include "device/device.h"
 #include "engine/train.h"
 #include "partition/memory.h"
 #include "kernels/cuda/cost.h"
@@ -64,7 +77,7 @@ static const gpu_peaks k_gpus[] = {
 
 typedef struct {
   char name[96];
-  double launches, tensor, other, bytes;
+  double launches, tensor, other, bytes, seconds;
 } roof_row;
 
 typedef struct {
@@ -78,12 +91,16 @@ typedef struct {
    * kernel table's scratch outlives a run, so the 2-block run would not count it again. */
   double planned, peak, work, driver, opened;
   int tf32;                      /* train.precision tf32: products on the TF32 tensor peak */
+  /* --time: the timed step's seconds (first event to last), the untimed step's wall seconds,
+   * and the device that ran them (its model name) */
+  double timed_s, untimed_s;
+  char device[128];
 } roof_ledger;
 
 typedef struct {
   const char *path;
   const char *over[72];
-  int n_over, direct, raw;
+  int n_over, direct, raw, timed;
 } roof_args;
 
 /* The layer type occurring most often (the repeated block), and how often. */
@@ -112,18 +129,40 @@ static void keep_blocks(pt_spec *s, const char *type, int keep) {
   s->n_layers = n;
 }
 
-static void ledger_add(roof_ledger *l, const char *name, double w, double launches, double tensor,
-                       double other, double bytes) {
+static void ledger_add(roof_ledger *l, const char *name, double w, const roof_row *add) {
   int i = 0;
   while (i < l->n && strcmp(l->rows[i].name, name)) i++;
   if (i == l->n) {
     snprintf(l->rows[l->n++].name, sizeof l->rows[0].name, "%s", name);
     l->rows[i].launches = l->rows[i].tensor = l->rows[i].other = l->rows[i].bytes = 0;
+    l->rows[i].seconds = 0;
   }
-  l->rows[i].launches += w * launches;
-  l->rows[i].tensor += w * tensor;
-  l->rows[i].other += w * other;
-  l->rows[i].bytes += w * bytes;
+  l->rows[i].launches += w * add->launches;
+  l->rows[i].tensor += w * add->tensor;
+  l->rows[i].other += w * add->other;
+  l->rows[i].bytes += w * add->bytes;
+  l->rows[i].seconds += w * add->seconds;
+}
+
+static int ledger_launches(void) {
+  uint64_t n = 0;
+  for (int i = 0; i < gpu_cost_count(); i++) n += gpu_cost_row_at(i)->launches;
+  return (int)n;
+}
+
+/* --time: one step untimed (its wall time), then the ledger's step timed launch by launch. */
+static int timed_step(pt_trainer *t, pt_step_metrics *m, roof_ledger *out) {
+  gpu_cost_reset();
+  double t0 = pt_now_s();
+  if (trainer_step(t, m) < 0) return -1;
+  out->untimed_s = pt_now_s() - t0;
+  pt_device *d = t->part.model.dev;
+  snprintf(out->device, sizeof out->device, "%s", device_gpu_name(d));
+  gpu_cost_time_begin(device_stream(d), 2 * ledger_launches() + 64);
+  gpu_cost_reset();
+  int rc = trainer_step(t, m);
+  out->timed_s = gpu_cost_time_end();
+  return rc;
 }
 
 enum { WARMUP_STEPS = 2 };
@@ -150,16 +189,18 @@ static void measure(const roof_args *a, int keep, roof_ledger *out) {
   }
   pt_step_metrics m;
   int failed = 0;
+  memset(out, 0, sizeof *out);
   for (int i = 0; i < WARMUP_STEPS && !failed; i++) failed = trainer_step(&t, &m) < 0;
-  if (failed || (gpu_cost_reset(), trainer_step(&t, &m)) < 0) {
+  if (failed || (a->timed ? timed_step(&t, &m, out)
+                          : (gpu_cost_reset(), trainer_step(&t, &m))) < 0) {
     fprintf(stderr, "gpu_roofline: %s: the step failed: %s\n", a->path, t.part.error);
     exit(1);
   }
-  memset(out, 0, sizeof *out);
   for (int i = 0; i < gpu_cost_count(); i++) {
     const gpu_cost_row *r = gpu_cost_row_at(i);
-    ledger_add(out, r->kernel, 1.0, (double)r->launches, r->tensor_flops, r->other_flops,
-               r->bytes);
+    const roof_row add = {.launches = (double)r->launches, .tensor = r->tensor_flops,
+                          .other = r->other_flops, .bytes = r->bytes, .seconds = r->seconds};
+    ledger_add(out, r->kernel, 1.0, &add);
   }
   const double tokens_seq = (double)spec.train.micro_batch_size * spec.train.micro_batches *
                             (spec.pipeline.data_parallel > 0 ? spec.pipeline.data_parallel : 1);
@@ -185,10 +226,7 @@ static void scale_blocks(const roof_ledger *l1, const roof_ledger *l2, double L,
   for (int pass = 0; pass < 2; pass++) {
     const roof_ledger *l = pass ? l1 : l2;
     double w = pass ? 2.0 - L : L - 1.0; /* l1 (2 - L) + l2 (L - 1) */
-    for (int i = 0; i < l->n; i++) {
-      const roof_row *r = &l->rows[i];
-      ledger_add(out, r->name, w, r->launches, r->tensor, r->other, r->bytes);
-    }
+    for (int i = 0; i < l->n; i++) ledger_add(out, l->rows[i].name, w, &l->rows[i]);
   }
   out->params = l1->params + (L - 1.0) * (l2->params - l1->params);
   out->attn = l1->attn + (L - 1.0) * (l2->attn - l1->attn);
@@ -209,10 +247,16 @@ static double row_floor(const roof_row *r, const gpu_peaks *g, double tensor_pea
   return compute > memory ? compute : memory;
 }
 
+/* The GPU whose floors a timed run is held against: the H200 where the device says so, else the
+ * H100. */
+static int timed_gpu(const roof_ledger *l) { return strstr(l->device, "H200") ? 1 : 0; }
+
 static void print_table(const roof_ledger *l, double tensor_peak[N_GPUS], double floor[N_GPUS]) {
   printf("%-36s %9s %12s %12s %10s", "kernel", "launches", "tensor GF", "other GF", "GB");
   for (int g = 0; g < N_GPUS; g++) printf(" %9s %6s", k_gpus[g].name, "share");
-  printf("  bound\n");
+  printf("  bound  ");
+  if (l->timed_s > 0) printf(" %9s %6s %8s", "measured", "share", "x floor");
+  printf("\n");
   for (int i = 0; i < l->n; i++) {
     const roof_row *r = &l->rows[i];
     printf("%-36s %9.0f %12.3f %12.3f %10.4f", r->name, r->launches, r->tensor / 1e9,
@@ -222,8 +266,29 @@ static void print_table(const roof_ledger *l, double tensor_peak[N_GPUS], double
       printf(" %7.1fus %5.1f%%", f * 1e6, 100.0 * f / floor[g]);
     }
     double c = r->tensor / tensor_peak[0] + r->other / k_gpus[0].fp32;
-    printf("  %s\n", c > r->bytes / k_gpus[0].bw ? "compute" : "memory");
+    printf("  %-7s", c > r->bytes / k_gpus[0].bw ? "compute" : "memory");
+    if (l->timed_s > 0) {
+      const int g = timed_gpu(l);
+      double f = row_floor(r, &k_gpus[g], tensor_peak[g], 1.0, 1.0);
+      printf(" %7.1fus %5.1f%%", r->seconds * 1e6, 100.0 * r->seconds / l->timed_s);
+      if (f > 0) printf(" %8.2f", r->seconds / f);
+      else printf(" %8s", "-");
+    }
+    printf("\n");
   }
+}
+
+/* --time: the step as measured, against the floor of the GPU it ran on. */
+static void print_timed(const roof_ledger *l, const double floor[N_GPUS], double model) {
+  const int g = timed_gpu(l);
+  const int named = strstr(l->device, k_gpus[g].name) != NULL;
+  printf("measured on %s: the untimed step %.3f ms, %.0f tokens/s, MFU %.1f%% of the %s's dense "
+         "bf16 peak; the floor is %.1f%% of it. The timed step (an event before each launch) "
+         "%.3f ms, its rows above%s\n", l->device[0] ? l->device : "this device",
+         l->untimed_s * 1e3, l->tokens / l->untimed_s,
+         100.0 * model / (l->untimed_s * k_gpus[g].bf16), k_gpus[g].name,
+         100.0 * floor[g] / l->untimed_s, l->timed_s * 1e3,
+         named ? "" : "; not an H100 or H200: held against the H100's floor");
 }
 
 static void print_summary(const roof_ledger *l, double tensor_peak[N_GPUS], double floor[N_GPUS]) {
@@ -246,6 +311,7 @@ static void print_summary(const roof_ledger *l, double tensor_peak[N_GPUS], doub
          "H100 floor (at %.0f us, the gap between back-to-back launches: %.1f%%)\n", launches,
          LAUNCH_US, launches * LAUNCH_US * 1e-3, 100.0 * launches * LAUNCH_US * 1e-6 / floor[0],
          LAUNCH_GAP_US, 100.0 * launches * LAUNCH_GAP_US * 1e-6 / floor[0]);
+  if (l->timed_s > 0) print_timed(l, floor, model);
 }
 
 /* The memory plan (pipe_train --plan's total, partition/memory.h) against the peak the step
@@ -294,9 +360,11 @@ static void parse_args(int argc, char **argv, roof_args *a) {
     else if (!strcmp(argv[i], "--direct")) a->direct = 1;
     else if (!strcmp(argv[i], "--raw")) a->raw = 1;
     else if (!strcmp(argv[i], "--execute")) unsetenv("PT_EMU_COUNT_ONLY");
+    else if (!strcmp(argv[i], "--time")) a->timed = a->direct = 1, unsetenv("PT_EMU_COUNT_ONLY");
     else if (argv[i][0] != '-') a->path = argv[i];
     else {
-      fprintf(stderr, "usage: gpu_roofline [SPEC] [--set K=V] [--direct] [--raw] [--execute]\n");
+      fprintf(stderr, "usage: gpu_roofline [SPEC] [--set K=V] [--direct] [--raw] [--execute] "
+                      "[--time]\n");
       exit(2);
     }
   }
@@ -329,9 +397,10 @@ int main(int argc, char **argv) {
   }
   if (a.raw) {
     for (int i = 0; i < l.n; i++)
-      printf("row %s %.17g %.17g %.17g %.17g\n", l.rows[i].name, l.rows[i].launches,
-             l.rows[i].tensor, l.rows[i].other, l.rows[i].bytes);
+      printf("row %s %.17g %.17g %.17g %.17g %.17g\n", l.rows[i].name, l.rows[i].launches,
+             l.rows[i].tensor, l.rows[i].other, l.rows[i].bytes, l.rows[i].seconds);
     printf("memory %.17g %.17g %.17g %.17g\n", l.planned, l.peak, l.work, l.driver - l.opened);
+    if (a.timed) printf("time %.17g %.17g\n", l.timed_s, l.untimed_s);
     return 0;
   }
   print_report(&a, &l);

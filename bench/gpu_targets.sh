@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu_targets.sh [SPEC] [ROUNDS]: issue 26's targets on one GPU, each measurement beside
-# the roofline's prediction (bench/gpu_roofline.c, run first on the same GPU). SPEC (default
+# the roofline's prediction (bench/gpu_roofline.c --time, run first on the same GPU: its table
+# with each kernel's measured time against its floor printed whole). SPEC (default
 # bench/gpt2_small.yaml) under train.precision bf16, ROUNDS (default 2) rounds alternating:
 #   seq      pipe_train --sequential
 #   2stage   the same spec as 2 pipeline stages on the one GPU (mpirun -np 2, comm.backend mpi,
@@ -40,10 +41,11 @@ median_ms() { # METRICS.jsonl -> the median step_ms after the first 3 steps
   "$py" -c 'import json,statistics,sys; r=[json.loads(l)["step_ms"] for l in open(sys.argv[1])][3:]; print(statistics.median(r))' "$1"
 }
 
-# The prediction first: the floor of this step on this GPU, from the kernels' cost ledger.
+# The prediction first: the floor of this step on this GPU, from the kernels' cost ledger, and
+# each kernel row measured on the GPU beside its floor (--time), the whole table in the log.
 if [[ $device == gpu ]]; then
-  if "$roof" "$spec" --set train.precision=bf16 > "$work/roof.txt" 2>&1; then
-    grep -E '^(model FLOPs|H100:|H200:|launches per step)' "$work/roof.txt"
+  if "$roof" "$spec" --set train.precision=bf16 --time > "$work/roof.txt" 2>&1; then
+    cat "$work/roof.txt"
   else
     echo "bench/gpu_targets.sh: $roof failed: $(tail -1 "$work/roof.txt"); no prediction"
   fi

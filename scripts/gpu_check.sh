@@ -18,8 +18,9 @@
 #             picture of step 2 kept
 #   targets   issue 26's targets, bench/gpu_targets.sh on bench/gpt2_small.yaml: bf16
 #             --sequential, 2 stages on the one GPU and torch.compile, alternated
-#             (PT_CHECK_TARGETS_ROUNDS, default 2), beside bench/gpu_roofline's prediction, in
-#             the time left until PT_CHECK_DEADLINE_S (default 540) seconds from the start, at
+#             (PT_CHECK_TARGETS_ROUNDS, default 2), beside bench/gpu_roofline --time's
+#             prediction (each kernel also timed beside its floor), in the time left until
+#             PT_CHECK_DEADLINE_S (default 540) seconds from the start, at
 #             most PT_CHECK_TARGETS_S (150); skipped under 45 s left or with --no-targets; the
 #             rounds done before the time box stay in targets.log
 #   bench     bench/gpu_vs_torch.sh on bench/gpt2_small.yaml, 1 round (PT_CHECK_BENCH_ROUNDS;

@@ -111,7 +111,7 @@ static void *workspace(gpu_ctx *g, cuda_attention_bf16 *a, const attention_cudnn
  * times the share of the causal pairs a window keeps (band);
  * backward's five products (S again, dP, dV, dK, dQ) 2.5 times that. The softmax's arithmetic
  * is not counted. Bytes: the bf16 operands read and results written once, lse (float32) once. */
-static void note_cost(const char *name, double products, const attention_cudnn_shape *s,
+static void cudnn_note(const char *name, double products, const attention_cudnn_shape *s,
                       int64_t n_qkv, int64_t n_o, double tensors) {
   const int B = s->B, T = s->T, H = s->H;
   const double hd_all = (double)n_o / ((double)B * T); /* H*hd */
@@ -196,8 +196,10 @@ void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, f
   uint16_t *qkv_b = bf16_room(g, a, n_qkv, n_o), *o_b = qkv_b + n_qkv;
   int alone;
   uint16_t *o_r = result_room(g, a, o_b, o, n_o, opts, &alone);
-  attention_cudnn_forward(g, p, workspace(g, a, p), o_r, lse, operand(g, a, qkv_b, qkv, n_qkv));
-  note_cost("cudnn_attention_forward", 1.0, &s, n_qkv, n_o, 1.0);
+  void *ws = workspace(g, a, p);
+  const uint16_t *qkv_in = operand(g, a, qkv_b, qkv, n_qkv);
+  cudnn_note("cudnn_attention_forward", 1.0, &s, n_qkv, n_o, 1.0); /* before: a timed ledger */
+  attention_cudnn_forward(g, p, ws, o_r, lse, qkv_in);
   result_widen(g, a, o, o_r, o_b, n_o, alone);
   a->library_calls++;
 }
@@ -228,8 +230,9 @@ void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqk
   const uint16_t *dout_in = operand(g, a, dout_b, dout, n_o); /* the product's bits, alone */
   int alone;
   uint16_t *dqkv_r = result_room(g, a, dqkv_b, dqkv, n_qkv, opts, &alone);
-  attention_cudnn_backward(g, p, workspace(g, a, p), dqkv_r, dout_in, qkv_in, o_in, lse);
-  note_cost("cudnn_attention_backward", 2.5, &s, n_qkv, n_o, 2.0);
+  void *ws = workspace(g, a, p);
+  cudnn_note("cudnn_attention_backward", 2.5, &s, n_qkv, n_o, 2.0);
+  attention_cudnn_backward(g, p, ws, dqkv_r, dout_in, qkv_in, o_in, lse);
   a->library_calls++;
   if (opts && opts->rotated && dqkv_r == dqkv_b) { /* the rope reads these bits instead */
     a->left_at = dqkv;

@@ -1,13 +1,32 @@
 /* The per-kernel ledger of kernels/cuda/cost.h. */
 #include "kernels/cuda/cost.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "kernels/cuda/gpu.h"
 
 static gpu_cost_row rows[GPU_COST_MAX_ROWS];
 static int n_rows;
 static int paused;
+
+/* gpu_cost_time_begin's events: ev[k] recorded before timed launch k, of row row[k]; ev[cap] is
+ * the closing one. */
+static struct {
+  cudaStream_t stream;
+  cudaEvent_t *ev;
+  int *row;
+  int n, cap, on;
+} timing;
+
+static void time_launch(int row) {
+  if (timing.n == timing.cap)
+    pt_fatal("gpu_cost_time_begin: more than the %d launches it was given room for timed",
+             timing.cap);
+  CUDA_CHECK(cudaEventRecord(timing.ev[timing.n], timing.stream));
+  timing.row[timing.n++] = row;
+}
 
 void gpu_cost_note(const char *kernel, double tensor_flops, double other_flops, double bytes) {
   if (paused) return;
@@ -17,6 +36,7 @@ void gpu_cost_note(const char *kernel, double tensor_flops, double other_flops, 
     if (n_rows == GPU_COST_MAX_ROWS) pt_fatal("gpu_cost_note: more than %d kernels", GPU_COST_MAX_ROWS);
     rows[n_rows++] = (gpu_cost_row){.kernel = kernel};
   }
+  if (timing.on) time_launch(i);
   rows[i].launches++;
   rows[i].tensor_flops += tensor_flops;
   rows[i].other_flops += other_flops;
@@ -34,4 +54,40 @@ void gpu_cost_pause(void) { paused++; }
 void gpu_cost_resume(void) {
   if (paused == 0) pt_fatal("gpu_cost_resume: the ledger is not paused");
   paused--;
+}
+
+void gpu_cost_time_begin(void *stream, int max_launches) {
+  if (timing.on) pt_fatal("gpu_cost_time_begin: the ledger is being timed already");
+  if (max_launches < 1) max_launches = 1;
+  timing.ev = malloc(sizeof *timing.ev * ((size_t)max_launches + 1));
+  timing.row = malloc(sizeof *timing.row * (size_t)max_launches);
+  if (!timing.ev || !timing.row) pt_fatal("out of memory timing %d launches", max_launches);
+  for (int k = 0; k <= max_launches; k++) CUDA_CHECK(cudaEventCreate(&timing.ev[k]));
+  timing.stream = (cudaStream_t)stream;
+  timing.cap = max_launches;
+  timing.n = 0;
+  timing.on = 1;
+}
+
+double gpu_cost_time_end(void) {
+  if (!timing.on) pt_fatal("gpu_cost_time_end: the ledger is not being timed");
+  timing.on = 0;
+  double total = 0.0;
+  if (timing.n > 0) {
+    CUDA_CHECK(cudaEventRecord(timing.ev[timing.n], timing.stream));
+    CUDA_CHECK(cudaEventSynchronize(timing.ev[timing.n]));
+    for (int k = 0; k < timing.n; k++) {
+      float ms = 0.0f;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, timing.ev[k], timing.ev[k + 1]));
+      rows[timing.row[k]].seconds += 1e-3 * (double)ms;
+    }
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, timing.ev[0], timing.ev[timing.n]));
+    total = 1e-3 * (double)ms;
+  }
+  for (int k = 0; k <= timing.cap; k++) CUDA_CHECK(cudaEventDestroy(timing.ev[k]));
+  free(timing.ev);
+  free(timing.row);
+  timing.ev = NULL, timing.row = NULL;
+  return total;
 }

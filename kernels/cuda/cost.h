@@ -22,6 +22,7 @@ typedef struct {
   const char *kernel; /* the name given to gpu_cost_note */
   uint64_t launches;
   double tensor_flops, other_flops, bytes;
+  double seconds; /* the launches' time on the GPU while timed (gpu_cost_time_begin), else 0 */
 } gpu_cost_row;
 
 #define GPU_COST_MAX_ROWS 256
@@ -37,6 +38,21 @@ void gpu_cost_reset(void);
  * its caller. */
 void gpu_cost_pause(void);
 void gpu_cost_resume(void);
+
+/* Timing each row on the GPU (bench/gpu_roofline --time): between gpu_cost_time_begin and
+ * gpu_cost_time_end every note also records a CUDA event on `stream` (a cudaStream_t) just
+ * before the launch it notes is queued, and end gives each launch the time from its event to the
+ * next one's: its run on the GPU, plus any idle gap until the next launch starts (where the host
+ * queues slower than the GPU runs, the gap is the host's cost, so it counts against the launch
+ * before it). The noted launches are taken to go on that one stream (one process, one stream:
+ * the sequential roofline run; work another stream runs, such as the offload copies, gets the
+ * moment it was queued, about nothing); a note must come before its launch is queued, and paused
+ * notes record nothing, so a library call emulated by inner launches is timed whole. At most max_launches notes are timed (events created up front, so
+ * creating them costs the timed step nothing); more end the process, naming the limit.
+ * gpu_cost_time_end waits for the stream, adds each launch's seconds to its row, frees the
+ * events and returns the seconds from the first event to the last (0 when nothing was noted). */
+void gpu_cost_time_begin(void *stream, int max_launches);
+double gpu_cost_time_end(void);
 
 #ifdef __cplusplus
 }

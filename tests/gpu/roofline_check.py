@@ -2,9 +2,10 @@
 """tests/gpu/roofline_check.py GPU_ROOFLINE: the GPU cost ledger (kernels/cuda/cost.h) and the
 roofline bench (bench/gpu_roofline.c) on tests/gpu/roofline_tiny.yaml, so neither drifts:
 
-0. every launch site of kernels/cuda/*.cu notes its cost: a PT_LAUNCH( or a cuBLAS/cuDNN call
-   has a gpu_cost_note( (or a *_note( helper) in the lines before it in its function, or is a
-   PT_LAUNCH_COSTED;
+0. every launch site of kernels/cuda notes its cost: a PT_LAUNCH( or a cuBLAS/cuDNN call (or
+   attention_cudnn.h's) has a gpu_cost_note( (or a *_note( helper) in the lines before it in its
+   function, or is a PT_LAUNCH_COSTED: before, so that a timed ledger (7.) gives the launch the
+   time from its own event on;
 1. the ledger under PT_EMU_COUNT_ONLY (nothing runs) equals the ledger of the same step with
    the kernels run (--execute): the counts depend on the shapes only;
 2. the bench's scaling in blocks (from runs at 1 and 2 blocks) equals the direct run at 3;
@@ -28,7 +29,11 @@ roofline bench (bench/gpu_roofline.c) on tests/gpu/roofline_tiny.yaml, so neithe
 6. the Llama's conversions on tests/gpu/roofline_tiny_llama.yaml: no unpack for backward (each
    layer's input read at rest; the rotation reading the attention's dq|dk|dv as cuDNN wrote
    them) and the rotation's bytes both ways, no pack of the attention's dout, the head's
-   forward x the one operand conversion.
+   forward x the one operand conversion;
+7. --time (each row timed on the device, here the emulator's): the same launches as the ledger
+   counted, every row's seconds at least 0 and together the timed step's, cuDNN's attention rows
+   given the library's own work (their notes come before the call: noted after, the work went to
+   the row before), and the report's measured column and line.
 Run from the repository root. Exits non-zero on any failed check; 77 (skipped) where a build
 for real GPUs finds none."""
 import glob
@@ -56,13 +61,14 @@ def close(a, b, what, rel=1e-12):
 
 # A call that does device work: a launch, or a library product/attention call. Of cuBLASLt only
 # cublasLtMatmul does: the rest describe the matmul or ask the heuristic, on the host.
-LAUNCH = re.compile(r"\bPT_LAUNCH\(|\bcublas(Lt)?[A-Z]\w*\(|\bcudnn[A-Z]\w*\(")
+LAUNCH = re.compile(r"\bPT_LAUNCH\(|\bcublas(Lt)?[A-Z]\w*\(|\bcudnn[A-Z]\w*\(|"
+                    r"\battention_cudnn_(forward|backward)\(")
 NOT_WORK = re.compile(r"cublas(Create|Destroy|Set|Get)\w*\(|cublasLt(?!Matmul\()\w*\(|"
-                      r"cudnn(Create|Destroy|Set|Get)\w*\(")
+                      r"cudnn(Create|Destroy|Set|Get)\w*\(|^\w.*\battention_cudnn_\w+\(")
 
 
 def launch_sites_noted():
-    for path in sorted(glob.glob("kernels/cuda/*.cu")) + sorted(glob.glob("kernels/cuda/*.cpp")):
+    for path in sorted(p for ext in ("c", "cu", "cpp") for p in glob.glob(f"kernels/cuda/*.{ext}")):
         lines = open(path).read().split("\n")
         for i, line in enumerate(lines):
             code = line.split("//")[0]
@@ -377,6 +383,31 @@ def llama_rows(binary):
           f"{spec}: rope bytes: forward from floats, backward from the attention's bits")
 
 
+def timed(binary):
+    """7.: the ledger timed on the device (the emulator: the CPU's time emulating each launch)."""
+    counted = ledger(run(binary, "--direct", "--raw"))
+    text = run(binary, "--time", "--raw")
+    same_ledger(ledger(text), counted, "timed against counted")
+    seconds, timed_s, untimed_s = {}, 0.0, 0.0
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] == "row":
+            seconds[f[1]] = float(f[6])
+        elif f and f[0] == "time":
+            timed_s, untimed_s = float(f[1]), float(f[2])
+    check(all(v >= 0 for v in seconds.values()), f"a row timed below 0: {seconds}")
+    check(timed_s > 0 and untimed_s > 0, f"the steps took {timed_s} s timed, {untimed_s} s not")
+    close(sum(seconds.values()), timed_s, "the rows' seconds against the timed step", rel=1e-3)
+    # the substitute's kernels run inside the call: about 3 % of the emulated step each way
+    for row in ("cudnn_attention_forward", "cudnn_attention_backward"):
+        check(seconds.get(row, 0) > 0.005 * timed_s,
+              f"{row}: {seconds.get(row, 0):.3g} s of a {timed_s:.3g} s step: the call's work "
+              f"went to another row (its note after the call?)")
+    report = run(binary, "--time")
+    for want in ("measured", "x floor", "measured on ", "the untimed step", "The timed step"):
+        check(want in report, f"--time report with {want!r}")
+
+
 def report_lines(text):
     for want in ("peaks (dense, published)", "cublasLt:bf16", "H100: step floor",
                  "H200: step floor", "MFU", "tokens/s", "launches per step",
@@ -397,6 +428,7 @@ def main():
     report_lines(run(binary))
     real_shape_memory(binary)
     llama_rows(binary)
+    timed(binary)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
