@@ -17,20 +17,21 @@
  *   row(L) = row(1) + (L - 1) (row(2) - row(1))
  * (launches, FLOPs and bytes alike; tests/gpu/roofline_check.py checks it against a direct run).
  * --direct runs the spec as it is instead. --raw prints the ledger rows only, exactly
- * ("row NAME LAUNCHES TENSOR OTHER BYTES SECONDS", SECONDS 0 unless timed), and the memory line's
- * bytes ("memory PLANNED PEAK WORKSPACE DEVICE", memory_line), and when timed "time TIMED
- * UNTIMED" (seconds). --execute runs the kernels under the emulator too (for the test: the
- * counts must not change).
+ * ("row NAME LAUNCHES TENSOR OTHER BYTES SECONDS HOST_BOUND", the last two 0 unless timed), the
+ * memory line's bytes ("memory PLANNED PEAK WORKSPACE DEVICE", memory_line), and when timed
+ * "time TIMED UNTIMED" (seconds). --execute runs the kernels under the emulator too (for the
+ * test: the counts must not change).
  * --time (implies --direct and, under the emulator, --execute): measures each row on the device
  * that runs the step, for comparing with its floor row by row (predict, measure, explain each
  * miss). After the warm-up, one step untimed (its wall time, the host waiting for the GPU at its
  * end as every step does), then the ledger's step with a CUDA event before each launch
  * (kernels/cuda/cost.h gpu_cost_time_begin): each launch's time runs to the next launch's
  * start, idle gaps included, so a row's time over its floor says what that kernel, or the host
- * queueing behind it, costs. The table gains the measured time and measured / floor against the
- * GPU the device names (an H200's floor on an H200, else the H100's); under the emulator the
- * times are the CPU's emulating the kernels, which says nothing of a GPU's (the mechanics are
- * what its test checks).
+ * queueing behind it, costs. The table gains the measured time, measured / floor against the
+ * GPU the device names (an H200's floor on an H200, else the H100's), and the share of the
+ * row's time in which the GPU waited for the host (kernels/cuda/cost.h host_bound_seconds);
+ * under the emulator the times are the CPU's emulating the kernels, which says nothing of a
+ * GPU's (the mechanics are what its test checks).
  *
  * The model: kernels run one after another on one stream; a kernel row's floor is
  *   max(tensor / P_tensor + other / P_fp32, bytes / BW)
@@ -77,7 +78,7 @@ static const gpu_peaks k_gpus[] = {
 
 typedef struct {
   char name[96];
-  double launches, tensor, other, bytes, seconds;
+  double launches, tensor, other, bytes, seconds, host_bound;
 } roof_row;
 
 typedef struct {
@@ -135,13 +136,14 @@ static void ledger_add(roof_ledger *l, const char *name, double w, const roof_ro
   if (i == l->n) {
     snprintf(l->rows[l->n++].name, sizeof l->rows[0].name, "%s", name);
     l->rows[i].launches = l->rows[i].tensor = l->rows[i].other = l->rows[i].bytes = 0;
-    l->rows[i].seconds = 0;
+    l->rows[i].seconds = l->rows[i].host_bound = 0;
   }
   l->rows[i].launches += w * add->launches;
   l->rows[i].tensor += w * add->tensor;
   l->rows[i].other += w * add->other;
   l->rows[i].bytes += w * add->bytes;
   l->rows[i].seconds += w * add->seconds;
+  l->rows[i].host_bound += w * add->host_bound;
 }
 
 static int ledger_launches(void) {
@@ -199,7 +201,8 @@ static void measure(const roof_args *a, int keep, roof_ledger *out) {
   for (int i = 0; i < gpu_cost_count(); i++) {
     const gpu_cost_row *r = gpu_cost_row_at(i);
     const roof_row add = {.launches = (double)r->launches, .tensor = r->tensor_flops,
-                          .other = r->other_flops, .bytes = r->bytes, .seconds = r->seconds};
+                          .other = r->other_flops, .bytes = r->bytes, .seconds = r->seconds,
+                          .host_bound = r->host_bound_seconds};
     ledger_add(out, r->kernel, 1.0, &add);
   }
   const double tokens_seq = (double)spec.train.micro_batch_size * spec.train.micro_batches *
@@ -255,7 +258,7 @@ static void print_table(const roof_ledger *l, double tensor_peak[N_GPUS], double
   printf("%-36s %9s %12s %12s %10s", "kernel", "launches", "tensor GF", "other GF", "GB");
   for (int g = 0; g < N_GPUS; g++) printf(" %9s %6s", k_gpus[g].name, "share");
   printf("  bound  ");
-  if (l->timed_s > 0) printf(" %9s %6s %8s", "measured", "share", "x floor");
+  if (l->timed_s > 0) printf(" %9s %6s %8s %6s", "measured", "share", "x floor", "host");
   printf("\n");
   for (int i = 0; i < l->n; i++) {
     const roof_row *r = &l->rows[i];
@@ -273,6 +276,7 @@ static void print_table(const roof_ledger *l, double tensor_peak[N_GPUS], double
       printf(" %7.1fus %5.1f%%", r->seconds * 1e6, 100.0 * r->seconds / l->timed_s);
       if (f > 0) printf(" %8.2f", r->seconds / f);
       else printf(" %8s", "-");
+      printf(" %5.0f%%", r->seconds > 0 ? 100.0 * r->host_bound / r->seconds : 0.0);
     }
     printf("\n");
   }
@@ -282,6 +286,8 @@ static void print_table(const roof_ledger *l, double tensor_peak[N_GPUS], double
 static void print_timed(const roof_ledger *l, const double floor[N_GPUS], double model) {
   const int g = timed_gpu(l);
   const int named = strstr(l->device, k_gpus[g].name) != NULL;
+  double waited = 0;
+  for (int i = 0; i < l->n; i++) waited += l->rows[i].host_bound;
   printf("measured on %s: the untimed step %.3f ms, %.0f tokens/s, MFU %.1f%% of the %s's dense "
          "bf16 peak; the floor is %.1f%% of it. The timed step (an event before each launch) "
          "%.3f ms, its rows above%s\n", l->device[0] ? l->device : "this device",
@@ -289,6 +295,9 @@ static void print_timed(const roof_ledger *l, const double floor[N_GPUS], double
          100.0 * model / (l->untimed_s * k_gpus[g].bf16), k_gpus[g].name,
          100.0 * floor[g] / l->untimed_s, l->timed_s * 1e3,
          named ? "" : "; not an H100 or H200: held against the H100's floor");
+  printf("host-bound: %.3f ms of the timed step (%.1f%%) in launches the GPU ran no slower than "
+         "the host queued them (the \"host\" column: of each row's time; CUDA graphs would "
+         "take that host time away)\n", waited * 1e3, 100.0 * waited / l->timed_s);
 }
 
 static void print_summary(const roof_ledger *l, double tensor_peak[N_GPUS], double floor[N_GPUS]) {
@@ -397,8 +406,9 @@ int main(int argc, char **argv) {
   }
   if (a.raw) {
     for (int i = 0; i < l.n; i++)
-      printf("row %s %.17g %.17g %.17g %.17g %.17g\n", l.rows[i].name, l.rows[i].launches,
-             l.rows[i].tensor, l.rows[i].other, l.rows[i].bytes, l.rows[i].seconds);
+      printf("row %s %.17g %.17g %.17g %.17g %.17g %.17g\n", l.rows[i].name, l.rows[i].launches,
+             l.rows[i].tensor, l.rows[i].other, l.rows[i].bytes, l.rows[i].seconds,
+             l.rows[i].host_bound);
     printf("memory %.17g %.17g %.17g %.17g\n", l.planned, l.peak, l.work, l.driver - l.opened);
     if (a.timed) printf("time %.17g %.17g\n", l.timed_s, l.untimed_s);
     return 0;

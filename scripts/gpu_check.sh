@@ -26,7 +26,10 @@
 #   bench     bench/gpu_vs_torch.sh on bench/gpt2_small.yaml, 1 round (PT_CHECK_BENCH_ROUNDS;
 #             --no-bench: skipped), in what is left of the same budget (at most 180 s, skipped
 #             under 45 s): the rows written before a timeout stay in bench.log
-#   counters  skipped: the emulator's counters need the emulator's build (tests/gpu/emu/counters.sh)
+#   counters  the launches and bytes of each kernel row the GPU ran (targets.log's timed table)
+#             against the emulator's ledger of the same step carried in the kit
+#             (scripts/ledger_compare.py): "diff" names where the real libraries took another
+#             path; host waits are not compared (a GPU has no counter of them without a profiler)
 # --dry: the same phases where there is no GPU (what tests/kit/kit_check.sh runs in a bare
 # Debian): the gates on the cpu device, the gpu_ tests may skip, the benchmark on the CPU with
 # tests/pipeline/gate.yaml (the tiny gate model) for 1 round (skipped where python3 has no torch).
@@ -222,7 +225,24 @@ else
   else row bench FAIL $((SECONDS - t)) "exit $rc (bench.log)"; fi
 fi
 
-row counters skip 0 "the emulator's counters need its build (ctest -R gpu_emu_counters in build-gpuemu); the real run has none without a profiler"
+# counters: the ledger the GPU ran (targets.log's timed table) against the emulator's (the kit's)
+t=$SECONDS
+if [[ $dry == 1 ]]; then
+  row counters skip 0 "no GPU ledger in a dry run"
+elif [[ ! -f $PT_KIT/emu_ledger.txt ]]; then
+  row counters skip 0 "the kit has no emulator ledger (built without build-gpuemu/)"
+elif ! grep -q '^measured on ' "$out/targets.log" 2>/dev/null; then
+  row counters skip 0 "no timed roofline in targets.log"
+else
+  "$py" scripts/ledger_compare.py "$PT_KIT/emu_ledger.txt" "$out/targets.log" > "$out/counters.log" 2>&1
+  rc=$?
+  got=$(tail -1 "$out/counters.log")
+  case $rc in
+    0) row counters ok $((SECONDS - t)) "$got (counters.log)" ;;
+    1) row counters diff $((SECONDS - t)) "$got: where the GPU's libraries took other paths (counters.log)" ;;
+    *) row counters FAIL $((SECONDS - t)) "exit $rc: $got" ;;
+  esac
+fi
 
 echo
 echo "gpu_check.sh$([[ $dry == 1 ]] && echo ' --dry'): $((SECONDS - start)) s, logs in $out"

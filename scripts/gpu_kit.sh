@@ -6,7 +6,9 @@
 # plugins and help files, env.sh and relocate.sh; pipetrain-kit.tar.gz beside it is what a
 # device run carries. The build: Release, portable (-march=x86-64-v3, not the build machine's
 # -march=native), sm_80 and sm_90, GPU tests registered although no GPU is visible here
-# (-DPT_GPU_TESTS=ON), in build-kit/ (PT_KIT_BUILD to use another folder).
+# (-DPT_GPU_TESTS=ON), in build-kit/ (PT_KIT_BUILD to use another folder). With an emulated
+# build at hand (build-gpuemu/, PT_KIT_EMU_BUILD) the kit also holds its ledger of GPT-2 small's
+# step (emu_ledger.txt), which the check sets beside the GPU's.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$(realpath -m "${1:-$root/kit}")
@@ -112,6 +114,19 @@ if [[ -n $pyyaml ]]; then
   cp "$pyyaml"/*.py "$out/py/yaml/"
 fi
 git -C "$root" rev-parse HEAD > "$out/commit" 2>/dev/null || echo unknown > "$out/commit"
+# The emulator's ledger of the step the GPU's roofline times (bench/gpu_targets.sh), for the
+# check's counters row (scripts/ledger_compare.py): where an emulated build is at hand
+# (PT_KIT_EMU_BUILD, default build-gpuemu/), its gpu_roofline brought up to this tree first.
+emu=${PT_KIT_EMU_BUILD:-$root/build-gpuemu}
+if [[ -f $emu/CMakeCache.txt ]] &&
+   cmake --build "$emu" --target gpu_roofline -j"${PT_KIT_JOBS:-2}" >/dev/null 2>&1 &&
+   (cd "$root" && "$emu/gpu_roofline" bench/gpt2_small.yaml --set train.precision=bf16 --direct \
+      --raw) > "$out/emu_ledger.txt" 2>/dev/null; then
+  echo "gpu_kit.sh: the emulator's ledger of bench/gpt2_small.yaml bf16 in $out/emu_ledger.txt"
+else
+  rm -f "$out/emu_ledger.txt"
+  echo "gpu_kit.sh: no emulated build in $emu: the check's counters row will have no ledger to compare"
+fi
 
 tar -C "$(dirname "$out")" -czf "$tarball" "$(basename "$out")"
 echo "gpu_kit.sh: kit in $out ($(du -sh "$out" | cut -f1) unpacked), $tarball:" \

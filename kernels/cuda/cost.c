@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "kernels/cuda/gpu.h"
 
@@ -11,12 +12,13 @@ static gpu_cost_row rows[GPU_COST_MAX_ROWS];
 static int n_rows;
 static int paused;
 
-/* gpu_cost_time_begin's events: ev[k] recorded before timed launch k, of row row[k]; ev[cap] is
- * the closing one. */
+/* gpu_cost_time_begin's events: ev[k] recorded before timed launch k, of row row[k], at host
+ * time host[k]; ev[cap] is the closing one. */
 static struct {
   cudaStream_t stream;
   cudaEvent_t *ev;
   int *row;
+  double *host;
   int n, cap, on;
 } timing;
 
@@ -24,6 +26,7 @@ static void time_launch(int row) {
   if (timing.n == timing.cap)
     pt_fatal("gpu_cost_time_begin: more than the %d launches it was given room for timed",
              timing.cap);
+  timing.host[timing.n] = pt_now_s();
   CUDA_CHECK(cudaEventRecord(timing.ev[timing.n], timing.stream));
   timing.row[timing.n++] = row;
 }
@@ -61,7 +64,9 @@ void gpu_cost_time_begin(void *stream, int max_launches) {
   if (max_launches < 1) max_launches = 1;
   timing.ev = malloc(sizeof *timing.ev * ((size_t)max_launches + 1));
   timing.row = malloc(sizeof *timing.row * (size_t)max_launches);
-  if (!timing.ev || !timing.row) pt_fatal("out of memory timing %d launches", max_launches);
+  timing.host = malloc(sizeof *timing.host * ((size_t)max_launches + 1));
+  if (!timing.ev || !timing.row || !timing.host)
+    pt_fatal("out of memory timing %d launches", max_launches);
   for (int k = 0; k <= max_launches; k++) CUDA_CHECK(cudaEventCreate(&timing.ev[k]));
   timing.stream = (cudaStream_t)stream;
   timing.cap = max_launches;
@@ -74,12 +79,16 @@ double gpu_cost_time_end(void) {
   timing.on = 0;
   double total = 0.0;
   if (timing.n > 0) {
+    timing.host[timing.n] = pt_now_s();
     CUDA_CHECK(cudaEventRecord(timing.ev[timing.n], timing.stream));
     CUDA_CHECK(cudaEventSynchronize(timing.ev[timing.n]));
     for (int k = 0; k < timing.n; k++) {
       float ms = 0.0f;
       CUDA_CHECK(cudaEventElapsedTime(&ms, timing.ev[k], timing.ev[k + 1]));
-      rows[timing.row[k]].seconds += 1e-3 * (double)ms;
+      const double gpu_s = 1e-3 * (double)ms, host_s = timing.host[k + 1] - timing.host[k];
+      rows[timing.row[k]].seconds += gpu_s;
+      if (gpu_s <= GPU_COST_HOST_BOUND * host_s + GPU_COST_HOST_SLACK_S)
+        rows[timing.row[k]].host_bound_seconds += gpu_s;
     }
     float ms = 0.0f;
     CUDA_CHECK(cudaEventElapsedTime(&ms, timing.ev[0], timing.ev[timing.n]));
@@ -88,6 +97,7 @@ double gpu_cost_time_end(void) {
   for (int k = 0; k <= timing.cap; k++) CUDA_CHECK(cudaEventDestroy(timing.ev[k]));
   free(timing.ev);
   free(timing.row);
-  timing.ev = NULL, timing.row = NULL;
+  free(timing.host);
+  timing.ev = NULL, timing.row = NULL, timing.host = NULL;
   return total;
 }

@@ -23,6 +23,8 @@ typedef struct {
   uint64_t launches;
   double tensor_flops, other_flops, bytes;
   double seconds; /* the launches' time on the GPU while timed (gpu_cost_time_begin), else 0 */
+  /* of seconds, the launches during which the GPU waited for the host (gpu_cost_time_end) */
+  double host_bound_seconds;
 } gpu_cost_row;
 
 #define GPU_COST_MAX_ROWS 256
@@ -49,8 +51,14 @@ void gpu_cost_resume(void);
  * moment it was queued, about nothing); a note must come before its launch is queued, and paused
  * notes record nothing, so a library call emulated by inner launches is timed whole. At most max_launches notes are timed (events created up front, so
  * creating them costs the timed step nothing); more end the process, naming the limit.
- * gpu_cost_time_end waits for the stream, adds each launch's seconds to its row, frees the
+ * gpu_cost_time_end waits for the stream, adds each launch's seconds to its row, and to the
+ * row's host_bound_seconds where the GPU waited for the host: the launch's GPU time no more than
+ * GPU_COST_HOST_BOUND times the host's from its note to the next, plus GPU_COST_HOST_SLACK_S
+ * (a GPU ahead of the host reaches each event about when the host records it, so the two
+ * intervals agree; one behind runs its queue while the host's intervals are short). It frees the
  * events and returns the seconds from the first event to the last (0 when nothing was noted). */
+#define GPU_COST_HOST_BOUND 1.1
+#define GPU_COST_HOST_SLACK_S 2e-6
 void gpu_cost_time_begin(void *stream, int max_launches);
 double gpu_cost_time_end(void);
 

@@ -31,9 +31,12 @@ roofline bench (bench/gpu_roofline.c) on tests/gpu/roofline_tiny.yaml, so neithe
    them) and the rotation's bytes both ways, no pack of the attention's dout, the head's
    forward x the one operand conversion;
 7. --time (each row timed on the device, here the emulator's): the same launches as the ledger
-   counted, every row's seconds at least 0 and together the timed step's, cuDNN's attention rows
+   counted, every row's seconds at least 0 and together the timed step's, its host-bound part
+   between 0 and them, cuDNN's attention rows
    given the library's own work (their notes come before the call: noted after, the work went to
-   the row before), and the report's measured column and line.
+   the row before), and the report's measured column and line;
+8. scripts/ledger_compare.py (gpu_check.sh's counters row) on that report against the counted
+   ledger: alike, exit 0; with one row's launches changed, exit 1 naming the row.
 Run from the repository root. Exits non-zero on any failed check; 77 (skipped) where a build
 for real GPUs finds none."""
 import glob
@@ -41,6 +44,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 SPEC = "tests/gpu/roofline_tiny.yaml"
 # the spec's sizes
@@ -388,14 +392,16 @@ def timed(binary):
     counted = ledger(run(binary, "--direct", "--raw"))
     text = run(binary, "--time", "--raw")
     same_ledger(ledger(text), counted, "timed against counted")
-    seconds, timed_s, untimed_s = {}, 0.0, 0.0
+    seconds, host_bound, timed_s, untimed_s = {}, {}, 0.0, 0.0
     for line in text.splitlines():
         f = line.split()
         if f and f[0] == "row":
-            seconds[f[1]] = float(f[6])
+            seconds[f[1]], host_bound[f[1]] = float(f[6]), float(f[7])
         elif f and f[0] == "time":
             timed_s, untimed_s = float(f[1]), float(f[2])
     check(all(v >= 0 for v in seconds.values()), f"a row timed below 0: {seconds}")
+    check(all(0 <= host_bound[k] <= seconds[k] for k in seconds),
+          f"a row's host-bound time outside [0, its time]: {host_bound} against {seconds}")
     check(timed_s > 0 and untimed_s > 0, f"the steps took {timed_s} s timed, {untimed_s} s not")
     close(sum(seconds.values()), timed_s, "the rows' seconds against the timed step", rel=1e-3)
     # the substitute's kernels run inside the call: about 3 % of the emulated step each way
@@ -404,8 +410,30 @@ def timed(binary):
               f"{row}: {seconds.get(row, 0):.3g} s of a {timed_s:.3g} s step: the call's work "
               f"went to another row (its note after the call?)")
     report = run(binary, "--time")
-    for want in ("measured", "x floor", "measured on ", "the untimed step", "The timed step"):
+    for want in ("measured", "x floor", "measured on ", "the untimed step", "The timed step",
+                 "host-bound: "):
         check(want in report, f"--time report with {want!r}")
+    ledger_compare(run(binary, "--direct", "--raw"), report)
+
+
+def ledger_compare(raw, report):
+    """8.: the counters row's comparison, alike and with one row changed."""
+    changed = re.sub(r"^(cublasLt_bias:bf16\s+)(\d+)", lambda m: m.group(1) + "99", report,
+                     count=1, flags=re.M)
+    check(changed != report, "no cublasLt_bias:bf16 row in the --time report to change")
+    with tempfile.TemporaryDirectory() as d:
+        paths = [os.path.join(d, n) for n in ("emu.txt", "gpu.txt", "changed.txt")]
+        for path, text in zip(paths, (raw, report, changed)):
+            open(path, "w").write(text)
+        for gpu, want in ((paths[1], 0), (paths[2], 1)):
+            out = subprocess.run([sys.executable, "scripts/ledger_compare.py", paths[0], gpu],
+                                 capture_output=True, text=True)
+            check(out.returncode == want,
+                  f"ledger_compare.py on {os.path.basename(gpu)}: exit {out.returncode}, want "
+                  f"{want}\n{out.stdout}{out.stderr}")
+            if want == 1:
+                check("cublasLt_bias:bf16" in out.stdout and "1 of" in out.stdout,
+                      f"ledger_compare.py does not name the changed row:\n{out.stdout}")
 
 
 def report_lines(text):
