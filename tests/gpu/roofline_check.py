@@ -404,12 +404,13 @@ def timed(binary):
           f"a row's host-bound time outside [0, its time]: {host_bound} against {seconds}")
     check(timed_s > 0 and untimed_s > 0, f"the steps took {timed_s} s timed, {untimed_s} s not")
     close(sum(seconds.values()), timed_s, "the rows' seconds against the timed step", rel=1e-3)
-    # the substitute's kernels run inside the call: about 3 % of the emulated step each way
+    report = run(binary, "--time")
+    # the emulator's cuDNN substitute runs kernels inside the call: about 3 % of the emulated
+    # step each way (a real GPU's tiny calls are the host's time: not held to a share)
     for row in ("cudnn_attention_forward", "cudnn_attention_backward"):
-        check(seconds.get(row, 0) > 0.005 * timed_s,
+        check("CUDA emulator" not in report or seconds.get(row, 0) > 0.005 * timed_s,
               f"{row}: {seconds.get(row, 0):.3g} s of a {timed_s:.3g} s step: the call's work "
               f"went to another row (its note after the call?)")
-    report = run(binary, "--time")
     for want in ("measured", "x floor", "measured on ", "the untimed step", "The timed step",
                  "host-bound: "):
         check(want in report, f"--time report with {want!r}")
