@@ -351,13 +351,42 @@ static void lt_describe(lt_descs &d, const lt_args &a, cudaDataType_t in,
       d.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions, sizeof reductions));
 }
 
-/* Queues the product and returns 1, or returns 0 with nothing queued when cuBLASLt has no
- * algorithm for it. Float32 operands compute as g->lt_compute says (pedantic float32, or TF32);
- * s: bf16 copies of A and B, float32 accumulation. */
+/* The alignment of p's address, a power of two up to 256 bytes. */
+static uint32_t alignment_of(const void *p) {
+  uint32_t a = 1;
+  while (a < 256 && (uintptr_t)p % (2 * a) == 0) a *= 2;
+  return a;
+}
+
+/* The heuristic is not given the matrices' pointers and assumes each 256-byte aligned unless
+ * told otherwise (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, default 256); a bf16 copy kept
+ * in the table's scratch (64 bytes) or a view into a buffer is less, and cublasLtMatmul then
+ * refuses the algorithm (NOT_SUPPORTED) or could misread. So it is told each pointer's own. */
+static void lt_align(lt_descs &d, const void *A, const void *B, const void *C, const void *D) {
+  const void *ptr[4] = {A, B, C, D};
+  const cublasLtMatmulPreferenceAttributes_t attr[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; i++) {
+    const uint32_t a = alignment_of(ptr[i]);
+    PT_CHECK_CUBLASLT(cublasLtMatmulPreferenceSetAttribute(d.pref, attr[i], &a, sizeof a));
+  }
+}
+
+/* Queues the product and returns 1, or returns 0 with no product queued when cuBLASLt has no
+ * algorithm for it (its bf16 operands converted already: the unfused path that runs then finds
+ * the shared ones kept and converts the others again). Float32 operands compute as
+ * g->lt_compute says (pedantic float32, or TF32); s: bf16 copies of A and B, float32
+ * accumulation. The operands are resolved first: the heuristic needs their alignment. */
 static int lt_product(gpu_ctx *g, cuda_bf16_scratch *s, const char *name, const lt_args &a) {
   const cublasComputeType_t compute = s ? CUBLAS_COMPUTE_32F : g->lt_compute;
+  /* A is a layer's weight in every cuBLASLt product (forward, DGELU's input gradient) */
+  operands o = product_operands(g, s, a.ta, a.tb, a.m, a.n, a.k, a.A, a.lda, a.B, a.ldb, 1);
+  void *D = a.D16 ? (void *)a.D16 : (void *)a.D;
+  const void *C = a.beta != 0.0f ? (const void *)a.C : D;
   lt_descs d;
   lt_describe(d, a, s ? CUDA_R_16BF : CUDA_R_32F, compute);
+  lt_align(d, o.a, o.b, C, D);
   cublasLtMatmulHeuristicResult_t found;
   int n_found = 0;
   cublasStatus_t st;
@@ -366,14 +395,10 @@ static int lt_product(gpu_ctx *g, cuda_bf16_scratch *s, const char *name, const 
                                                     &found, &n_found),
                 "cublasLtMatmulAlgoGetHeuristic", LT_ANSWERED, "cuBLASLt", gpu_cublas_error_text);
   if (st != CUBLAS_STATUS_SUCCESS || n_found < 1) return 0;
-  /* A is a layer's weight in every cuBLASLt product (forward, DGELU's input gradient) */
-  operands o = product_operands(g, s, a.ta, a.tb, a.m, a.n, a.k, a.A, a.lda, a.B, a.ldb, 1);
   const float one = 1.0f;
   lt_note(name, a, s || compute == CUBLAS_COMPUTE_32F_FAST_TF32, s ? 2 : 4);
-  void *D = a.D16 ? (void *)a.D16 : (void *)a.D;
-  PT_CHECK_CUBLASLT(cublasLtMatmul(g->lt, d.op, &one, o.a, d.a, o.b, d.b, &a.beta,
-                                   a.beta != 0.0f ? (const void *)a.C : D, d.c, D, d.c,
-                                   &found.algo, g->lt_workspace, GPU_LT_WORKSPACE_BYTES,
+  PT_CHECK_CUBLASLT(cublasLtMatmul(g->lt, d.op, &one, o.a, d.a, o.b, d.b, &a.beta, C, d.c, D,
+                                   d.c, &found.algo, g->lt_workspace, GPU_LT_WORKSPACE_BYTES,
                                    g->stream));
   return 1;
 }

@@ -325,6 +325,30 @@ static int cublaslt_checks() {
   return fails ? WRONG : 0;
 }
 
+/* The heuristic assumes each matrix's pointer 256-byte aligned (MIN_ALIGNMENT_*_BYTES' default):
+ * a matmul given a less aligned one is refused, NOT_SUPPORTED, as kernels/cuda/ops_linear.cu
+ * would have met on a GPU with bf16 copies 128 bytes apart; told the alignment, it runs. */
+static int cublaslt_alignment() {
+  const cublasStatus_t ok = CUBLAS_STATUS_SUCCESS, no = CUBLAS_STATUS_NOT_SUPPORTED;
+  float *A = dev_floats(64 * 4 + 16), *B = dev_floats(4 * 2), *D = dev_floats(64 * 2);
+  float *A32 = A + 8; /* 32 bytes past a cudaMalloc'd (256-byte aligned) base */
+  cublasLtMatmulHeuristicResult_t r;
+  int got = -1, fails = 0;
+  /* m 64: A's leading dimension is 256 bytes, so only its pointer can lower the alignment */
+  lt_case c(64, 2, 4, CUBLASLT_EPILOGUE_DEFAULT, nullptr, nullptr, 0);
+  fails += c.heuristic(&r, &got) != ok || got != 1;
+  fails += c.matmul(A, B, 0.0f, D, D, &r.algo) != ok;
+  fails += c.matmul(A32, B, 0.0f, D, D, &r.algo) != no;
+  fails += c.matmul(A32, B, 0.0f, D, D, nullptr) != no; /* no algorithm: the defaults */
+  const uint32_t align = 32;
+  fails += cublasLtMatmulPreferenceSetAttribute(c.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                &align, sizeof align) != ok;
+  fails += c.heuristic(&r, &got) != ok || got != 1;
+  fails += c.matmul(A32, B, 0.0f, D, D, &r.algo) != ok;
+  fails += c.matmul(A32 + 1, B, 0.0f, D, D, &r.algo) != no; /* 4 bytes further: 4-aligned */
+  return fails ? WRONG : 0;
+}
+
 static double gelu_ref(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 
 /* The epilogues' results: D = A B + res + bias exactly (values exact in float); GELU_AUX_BIAS's
@@ -533,6 +557,7 @@ static const std::vector<test_case> &cases() {
        {{"inorder", "order", 0, ""}, {"inorder", "lazy", 0, ""}, {"inorder", "random", 0, ""}}},
       {"cublas_extent", cublas_extent, {{"inorder", "order", ABORTS, "runs 8 bytes past the end"}}},
       {"cublaslt_checks", cublaslt_checks, {{"inorder", "order", 0, ""}}},
+      {"cublaslt_alignment", cublaslt_alignment, {{"inorder", "order", 0, ""}}},
       {"cublaslt_epilogues", cublaslt_epilogues, {{"inorder", "order", 0, ""}}},
       {"cublaslt_bf16_out", cublaslt_bf16_out, {{"inorder", "order", 0, ""}}},
       {"cublaslt_aux_extent", cublaslt_aux_extent,

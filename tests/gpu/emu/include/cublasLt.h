@@ -65,10 +65,17 @@ typedef enum {
 } cublasLtEpilogue_t;
 
 /* Preferences: MAX_WORKSPACE_BYTES uint64, REDUCTION_SCHEME_MASK uint32 (the emulator's one
- * algorithm has no split-K reduction, so every mask admits it). */
+ * algorithm has no split-K reduction, so every mask admits it), MIN_ALIGNMENT_{A,B,C,D}_BYTES
+ * uint32 (default 256, as cuBLASLt's: the alignment the heuristic may assume of each matrix's
+ * pointer, which it is not given; cublasLtMatmul answers NOT_SUPPORTED for a pointer less
+ * aligned than its algorithm assumed). */
 typedef enum {
   CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
-  CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = 3
+  CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = 3,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8
 } cublasLtMatmulPreferenceAttributes_t;
 typedef enum {
   CUBLASLT_REDUCTION_SCHEME_NONE = 0,
@@ -98,14 +105,17 @@ cublasStatus_t pt_emu_cublasLtMatmulPreferenceSetAttribute(
     PT_EMU_AT, cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
     const void *buf, size_t size);
 /* One algorithm (workspace 0) for a problem the emulator can run; NOT_SUPPORTED and no result
- * where cuBLASLt documents none: an epilogue auxiliary leading dimension not divisible by 8. */
+ * where cuBLASLt documents none: an epilogue auxiliary leading dimension not divisible by 8. The
+ * algorithm assumes each matrix's pointer aligned as the preference says (256 bytes unless set
+ * lower), or as its leading dimension in bytes where that is less. */
 cublasStatus_t pt_emu_cublasLtMatmulAlgoGetHeuristic(
     PT_EMU_AT, cublasLtHandle_t handle, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t A,
     cublasLtMatrixLayout_t B, cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D,
     cublasLtMatmulPreference_t pref, int requested, cublasLtMatmulHeuristicResult_t results[],
     int *returned);
-/* D = epilogue(alpha op(A) op(B) + beta C (+ bias)); algo NULL or one the heuristic gave for
- * this problem. */
+/* D = epilogue(alpha op(A) op(B) + beta C (+ bias)); algo NULL (the default preferences') or
+ * one the heuristic gave for this problem; NOT_SUPPORTED where a pointer is less aligned than
+ * the algorithm assumes. */
 cublasStatus_t pt_emu_cublasLtMatmul(PT_EMU_AT, cublasLtHandle_t handle, cublasLtMatmulDesc_t op,
                                      const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
                                      const void *B, cublasLtMatrixLayout_t Bdesc,

@@ -38,6 +38,7 @@ struct pt_emu_lt_layout {
 };
 struct pt_emu_lt_pref {
   uint64_t max_workspace = 0;
+  uint32_t align[4] = {256, 256, 256, 256}; /* MIN_ALIGNMENT_{A,B,C,D}_BYTES */
 };
 
 namespace pt_emu {
@@ -158,6 +159,36 @@ float gelu_grad(float x) {
 }
 
 size_t elem_size(cudaDataType_t t) { return t == CUDA_R_16BF ? 2 : 4; }
+
+/* The largest power of two dividing v, at most 256 (0: 256). */
+uint64_t pow2_of(uint64_t v) {
+  uint64_t a = 1;
+  while (a < 256 && v % (2 * a) == 0) a *= 2;
+  return a;
+}
+
+/* The alignment each of A, B, C, D's pointers must have for the algorithm the heuristic picks
+ * under preference alignments `pref`: the preference's, lowered where the matrix's leading
+ * dimension in bytes is less aligned (the heuristic sees the ld, and picks an algorithm that
+ * takes it). Packed 16 bits a matrix, A lowest. */
+uint64_t assumed_alignment(const uint32_t pref[4], const lt_problem &p) {
+  const pt_emu_lt_layout *l[4] = {p.a, p.b, p.c, p.d};
+  uint64_t packed = 0;
+  for (int i = 0; i < 4; i++) {
+    uint64_t a = pow2_of(pref[i]), ld = pow2_of(static_cast<uint64_t>(l[i]->ld) * elem_size(l[i]->type));
+    packed |= (a < ld ? a : ld) << (16 * i);
+  }
+  return packed;
+}
+
+bool aligned(uint64_t packed, const void *a, const void *b, const void *c, const void *d) {
+  const void *ptr[4] = {a, b, c, d};
+  for (int i = 0; i < 4; i++) {
+    const uint64_t need = (packed >> (16 * i)) & 0xffff;
+    if (ptr[i] && need > 1 && reinterpret_cast<uintptr_t>(ptr[i]) % need != 0) return false;
+  }
+  return true;
+}
 
 /* Element i of a float32 or bf16 array (bf16 widened exactly), and its store (bf16 rounded to
  * nearest even; a NaN made quiet). */
@@ -307,6 +338,11 @@ cublasStatus_t pt_emu_cublasLtMatmulPreferenceSetAttribute(
   }
   if (attr == CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK && size == sizeof(uint32_t))
     return CUBLAS_STATUS_SUCCESS;
+  const int which = static_cast<int>(attr) - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES;
+  if (which >= 0 && which < 4 && size == sizeof(uint32_t)) {
+    std::memcpy(&pref->align[which], buf, size);
+    return CUBLAS_STATUS_SUCCESS;
+  }
   return CUBLAS_STATUS_INVALID_VALUE;
 }
 
@@ -324,6 +360,7 @@ cublasStatus_t pt_emu_cublasLtMatmulAlgoGetHeuristic(
   std::memset(&results[0], 0, sizeof results[0]);
   results[0].algo.data[0] = ALGO_MAGIC;
   results[0].algo.data[1] = problem_key(p);
+  results[0].algo.data[2] = assumed_alignment(pref->align, p);
   results[0].workspaceSize = 0;
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
@@ -346,6 +383,9 @@ cublasStatus_t pt_emu_cublasLtMatmul(const char *file, int line, cublasLtHandle_
   if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
   if (algo && (algo->data[0] != ALGO_MAGIC || algo->data[1] != problem_key(p)))
     return CUBLAS_STATUS_INVALID_VALUE; /* an algorithm the heuristic gave another problem */
+  static const uint32_t k_default_align[4] = {256, 256, 256, 256};
+  if (!aligned(algo ? algo->data[2] : assumed_alignment(k_default_align, p), A, B, C, D))
+    return CUBLAS_STATUS_NOT_SUPPORTED; /* a pointer less aligned than the algorithm assumes */
   if (workspaceSize > 0) require_device("cuBLASLt workspace", workspace, workspaceSize, file, line);
   if (p.m == 0 || p.n == 0) return CUBLAS_STATUS_SUCCESS;
   lt_run r{};
