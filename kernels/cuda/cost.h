@@ -49,8 +49,9 @@ void gpu_cost_resume(void);
  * before it). The noted launches are taken to go on that one stream (one process, one stream:
  * the sequential roofline run; work another stream runs, such as the offload copies, gets the
  * moment it was queued, about nothing); a note must come before its launch is queued, and paused
- * notes record nothing, so a library call emulated by inner launches is timed whole. At most max_launches notes are timed (events created up front, so
- * creating them costs the timed step nothing); more end the process, naming the limit.
+ * notes record nothing, so a library call emulated by inner launches is timed whole. At most
+ * max_launches notes are timed (events created up front, so creating them costs the timed step
+ * nothing); more end the process, naming the limit.
  * gpu_cost_time_end waits for the stream, adds each launch's seconds to its row, and to the
  * row's host_bound_seconds where the GPU waited for the host: the launch's GPU time no more than
  * GPU_COST_HOST_BOUND times the host's from its note to the next, plus GPU_COST_HOST_SLACK_S

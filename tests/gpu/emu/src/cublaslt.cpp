@@ -175,7 +175,8 @@ uint64_t assumed_alignment(const uint32_t pref[4], const lt_problem &p) {
   const pt_emu_lt_layout *l[4] = {p.a, p.b, p.c, p.d};
   uint64_t packed = 0;
   for (int i = 0; i < 4; i++) {
-    uint64_t a = pow2_of(pref[i]), ld = pow2_of(static_cast<uint64_t>(l[i]->ld) * elem_size(l[i]->type));
+    const uint64_t ld_bytes = static_cast<uint64_t>(l[i]->ld) * elem_size(l[i]->type);
+    const uint64_t a = pow2_of(pref[i]), ld = pow2_of(ld_bytes);
     packed |= (a < ld ? a : ld) << (16 * i);
   }
   return packed;
