@@ -3,7 +3,8 @@
 emulator counted it against the one a real GPU ran (scripts/gpu_check.sh's counters row).
 
 EMU_LEDGER: `gpu_roofline SPEC --direct --raw` of the emulated build (rows "row NAME LAUNCHES
-TENSOR OTHER BYTES SECONDS"; scripts/gpu_kit.sh writes it into the kit as emu_ledger.txt).
+TENSOR OTHER BYTES SECONDS HOST_BOUND"; scripts/gpu_kit.sh writes it into the kit as
+emu_ledger.txt).
 GPU_REPORT: a log holding `gpu_roofline SPEC --time`'s table from the GPU (bench/gpu_targets.sh
 prints it into targets.log), for the same spec and settings.
 
