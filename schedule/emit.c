@@ -129,10 +129,31 @@ static void grad_order_post(grad_order *o, const pt_schedule *s, const schedule_
   }
 }
 
+/* The first slots' RECV_ACTs, which go before anything else: in the order their loads and
+ * forwards run, so that where a file put them changes nothing (a written schedule reads back as
+ * itself); then any the rank never consumes (a duplicate) in the file's order, for the checks
+ * to refuse at its line. */
+static void post_first_receives(const pt_schedule *s, const schedule_list *l, const int *at_act,
+                                schedule_list *out) {
+  unsigned char *posted = pt_calloc((size_t)l->n + 1, 1);
+  for (int i = 0; i < l->n; i++) {
+    const pt_action *a = &l->a[i];
+    if ((a->kind != ACT_FORWARD && a->kind != ACT_LOAD) || a->mb >= s->n_slots[a->chunk])
+      continue;
+    int j = at_act[a->chunk * s->n_micro + a->mb];
+    if (j >= 0 && !posted[j]) posted[j] = 1, schedule_list_push(out, l->a[j], l->src[j]);
+  }
+  for (int j = 0; j < l->n; j++)
+    if (l->a[j].kind == ACT_RECV_ACT && l->a[j].mb < s->n_slots[l->a[j].chunk] && !posted[j])
+      schedule_list_push(out, l->a[j], l->src[j]);
+  free(posted);
+}
+
 /* Moves each receive as early as its buffer allows, so data can arrive while the rank computes:
  * RECV_ACT of (c, mb) right after the action releasing its slot (B or W of mb - slots[c]), the
- * first slots' before anything else; RECV_GRAD of (c, mb) right after the FORWARD of (c, mb),
- * or later where c's backwards run in another order than its forwards (grad_order). */
+ * first slots' before anything else (post_first_receives); RECV_GRAD of (c, mb) right after the
+ * FORWARD of (c, mb), or later where c's backwards run in another order than its forwards
+ * (grad_order). */
 static void hoist_receives(const pt_schedule *s, schedule_list *l) {
   size_t cells = (size_t)s->n_chunks * (size_t)s->n_micro;
   int *at_act = pt_calloc(cells + 1, sizeof(int)), *at_grad = pt_calloc(cells + 1, sizeof(int));
@@ -148,10 +169,7 @@ static void hoist_receives(const pt_schedule *s, schedule_list *l) {
   for (int i = 0; i < l->n; i++) {
     pt_action a = l->a[i];
     if (is_receive(a.kind)) continue;
-    if (out.n == 0)
-      for (int j = 0; j < l->n; j++)
-        if (l->a[j].kind == ACT_RECV_ACT && l->a[j].mb < s->n_slots[l->a[j].chunk])
-          schedule_list_push(&out, l->a[j], l->src[j]);
+    if (out.n == 0) post_first_receives(s, l, at_act, &out);
     schedule_list_push(&out, a, l->src[i]);
     int j = -1, cell = a.chunk * s->n_micro + a.mb;
     if ((a.kind == ACT_BACKWARD || a.kind == ACT_BACKWARD_WEIGHT) &&

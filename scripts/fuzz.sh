@@ -66,10 +66,19 @@ fuzz() {
   if [ "$rc" -ne 0 ]; then
     echo "fuzz.sh: $target FAILED (exit $rc); the end of $dir/fuzz.log:" >&2
     grep -v '^"' "$dir/fuzz.log" | tail -n 25 >&2
+    # The target's own words (fuzz_die's "TARGET: what: detail"), which the stack trace pushes
+    # out of the tail above.
+    grep -a "^$target: " "$dir/fuzz.log" | tail -n 3 | sed 's/^/fuzz.sh: said: /' >&2 || true
     local input
     for input in "$dir"/artifacts/*; do
       [ -e "$input" ] || continue
       echo "fuzz.sh: input: $input" >&2
+      # The input itself, so that a log from a machine whose files are gone (CI) replays it:
+      # base64 -d > FILE.
+      if [ "$(wc -c <"$input")" -le 16384 ]; then
+        echo "  base64 (base64 -d > FILE):" >&2
+        base64 -w 100 "$input" | sed 's/^/    /' >&2
+      fi
       echo "  replay:   $build/tests/fuzz/$target $input" >&2
       echo "  or:       cmake --build $build --target ${target}_replay &&" \
            "$build/tests/fuzz/${target}_replay $input" >&2
