@@ -182,6 +182,21 @@ static void expect_same(const char *path, const char *text, int P, int M) {
   remove(g_tmp);
 }
 
+/* A file's own receives, in whatever order it lists them, are posted where pipetrain posts its
+ * own: the first slots' in the order of their forwards, whatever the sender's order. Here rank
+ * 1 lists rA1 before rA0 (rank 0's send order) but runs F0 first. */
+static void test_receive_order(void) {
+  FILE *f = tmp_file();
+  if (!f) return;
+  fputs("rank 0: 0F1 0F0 0B0 0B1\nrank 1: 1F0 1F1 1B0 1B1\n", f);
+  fclose(f);
+  char compute[80];
+  snprintf(compute, sizeof compute, "%s", g_tmp);
+  expect_same(compute, "rank 0: 0L1 0F1 0sA1 0L0 0F0 0sA0 0rG0 0B0 0rG1 0B1\n"
+              "rank 1: 1rA1 1rA0 1L0 1F0 1L1 1F1 1B0 1sG0 1B1 1sG1\n", 2, 2);
+  remove(compute);
+}
+
 /* torch.distributed.pipelining's forms (docs/schedules.md, "Schedules from torch"). */
 static void test_torch_forms(void) {
   const char *zb = "tests/schedule/zb_p2.txt";
@@ -295,6 +310,7 @@ int main(void) {
   test_round_trips();
   test_hand_written();
   test_torch_forms();
+  test_receive_order();
   test_bad_files();
   return test_summary("schedule files");
 }
