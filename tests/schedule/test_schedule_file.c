@@ -11,11 +11,14 @@
 
 static char g_tmp[64];
 
-/* A fresh temporary file's path (removed by the caller). */
+/* A fresh temporary file, its path in g_tmp (removed by the caller); NULL, counted as a failed
+ * check, when none can be made. */
 static FILE *tmp_file(void) {
   snprintf(g_tmp, sizeof g_tmp, "/tmp/pipetrain_sched_XXXXXX");
   int fd = mkstemp(g_tmp);
-  return fd < 0 ? NULL : fdopen(fd, "w");
+  FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+  CHECK(f != NULL, "no temporary file %s", g_tmp);
+  return f;
 }
 
 static int same_schedule(const pt_schedule *a, const pt_schedule *b) {
@@ -54,7 +57,6 @@ static void round_trip(const pt_schedule_type *t, int P, int v, int M, int compu
   char err[1024] = "";
   if (schedule_build_v(&built, t, P, v, M, err, sizeof err) != 0) return;
   FILE *f = tmp_file();
-  CHECK(f != NULL, "no temporary file");
   if (!f) return;
   if (compute_only) write_compute(f, &built);
   else schedule_write_actions(f, &built);
