@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/gpu.h"
+#include "kernels/cuda/matmul_plan.h"
 
 const char *gpu_cuda_error_text(int code) {
   static char text[256];
@@ -65,6 +66,7 @@ int gpu_open(gpu_ctx *g, int device, char *err, size_t errsz) {
 void gpu_close(gpu_ctx *g) {
   gpu_free(g->col_scratch);
   gpu_free(g->lt_workspace);
+  matmul_plans_free(g);
   if (g->lt) cublasLtDestroy(g->lt);
   if (g->blas) cublasDestroy(g->blas);
   if (g->stream) cudaStreamDestroy(g->stream);

@@ -19,6 +19,8 @@
 
 #include "core/error.h"
 
+struct matmul_plans;
+
 typedef struct {
   int device;
   cudaStream_t stream;
@@ -36,6 +38,9 @@ typedef struct {
    * (kernels/cuda/common.cuh, pt_col_chunks), used between a call's two passes; the calls run
    * in stream order, so one buffer serves them all. Allocated by gpu_open, once. */
   float *col_scratch;
+  /* every product's cuBLASLt descriptors and algorithm, made at its first call
+   * (kernels/cuda/matmul_plan.h); freed by gpu_close */
+  struct matmul_plans *plans;
 } gpu_ctx;
 
 #define GPU_COL_SCRATCH_FLOATS (1 << 20)

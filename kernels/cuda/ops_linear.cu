@@ -1,18 +1,21 @@
-/* Linear layers on the GPU (kernels/cpu/ops_linear.c): cuBLAS float32 products (pedantic math:
- * no TF32, unless train.precision tf32 set the handle's math mode) and the bias kernels; the
- * bf16 variants convert the operands (a weight with a registered copy, kernels/weight_copy.h,
- * is read there) and multiply with cublasGemmEx. Where an epilogue saves a
- * pass over memory, the product goes through cuBLASLt instead (lt_product): bias (BIAS, no fill
- * pass), residual plus bias (C = res, beta 1, BIAS), bias and GELU saving the pre-activation
- * (GELU_AUX_BIAS), and the GELU gradient (DGELU). Under bf16 a forward whose output has its
- * place at rest handed over alone (y16, kernels.h share_bf16_into) writes it there as bf16 in the
- * epilogue (D, and GELU's aux, bf16; the bias float32): the bits converting the float32 result
- * gives, with no pass of their own. Where cuBLASLt has no algorithm for a shape
- * (an auxiliary leading dimension not divisible by 8, say) the unfused path runs: the choice
- * depends on the shapes only, so runs repeat bit for bit. Bias gradients stay the deterministic
- * column sums (cuda_op_colsum_acc, or cuda_op_colsum_acc_bf16 on dy's copy): DGELU_BGRAD would
- * write, not add, the bias gradient in backward_input, while the weight gradients accumulate,
- * in backward_weight.
+/* Linear layers on the GPU (kernels/cpu/ops_linear.c): float32 products (pedantic math: no
+ * TF32, unless train.precision tf32 set g->lt_compute and the handle's math mode) and the bias
+ * kernels; the bf16 variants convert the operands (a weight with a registered copy,
+ * kernels/weight_copy.h, is read there) and multiply them with float32 accumulation. Every
+ * product goes through its cuBLASLt plan (kernels/cuda/matmul_plan.h: descriptors and algorithm
+ * made once per problem, the algorithm a function of the problem alone, so a pipelined run
+ * keeps --sequential's bits); cuBLAS (cublasSgemm, cublasGemmEx) runs only a problem cuBLASLt
+ * has no algorithm for. Where an epilogue saves a pass over memory it is used (lt_product):
+ * bias (BIAS, no fill pass), residual plus bias (C = res, beta 1, BIAS), bias and GELU saving
+ * the pre-activation (GELU_AUX_BIAS), and the GELU gradient (DGELU). Under bf16 a forward whose
+ * output has its place at rest handed over alone (y16, kernels.h share_bf16_into) writes it
+ * there as bf16 in the epilogue (D, and GELU's aux, bf16; the bias float32): the bits converting
+ * the float32 result gives, with no pass of their own. Where cuBLASLt has no algorithm for an
+ * epilogue's shape (an auxiliary leading dimension not divisible by 8, say) the unfused path
+ * runs: the choice depends on the shapes only, so runs repeat bit for bit. Bias gradients stay
+ * the deterministic column sums (cuda_op_colsum_acc, or cuda_op_colsum_acc_bf16 on dy's copy):
+ * DGELU_BGRAD would write, not add, the bias gradient in backward_input, while the weight
+ * gradients accumulate, in backward_weight.
  *
  * cuBLAS is column-major. A row-major matrix M[r, c] with leading dimension ld is, read
  * column-major, the matrix M^T [c, r] with the same ld; so each row-major product is computed
@@ -22,8 +25,11 @@
  *   backward weight dW[No,Ni] += dy^T x  <=>  dW^T[Ni,No] += x^T[Ni,N]  dy  [N,No]
  * (the stored W read column-major is W^T, so "W" above is op T on it; the same for dy).
  */
+#include <string.h>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cost.h"
+#include "kernels/cuda/matmul_plan.h"
 #include "kernels/precision.h"
 
 /* CPU: memcpy(y + n*No, b, No floats) for every row n. */
@@ -214,7 +220,10 @@ static operands product_operands(gpu_ctx *g, cuda_bf16_scratch *s, cublasOperati
   return operands{a16, b16, CUDA_R_16BF};
 }
 
-/* The ledger's row of a product: by precision and role (fwd, bwd_input, bwd_weight). */
+/* The ledger's row of a product: by precision and role (fwd, bwd_input, bwd_weight). The names
+ * are those of the cuBLAS calls these products were before they went through cuBLASLt plans
+ * (and still are where cuBLASLt has none): the roofline tables in docs/performance.md and the
+ * kit's emulator ledger are keyed by them. */
 typedef struct {
   const char *fp32, *tf32, *bf16;
 } product_names;
@@ -238,24 +247,6 @@ static void product_note(gpu_ctx *g, const product_names *names, int bf16, int m
   const double bytes = in * ((double)m * k + (double)k * n) + 4.0 * m * n * (beta != 0.0f ? 2 : 1);
   const char *name = bf16 ? names->bf16 : tf32 ? names->tf32 : names->fp32;
   gpu_cost_note(name, bf16 || tf32 ? flops : 0.0, bf16 || tf32 ? 0.0 : flops, bytes);
-}
-
-/* C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, column-major, alpha 1: float32 (s NULL) or with A and
- * B converted to bf16 into s and float32 accumulation (cublasGemmEx). k > 0. a_weight: A is a
- * layer's weight, read from its bf16 copy when s has one. */
-static void product(gpu_ctx *g, cuda_bf16_scratch *s, const product_names *names,
-                    cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                    int ldc, int a_weight) {
-  const float one = 1.0f;
-  product_note(g, names, s != NULL, m, n, k, beta);
-  if (!s) {
-    CUBLAS_CHECK(cublasSgemm(g->blas, ta, tb, m, n, k, &one, A, lda, B, ldb, &beta, C, ldc));
-    return;
-  }
-  operands o = product_operands(g, s, ta, tb, m, n, k, A, lda, B, ldb, a_weight);
-  CUBLAS_CHECK(cublasGemmEx(g->blas, ta, tb, m, n, k, &one, o.a, o.type, lda, o.b, o.type, ldb,
-                            &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 /* --- cuBLASLt: products with an epilogue ----------------------------------------------------- */
@@ -283,29 +274,6 @@ struct lt_args {
   uint16_t *D16 = NULL, *aux16 = NULL;
 };
 
-/* The descriptors of one matmul, destroyed together when it has been queued. */
-struct lt_descs {
-  cublasLtMatmulDesc_t op = NULL;
-  cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
-  cublasLtMatmulPreference_t pref = NULL;
-  ~lt_descs() {
-    if (pref) PT_CHECK_CUBLASLT(cublasLtMatmulPreferenceDestroy(pref));
-    if (c) PT_CHECK_CUBLASLT(cublasLtMatrixLayoutDestroy(c));
-    if (b) PT_CHECK_CUBLASLT(cublasLtMatrixLayoutDestroy(b));
-    if (a) PT_CHECK_CUBLASLT(cublasLtMatrixLayoutDestroy(a));
-    if (op) PT_CHECK_CUBLASLT(cublasLtMatmulDescDestroy(op));
-  }
-};
-
-template <class T>
-static void lt_set(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, T value) {
-  PT_CHECK_CUBLASLT(cublasLtMatmulDescSetAttribute(op, attr, &value, sizeof value));
-}
-
-/* The heuristic's NOT_SUPPORTED is an answer (no algorithm: the caller runs the unfused path),
- * not a failure. */
-#define LT_ANSWERED(r) ((r) == CUBLAS_STATUS_SUCCESS || (r) == CUBLAS_STATUS_NOT_SUPPORTED)
-
 /* The ledger's row for one matmul (kernels/cuda/cost.h): the product on tensor cores (bf16,
  * TF32) or not (pedantic float32), the epilogue's few FLOPs per element of D elsewhere; bytes
  * of A and B at their width, C when read, D, the bias and aux. */
@@ -320,87 +288,74 @@ static void lt_note(const char *name, const lt_args &a, bool tensor, size_t widt
   gpu_cost_note(name, tensor ? product : 0.0, (tensor ? 0.0 : product) + per * mn, bytes);
 }
 
-/* d describes a's matmul with operands of type `in`. Split-K reductions in place (in D) are
- * excluded: DGELU's D may be its aux input, which such a reduction would overwrite first. */
-static void lt_describe(lt_descs &d, const lt_args &a, cudaDataType_t in,
-                        cublasComputeType_t compute) {
-  PT_CHECK_CUBLASLT(cublasLtMatmulDescCreate(&d.op, compute, CUDA_R_32F));
-  lt_set(d.op, CUBLASLT_MATMUL_DESC_TRANSA, (int32_t)a.ta);
-  lt_set(d.op, CUBLASLT_MATMUL_DESC_TRANSB, (int32_t)a.tb);
-  lt_set(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, (uint32_t)a.epilogue);
-  if (a.bias) lt_set(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, (const void *)a.bias);
-  void *aux = a.D16 ? (void *)a.aux16 : (void *)a.aux;
-  if (aux) {
-    lt_set(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
-    lt_set(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, (int64_t)a.m);
-  }
-  /* a bias is float32 (the master's) beside a bf16 D too, where it would default to D's type */
-  if (a.bias && a.D16) lt_set(d.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, (int32_t)CUDA_R_32F);
-  const bool na = a.ta == CUBLAS_OP_N, nb = a.tb == CUBLAS_OP_N;
-  PT_CHECK_CUBLASLT(cublasLtMatrixLayoutCreate(&d.a, in, na ? a.m : a.k, na ? a.k : a.m, a.lda));
-  PT_CHECK_CUBLASLT(cublasLtMatrixLayoutCreate(&d.b, in, nb ? a.k : a.n, nb ? a.n : a.k, a.ldb));
-  PT_CHECK_CUBLASLT(cublasLtMatrixLayoutCreate(&d.c, a.D16 ? CUDA_R_16BF : CUDA_R_32F, a.m, a.n,
-                                               a.ldd)); /* C and D */
-  PT_CHECK_CUBLASLT(cublasLtMatmulPreferenceCreate(&d.pref));
-  const uint64_t workspace = GPU_LT_WORKSPACE_BYTES;
-  const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
-                              CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
-  PT_CHECK_CUBLASLT(cublasLtMatmulPreferenceSetAttribute(
-      d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
-  PT_CHECK_CUBLASLT(cublasLtMatmulPreferenceSetAttribute(
-      d.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions, sizeof reductions));
-}
-
-/* The alignment of p's address, a power of two up to 256 bytes. */
-static uint32_t alignment_of(const void *p) {
-  uint32_t a = 1;
-  while (a < 256 && (uintptr_t)p % (2 * a) == 0) a *= 2;
-  return a;
-}
-
-/* The heuristic is not given the matrices' pointers and assumes each 256-byte aligned unless
- * told otherwise (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, default 256); a bf16 copy kept
- * in the table's scratch (64 bytes) or a view into a buffer is less, and cublasLtMatmul then
- * refuses the algorithm (NOT_SUPPORTED) or could misread. So it is told each pointer's own. */
-static void lt_align(lt_descs &d, const void *A, const void *B, const void *C, const void *D) {
+/* a's problem (kernels/cuda/matmul_plan.h) with operands of type `in` at A and B. */
+static matmul_problem lt_problem(const lt_args &a, cudaDataType_t in, cublasComputeType_t compute,
+                                 const void *A, const void *B, const void *C, const void *D) {
+  matmul_problem p;
+  memset(&p, 0, sizeof p);
+  p.epilogue = a.epilogue, p.ta = a.ta, p.tb = a.tb;
+  p.m = a.m, p.n = a.n, p.k = a.k, p.lda = a.lda, p.ldb = a.ldb, p.ldd = a.ldd;
+  p.in = in, p.out = a.D16 ? CUDA_R_16BF : CUDA_R_32F, p.compute = compute;
+  p.bias = a.bias != NULL;
+  p.aux_ld = (a.aux || a.aux16) ? a.m : 0;
   const void *ptr[4] = {A, B, C, D};
-  const cublasLtMatmulPreferenceAttributes_t attr[4] = {
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  for (int i = 0; i < 4; i++) {
-    const uint32_t a = alignment_of(ptr[i]);
-    PT_CHECK_CUBLASLT(cublasLtMatmulPreferenceSetAttribute(d.pref, attr[i], &a, sizeof a));
-  }
+  for (int i = 0; i < 4; i++) p.align[i] = matmul_plan_alignment(ptr[i]);
+  return p;
+}
+
+/* Finds a's plan with operands o (at o.type), filling x; NULL: cuBLASLt has no algorithm. */
+static const matmul_plan *lt_plan(gpu_ctx *g, const lt_args &a, const operands &o,
+                                  cublasComputeType_t compute, matmul_operands &x) {
+  void *D = a.D16 ? (void *)a.D16 : (void *)a.D;
+  const void *C = a.beta != 0.0f ? (const void *)a.C : D;
+  x = matmul_operands{o.a, o.b, a.beta, C, D, a.bias, a.D16 ? (void *)a.aux16 : (void *)a.aux};
+  const matmul_problem p = lt_problem(a, o.type, compute, o.a, o.b, C, D);
+  return matmul_plan_find(g, &p, &x);
 }
 
 /* Queues the product and returns 1, or returns 0 with no product queued when cuBLASLt has no
  * algorithm for it (its bf16 operands converted already: the unfused path that runs then finds
  * the shared ones kept and converts the others again). Float32 operands compute as
  * g->lt_compute says (pedantic float32, or TF32); s: bf16 copies of A and B, float32
- * accumulation. The operands are resolved first: the heuristic needs their alignment. */
+ * accumulation. The operands are resolved first: the plan is chosen by their alignment. */
 static int lt_product(gpu_ctx *g, cuda_bf16_scratch *s, const char *name, const lt_args &a) {
   const cublasComputeType_t compute = s ? CUBLAS_COMPUTE_32F : g->lt_compute;
   /* A is a layer's weight in every cuBLASLt product (forward, DGELU's input gradient) */
   operands o = product_operands(g, s, a.ta, a.tb, a.m, a.n, a.k, a.A, a.lda, a.B, a.ldb, 1);
-  void *D = a.D16 ? (void *)a.D16 : (void *)a.D;
-  const void *C = a.beta != 0.0f ? (const void *)a.C : D;
-  lt_descs d;
-  lt_describe(d, a, s ? CUDA_R_16BF : CUDA_R_32F, compute);
-  lt_align(d, o.a, o.b, C, D);
-  cublasLtMatmulHeuristicResult_t found;
-  int n_found = 0;
-  cublasStatus_t st;
-  PT_CHECK_CALL(cublasStatus_t,
-                st = cublasLtMatmulAlgoGetHeuristic(g->lt, d.op, d.a, d.b, d.c, d.c, d.pref, 1,
-                                                    &found, &n_found),
-                "cublasLtMatmulAlgoGetHeuristic", LT_ANSWERED, "cuBLASLt", gpu_cublas_error_text);
-  if (st != CUBLAS_STATUS_SUCCESS || n_found < 1) return 0;
-  const float one = 1.0f;
+  matmul_operands x;
+  const matmul_plan *plan = lt_plan(g, a, o, compute, x);
+  if (!plan) return 0;
   lt_note(name, a, s || compute == CUBLAS_COMPUTE_32F_FAST_TF32, s ? 2 : 4);
-  PT_CHECK_CUBLASLT(cublasLtMatmul(g->lt, d.op, &one, o.a, d.a, o.b, d.b, &a.beta, C, d.c, D,
-                                   d.c, &found.algo, g->lt_workspace, GPU_LT_WORKSPACE_BYTES,
-                                   g->stream));
+  matmul_plan_run(g, plan, &x);
   return 1;
+}
+
+/* C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, column-major, alpha 1: float32 (s NULL) or with A and
+ * B converted to bf16 into s and float32 accumulation. k > 0. a_weight: A is a layer's weight,
+ * read from its bf16 copy when s has one. Through its cuBLASLt plan (kernels/cuda/matmul_plan.h:
+ * the algorithm a function of the problem alone, so bitwise the same in every layout); cuBLAS
+ * (cublasSgemm, cublasGemmEx) only for a problem cuBLASLt has no algorithm for. */
+static void product(gpu_ctx *g, cuda_bf16_scratch *s, const product_names *names,
+                    cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                    int ldc, int a_weight) {
+  const float one = 1.0f;
+  product_note(g, names, s != NULL, m, n, k, beta);
+  operands o = product_operands(g, s, ta, tb, m, n, k, A, lda, B, ldb, a_weight);
+  const lt_args a = {CUBLASLT_EPILOGUE_DEFAULT, ta, tb, m, n, k, A, lda, B, ldb, beta, C, C, ldc,
+                     NULL, NULL};
+  matmul_operands x;
+  const matmul_plan *plan = lt_plan(g, a, o, s ? CUBLAS_COMPUTE_32F : g->lt_compute, x);
+  if (plan) {
+    matmul_plan_run(g, plan, &x);
+    return;
+  }
+  if (!s) {
+    CUBLAS_CHECK(cublasSgemm(g->blas, ta, tb, m, n, k, &one, A, lda, B, ldb, &beta, C, ldc));
+    return;
+  }
+  CUBLAS_CHECK(cublasGemmEx(g->blas, ta, tb, m, n, k, &one, o.a, o.type, lda, o.b, o.type, ldb,
+                            &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 /* The forward products through cuBLASLt: y^T [No, N] = epilogue(W x^T + beta C + b), laid out as

@@ -64,11 +64,15 @@ def close(a, b, what, rel=1e-12):
 
 
 # A call that does device work: a launch, or a library product/attention call. Of cuBLASLt only
-# cublasLtMatmul does: the rest describe the matmul or ask the heuristic, on the host.
+# cublasLtMatmul does: the rest describe the matmul or ask the heuristic, on the host. A plan's
+# matmul (kernels/cuda/matmul_plan.h) is noted by its caller, who knows the product's role: the
+# calls of matmul_plan_run are checked, not the cublasLtMatmul inside it (WRAPPED).
 LAUNCH = re.compile(r"\bPT_LAUNCH\(|\bcublas(Lt)?[A-Z]\w*\(|\bcudnn[A-Z]\w*\(|"
-                    r"\battention_cudnn_(forward|backward)\(")
+                    r"\battention_cudnn_(forward|backward)\(|\bmatmul_plan_run\(")
 NOT_WORK = re.compile(r"cublas(Create|Destroy|Set|Get)\w*\(|cublasLt(?!Matmul\()\w*\(|"
-                      r"cudnn(Create|Destroy|Set|Get)\w*\(|^\w.*\battention_cudnn_\w+\(")
+                      r"cudnn(Create|Destroy|Set|Get)\w*\(|^\w.*\battention_cudnn_\w+\(|"
+                      r"^\w.*\bmatmul_plan_run\(")
+WRAPPED = {("kernels/cuda/matmul_plan.c", "matmul_plan_run")}
 
 
 def launch_sites_noted():
@@ -82,6 +86,8 @@ def launch_sites_noted():
             while start > 0 and not lines[start - 1].startswith("}"):  # back to the function's top
                 start -= 1
             before = "\n".join(lines[start:i])
+            if any(path == f and re.search(rf"^\w.*\b{fn}\(", before, re.M) for f, fn in WRAPPED):
+                continue
             check("gpu_cost_note(" in before or re.search(r"\w_note\(", before),
                   f"{path}:{i + 1}: a launch with no cost noted before it (kernels/cuda/cost.h: "
                   f"PT_LAUNCH_COSTED, or gpu_cost_note beside it)")
