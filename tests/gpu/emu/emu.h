@@ -29,6 +29,7 @@ typedef struct {
   uint64_t queries;      /* cudaEventQuery / cudaStreamQuery polls */
   uint64_t launches;     /* kernel launches */
   uint64_t blas_calls;   /* cuBLAS products (each one or more kernels on a real GPU) */
+  uint64_t heuristics;   /* cublasLtMatmulAlgoGetHeuristic calls (host time on a real GPU) */
   uint64_t h2d_bytes;    /* copied host to device */
   uint64_t d2h_bytes;    /* device to host */
   uint64_t d2d_bytes;    /* device to device */

@@ -349,6 +349,43 @@ static int cublaslt_alignment() {
   return fails ? WRONG : 0;
 }
 
+/* The algorithm follows the alignments the heuristic is told, as a real heuristic's choice may,
+ * and another algorithm sums in another order: the same product with the same pointers (all
+ * 256-byte aligned) told 16 bytes and told the default 256 gives other bits (split_parts in
+ * src/cublaslt.cpp), and told 16 twice the same bits. What kernels/cuda/matmul_plan.h's cap
+ * guards against: a pipelined run's weights are at other addresses than --sequential's. */
+static int cublaslt_algorithm_moves() {
+  const int m = 64, n = 2, k = 96;
+  std::vector<float> a(m * k), b(k * n), d16(m * n), d16b(m * n), d256(m * n);
+  for (int i = 0; i < m * k; i++) a[i] = std::sin(0.37f * (float)i) * 1e3f;
+  for (int i = 0; i < k * n; i++) b[i] = std::cos(0.11f * (float)i) + 1e-3f * (float)i;
+  float *A = dev_floats(m * k), *B = dev_floats(k * n), *D = dev_floats(m * n);
+  CHECK_CUDA(cudaMemcpy(A, a.data(), sizeof(float) * a.size(), cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(B, b.data(), sizeof(float) * b.size(), cudaMemcpyHostToDevice));
+  lt_case c(m, n, k, CUBLASLT_EPILOGUE_DEFAULT, nullptr, nullptr, 0);
+  cublasLtMatmulHeuristicResult_t wide, narrow;
+  int got = -1, fails = 0;
+  fails += c.heuristic(&wide, &got) != CUBLAS_STATUS_SUCCESS || got != 1;
+  const uint32_t align = 16;
+  const cublasLtMatmulPreferenceAttributes_t attr[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; i++)
+    fails += cublasLtMatmulPreferenceSetAttribute(c.pref, attr[i], &align, sizeof align) !=
+             CUBLAS_STATUS_SUCCESS;
+  fails += c.heuristic(&narrow, &got) != CUBLAS_STATUS_SUCCESS || got != 1;
+  std::vector<float> *out[3] = {&d16, &d16b, &d256};
+  const cublasLtMatmulAlgo_t *algo[3] = {&narrow.algo, &narrow.algo, &wide.algo};
+  for (int r = 0; r < 3; r++) {
+    fails += c.matmul(A, B, 0.0f, D, D, algo[r]) != CUBLAS_STATUS_SUCCESS;
+    CHECK_CUDA(cudaMemcpy(out[r]->data(), D, sizeof(float) * (size_t)(m * n),
+                          cudaMemcpyDeviceToHost));
+  }
+  fails += std::memcmp(d16.data(), d16b.data(), sizeof(float) * d16.size()) != 0;
+  fails += std::memcmp(d16.data(), d256.data(), sizeof(float) * d16.size()) == 0;
+  return fails ? WRONG : 0;
+}
+
 static double gelu_ref(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 
 /* The epilogues' results: D = A B + res + bias exactly (values exact in float); GELU_AUX_BIAS's
@@ -558,6 +595,7 @@ static const std::vector<test_case> &cases() {
       {"cublas_extent", cublas_extent, {{"inorder", "order", ABORTS, "runs 8 bytes past the end"}}},
       {"cublaslt_checks", cublaslt_checks, {{"inorder", "order", 0, ""}}},
       {"cublaslt_alignment", cublaslt_alignment, {{"inorder", "order", 0, ""}}},
+      {"cublaslt_algorithm_moves", cublaslt_algorithm_moves, {{"inorder", "order", 0, ""}}},
       {"cublaslt_epilogues", cublaslt_epilogues, {{"inorder", "order", 0, ""}}},
       {"cublaslt_bf16_out", cublaslt_bf16_out, {{"inorder", "order", 0, ""}}},
       {"cublaslt_aux_extent", cublaslt_aux_extent,

@@ -72,13 +72,13 @@ void pt_emu_counters_reset(void) { pt_emu::g_counters = pt_emu_counters{}; }
 
 void pt_emu_counters_format(const pt_emu_counters *c, char *buf, size_t bufsz) {
   std::snprintf(buf, bufsz,
-                "launches=%llu blas=%llu syncs=%llu queries=%llu h2d_bytes=%llu d2h_bytes=%llu "
-                "d2d_bytes=%llu memset_bytes=%llu external_ops=%llu",
+                "launches=%llu blas=%llu heuristics=%llu syncs=%llu queries=%llu h2d_bytes=%llu "
+                "d2h_bytes=%llu d2d_bytes=%llu memset_bytes=%llu external_ops=%llu",
                 (unsigned long long)c->launches, (unsigned long long)c->blas_calls,
-                (unsigned long long)c->syncs, (unsigned long long)c->queries,
-                (unsigned long long)c->h2d_bytes, (unsigned long long)c->d2h_bytes,
-                (unsigned long long)c->d2d_bytes, (unsigned long long)c->memset_bytes,
-                (unsigned long long)c->external_ops);
+                (unsigned long long)c->heuristics, (unsigned long long)c->syncs,
+                (unsigned long long)c->queries, (unsigned long long)c->h2d_bytes,
+                (unsigned long long)c->d2h_bytes, (unsigned long long)c->d2d_bytes,
+                (unsigned long long)c->memset_bytes, (unsigned long long)c->external_ops);
 }
 
 } // extern "C"

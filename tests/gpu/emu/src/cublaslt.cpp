@@ -182,6 +182,19 @@ uint64_t assumed_alignment(const uint32_t pref[4], const lt_problem &p) {
   return packed;
 }
 
+/* The parts the emulator's algorithm splits k into: one, and one more for each doubling beyond
+ * 16 bytes of each alignment the heuristic was told (A and B's vector loads, C and D's stores),
+ * so that any change of those picks another algorithm (run_split_k). A real heuristic's choice
+ * may move with them, and an activation's or weight's address moves with the layout: pipetrain
+ * tells at most 16 (kernels/cuda/matmul_plan.h), so that a product's bits depend on the problem
+ * alone. */
+int split_parts(uint64_t packed) {
+  int parts = 1;
+  for (int i = 0; i < 4; i++)
+    for (uint64_t a = (packed >> (16 * i)) & 0xffff; a > 16; a /= 2) parts++;
+  return parts;
+}
+
 bool aligned(uint64_t packed, const void *a, const void *b, const void *c, const void *d) {
   const void *ptr[4] = {a, b, c, d};
   for (int i = 0; i < 4; i++) {
@@ -220,14 +233,44 @@ struct lt_run {
   int64_t ldc, ldd, aux_ld;
   uint32_t epilogue;
   cudaDataType_t d_type, bias_type; /* C's and aux's type is D's */
+  int parts;                        /* the algorithm sums k in this many parts (run_split_k) */
 };
+
+/* Where op(A)'s or op(B)'s k-th slice starts, in bytes from the matrix: a column of an
+ * untransposed A (m x k) or row of a transposed one; a row of an untransposed B (k x n). */
+const void *k_offset(const void *p, bool k_is_column, int k, int ld, bool bf16) {
+  const size_t elems = k_is_column ? static_cast<size_t>(k) * static_cast<size_t>(ld) : k;
+  return static_cast<const char *>(p) + elems * (bf16 ? 2 : 4);
+}
+
+/* The product as an algorithm with another tiling sums it (split-K): each of `parts` slices of
+ * k in float32, then added in order. Its bits differ from one pass's, as two real cuBLASLt
+ * algorithms' do, so a choice of algorithm that moves with anything but the problem shows. */
+void run_split_k(const gemm &g0, int parts, float *t) {
+  const size_t mn = static_cast<size_t>(g0.m) * static_cast<size_t>(g0.n);
+  std::vector<float> part(mn);
+  for (int p = 0; p < parts; p++) {
+    const int k0 = static_cast<int>(static_cast<int64_t>(g0.k) * p / parts);
+    const int k1 = static_cast<int>(static_cast<int64_t>(g0.k) * (p + 1) / parts);
+    gemm g = g0;
+    g.k = k1 - k0, g.C = p == 0 ? t : part.data();
+    g.A = k_offset(g0.A, g0.ta == CUBLAS_OP_N, k0, g0.lda, g0.bf16);
+    g.B = k_offset(g0.B, g0.tb != CUBLAS_OP_N, k0, g0.ldb, g0.bf16);
+    run(g);
+    if (p > 0)
+      for (size_t i = 0; i < mn; i++) t[i] += part[i];
+  }
+}
 
 void run_lt(const lt_run &r) {
   const int m = r.g.m, n = r.g.n;
   std::vector<float> t(static_cast<size_t>(m) * static_cast<size_t>(n));
   gemm g = r.g;
   g.C = t.data();
-  run(g);
+  if (r.parts > 1 && g.k >= r.parts)
+    run_split_k(g, r.parts, t.data());
+  else
+    run(g);
   const cudaDataType_t dt = r.d_type;
   for (int c = 0; c < n; c++)
     for (int i = 0; i < m; i++) {
@@ -358,6 +401,7 @@ cublasStatus_t pt_emu_cublasLtMatmulAlgoGetHeuristic(
   lt_problem p{op, A, B, C, D, 0, 0, 0};
   cublasStatus_t st = check_objects(handle, p);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
+  g_counters.heuristics++;
   std::memset(&results[0], 0, sizeof results[0]);
   results[0].algo.data[0] = ALGO_MAGIC;
   results[0].algo.data[1] = problem_key(p);
@@ -399,6 +443,7 @@ cublasStatus_t pt_emu_cublasLtMatmul(const char *file, int line, cublasLtHandle_
   r.C = C, r.D = D;
   r.ldc = Cdesc->ld, r.ldd = Ddesc->ld, r.epilogue = op->epilogue;
   r.d_type = Ddesc->type, r.bias_type = bias_type(op, Ddesc);
+  r.parts = algo ? split_parts(algo->data[2]) : 1;
   if (p.k > 0 && r.g.alpha != 0.0f) {
     check_layout("cuBLASLt matrix A", A, Adesc, file, line);
     check_layout("cuBLASLt matrix B", B, Bdesc, file, line);
