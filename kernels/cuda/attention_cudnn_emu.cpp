@@ -3,8 +3,11 @@
  * float32, with o and dqkv rounded back to bf16, so the numbers resemble a bf16 library's and
  * everything around the call (conversions, plan cache, workspace, fallback, saved sizes) runs
  * here. It refuses what cuDNN's SDPA documents it refuses for bf16 (a head dim that is not a
- * multiple of 8, or above 256), so the fallback path runs here too. The float32 copies live in
- * the caller's workspace, which this plan asks for.
+ * multiple of 8, or above 256), so the fallback path runs here too, and it ends the run on a
+ * tensor less than 16-byte aligned: cudnn-frontend's tensors declare 16 bytes (its default
+ * alignment), which the real graph then assumes of every pointer given it (q, k and v too, at
+ * their offsets in qkv). The float32 copies live in the caller's workspace, which this plan
+ * asks for.
  */
 #include "kernels/cuda/attention_cudnn.h"
 
@@ -38,6 +41,21 @@ extern "C" attention_cudnn_plan *attention_cudnn_plan_build(gpu_ctx *g,
   return p;
 }
 
+/* Ends the run when a tensor given the graph breaks the 16 bytes its descriptor declares. */
+static void require_aligned(const char *call, const char *what, const void *p) {
+  if ((uintptr_t)p % 16 != 0)
+    pt_fatal("%s: %s at %p is not 16-byte aligned, as cudnn-frontend's tensors are declared "
+             "(kernels/cuda/attention_cudnn.cpp)", call, what, p);
+}
+
+/* q, k and v where the graph reads them in qkv (the offsets of attention_cudnn.cpp's pack). */
+static void require_qkv_aligned(const char *call, const attention_cudnn_shape *s,
+                                const uint16_t *qkv, const char *what) {
+  require_aligned(call, what, qkv);
+  require_aligned(call, what, qkv + (int64_t)s->H * s->hd);
+  require_aligned(call, what, qkv + (int64_t)(s->H + s->KVH) * s->hd);
+}
+
 /* Forward: qkv, o; backward adds dout and dqkv. */
 extern "C" size_t attention_cudnn_plan_workspace(const attention_cudnn_plan *p) {
   return sizeof(float) * (size_t)(2 * p->n_qkv + 2 * p->n_o);
@@ -57,6 +75,10 @@ extern "C" void attention_cudnn_forward(gpu_ctx *g, const attention_cudnn_plan *
                                         void *workspace, uint16_t *o, float *lse,
                                         const uint16_t *qkv) {
   const attention_cudnn_shape *s = &p->s;
+  const char *call = "attention_cudnn_forward";
+  require_qkv_aligned(call, s, qkv, "q|k|v");
+  require_aligned(call, "o", o), require_aligned(call, "lse", lse);
+  require_aligned(call, "workspace", workspace);
   float *qkv_f = (float *)workspace, *o_f = qkv_f + p->n_qkv;
   gpu_cost_pause();
   cuda_unpack_bf16(g, qkv_f, qkv, p->n_qkv);
@@ -72,6 +94,11 @@ extern "C" void attention_cudnn_backward(gpu_ctx *g, const attention_cudnn_plan 
                                          const uint16_t *qkv, const uint16_t *o,
                                          const float *lse) {
   const attention_cudnn_shape *s = &p->s;
+  const char *call = "attention_cudnn_backward";
+  require_qkv_aligned(call, s, qkv, "q|k|v");
+  require_qkv_aligned(call, s, dqkv, "dq|dk|dv");
+  require_aligned(call, "o", o), require_aligned(call, "dout", dout);
+  require_aligned(call, "lse", lse), require_aligned(call, "workspace", workspace);
   float *qkv_f = (float *)workspace, *dqkv_f = qkv_f + p->n_qkv;
   float *o_f = dqkv_f + p->n_qkv, *dout_f = o_f + p->n_o;
   gpu_cost_pause();
