@@ -10,7 +10,8 @@ prints it into targets.log), for the same spec and settings.
 
 Both count what the code launched, so they differ only where the real libraries took another
 path than the emulator's: a cuBLASLt epilogue the GPU's heuristic refused (its unfused launches
-instead), a shape cuDNN would not take (the in-house attention), and so on. Prints the rows whose
+instead), a plain product it had no algorithm for (a `:no_lt_algorithm` row: cuBLAS ran it), a
+shape cuDNN would not take (the in-house attention), and so on. Prints the rows whose
 launches or bytes differ, then the launches a step on each side. Exits 0 when every row is alike,
 1 when some differ, 2 when a file is missing or holds no ledger."""
 import sys

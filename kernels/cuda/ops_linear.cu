@@ -234,6 +234,12 @@ static const product_names k_bwd_input = {"cublasSgemm:bwd_input", "cublasSgemm_
 static const product_names k_bwd_weight = {"cublasSgemm:bwd_weight",
                                            "cublasSgemm_tf32:bwd_weight",
                                            "cublasGemmEx_bf16:bwd_weight"};
+/* Any role's product that cuBLASLt had no algorithm for, run by cuBLAS: a row of its own, so
+ * that a GPU's ledger shows it beside the emulator's, which has none (scripts/ledger_compare.py):
+ * cuBLAS picks its kernel by the pointers' alignment, which a layout moves (matmul_plan.h). */
+static const product_names k_fallback = {"cublasSgemm:no_lt_algorithm",
+                                         "cublasSgemm_tf32:no_lt_algorithm",
+                                         "cublasGemmEx_bf16:no_lt_algorithm"};
 
 /* A product's cost: 2 m n k FLOPs, on tensor cores for bf16 and TF32 (the handle's math mode,
  * kernels_gpu_set_precision), on the ordinary cores for pedantic float32; A and B read once at
@@ -340,12 +346,12 @@ static void product(gpu_ctx *g, cuda_bf16_scratch *s, const product_names *names
                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
                     int ldc, int a_weight) {
   const float one = 1.0f;
-  product_note(g, names, s != NULL, m, n, k, beta);
   operands o = product_operands(g, s, ta, tb, m, n, k, A, lda, B, ldb, a_weight);
   const lt_args a = {CUBLASLT_EPILOGUE_DEFAULT, ta, tb, m, n, k, A, lda, B, ldb, beta, C, C, ldc,
                      NULL, NULL};
   matmul_operands x;
   const matmul_plan *plan = lt_plan(g, a, o, s ? CUBLAS_COMPUTE_32F : g->lt_compute, x);
+  product_note(g, plan ? names : &k_fallback, s != NULL, m, n, k, beta);
   if (plan) {
     matmul_plan_run(g, plan, &x);
     return;
