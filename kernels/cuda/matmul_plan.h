@@ -12,8 +12,8 @@
  * float32 tensors in them 64, their bf16 copies at half the offset), so the capped value is the
  * pointer's alignment within its tensor, the same in every layout. 16 bytes is what the tensor
  * cores' vector and TMA loads need. The emulated cuBLASLt picks an algorithm that sums k in
- * more parts the wider the alignments it is told (tests/gpu/emu/src/cublaslt.cpp, split_parts),
- * so an uncapped alignment fails the bitwise gates here.
+ * more parts the further the alignments it is told are from 16 bytes (split_parts in
+ * tests/gpu/emu/src/cublaslt.cpp), so an uncapped alignment fails the bitwise gates here.
  *
  * Keeping the plan also spares the host the heuristic and five descriptors per product (asked
  * once per problem: the emulator counts the heuristic's calls, tests/gpu/emu/counters.sh). */

@@ -183,15 +183,18 @@ uint64_t assumed_alignment(const uint32_t pref[4], const lt_problem &p) {
 }
 
 /* The parts the emulator's algorithm splits k into: one, and one more for each doubling beyond
- * 16 bytes of each alignment the heuristic was told (A and B's vector loads, C and D's stores),
- * so that any change of those picks another algorithm (run_split_k). A real heuristic's choice
- * may move with them, and an activation's or weight's address moves with the layout: pipetrain
- * tells at most 16 (kernels/cuda/matmul_plan.h), so that a product's bits depend on the problem
- * alone. */
+ * 16 bytes and each halving below it of each alignment the heuristic was told (A and B's vector
+ * loads, C and D's stores), so that any change of those picks another algorithm
+ * (run_split_k). A real heuristic's choice may move with them, and an activation's or weight's
+ * address moves with the layout: pipetrain tells at most 16 (kernels/cuda/matmul_plan.h), the
+ * same in every layout, so that a product's bits depend on the problem alone. */
 int split_parts(uint64_t packed) {
   int parts = 1;
-  for (int i = 0; i < 4; i++)
-    for (uint64_t a = (packed >> (16 * i)) & 0xffff; a > 16; a /= 2) parts++;
+  for (int i = 0; i < 4; i++) {
+    const uint64_t a = (packed >> (16 * i)) & 0xffff;
+    for (uint64_t v = a; v > 16; v /= 2) parts++;
+    for (uint64_t v = a; v && v < 16; v *= 2) parts++;
+  }
   return parts;
 }
 
