@@ -22,7 +22,8 @@ struct matmul_plans {
 /* The heuristic's NOT_SUPPORTED is an answer (no algorithm), not a failure. */
 #define PLAN_ANSWERED(r) ((r) == CUBLAS_STATUS_SUCCESS || (r) == CUBLAS_STATUS_NOT_SUPPORTED)
 
-uint32_t matmul_plan_alignment(const void *p) {
+/* p's address alignment in bytes, a power of two at most MATMUL_PLAN_ALIGN_MAX. */
+static uint32_t alignment_of(const void *p) {
   uint32_t a = 1;
   while (a < MATMUL_PLAN_ALIGN_MAX && (uintptr_t)p % (2 * a) == 0) a *= 2;
   return a;
@@ -111,8 +112,8 @@ static matmul_plan *plans_slot(struct matmul_plans *t, const matmul_problem *key
 }
 
 static void plans_grow(struct matmul_plans *t) {
-  struct matmul_plans bigger = {pt_calloc(t->cap ? 2 * t->cap : 64, sizeof(matmul_plan)),
-                                t->cap ? 2 * t->cap : 64, t->n};
+  const size_t cap = t->cap ? 2 * t->cap : 64;
+  struct matmul_plans bigger = {pt_calloc(cap, sizeof(matmul_plan)), cap, t->n};
   for (size_t i = 0; i < t->cap; i++)
     if (t->slot[i].used) *plans_slot(&bigger, &t->slot[i].key) = t->slot[i];
   free(t->slot);
@@ -126,14 +127,17 @@ static void plan_point(const matmul_plan *pl, const matmul_operands *x) {
   if (x->aux) op_set(pl->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &x->aux, sizeof x->aux);
 }
 
-const matmul_plan *matmul_plan_find(gpu_ctx *g, const matmul_problem *p,
+const matmul_plan *matmul_plan_find(gpu_ctx *g, const matmul_problem *problem,
                                     const matmul_operands *x) {
+  matmul_problem p = *problem;
+  const void *ptr[4] = {x->A, x->B, x->beta != 0.0f ? x->C : x->D, x->D};
+  for (int i = 0; i < 4; i++) p.align[i] = alignment_of(ptr[i]);
   if (!g->plans) g->plans = pt_calloc(1, sizeof *g->plans);
   struct matmul_plans *t = g->plans;
   if (2 * (t->n + 1) > t->cap) plans_grow(t);
-  matmul_plan *pl = plans_slot(t, p);
+  matmul_plan *pl = plans_slot(t, &p);
   if (!pl->used) {
-    pl->used = 1, pl->key = *p;
+    pl->used = 1, pl->key = p;
     t->n++;
     plan_describe(pl);
     plan_point(pl, x);

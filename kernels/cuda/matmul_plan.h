@@ -33,8 +33,8 @@ extern "C" {
 /* One product, column-major: D[m,n] = epilogue(op(A)[m,k] op(B)[k,n] + beta C + bias[m]).
  * C and D share a layout (leading dimension ldd). epilogue: DEFAULT, BIAS, GELU_AUX_BIAS (aux
  * written, leading dimension aux_ld) or DGELU (aux read). The bias is float32 whatever D's
- * type. align: matmul_plan_alignment of A, B, C and D's pointers (C's is D's when beta is 0).
- * Fill it after memset to 0: the whole struct is the key. */
+ * type. Fill it after memset to 0, align left to matmul_plan_find, which sets it from the
+ * operands: the whole struct is the key. */
 typedef struct {
   int32_t epilogue, ta, tb;
   int32_t m, n, k, lda, ldb, ldd;
@@ -42,12 +42,12 @@ typedef struct {
   int32_t compute;   /* cublasComputeType_t */
   int32_t bias;      /* 1: a bias vector (BIAS, GELU_AUX_BIAS) */
   int64_t aux_ld;    /* GELU_AUX_BIAS and DGELU; else 0 */
-  uint32_t align[4]; /* bytes, powers of two up to MATMUL_PLAN_ALIGN_MAX */
+  uint32_t align[4]; /* of A, B, C, D's pointers (C's is D's when beta is 0): bytes, powers of
+                        two up to MATMUL_PLAN_ALIGN_MAX */
 } matmul_problem;
 
 /* One call's operands, alpha 1: A, B at the problem's `in` type; C read when beta != 0; bias
- * (float32, [m]) and aux as the epilogue needs, else NULL. At least as aligned as the problem
- * said. */
+ * (float32, [m]) and aux as the epilogue needs, else NULL. */
 typedef struct {
   const void *A, *B;
   float beta;
@@ -57,20 +57,19 @@ typedef struct {
   void *aux;
 } matmul_operands;
 
-/* p's address alignment in bytes, a power of two at most MATMUL_PLAN_ALIGN_MAX. */
-uint32_t matmul_plan_alignment(const void *p);
-
 typedef struct matmul_plan matmul_plan;
 
-/* p's plan, made at its first call (cuBLASLt's first algorithm, split-K reductions in place
- * excluded: DGELU's D may be its aux input, which such a reduction would overwrite first; x's
- * bias and aux pointers set for the heuristic to see the epilogue whole) and kept until
- * gpu_close. NULL when cuBLASLt has no algorithm for p (an answer kept too): the caller runs
- * another path. */
+/* The plan of p with its alignments set from x's pointers (each one's, capped at
+ * MATMUL_PLAN_ALIGN_MAX), made at its first call (cuBLASLt's first algorithm, split-K reductions
+ * in place excluded: DGELU's D may be its aux input, which such a reduction would overwrite
+ * first; x's bias and aux pointers set for the heuristic to see the epilogue whole) and kept
+ * until gpu_close. NULL when cuBLASLt has no algorithm for p (an answer kept too): the caller
+ * runs another path. */
 const matmul_plan *matmul_plan_find(gpu_ctx *g, const matmul_problem *p,
                                     const matmul_operands *x);
 
-/* Queues plan's product on g's stream with x's operands (the problem's the plan was found for). */
+/* Queues plan's product on g's stream with x's operands (those it was found with, or others as
+ * aligned: the same capped alignments). */
 void matmul_plan_run(gpu_ctx *g, const matmul_plan *plan, const matmul_operands *x);
 
 /* Destroys g's plans (gpu_close). */

@@ -294,9 +294,9 @@ static void lt_note(const char *name, const lt_args &a, bool tensor, size_t widt
   gpu_cost_note(name, tensor ? product : 0.0, (tensor ? 0.0 : product) + per * mn, bytes);
 }
 
-/* a's problem (kernels/cuda/matmul_plan.h) with operands of type `in` at A and B. */
-static matmul_problem lt_problem(const lt_args &a, cudaDataType_t in, cublasComputeType_t compute,
-                                 const void *A, const void *B, const void *C, const void *D) {
+/* a's problem (kernels/cuda/matmul_plan.h) with operands of type `in`; matmul_plan_find sets
+ * its alignments. */
+static matmul_problem lt_problem(const lt_args &a, cudaDataType_t in, cublasComputeType_t compute) {
   matmul_problem p;
   memset(&p, 0, sizeof p);
   p.epilogue = a.epilogue, p.ta = a.ta, p.tb = a.tb;
@@ -304,8 +304,6 @@ static matmul_problem lt_problem(const lt_args &a, cudaDataType_t in, cublasComp
   p.in = in, p.out = a.D16 ? CUDA_R_16BF : CUDA_R_32F, p.compute = compute;
   p.bias = a.bias != NULL;
   p.aux_ld = (a.aux || a.aux16) ? a.m : 0;
-  const void *ptr[4] = {A, B, C, D};
-  for (int i = 0; i < 4; i++) p.align[i] = matmul_plan_alignment(ptr[i]);
   return p;
 }
 
@@ -315,7 +313,7 @@ static const matmul_plan *lt_plan(gpu_ctx *g, const lt_args &a, const operands &
   void *D = a.D16 ? (void *)a.D16 : (void *)a.D;
   const void *C = a.beta != 0.0f ? (const void *)a.C : D;
   x = matmul_operands{o.a, o.b, a.beta, C, D, a.bias, a.D16 ? (void *)a.aux16 : (void *)a.aux};
-  const matmul_problem p = lt_problem(a, o.type, compute, o.a, o.b, C, D);
+  const matmul_problem p = lt_problem(a, o.type, compute);
   return matmul_plan_find(g, &p, &x);
 }
 
