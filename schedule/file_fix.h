@@ -19,8 +19,8 @@ typedef struct {
 /* Micro-batches below n_micro, chunks in range (n_chunks > 0: below it; else as many on
  * every rank): 0, or -1 with "FILE:LINE: rank R, action A: what is wrong; the fix". */
 int file_check_ranges(const file_lists *x, int n_micro, int n_chunks);
-/* Each compute action of a micro-batch once per chunk, reported at the second one (before
- * the builder adds loads and transfers around it): 0, or -1 as above. */
+/* Each compute action and each transfer of a micro-batch once per chunk, reported at the
+ * second one (before the builder adds loads and transfers around it): 0, or -1 as above. */
 int file_check_duplicates(const file_lists *x, int n_micro);
 /* A file with transfers but no L anywhere is torch's lowering (torch has no load action and
  * posts each receive as soon as the peer sends, before pipetrain's slot is free): its transfers

@@ -8,11 +8,6 @@
 
 #include "core/error.h"
 
-static int compute_kind(pt_action_kind k) {
-  return k == ACT_FORWARD || k == ACT_BACKWARD || k == ACT_BACKWARD_INPUT ||
-         k == ACT_BACKWARD_WEIGHT;
-}
-
 static int transfer_kind(pt_action_kind k) {
   return k == ACT_RECV_ACT || k == ACT_SEND_ACT || k == ACT_RECV_GRAD || k == ACT_SEND_GRAD;
 }
@@ -64,9 +59,47 @@ static int check_ranges(const file_lists *x, int n_micro, int n_chunks) {
   return 0;
 }
 
-enum { SEEN_F, SEEN_BWD, SEEN_W, SEEN_KINDS };
+enum { SEEN_F, SEEN_BWD, SEEN_W, SEEN_RECV_ACT, SEEN_SEND_ACT, SEEN_RECV_GRAD, SEEN_SEND_GRAD,
+       SEEN_KINDS };
 
-/* Each micro-batch's forward, backward (B or I) and weight gradient (B or W) once per chunk. */
+/* The cells an action fills: a B is both the backward and the weight gradient; -1: none. */
+static void seen_cells(pt_action_kind k, int seen[2]) {
+  seen[1] = -1;
+  switch (k) {
+  case ACT_FORWARD: seen[0] = SEEN_F; break;
+  case ACT_BACKWARD: seen[0] = SEEN_BWD, seen[1] = SEEN_W; break;
+  case ACT_BACKWARD_INPUT: seen[0] = SEEN_BWD; break;
+  case ACT_BACKWARD_WEIGHT: seen[0] = SEEN_W; break;
+  case ACT_RECV_ACT: seen[0] = SEEN_RECV_ACT; break;
+  case ACT_SEND_ACT: seen[0] = SEEN_SEND_ACT; break;
+  case ACT_RECV_GRAD: seen[0] = SEEN_RECV_GRAD; break;
+  case ACT_SEND_GRAD: seen[0] = SEEN_SEND_GRAD; break;
+  default: seen[0] = -1;
+  }
+}
+
+static int fail_duplicate(const file_lists *x, int r, int i, int seen, int first) {
+  static const char *what[SEEN_KINDS] = {"forward", "backward (B or I)", NULL, "receive",
+                                         "send", "receive", "send"};
+  const pt_action *a = &x->ranks[r].a[i];
+  char why[256];
+  if (seen == SEEN_W)
+    snprintf(why, sizeof why, "W of micro-batch %d: its weight gradient is already in (B or W "
+             "at line %d); remove one", a->mb, first);
+  else if (seen >= SEEN_RECV_ACT)
+    snprintf(why, sizeof why, "micro-batch %d's %s %s on chunk %d is written twice (first at "
+             "line %d); remove one", a->mb,
+             seen == SEEN_RECV_ACT || seen == SEEN_SEND_ACT ? "activation" : "gradient",
+             what[seen], a->chunk, first);
+  else
+    snprintf(why, sizeof why, "%s of micro-batch %d runs twice on chunk %d (first at line %d); "
+             "remove one", what[seen], a->mb, a->chunk, first);
+  return fail_action(x, r, i, NULL, why);
+}
+
+/* Each micro-batch's forward, backward (B or I), weight gradient (B or W) and each of its
+ * transfers once per chunk: a transfer written twice would otherwise be lowered once, the other
+ * dropped without a word (emit.c's hoist_receives keeps one receive per slot). */
 static int check_duplicates(const file_lists *x, int n_micro) {
   int C = 0;
   for (int r = 0; r < x->n_ranks; r++)
@@ -77,23 +110,12 @@ static int check_duplicates(const file_lists *x, int n_micro) {
   for (int r = 0; r < x->n_ranks && rc == 0; r++)
     for (int i = 0; i < x->ranks[r].n && rc == 0; i++) {
       pt_action a = x->ranks[r].a[i];
-      if (!compute_kind(a.kind)) continue;
-      int seen[2] = {a.kind == ACT_FORWARD ? SEEN_F : a.kind == ACT_BACKWARD_WEIGHT ? SEEN_W
-                     : SEEN_BWD, a.kind == ACT_BACKWARD ? SEEN_W : -1};
+      int seen[2];
+      seen_cells(a.kind, seen);
       for (int k = 0; k < 2 && rc == 0; k++) {
-        if (seen[k] < 0) continue;
+        if (seen[k] < 0 || a.chunk < 0 || a.mb < 0) continue;
         int *at = &line[((size_t)a.chunk * (size_t)n_micro + (size_t)a.mb) * SEEN_KINDS + (size_t)seen[k]];
-        if (*at) {
-          char why[256];
-          if (seen[k] == SEEN_W)
-            snprintf(why, sizeof why, "W of micro-batch %d: its weight gradient is already in "
-                     "(B or W at line %d); remove one", a.mb, *at);
-          else
-            snprintf(why, sizeof why, "%s of micro-batch %d runs twice on chunk %d (first at "
-                     "line %d); remove one", seen[k] == SEEN_F ? "forward" : "backward (B or I)",
-                     a.mb, a.chunk, *at);
-          rc = fail_action(x, r, i, NULL, why);
-        }
+        if (*at) rc = fail_duplicate(x, r, i, seen[k], *at);
         *at = x->ranks[r].src[i];
       }
     }

@@ -298,6 +298,16 @@ static void test_bad_files(void) {
        "makes 3 chunks on 2 ranks"},
       {"rank 0: 0F0 0F1\nrank 0: 0F1 0B0 0B1\nrank 1: 1F0 1F1 1B0 1B1\n", 2, 2, 0, ":2: rank 0, "
        "action 0F1: forward of micro-batch 1 runs twice on chunk 0 (first at line 1); remove one"},
+      {"rank 0: 0L0 0F0 0sA0 0rG0 0B0\nrank 1: 1rA0 1L0 1F0 1rA0 1B0 1sG0\n", 2, 1, 0,
+       ":2: rank 1, action 1rA0: micro-batch 0's activation receive on chunk 1 is written twice "
+       "(first at line 2); remove one"},
+      {"rank 0: 0L0 0F0 0L1 0F1 0sA0 0sA1\nrank 0: 0sA1 0rG0 0B0 0rG1 0B1\n"
+       "rank 1: 1rA0 1rA1 1L0 1F0 1L1 1F1 1B0 1sG0 1B1 1sG1\n", 2, 2, 0, ":2: rank 0, action "
+       "0sA1: micro-batch 1's activation send on chunk 0 is written twice (first at line 1); "
+       "remove one"},
+      {"rank 0: 0F0 0F1 0B0 0B1\nrank 1: 1F0 1F1 1rG1 1B0 1rG1 1B1\n", 2, 2, 0, ":2: rank 1, "
+       "action 1rG1: micro-batch 1's gradient receive on chunk 1 is written twice (first at line "
+       "2); remove one"},
       {"rank 0: 0LOAD0 0F0 0B0\nrank 1: 1F0 1B0\n", 2, 1, 0, "'0LOAD0' is not an action; write "
        "CHUNK CODE MB (0F3, 1I2, 1W2, 0sA3, or torch's 0SEND_F3) or FLUSH, TIE, DP, OPT; "
        "pipetrain's load is L (0L3), and torch writes none"},
