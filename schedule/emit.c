@@ -131,8 +131,8 @@ static void grad_order_post(grad_order *o, const pt_schedule *s, const schedule_
 
 /* The first slots' RECV_ACTs, which go before anything else: in the order their loads and
  * forwards run, so that where a file put them changes nothing (a written schedule reads back as
- * itself); then any the rank never consumes (a duplicate) in the file's order, for the checks
- * to refuse at its line. */
+ * itself); then any the rank never consumes (no load or forward of its micro-batch) in the
+ * file's order, for the checks to refuse at its line. */
 static void post_first_receives(const pt_schedule *s, const schedule_list *l, const int *at_act,
                                 schedule_list *out) {
   unsigned char *posted = pt_calloc((size_t)l->n + 1, 1);

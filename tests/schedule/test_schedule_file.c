@@ -301,6 +301,11 @@ static void test_bad_files(void) {
       {"rank 0: 0L0 0F0 0sA0 0rG0 0B0\nrank 1: 1rA0 1L0 1F0 1rA0 1B0 1sG0\n", 2, 1, 0,
        ":2: rank 1, action 1rA0: micro-batch 0's activation receive on chunk 1 is written twice "
        "(first at line 2); remove one"},
+      /* past the first slots: the one hoisting used to drop without a word */
+      {"rank 0: 0L0 0F0 0sA0 0L1 0F1 0sA1 0L2 0F2 0sA2 0rG0 0B0 0rG1 0B1 0rG2 0B2\n"
+       "rank 1: 1rA0 1L0 1F0 1B0 1sG0 1rA1 1L1 1F1 1B1 1sG1 1rA2 1L2 1rA2 1F2 1B2 1sG2\n", 2, 3,
+       0, ":2: rank 1, action 1rA2: micro-batch 2's activation receive on chunk 1 is written "
+       "twice (first at line 2); remove one"},
       {"rank 0: 0L0 0F0 0L1 0F1 0sA0 0sA1\nrank 0: 0sA1 0rG0 0B0 0rG1 0B1\n"
        "rank 1: 1rA0 1rA1 1L0 1F0 1L1 1F1 1B0 1sG0 1B1 1sG1\n", 2, 2, 0, ":2: rank 0, action "
        "0sA1: micro-batch 1's activation send on chunk 0 is written twice (first at line 1); "
