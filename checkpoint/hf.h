@@ -5,7 +5,8 @@
  * the Llama family (LlamaForCausalLM with llama_block's optional mlp_bias, MistralForCausalLM
  * with its window, Qwen2ForCausalLM with its qkv_bias, Qwen3ForCausalLM with its qk_norm,
  * Phi3ForCausalLM with fused q|k|v and gate|up tensors, Gemma2ForCausalLM with its Gemma
- * options) as llama_block layers; docs/checkpoint.md's family table says what each takes.
+ * options, Gemma3ForCausalLM with those, q/k norms and a rope per layer type) as llama_block
+ * layers; docs/checkpoint.md's family table says what each takes.
  * Everything the layers cannot represent is refused with one line naming the file and the
  * config key or tensor. The name mapping per architecture is data
  * (hf_arch.c); import and export walk the same table.
@@ -59,6 +60,11 @@ typedef struct {
                     gelu_tanh) with its embedding scale, final norm offset and soft-caps */
   hf_opt window; /* one sliding_window for every block (llama_block's window); Gemma 2's
                     alternating ones are its own (gemma2) */
+  int rope_per_type; /* sliding and full-attention layers each have their own rope (Gemma 3:
+                        rope_parameters per layer type, or rope_local_base_freq) */
+  int window_pattern; /* layer_types' default: every window_pattern-th layer full, the others
+                         sliding (Gemma 3's sliding_window_pattern, 6); 0: they alternate,
+                         sliding first (Gemma 2's) */
 } hf_arch;
 
 /* The registry entry for an architecture name, or NULL. */
@@ -97,6 +103,11 @@ typedef struct {
   double attn_softcap, final_softcap, query_scalar;
   int64_t sliding_window;
   unsigned char sliding[HF_MAX_GEMMA2_LAYERS];
+  /* The sliding layers' rope where the architecture has one per layer type (rope_per_type:
+   * Gemma 3's local base frequency); rope_theta and rope above are the full-attention layers'.
+   * Elsewhere equal to those. */
+  double local_rope_theta;
+  pt_rope_scaling local_rope;
 } hf_config;
 
 /* Reads DIR/config.json. seq_len: 0 for the default (GPT-2: n_positions, which its learned

@@ -26,7 +26,7 @@ static const hf_name k_gpt2[] = {
 /* Causal-mask buffers older GPT-2 files carry. */
 static const char *const k_gpt2_ignored[] = {".attn.bias", ".attn.masked_bias", NULL};
 
-/* The projections the Llama family and Gemma 2 name alike. */
+/* The projections the Llama family and Gemma name alike. */
 #define LLAMA_ATTN_NAMES                                                                          \
   {HF_ROLE_BLOCK, "attn.q.weight", "model.layers.%d.self_attn.q_proj.weight", 0, 0, 0},           \
   {HF_ROLE_BLOCK, "attn.k.weight", "model.layers.%d.self_attn.k_proj.weight", 0, 0, 0},           \
@@ -74,38 +74,54 @@ static const hf_name k_phi3[] = {
 /* Gemma2ForCausalLM: llama_block with post_norms. Gemma's post_attention_layernorm is the
  * norm after attention (Llama's name for the norm before the MLP, which Gemma calls
  * pre_feedforward_layernorm). */
+#define GEMMA_NORM_NAMES                                                                          \
+  {HF_ROLE_BLOCK, "attn_post_norm.weight", "model.layers.%d.post_attention_layernorm.weight",     \
+   0, 0, 0},                                                                                      \
+  {HF_ROLE_BLOCK, "mlp_norm.weight", "model.layers.%d.pre_feedforward_layernorm.weight", 0, 0,    \
+   0},                                                                                            \
+  LLAMA_MLP_NAMES,                                                                                \
+  {HF_ROLE_BLOCK, "mlp_post_norm.weight", "model.layers.%d.post_feedforward_layernorm.weight",    \
+   0, 0, 0},                                                                                      \
+  {HF_ROLE_NORM, "weight", "model.norm.weight", 0, 0, 0},                                         \
+  {HF_ROLE_HEAD, "weight", "lm_head.weight", 0, 0, 0}
+
 static const hf_name k_gemma2[] = {
     {HF_ROLE_EMBED, "weight", "model.embed_tokens.weight", 0, 0, 0},
     {HF_ROLE_BLOCK, "attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0, 0, 0},
     LLAMA_ATTN_NAMES,
-    {HF_ROLE_BLOCK, "attn_post_norm.weight", "model.layers.%d.post_attention_layernorm.weight",
-     0, 0, 0},
-    {HF_ROLE_BLOCK, "mlp_norm.weight", "model.layers.%d.pre_feedforward_layernorm.weight", 0, 0,
-     0},
-    LLAMA_MLP_NAMES,
-    {HF_ROLE_BLOCK, "mlp_post_norm.weight", "model.layers.%d.post_feedforward_layernorm.weight",
-     0, 0, 0},
-    {HF_ROLE_NORM, "weight", "model.norm.weight", 0, 0, 0},
-    {HF_ROLE_HEAD, "weight", "lm_head.weight", 0, 0, 0},
+    GEMMA_NORM_NAMES,
+};
+
+/* Gemma3ForCausalLM (the text model, model_type gemma3_text): Gemma 2's layer with Qwen3's
+ * per-head q and k RMSNorms, (1 + w) as its other norms (llama_block's norm_offset covers them). */
+static const hf_name k_gemma3[] = {
+    {HF_ROLE_EMBED, "weight", "model.embed_tokens.weight", 0, 0, 0},
+    {HF_ROLE_BLOCK, "attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0, 0, 0},
+    LLAMA_ATTN_NAMES,
+    {HF_ROLE_BLOCK, "attn.q_norm.weight", "model.layers.%d.self_attn.q_norm.weight", 0, 0, 0},
+    {HF_ROLE_BLOCK, "attn.k_norm.weight", "model.layers.%d.self_attn.k_norm.weight", 0, 0, 0},
+    GEMMA_NORM_NAMES,
 };
 
 
 #define N(a) ((int)(sizeof a / sizeof a[0]))
 /* Export picks the first Llama-family entry that fits the blocks (hf_arch_for_blocks). */
 static const hf_arch k_archs[] = {
-    {"GPT2LMHeadModel", "gpt2", HF_GPT2, k_gpt2, N(k_gpt2), k_gpt2_ignored, 0, 0, 0, 0, 0},
+    {"GPT2LMHeadModel", "gpt2", HF_GPT2, k_gpt2, N(k_gpt2), k_gpt2_ignored, 0, 0, 0, 0, 0, 0, 0},
     {"LlamaForCausalLM", "llama", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_NO, HF_OPT_CONFIG, HF_OPT_NO, HF_OPT_NO},
+     HF_OPT_NO, HF_OPT_CONFIG, HF_OPT_NO, HF_OPT_NO, 0, 0},
     {"MistralForCausalLM", "mistral", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, HF_OPT_CONFIG},
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, HF_OPT_CONFIG, 0, 0},
     {"Qwen2ForCausalLM", "qwen2", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_YES,
-     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, HF_OPT_NO},
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, 0, 0},
     {"Qwen3ForCausalLM", "qwen3", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_YES, HF_OPT_NO, HF_OPT_NO, HF_OPT_NO},
+     HF_OPT_YES, HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, 0, 0},
     {"Phi3ForCausalLM", "phi3", HF_LLAMA, k_phi3, N(k_phi3), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, HF_OPT_CONFIG},
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, HF_OPT_CONFIG, 0, 0},
     {"Gemma2ForCausalLM", "gemma2", HF_LLAMA, k_gemma2, N(k_gemma2), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_NO, HF_OPT_NO, HF_OPT_YES, HF_OPT_NO},
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_YES, HF_OPT_NO, 0, 0},
+    {"Gemma3ForCausalLM", "gemma3_text", HF_LLAMA, k_gemma3, N(k_gemma3), k_llama_ignored,
+     HF_OPT_NO, HF_OPT_YES, HF_OPT_NO, HF_OPT_YES, HF_OPT_NO, 1, 6},
 };
 
 const hf_arch *hf_arch_find(const char *architecture) {
@@ -116,7 +132,7 @@ const hf_arch *hf_arch_find(const char *architecture) {
 
 const char *hf_arch_list(void) {
   return "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-         "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM";
+         "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM";
 }
 
 static int opt_fits(hf_opt o, int on) { return o == HF_OPT_CONFIG || (int)(o == HF_OPT_YES) == on; }

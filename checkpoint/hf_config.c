@@ -184,42 +184,85 @@ static void finish_rope(cfg_reader *r, const char *key, hf_config *c, int64_t ma
 /* RoPE: rope_theta and rope_scaling (transformers 4), or rope_parameters (5): the default type
  * or llama3, linear, yarn with the parameters llama_block's rope_scaling takes
  * (layers/rope_freqs.h); any other key is refused, naming it. */
-static void read_rope(cfg_reader *r, hf_config *c, int64_t max_pos) {
-  const char *keys[] = {"rope_scaling", "rope_parameters"};
+/* One rope object's entries (key names it in messages) into c->rope and c->rope_theta. */
+static void read_rope_object(cfg_reader *r, const char *key, const cJSON *p, hf_config *c) {
+  const cJSON *it;
+  if (!cJSON_IsObject(p)) {
+    cfg_fail(r, key, "expected an object or null");
+    return;
+  }
+  cJSON_ArrayForEach(it, p) {
+    if (!strcmp(it->string, "rope_theta") && !(cJSON_IsNumber(it) && it->valuedouble > 0 &&
+                                               isfinite(it->valuedouble))) {
+      cfg_fail(r, key, "rope_theta %g: expected a positive number (RoPE's base, e.g. 10000)",
+               cJSON_IsNumber(it) ? it->valuedouble : NAN);
+      return;
+    }
+    if (!strcmp(it->string, "partial_rotary_factor")) { /* Phi-3's, in transformers 5 */
+      if (cJSON_IsNumber(it) && it->valuedouble == 1.0) continue;
+      cfg_fail(r, key, "partial_rotary_factor %g is not supported: llama_block rotates every "
+               "pair of a head (1.0)", cJSON_IsNumber(it) ? it->valuedouble : NAN);
+      return;
+    }
+    if (read_rope_key(r, key, it, c)) continue;
+    cfg_fail(r, key, "%s %s%s%s is not supported: llama_block's rope_scaling takes rope_type "
+             "default, linear, llama3 or yarn with factor, low_freq_factor, high_freq_factor, "
+             "original_max_position_embeddings, beta_fast, beta_slow, attention_factor, "
+             "truncate", it->string, cJSON_IsString(it) ? "'" : "",
+             cJSON_IsString(it) ? it->valuestring : "", cJSON_IsString(it) ? "'" : "");
+    return;
+  }
+}
+
+static void rope_reset(hf_config *c) {
   memset(&c->rope, 0, sizeof c->rope);
   c->rope.truncate = 1;
+}
+
+static void read_rope(cfg_reader *r, hf_config *c, int64_t max_pos) {
+  const char *keys[] = {"rope_scaling", "rope_parameters"};
+  rope_reset(c);
   const char *seen = NULL;
-  for (int k = 0; k < 2; k++) {
-    const cJSON *p = cfg_item(r, keys[k]), *it;
-    if (!p) continue;
-    if (!cJSON_IsObject(p)) {
-      cfg_fail(r, keys[k], "expected an object or null");
-      return;
-    }
-    seen = keys[k];
-    cJSON_ArrayForEach(it, p) {
-      if (!strcmp(it->string, "rope_theta") && !(cJSON_IsNumber(it) && it->valuedouble > 0 &&
-                                                 isfinite(it->valuedouble))) {
-        cfg_fail(r, keys[k], "rope_theta %g: expected a positive number (RoPE's base, e.g. 10000)",
-                 cJSON_IsNumber(it) ? it->valuedouble : NAN);
-        return;
-      }
-      if (!strcmp(it->string, "partial_rotary_factor")) { /* Phi-3's, in transformers 5 */
-        if (cJSON_IsNumber(it) && it->valuedouble == 1.0) continue;
-        cfg_fail(r, keys[k], "partial_rotary_factor %g is not supported: llama_block rotates "
-                 "every pair of a head (1.0)", cJSON_IsNumber(it) ? it->valuedouble : NAN);
-        return;
-      }
-      if (read_rope_key(r, keys[k], it, c)) continue;
-      cfg_fail(r, keys[k], "%s %s%s%s is not supported: llama_block's rope_scaling takes "
-               "rope_type default, linear, llama3 or yarn with factor, low_freq_factor, "
-               "high_freq_factor, original_max_position_embeddings, beta_fast, beta_slow, "
-               "attention_factor, truncate", it->string, cJSON_IsString(it) ? "'" : "",
-               cJSON_IsString(it) ? it->valuestring : "", cJSON_IsString(it) ? "'" : "");
-      return;
-    }
+  for (int k = 0; k < 2 && !r->failed; k++) {
+    const cJSON *p = cfg_item(r, keys[k]);
+    if (p) seen = keys[k], read_rope_object(r, keys[k], p, c);
   }
   if (!r->failed) finish_rope(r, seen ? seen : "rope_scaling", c, max_pos);
+}
+
+/* A rope per layer type (Gemma 3): rope_parameters' sliding_attention and full_attention
+ * (transformers 5), else rope_theta and rope_scaling for the full-attention layers and
+ * rope_local_base_freq for the sliding ones, unscaled (4); Gemma3TextConfig's bases when
+ * absent. The sliding layers' go to local_rope_theta and local_rope. */
+static void read_rope_per_type(cfg_reader *r, hf_config *c, int64_t max_pos) {
+  static const char *types[2] = {"sliding_attention", "full_attention"};
+  static const double bases[2] = {10000.0, 1000000.0};
+  const cJSON *p = cfg_item(r, "rope_parameters"), *it;
+  const cJSON *sub[2];
+  for (int t = 0; t < 2; t++) {
+    sub[t] = p ? cJSON_GetObjectItemCaseSensitive(p, types[t]) : NULL;
+    if (cJSON_IsNull(sub[t])) sub[t] = NULL; /* null: the type's default rope */
+  }
+  if (!sub[0] && !sub[1]) {
+    c->rope_theta = cfg_num(r, "rope_theta", bases[1]);
+    read_rope(r, c, max_pos);
+    c->local_rope_theta = cfg_num(r, "rope_local_base_freq", bases[0]);
+    memset(&c->local_rope, 0, sizeof c->local_rope);
+    return;
+  }
+  cJSON_ArrayForEach(it, p)
+    if (strcmp(it->string, types[0]) && strcmp(it->string, types[1]))
+      cfg_fail(r, "rope_parameters", "'%s' is not a layer type: a rope per layer type is given "
+               "for sliding_attention and full_attention", it->string);
+  char key[64];
+  for (int t = 0; t < 2 && !r->failed; t++) {
+    snprintf(key, sizeof key, "rope_parameters.%s", types[t]);
+    rope_reset(c);
+    c->rope_theta = bases[t];
+    if (sub[t]) read_rope_object(r, key, sub[t], c);
+    if (!r->failed) finish_rope(r, key, c, max_pos);
+    if (t == 0) c->local_rope_theta = c->rope_theta, c->local_rope = c->rope;
+  }
 }
 
 /* A soft-cap: null is none (0), absent is the config class's default. */
@@ -228,15 +271,24 @@ static double cfg_cap(cfg_reader *r, const char *key, double def) {
   return it && cJSON_IsNull(it) ? 0 : cfg_num(r, key, def);
 }
 
-/* layer_types into c->sliding: Gemma2Config's default alternates, sliding first. */
+/* layer_types into c->sliding. Without them, the config class's default: Gemma2Config's
+ * alternate, sliding first; Gemma3TextConfig's make every sliding_window_pattern-th layer full
+ * (transformers 5 writes the pattern as _sliding_window_pattern). */
 static void read_layer_types(cfg_reader *r, hf_config *c) {
   const cJSON *types = cfg_item(r, "layer_types"), *it;
   if (c->layers > HF_MAX_GEMMA2_LAYERS) {
-    cfg_fail(r, "num_hidden_layers", "%lld: at most %d layers of Gemma 2 convert",
+    cfg_fail(r, "num_hidden_layers", "%lld: at most %d layers of Gemma convert",
              (long long)c->layers, HF_MAX_GEMMA2_LAYERS);
     return;
   }
-  for (int64_t i = 0; i < c->layers; i++) c->sliding[i] = i % 2 == 0;
+  int64_t pattern = c->arch->window_pattern;
+  if (pattern) {
+    const char *key = cfg_item(r, "sliding_window_pattern") ? "sliding_window_pattern"
+                                                             : "_sliding_window_pattern";
+    pattern = cfg_int(r, key, 0, pattern, 1, INT32_MAX);
+  }
+  for (int64_t i = 0; i < c->layers; i++)
+    c->sliding[i] = pattern ? (i + 1) % pattern != 0 : i % 2 == 0;
   if (!types) return;
   if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != c->layers) {
     cfg_fail(r, "layer_types", "expected a list of num_hidden_layers (%lld) entries",
@@ -253,20 +305,25 @@ static void read_layer_types(cfg_reader *r, hf_config *c) {
   }
 }
 
-/* Gemma2ForCausalLM's keys beyond the Llama family's (Gemma2Config's defaults when absent). */
+/* Gemma2ForCausalLM's and Gemma3ForCausalLM's keys beyond the Llama family's (Gemma2Config's
+ * and Gemma3TextConfig's defaults when absent: Gemma 3 caps nothing). */
 static void read_gemma2(cfg_reader *r, hf_config *c) {
   c->gemma2 = 1;
+  const int capped = c->arch->qk_norm != HF_OPT_YES; /* Gemma 3 normalises q, k instead */
   const char *act = cfg_str(r, "hidden_activation", "gelu_pytorch_tanh");
   if (strcmp(act, "gelu_pytorch_tanh") && strcmp(act, "gelu_new"))
     cfg_fail(r, "hidden_activation", "'%s' is not supported: llama_block's mlp_act gelu_tanh is "
              "the tanh GELU (gelu_pytorch_tanh)", act);
-  c->attn_softcap = cfg_cap(r, "attn_logit_softcapping", 50.0);
-  c->final_softcap = cfg_cap(r, "final_logit_softcapping", 30.0);
+  c->attn_softcap = cfg_cap(r, "attn_logit_softcapping", capped ? 50.0 : 0.0);
+  c->final_softcap = cfg_cap(r, "final_logit_softcapping", capped ? 30.0 : 0.0);
   c->query_scalar = cfg_num(r, "query_pre_attn_scalar", 256.0);
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(r->root, "sliding_window");
   c->sliding_window = w && cJSON_IsNull(w) ? 0 : cfg_int(r, "sliding_window", 0, 4096, 1, INT32_MAX);
   cfg_require_bool(r, "use_bidirectional_attention", 0, 0, "llama_block's attention is causal");
   read_layer_types(r, c);
+  if (!r->failed && c->arch->rope_per_type && !c->sliding_window)
+    cfg_fail(r, "sliding_window", "null is not supported with a rope per layer type: pipetrain "
+             "tells the sliding_attention layers (and so their rope) by their window");
 }
 
 static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
@@ -299,7 +356,12 @@ static void read_llama(cfg_reader *r, hf_config *c, int64_t seq_len) {
   if (strcmp(act, want))
     cfg_fail(r, "hidden_act", "'%s' is not supported: llama_block's MLP is %s", act,
              gemma2 ? "Gemma 2's GeGLU (gelu_pytorch_tanh)" : "SwiGLU (silu)");
-  read_rope(r, c, max_pos);
+  if (c->arch->rope_per_type) {
+    read_rope_per_type(r, c, max_pos);
+  } else {
+    read_rope(r, c, max_pos);
+    c->local_rope_theta = c->rope_theta, c->local_rope = c->rope;
+  }
   /* Qwen2's attention has q/k/v biases and no o bias whatever the config says; Llama's and
    * Qwen3's attention_bias would add o's too. The architecture's entry says which options its
    * blocks have (hf_arch.c). */
@@ -465,24 +527,32 @@ static int64_t layer_window(const hf_config *c, int64_t i) {
   return c->window;
 }
 
-/* The llama_block entries: one per run of blocks with the same window (Gemma 2 alternates). */
+/* Whether block i computes with the sliding layers' rope (Gemma 3's local one). */
+static int layer_local_rope(const hf_config *c, int64_t i) {
+  return c->arch->rope_per_type && c->gemma2 && c->sliding[i];
+}
+
+/* The llama_block entries: one per run of blocks with the same window and rope (Gemma 2
+ * alternates the window, Gemma 3 the rope too). */
 static int blocks_text(const hf_config *c, const char *eps, char *s, size_t cap) {
   char rope[400], head_dim[40] = "", gemma[200], theta[40], window[40];
-  rope_spec_text(&c->rope, rope, sizeof rope);
   if (c->head_dim != c->dim / c->heads)
     snprintf(head_dim, sizeof head_dim, ", head_dim: %lld", (long long)c->head_dim);
   gemma2_block_text(c, gemma, sizeof gemma);
   int n = 0;
   for (int64_t i = 0, run; i < c->layers; i += run) {
-    for (run = 1; i + run < c->layers && layer_window(c, i + run) == layer_window(c, i); run++) {
+    for (run = 1; i + run < c->layers && layer_window(c, i + run) == layer_window(c, i) &&
+                  layer_local_rope(c, i + run) == layer_local_rope(c, i); run++) {
     }
+    const int local = layer_local_rope(c, i);
+    rope_spec_text(local ? &c->local_rope : &c->rope, rope, sizeof rope);
     window[0] = '\0';
     if (layer_window(c, i))
       snprintf(window, sizeof window, ", window: %lld", (long long)layer_window(c, i));
     n += snprintf(s + n, cap - (size_t)n, "  - llama_block: {repeat: %lld, kv_heads: %lld, "
                   "ffn_dim: %lld, rope_theta: %s, eps: %s%s%s%s%s%s%s%s}\n",
                   (long long)run, (long long)c->kv_heads, (long long)c->ffn,
-                  fmt_num(c->rope_theta, theta, sizeof theta), eps,
+                  fmt_num(local ? c->local_rope_theta : c->rope_theta, theta, sizeof theta), eps,
                   c->qkv_bias ? ", qkv_bias: true" : "", c->qk_norm ? ", qk_norm: true" : "",
                   c->mlp_bias ? ", mlp_bias: true" : "", head_dim, rope, gemma, window);
   }
@@ -550,12 +620,11 @@ static cJSON *gpt2_json(const hf_config *c) {
   return o;
 }
 
-/* The rope's transformers parameters: rope_type, rope_theta and the type's own. */
-static cJSON *rope_json(const hf_config *c) {
-  const pt_rope_scaling *p = &c->rope;
+/* A rope's transformers parameters: rope_type, rope_theta and the type's own. */
+static cJSON *rope_json(const pt_rope_scaling *p, double theta) {
   cJSON *rope = cJSON_CreateObject();
   cJSON_AddStringToObject(rope, "rope_type", pt_rope_type_names[p->type]);
-  cJSON_AddNumberToObject(rope, "rope_theta", c->rope_theta);
+  cJSON_AddNumberToObject(rope, "rope_theta", theta);
   if (p->type != PT_ROPE_DEFAULT) cJSON_AddNumberToObject(rope, "factor", p->factor);
   if (p->type == PT_ROPE_LLAMA3) {
     cJSON_AddNumberToObject(rope, "low_freq_factor", p->low_freq_factor);
@@ -597,6 +666,34 @@ static void add_gemma2_json(const hf_config *c, cJSON *o) {
                                                                  : "full_attention"));
   }
   cJSON_AddNumberToObject(o, "sliding_window", (double)(window ? window : c->seq_len));
+  /* transformers before 4.53 read no layer_types, only Gemma 3's pattern: written where the
+   * layers follow one */
+  for (int64_t p = 1; c->arch->window_pattern && p <= c->layers; p++) {
+    int64_t i = 0;
+    while (i < c->layers && c->sliding[i] == ((i + 1) % p != 0)) i++;
+    if (i == c->layers) {
+      cJSON_AddNumberToObject(o, "sliding_window_pattern", (double)p);
+      break;
+    }
+  }
+}
+
+/* The rope keys: rope_parameters (transformers 5; per layer type where the architecture has a
+ * rope per type) and transformers 4's rope_theta, rope_scaling (and Gemma 3's
+ * rope_local_base_freq: 4 has no scaling of the sliding layers' rope, 5 reads
+ * rope_parameters first). */
+static void add_rope_json(const hf_config *c, cJSON *o) {
+  cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+  if (c->rope.type != PT_ROPE_DEFAULT)
+    cJSON_AddItemToObject(o, "rope_scaling", rope_json(&c->rope, c->rope_theta));
+  if (!c->arch->rope_per_type) {
+    cJSON_AddItemToObject(o, "rope_parameters", rope_json(&c->rope, c->rope_theta));
+    return;
+  }
+  cJSON_AddNumberToObject(o, "rope_local_base_freq", c->local_rope_theta);
+  cJSON *per = cJSON_AddObjectToObject(o, "rope_parameters");
+  cJSON_AddItemToObject(per, "sliding_attention", rope_json(&c->local_rope, c->local_rope_theta));
+  cJSON_AddItemToObject(per, "full_attention", rope_json(&c->rope, c->rope_theta));
 }
 
 static cJSON *llama_json(const hf_config *c) {
@@ -613,11 +710,7 @@ static cJSON *llama_json(const hf_config *c) {
   else cJSON_AddStringToObject(o, "hidden_act", "silu");
   cJSON_AddNumberToObject(o, "max_position_embeddings", (double)c->seq_len);
   cJSON_AddNumberToObject(o, "rms_norm_eps", c->eps);
-  cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta); /* transformers 4 */
-  cJSON *rope = rope_json(c);
-  if (c->rope.type != PT_ROPE_DEFAULT) /* transformers 4 */
-    cJSON_AddItemToObject(o, "rope_scaling", cJSON_Duplicate(rope, 1));
-  cJSON_AddItemToObject(o, "rope_parameters", rope); /* transformers 5 */
+  add_rope_json(c, o);
   if (!c->qkv_bias) cJSON_AddFalseToObject(o, "attention_bias"); /* Qwen2's q/k/v always have */
   cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
   cJSON_AddNumberToObject(o, "attention_dropout", 0.0);

@@ -133,25 +133,57 @@ static int pick_arch(const pt_model *m, int li, const char *arch, hf_config *c, 
       snprintf(why, sizeof why, "qkv_bias %d, qk_norm %d, mlp_bias %d, Gemma 2's options %d "
                "together fit no transformers architecture: Qwen2ForCausalLM has q/k/v biases, "
                "Qwen3ForCausalLM q/k norms, LlamaForCausalLM MLP biases, Gemma2ForCausalLM "
-               "Gemma 2's options, one at a time", c->qkv_bias, c->qk_norm, c->mlp_bias,
-               c->gemma2);
+               "Gemma 2's options, one at a time, and Gemma3ForCausalLM Gemma 2's options with "
+               "q/k norms", c->qkv_bias, c->qk_norm, c->mlp_bias, c->gemma2);
     return refuse(m, li, err, errsz, why);
   }
+  if (!a->rope_per_type && (c->local_rope_theta != c->rope_theta ||
+                            memcmp(&c->local_rope, &c->rope, sizeof c->rope) != 0))
+    return refuse(m, li, err, errsz, "its blocks with a window have another rope than those "
+                  "without; only Gemma3ForCausalLM has a rope per layer type (with Gemma's "
+                  "options and qk_norm): give every block the same rope_theta and rope_scaling");
   c->arch = a;
+  return 0;
+}
+
+/* The blocks' ropes: one for the blocks with a window, one for those without (Gemma 3 has a
+ * rope per layer type; pick_arch refuses two for any other architecture), each alike in its
+ * blocks. b->theta and b->rope are cleared, so that blocks compare without them. */
+static int rope_of_block(const pt_model *m, int li, block_shape *b, block_shape kind[2],
+                         int have[2], char *err, size_t errsz) {
+  const int sliding = setting_or(&m->layers[li], "window", 0) > 0;
+  if (!have[sliding]) {
+    have[sliding] = 1, kind[sliding].theta = b->theta, kind[sliding].rope = b->rope;
+  } else if (b->theta != kind[sliding].theta ||
+             memcmp(&b->rope, &kind[sliding].rope, sizeof b->rope) != 0) {
+    return refuse(m, li, err, errsz, sliding ? "its rope differs from an earlier block's with a "
+                  "window; a transformers config has one rope for all sliding layers" :
+                  "its rope differs from an earlier block's without a window; a transformers "
+                  "config has one rope for all full-attention layers");
+  }
+  b->theta = 0;
+  memset(&b->rope, 0, sizeof b->rope);
   return 0;
 }
 
 static int check_blocks(const pt_model *m, int first, int end, hf_config *c, char *err,
                         size_t errsz) {
-  block_shape b0 = read_block(m, first);
+  block_shape b0 = read_block(m, first), kind[2];
+  int have[2] = {0, 0};
+  memset(kind, 0, sizeof kind);
+  if (rope_of_block(m, first, &b0, kind, have, err, errsz) != 0) return -1;
   for (int li = first + 1; li < end; li++) {
     block_shape b = read_block(m, li);
+    if (rope_of_block(m, li, &b, kind, have, err, errsz) != 0) return -1;
     if (memcmp(&b, &b0, sizeof b) != 0)
       return refuse(m, li, err, errsz, "its settings differ from the first block's; a "
                     "transformers config has one set for all blocks");
   }
+  const block_shape *full = &kind[!have[0]], *local = &kind[have[1]];
+  c->rope_theta = full->theta, c->rope = full->rope;
+  c->local_rope_theta = local->theta, c->local_rope = local->rope;
   c->heads = b0.heads, c->kv_heads = b0.kv_heads ? b0.kv_heads : b0.heads, c->ffn = b0.ffn;
-  c->eps = b0.eps, c->rope_theta = b0.theta, c->rope = b0.rope, c->qkv_bias = (int)b0.qkv_bias;
+  c->eps = b0.eps, c->qkv_bias = (int)b0.qkv_bias;
   c->head_dim = b0.head_dim, c->qk_norm = (int)b0.qk_norm, c->mlp_bias = (int)b0.mlp_bias;
   c->layers = end - first;
   if (gemma2_from_blocks(m, &b0, first, end, c, err, errsz) != 0) return -1;

@@ -178,6 +178,23 @@ def main():
     d = model_dir(root, "theta0p", {**LLAMA, "rope_parameters": {"rope_type": "default", "rope_theta": 0}})
     expect("rope_parameters.rope_theta 0", from_hf(d, root), f"{d}/config.json", "rope_theta 0:",
            "positive")
+    # Gemma 3: a rope per layer type, for the two types llama_block tells apart by the window
+    GEMMA3 = {**LLAMA, "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+              "head_dim": 4, "sliding_window": 4, "rope_theta": None, "rope_scaling": None,
+              "hidden_activation": "gelu_pytorch_tanh", "hidden_act": "gelu_pytorch_tanh"}
+    d = model_dir(root, "gemma3_type", {**GEMMA3, "rope_parameters": {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "chunked_attention": {"rope_type": "default", "rope_theta": 10000.0}}})
+    expect("Gemma 3 rope_parameters of another layer type", from_hf(d, root),
+           f"{d}/config.json", "rope_parameters", "chunked_attention")
+    d = model_dir(root, "gemma3_key", {**GEMMA3, "rope_parameters": {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {"rope_type": "yarn", "factor": 2.0, "mscale": 1.0}}})
+    expect("Gemma 3 rope_parameters.full_attention with a key llama_block lacks",
+           from_hf(d, root), f"{d}/config.json", "rope_parameters.full_attention", "mscale")
+    d = model_dir(root, "gemma3_nowin", {**GEMMA3, "sliding_window": None})
+    expect("Gemma 3 without a sliding_window", from_hf(d, root), f"{d}/config.json",
+           "sliding_window", "rope per layer type")
     d = model_dir(root, "seqlen", LLAMA)
     expect("--seq-len 1e12", [*from_hf(d, root), "--seq-len", "1000000000000"], "--seq-len",
            "2147483647")
@@ -220,6 +237,26 @@ def main():
             "Phi3ForCausalLM"], "Phi3ForCausalLM cannot hold")
         expect("--hf-arch unknown", [PIPE_CONVERT, ck, "--to-hf", os.path.join(root, "out"),
                                      "--hf-arch", "Bert"], "--hf-arch Bert")
+    # --to-hf of Gemma 2's blocks with a rope per window: only Gemma 3 (with q/k norms) has one
+    text = open(os.path.join(examples, "..", "tests", "pipeline", "gemma2_gate.yaml")).read()
+    for name, new, needles in (
+            ("per type", text.replace("window: 8,", "window: 8, rope_theta: 500.0,"),
+             ("layer 1 (llama_block)", "only Gemma3ForCausalLM has a rope per layer type")),
+            ("per block", text.replace("window: 8,", "window: 8, rope_theta: 500.0,", 1),
+             ("layer 3 (llama_block)", "its rope differs from an earlier block's with a window"))):
+        spec = os.path.join(root, f"gemma2-rope-{name.replace(' ', '-')}.yaml")
+        open(spec, "w").write(new)
+        ck = spec + ".ck"
+        r = subprocess.run([PIPE_TRAIN, spec, "--sequential", "--quiet", "--set",
+                            "train.steps=1", "--set",
+                            f"data.path={os.path.join(examples, 'data', 'tiny.txt')}",
+                            "--save", ck], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(r.stdout, r.stderr)
+            failures.append(f"saving the Gemma 2 checkpoint with a rope {name}")
+            continue
+        expect(f"--to-hf of Gemma 2's blocks with a rope {name}",
+               [PIPE_CONVERT, ck, "--to-hf", os.path.join(root, "out")], *needles)
     subprocess.run(["rm", "-rf", root])
     if failures:
         print(f"{len(failures)} check(s) failed")

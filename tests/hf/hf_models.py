@@ -13,7 +13,11 @@ mistral_window (MistralForCausalLM with a sliding_window of 5 under seq_len 16, 
 llama_block's window), gemma2 (Gemma2ForCausalLM: GQA, tied head, scaled embedding, (1 + w)
 RMSNorms, post-norms, GeGLU, final-logit soft-capping, alternating
 sliding windows shorter than seq_len, attention-logit soft-capping and a query_pre_attn_scalar
-other than head_dim)).
+other than head_dim), gemma3 (Gemma3ForCausalLM: Gemma 2's layer with (1 + w) q/k norms, no
+soft-caps, a rope per layer type: the full-attention layers' linear-scaled, the sliding ones'
+plain with another base; layer_types sliding, full, sliding), gemma3_legacy (the same model with
+its config.json in transformers 4's spelling: rope_theta, rope_local_base_freq, rope_scaling,
+sliding_window_pattern, no layer_types)).
 
   1. import; pipetrain's loss on step 0's batch equals transformers' to 1e-5 relative (and,
      for scaled rope / Qwen2 / Qwen3 / mlp_bias / the window, transformers' loss without the
@@ -97,20 +101,27 @@ FAMILIES = {
     "mistral_window": (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
                             sliding_window=5), None),
     "gemma2": ({}, None),  # gemma2_config
+    "gemma3": ({}, None),  # gemma3_config
+    "gemma3_legacy": ({}, None),
 }
 # transformers' classes of a family: (config, model); Llama's where not named
 CLASSES = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
            "mistral_head_dim": ("MistralConfig", "MistralForCausalLM"),
            "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "phi3": ("Phi3Config", "Phi3ForCausalLM"),
            "mistral_window": ("MistralConfig", "MistralForCausalLM"),
-           "gemma2": ("Gemma2Config", "Gemma2ForCausalLM")}
+           "gemma2": ("Gemma2Config", "Gemma2ForCausalLM"),
+           "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
+           "gemma3_legacy": ("Gemma3TextConfig", "Gemma3ForCausalLM")}
+GEMMA3 = FAMILY.startswith("gemma3")
 # the families whose config has a sliding_window shorter than seq_len (llama_block's window)
 WINDOWED = ("mistral_window", "phi3")
 # --to-hf as the family's architecture where llama_block's blocks fit several (Phi-3's fused names)
 HF_ARCH = ["--hf-arch", "Phi3ForCausalLM"] if FAMILY == "phi3" else []
 # the parameters whose effect the loss must show (teeth), and their neutral value
 NEUTRAL = {"qwen2": (("proj.bias",), 0.0), "qwen3": (("q_norm.weight", "k_norm.weight"), 1.0),
-           "llama_mlp_bias": (("mlp.gate_proj.bias", "mlp.up_proj.bias", "mlp.down_proj.bias"), 0.0)}
+           "llama_mlp_bias": (("mlp.gate_proj.bias", "mlp.up_proj.bias", "mlp.down_proj.bias"), 0.0),
+           # Gemma 3's norms are (1 + w): w = 0 is the neutral norm
+           "gemma3": (("q_norm.weight", "k_norm.weight"), 0.0)}
 
 
 def gemma2_config(capped=True):
@@ -127,6 +138,38 @@ def gemma2_config(capped=True):
     return transformers.Gemma2Config(**kw)
 
 
+def gemma3_config(per_type=True):
+    # the sliding layers' plain rope and the full layer's linear-scaled one on another base, so
+    # that a rope read for the wrong layer type shows in the loss; without per_type, the
+    # sliding layers' rope everywhere
+    local = {"rope_type": "default", "rope_theta": 10000.0}
+    full = {"rope_type": "linear", "factor": 4.0, "rope_theta": 100.0} if per_type else local
+    return transformers.Gemma3TextConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=T,
+        tie_word_embeddings=True, bos_token_id=0, eos_token_id=0, pad_token_id=0,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        sliding_window=8, query_pre_attn_scalar=16,
+        rope_parameters={"sliding_attention": local, "full_attention": dict(full)})
+
+
+def gemma3_legacy_spelling(out):
+    """config.json as transformers 4.50 wrote Gemma 3's: the full layers' rope at the top,
+    the sliding ones' base as rope_local_base_freq, a sliding_window_pattern (every 2nd layer
+    full: sliding, full, sliding) instead of layer_types."""
+    path = os.path.join(out, "config.json")
+    cfg = json.load(open(path))
+    rope = cfg.pop("rope_parameters")
+    cfg.pop("layer_types")
+    cfg.pop("_sliding_window_pattern", None)
+    full = dict(rope["full_attention"])
+    cfg["rope_theta"] = full.pop("rope_theta")
+    cfg["rope_local_base_freq"] = rope["sliding_attention"]["rope_theta"]
+    cfg["rope_scaling"] = full  # with rope_type, as Gemma 3's files spell it
+    cfg["sliding_window_pattern"] = 2
+    json.dump(cfg, open(path, "w"), indent=2)
+
+
 def causal_lm(cfg):
     return getattr(transformers, CLASSES.get(FAMILY, ("", "LlamaForCausalLM"))[1])(cfg)
 
@@ -134,6 +177,8 @@ def causal_lm(cfg):
 def llama_config(scaled=True, windowed=True):
     if FAMILY == "gemma2":
         return gemma2_config(capped=scaled)
+    if GEMMA3:
+        return gemma3_config(per_type=scaled)
     args, rope = FAMILIES[FAMILY]
     kw = dict(vocab_size=VOCAB, intermediate_size=64, num_hidden_layers=2,
               max_position_embeddings=T, rope_theta=10000.0, tie_word_embeddings=False,
@@ -182,6 +227,9 @@ def make_model(out):
     model.save_pretrained(out)
     if FAMILY == "llama_linear":
         legacy_rope_spelling(out)
+    if FAMILY == "gemma3_legacy":
+        gemma3_legacy_spelling(out)
+        model = transformers.AutoModelForCausalLM.from_pretrained(out)  # as that file reads
     return model
 
 
@@ -276,11 +324,18 @@ def steps(work):
         plain.load_state_dict(model.state_dict())
         u = hf_loss(plain, tokens, 0)
         check(not close(u, b), f"the rope scaling changes transformers' loss ({u:.9g} unscaled)")
-    if FAMILY == "gemma2":
+    if FAMILY == "gemma2" or GEMMA3:
         plain = causal_lm(llama_config(scaled=False))
         plain.load_state_dict(model.state_dict())
         u = hf_loss(plain, tokens, 0)
-        check(not close(u, b), f"the soft-caps change transformers' loss ({u:.9g} without)")
+        what = "the full layer's own rope" if GEMMA3 else "the soft-caps"
+        check(not close(u, b), f"{what} changes transformers' loss ({u:.9g} without)")
+    if GEMMA3:
+        text = open(spec).read()
+        check("window: 8" in text and "qk_norm: true" in text and "rope_theta: 100.0" in text
+              and "rope_theta: 10000.0" in text and "type: linear" in text,
+              "the converted spec has the sliding layers' window and rope, the full layer's "
+              "scaled rope and the q/k norms")
     if FAMILY in NEUTRAL:
         names, value = NEUTRAL[FAMILY]
         plain = causal_lm(llama_config())
