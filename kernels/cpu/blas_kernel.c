@@ -67,17 +67,29 @@ blas_isa blas_kernel_cpu_isa(const cpu_features *f) {
 
 const char *blas_kernel_isa_word(blas_isa isa) { return isa_words[isa]; }
 
-const char *blas_kernel_best(blas_isa isa, int (*has)(const char *core)) {
-  for (int i = N_KERNELS - 1; i >= 0; i--)
-    if (kernels[i].preferred && kernels[i].isa <= isa &&
-        (has ? has(kernels[i].name) : !kernels[i].probe))
-      return kernels[i].name;
+int blas_kernel_cpu_amd(const cpu_features *f) {
+  return !strcmp(f->vendor, "AuthenticAMD") || !strcmp(f->vendor, "HygonGenuine");
+}
+
+static int usable(int i, int (*has)(const char *core)) {
+  return i >= 0 && (has ? has(kernels[i].name) : !kernels[i].probe);
+}
+
+const char *blas_kernel_best(blas_isa isa, int amd, int (*has)(const char *core)) {
+  for (int i = N_KERNELS - 1; i >= 0; i--) {
+    if (!kernels[i].preferred || kernels[i].isa > isa || !usable(i, has)) continue;
+    /* AMD's AVX2 kernel: Zen's blocking over Haswell's kernels, OpenBLAS's own pick there */
+    int zen = find("Zen");
+    if (amd && kernels[i].isa == BLAS_ISA_AVX2 && usable(zen, has)) return kernels[zen].name;
+    return kernels[i].name;
+  }
   return NULL;
 }
 
-const char *blas_kernel_wanted(const char *chosen, blas_isa isa, int (*has)(const char *core)) {
+const char *blas_kernel_wanted(const char *chosen, blas_isa isa, int amd,
+                               int (*has)(const char *core)) {
   int level = blas_kernel_isa(chosen);
-  const char *best = blas_kernel_best(isa, has);
+  const char *best = blas_kernel_best(isa, amd, has);
   return level >= 0 && best && level < blas_kernel_isa(best) ? best : NULL;
 }
 
@@ -208,9 +220,10 @@ void blas_kernel_ensure(char **argv) {
     return;
   }
   if (pinned && !strcasecmp(chosen, pinned)) snprintf(g_note, sizeof g_note, " (%s)", PINNED_VAR);
+  const cpu_features *cpu = cpu_features_get();
   const char *want = pinned ? pinned
-                            : blas_kernel_wanted(chosen, blas_kernel_cpu_isa(cpu_features_get()),
-                                                 library_has);
+                            : blas_kernel_wanted(chosen, blas_kernel_cpu_isa(cpu),
+                                                 blas_kernel_cpu_amd(cpu), library_has);
   if (!want || !strcasecmp(chosen, want)) return;
   if (!strstr(openblas_get_config(), "DYNAMIC_ARCH")) {
     say("warning: OpenBLAS runs its %s kernel and cannot switch to %s: this library is built for "

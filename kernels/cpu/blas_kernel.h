@@ -69,10 +69,16 @@ int blas_kernel_isa(const char *core);
 blas_isa blas_kernel_cpu_isa(const cpu_features *f);
 /* A level's word for messages: "sse", "avx", "avx2", "avx512", "avx512_bf16", "amx". */
 const char *blas_kernel_isa_word(blas_isa isa);
+/* Whether f is an AMD (or Hygon) CPU, whose AVX2 kernel is Zen rather than Haswell. */
+int blas_kernel_cpu_amd(const cpu_features *f);
 /* The kernel to use on a CPU of level isa: the preferred one of the highest level at or below
- * isa that has(name) accepts (has NULL: all but those the library must be asked about). */
-const char *blas_kernel_best(blas_isa isa, int (*has)(const char *core));
-/* The kernel to switch to when OpenBLAS chose `chosen` on a CPU of level isa; NULL to keep it. */
-const char *blas_kernel_wanted(const char *chosen, blas_isa isa, int (*has)(const char *core));
+ * isa that has(name) accepts (has NULL: all but those the library must be asked about); at the
+ * AVX2 level on an AMD CPU (amd 1) Zen, as OpenBLAS itself picks there (Haswell's kernels with
+ * Zen's blocking), where has accepts it. */
+const char *blas_kernel_best(blas_isa isa, int amd, int (*has)(const char *core));
+/* The kernel to switch to when OpenBLAS chose `chosen` on a CPU of level isa (amd as above);
+ * NULL to keep it. */
+const char *blas_kernel_wanted(const char *chosen, blas_isa isa, int amd,
+                               int (*has)(const char *core));
 
 #endif

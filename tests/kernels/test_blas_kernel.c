@@ -10,6 +10,8 @@ static const char *show(const char *s) { return s ? s : "(none)"; }
 
 static int has_all(const char *core) { (void)core; return 1; }
 static int no_cooperlake(const char *core) { return strcmp(core, "Cooperlake") != 0; }
+static int no_zen(const char *core) { return strcmp(core, "Zen") != 0; }
+static int no_skylakex(const char *core) { return strcmp(core, "SkylakeX") != 0; }
 
 static void test_levels(void) {
   static const struct { const char *name; int isa; } cases[] = {
@@ -57,22 +59,34 @@ static void test_cpu_levels(void) {
 }
 
 static void test_best(void) {
-  static const struct { blas_isa isa; int (*has)(const char *); const char *best; } cases[] = {
-      {BLAS_ISA_SSE, NULL, "Prescott"},          {BLAS_ISA_AVX, NULL, "Sandybridge"},
-      {BLAS_ISA_AVX2, NULL, "Haswell"},          {BLAS_ISA_AVX512, NULL, "SkylakeX"},
-      {BLAS_ISA_AVX512_BF16, NULL, "Cooperlake"},
-      {BLAS_ISA_AMX, NULL, "Cooperlake"}, /* SapphireRapids only where the library has it */
-      {BLAS_ISA_AMX, has_all, "SapphireRapids"}, {BLAS_ISA_AVX512_BF16, has_all, "Cooperlake"},
-      {BLAS_ISA_AVX512_BF16, no_cooperlake, "SkylakeX"}};
+  static const struct {
+    blas_isa isa;
+    int amd;
+    int (*has)(const char *);
+    const char *best;
+  } cases[] = {
+      {BLAS_ISA_SSE, 0, NULL, "Prescott"},          {BLAS_ISA_AVX, 0, NULL, "Sandybridge"},
+      {BLAS_ISA_AVX2, 0, NULL, "Haswell"},          {BLAS_ISA_AVX512, 0, NULL, "SkylakeX"},
+      {BLAS_ISA_AVX512_BF16, 0, NULL, "Cooperlake"},
+      {BLAS_ISA_AMX, 0, NULL, "Cooperlake"}, /* SapphireRapids only where the library has it */
+      {BLAS_ISA_AMX, 0, has_all, "SapphireRapids"},
+      {BLAS_ISA_AVX512_BF16, 0, has_all, "Cooperlake"},
+      {BLAS_ISA_AVX512_BF16, 0, no_cooperlake, "SkylakeX"},
+      /* AMD: Zen at AVX2 (Zen 1 to 3), Haswell where the library lacks it; Zen 4's AVX-512 as
+       * Intel's, and Zen below that only where the library lacks SkylakeX */
+      {BLAS_ISA_AVX2, 1, NULL, "Zen"},              {BLAS_ISA_AVX2, 1, no_zen, "Haswell"},
+      {BLAS_ISA_AVX512_BF16, 1, has_all, "Cooperlake"}, {BLAS_ISA_AVX, 1, NULL, "Sandybridge"},
+      {BLAS_ISA_AVX512, 1, no_skylakex, "Zen"}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    const char *got = blas_kernel_best(cases[i].isa, cases[i].has);
-    CHECK(same(got, cases[i].best), "level %d: %s, want %s", cases[i].isa, show(got),
-          cases[i].best);
+    const char *got = blas_kernel_best(cases[i].isa, cases[i].amd, cases[i].has);
+    CHECK(same(got, cases[i].best), "level %d%s: %s, want %s", cases[i].isa,
+          cases[i].amd ? " (AMD)" : "", show(got), cases[i].best);
   }
 }
 
 static void test_wanted(void) {
   static const struct { const char *chosen; blas_isa isa; const char *want; } cases[] = {
+      /* (each also on an AMD CPU below: the same, but Zen at the AVX2 level) */
       {"Prescott", BLAS_ISA_AVX512_BF16, "Cooperlake"}, /* the mis-detection */
       {"Prescott", BLAS_ISA_AMX, "Cooperlake"},         /* Sapphire Rapids under 0.3.21 */
       {"SkylakeX", BLAS_ISA_AVX512_BF16, "Cooperlake"},
@@ -86,10 +100,17 @@ static void test_wanted(void) {
       {"armv8", BLAS_ISA_SSE, NULL},
       {NULL, BLAS_ISA_AVX2, NULL}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    const char *got = blas_kernel_wanted(cases[i].chosen, cases[i].isa, NULL);
+    const char *got = blas_kernel_wanted(cases[i].chosen, cases[i].isa, 0, NULL);
     CHECK(same(got, cases[i].want), "%s at level %d: %s, want %s", show(cases[i].chosen),
           cases[i].isa, show(got), show(cases[i].want));
+    const char *amd_want = same(cases[i].want, "Haswell") ? "Zen" : cases[i].want;
+    got = blas_kernel_wanted(cases[i].chosen, cases[i].isa, 1, NULL);
+    CHECK(same(got, amd_want), "%s at level %d (AMD): %s, want %s", show(cases[i].chosen),
+          cases[i].isa, show(got), show(amd_want));
   }
+  /* the mis-detection on Zen 1 to 3; OpenBLAS's Haswell there is the same level: kept */
+  CHECK(same(blas_kernel_wanted("Prescott", BLAS_ISA_AVX2, 1, NULL), "Zen"), "Prescott on Zen");
+  CHECK(blas_kernel_wanted("Haswell", BLAS_ISA_AVX2, 1, NULL) == NULL, "Haswell on Zen: kept");
 }
 
 static void test_describe(void) {
