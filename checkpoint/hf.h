@@ -5,8 +5,8 @@
  * the Llama family (LlamaForCausalLM with llama_block's optional mlp_bias, MistralForCausalLM
  * with its window, Qwen2ForCausalLM with its qkv_bias, Qwen3ForCausalLM with its qk_norm,
  * Phi3ForCausalLM with fused q|k|v and gate|up tensors, Gemma2ForCausalLM with its Gemma
- * options, Gemma3ForCausalLM with those, q/k norms and a rope per layer type) as llama_block
- * layers; docs/checkpoint.md's family table says what each takes.
+ * options, Gemma3ForCausalLM with those, q/k norms and a rope per layer type, and the language
+ * model of Gemma3ForConditionalGeneration, import only) as llama_block layers; docs/checkpoint.md's family table says what each takes.
  * Everything the layers cannot represent is refused with one line naming the file and the
  * config key or tensor. The name mapping per architecture is data
  * (hf_arch.c); import and export walk the same table.
@@ -65,6 +65,14 @@ typedef struct {
   int window_pattern; /* layer_types' default: every window_pattern-th layer full, the others
                          sliding (Gemma 3's sliding_window_pattern, 6); 0: they alternate,
                          sliding first (Gemma 2's) */
+  const char *defaults; /* the text config class's defaults (JSON) for the keys a config.json
+                           leaves out (Gemma3TextConfig's: Gemma 3's files give few); NULL: none */
+  /* A model of which pipetrain converts the language model only (import only): its text
+   * config is config.json's `text_config`, its tensors' names are the names above after
+   * `prefix`, and the tensors under `skipped` (the vision tower) are left out, said in a
+   * notice. NULLs elsewhere. */
+  const char *text_config, *prefix;
+  const char *const *skipped;
 } hf_arch;
 
 /* The registry entry for an architecture name, or NULL. */

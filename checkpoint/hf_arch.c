@@ -104,24 +104,40 @@ static const hf_name k_gemma3[] = {
 };
 
 
+/* Gemma3TextConfig's defaults (transformers), which Gemma 3's files rely on: the 4B's
+ * text_config gives neither vocab_size nor head_dim. */
+static const char k_gemma3_defaults[] =
+    "{\"vocab_size\": 262208, \"hidden_size\": 2304, \"intermediate_size\": 9216, "
+    "\"num_hidden_layers\": 26, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, "
+    "\"head_dim\": 256, \"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-06, "
+    "\"sliding_window\": 4096, \"query_pre_attn_scalar\": 256, \"tie_word_embeddings\": true}";
+/* Gemma3ForConditionalGeneration's image encoder and its projection into the text model */
+static const char *const k_gemma3_vision[] = {"vision_tower.", "multi_modal_projector.", NULL};
+
 #define N(a) ((int)(sizeof a / sizeof a[0]))
 /* Export picks the first Llama-family entry that fits the blocks (hf_arch_for_blocks). */
 static const hf_arch k_archs[] = {
-    {"GPT2LMHeadModel", "gpt2", HF_GPT2, k_gpt2, N(k_gpt2), k_gpt2_ignored, 0, 0, 0, 0, 0, 0, 0},
+    {"GPT2LMHeadModel", "gpt2", HF_GPT2, k_gpt2, N(k_gpt2), k_gpt2_ignored, 0, 0, 0, 0, 0, 0, 0,
+     NULL, NULL, NULL, NULL},
     {"LlamaForCausalLM", "llama", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_NO, HF_OPT_CONFIG, HF_OPT_NO, HF_OPT_NO, 0, 0},
+     HF_OPT_NO, HF_OPT_CONFIG, HF_OPT_NO, HF_OPT_NO, 0, 0, NULL, NULL, NULL, NULL},
     {"MistralForCausalLM", "mistral", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, HF_OPT_CONFIG, 0, 0},
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, HF_OPT_CONFIG, 0, 0, NULL, NULL, NULL, NULL},
     {"Qwen2ForCausalLM", "qwen2", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_YES,
-     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, 0, 0},
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, 0, 0, NULL, NULL, NULL, NULL},
     {"Qwen3ForCausalLM", "qwen3", HF_LLAMA, k_llama, N(k_llama), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_YES, HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, 0, 0},
+     HF_OPT_YES, HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, 0, 0, NULL, NULL, NULL, NULL},
     {"Phi3ForCausalLM", "phi3", HF_LLAMA, k_phi3, N(k_phi3), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, HF_OPT_CONFIG, 0, 0},
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_NO, HF_OPT_CONFIG, 0, 0, NULL, NULL, NULL, NULL},
     {"Gemma2ForCausalLM", "gemma2", HF_LLAMA, k_gemma2, N(k_gemma2), k_llama_ignored, HF_OPT_NO,
-     HF_OPT_NO, HF_OPT_NO, HF_OPT_YES, HF_OPT_NO, 0, 0},
+     HF_OPT_NO, HF_OPT_NO, HF_OPT_YES, HF_OPT_NO, 0, 0, NULL, NULL, NULL, NULL},
     {"Gemma3ForCausalLM", "gemma3_text", HF_LLAMA, k_gemma3, N(k_gemma3), k_llama_ignored,
-     HF_OPT_NO, HF_OPT_YES, HF_OPT_NO, HF_OPT_YES, HF_OPT_NO, 1, 6},
+     HF_OPT_NO, HF_OPT_YES, HF_OPT_NO, HF_OPT_YES, HF_OPT_NO, 1, 6, k_gemma3_defaults, NULL, NULL,
+     NULL},
+    /* after Gemma3ForCausalLM, so that export picks the text model */
+    {"Gemma3ForConditionalGeneration", "gemma3", HF_LLAMA, k_gemma3, N(k_gemma3), k_llama_ignored,
+     HF_OPT_NO, HF_OPT_YES, HF_OPT_NO, HF_OPT_YES, HF_OPT_NO, 1, 6, k_gemma3_defaults,
+     "text_config", "language_model.", k_gemma3_vision},
 };
 
 const hf_arch *hf_arch_find(const char *architecture) {
@@ -132,7 +148,8 @@ const hf_arch *hf_arch_find(const char *architecture) {
 
 const char *hf_arch_list(void) {
   return "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-         "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM";
+         "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
+         "Gemma3ForConditionalGeneration (its language model)";
 }
 
 static int opt_fits(hf_opt o, int on) { return o == HF_OPT_CONFIG || (int)(o == HF_OPT_YES) == on; }

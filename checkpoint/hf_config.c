@@ -17,10 +17,11 @@
 
 typedef struct {
   const char *path;
-  cJSON *root;
+  cJSON *root; /* the model's config: the file's object, or its text_config */
   char *err;
   size_t errsz;
   int failed;
+  const char *scope; /* "text_config." in messages where root is that, else "" */
 } cfg_reader;
 
 static void cfg_fail(cfg_reader *r, const char *key, const char *fmt, ...)
@@ -28,7 +29,7 @@ static void cfg_fail(cfg_reader *r, const char *key, const char *fmt, ...)
 static void cfg_fail(cfg_reader *r, const char *key, const char *fmt, ...) {
   if (r->failed) return;
   r->failed = 1;
-  int n = snprintf(r->err, r->errsz, "%s: %s: ", r->path, key);
+  int n = snprintf(r->err, r->errsz, "%s: %s%s: ", r->path, r->scope ? r->scope : "", key);
   va_list ap;
   va_start(ap, fmt);
   if (n >= 0 && (size_t)n < r->errsz) vsnprintf(r->err + n, r->errsz - (size_t)n, fmt, ap);
@@ -433,13 +434,34 @@ static const cJSON *json_duplicate_key(const cJSON *o) {
   return NULL;
 }
 
+/* The architecture's model config: a multimodal model's text_config (the object itself from
+ * here on), with the config class's defaults added for the keys it leaves out, as transformers
+ * fills them in. */
+static void enter_text_config(cfg_reader *r, const hf_arch *a) {
+  if (a->text_config) {
+    cJSON *text = cJSON_GetObjectItemCaseSensitive(r->root, a->text_config);
+    if (!cJSON_IsObject(text)) {
+      cfg_fail(r, a->text_config, "missing or not an object: %s keeps its language model's "
+               "config there", a->architecture);
+      return;
+    }
+    r->root = text;
+    r->scope = "text_config.";
+  }
+  cJSON *defaults = a->defaults ? cJSON_Parse(a->defaults) : NULL, *it;
+  cJSON_ArrayForEach(it, defaults)
+    if (!cJSON_GetObjectItemCaseSensitive(r->root, it->string))
+      cJSON_AddItemToObject(r->root, it->string, cJSON_Duplicate(it, 1));
+  cJSON_Delete(defaults);
+}
+
 int hf_config_read(const char *dir, int64_t seq_len, hf_config *c, char *err, size_t errsz) {
   memset(c, 0, sizeof *c);
   char path[4200];
   snprintf(path, sizeof path, "%s/config.json", dir);
   char *text = read_text(path, err, errsz);
   if (!text) return -1;
-  cfg_reader r = {path, cJSON_Parse(text), err, errsz, 0};
+  cfg_reader r = {path, cJSON_Parse(text), err, errsz, 0, ""};
   free(text);
   if (!r.root || !cJSON_IsObject(r.root)) {
     snprintf(err, errsz, "%s: not a JSON object", path);
@@ -460,9 +482,11 @@ int hf_config_read(const char *dir, int64_t seq_len, hf_config *c, char *err, si
   else if (!(c->arch = hf_arch_find(a0->valuestring)))
     cfg_fail(&r, "architectures", "'%s' is not supported; pipe_convert converts %s",
              a0->valuestring, hf_arch_list());
+  cJSON *top = r.root;
+  if (!r.failed) enter_text_config(&r, c->arch);
   if (!r.failed && c->arch->family == HF_GPT2) read_gpt2(&r, c, seq_len);
   else if (!r.failed) read_llama(&r, c, seq_len);
-  cJSON_Delete(r.root);
+  cJSON_Delete(top);
   return r.failed ? -1 : 0;
 }
 

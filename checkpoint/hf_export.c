@@ -119,6 +119,11 @@ static int pick_arch(const pt_model *m, int li, const char *arch, hf_config *c, 
     snprintf(err, errsz, "--hf-arch %s: unknown; pipe_convert converts %s", arch, hf_arch_list());
     return -1;
   }
+  if (a && a->prefix) {
+    snprintf(err, errsz, "--hf-arch %s: pipetrain converts only its language model, and writes "
+             "that as a text model: leave --hf-arch out (or name Gemma3ForCausalLM)", arch);
+    return -1;
+  }
   if (a && window && a->window == HF_OPT_NO)
     return refuse(m, li, err, errsz, "its window (sliding attention) exports only as "
                   "MistralForCausalLM or Phi3ForCausalLM; name one with --hf-arch or drop the "

@@ -161,8 +161,9 @@ static int locate(hf_source *s, const hf_config *c, const pt_model *m, const hf_
                   const char *dir, const st_tensor **t, int *fi, const pt_param_desc **d,
                   int64_t shape[2], char *err, size_t errsz) {
   int li = hf_role_layer(c->arch->family, nm->role, b, (int)c->layers);
-  char hf[256];
-  snprintf(hf, sizeof hf, nm->hf, b);
+  char name[256], hf[300];
+  snprintf(name, sizeof name, nm->hf, b);
+  snprintf(hf, sizeof hf, "%s%s", c->arch->prefix ? c->arch->prefix : "", name);
   *t = NULL;
   *d = param_of(m, li, nm->pt);
   if (nm->role == HF_ROLE_HEAD && c->tied) /* stored once, as the embedding (read by then) */
@@ -234,13 +235,25 @@ static int ends_with(const char *s, const char *suffix) {
   return a >= b && !strcmp(s + a - b, suffix);
 }
 
+/* Whether a tensor belongs to a part pipetrain does not convert (the arch's skipped). */
+static int skipped(const hf_arch *a, const char *name) {
+  for (const char *const *p = a->skipped; p && *p; p++)
+    if (!strncmp(name, *p, strlen(*p))) return 1;
+  return 0;
+}
+
 /* A tensor nothing used is a weight pipetrain's layers have no place for (a bias, a layer
- * beyond num_hidden_layers): refused rather than silently dropped. */
-static int check_all_used(const hf_source *s, const hf_config *c, char *err, size_t errsz) {
+ * beyond num_hidden_layers): refused rather than silently dropped. A skipped part's are left
+ * out by design, and counted into *n_skipped. */
+static int check_all_used(const hf_source *s, const hf_config *c, int *n_skipped, char *err,
+                          size_t errsz) {
+  char head[300];
+  snprintf(head, sizeof head, "%slm_head.weight", c->arch->prefix ? c->arch->prefix : "");
   for (int i = 0; i < s->n; i++)
     for (int k = 0; k < s->files[i].n_tensors; k++) {
       const char *name = s->files[i].tensors[k].name;
-      int ok = s->used[i][k] || (c->tied && !strcmp(name, "lm_head.weight"));
+      int ok = s->used[i][k] || (c->tied && !strcmp(name, head));
+      if (!ok && skipped(c->arch, name)) ok = 1, ++*n_skipped;
       for (const char *const *ig = c->arch->ignored; !ok && *ig; ig++) ok = ends_with(name, *ig);
       if (!ok) {
         snprintf(err, errsz, "%s: tensor '%s' has no place in pipetrain's %s layers (%s)",
@@ -270,7 +283,16 @@ int hf_import_weights(const char *dir, const hf_config *c, pt_model *m, char *er
     int n = nm->role == HF_ROLE_BLOCK ? (int)c->layers : 1;
     for (int b = 0; rc == 0 && b < n; b++) rc = import_one(&s, c, m, nm, b, dir, err, errsz);
   }
-  if (rc == 0) rc = check_all_used(&s, c, err, errsz);
+  int n_skipped = 0;
+  if (rc == 0) rc = check_all_used(&s, c, &n_skipped, err, errsz);
+  if (rc == 0 && n_skipped && m->host_params) { /* said once: at the import, not its check */
+    char parts[256] = "";
+    for (const char *const *p = c->arch->skipped; *p; p++)
+      snprintf(parts + strlen(parts), sizeof parts - strlen(parts), "%s%s*",
+               p == c->arch->skipped ? "" : ", ", *p);
+    pt_notice("%s: %d tensors of %s's other parts (%s) are not converted: pipetrain trains and "
+              "exports its language model alone", dir, n_skipped, c->arch->architecture, parts);
+  }
   source_close(&s);
   return rc;
 }

@@ -195,6 +195,23 @@ def main():
     d = model_dir(root, "gemma3_nowin", {**GEMMA3, "sliding_window": None})
     expect("Gemma 3 without a sliding_window", from_hf(d, root), f"{d}/config.json",
            "sliding_window", "rope per layer type")
+    # Gemma 3's multimodal model: its language model's config is text_config, where the keys
+    # left out take Gemma3TextConfig's defaults (the 4B's files give no vocab_size)
+    MM = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3"}
+    d = model_dir(root, "gemma3_mm_notext", MM)
+    expect("Gemma 3 multimodal without text_config", from_hf(d, root), f"{d}/config.json",
+           "text_config", "missing")
+    text = {"model_type": "gemma3_text", "hidden_size": 8, "intermediate_size": 16,
+            "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "head_dim": 4}
+    d = model_dir(root, "gemma3_mm_defaults", {**MM, "text_config": text},
+                  {"language_model.model.embed_tokens.weight": ([11, 8], [0.0] * 88)})
+    expect("Gemma 3 multimodal: vocab_size's default", from_hf(d, root),
+           "language_model.model.embed_tokens.weight", "[11, 8]", "[262208, 8]")
+    d = model_dir(root, "gemma3_mm_act", {**MM, "text_config": {**text,
+                                                                 "hidden_activation": "relu"}})
+    expect("Gemma 3 multimodal: a text_config key named as such", from_hf(d, root),
+           f"{d}/config.json", "text_config.hidden_activation", "relu")
     d = model_dir(root, "seqlen", LLAMA)
     expect("--seq-len 1e12", [*from_hf(d, root), "--seq-len", "1000000000000"], "--seq-len",
            "2147483647")
@@ -257,6 +274,20 @@ def main():
             continue
         expect(f"--to-hf of Gemma 2's blocks with a rope {name}",
                [PIPE_CONVERT, ck, "--to-hf", os.path.join(root, "out")], *needles)
+    # the multimodal model converts in only: its language model exports as the text model
+    g3 = os.path.join(examples, "..", "tests", "pipeline", "gemma3_gate.yaml")
+    ck = os.path.join(root, "gemma3-ck")
+    r = subprocess.run([PIPE_TRAIN, g3, "--sequential", "--quiet", "--set", "train.steps=1",
+                        "--set", f"data.path={os.path.join(examples, 'data', 'tiny.txt')}",
+                        "--save", ck], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stdout, r.stderr)
+        failures.append("saving the Gemma 3 checkpoint")
+    else:
+        expect("--hf-arch Gemma3ForConditionalGeneration", [
+            PIPE_CONVERT, ck, "--to-hf", os.path.join(root, "out"), "--hf-arch",
+            "Gemma3ForConditionalGeneration"], "converts only its language model",
+            "Gemma3ForCausalLM")
     subprocess.run(["rm", "-rf", root])
     if failures:
         print(f"{len(failures)} check(s) failed")
