@@ -73,6 +73,20 @@ def expect(what, cmd, *needles):
         print(f"      expected exit 2 and one line containing {needles}")
 
 
+def one_step_checkpoint(spec, examples, root, what):
+    """The checkpoint (in root) of one sequential step of spec on the shipped text, or None,
+    failing `what`."""
+    ck = os.path.join(root, os.path.basename(spec) + ".ck")
+    r = subprocess.run([PIPE_TRAIN, spec, "--sequential", "--quiet", "--set", "train.steps=1",
+                        "--set", f"data.path={os.path.join(examples, 'data', 'tiny.txt')}",
+                        "--save", ck], capture_output=True, text=True)
+    if r.returncode == 0:
+        return ck
+    print(r.stdout, r.stderr)
+    failures.append(f"saving {what}")
+    return None
+
+
 def from_hf(d, root):
     return [PIPE_CONVERT, "--from-hf", d, "--out", os.path.join(root, "ck"), "--spec-out",
             os.path.join(root, "s.yaml")]
@@ -237,25 +251,20 @@ def main():
     # --to-hf of llama_block options no one transformers architecture has together, and
     # --hf-arch naming one that cannot hold the blocks
     examples = os.path.dirname(os.path.abspath(MLP_SPEC))
-    qk_spec = os.path.join(examples, "..", "tests", "pipeline", "qk_norm_gate.yaml")
-    ck = os.path.join(root, "qk-ck")
-    r = subprocess.run([PIPE_TRAIN, qk_spec, "--sequential", "--quiet", "--set", "train.steps=1",
-                        "--set", f"data.path={os.path.join(examples, 'data', 'tiny.txt')}",
-                        "--save", ck], capture_output=True, text=True)
-    if r.returncode != 0:
-        print(r.stdout, r.stderr)
-        failures.append("saving the qk_norm + mlp_bias checkpoint")
-    else:
-        expect("--to-hf of qk_norm with mlp_bias", [PIPE_CONVERT, ck, "--to-hf",
-                                                    os.path.join(root, "out")],
+    gates = os.path.join(examples, "..", "tests", "pipeline")
+    out = os.path.join(root, "out")
+    ck = one_step_checkpoint(os.path.join(gates, "qk_norm_gate.yaml"), examples, root,
+                             "the qk_norm + mlp_bias checkpoint")
+    if ck:
+        expect("--to-hf of qk_norm with mlp_bias", [PIPE_CONVERT, ck, "--to-hf", out],
                "layer 1 (llama_block)", "qk_norm 1", "mlp_bias 1")
         expect("--hf-arch that cannot hold the blocks", [
-            PIPE_CONVERT, ck, "--to-hf", os.path.join(root, "out"), "--hf-arch",
-            "Phi3ForCausalLM"], "Phi3ForCausalLM cannot hold")
-        expect("--hf-arch unknown", [PIPE_CONVERT, ck, "--to-hf", os.path.join(root, "out"),
-                                     "--hf-arch", "Bert"], "--hf-arch Bert")
+            PIPE_CONVERT, ck, "--to-hf", out, "--hf-arch", "Phi3ForCausalLM"],
+            "Phi3ForCausalLM cannot hold")
+        expect("--hf-arch unknown", [PIPE_CONVERT, ck, "--to-hf", out, "--hf-arch", "Bert"],
+               "--hf-arch Bert")
     # --to-hf of Gemma 2's blocks with a rope per window: only Gemma 3 (with q/k norms) has one
-    text = open(os.path.join(examples, "..", "tests", "pipeline", "gemma2_gate.yaml")).read()
+    text = open(os.path.join(gates, "gemma2_gate.yaml")).read()
     for name, new, needles in (
             ("per type", text.replace("window: 8,", "window: 8, rope_theta: 500.0,"),
              ("layer 1 (llama_block)", "only Gemma3ForCausalLM has a rope per layer type")),
@@ -263,31 +272,18 @@ def main():
              ("layer 3 (llama_block)", "its rope differs from an earlier block's with a window"))):
         spec = os.path.join(root, f"gemma2-rope-{name.replace(' ', '-')}.yaml")
         open(spec, "w").write(new)
-        ck = spec + ".ck"
-        r = subprocess.run([PIPE_TRAIN, spec, "--sequential", "--quiet", "--set",
-                            "train.steps=1", "--set",
-                            f"data.path={os.path.join(examples, 'data', 'tiny.txt')}",
-                            "--save", ck], capture_output=True, text=True)
-        if r.returncode != 0:
-            print(r.stdout, r.stderr)
-            failures.append(f"saving the Gemma 2 checkpoint with a rope {name}")
-            continue
-        expect(f"--to-hf of Gemma 2's blocks with a rope {name}",
-               [PIPE_CONVERT, ck, "--to-hf", os.path.join(root, "out")], *needles)
+        ck = one_step_checkpoint(spec, examples, root,
+                                 f"the Gemma 2 checkpoint with a rope {name}")
+        if ck:
+            expect(f"--to-hf of Gemma 2's blocks with a rope {name}",
+                   [PIPE_CONVERT, ck, "--to-hf", out], *needles)
     # the multimodal model converts in only: its language model exports as the text model
-    g3 = os.path.join(examples, "..", "tests", "pipeline", "gemma3_gate.yaml")
-    ck = os.path.join(root, "gemma3-ck")
-    r = subprocess.run([PIPE_TRAIN, g3, "--sequential", "--quiet", "--set", "train.steps=1",
-                        "--set", f"data.path={os.path.join(examples, 'data', 'tiny.txt')}",
-                        "--save", ck], capture_output=True, text=True)
-    if r.returncode != 0:
-        print(r.stdout, r.stderr)
-        failures.append("saving the Gemma 3 checkpoint")
-    else:
+    ck = one_step_checkpoint(os.path.join(gates, "gemma3_gate.yaml"), examples, root,
+                             "the Gemma 3 checkpoint")
+    if ck:
         expect("--hf-arch Gemma3ForConditionalGeneration", [
-            PIPE_CONVERT, ck, "--to-hf", os.path.join(root, "out"), "--hf-arch",
-            "Gemma3ForConditionalGeneration"], "converts only its language model",
-            "Gemma3ForCausalLM")
+            PIPE_CONVERT, ck, "--to-hf", out, "--hf-arch", "Gemma3ForConditionalGeneration"],
+            "converts only its language model", "Gemma3ForCausalLM")
     subprocess.run(["rm", "-rf", root])
     if failures:
         print(f"{len(failures)} check(s) failed")
