@@ -21,7 +21,7 @@ typedef struct {
   char *err;
   size_t errsz;
   int failed;
-  const char *scope; /* "text_config." in messages where root is that, else "" */
+  char scope[40]; /* "text_config." in messages where root is that, else "" */
 } cfg_reader;
 
 static void cfg_fail(cfg_reader *r, const char *key, const char *fmt, ...)
@@ -29,7 +29,7 @@ static void cfg_fail(cfg_reader *r, const char *key, const char *fmt, ...)
 static void cfg_fail(cfg_reader *r, const char *key, const char *fmt, ...) {
   if (r->failed) return;
   r->failed = 1;
-  int n = snprintf(r->err, r->errsz, "%s: %s%s: ", r->path, r->scope ? r->scope : "", key);
+  int n = snprintf(r->err, r->errsz, "%s: %s%s: ", r->path, r->scope, key);
   va_list ap;
   va_start(ap, fmt);
   if (n >= 0 && (size_t)n < r->errsz) vsnprintf(r->err + n, r->errsz - (size_t)n, fmt, ap);
@@ -446,7 +446,7 @@ static void enter_text_config(cfg_reader *r, const hf_arch *a) {
       return;
     }
     r->root = text;
-    r->scope = "text_config.";
+    snprintf(r->scope, sizeof r->scope, "%s.", a->text_config);
   }
   cJSON *defaults = a->defaults ? cJSON_Parse(a->defaults) : NULL, *it;
   cJSON_ArrayForEach(it, defaults)
@@ -461,7 +461,7 @@ int hf_config_read(const char *dir, int64_t seq_len, hf_config *c, char *err, si
   snprintf(path, sizeof path, "%s/config.json", dir);
   char *text = read_text(path, err, errsz);
   if (!text) return -1;
-  cfg_reader r = {path, cJSON_Parse(text), err, errsz, 0, ""};
+  cfg_reader r = {path, cJSON_Parse(text), err, errsz, 0, {0}};
   free(text);
   if (!r.root || !cJSON_IsObject(r.root)) {
     snprintf(err, errsz, "%s: not a JSON object", path);
