@@ -105,12 +105,13 @@ static const hf_name k_gemma3[] = {
 
 
 /* Gemma3TextConfig's defaults (transformers), which Gemma 3's files rely on: the 4B's
- * text_config gives neither vocab_size nor head_dim. */
+ * text_config gives neither vocab_size nor head_dim; no soft-caps (Gemma 2's default 50 and 30). */
 static const char k_gemma3_defaults[] =
     "{\"vocab_size\": 262208, \"hidden_size\": 2304, \"intermediate_size\": 9216, "
     "\"num_hidden_layers\": 26, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, "
     "\"head_dim\": 256, \"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-06, "
-    "\"sliding_window\": 4096, \"query_pre_attn_scalar\": 256, \"tie_word_embeddings\": true}";
+    "\"sliding_window\": 4096, \"query_pre_attn_scalar\": 256, \"tie_word_embeddings\": true, "
+    "\"attn_logit_softcapping\": null, \"final_logit_softcapping\": null}";
 /* Gemma3ForConditionalGeneration's image encoder and its projection into the text model */
 static const char *const k_gemma3_vision[] = {"vision_tower.", "multi_modal_projector.", NULL};
 

@@ -306,17 +306,16 @@ static void read_layer_types(cfg_reader *r, hf_config *c) {
   }
 }
 
-/* Gemma2ForCausalLM's and Gemma3ForCausalLM's keys beyond the Llama family's (Gemma2Config's
- * and Gemma3TextConfig's defaults when absent: Gemma 3 caps nothing). */
+/* Gemma2ForCausalLM's and Gemma 3's keys beyond the Llama family's (Gemma2Config's defaults
+ * when absent; Gemma 3's are in its registry entry's defaults, hf_arch.c). */
 static void read_gemma2(cfg_reader *r, hf_config *c) {
   c->gemma2 = 1;
-  const int capped = c->arch->qk_norm != HF_OPT_YES; /* Gemma 3 normalises q, k instead */
   const char *act = cfg_str(r, "hidden_activation", "gelu_pytorch_tanh");
   if (strcmp(act, "gelu_pytorch_tanh") && strcmp(act, "gelu_new"))
     cfg_fail(r, "hidden_activation", "'%s' is not supported: llama_block's mlp_act gelu_tanh is "
              "the tanh GELU (gelu_pytorch_tanh)", act);
-  c->attn_softcap = cfg_cap(r, "attn_logit_softcapping", capped ? 50.0 : 0.0);
-  c->final_softcap = cfg_cap(r, "final_logit_softcapping", capped ? 30.0 : 0.0);
+  c->attn_softcap = cfg_cap(r, "attn_logit_softcapping", 50.0);
+  c->final_softcap = cfg_cap(r, "final_logit_softcapping", 30.0);
   c->query_scalar = cfg_num(r, "query_pre_attn_scalar", 256.0);
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(r->root, "sliding_window");
   c->sliding_window = w && cJSON_IsNull(w) ? 0 : cfg_int(r, "sliding_window", 0, 4096, 1, INT32_MAX);

@@ -173,12 +173,15 @@ def gemma3_config(per_type=True):
 def gemma3_legacy_spelling(out):
     """config.json as transformers 4.50 wrote Gemma 3's: the full layers' rope at the top,
     the sliding ones' base as rope_local_base_freq, a sliding_window_pattern (every 2nd layer
-    full: sliding, full, sliding) instead of layer_types."""
+    full: sliding, full, sliding) instead of layer_types; the soft-caps left out (their
+    default is none)."""
     path = os.path.join(out, "config.json")
     cfg = json.load(open(path))
     rope = cfg.pop("rope_parameters")
     cfg.pop("layer_types")
     cfg.pop("_sliding_window_pattern", None)
+    for cap in ("attn_logit_softcapping", "final_logit_softcapping"):  # absent: Gemma 3's none
+        cfg.pop(cap)
     full = dict(rope["full_attention"])
     cfg["rope_theta"] = full.pop("rope_theta")
     cfg["rope_local_base_freq"] = rope["sliding_attention"]["rope_theta"]
@@ -361,9 +364,10 @@ def steps(work):
     if GEMMA3:
         text = open(spec).read()
         check("window: 8" in text and "qk_norm: true" in text and "rope_theta: 100.0" in text
-              and "rope_theta: 10000.0" in text and "type: linear" in text,
+              and "rope_theta: 10000.0" in text and "type: linear" in text
+              and "softcap" not in text,
               "the converted spec has the sliding layers' window and rope, the full layer's "
-              "scaled rope and the q/k norms")
+              "scaled rope and the q/k norms, and no soft-caps")
     if FAMILY in NEUTRAL:
         names, value = NEUTRAL[FAMILY]
         plain = causal_lm(llama_config())
