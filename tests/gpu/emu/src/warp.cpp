@@ -66,8 +66,10 @@ blk::warp_slot &join(const blk::tfiber &f, warp_kind kind, unsigned mask, int wi
                   "warp operations", what, file, line, s.arrived, s.what, s.file, s.line);
     return s;
   }
-  pending.push_back(blk::warp_slot{kind, width, mask, 0, what, file, line, {}, {}});
-  return pending.back();
+  blk::warp_slot &s = pending.emplace_back();
+  s.kind = kind, s.width = width, s.mask = mask, s.arrived = 0;
+  s.what = what, s.file = file, s.line = line;
+  return s;
 }
 
 /* The lane lane reads from in a shuffle, -1 for its own value (outside its segment). */
@@ -85,9 +87,8 @@ int source_lane(const blk::warp_slot &s, int lane) {
 
 /* The last lane arrived: everyone's result, and the waiting lanes are ready again. */
 void complete(int w, size_t slot_index) {
-  blk::warp_slot s = blk::g_block.warps[static_cast<size_t>(w)].pending[slot_index];
   std::vector<blk::warp_slot> &pending = blk::g_block.warps[static_cast<size_t>(w)].pending;
-  pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(slot_index));
+  const blk::warp_slot &s = pending[slot_index];
   uint64_t vote = 0;
   int all = 1;
   for (int l = 0; l < 32; l++)
@@ -118,6 +119,7 @@ void complete(int w, size_t slot_index) {
       blk::make_ready(f->index);
     }
   }
+  pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(slot_index));
 }
 } // namespace
 
