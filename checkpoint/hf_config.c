@@ -117,6 +117,16 @@ static void read_gpt2(cfg_reader *r, hf_config *c, int64_t seq_len) {
              "seq_len positions", (long long)n_pos, (long long)c->seq_len);
 }
 
+/* A config value as an error line shows it: 'text', a number, true/false, or its JSON type. */
+static const char *cfg_value_text(const cJSON *it, char *buf, size_t n) {
+  if (cJSON_IsString(it)) snprintf(buf, n, "'%s'", it->valuestring);
+  else if (cJSON_IsNumber(it)) snprintf(buf, n, "%g", it->valuedouble);
+  else if (cJSON_IsBool(it)) snprintf(buf, n, "%s", cJSON_IsTrue(it) ? "true" : "false");
+  else snprintf(buf, n, "(%s)", cJSON_IsNull(it) ? "null" : cJSON_IsArray(it) ? "a list"
+                                : cJSON_IsObject(it) ? "an object" : "a value");
+  return buf;
+}
+
 /* One rope_scaling / rope_parameters entry into c->rope: 1 if the key is one llama_block
  * represents (its value checked), 0 if not. */
 static int read_rope_key(cfg_reader *r, const char *key, const cJSON *it, hf_config *c) {
@@ -124,10 +134,10 @@ static int read_rope_key(cfg_reader *r, const char *key, const cJSON *it, hf_con
   int num = cJSON_IsNumber(it) && it->valuedouble > 0 && isfinite(it->valuedouble);
   if (!strcmp(k, "rope_type") || !strcmp(k, "type")) {
     int t = cJSON_IsString(it) ? spec_name_index(pt_rope_type_names, it->valuestring) : -1;
+    char v[160];
     if (t < 0)
-      cfg_fail(r, key, "%s %s%s%s is not supported: llama_block implements the rope types "
-               "default, linear, llama3 and yarn", k, cJSON_IsString(it) ? "'" : "",
-               cJSON_IsString(it) ? it->valuestring : "", cJSON_IsString(it) ? "'" : "");
+      cfg_fail(r, key, "%s %s is not supported: llama_block implements the rope types "
+               "default, linear, llama3 and yarn", k, cfg_value_text(it, v, sizeof v));
     else
       c->rope.type = (pt_rope_type)t;
     return 1;
@@ -206,11 +216,11 @@ static void read_rope_object(cfg_reader *r, const char *key, const cJSON *p, hf_
       return;
     }
     if (read_rope_key(r, key, it, c)) continue;
-    cfg_fail(r, key, "%s %s%s%s is not supported: llama_block's rope_scaling takes rope_type "
+    char v[160];
+    cfg_fail(r, key, "%s %s is not supported: llama_block's rope_scaling takes rope_type "
              "default, linear, llama3 or yarn with factor, low_freq_factor, high_freq_factor, "
              "original_max_position_embeddings, beta_fast, beta_slow, attention_factor, "
-             "truncate", it->string, cJSON_IsString(it) ? "'" : "",
-             cJSON_IsString(it) ? it->valuestring : "", cJSON_IsString(it) ? "'" : "");
+             "truncate", it->string, cfg_value_text(it, v, sizeof v));
     return;
   }
 }

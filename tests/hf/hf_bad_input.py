@@ -104,7 +104,7 @@ def main():
     d = model_dir(root, "rope5", {**LLAMA, "rope_parameters": {"rope_type": "yarn", "factor": 2.0,
                                                                "mscale": 1.0}})
     expect("rope_parameters with a key llama_block lacks", from_hf(d, root), f"{d}/config.json",
-           "rope_parameters", "mscale")
+           "rope_parameters", "mscale 1 is not supported")
     d = model_dir(root, "rope3", {**LLAMA, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
                                                             "low_freq_factor": 1.0}})
     expect("llama3 rope without high_freq_factor", from_hf(d, root), f"{d}/config.json",
