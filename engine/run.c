@@ -295,7 +295,8 @@ static void report_step(run_state *r, pt_step_metrics *m, int status) {
            (long long)m->step, (long long)m->skipped_steps);
   m->mfu = m->tokens_per_s * r->fpt / (r->gemm * r->e.ranks);
   r->spent += m->step_ms / 1e3;
-  if (r->metrics) metrics_write_json(r->metrics, m);
+  if (r->metrics && metrics_write_json(r->metrics, m) != 0)
+    pt_fatal("%s: cannot write the metrics file: %s", r->o->metrics_path, strerror(errno));
   if (r->tb.f) tensorboard_step(&r->tb, m);
   double eta = r->spent / (double)(m->step - r->start) * (double)(m->steps - m->step);
   if (!r->o->quiet) metrics_print_progress(stdout, m, r->spec->log_every, eta);

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 
-void metrics_write_json(FILE *f, const pt_step_metrics *s) {
+int metrics_write_json(FILE *f, const pt_step_metrics *s) {
   cJSON *o = cJSON_CreateObject();
   if (!o) pt_fatal("out of memory writing metrics");
   cJSON_AddNumberToObject(o, "step", (double)s->step);
@@ -35,8 +35,9 @@ void metrics_write_json(FILE *f, const pt_step_metrics *s) {
   char *text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   if (!text) pt_fatal("out of memory writing metrics");
-  if (fprintf(f, "%s\n", text) < 0 || fflush(f) != 0) pt_fatal("cannot write the metrics file");
+  int rc = fprintf(f, "%s\n", text) < 0 || fflush(f) != 0 ? -1 : 0;
   free(text);
+  return rc;
 }
 
 void metrics_print_line(FILE *f, const pt_step_metrics *s) {

@@ -29,8 +29,9 @@ typedef struct {
 /* Appends one JSON object and a newline to f; flushed so a crash loses at most one line:
  * step, loss, lr, grad_norm, tokens_per_s, step_ms, and when known bubble (per stage),
  * bubble_mean, peak_memory_bytes (per stage), gpu_memory_bytes (per stage, on GPUs), mfu,
- * seq_len (with train.seq_len_schedule), and eval_loss on the steps that evaluate. */
-void metrics_write_json(FILE *f, const pt_step_metrics *s);
+ * seq_len (with train.seq_len_schedule), and eval_loss on the steps that evaluate. 0, or -1
+ * with errno set when the line could not be written (a full disk). */
+int metrics_write_json(FILE *f, const pt_step_metrics *s);
 void metrics_print_line(FILE *f, const pt_step_metrics *s);
 /* On a terminal: one live line (step/total, a bar, loss, tokens/s, ETA) rewritten in place;
  * elsewhere (CI, a file): a plain line every `every` steps, the first and the last. */
