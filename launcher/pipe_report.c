@@ -3,8 +3,9 @@
  *       METRICS.jsonl from `pipe_train ... --metrics`; TRACE.json from `--trace` (its first
  *       recorded step, drawn as pipe_trace draws it: pick it with --trace-steps); PLAN.txt the
  *       output of `pipe_train SPEC --plan`. The page is observe/report.h's: inline SVG, no scripts.
- * Exit codes: 0 success, 2 bad input (usage, unreadable metrics, trace or plan), 1 the page could
- * not be written. */
+ * Exit codes: 0 success, 2 bad input (usage, unreadable metrics, trace or plan, an OUT.html that
+ * cannot be created), 1 the page could not be written out (a full disk). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,13 +85,16 @@ int main(int argc, char **argv) {
   char err[1024];
   if (report_read_metrics(a.metrics, &r, err, sizeof err) != 0) pt_fail_input("%s", err);
   char *plan = NULL, *svg = a.trace ? schedule_svg(&a) : NULL;
-  if (a.plan && !(plan = read_all(a.plan))) pt_fail_input("%s: cannot read the plan", a.plan);
+  if (a.plan && !(plan = read_all(a.plan)))
+    pt_fail_input("%s: cannot read the plan: %s", a.plan, strerror(errno));
+  /* where the page cannot go is the command line's mistake (exit 2); a write that fails
+   * after (a full disk) is not */
   FILE *f = fopen(a.out, "w");
-  if (!f) pt_fatal("%s: cannot write the page", a.out);
+  if (!f) pt_fail_input("%s: cannot write the page there: %s", a.out, strerror(errno));
   report_write_html(f, a.title ? a.title : a.metrics, &r, plan, svg);
-  if (fclose(f) != 0) pt_fatal("%s: cannot write the page", a.out);
-  printf("%s: %d steps, %d stages%s%s\n", a.out, r.n, r.n_stages, plan ? ", plan" : "",
-         svg ? ", one step's schedule" : "");
+  if (fclose(f) != 0) pt_fatal("%s: cannot write the page: %s", a.out, strerror(errno));
+  printf("%s: %d step%s, %d stage%s%s%s\n", a.out, r.n, r.n == 1 ? "" : "s", r.n_stages,
+         r.n_stages == 1 ? "" : "s", plan ? ", plan" : "", svg ? ", one step's schedule" : "");
   free(plan);
   free(svg);
   report_run_free(&r);

@@ -1,9 +1,11 @@
 #include "observe/report.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/error.h"
 
@@ -52,9 +54,14 @@ static void add_record(pt_report_run *r, const cJSON *o) {
 
 int report_read_metrics(const char *path, pt_report_run *r, char *err, size_t errsz) {
   memset(r, 0, sizeof *r);
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    snprintf(err, errsz, "%s: is a directory; give the file pipe_train --metrics wrote", path);
+    return -1;
+  }
   FILE *f = fopen(path, "r");
   if (!f) {
-    snprintf(err, errsz, "%s: cannot open the metrics file", path);
+    snprintf(err, errsz, "%s: cannot open the metrics file: %s", path, strerror(errno));
     return -1;
   }
   char *line = NULL;
@@ -76,7 +83,9 @@ int report_read_metrics(const char *path, pt_report_run *r, char *err, size_t er
   }
   free(line);
   fclose(f);
-  if (rc == 0 && r->n == 0) snprintf(err, errsz, "%s: no records", path), rc = -1;
+  if (rc == 0 && r->n == 0)
+    snprintf(err, errsz, "%s: no records (an empty file; pipe_train --metrics writes one line a "
+             "step)", path), rc = -1;
   return rc;
 }
 
