@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint/checkpoint.h"
 #include "core/error.h"
 #include "observe/report.h"
 #include "observe/trace_read.h"
@@ -83,12 +84,14 @@ int main(int argc, char **argv) {
   parse(argc, argv, &a);
   pt_report_run r;
   char err[1024];
+  /* where the page cannot go is the command line's mistake (exit 2), found before any reading;
+   * a write that fails after (a full disk) is not */
+  if (checkpoint_check_writable(a.out, 1, "OUT.html", err, sizeof err) != 0)
+    pt_fail_input("%s", err);
   if (report_read_metrics(a.metrics, &r, err, sizeof err) != 0) pt_fail_input("%s", err);
   char *plan = NULL, *svg = a.trace ? schedule_svg(&a) : NULL;
   if (a.plan && !(plan = read_all(a.plan)))
     pt_fail_input("%s: cannot read the plan: %s", a.plan, strerror(errno));
-  /* where the page cannot go is the command line's mistake (exit 2); a write that fails
-   * after (a full disk) is not */
   FILE *f = fopen(a.out, "w");
   if (!f) pt_fail_input("%s: cannot write the page there: %s", a.out, strerror(errno));
   report_write_html(f, a.title ? a.title : a.metrics, &r, plan, svg);
