@@ -141,6 +141,7 @@ void stage_free(pt_stage *st) {
   stage_release(st, st->grad[1]);
   for (int i = 0; st->docs && i < st->n_slots; i++) stage_release(st, st->docs[i]);
   free(st->docs);
+  free(st->doc_count);
   free(st->input);
   free(st->loss_check);
   free(st->input_host);
@@ -182,11 +183,13 @@ static pt_io layer_io(pt_stage *st, int slot, int li, const float *dout, float *
                  .in = layer_in(st, slot, li), .out = layer_out(st, slot, li),
                  .saved = layer_saved(st, slot, li), .scratch = st->scratch, .dout = dout,
                  .din = din, .doc_start = docs,
-                 .positions = docs ? docs + (int64_t)st->B * st->T : NULL};
+                 .positions = docs ? docs + (int64_t)st->B * st->T : NULL,
+                 .documents = docs ? st->doc_count[slot] : 0};
 }
 
 void stage_enable_docs(pt_stage *st) {
   st->docs = pt_calloc((size_t)st->n_slots, sizeof(int32_t *));
+  st->doc_count = pt_calloc((size_t)st->n_slots, sizeof(int));
   for (int s = 0; s < st->n_slots; s++)
     st->docs[s] = stage_alloc(st, sizeof(int32_t) * 2 * (size_t)st->B * st->T);
 }
@@ -196,6 +199,9 @@ void stage_set_docs(pt_stage *st, int slot, const int32_t *doc_start, const int3
   size_t bytes = sizeof(int32_t) * (size_t)B * T;
   if (B > st->B || T > st->T)
     pt_fatal("documents of %dx%d exceed the stage's allocation %dx%d", B, T, st->B, st->T);
+  int count = 0; /* a document starts where its start is the token itself */
+  for (int64_t i = 0; i < (int64_t)B * T; i++) count += doc_start[i] == (int32_t)(i % T);
+  st->doc_count[slot] = count;
   device_upload_nowait(st->m->dev, st->docs[slot], doc_start, bytes);
   device_upload_nowait(st->m->dev, st->docs[slot] + (int64_t)st->B * st->T, positions, bytes);
 }

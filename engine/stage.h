@@ -76,6 +76,7 @@ typedef struct {
   int bad_layer;        /* global index of the first layer whose output was not finite, -1 */
   int32_t **docs;       /* [slot]: data.documents' doc_start then positions, 2*B*T int32 on the
                            device (stage_enable_docs); NULL without documents */
+  int *doc_count;       /* [slot]: how many documents docs[slot] holds (pt_io.documents) */
   /* bf16 storage at rest (packed set; engine/stage_store.c); out and saved then stay NULL */
   int packed;
   void **out16;         /* [slot * n + li]: kept outputs as bf16 */
@@ -139,7 +140,8 @@ void stage_begin_step(pt_stage *st);
  * earliest failed check, the one the check made the step's first failure (-1: none failed). */
 void stage_take_mark(pt_stage *st, int32_t mark);
 /* data.documents: gives every slot device room for its micro-batch's doc_start and positions,
- * which every layer then sees (pt_io.doc_start, positions). Call once after stage_init. */
+ * which every layer then sees (pt_io.doc_start, positions, and their count, documents). Call
+ * once after stage_init. */
 void stage_enable_docs(pt_stage *st);
 /* The micro-batch in slot (B x T, before its stage_forward) has these doc_start and positions
  * (host int32 [B*T] each, reusable at once: uploaded without waiting). */

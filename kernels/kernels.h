@@ -106,12 +106,19 @@ typedef enum { PT_PRECISION_FP32, PT_PRECISION_TF32, PT_PRECISION_BF16 } pt_prec
  *   rotated 1 (backward): the caller's next call is rope (dir -1) over the whole of dqkv, and
  *           nothing reads dqkv before it: a table may leave dqkv as the bf16 bits its library
  *           wrote, which that rope reads (the GPU's cuDNN path), its floats undefined until
- *           then. No effect on the results. */
+ *           then. No effect on the results.
+ *   documents > 0 (with doc_start): how many documents doc_start holds (its tokens with
+ *           doc_start[t] == t), counted on the host where the micro-batch was made (layers/
+ *           layer.h pt_io.documents), so a table that runs each document as its own sequence
+ *           (the GPU's cuDNN path: ragged sequences) sizes its call without reading the device;
+ *           0: not given (such a table then runs its general path). No effect on the results
+ *           beyond that path's rounding. */
 typedef struct {
   int window;
   float softcap, scale;
   int shared;
   int rotated;
+  int documents;
 } pt_attention_opts;
 
 /* The window's first key of query t (0 without a window). */

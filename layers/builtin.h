@@ -32,7 +32,7 @@ static inline int layer_attention_at_rest(const pt_kernels *k, int B, int T, int
 
 /* Before the product writing an attention's dout [B*T, d] in a block's backward_input: where
  * that attention reads it only as bf16 (layer_attention_at_rest; not with packed documents,
- * whose fallback reads the floats), room the table keeps is handed over for it alone (kernels.h
+ * whose plan is another and may be refused, and the fallback reads the floats), room the table keeps is handed over for it alone (kernels.h
  * share_bf16_into), so the product writes its bits there only and the attention reads them, no
  * conversion between. Nothing else may read dout's floats. */
 static inline void layer_attention_dout_at_rest(const pt_io *io, float *dout, int d, int H,

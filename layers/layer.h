@@ -97,6 +97,8 @@ typedef struct {
   float *din;
   const int32_t *doc_start; /* packed documents: [B,T] device int32, or NULL (plain causal) */
   const int32_t *positions; /* packed documents: [B,T] position in its document, or NULL (t) */
+  int documents;            /* packed documents: how many doc_start holds, counted on the host
+                               (kernels.h pt_attention_opts.documents); 0: not counted */
 } pt_io;
 
 typedef struct pt_layer pt_layer;

@@ -392,6 +392,7 @@ static void llama_forward(pt_layer *L, const pt_io *io) {
   k->rope(k, s.qkv, io->B, io->T, H, KVH, (int)m.hd, &st->rope.freqs, 1, io->positions);
   pt_attention_opts ao = attention_opts(L);
   ao.shared = 1; /* nothing writes atty after it (not so dqkv backward: the rotation does) */
+  ao.documents = io->documents;
   k->attention_forward(k, s.atty, s.attn, s.qkv, io->B, io->T, A, H, KVH, io->doc_start, &ao,
                        io->scratch);
   k->linear_forward(k, post ? s.ao : s.h, s.atty, w[O_W], NULL, N, A, d);
@@ -424,7 +425,8 @@ static void llama_backward_input(pt_layer *L, const pt_io *io) {
   k->linear_backward_input(k, s.dxn2, s.dgu, w[GATE_W], N, d, 2 * F, 0);
   k->rmsnorm_backward_input_residual(k, s.dh, dy, s.dxn2, s.h, nw[1], s.rstd2, N, d);
   if (post) k->rmsnorm_backward_input(k, s.dao, s.dh, s.ao, nw[2], s.rstd3, N, d, 0);
-  const pt_attention_opts ao = attention_opts(L);
+  pt_attention_opts ao = attention_opts(L);
+  ao.documents = io->documents;
   layer_attention_dout_at_rest(io, datty, A, H, KVH, &ao);
   k->linear_backward_input(k, datty, post ? s.dao : s.dh, w[O_W], N, A, d, 0);
   float *dqkvn = m.qk_norm ? s.dqkvn : s.dqkv; /* w.r.t. what the rotation read */

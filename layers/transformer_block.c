@@ -72,6 +72,13 @@ static size_t block_saved_bytes(const pt_layer *L, int B, int T) {
  * read a bf16 table's kept bits of them (kernels.h pt_attention_opts.shared). */
 static const pt_attention_opts k_shared = {.shared = 1};
 
+/* k_shared with the micro-batch's count of packed documents (kernels.h). */
+static pt_attention_opts call_opts(const pt_io *io) {
+  pt_attention_opts o = k_shared;
+  o.documents = io->documents;
+  return o;
+}
+
 /* The views as parts (layer.h): the norms' mean and rstd stay float32, the attention's state as
  * its table says, the rest may be bf16; h is forward's and then backward_input's. Read at rest
  * (backward's readers): xln1, xln2 and g only as x of the qkv, fc and fc2 weight gradients; qkv
@@ -165,8 +172,8 @@ static void block_forward(pt_layer *L, const pt_io *io) {
   block_views(L, k, B, T, io->saved, &s);
   k->layernorm_forward(k, s.xln1, s.mean1, s.rstd1, x, w[LN1_W], w[LN1_B], N, d, 1e-5f);
   k->linear_forward(k, s.qkv, s.xln1, w[QKV_W], w[QKV_B], N, d, 3 * d);
-  k->attention_forward(k, s.atty, s.attn, s.qkv, B, T, d, H, H, io->doc_start, &k_shared,
-                       io->scratch);
+  const pt_attention_opts ao = call_opts(io);
+  k->attention_forward(k, s.atty, s.attn, s.qkv, B, T, d, H, H, io->doc_start, &ao, io->scratch);
   k->linear_forward_residual(k, s.x1, x, s.atty, w[PROJ_W], w[PROJ_B], N, d, d);
   k->layernorm_forward(k, s.xln2, s.mean2, s.rstd2, s.x1, w[LN2_W], w[LN2_B], N, d, 1e-5f);
   k->linear_forward_gelu(k, s.g, s.h, s.xln2, w[FC_W], w[FC_B], N, d, 4 * d);
@@ -188,8 +195,9 @@ static void block_backward_input(pt_layer *L, const pt_io *io) {
                                        N, d);
   layer_attention_dout_at_rest(io, datty, d, H, H, &k_shared);
   k->linear_backward_input(k, datty, s.dx1, w[PROJ_W], N, d, d, 0);
+  const pt_attention_opts ao = call_opts(io);
   k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, B, T, d, H, H, io->doc_start,
-                        &k_shared, attn_scratch);
+                        &ao, attn_scratch);
   k->linear_backward_input(k, s.dxln1, s.dqkv, w[QKV_W], N, d, 3 * d, 0);
   if (!io->din) return;
   k->layernorm_backward_input_residual(k, io->din, s.dx1, s.dxln1, io->in, w[LN1_W], s.mean1,

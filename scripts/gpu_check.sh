@@ -11,7 +11,7 @@
 #             error against float32 (tests/gpu/test_attention_bf16.c again, its output kept)
 #   gates     2 and 4 ranks sharing GPU 0 over the staged transport (comm.backend=mpi,
 #             pipeline.devices=[0,0]) against the sequential GPU run (tests/pipeline/gate.sh):
-#             1f1b, zbv, tied weights, checkpointing, bf16
+#             1f1b, zbv, tied weights, checkpointing, bf16, bf16 Llama on packed documents
 #   trace     a traced 2-stage run sharing GPU 0 (tests/pipeline/trace.sh): each rank's compute
 #             again on its gpu track as the GPU ran it, none before the host queued it, none
 #             overlapping on the stream (check_trace.py PT_TRACE_DEVICE=1); trace.json and the
@@ -145,6 +145,9 @@ gate p4_1f1b_tied 4 "" "" --exact
 gate p2_zbv 2 "" "pipeline.schedule=zbv" --exact
 gate p4_checkpointing 4 "" "train.activation_checkpoint_interval=1"
 gate bf16_p2 2 "train.precision=bf16" "" --exact
+# packed documents under bf16: cuDNN's ragged sequences, one per document
+gate bf16_docs_llama_p2 2 "train.precision=bf16 train.steps=3" "pipeline.schedule=zb_h1" --exact \
+  tests/pipeline/docs_llama_gate.yaml
 if [[ ${#gates_bad[@]} -gt 0 ]]; then
   row gates FAIL $((SECONDS - t)) "failed: ${gates_bad[*]} (gate_NAME.log); passed: ${gates_ok[*]:-none}"
 else

@@ -11,7 +11,7 @@
 
 static int same_shape(const attention_cudnn_shape *a, const attention_cudnn_shape *b) {
   return a->B == b->B && a->T == b->T && a->H == b->H && a->KVH == b->KVH && a->hd == b->hd &&
-         a->window == b->window && a->scale == b->scale;
+         a->window == b->window && a->scale == b->scale && a->seqs == b->seqs;
 }
 
 /* The plan of shape s (NULL: refused), built the first time s is seen; seen 0: NULL for a shape
@@ -29,10 +29,36 @@ static attention_cudnn_plan *plan_for(gpu_ctx *g, cuda_attention_bf16 *a,
   char why[768] = "";
   attention_cudnn_plan *p = attention_cudnn_plan_build(g, s, why, sizeof why);
   if (!p)
-    pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d window=%d: %s; the in-house float32 "
-              "kernels run it", s->B, s->T, s->H, s->KVH, s->hd, s->window, why);
+    pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d window=%d%s: %s; the in-house float32 "
+              "kernels run it", s->B, s->T, s->H, s->KVH, s->hd, s->window,
+              s->seqs ? " packed documents" : "", why);
   a->shapes[a->n_shapes++] = (cuda_attention_bf16_entry){.shape = *s, .plan = p};
   return p;
+}
+
+/* Packed documents: the sequences of the library's ragged plan, opts->documents (kernels.h)
+ * rounded up to a power of two, so a run's varying counts share a few plans (a slot past the
+ * last document costs the library only an empty sequence); -1 (the in-house kernels, said once)
+ * without a count or where the table's offsets would not fit in int32. */
+static int ragged_slots(cuda_attention_bf16 *a, int B, int T, int d, int H, int KVH,
+                        const pt_attention_opts *opts) {
+  const int docs = opts ? opts->documents : 0;
+  const int64_t tokens = (int64_t)B * T, row = d + 2 * (int64_t)KVH * (d / H);
+  const char *why = docs <= 0 ? "the call gives no count of its documents (kernels.h "
+                                "pt_attention_opts.documents), which cuDNN's ragged table needs"
+                    : docs > tokens ? "more documents than tokens"
+                    : tokens * row > INT32_MAX ? "the ragged offsets exceed int32" : NULL;
+  if (!why) {
+    int seqs = 1;
+    while (seqs < docs) seqs *= 2;
+    return seqs;
+  }
+  if (!a->said_documents)
+    pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d with packed documents "
+              "(data.documents): %s; the in-house float32 kernels run it (and every other such "
+              "shape)", B, T, H, KVH, d / H, why);
+  a->said_documents = 1;
+  return -1;
 }
 
 /* The library's plan for this call (its shape in *s), or NULL for the in-house kernels (bad
@@ -52,20 +78,13 @@ static attention_cudnn_plan *route(gpu_ctx *g, cuda_attention_bf16 *a, int B, in
     a->said_softcap = 1;
     return NULL;
   }
-  if (doc_start) {
-    if (!a->said_documents)
-      pt_notice("bf16 attention B=%d T=%d H=%d KVH=%d hd=%d with packed documents "
-                "(data.documents): cuDNN's ragged offsets would need each document as its own "
-                "sequence, not a mask within a row; the in-house float32 kernels run it (and "
-                "every other shape with documents)", B, T, H, KVH, d / H);
-    a->said_documents = 1;
-    return NULL;
-  }
+  const int seqs = doc_start ? ragged_slots(a, B, T, d, H, KVH, opts) : 0;
+  if (seqs < 0) return NULL;
   /* a window as long as the sequence masks nothing: the plain plan */
   const int window = opts && opts->window > 0 && opts->window < T ? opts->window : 0;
   const float scale = opts && opts->scale > 0.0f ? opts->scale : 1.0f / sqrtf((float)(d / H));
-  *s = (attention_cudnn_shape){
-      .B = B, .T = T, .H = H, .KVH = KVH, .hd = d / H, .window = window, .scale = scale};
+  *s = (attention_cudnn_shape){.B = B, .T = T, .H = H, .KVH = KVH, .hd = d / H,
+                               .window = window, .scale = scale, .seqs = seqs};
   return plan_for(g, a, s, seen);
 }
 
@@ -99,6 +118,20 @@ static float *float_room(gpu_ctx *g, cuda_attention_bf16 *a, int64_t n) {
   float *r = grown(g, &p, &a->floats_bytes, sizeof(float) * (size_t)n);
   a->floats = r;
   return r;
+}
+
+/* Packed documents (s->seqs > 0): the ragged table of doc_start built in room kept here (a
+ * kernel per call: forward and backward of a micro-batch are apart); NULL for whole rows. */
+static const int32_t *ragged_table(gpu_ctx *g, cuda_attention_bf16 *a,
+                                   const attention_cudnn_shape *s, const int32_t *doc_start) {
+  if (s->seqs <= 0) return NULL;
+  const int64_t ints = 4 * attention_cudnn_ragged_stride(s->seqs);
+  void *p = a->ragged;
+  int32_t *table = grown(g, &p, &a->ragged_bytes, sizeof(int32_t) * (size_t)ints);
+  a->ragged = table;
+  cuda_op_attention_ragged(g, table, doc_start, s->B, s->T, s->seqs, (s->H + 2 * s->KVH) * s->hd,
+                           s->H * s->hd, s->H);
+  return table;
 }
 
 static void *workspace(gpu_ctx *g, cuda_attention_bf16 *a, const attention_cudnn_plan *p) {
@@ -198,8 +231,9 @@ void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, f
   uint16_t *o_r = result_room(g, a, o_b, o, n_o, opts, &alone);
   void *ws = workspace(g, a, p);
   const uint16_t *qkv_in = operand(g, a, qkv_b, qkv, n_qkv);
+  const int32_t *table = ragged_table(g, a, &s, doc_start); /* its own launch, noted before */
   cudnn_note("cudnn_attention_forward", 1.0, &s, n_qkv, n_o, 1.0); /* before: a timed ledger */
-  attention_cudnn_forward(g, p, ws, o_r, lse, qkv_in);
+  attention_cudnn_forward(g, p, ws, o_r, lse, qkv_in, table);
   result_widen(g, a, o, o_r, o_b, n_o, alone);
   a->library_calls++;
 }
@@ -231,8 +265,9 @@ void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqk
   int alone;
   uint16_t *dqkv_r = result_room(g, a, dqkv_b, dqkv, n_qkv, opts, &alone);
   void *ws = workspace(g, a, p);
+  const int32_t *table = ragged_table(g, a, &s, doc_start);
   cudnn_note("cudnn_attention_backward", 2.5, &s, n_qkv, n_o, 2.0);
-  attention_cudnn_backward(g, p, ws, dqkv_r, dout_in, qkv_in, o_in, lse);
+  attention_cudnn_backward(g, p, ws, dqkv_r, dout_in, qkv_in, o_in, lse, table);
   a->library_calls++;
   if (opts && opts->rotated && dqkv_r == dqkv_b) { /* the rope reads these bits instead */
     a->left_at = dqkv;
@@ -263,5 +298,6 @@ void cuda_attention_bf16_free(cuda_attention_bf16 *a) {
   if (a->bf16) gpu_free(a->bf16);
   if (a->workspace) gpu_free(a->workspace);
   if (a->floats) gpu_free(a->floats);
+  if (a->ragged) gpu_free(a->ragged);
   *a = (cuda_attention_bf16){0};
 }

@@ -15,20 +15,26 @@
  *     there only, its floats left undefined; a dqkv of opts->rotated not so is left as the
  *     library's bits in the buffer kept here, not widened, for the rope that follows
  *     (cuda_attention_bf16_left);
- *   - a shape the library refuses, and packed documents (doc_start != NULL: cuDNN's ragged
- *     offsets would make each document its own sequence, which this layout of whole rows does not
- *     do), run the in-house fused float32 kernels on the float32 tensors; so do soft-capped
- *     scores (kernels.h's pt_attention_opts.softcap: cuDNN's SDPA has no soft-cap), while a
+ *   - packed documents (doc_start != NULL) go to the library as ragged sequences, one per
+ *     document (attention_cudnn.h's seqs: opts->documents rounded up to a power of two, the
+ *     table built from doc_start by a kernel each call, cuda_op_attention_ragged), where opts
+ *     gives their count (kernels.h pt_attention_opts.documents; without it, the in-house
+ *     kernels);
+ *   - a shape the library refuses runs the in-house fused float32 kernels on the float32
+ *     tensors; so do soft-capped scores (kernels.h's pt_attention_opts.softcap: cuDNN's SDPA
+ *     has no soft-cap), while a
  *     window and another scale are the library's (its diagonal band and attention scale, part
  *     of the plan's shape). Each reason is said once on stderr by rank 0 (a notice, not an
  *     error). Backward on documents of a shape the library takes, asked for before
  *     (cuda_attention_bf16_takes), widens the activation copies of qkv and o into float32 room
  *     kept here (their floats may be undefined: read at rest).
- * The library's plan is built at the first forward of a shape (B, T, H, KVH, hd, window, scale),
- * or at the first cuda_attention_bf16_takes asking about it, and kept for forward and backward
- * alike, so the two (and the layers' saved parts) always take the same path; forward's lse
- * means the same on both paths. Buffers grow to the largest shape seen and are kept. One per
- * table; the rank's one host thread calls it, in stream order.
+ * The library's plan is built at the first forward of a shape (B, T, H, KVH, hd, window, scale,
+ * seqs), or at the first cuda_attention_bf16_takes asking about it, and kept for forward and
+ * backward alike, so the two (and the layers' saved parts) always take the same path; forward's
+ * lse is the same B*H*T floats on both paths ([B,H,T], or [token, head] for the library's
+ * packed documents: only the backward of the path that wrote it reads it). Buffers grow to the
+ * largest shape seen and are kept. One per table; the rank's one host thread calls it, in stream
+ * order.
  */
 #ifndef PT_ATTENTION_BF16_H
 #define PT_ATTENTION_BF16_H
@@ -58,6 +64,8 @@ typedef struct {
   size_t workspace_bytes;
   float *floats;               /* device: copies widened for the in-house kernels */
   size_t floats_bytes;
+  int32_t *ragged;             /* device: packed documents' ragged table (attention_cudnn.h) */
+  size_t ragged_bytes;
   int64_t library_calls, fallback_calls; /* forward and backward calls on each path */
   /* The table's bf16 scratch: a qkv or o inside one of its activation copies (kernels.h
    * activation_copies) is handed to the library as it is, not converted; shared results are

@@ -10,6 +10,13 @@
  * version): any failure there is a refusal with cuDNN's words, never fatal; a failure when
  * running a built plan is fatal (PT_CHECK_CUDNN_FE).
  *
+ * Packed documents (a shape's seqs > 0): the same graphs over seqs sequences of up to T tokens,
+ * each tensor's sequence j found through a ragged offset (attention_cudnn.h's table: q, k, v,
+ * dq, dk, dv at off_qkv, o and dout at off_o, the stats at off_lse, [token, head]) and masked
+ * by its length (the padding mask) and causally from its first token (top left): what
+ * TransformerEngine calls the THD layout. Each tensor gets its own offset tensor (uid), all
+ * reading the one table.
+ *
  * One cuDNN handle per process (a rank drives one device, kernels/cuda/gpu.h), created with the
  * first plan (a failure there is a refusal too); every call sets it to the caller's stream.
  */
@@ -34,6 +41,8 @@ static const char *cudnn_text(cudnnStatus_t s) { return cudnnGetErrorString(s); 
   PT_CHECK_CALL(fe::error_t, call, #call, fe_ok, "cuDNN frontend", fe_text)
 
 enum { UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_DO, UID_DQ, UID_DK, UID_DV };
+/* the ragged table's tensors: a tensor's offsets at its uid + UID_OFFSET */
+enum { UID_SEQ_LEN_Q = 20, UID_SEQ_LEN_KV, UID_OFFSET = 40 };
 
 struct attention_cudnn_plan {
   attention_cudnn_shape s;
@@ -58,15 +67,54 @@ static std::vector<int64_t> strides(const attention_cudnn_shape &s, int64_t ld) 
   return {(int64_t)s.T * ld, s.hd, ld, 1};
 }
 
-static std::shared_ptr<fe::graph::Tensor_attributes> input(fe::graph::Graph &g, const char *name,
-                                                           int64_t uid, int64_t heads,
-                                                           const attention_cudnn_shape &s,
-                                                           int64_t ld) {
+using tensor = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+/* Sequences of a graph: B rows, or the packed documents' slots. */
+static int64_t batch(const attention_cudnn_shape &s) { return s.seqs > 0 ? s.seqs : s.B; }
+
+/* An int32 column of n (a ragged table's array). */
+static tensor int_column(fe::graph::Graph &g, const char *name, int64_t uid, int64_t n) {
   return g.tensor(fe::graph::Tensor_attributes()
                       .set_name(name)
                       .set_uid(uid)
-                      .set_dim({s.B, heads, s.T, s.hd})
-                      .set_stride(strides(s, ld)));
+                      .set_dim({n, 1, 1, 1})
+                      .set_stride({1, 1, 1, 1})
+                      .set_data_type(fe::DataType_t::INT32));
+}
+
+/* t's ragged offset (its uid + UID_OFFSET) under packed documents; nothing for whole rows. */
+static tensor with_offsets(fe::graph::Graph &g, const attention_cudnn_shape &s, tensor t) {
+  if (s.seqs > 0)
+    t->set_ragged_offset(int_column(g, "offset", t->get_uid() + UID_OFFSET, s.seqs + 1));
+  return t;
+}
+
+static tensor input(fe::graph::Graph &g, const char *name, int64_t uid, int64_t heads,
+                    const attention_cudnn_shape &s, int64_t ld) {
+  return with_offsets(g, s,
+                g.tensor(fe::graph::Tensor_attributes()
+                             .set_name(name)
+                             .set_uid(uid)
+                             .set_dim({batch(s), heads, s.T, s.hd})
+                             .set_stride(strides(s, ld))));
+}
+
+/* The stats: [B,H,T] for whole rows, [token, head] under packed documents. */
+static tensor stats_layout(fe::graph::Graph &g, const attention_cudnn_shape &s, tensor t) {
+  const int64_t H = s.H, T = s.T;
+  t->set_uid(UID_STATS).set_data_type(fe::DataType_t::FLOAT).set_dim({batch(s), H, T, 1});
+  if (s.seqs > 0) t->set_stride({T * H, 1, H, 1});
+  else t->set_stride({H * T, T, 1, 1});
+  return with_offsets(g, s, t);
+}
+
+/* Packed documents: the padding mask over the table's lengths (q and kv alike). */
+template <class A> static void mask_lengths(fe::graph::Graph &g, const attention_cudnn_shape &s,
+                                            A &opt) {
+  if (s.seqs <= 0) return;
+  opt.set_padding_mask(true)
+      .set_seq_len_q(int_column(g, "seq_len_q", UID_SEQ_LEN_Q, s.seqs))
+      .set_seq_len_kv(int_column(g, "seq_len_kv", UID_SEQ_LEN_KV, s.seqs));
 }
 
 static std::shared_ptr<fe::graph::Graph> new_graph() {
@@ -88,13 +136,13 @@ static std::shared_ptr<fe::graph::Graph> forward_graph(const attention_cudnn_sha
                  .set_causal_mask(true)
                  .set_attn_scale(s.scale);
   if (s.window > 0) opt.set_diagonal_band_left_bound(s.window); /* keys s > t - window */
+  mask_lengths(*g, s, opt);
   auto [o, stats] = g->sdpa(q, k, v, opt);
-  o->set_output(true).set_uid(UID_O).set_dim({s.B, s.H, s.T, s.hd}).set_stride(strides(s, ldo));
-  stats->set_output(true)
-      .set_uid(UID_STATS)
-      .set_data_type(fe::DataType_t::FLOAT)
-      .set_dim({s.B, s.H, s.T, 1})
-      .set_stride({(int64_t)s.H * s.T, s.T, 1, 1});
+  o->set_output(true).set_uid(UID_O).set_dim({batch(s), s.H, s.T, s.hd});
+  o->set_stride(strides(s, ldo));
+  with_offsets(*g, s, o);
+  stats->set_output(true);
+  stats_layout(*g, s, stats);
   return g;
 }
 
@@ -104,22 +152,22 @@ static std::shared_ptr<fe::graph::Graph> backward_graph(const attention_cudnn_sh
   auto q = input(*g, "q", UID_Q, s.H, s, ld), k = input(*g, "k", UID_K, s.KVH, s, ld);
   auto v = input(*g, "v", UID_V, s.KVH, s, ld), o = input(*g, "o", UID_O, s.H, s, ldo);
   auto dout = input(*g, "dout", UID_DO, s.H, s, ldo);
-  auto stats = g->tensor(fe::graph::Tensor_attributes()
-                             .set_name("stats")
-                             .set_uid(UID_STATS)
-                             .set_data_type(fe::DataType_t::FLOAT)
-                             .set_dim({s.B, s.H, s.T, 1})
-                             .set_stride({(int64_t)s.H * s.T, s.T, 1, 1}));
+  auto stats = stats_layout(*g, s, g->tensor(fe::graph::Tensor_attributes().set_name("stats")));
   auto opt = fe::graph::SDPA_backward_attributes()
                  .set_name("attention_backward")
                  .set_causal_mask(true)
                  .set_deterministic_algorithm(true)
                  .set_attn_scale(s.scale);
   if (s.window > 0) opt.set_diagonal_band_left_bound(s.window);
+  mask_lengths(*g, s, opt);
   auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, stats, opt);
-  dq->set_output(true).set_uid(UID_DQ).set_dim({s.B, s.H, s.T, s.hd}).set_stride(strides(s, ld));
-  dk->set_output(true).set_uid(UID_DK).set_dim({s.B, s.KVH, s.T, s.hd}).set_stride(strides(s, ld));
-  dv->set_output(true).set_uid(UID_DV).set_dim({s.B, s.KVH, s.T, s.hd}).set_stride(strides(s, ld));
+  const int64_t uids[3] = {UID_DQ, UID_DK, UID_DV}, heads[3] = {s.H, s.KVH, s.KVH};
+  tensor grads[3] = {dq, dk, dv};
+  for (int i = 0; i < 3; i++) {
+    grads[i]->set_output(true).set_uid(uids[i]).set_dim({batch(s), heads[i], s.T, s.hd});
+    grads[i]->set_stride(strides(s, ld));
+    with_offsets(*g, s, grads[i]);
+  }
   return g;
 }
 
@@ -164,13 +212,31 @@ extern "C" void attention_cudnn_plan_free(attention_cudnn_plan *p) { delete p; }
 static int64_t k_at(const attention_cudnn_shape &s) { return (int64_t)s.H * s.hd; }
 static int64_t v_at(const attention_cudnn_shape &s) { return (int64_t)(s.H + s.KVH) * s.hd; }
 
+using variant_pack = std::unordered_map<int64_t, void *>;
+
+/* Packed documents: the ragged table's arrays into pack, each tensor's offsets where its layout
+ * says (attention_cudnn.h). */
+static void pack_ragged(variant_pack &pack, const attention_cudnn_shape &s, const int32_t *table) {
+  if (s.seqs <= 0) return;
+  if (!table) pt_fatal("attention_cudnn: a packed-documents plan needs its ragged table");
+  const int64_t stride = attention_cudnn_ragged_stride(s.seqs);
+  int32_t *t = (int32_t *)table, *off_qkv = t + stride, *off_o = t + 2 * stride;
+  pack[UID_SEQ_LEN_Q] = t, pack[UID_SEQ_LEN_KV] = t;
+  for (int64_t uid : {UID_Q, UID_K, UID_V, UID_DQ, UID_DK, UID_DV})
+    if (pack.count(uid)) pack[uid + UID_OFFSET] = off_qkv;
+  for (int64_t uid : {UID_O, UID_DO})
+    if (pack.count(uid)) pack[uid + UID_OFFSET] = off_o;
+  pack[UID_STATS + UID_OFFSET] = t + 3 * stride;
+}
+
 extern "C" void attention_cudnn_forward(gpu_ctx *g, const attention_cudnn_plan *p,
                                         void *workspace, uint16_t *o, float *lse,
-                                        const uint16_t *qkv) {
+                                        const uint16_t *qkv, const int32_t *ragged) {
   const attention_cudnn_shape &s = p->s;
-  std::unordered_map<int64_t, void *> pack = {
+  variant_pack pack = {
       {UID_Q, (void *)qkv}, {UID_K, (void *)(qkv + k_at(s))}, {UID_V, (void *)(qkv + v_at(s))},
       {UID_O, o}, {UID_STATS, lse}};
+  pack_ragged(pack, s, ragged);
   PT_CHECK_CUDNN(cudnnSetStream(dnn, g->stream));
   PT_CHECK_CUDNN_FE(p->fwd->execute(dnn, pack, workspace));
 }
@@ -178,12 +244,13 @@ extern "C" void attention_cudnn_forward(gpu_ctx *g, const attention_cudnn_plan *
 extern "C" void attention_cudnn_backward(gpu_ctx *g, const attention_cudnn_plan *p,
                                          void *workspace, uint16_t *dqkv, const uint16_t *dout,
                                          const uint16_t *qkv, const uint16_t *o,
-                                         const float *lse) {
+                                         const float *lse, const int32_t *ragged) {
   const attention_cudnn_shape &s = p->s;
-  std::unordered_map<int64_t, void *> pack = {
+  variant_pack pack = {
       {UID_Q, (void *)qkv},   {UID_K, (void *)(qkv + k_at(s))}, {UID_V, (void *)(qkv + v_at(s))},
       {UID_O, (void *)o},     {UID_DO, (void *)dout},           {UID_STATS, (void *)lse},
       {UID_DQ, dqkv},         {UID_DK, dqkv + k_at(s)},         {UID_DV, dqkv + v_at(s)}};
+  pack_ragged(pack, s, ragged);
   PT_CHECK_CUDNN(cudnnSetStream(dnn, g->stream));
   PT_CHECK_CUDNN_FE(p->bwd->execute(dnn, pack, workspace));
 }

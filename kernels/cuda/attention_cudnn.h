@@ -34,11 +34,27 @@ extern "C" {
 
 /* window: kernels.h's sliding window (0: none, else below T), cuDNN's diagonal band left bound
  * (keys s > t - window); scale: the scores' scale (1/sqrt(hd) unless kernels.h's opts set
- * another). Soft-capping has no equivalent in cuDNN's SDPA: attention_bf16.c never asks. */
+ * another). Soft-capping has no equivalent in cuDNN's SDPA: attention_bf16.c never asks.
+ * seqs: 0 for whole rows (B sequences of T); > 0 for packed documents: the B*T tokens are up to
+ * seqs sequences, each a document, given per call by a ragged table (below), each sequence
+ * causal from its own first token (cuDNN's padding mask, ragged offsets and ragged stats). */
 typedef struct {
   int B, T, H, KVH, hd, window;
   float scale;
+  int seqs;
 } attention_cudnn_shape;
+
+/* The ragged table of a packed-documents shape: device int32, four arrays of
+ * attention_cudnn_ragged_stride(seqs) each (16-byte aligned, as every tensor given cuDNN):
+ *   [0]  seq_len[seqs]      tokens of sequence j (0 for a slot past the last document)
+ *   [1]  off_qkv[seqs + 1]  element offset of its first token in qkv and dqkv (token * row)
+ *   [2]  off_o[seqs + 1]    the same in o and dout (token * H * hd)
+ *   [3]  off_lse[seqs + 1]  the same in lse (token * H: lse is [token, head] here)
+ * Sequences in token order, slots past the last and index seqs at the end (B*T tokens).
+ * cuda_op_attention_ragged (ops_cuda.h) builds it from kernels.h's doc_start. */
+static inline int64_t attention_cudnn_ragged_stride(int seqs) {
+  return ((int64_t)seqs + 4) / 4 * 4;
+}
 
 /* The built forward and backward of one shape (opaque). */
 typedef struct attention_cudnn_plan attention_cudnn_plan;
@@ -54,13 +70,17 @@ attention_cudnn_plan *attention_cudnn_plan_build(gpu_ctx *g, const attention_cud
 /* Device bytes of workspace forward and backward need (the larger of the two). */
 size_t attention_cudnn_plan_workspace(const attention_cudnn_plan *p);
 void attention_cudnn_plan_free(attention_cudnn_plan *p);
-/* o (bf16), lse (float32) from qkv (bf16); workspace: plan_workspace bytes (NULL when 0). */
+/* o (bf16), lse (float32) from qkv (bf16); workspace: plan_workspace bytes (NULL when 0);
+ * ragged: the table above for a shape with seqs > 0, else NULL. lse's B*H*T floats are
+ * [B,H,T] for whole rows, [token, head] for packed documents (only backward reads it). */
 void attention_cudnn_forward(gpu_ctx *g, const attention_cudnn_plan *p, void *workspace,
-                             uint16_t *o, float *lse, const uint16_t *qkv);
-/* dqkv (bf16, every element written) from dout, qkv, o (bf16) and forward's lse. */
+                             uint16_t *o, float *lse, const uint16_t *qkv,
+                             const int32_t *ragged);
+/* dqkv (bf16, every element written) from dout, qkv, o (bf16) and forward's lse; ragged as
+ * forward's (the same micro-batch's). */
 void attention_cudnn_backward(gpu_ctx *g, const attention_cudnn_plan *p, void *workspace,
                               uint16_t *dqkv, const uint16_t *dout, const uint16_t *qkv,
-                              const uint16_t *o, const float *lse);
+                              const uint16_t *o, const float *lse, const int32_t *ragged);
 
 #ifdef __cplusplus
 }

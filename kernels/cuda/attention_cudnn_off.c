@@ -25,14 +25,16 @@ size_t attention_cudnn_plan_workspace(const attention_cudnn_plan *p) {
 void attention_cudnn_plan_free(attention_cudnn_plan *p) { (void)p; }
 
 void attention_cudnn_forward(gpu_ctx *g, const attention_cudnn_plan *p, void *workspace,
-                             uint16_t *o, float *lse, const uint16_t *qkv) {
-  (void)g, (void)p, (void)workspace, (void)o, (void)lse, (void)qkv;
+                             uint16_t *o, float *lse, const uint16_t *qkv,
+                             const int32_t *ragged) {
+  (void)g, (void)p, (void)workspace, (void)o, (void)lse, (void)qkv, (void)ragged;
   pt_fatal("attention_cudnn_forward: no plan can exist in this build");
 }
 
 void attention_cudnn_backward(gpu_ctx *g, const attention_cudnn_plan *p, void *workspace,
                               uint16_t *dqkv, const uint16_t *dout, const uint16_t *qkv,
-                              const uint16_t *o, const float *lse) {
+                              const uint16_t *o, const float *lse, const int32_t *ragged) {
   (void)g, (void)p, (void)workspace, (void)dqkv, (void)dout, (void)qkv, (void)o, (void)lse;
+  (void)ragged;
   pt_fatal("attention_cudnn_backward: no plan can exist in this build");
 }

@@ -88,6 +88,17 @@ void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float *dout, cons
                                 const float *o, const float *lse, int B, int T, int d, int H,
                                 int KVH, const int32_t *doc_start, const pt_attention_opts *opts,
                                 float *scratch);
+/* ops_attention_ragged.cu: packed documents (doc_start, device int32 [B,T], kernels.h) as
+ * attention_cudnn.h's ragged table of seqs slots (table: 4 * attention_cudnn_ragged_stride(seqs)
+ * device int32), for rows of row_qkv elements in qkv, row_o in o and H log-sum-exps (their
+ * product with B*T must fit in int32); seqs must be at least the documents' count (a table of
+ * fewer slots has every length -1). _docs is the inverse, for the emulator's cuDNN substitute:
+ * doc_start from a table, a token no valid sequence of the table covers (or whose sequence
+ * starts in an earlier row) given its own one-token document, so a wrong table shows. */
+void cuda_op_attention_ragged(gpu_ctx *g, int32_t *table, const int32_t *doc_start, int B,
+                              int T, int seqs, int row_qkv, int row_o, int H);
+void cuda_op_attention_ragged_docs(gpu_ctx *g, int32_t *doc_start, const int32_t *table, int B,
+                                   int T, int seqs, int row_qkv, int row_o, int H);
 /* ops_norm_residual.cu: kernels.h's residual norms, one launch each: x1 = a + b and the norm of
  * x1 (x1 may alias a or b); dx = dres + the norm's input gradient of dy (dx may alias dres). */
 void cuda_op_layernorm_forward_residual(gpu_ctx *g, float *x1, float *y, float *mean, float *rstd,

@@ -11,8 +11,12 @@
  *   - the library ran each plain shape (unless the build has none), one plan per shape, and the
  *     ledger (kernels/cuda/cost.h) has its calls at 4*B*H*T*T*hd/2 tensor FLOPs forward, 2.5
  *     times that backward;
- *   - packed documents and a head dim the library refuses (12) fall back to the in-house
- *     kernels, bit for bit what those give in fp32, each said once on stderr;
+ *   - packed documents with their count (kernels.h pt_attention_opts.documents) run on the
+ *     library as ragged sequences, one plan per power of two of documents, within the same
+ *     tolerance and deterministic; the ragged table (cuda_op_attention_ragged) equals one built
+ *     here from doc_start, and a table of too few slots has every length -1;
+ *   - packed documents without a count and a head dim the library refuses (12) fall back to the
+ *     in-house kernels, bit for bit what those give in fp32, each said once on stderr;
  *   - fp32 never calls the library.
  * Without a GPU: "SKIP: no GPU (<reason>)", exit 77.
  */
@@ -121,13 +125,26 @@ static int32_t *documents(int B, int T) {
   return doc;
 }
 
-/* One shape (opts: kernels.h's window, soft-cap, scale). library: 1 when the library must run
- * it, 0 when the in-house kernels must. */
+/* Tokens t of doc[n] that start a document (doc[t] == t within its row of T). */
+static int count_documents(const int32_t *doc, int64_t n, int T) {
+  int c = 0;
+  for (int64_t i = 0; i < n; i++) c += doc[i] == (int32_t)(i % T);
+  return c;
+}
+
+enum { NO_DOCS, DOCS_COUNTED, DOCS_UNCOUNTED };
+
+/* One shape (opts: kernels.h's window, soft-cap, scale). docs: packed documents, with their
+ * count in opts or not. library: 1 when the library must run it, 0 when the in-house kernels
+ * must. */
 static void attention_case_opts(int B, int T, int d, int H, int KVH, int docs, int library,
-                                const pt_attention_opts *opts) {
+                                const pt_attention_opts *opts_in) {
   char shape[160];
+  pt_attention_opts opts_docs = *opts_in;
+  const pt_attention_opts *opts = &opts_docs;
   snprintf(shape, sizeof shape, "B=%d T=%d d=%d H=%d KVH=%d hd=%d%s window=%d softcap=%g "
-           "scale=%g", B, T, d, H, KVH, d / H, docs ? " documents" : "", opts->window,
+           "scale=%g", B, T, d, H, KVH, d / H,
+           docs == DOCS_COUNTED ? " documents" : docs ? " documents (no count)" : "", opts->window,
            (double)opts->softcap, (double)opts->scale);
   const pt_kernels *k = &KG.table;
   const int64_t no = (int64_t)B * T * d, nl = (int64_t)B * H * T;
@@ -140,6 +157,7 @@ static void attention_case_opts(int B, int T, int d, int H, int KVH, int docs, i
         (long long)k->attention_scratch_floats(k, B, T, d, H, KVH), (long long)nl);
   float *qkv = random_floats(nqkv, -2, 2), *dout = random_floats(no, -1, 1);
   int32_t *doc = docs ? documents(B, T) : NULL;
+  if (docs == DOCS_COUNTED) opts_docs.documents = count_documents(doc, (int64_t)B * T, T);
   float *o_cpu = malloc(sizeof(float) * (size_t)no), *dqkv_cpu = malloc(sizeof(float) * nqkv);
   float *p_cpu = malloc(sizeof(float) * (size_t)B * H * T * T);
   float *scr = malloc(sizeof(float) * (size_t)(op_attention_scratch_floats(T, d, H, KVH) + 1));
@@ -185,6 +203,59 @@ static void attention_case_opts(int B, int T, int d, int H, int KVH, int docs, i
 
 static void attention_case(int B, int T, int d, int H, int KVH, int docs, int library) {
   attention_case_opts(B, T, d, H, KVH, docs, library, &(pt_attention_opts){0});
+}
+
+/* The ragged table of doc[B*T] built on the device for seqs slots against one built here:
+ * documents in token order, lengths, offsets in qkv (rows of rq), o (ro) and lse (H a token),
+ * slots past the last and the end at B*T tokens. With too few slots, every length is -1. */
+static void ragged_case(int B, int T, const int32_t *doc, int seqs, int rq, int ro, int H) {
+  const int64_t N = (int64_t)B * T, stride = attention_cudnn_ragged_stride(seqs);
+  const int docs = count_documents(doc, N, T);
+  int32_t *want = malloc(sizeof(int32_t) * 4 * (size_t)stride), *got = malloc(4 * 4 * stride);
+  int32_t *d_doc = to_device(doc, sizeof(int32_t) * (size_t)N);
+  int32_t *d_table = gpu_alloc(&G, sizeof(int32_t) * 4 * (size_t)stride);
+  cuda_op_attention_ragged(&G, d_table, d_doc, B, T, seqs, rq, ro, H);
+  gpu_to_host(&G, got, d_table, sizeof(int32_t) * 4 * (size_t)stride);
+  int j = 0;
+  for (int64_t t = 0; t <= N; t++) {
+    if (t < N && doc[t] != (int32_t)(t % T)) continue;
+    if (j > 0 && j <= seqs) /* the document before ends here */
+      want[j - 1] = docs > seqs ? -1 : (int32_t)(t - want[stride + j - 1] / rq);
+    if (t == N) break;
+    if (j < seqs)
+      want[stride + j] = (int32_t)(t * rq), want[2 * stride + j] = (int32_t)(t * ro),
+      want[3 * stride + j] = (int32_t)(t * H);
+    j++;
+  }
+  for (int k = docs < seqs ? docs : seqs; k <= seqs; k++) {
+    if (k < seqs) want[k] = docs > seqs ? -1 : 0;
+    want[stride + k] = (int32_t)(N * rq), want[2 * stride + k] = (int32_t)(N * ro);
+    want[3 * stride + k] = (int32_t)(N * H);
+  }
+  int bad = 0;
+  for (int a = 0; a < 4; a++)
+    for (int k = 0; k < (a ? seqs + 1 : seqs); k++)
+      if (!bad && got[a * stride + k] != want[a * stride + k]) {
+        CHECK(0, "ragged table B=%d T=%d seqs=%d (%d documents): array %d slot %d is %d, "
+              "expected %d", B, T, seqs, docs, a, k, got[a * stride + k], want[a * stride + k]);
+        bad = 1;
+      }
+  printf("  ragged table B=%d T=%d, %d documents in %d slots: %s\n", B, T, docs, seqs,
+         bad ? "wrong" : "as built here");
+  gpu_free(d_doc), gpu_free(d_table), free(want), free(got);
+}
+
+static void ragged_cases(void) {
+  int32_t *doc = documents(3, 50);
+  const int docs = count_documents(doc, 150, 50);
+  ragged_case(3, 50, doc, docs, 2304, 768, 12); /* exactly the count */
+  ragged_case(3, 50, doc, 64, 40, 8, 2);        /* slots to spare */
+  ragged_case(3, 50, doc, docs - 1, 40, 8, 2);  /* too few: every length -1 */
+  free(doc);
+  int32_t *own = malloc(sizeof(int32_t) * 2 * 700); /* every token its own document */
+  for (int t = 0; t < 2 * 700; t++) own[t] = t % 700;
+  ragged_case(2, 700, own, 2048, 24, 8, 1);
+  free(own);
 }
 
 /* fp32 keeps the in-house kernels: no library call. */
@@ -241,8 +312,13 @@ int main(void) {
   attention_case(2, 45, 256, 4, 1, 0, library);  /* hd 64, multi-query */
   attention_case(1, 70, 768, 6, 3, 0, library);  /* hd 128 */
   attention_case(2, 37, 128, 4, 2, 0, library);  /* a shape seen before: its plan reused */
-  attention_case(2, 70, 128, 8, 2, 1, 0);        /* packed documents: in-house */
-  attention_case(1, 33, 128, 4, 2, 1, 0);        /* ... said once */
+  ragged_cases();
+  /* packed documents: the library's ragged sequences (about 22 documents: 32 slots; 6: 8) */
+  attention_case(2, 70, 128, 8, 2, DOCS_COUNTED, library);
+  attention_case(1, 33, 128, 4, 2, DOCS_COUNTED, library);
+  attention_case_opts(2, 70, 128, 4, 2, DOCS_COUNTED, library, &(pt_attention_opts){.window = 9});
+  attention_case(2, 70, 128, 8, 2, DOCS_UNCOUNTED, 0); /* no count: in-house */
+  attention_case(1, 33, 128, 4, 2, DOCS_UNCOUNTED, 0); /* ... said once */
   attention_case(2, 29, 36, 3, 3, 0, 0);         /* hd 12: refused */
   /* a window (cuDNN's diagonal band) and another scale: the library's, each its own plan;
    * soft-capping: in-house, said once */
@@ -260,7 +336,7 @@ int main(void) {
    * has no library */
   CHECK(notices == (library ? 3 : 9), "%d notices on stderr, expected %d", notices,
         library ? 3 : 9);
-  CHECK(KG.attention.n_shapes == 7, "%d shapes planned, expected 7 (one per library shape)",
+  CHECK(KG.attention.n_shapes == 10, "%d shapes planned, expected 10 (one per library shape)",
         KG.attention.n_shapes);
 
   kernels_gpu_close(&KG);

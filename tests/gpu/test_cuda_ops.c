@@ -1606,11 +1606,11 @@ static void test_layer_tables(kernels_gpu *kg, const pt_layer *L, int B, int T, 
   pt_io c = {&kernels_cpu, B, T, in, hnew(sizeof(float) * n_out),
              hnew(layer_saved_bytes(L, &kernels_cpu, B, T)),
              hnew(layer_scratch_bytes(L, &kernels_cpu, B, T)), dout,
-             L->in_tokens ? NULL : hnew(in_bytes), NULL, NULL};
+             L->in_tokens ? NULL : hnew(in_bytes), NULL, NULL, 0};
   pt_io g = {&kg->table, B, T, up(in, in_bytes), dnew(sizeof(float) * n_out),
              dnew(layer_saved_bytes(L, &kg->table, B, T)),
              dnew(layer_scratch_bytes(L, &kg->table, B, T)), upf(dout, n_out),
-             L->in_tokens ? NULL : dnew(in_bytes), NULL, NULL};
+             L->in_tokens ? NULL : dnew(in_bytes), NULL, NULL, 0};
   const pt_io *io[2] = {&c, &g};
   pt_layer *ls[2] = {&Lc, &Lg};
   for (int side = 0; side < 2; side++) {

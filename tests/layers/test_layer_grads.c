@@ -618,7 +618,7 @@ static void randomize_inputs(lrun *r, uint64_t *rng) {
 static pt_io make_io(lrun *r, float *din) {
   pt_io io = {&kernels_cpu, r->c->B, r->c->T,
               r->L.in_tokens ? (const void *)r->tok : (const void *)r->x, r->out, r->saved,
-              r->scratch, r->dout, din, NULL, NULL};
+              r->scratch, r->dout, din, NULL, NULL, 0};
   return io;
 }
 
