@@ -359,16 +359,15 @@ static const char *name_too_long(const char *target, char *why, size_t whysz) {
   return NULL;
 }
 
-/* For a file: its directory must exist already (nothing creates it), and the file, if there, be
- * a writable file. NULL when both hold. */
-static const char *file_place_problem(const char *target, const char *parent,
-                                      const struct stat *st) {
+/* For a file: what is at the target itself, if anything, must be a writable file; the fix for
+ * each, NULL when it holds (or nothing is there). */
+static const char *file_target_problem(const char *target, const char **fix) {
   struct stat t;
-  if (!S_ISDIR(st->st_mode)) return "it is not a directory";
-  if (strcmp(target, parent) && stat(target, &t) == 0) {
-    if (S_ISDIR(t.st_mode)) return "the path is a directory, not a file";
-    if (access(target, W_OK) != 0) return "the file there is not writable";
-  }
+  if (stat(target, &t) != 0) return NULL;
+  *fix = "give a file's name";
+  if (S_ISDIR(t.st_mode)) return "it is a directory, not a file";
+  *fix = "choose another path";
+  if (access(target, W_OK) != 0) return "the file there is not writable";
   return NULL;
 }
 
@@ -380,6 +379,12 @@ int checkpoint_check_writable(const char *target, int is_file, const char *what,
   if (why) {
     snprintf(err, errsz, "%s %.200s...: cannot write there: %s; choose a shorter path", what,
              target, why);
+    return -1;
+  }
+  const char *fix = NULL;
+  why = is_file ? file_target_problem(target, &fix) : NULL;
+  if (why) {
+    pt_errorf_short(err, errsz, "%s %s: cannot write there: %s; %s", what, target, why, fix);
     return -1;
   }
   if (is_file) parent_of(target, path, sizeof path);
@@ -400,8 +405,7 @@ int checkpoint_check_writable(const char *target, int is_file, const char *what,
       *slash = '\0';
     }
   }
-  if (is_file) why = file_place_problem(target, path, &st);
-  else if (!S_ISDIR(st.st_mode)) why = "it is not a directory";
+  if (!S_ISDIR(st.st_mode)) why = "it is not a directory";
   if (!why && access(path, W_OK | X_OK) != 0) why = strerror(errno);
   if (!why) return 0;
   pt_errorf_short(err, errsz, "%s %s: cannot write there: %s: %s; choose a directory this job "
