@@ -314,7 +314,7 @@ int main(void) {
   attention_case(2, 37, 128, 4, 2, 0, library);  /* a shape seen before: its plan reused */
   ragged_cases();
   /* packed documents: the library's ragged sequences (about 22 documents: 32 slots; 6: 8) */
-  attention_case(2, 70, 128, 8, 2, DOCS_COUNTED, library);
+  attention_case(2, 70, 256, 4, 2, DOCS_COUNTED, library); /* hd 64 */
   attention_case(1, 33, 128, 4, 2, DOCS_COUNTED, library);
   attention_case_opts(2, 70, 128, 4, 2, DOCS_COUNTED, library, &(pt_attention_opts){.window = 9});
   attention_case(2, 70, 128, 8, 2, DOCS_UNCOUNTED, 0); /* no count: in-house */
