@@ -448,9 +448,10 @@ struct pt_kernels {
    * floats then undefined; 0 where they read them as float32 (the in-house fallback:
    * soft-capping, shapes the library refuses). Decided by the arguments alone, once per shape
    * for the table's life, and the same answer the calls follow, so a layer may mark qkv and o
-   * read_at_rest on it (layers/layer.h). Packed documents, which the argument list cannot say,
-   * run the fallback even where this is 1: it widens the copies of qkv and o itself (so a
-   * caller leaves dout's floats undefined only without documents). */
+   * read_at_rest on it (layers/layer.h). opts->documents > 0 asks about packed documents of
+   * that count, 0 about whole rows: packed documents whose own answer is 0 run the fallback
+   * even where the whole rows' is 1, and it widens the copies of qkv and o itself (so a caller
+   * leaves dout's floats undefined with documents only where it asked with their count). */
   int (*attention_reads_bf16)(const pt_kernels *k, int B, int T, int d, int H, int KVH,
                               const pt_attention_opts *opts);
   /* Step statistics kept on the device until the caller reads them once (device/stats.h), so a

@@ -31,15 +31,16 @@ static inline int layer_attention_at_rest(const pt_kernels *k, int B, int T, int
 }
 
 /* Before the product writing an attention's dout [B*T, d] in a block's backward_input: where
- * that attention reads it only as bf16 (layer_attention_at_rest; not with packed documents,
- * whose plan is another and may be refused, and the fallback reads the floats), room the table keeps is handed over for it alone (kernels.h
- * share_bf16_into), so the product writes its bits there only and the attention reads them, no
- * conversion between. Nothing else may read dout's floats. */
+ * that attention reads it only as bf16 (layer_attention_at_rest, with packed documents asked
+ * with their count, opts->documents, as the call will be: never without it), room the table
+ * keeps is handed over for it alone (kernels.h share_bf16_into), so the product writes its bits
+ * there only and the attention reads them, no conversion between. Nothing else may read dout's
+ * floats. */
 static inline void layer_attention_dout_at_rest(const pt_io *io, float *dout, int d, int H,
                                                 int KVH, const pt_attention_opts *opts) {
   const pt_kernels *k = io->k;
-  if (k->share_bf16_into && !io->doc_start &&
-      layer_attention_at_rest(k, io->B, io->T, d, H, KVH, opts))
+  const int counted = !io->doc_start || (opts && opts->documents > 0);
+  if (k->share_bf16_into && counted && layer_attention_at_rest(k, io->B, io->T, d, H, KVH, opts))
     k->share_bf16_into(k, dout, (int64_t)io->B * io->T * d, NULL, 1);
 }
 

@@ -193,9 +193,9 @@ static void block_backward_input(pt_layer *L, const pt_io *io) {
   k->linear_backward_input(k, s.dxln2, s.h, w[FC_W], N, d, 4 * d, 0);
   k->layernorm_backward_input_residual(k, s.dx1, dy, s.dxln2, s.x1, w[LN2_W], s.mean2, s.rstd2,
                                        N, d);
-  layer_attention_dout_at_rest(io, datty, d, H, H, &k_shared);
-  k->linear_backward_input(k, datty, s.dx1, w[PROJ_W], N, d, d, 0);
   const pt_attention_opts ao = call_opts(io);
+  layer_attention_dout_at_rest(io, datty, d, H, H, &ao);
+  k->linear_backward_input(k, datty, s.dx1, w[PROJ_W], N, d, d, 0);
   k->attention_backward(k, s.dqkv, datty, s.qkv, s.atty, s.attn, B, T, d, H, H, io->doc_start,
                         &ao, attn_scratch);
   k->linear_backward_input(k, s.dxln1, s.dqkv, w[QKV_W], N, d, 3 * d, 0);

@@ -62,9 +62,10 @@ static int ragged_slots(cuda_attention_bf16 *a, int B, int T, int d, int H, int 
 }
 
 /* The library's plan for this call (its shape in *s), or NULL for the in-house kernels (bad
- * shapes included: those report their error there); seen 0: only a plan built before. */
+ * shapes included: those report their error there); docs: packed documents (their count in
+ * opts); seen 0: only a plan built before. */
 static attention_cudnn_plan *route(gpu_ctx *g, cuda_attention_bf16 *a, int B, int T, int d,
-                                   int H, int KVH, const int32_t *doc_start,
+                                   int H, int KVH, int docs,
                                    const pt_attention_opts *opts, attention_cudnn_shape *s,
                                    int seen) {
   if (B <= 0 || T <= 0 || d <= 0 || H <= 0 || KVH <= 0 || d % H != 0 || H % KVH != 0)
@@ -78,7 +79,7 @@ static attention_cudnn_plan *route(gpu_ctx *g, cuda_attention_bf16 *a, int B, in
     a->said_softcap = 1;
     return NULL;
   }
-  const int seqs = doc_start ? ragged_slots(a, B, T, d, H, KVH, opts) : 0;
+  const int seqs = docs ? ragged_slots(a, B, T, d, H, KVH, opts) : 0;
   if (seqs < 0) return NULL;
   /* a window as long as the sequence masks nothing: the plain plan */
   const int window = opts && opts->window > 0 && opts->window < T ? opts->window : 0;
@@ -218,7 +219,7 @@ void cuda_attention_bf16_forward(gpu_ctx *g, cuda_attention_bf16 *a, float *o, f
                                  const int32_t *doc_start, const pt_attention_opts *opts) {
   attention_cudnn_shape s;
   a->left_at = NULL; /* a dqkv left as bits is the next rope's alone */
-  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start, opts, &s, 1);
+  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start != NULL, opts, &s, 1);
   if (!p) {
     a->fallback_calls++;
     cuda_op_attention_forward(g, o, lse, qkv, B, T, d, H, KVH, doc_start, opts, NULL);
@@ -244,12 +245,12 @@ void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqk
                                   const int32_t *doc_start, const pt_attention_opts *opts) {
   attention_cudnn_shape s;
   a->left_at = NULL;
-  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start, opts, &s, 1);
+  attention_cudnn_plan *p = route(g, a, B, T, d, H, KVH, doc_start != NULL, opts, &s, 1);
   int64_t n_qkv = 0, n_o = 0;
   if (!p) {
     a->fallback_calls++;
     /* only a shape asked for before (attention_reads_bf16) may have left its floats */
-    const int takes = doc_start && route(g, a, B, T, d, H, KVH, NULL, opts, &s, 0);
+    const int takes = doc_start && route(g, a, B, T, d, H, KVH, 0, opts, &s, 0);
     if (takes) sizes(B, T, d, H, KVH, &n_qkv, &n_o);
     float *f = takes ? float_room(g, a, n_qkv + n_o) : NULL;
     cuda_op_attention_backward(g, dqkv, dout, fallback_floats(g, a, takes, f, qkv, n_qkv),
@@ -288,7 +289,7 @@ const uint16_t *cuda_attention_bf16_left(cuda_attention_bf16 *a, const float *x,
 int cuda_attention_bf16_takes(gpu_ctx *g, cuda_attention_bf16 *a, int B, int T, int d, int H,
                                int KVH, const pt_attention_opts *opts) {
   attention_cudnn_shape s;
-  return route(g, a, B, T, d, H, KVH, NULL, opts, &s, 1) != NULL;
+  return route(g, a, B, T, d, H, KVH, opts && opts->documents > 0, opts, &s, 1) != NULL;
 }
 
 void cuda_attention_bf16_free(cuda_attention_bf16 *a) {

@@ -91,8 +91,9 @@ void cuda_attention_bf16_backward(gpu_ctx *g, cuda_attention_bf16 *a, float *dqk
  * x, as the library's bits (the table's rope reads them, kernels.h pt_attention_opts.rotated),
  * forgotten once given; else NULL (the floats are x's). */
 const uint16_t *cuda_attention_bf16_left(cuda_attention_bf16 *a, const float *x, int64_t n);
-/* kernels.h's attention_reads_bf16: 1 when the library takes this shape and opts (without
- * documents), its plan built now where not yet (the same plan the calls then use). */
+/* kernels.h's attention_reads_bf16: 1 when the library takes this shape and opts (packed
+ * documents where opts->documents > 0, whole rows otherwise), its plan built now where not yet
+ * (the same plan the calls then use). */
 int cuda_attention_bf16_takes(gpu_ctx *g, cuda_attention_bf16 *a, int B, int T, int d, int H,
                               int KVH, const pt_attention_opts *opts);
 void cuda_attention_bf16_free(cuda_attention_bf16 *a);
