@@ -130,8 +130,7 @@ static const int32_t *ragged_table(gpu_ctx *g, cuda_attention_bf16 *a,
   void *p = a->ragged;
   int32_t *table = grown(g, &p, &a->ragged_bytes, sizeof(int32_t) * (size_t)ints);
   a->ragged = table;
-  cuda_op_attention_ragged(g, table, doc_start, s->B, s->T, s->seqs, (s->H + 2 * s->KVH) * s->hd,
-                           s->H * s->hd, s->H);
+  cuda_op_attention_ragged(g, table, doc_start, s);
   return table;
 }
 

@@ -80,8 +80,7 @@ static const int32_t *documents(gpu_ctx *g, const attention_cudnn_plan *p, void 
   if (!ragged) pt_fatal("%s: a packed-documents plan needs its ragged table", call);
   require_aligned(call, "the ragged table", ragged);
   int32_t *doc = (int32_t *)((char *)workspace + floats_bytes(p));
-  cuda_op_attention_ragged_docs(g, doc, ragged, s->B, s->T, s->seqs, (s->H + 2 * s->KVH) * s->hd,
-                                s->H * s->hd, s->H);
+  cuda_op_attention_ragged_docs(g, doc, ragged, s);
   return doc;
 }
 

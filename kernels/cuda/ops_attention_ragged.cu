@@ -10,6 +10,11 @@
 
 #define RAGGED_THREADS 1024
 
+/* Token t (of rows of T) starts a document. */
+static __device__ int starts_document(const int32_t *doc_start, int64_t t, int T) {
+  return doc_start[t] == (int32_t)(t % T);
+}
+
 /* Exclusive prefix sums of count[0..RAGGED_THREADS) in place (Hillis-Steele over two rows of
  * tmp); returns the total. Every thread of the block calls it. */
 static __device__ int ragged_scan(int *count, int (*tmp)[RAGGED_THREADS]) {
@@ -38,14 +43,16 @@ static __global__ void __launch_bounds__(RAGGED_THREADS)
   const int64_t chunk = (N + RAGGED_THREADS - 1) / RAGGED_THREADS;
   const int64_t t0 = threadIdx.x * chunk, t1 = t0 + chunk < N ? t0 + chunk : N;
   int c = 0;
-  for (int64_t t = t0; t < t1; t++) c += doc_start[t] == (int32_t)(t % T);
+  for (int64_t t = t0; t < t1; t++) c += starts_document(doc_start, t, T);
   count[threadIdx.x] = c;
   const int docs = ragged_scan(count, tmp);
   int j = count[threadIdx.x];
   for (int64_t t = t0; t < t1; t++)
-    if (doc_start[t] == (int32_t)(t % T)) {
-      if (j < seqs) off_qkv[j] = (int32_t)(t * row_qkv), off_lse[j] = (int32_t)(t * H);
-      if (j < seqs) off_o[j] = (int32_t)(t * row_o);
+    if (starts_document(doc_start, t, T)) {
+      if (j < seqs) {
+        off_qkv[j] = (int32_t)(t * row_qkv), off_o[j] = (int32_t)(t * row_o);
+        off_lse[j] = (int32_t)(t * H);
+      }
       j++;
     }
   for (int k = (docs < seqs ? docs : seqs) + threadIdx.x; k <= seqs; k += RAGGED_THREADS)
@@ -57,14 +64,18 @@ static __global__ void __launch_bounds__(RAGGED_THREADS)
     len[k] = docs > seqs ? -1 : (off_lse[k + 1] - off_lse[k]) / H;
 }
 
+/* The shape's tokens and row widths (elements of a token in qkv and in o). */
+static int64_t tokens_of(const attention_cudnn_shape *s) { return (int64_t)s->B * s->T; }
+static int row_qkv_of(const attention_cudnn_shape *s) { return (s->H + 2 * s->KVH) * s->hd; }
+
 extern "C" void cuda_op_attention_ragged(gpu_ctx *g, int32_t *table, const int32_t *doc_start,
-                                         int B, int T, int seqs, int row_qkv, int row_o,
-                                         int H) {
-  const int64_t N = (int64_t)B * T;
-  if (N <= 0 || seqs <= 0) return;
-  const pt_cost cost = pt_cost_of(0.0, 0.0, 4.0 * ((double)N + 4.0 * seqs));
+                                         const attention_cudnn_shape *s) {
+  const int64_t N = tokens_of(s);
+  if (N <= 0 || s->seqs <= 0) return;
+  const pt_cost cost = pt_cost_of(0.0, 0.0, 4.0 * ((double)N + 4.0 * s->seqs));
   PT_LAUNCH_COSTED(attention_ragged_kernel, cost, 1, RAGGED_THREADS, 0, g->stream, table,
-                   attention_cudnn_ragged_stride(seqs), doc_start, T, N, seqs, row_qkv, row_o, H);
+                   attention_cudnn_ragged_stride(s->seqs), doc_start, s->T, N, s->seqs,
+                   row_qkv_of(s), s->H * s->hd, s->H);
   PT_LAUNCH_CHECK();
 }
 
@@ -97,12 +108,13 @@ static __global__ void __launch_bounds__(PT_THREADS)
 }
 
 extern "C" void cuda_op_attention_ragged_docs(gpu_ctx *g, int32_t *doc_start,
-                                              const int32_t *table, int B, int T, int seqs,
-                                              int row_qkv, int row_o, int H) {
-  const int64_t N = (int64_t)B * T;
-  if (N <= 0 || seqs <= 0) return;
+                                              const int32_t *table,
+                                              const attention_cudnn_shape *s) {
+  const int64_t N = tokens_of(s);
+  if (N <= 0 || s->seqs <= 0) return;
   PT_LAUNCH_COSTED(attention_ragged_docs_kernel, pt_cost_of(0.0, 0.0, 8.0 * (double)N),
                    pt_grid(N), PT_THREADS, 0, g->stream, doc_start, table,
-                   attention_cudnn_ragged_stride(seqs), T, N, seqs, row_qkv, row_o, H);
+                   attention_cudnn_ragged_stride(s->seqs), s->T, N, s->seqs, row_qkv_of(s),
+                   s->H * s->hd, s->H);
   PT_LAUNCH_CHECK();
 }

@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 
+#include "kernels/cuda/attention_cudnn.h" /* attention_cudnn_shape (wraps itself for C++) */
+
 #ifdef __cplusplus
 /* kernels/cuda/gpu.h has no extern "C" of its own: take the CUDA headers first (outside the block,
  * they hold C++), then gpu.h inside it, so a .cu file calls pt_fail_lib() and the error texts
@@ -89,16 +91,17 @@ void cuda_op_attention_backward(gpu_ctx *g, float *dqkv, const float *dout, cons
                                 int KVH, const int32_t *doc_start, const pt_attention_opts *opts,
                                 float *scratch);
 /* ops_attention_ragged.cu: packed documents (doc_start, device int32 [B,T], kernels.h) as
- * attention_cudnn.h's ragged table of seqs slots (table: 4 * attention_cudnn_ragged_stride(seqs)
- * device int32), for rows of row_qkv elements in qkv, row_o in o and H log-sum-exps (their
- * product with B*T must fit in int32); seqs must be at least the documents' count (a table of
- * fewer slots has every length -1). _docs is the inverse, for the emulator's cuDNN substitute:
- * doc_start from a table, a token no valid sequence of the table covers (or whose sequence
- * starts in an earlier row) given its own one-token document, so a wrong table shows. */
-void cuda_op_attention_ragged(gpu_ctx *g, int32_t *table, const int32_t *doc_start, int B,
-                              int T, int seqs, int row_qkv, int row_o, int H);
-void cuda_op_attention_ragged_docs(gpu_ctx *g, int32_t *doc_start, const int32_t *table, int B,
-                                   int T, int seqs, int row_qkv, int row_o, int H);
+ * attention_cudnn.h's ragged table of shape s (s->seqs slots; table: 4 *
+ * attention_cudnn_ragged_stride(s->seqs) device int32; q|k|v rows of (H + 2 KVH) hd elements,
+ * o rows of H hd, H log-sum-exps a token, each times B*T within int32); s->seqs must be at
+ * least the documents' count (a table of fewer slots has every length -1). _docs is the
+ * inverse, for the emulator's cuDNN substitute: doc_start from a table, a token no valid
+ * sequence of the table covers (or whose sequence starts in an earlier row) given its own
+ * one-token document, so a wrong table shows. */
+void cuda_op_attention_ragged(gpu_ctx *g, int32_t *table, const int32_t *doc_start,
+                              const attention_cudnn_shape *s);
+void cuda_op_attention_ragged_docs(gpu_ctx *g, int32_t *doc_start, const int32_t *table,
+                                   const attention_cudnn_shape *s);
 /* ops_norm_residual.cu: kernels.h's residual norms, one launch each: x1 = a + b and the norm of
  * x1 (x1 may alias a or b); dx = dres + the norm's input gradient of dy (dx may alias dres). */
 void cuda_op_layernorm_forward_residual(gpu_ctx *g, float *x1, float *y, float *mean, float *rstd,

@@ -206,15 +206,19 @@ static void attention_case(int B, int T, int d, int H, int KVH, int docs, int li
 }
 
 /* The ragged table of doc[B*T] built on the device for seqs slots against one built here:
- * documents in token order, lengths, offsets in qkv (rows of rq), o (ro) and lse (H a token),
- * slots past the last and the end at B*T tokens. With too few slots, every length is -1. */
-static void ragged_case(int B, int T, const int32_t *doc, int seqs, int rq, int ro, int H) {
+ * documents in token order, lengths, offsets in qkv (rows of rq = (H + 2 KVH) hd), o (ro =
+ * H hd) and lse (H a token), slots past the last and the end at B*T tokens. With too few
+ * slots, every length is -1. */
+static void ragged_case(int B, int T, const int32_t *doc, int seqs, int H, int KVH, int hd) {
+  const attention_cudnn_shape shape = {.B = B, .T = T, .H = H, .KVH = KVH, .hd = hd,
+                                       .seqs = seqs};
+  const int rq = (H + 2 * KVH) * hd, ro = H * hd;
   const int64_t N = (int64_t)B * T, stride = attention_cudnn_ragged_stride(seqs);
   const int docs = count_documents(doc, N, T);
   int32_t *want = malloc(sizeof(int32_t) * 4 * (size_t)stride), *got = malloc(4 * 4 * stride);
   int32_t *d_doc = to_device(doc, sizeof(int32_t) * (size_t)N);
   int32_t *d_table = gpu_alloc(&G, sizeof(int32_t) * 4 * (size_t)stride);
-  cuda_op_attention_ragged(&G, d_table, d_doc, B, T, seqs, rq, ro, H);
+  cuda_op_attention_ragged(&G, d_table, d_doc, &shape);
   gpu_to_host(&G, got, d_table, sizeof(int32_t) * 4 * (size_t)stride);
   int j = 0;
   for (int64_t t = 0; t <= N; t++) {
@@ -248,13 +252,13 @@ static void ragged_case(int B, int T, const int32_t *doc, int seqs, int rq, int 
 static void ragged_cases(void) {
   int32_t *doc = documents(3, 50);
   const int docs = count_documents(doc, 150, 50);
-  ragged_case(3, 50, doc, docs, 2304, 768, 12); /* exactly the count */
-  ragged_case(3, 50, doc, 64, 40, 8, 2);        /* slots to spare */
-  ragged_case(3, 50, doc, docs - 1, 40, 8, 2);  /* too few: every length -1 */
+  ragged_case(3, 50, doc, docs, 12, 12, 64); /* exactly the count (GPT-2 small's rows) */
+  ragged_case(3, 50, doc, 64, 2, 1, 4);       /* slots to spare */
+  ragged_case(3, 50, doc, docs - 1, 2, 1, 4); /* too few: every length -1 */
   free(doc);
   int32_t *own = malloc(sizeof(int32_t) * 2 * 700); /* every token its own document */
   for (int t = 0; t < 2 * 700; t++) own[t] = t % 700;
-  ragged_case(2, 700, own, 2048, 24, 8, 1);
+  ragged_case(2, 700, own, 2048, 1, 1, 8);
   free(own);
 }
 
